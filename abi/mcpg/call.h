@@ -1,0 +1,143 @@
+/* mcpg ABI: calls, buffers and the other types that cross the module boundary.
+ *
+ * Ownership: every pointer parameter is borrowed for the duration of the call
+ * it is passed to, unless its name ends in _take or _new (the callee owns it)
+ * or the comment says otherwise.
+ */
+#ifndef MCPG_CALL_H
+#define MCPG_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Opaque kernel objects. Modules hold pointers, never look inside. */
+typedef struct mcpg_call mcpg_call;     /* one MCP request in the pipeline (a request: completes once) */
+typedef struct mcpg_worker mcpg_worker; /* one event loop thread */
+typedef struct mcpg_timer mcpg_timer;   /* a kernel-owned timer */
+
+/* What a stage answers. Append only. */
+typedef enum mcpg_status {
+    MCPG_CONTINUE = 0, /* done: next stage (for a backend: the result is set) */
+    MCPG_DENY = 1,     /* refused/failed: the error is set with call_error() */
+    MCPG_PENDING = 2   /* will answer later with host->call_resume(call, status) */
+} mcpg_status;
+
+/* Which MCP wire a call came in on. Append only. */
+typedef enum mcpg_wire {
+    MCPG_WIRE_STATELESS = 1, /* 2026-07-28 */
+    MCPG_WIRE_LEGACY = 2     /* 2025-11-25 and earlier, with sessions */
+} mcpg_wire;
+
+/* Methods the kernel routes. Append only; MCPG_METHOD_OTHER for the rest. */
+typedef enum mcpg_method {
+    MCPG_METHOD_OTHER = 0,
+    MCPG_METHOD_TOOLS_LIST = 1,
+    MCPG_METHOD_TOOLS_CALL = 2,
+    MCPG_METHOD_RESOURCES_LIST = 3,
+    MCPG_METHOD_RESOURCES_TEMPLATES_LIST = 4,
+    MCPG_METHOD_RESOURCES_READ = 5,
+    MCPG_METHOD_RESOURCES_SUBSCRIBE = 6,
+    MCPG_METHOD_RESOURCES_UNSUBSCRIBE = 7,
+    MCPG_METHOD_PROMPTS_LIST = 8,
+    MCPG_METHOD_PROMPTS_GET = 9,
+    MCPG_METHOD_COMPLETION_COMPLETE = 10
+} mcpg_method;
+
+/* JSON-RPC / MCP error codes the kernel and modules use. */
+#define MCPG_RPC_PARSE_ERROR       (-32700)
+#define MCPG_RPC_INVALID_REQUEST   (-32600)
+#define MCPG_RPC_METHOD_NOT_FOUND  (-32601)
+#define MCPG_RPC_INVALID_PARAMS    (-32602)
+#define MCPG_RPC_INTERNAL_ERROR    (-32603)
+#define MCPG_RPC_SERVER_ERROR      (-32000) /* implementation-defined: overload, timeout */
+#define MCPG_RPC_HEADER_MISMATCH   (-32020)
+#define MCPG_RPC_MISSING_CLIENT_CAPABILITY (-32021)
+#define MCPG_RPC_UNSUPPORTED_VERSION (-32022)
+
+/* A growable byte buffer. Grow it only through host->buf_* (the kernel owns
+ * the allocator); read data/len directly. data is NUL-terminated after any
+ * host->buf_* call. */
+typedef struct mcpg_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+} mcpg_buf;
+
+/* A caller-owned node for handing work to a loop thread without allocating
+ * (see host->worker_post). The caller keeps it alive until fn has run. */
+typedef struct mcpg_post {
+    struct mcpg_post *next; /* kernel use */
+    void (*fn)(void *arg);
+    void *arg;
+} mcpg_post;
+
+/* Lookup of a request header by lower-case name; returns a pointer into the
+ * transport's request (borrowed until the call completes) or NULL. */
+typedef const char *(*mcpg_header_fn)(void *transport_ctx, const char *lname,
+                                      size_t *len_out);
+
+/* What a transport hands the kernel to start a call. Every pointer is borrowed
+ * until `complete` has been called for this call: the transport keeps the
+ * request's bytes alive until then. */
+typedef struct mcpg_call_desc {
+    uint32_t size;            /* sizeof(mcpg_call_desc) */
+    uint32_t wire;            /* mcpg_wire */
+    const char *method;       /* "tools/call" (not NUL-terminated: method_len) */
+    size_t method_len;
+    const char *name;         /* params.name (tools/call, prompts/get) or params.uri; may be NULL */
+    size_t name_len;
+    const char *params_json;  /* raw text of params, or NULL */
+    size_t params_len;
+    const char *args_json;    /* raw text of params.arguments (an object), or NULL */
+    size_t args_len;
+    const char *id_json;      /* raw text of the JSON-RPC id ("7", "\"a\"") */
+    size_t id_len;
+    const char *session_id;   /* legacy wire, else NULL */
+    size_t session_id_len;
+    void *transport_ctx;      /* given back to header and complete */
+    mcpg_header_fn header;    /* may be NULL */
+    /* Called exactly once, on the call's loop thread, when the outcome is
+     * ready (read it with host->call_outcome), unless call_submit failed.
+     * The transport then calls host->call_release(call). */
+    void (*complete)(void *transport_ctx, mcpg_call *call);
+} mcpg_call_desc;
+
+/* The outcome of a call, read by the transport in `complete`. Every pointer is
+ * borrowed until host->call_release. */
+typedef struct mcpg_call_outcome {
+    uint32_t size;
+    int is_error;
+    const char *result;       /* the result object as JSON text (!is_error) */
+    size_t result_len;
+    int64_t error_code;       /* JSON-RPC code (is_error) */
+    const char *error_message;/* NUL-terminated */
+    const char *error_data;   /* JSON text or NULL */
+    size_t error_data_len;
+    int http_status;          /* 0: the wire's default; else e.g. 429, 503 */
+    uint32_t retry_after_s;   /* with 429/503: Retry-After, 0 = none */
+} mcpg_call_outcome;
+
+/* An audit event, handed to audit sinks. Borrowed for the emit() call only:
+ * a sink that writes later copies (formats) it before returning. */
+typedef struct mcpg_audit_event {
+    uint32_t size;
+    const char *name;         /* "mcpg.tool.call.allowed", ".completed", ".denied", ".failed" */
+    uint64_t seq;             /* per-gateway sequence, strictly increasing */
+    int64_t time_us;          /* wall clock, microseconds since the epoch */
+    const char *id_json;      /* the JSON-RPC id as raw JSON text */
+    size_t id_len;
+    const char *method;       /* NUL-terminated */
+    const char *tool;         /* the name the client used; NULL when not a tool call */
+    const char *backend;      /* the backend instance, or NULL */
+    const char *principal;    /* NULL when anonymous */
+    const char *tenant;       /* may be NULL */
+    const char *session;      /* legacy wire session id, or NULL */
+    uint32_t wire;            /* mcpg_wire */
+    uint32_t generation;      /* the pipeline generation the call runs on */
+    int64_t error_code;       /* 0 on success */
+    const char *error_message;/* NULL on success */
+    uint64_t latency_us;      /* completed/failed: time since the call entered */
+    uint64_t backend_us;      /* completed/failed: time spent in the backend */
+} mcpg_audit_event;
+
+#endif

@@ -1,0 +1,168 @@
+/* mcpg ABI: the host services table.
+ *
+ * The kernel hands one const mcpg_host to every instance at create(); it lives
+ * as long as the process. It is append-only: a slot is never removed or
+ * moved. A module built against a newer minor checks host->size (or
+ * MCPG_HOST_HAS(host, slot)) before using a slot its kernel may not have.
+ *
+ * Threads: unless a slot says "any thread", call it on a loop thread.
+ */
+#ifndef MCPG_HOST_H
+#define MCPG_HOST_H
+
+#include "module.h"
+#include "call.h"
+#include "json.h"
+
+#if defined(__GNUC__)
+#define MCPG_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define MCPG_PRINTF(f, a)
+#endif
+
+typedef enum mcpg_log_level {
+    MCPG_LOG_ERROR = 0,
+    MCPG_LOG_WARN = 1,
+    MCPG_LOG_INFO = 2,
+    MCPG_LOG_DEBUG = 3
+} mcpg_log_level;
+
+struct mcpg_host {
+    uint32_t size;     /* sizeof(mcpg_host) in the kernel */
+    uint32_t version;  /* 1 */
+    uint16_t abi_major, abi_minor;
+    uint32_t reserved0;
+
+    /* ---- errors (any thread) ---- */
+    const char *(*strerror)(int err);
+    const char *(*errname)(int err);
+
+    /* ---- memory (any thread). free(NULL) is allowed. ---- */
+    void *(*alloc)(size_t n);
+    void *(*calloc)(size_t count, size_t n);
+    void *(*realloc)(void *p, size_t n);
+    void (*free)(void *p);
+
+    /* ---- logging (any thread): one line stamped [kind:module:instance] ---- */
+    void (*log)(mcpg_instance *self, int level, const char *fmt, ...) MCPG_PRINTF(3, 4);
+    int (*log_enabled)(mcpg_instance *self, int level);
+    /* For validate(): one error at key path (relative to the instance's
+     * "config" object); the kernel prefixes file and instance path. */
+    void (*report_error)(mcpg_report *rep, const char *key_path, const char *fmt, ...)
+        MCPG_PRINTF(3, 4);
+    /* The instance's manifest name, and the gateway's version string. */
+    const char *(*instance_name)(mcpg_instance *self);
+    const char *(*gateway_version)(void);
+
+    /* ---- workers (event loop threads) ---- */
+    uint32_t (*worker_count)(void);                 /* any thread */
+    mcpg_worker *(*worker_at)(uint32_t index);      /* any thread */
+    mcpg_worker *(*worker_current)(void);           /* any thread: NULL off-loop */
+    uint32_t (*worker_index)(mcpg_worker *w);       /* any thread */
+    /* The worker's uv_loop_t * (modules that do I/O link libuv themselves). */
+    void *(*worker_uv_loop)(mcpg_worker *w);
+    /* Any thread: run node->fn(node->arg) on w's loop soon. The node is the
+     * caller's until fn runs; no allocation. Fails with MCPG_ESTATE once the
+     * worker has stopped. */
+    int (*worker_post)(mcpg_worker *w, mcpg_post *node);
+
+    /* ---- time ---- */
+    uint64_t (*mono_us)(void);   /* any thread: monotonic microseconds */
+    int64_t (*wall_us)(void);    /* any thread: microseconds since the epoch */
+
+    /* ---- timers (on w's loop thread) ----
+     * cb runs on w's loop after timeout_ms, then every repeat_ms if > 0.
+     * timer_stop (same thread) guarantees cb never runs again and frees the
+     * timer. Timers still running when the instance stops are cancelled by
+     * the kernel and logged as a module bug. */
+    int (*timer_start)(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
+                       uint64_t repeat_ms, void (*cb)(void *arg), void *arg,
+                       mcpg_timer **timer_out);
+    void (*timer_stop)(mcpg_timer *timer);
+
+    /* ---- the bounded worker pool, for blocking work ----
+     * work(arg) runs on a pool thread. done(arg, status) runs exactly once on
+     * w's loop: status 0 after work returned, MCPG_ETIMEDOUT if timeout_ms
+     * (0 = none) passed before work started, MCPG_ECANCELED if the instance
+     * stopped first. Fails with MCPG_EAGAIN when the queue is full (done is
+     * then never called). */
+    int (*work_submit)(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
+                       void (*work)(void *arg), void (*done)(void *arg, int status),
+                       void *arg);
+
+    /* ---- buffers (any thread, one thread per buffer at a time) ----
+     * A zeroed mcpg_buf is empty and valid. Each returns 0 or MCPG_ENOMEM. */
+    int (*buf_reserve)(mcpg_buf *b, size_t extra);
+    int (*buf_append)(mcpg_buf *b, const void *p, size_t n);
+    int (*buf_printf)(mcpg_buf *b, const char *fmt, ...) MCPG_PRINTF(2, 3);
+    /* Appends "..." with JSON escaping; s need not be NUL-terminated. */
+    int (*buf_append_json_string)(mcpg_buf *b, const char *s, size_t n);
+    void (*buf_free)(mcpg_buf *b);
+
+    /* ---- JSON scanner (any thread, no allocation); see mcpg/json.h ----
+     * Returns: 1 found / 0 not found or end / < 0 malformed (MCPG_EPROTO). */
+    int (*json_validate)(const char *s, size_t n);
+    int (*json_object_get)(const char *obj, size_t n, const char *key,
+                           mcpg_json_span *out);
+    int (*json_object_next)(const char *obj, size_t n, size_t *iter,
+                            mcpg_json_span *key, mcpg_json_span *val);
+    int (*json_array_next)(const char *arr, size_t n, size_t *iter, mcpg_json_span *val);
+    int (*json_string_eq)(const mcpg_json_span *s, const char *lit, size_t n);
+    /* Decode a string span into dst (cap bytes, NUL-terminated): MCPG_ERANGE
+     * if it does not fit, MCPG_EPROTO if it is not a string. */
+    int (*json_string_decode)(const mcpg_json_span *s, char *dst, size_t cap,
+                              size_t *len_out);
+    int (*json_int64)(const mcpg_json_span *s, int64_t *out);
+
+    /* ---- calls, from the transport's side (on the worker's loop) ---- */
+    /* Start a call on worker w. On success the desc's complete() will be
+     * called exactly once. Fails with MCPG_EUNAVAIL while draining and
+     * MCPG_EAGAIN when the worker's call table is full. */
+    int (*call_submit)(mcpg_worker *w, const mcpg_call_desc *desc, mcpg_call **call_out);
+    /* The client went away: stages and the backend are told (backend cancel),
+     * the call still completes. */
+    void (*call_cancel)(mcpg_call *call);
+    void (*call_outcome)(mcpg_call *call, mcpg_call_outcome *out);
+    void (*call_release)(mcpg_call *call);
+
+    /* ---- a call, from a stage or a backend ---- */
+    mcpg_worker *(*call_worker)(mcpg_call *call);
+    uint32_t (*call_method)(mcpg_call *call);         /* mcpg_method */
+    uint32_t (*call_wire)(mcpg_call *call);           /* mcpg_wire */
+    /* The tool (or prompt, or resource uri) as this backend knows it, i.e. with
+     * the binding's prefix removed; NUL-terminated. */
+    const char *(*call_target)(mcpg_call *call);
+    /* Raw JSON text of params.arguments (or "{}"), of params, of the id. */
+    const char *(*call_args)(mcpg_call *call, size_t *len_out);
+    const char *(*call_params)(mcpg_call *call, size_t *len_out);
+    const char *(*call_id)(mcpg_call *call, size_t *len_out);
+    const char *(*call_header)(mcpg_call *call, const char *lname, size_t *len_out);
+    /* A per-call pointer for this instance (NULL-initialised); NULL if the
+     * instance is not in the call's pipeline. */
+    void **(*call_slot)(mcpg_call *call, mcpg_instance *self);
+    /* identity: copied; roles is a comma-separated list or NULL */
+    int (*call_set_identity)(mcpg_call *call, const char *principal, const char *tenant,
+                             const char *roles);
+    const char *(*call_principal)(mcpg_call *call);
+    const char *(*call_tenant)(mcpg_call *call);
+    const char *(*call_roles)(mcpg_call *call);
+    /* The result object as JSON text (copied), or append it into the call's
+     * own buffer (kernel-owned, empty at first). */
+    int (*call_result)(mcpg_call *call, const char *json, size_t len);
+    mcpg_buf *(*call_result_buf)(mcpg_call *call);
+    /* A JSON-RPC error (message copied; data_json is JSON text or NULL). */
+    int (*call_error)(mcpg_call *call, int64_t code, const char *message,
+                      const char *data_json);
+    /* Ask the transport for an HTTP status (429, 503) and Retry-After. */
+    void (*call_set_http)(mcpg_call *call, int http_status, uint32_t retry_after_s);
+    /* Any thread: finish a stage that answered PENDING. Exactly once per
+     * PENDING; off the call's loop it is queued to that loop. */
+    void (*call_resume)(mcpg_call *call, mcpg_status status);
+    int (*call_cancelled)(mcpg_call *call);
+};
+
+/* True when the kernel's table has `slot` (for modules built on a newer minor). */
+#define MCPG_HOST_HAS(host, slot) \
+    ((host)->size >= offsetof(mcpg_host, slot) + sizeof((host)->slot) && (host)->slot != NULL)
+
+#endif

@@ -1,0 +1,157 @@
+/* mcpg ABI: the ops table of every module kind.
+ *
+ * Each kind evolves on its own: each table starts {size, version} and grows at
+ * its end. A NULL optional op means "not offered"; a NULL mandatory op makes
+ * the kernel refuse the module at load, naming the op.
+ *
+ * Threading: every op runs on a loop thread and must not block, except
+ * backend call ops the kernel dispatches to the worker pool (a backend not
+ * used with inline_dispatch). An op that answers MCPG_PENDING finishes later
+ * with host->call_resume() (callable from any thread).
+ *
+ * `instance` is always the pointer create() returned. `call` is borrowed for
+ * the op; it stays valid until the op's stage has answered (resume included).
+ */
+#ifndef MCPG_KINDS_H
+#define MCPG_KINDS_H
+
+#include "call.h"
+#include "json.h"
+
+/* ---- transport: owns connections and the wire ---------------------------
+ * The kernel owns listening sockets. On each accepted connection it calls
+ * conn_adopt on the listener's worker thread. */
+typedef struct mcpg_transport_ops {
+    uint32_t size, version;
+    /* Mandatory. Take ownership of a connected, non-blocking socket `fd_take`
+     * on worker `w` (use host->worker_uv_loop(w)). On failure the kernel
+     * closes the fd. */
+    int (*conn_adopt)(void *instance, mcpg_worker *w, int fd_take);
+    /* Mandatory. Graceful shutdown on worker `w` (its loop thread): close idle
+     * connections now, close the others once their in-flight answers are
+     * written; accept nothing new. */
+    void (*drain)(void *instance, mcpg_worker *w);
+    /* Mandatory. How many connections this instance still has open on `w`;
+     * the kernel waits for 0 (or its drain deadline) before stopping. */
+    uint32_t (*conn_count)(void *instance, mcpg_worker *w);
+} mcpg_transport_ops;
+
+/* ---- identity: who is calling ------------------------------------------
+ * A chain: each instance accepts (sets identity with host->call_set_identity
+ * and answers CONTINUE), rejects (call_error + DENY), or passes (CONTINUE
+ * without setting identity, so the next one tries). */
+typedef struct mcpg_identity_ops {
+    uint32_t size, version;
+    mcpg_status (*authenticate)(void *instance, mcpg_call *call); /* mandatory */
+} mcpg_identity_ops;
+
+/* ---- policy: may this principal do this -------------------------------- */
+typedef struct mcpg_policy_ops {
+    uint32_t size, version;
+    mcpg_status (*check)(void *instance, mcpg_call *call); /* mandatory */
+    /* Optional: whether a listed item is visible to the call's principal, for
+     * filtered lists. kind is "tool", "resource" or "prompt". */
+    int (*visible)(void *instance, mcpg_call *call, const char *kind, const char *name);
+} mcpg_policy_ops;
+
+/* ---- limits: concurrency caps, rates, budgets -------------------------- */
+typedef struct mcpg_limits_ops {
+    uint32_t size, version;
+    mcpg_status (*acquire)(void *instance, mcpg_call *call); /* mandatory */
+    /* Optional: the call that acquire() admitted has finished (any outcome). */
+    void (*release)(void *instance, mcpg_call *call);
+} mcpg_limits_ops;
+
+/* ---- audit sinks ----------------------------------------------------------
+ * emit() answers CONTINUE when the event is as durable as the sink promises
+ * (immediately for a non-durable sink), PENDING when it will say so later
+ * through host->call_resume(call, CONTINUE), or DENY (with call_error) when it
+ * cannot record the event: the call then fails closed. */
+typedef struct mcpg_audit_ops {
+    uint32_t size, version;
+    mcpg_status (*emit)(void *instance, mcpg_call *call, const mcpg_audit_event *event);
+    /* Optional: write out anything buffered (shutdown); may block briefly. */
+    void (*flush)(void *instance);
+} mcpg_audit_ops;
+
+/* ---- coordinator: fleet state -------------------------------------------
+ * Every op is called on a loop thread `w` and answers through its callback on
+ * the same thread, exactly once, unless the op returns < 0 (then never). */
+typedef struct mcpg_coord_value {
+    uint32_t size;
+    const char *data;   /* borrowed for the callback */
+    size_t len;
+    uint64_t revision;  /* for compare-and-set */
+    int64_t number;     /* incr result */
+} mcpg_coord_value;
+
+typedef void (*mcpg_coord_cb)(void *arg, int status, const mcpg_coord_value *value);
+typedef void (*mcpg_coord_msg_cb)(void *arg, const char *subject, const char *data, size_t len);
+typedef struct mcpg_coord_sub mcpg_coord_sub;
+
+typedef struct mcpg_coordinator_ops {
+    uint32_t size, version;
+    int (*get)(void *instance, mcpg_worker *w, const char *key, size_t klen,
+               mcpg_coord_cb cb, void *arg);
+    int (*put)(void *instance, mcpg_worker *w, const char *key, size_t klen,
+               const char *val, size_t vlen, uint64_t ttl_ms, mcpg_coord_cb cb, void *arg);
+    int (*incr)(void *instance, mcpg_worker *w, const char *key, size_t klen,
+                int64_t delta, uint64_t ttl_ms, mcpg_coord_cb cb, void *arg);
+    /* status MCPG_EEXIST when the key is present */
+    int (*put_if_absent)(void *instance, mcpg_worker *w, const char *key, size_t klen,
+                         const char *val, size_t vlen, uint64_t ttl_ms,
+                         mcpg_coord_cb cb, void *arg);
+    /* status MCPG_ECONFLICT when the revision moved */
+    int (*compare_and_set)(void *instance, mcpg_worker *w, const char *key, size_t klen,
+                           uint64_t expected_revision, const char *val, size_t vlen,
+                           uint64_t ttl_ms, mcpg_coord_cb cb, void *arg);
+    int (*del)(void *instance, mcpg_worker *w, const char *key, size_t klen,
+               mcpg_coord_cb cb, void *arg);
+    /* each_cb once per key (value->data = key), then cb once with the status */
+    int (*scan_prefix)(void *instance, mcpg_worker *w, const char *prefix, size_t plen,
+                       mcpg_coord_cb each_cb, mcpg_coord_cb cb, void *arg);
+    int (*publish)(void *instance, mcpg_worker *w, const char *subject,
+                   const char *data, size_t len, mcpg_coord_cb cb, void *arg);
+    /* messages arrive on w's loop until unsubscribe; *sub_out set on success */
+    int (*subscribe)(void *instance, mcpg_worker *w, const char *subject,
+                     mcpg_coord_msg_cb cb, void *arg, mcpg_coord_sub **sub_out);
+    void (*unsubscribe)(void *instance, mcpg_coord_sub *sub);
+} mcpg_coordinator_ops;
+
+/* ---- events: the MCP Events pipeline ------------------------------------
+ * Inbound webhooks (POST /webhooks/events/{source}) and events/* methods
+ * arrive as calls; the module answers like a backend. */
+typedef struct mcpg_events_ops {
+    uint32_t size, version;
+    mcpg_status (*webhook)(void *instance, mcpg_call *call, const char *source);
+    mcpg_status (*request)(void *instance, mcpg_call *call); /* events/* methods */
+} mcpg_events_ops;
+
+/* ---- backends: where tools, resources and prompts live ------------------
+ * List ops are synchronous and answer from the backend's memory: append a JSON
+ * array of its items to `out` (e.g. [{"name":"echo",...}]). A backend that
+ * learns its lists asynchronously (an upstream server) caches them.
+ * Call ops answer CONTINUE with the result set (host->call_result or
+ * call_result_buf), DENY with call_error, or PENDING. */
+typedef struct mcpg_backend_ops {
+    uint32_t size, version;
+    int (*list_tools)(void *instance, mcpg_buf *out);             /* mandatory */
+    mcpg_status (*call_tool)(void *instance, mcpg_call *call);    /* mandatory */
+    int (*list_resources)(void *instance, mcpg_buf *out);
+    int (*list_resource_templates)(void *instance, mcpg_buf *out);
+    mcpg_status (*read_resource)(void *instance, mcpg_call *call);
+    int (*list_prompts)(void *instance, mcpg_buf *out);
+    mcpg_status (*get_prompt)(void *instance, mcpg_call *call);
+    mcpg_status (*complete)(void *instance, mcpg_call *call);
+    /* Optional: a closed stream or a cancelled request; the call still answers. */
+    void (*cancel)(void *instance, mcpg_call *call);
+} mcpg_backend_ops;
+
+/* ---- metrics exporters ------------------------------------------------ */
+typedef struct mcpg_metrics_ops {
+    uint32_t size, version;
+    /* Append the exposition for GET /metrics; runs on a loop thread. */
+    int (*render)(void *instance, mcpg_buf *out);
+} mcpg_metrics_ops;
+
+#endif

@@ -1,0 +1,140 @@
+/* mcpg ABI: what a module exports.
+ *
+ * A module is one shared object exporting exactly one symbol, MCPG_ENTRY_SYMBOL.
+ * The kernel calls it with its own ABI version; the module returns a pointer to a
+ * const descriptor that lives as long as the image is mapped.
+ *
+ * Compatibility (checked by the kernel before anything else is read):
+ *   magic == MCPG_MODULE_MAGIC, abi_major == kernel major, abi_minor <= kernel
+ *   minor, size >= the v1.0 descriptor size, and every ops table's size >= its
+ *   v1.0 size. Structs grow only at their end; enums are append-only; no #ifdef
+ *   changes a struct in this directory.
+ */
+#ifndef MCPG_MODULE_H
+#define MCPG_MODULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MCPG_ABI_MAJOR 1
+#define MCPG_ABI_MINOR 0
+#define MCPG_MODULE_MAGIC 0x6d637067u /* "mcpg" */
+#define MCPG_ENTRY_SYMBOL "mcpg_module_entry"
+
+/* Module kinds. Append only. */
+typedef enum mcpg_kind {
+    MCPG_KIND_TRANSPORT = 1,
+    MCPG_KIND_IDENTITY = 2,
+    MCPG_KIND_POLICY = 3,
+    MCPG_KIND_LIMITS = 4,
+    MCPG_KIND_AUDIT = 5,
+    MCPG_KIND_COORDINATOR = 6,
+    MCPG_KIND_EVENTS = 7,
+    MCPG_KIND_BACKEND = 8,
+    MCPG_KIND_METRICS = 9
+} mcpg_kind;
+
+/* Module flags (mcpg_module.flags). Append only. */
+#define MCPG_MOD_INLINE_SAFE   (1ull << 0) /* backend may run on the loop thread (inline_dispatch) */
+#define MCPG_MOD_OWNS_THREADS  (1ull << 1) /* starts threads in start(), joins them in stop() */
+#define MCPG_MOD_DURABLE       (1ull << 2) /* audit sink: its "done" means the event is on disk */
+
+/* ---- declarative configuration ---------------------------------------- */
+
+/* Types of a config field. The kernel parses the manifest's "config" object
+ * against the module's table, reports every error with its key path, fills a
+ * zeroed struct of config_size bytes at the declared offsets and hands it to
+ * create(). Append only. */
+typedef enum mcpg_config_type {
+    MCPG_CFG_BOOL = 1,   /* int at offset: 0 or 1 */
+    MCPG_CFG_INT = 2,    /* int64_t at offset; min/max checked */
+    MCPG_CFG_DOUBLE = 3, /* double at offset; min/max checked */
+    MCPG_CFG_STRING = 4, /* const char * at offset; kernel-owned, lives as long as the instance */
+    MCPG_CFG_JSON = 5,   /* const char * at offset: the value re-serialised as compact JSON
+                            text (kernel-owned); the module validates it in validate() */
+    MCPG_CFG_ENUM = 6    /* const char * at offset; must be one of the '|'-separated
+                            words in enum_values */
+} mcpg_config_type;
+
+#define MCPG_CFG_REQUIRED (1u << 0) /* the key must be present */
+
+typedef struct mcpg_config_field {
+    const char *key;           /* e.g. "latency_ms"; must fit [a-z0-9_]+ */
+    uint32_t type;             /* mcpg_config_type */
+    uint32_t flags;            /* MCPG_CFG_REQUIRED */
+    size_t offset;             /* offsetof(the module's config struct, field) */
+    const char *default_json;  /* default as JSON text ("0", "true", "\"x\""), or NULL */
+    int64_t min, max;          /* inclusive bounds for INT/DOUBLE when min < max */
+    const char *enum_values;   /* MCPG_CFG_ENUM only: "a|b|c" */
+    const char *help;          /* one line for `mcpg --help-module` */
+} mcpg_config_field;
+
+/* A table ends with an entry whose key is NULL. */
+#define MCPG_CONFIG_END { NULL, 0, 0, 0, NULL, 0, 0, NULL, NULL }
+
+/* ---- lifecycle, common to every kind ---------------------------------- */
+
+typedef struct mcpg_host mcpg_host;
+typedef struct mcpg_instance mcpg_instance; /* the kernel's handle for one configured instance */
+typedef struct mcpg_report mcpg_report;     /* where validate() reports errors */
+
+typedef struct mcpg_lifecycle_ops {
+    uint32_t size;    /* sizeof(mcpg_lifecycle_ops) at build time */
+    uint32_t version; /* 1 */
+
+    /* Optional. Deeper checks than the schema can express. Runs at --check and
+     * before any instance of a new generation is created; must not start
+     * anything. Report each problem with host->report_error(rep, "key.path",
+     * fmt, ...). Returns 0 when valid, MCPG_ECONFIG otherwise. */
+    int (*validate)(const mcpg_host *host, const void *config, mcpg_report *rep);
+
+    /* Mandatory. Build an instance. `host` and `self` are borrowed for the
+     * instance's whole life; `config` is borrowed for the instance's life too.
+     * On success *instance_out is the module's state pointer, passed back to
+     * every op. Must not start threads or timers (start does). */
+    int (*create)(const mcpg_host *host, mcpg_instance *self, const void *config,
+                  void **instance_out);
+
+    /* Optional. Called once the whole generation is built, before it serves.
+     * May start threads (declare MCPG_MOD_OWNS_THREADS) and timers. A failure
+     * refuses the generation. */
+    int (*start)(void *instance);
+
+    /* Optional. The generation has drained: no call will enter this instance
+     * again. Flush, join threads, cancel what is pending. After stop returns,
+     * the module makes no more host calls for this instance. */
+    void (*stop)(void *instance);
+
+    /* Mandatory. Free everything create() made. */
+    void (*destroy)(void *instance);
+} mcpg_lifecycle_ops;
+
+/* ---- the descriptor ----------------------------------------------------- */
+
+typedef struct mcpg_module {
+    uint32_t magic;               /* MCPG_MODULE_MAGIC: checked first */
+    uint16_t abi_major, abi_minor;/* the headers it was compiled against */
+    uint32_t size;                /* sizeof(mcpg_module) at build time */
+    uint32_t kind;                /* mcpg_kind */
+    const char *name;             /* "backend_mock"; matches the file name */
+    const char *version;          /* the module's own version, free form */
+    const char *build_id;         /* unique per build: names the runtime copy at reload */
+    const char *description;      /* one line */
+    uint64_t flags;               /* MCPG_MOD_* */
+    const mcpg_config_field *config; /* schema, ended by MCPG_CONFIG_END; NULL = no keys */
+    uint32_t config_size;         /* size of the config struct the kernel fills */
+    uint32_t reserved0;
+    const mcpg_lifecycle_ops *lifecycle; /* mandatory */
+    const void *ops;              /* the kind's table (mcpg_<kind>_ops), starts {size, version} */
+} mcpg_module;
+
+typedef const mcpg_module *(*mcpg_module_entry_fn)(uint16_t host_abi_major,
+                                                   uint16_t host_abi_minor);
+
+/* Every mcpg ops table begins with this header. */
+typedef struct mcpg_ops_header {
+    uint32_t size;
+    uint32_t version;
+} mcpg_ops_header;
+
+#endif

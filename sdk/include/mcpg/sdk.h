@@ -1,0 +1,127 @@
+/* mcpg SDK: what a module author includes.
+ *
+ *   #include <mcpg/sdk.h>
+ *   MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_hello", "1.0.0",
+ *       .description = "says hello", .flags = MCPG_MOD_INLINE_SAFE,
+ *       .config = hello_config, .config_size = sizeof(hello_config_t),
+ *       .lifecycle = &hello_lifecycle, .ops = &hello_ops);
+ *
+ * Link the SDK library (libmcpg_sdk.a, position-independent): the JSON
+ * scanner, buffers, error names and the config-schema parser. It carries no
+ * kernel symbols; a module still links nothing from the kernel.
+ */
+#ifndef MCPG_SDK_H
+#define MCPG_SDK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mcpg/abi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MCPG_EXPORT __attribute__((visibility("default")))
+
+#ifndef MCPG_BUILD_ID
+#define MCPG_BUILD_ID __DATE__ " " __TIME__
+#endif
+
+/* Define the module's descriptor and its one exported entry symbol. The
+ * designated initialisers after `version` fill the rest; fields added to the
+ * descriptor later default to 0/NULL. */
+#define MCPG_MODULE_DEFINE(kind_, name_, version_, ...)                              \
+    static const mcpg_module mcpg__descriptor = {                                     \
+        .magic = MCPG_MODULE_MAGIC,                                                   \
+        .abi_major = MCPG_ABI_MAJOR,                                                  \
+        .abi_minor = MCPG_ABI_MINOR,                                                  \
+        .size = (uint32_t)sizeof(mcpg_module),                                        \
+        .kind = (kind_),                                                              \
+        .name = (name_),                                                              \
+        .version = (version_),                                                        \
+        .build_id = name_ " " version_ " " MCPG_BUILD_ID,                             \
+        __VA_ARGS__};                                                                 \
+    MCPG_EXPORT const mcpg_module *mcpg_module_entry(uint16_t host_abi_major,         \
+                                                     uint16_t host_abi_minor) {       \
+        (void)host_abi_major;                                                         \
+        (void)host_abi_minor;                                                         \
+        return &mcpg__descriptor;                                                     \
+    }
+
+/* The {size, version} head of an ops table. */
+#define MCPG_OPS_HEAD(type) .size = (uint32_t)sizeof(type), .version = 1
+
+/* Config schema entries. `def` is JSON text or NULL. */
+#define MCPG_CFG_BOOL_FIELD(st, f, key, def, help) \
+    { key, MCPG_CFG_BOOL, 0, offsetof(st, f), def, 0, 0, NULL, help }
+#define MCPG_CFG_INT_FIELD(st, f, key, def, lo, hi, help) \
+    { key, MCPG_CFG_INT, 0, offsetof(st, f), def, lo, hi, NULL, help }
+#define MCPG_CFG_DOUBLE_FIELD(st, f, key, def, lo, hi, help) \
+    { key, MCPG_CFG_DOUBLE, 0, offsetof(st, f), def, lo, hi, NULL, help }
+#define MCPG_CFG_STRING_FIELD(st, f, key, def, help) \
+    { key, MCPG_CFG_STRING, 0, offsetof(st, f), def, 0, 0, NULL, help }
+#define MCPG_CFG_REQUIRED_STRING_FIELD(st, f, key, help) \
+    { key, MCPG_CFG_STRING, MCPG_CFG_REQUIRED, offsetof(st, f), NULL, 0, 0, NULL, help }
+#define MCPG_CFG_JSON_FIELD(st, f, key, def, help) \
+    { key, MCPG_CFG_JSON, 0, offsetof(st, f), def, 0, 0, NULL, help }
+#define MCPG_CFG_ENUM_FIELD(st, f, key, def, values, help) \
+    { key, MCPG_CFG_ENUM, 0, offsetof(st, f), def, 0, 0, values, help }
+
+/* ---- error names ---- */
+const char *mcpg_strerror(int err);
+const char *mcpg_errname(int err);
+
+/* ---- buffers (malloc-backed; the kernel's host->buf_* are these) ---- */
+int mcpg_buf_reserve(mcpg_buf *b, size_t extra);
+int mcpg_buf_append(mcpg_buf *b, const void *p, size_t n);
+int mcpg_buf_printf(mcpg_buf *b, const char *fmt, ...) MCPG_PRINTF(2, 3);
+int mcpg_buf_append_json_string(mcpg_buf *b, const char *s, size_t n);
+void mcpg_buf_free(mcpg_buf *b);
+static inline int mcpg_buf_puts(mcpg_buf *b, const char *s) {
+    size_t n = 0;
+    while (s[n]) n++;
+    return mcpg_buf_append(b, s, n);
+}
+
+/* ---- the JSON scanner (no allocation; see mcpg/json.h) ----
+ * Returns 1 found / 0 not found or end / MCPG_EPROTO when malformed. */
+/* Parse one value starting at s[*pos] (leading whitespace skipped), fully
+ * validating it; on success *pos is just past it. */
+int mcpg_json_value(const char *s, size_t n, size_t *pos, mcpg_json_span *out);
+/* The whole text is exactly one valid JSON value (whitespace around allowed):
+ * 0, else MCPG_EPROTO. */
+int mcpg_json_validate(const char *s, size_t n);
+/* Iterate an object's members. `obj` is the object's text ("{...}");
+ * *iter starts at 0. Each member's value is validated as it is passed. */
+int mcpg_json_object_next(const char *obj, size_t n, size_t *iter,
+                          mcpg_json_span *key, mcpg_json_span *val);
+/* The first member named `key` (NUL-terminated, compared after decoding). */
+int mcpg_json_object_get(const char *obj, size_t n, const char *key, mcpg_json_span *out);
+int mcpg_json_array_next(const char *arr, size_t n, size_t *iter, mcpg_json_span *val);
+/* A string span equals lit[0..n) once decoded: 1 yes, 0 no. */
+int mcpg_json_string_eq(const mcpg_json_span *s, const char *lit, size_t n);
+int mcpg_json_string_decode(const mcpg_json_span *s, char *dst, size_t cap, size_t *len_out);
+/* An integer number span (no fraction/exponent) that fits int64: 0, else MCPG_ERANGE/EPROTO. */
+int mcpg_json_int64(const mcpg_json_span *s, int64_t *out);
+/* Escape s[0..n) as the inside of a JSON string into dst, which must hold
+ * 6*n bytes; returns the bytes written. Control characters become \u00XX;
+ * invalid UTF-8 bytes become U+FFFD. */
+size_t mcpg_json_escape(char *dst, const char *s, size_t n);
+
+/* ---- config schema (used by the kernel, the fake host and --help) ----
+ * Parse `json` (an object's text) against `fields` into the zeroed struct at
+ * `out`: defaults applied, types and bounds checked, unknown keys refused
+ * (with a "did you mean" when one is close). Each problem is passed to
+ * err(ctx, key, message); returns the number of problems. Strings in `out`
+ * are malloc'd: free them with mcpg_config_free. */
+typedef void (*mcpg_config_err_fn)(void *ctx, const char *key, const char *message);
+int mcpg_config_parse(const mcpg_config_field *fields, const char *json, size_t len,
+                      void *out, mcpg_config_err_fn err, void *ctx);
+void mcpg_config_free(const mcpg_config_field *fields, void *out);
+/* The candidate closest to `word` by edit distance, if close enough; else NULL. */
+const char *mcpg_did_you_mean(const char *word, const char *const *candidates, size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
