@@ -119,12 +119,12 @@ typedef struct mcpg_coordinator_ops {
 } mcpg_coordinator_ops;
 
 /* ---- events: the MCP Events pipeline ------------------------------------
- * Inbound webhooks (POST /webhooks/events/{source}) and events/* methods
+ * Inbound webhooks (POST /webhooks/events/{source}) and events/... methods
  * arrive as calls; the module answers like a backend. */
 typedef struct mcpg_events_ops {
     uint32_t size, version;
     mcpg_status (*webhook)(void *instance, mcpg_call *call, const char *source);
-    mcpg_status (*request)(void *instance, mcpg_call *call); /* events/* methods */
+    mcpg_status (*request)(void *instance, mcpg_call *call); /* events/... methods */
 } mcpg_events_ops;
 
 /* ---- backends: where tools, resources and prompts live ------------------

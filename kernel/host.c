@@ -1,0 +1,235 @@
+/* The host services table handed to every module, and the services that are
+ * not about calls: logging, timers, the worker pool for modules, time. */
+#include "kernel.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int64_t wall_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- logging ---- */
+
+static void host_log(mcpg_instance *self, int level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    klog_v(level, self ? self->stamp : "[module]", fmt, ap);
+    va_end(ap);
+}
+
+static int host_log_enabled(mcpg_instance *self, int level) {
+    (void)self;
+    return level <= klog_level();
+}
+
+static const char *host_instance_name(mcpg_instance *self) { return self->name; }
+static const char *host_gateway_version(void) { return MCPG_VERSION; }
+
+/* ---- workers ---- */
+
+static uint32_t host_worker_count(void) { return K.n_workers; }
+static mcpg_worker *host_worker_at(uint32_t i) { return i < K.n_workers ? &K.workers[i] : NULL; }
+static uint32_t host_worker_index(mcpg_worker *w) { return w->index; }
+static void *host_worker_uv_loop(mcpg_worker *w) { return &w->loop; }
+
+/* ---- timers: kernel-owned, counted per instance so a stop can prove none
+ * outlives its module ---- */
+
+struct mcpg_timer {
+    uv_timer_t handle;
+    mcpg_instance *owner;
+    void (*cb)(void *arg);
+    void *arg;
+    struct mcpg_timer *prev, *next; /* the owner's live list */
+};
+
+static pthread_mutex_t timers_lock = PTHREAD_MUTEX_INITIALIZER;
+static mcpg_timer *live_timers;
+
+static void timer_fire(uv_timer_t *h) {
+    mcpg_timer *t = h->data;
+    t->cb(t->arg);
+}
+
+static int host_timer_start(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
+                            uint64_t repeat_ms, void (*cb)(void *), void *arg,
+                            mcpg_timer **out) {
+    if (!w || worker_self() != w) return MCPG_ESTATE;
+    mcpg_timer *t = calloc(1, sizeof *t);
+    if (!t) return MCPG_ENOMEM;
+    t->owner = self;
+    t->cb = cb;
+    t->arg = arg;
+    uv_timer_init(&w->loop, &t->handle);
+    t->handle.data = t;
+    uv_timer_start(&t->handle, timer_fire, timeout_ms, repeat_ms);
+    pthread_mutex_lock(&timers_lock);
+    t->next = live_timers;
+    if (live_timers) live_timers->prev = t;
+    live_timers = t;
+    pthread_mutex_unlock(&timers_lock);
+    if (self) atomic_fetch_add(&self->live_timers, 1);
+    if (out) *out = t;
+    return 0;
+}
+
+static void timer_closed(uv_handle_t *h) { free(h->data); }
+
+static void host_timer_stop(mcpg_timer *t) {
+    if (!t) return;
+    pthread_mutex_lock(&timers_lock);
+    if (t->prev) t->prev->next = t->next;
+    else if (live_timers == t) live_timers = t->next;
+    if (t->next) t->next->prev = t->prev;
+    pthread_mutex_unlock(&timers_lock);
+    if (t->owner) atomic_fetch_sub(&t->owner->live_timers, 1);
+    uv_timer_stop(&t->handle);
+    uv_close((uv_handle_t *)&t->handle, timer_closed);
+}
+
+/* After an instance stopped: a timer it left running is a module bug. Its
+ * callback must never run again; the handle itself is closed with its loop. */
+void instance_timers_cancel(mcpg_instance *inst) {
+    int n = atomic_load(&inst->live_timers);
+    if (n == 0) return;
+    klog(MCPG_LOG_ERROR, inst->stamp, "left %d timer(s) running after stop (module bug): cancelled", n);
+    pthread_mutex_lock(&timers_lock);
+    for (mcpg_timer *t = live_timers; t; t = t->next)
+        if (t->owner == inst) {
+            uv_timer_stop(&t->handle); /* loops have ended: no race with the callback */
+            t->owner = NULL;
+        }
+    pthread_mutex_unlock(&timers_lock);
+}
+
+/* ---- the worker pool for modules ---- */
+
+typedef struct module_work {
+    pool_job job;
+    mcpg_post post;
+    mcpg_worker *w;
+    void (*work)(void *);
+    void (*done)(void *, int);
+    void *arg;
+    int status;
+} module_work;
+
+static void work_done_on_loop(void *p) {
+    module_work *mw = p;
+    mw->done(mw->arg, mw->status);
+    free(mw);
+}
+
+static void work_finish(module_work *mw, int status) {
+    mw->status = status;
+    mw->post.fn = work_done_on_loop;
+    mw->post.arg = mw;
+    if (worker_post(mw->w, &mw->post) != 0) free(mw); /* the worker is gone */
+}
+
+static void work_run(pool_job *j) {
+    module_work *mw = (module_work *)j;
+    mw->work(mw->arg);
+    work_finish(mw, 0);
+}
+
+static void work_expired(pool_job *j) { work_finish((module_work *)j, MCPG_ETIMEDOUT); }
+
+static int host_work_submit(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
+                            void (*work)(void *), void (*done)(void *, int), void *arg) {
+    (void)self;
+    if (!w || !work || !done) return MCPG_EINVAL;
+    module_work *mw = calloc(1, sizeof *mw);
+    if (!mw) return MCPG_ENOMEM;
+    mw->job.run = work_run;
+    mw->job.expired = work_expired;
+    mw->job.timeout_us = timeout_ms * 1000;
+    mw->w = w;
+    mw->work = work;
+    mw->done = done;
+    mw->arg = arg;
+    int rc = pool_submit(&mw->job);
+    if (rc) free(mw);
+    return rc;
+}
+
+static int host_worker_post(mcpg_worker *w, mcpg_post *node) { return worker_post(w, node); }
+static mcpg_worker *host_worker_current(void) { return worker_self(); }
+
+static int host_json_validate(const char *s, size_t n) { return mcpg_json_validate(s, n); }
+
+const mcpg_host HOST = {
+    .size = sizeof(mcpg_host),
+    .version = 1,
+    .abi_major = MCPG_ABI_MAJOR,
+    .abi_minor = MCPG_ABI_MINOR,
+    .strerror = mcpg_strerror,
+    .errname = mcpg_errname,
+    .alloc = malloc,
+    .calloc = calloc,
+    .realloc = realloc,
+    .free = free,
+    .log = host_log,
+    .log_enabled = host_log_enabled,
+    .report_error = host_report_error,
+    .instance_name = host_instance_name,
+    .gateway_version = host_gateway_version,
+    .worker_count = host_worker_count,
+    .worker_at = host_worker_at,
+    .worker_current = host_worker_current,
+    .worker_index = host_worker_index,
+    .worker_uv_loop = host_worker_uv_loop,
+    .worker_post = host_worker_post,
+    .mono_us = mono_us,
+    .wall_us = wall_us,
+    .timer_start = host_timer_start,
+    .timer_stop = host_timer_stop,
+    .work_submit = host_work_submit,
+    .buf_reserve = mcpg_buf_reserve,
+    .buf_append = mcpg_buf_append,
+    .buf_printf = mcpg_buf_printf,
+    .buf_append_json_string = mcpg_buf_append_json_string,
+    .buf_free = mcpg_buf_free,
+    .json_validate = host_json_validate,
+    .json_object_get = mcpg_json_object_get,
+    .json_object_next = mcpg_json_object_next,
+    .json_array_next = mcpg_json_array_next,
+    .json_string_eq = mcpg_json_string_eq,
+    .json_string_decode = mcpg_json_string_decode,
+    .json_int64 = mcpg_json_int64,
+    .call_submit = call_submit,
+    .call_cancel = call_cancel,
+    .call_outcome = call_outcome,
+    .call_release = call_release,
+    .call_worker = host_call_worker,
+    .call_method = host_call_method,
+    .call_wire = host_call_wire,
+    .call_target = host_call_target,
+    .call_args = host_call_args,
+    .call_params = host_call_params,
+    .call_id = host_call_id,
+    .call_header = host_call_header,
+    .call_slot = host_call_slot,
+    .call_set_identity = host_call_set_identity,
+    .call_principal = host_call_principal,
+    .call_tenant = host_call_tenant,
+    .call_roles = host_call_roles,
+    .call_result = host_call_result,
+    .call_result_buf = host_call_result_buf,
+    .call_error = host_call_error,
+    .call_set_http = host_call_set_http,
+    .call_resume = host_call_resume,
+    .call_cancelled = host_call_cancelled,
+};

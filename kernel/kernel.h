@@ -1,0 +1,227 @@
+/* mcpg kernel: internal declarations shared by the kernel's files.
+ * Nothing here crosses the ABI; modules see only the abi/mcpg headers. */
+#ifndef MCPG_KERNEL_H
+#define MCPG_KERNEL_H
+
+#include <mcpg/abi.h>
+#include <mcpg/sdk.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#define MCPG_VERSION "0.1.0"
+#define MCPG_MAX_WORKERS 256
+#define MCPG_NAME_MAX 64
+
+/* ---- errors collected while reading a manifest ---- */
+typedef struct errlist {
+    char **lines; /* "FILE: path: message" */
+    size_t count, cap;
+} errlist;
+void errlist_add(errlist *e, const char *file, const char *path, const char *fmt, ...)
+    MCPG_PRINTF(4, 5);
+void errlist_print(const errlist *e);
+void errlist_free(errlist *e);
+
+/* ---- logging ---- */
+void klog_init(int level);
+int klog_level(void);
+void klog(int level, const char *src, const char *fmt, ...) MCPG_PRINTF(3, 4);
+void klog_v(int level, const char *src, const char *fmt, va_list ap);
+
+/* ---- loader: one dlopen'd copy of one module file ---- */
+typedef struct image {
+    char *name;      /* module name == file stem */
+    char *src_path;  /* where it was found */
+    char *run_path;  /* the private copy that was dlopen'd */
+    void *dl;
+    const mcpg_module *desc;
+    unsigned users;  /* instances using it */
+} image;
+/* Load <dir>/<name>.so through a private copy in runtime_dir. On failure
+ * returns NULL and writes one line ("FILE: what is wrong") into err. */
+image *image_load(const char *dir, const char *name, const char *runtime_dir, char *err,
+                  size_t errcap);
+void image_unload(image *im);
+const char *kind_name(uint32_t kind);
+
+/* ---- manifest ---- */
+enum { STAGE_IDENTITY, STAGE_POLICY, STAGE_LIMITS, STAGE_AUDIT, STAGE_COUNT };
+
+typedef struct decl_instance {
+    char *name;
+    char *module;
+    char *config_json; /* compact JSON text of "config", or NULL */
+    bool inline_dispatch;
+    int64_t timeout_ms;
+    image *image;      /* resolved while checking */
+    void *config;      /* parsed config struct (config_size bytes) */
+} decl_instance;
+
+typedef struct decl_binding {
+    char *backend;
+    char *prefix;
+    char *separator;
+    char **allow; size_t n_allow;
+    char **deny; size_t n_deny;
+} decl_binding;
+
+typedef struct manifest {
+    char *path;
+    char *dir;               /* the manifest's folder */
+    char *name;
+    char **listen; size_t n_listen;
+    int64_t workers;
+    char *module_dir;
+    char *runtime_dir;
+    int log_level;
+    int64_t drain_timeout_ms;
+    int64_t max_calls_per_worker;
+    int64_t pool_threads, pool_queue;
+    char *transport_module;
+    decl_instance transport; /* gateway.server is its config */
+    decl_instance *instances; size_t n_instances;
+    char **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
+    decl_binding *bindings; size_t n_bindings;
+    bool default_bindings;   /* "bindings" absent: one per backend */
+} manifest;
+
+/* Read, expand, parse and fully validate FILE (loading the modules it names
+ * into runtime_dir). Every problem goes to errs; returns NULL if any. */
+manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
+                        errlist *errs);
+void manifest_free(manifest *m);
+/* ${VAR} / ${VAR:-default} expansion; NULL + errs on an unset variable. */
+char *expand_env(const char *text, const char *file, errlist *errs);
+
+/* ---- instances and generations ---- */
+struct mcpg_instance {
+    char *name;
+    image *image;
+    const mcpg_module *desc;
+    void *config;
+    void *state;            /* what create() returned */
+    char stamp[160];        /* "[kind:module:instance]" */
+    bool inline_dispatch;
+    uint64_t timeout_ms;
+    uint32_t slot;          /* index into a call's slots */
+    bool started;
+    atomic_int live_timers;
+    struct generation *gen;
+};
+
+typedef struct tool_route {
+    char *client_name;      /* what clients call */
+    char *target;           /* the backend's own name */
+    mcpg_instance *backend;
+} tool_route;
+
+typedef struct generation {
+    uint32_t id;
+    mcpg_instance **instances; size_t n_instances; /* every instance, transport first */
+    mcpg_instance *transport;
+    mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
+    tool_route *routes; size_t n_routes;           /* sorted by client_name */
+    char *tools_list; size_t tools_list_len;        /* {"tools":[...]} */
+    atomic_long refs;
+} generation;
+
+generation *generation_build(manifest *m, errlist *errs);
+int generation_start(generation *g);
+void generation_stop(generation *g);
+void generation_free(generation *g);
+const tool_route *generation_route(const generation *g, const char *name, size_t len);
+
+/* ---- workers ---- */
+typedef struct worker worker;
+typedef struct call_freelist { struct mcpg_call *head; size_t count; } call_freelist;
+
+struct mcpg_worker {
+    uint32_t index;
+    uv_loop_t loop;
+    uv_thread_t thread;
+    uv_async_t wake;
+    pthread_mutex_t post_lock;
+    mcpg_post *post_head, *post_tail;
+    bool stopped;            /* no more posts accepted */
+    int listen_fds[16]; size_t n_listen;
+    uv_poll_t listen_polls[16];
+    generation *gen;         /* current generation for new calls */
+    call_freelist freelist;
+    atomic_long calls_in_flight;
+    atomic_int drained;      /* set by the worker once idle after drain */
+    bool draining;
+    uv_timer_t drain_timer;
+    mcpg_call *tq_head;      /* calls on the pool, for their timeouts */
+    uv_timer_t tq_timer;
+};
+
+typedef struct kernel {
+    manifest *m;
+    generation *gen;
+    mcpg_worker *workers; uint32_t n_workers;
+    atomic_uint_fast64_t audit_seq;
+    atomic_bool draining;
+    uint64_t max_calls_per_worker;
+} kernel;
+
+extern kernel K; /* the one kernel of this process (the kernel is not a module) */
+
+int workers_bind(manifest *m, errlist *errs);
+int workers_start(void);
+void workers_drain(void);
+bool workers_idle(void);
+void workers_stop(void);
+mcpg_worker *worker_self(void);
+int worker_post(mcpg_worker *w, mcpg_post *node);
+
+/* ---- the worker pool ---- */
+typedef struct pool_job {
+    struct pool_job *next;
+    void (*run)(struct pool_job *job);     /* on a pool thread */
+    uint64_t enqueued_us;
+    uint64_t timeout_us;                   /* 0 = none */
+    void (*expired)(struct pool_job *job); /* on a pool thread, instead of run */
+} pool_job;
+int pool_start(unsigned threads, unsigned queue_max);
+int pool_submit(pool_job *job); /* MCPG_EAGAIN when full */
+void pool_stop(void);
+
+/* ---- calls and the pipeline ---- */
+int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
+void call_cancel(mcpg_call *c);
+void call_outcome(mcpg_call *c, mcpg_call_outcome *o);
+void call_release(mcpg_call *c);
+void calls_free_worker(mcpg_worker *w);
+
+/* ---- host table slots implemented in call.c and manifest.c ---- */
+void host_call_resume(mcpg_call *c, mcpg_status st);
+mcpg_worker *host_call_worker(mcpg_call *c);
+uint32_t host_call_method(mcpg_call *c);
+uint32_t host_call_wire(mcpg_call *c);
+const char *host_call_target(mcpg_call *c);
+const char *host_call_args(mcpg_call *c, size_t *len);
+const char *host_call_params(mcpg_call *c, size_t *len);
+const char *host_call_id(mcpg_call *c, size_t *len);
+const char *host_call_header(mcpg_call *c, const char *lname, size_t *len);
+void **host_call_slot(mcpg_call *c, mcpg_instance *self);
+int host_call_set_identity(mcpg_call *c, const char *p, const char *t, const char *r);
+const char *host_call_principal(mcpg_call *c);
+const char *host_call_tenant(mcpg_call *c);
+const char *host_call_roles(mcpg_call *c);
+int host_call_result(mcpg_call *c, const char *json, size_t len);
+mcpg_buf *host_call_result_buf(mcpg_call *c);
+int host_call_error(mcpg_call *c, int64_t code, const char *message, const char *data_json);
+void host_call_set_http(mcpg_call *c, int http_status, uint32_t retry_after_s);
+int host_call_cancelled(mcpg_call *c);
+void host_report_error(mcpg_report *rep, const char *key_path, const char *fmt, ...)
+    MCPG_PRINTF(3, 4);
+
+
+extern const mcpg_host HOST;
+uint64_t mono_us(void);
+int64_t wall_us(void);
+void instance_timers_cancel(mcpg_instance *inst);
+
+#endif

@@ -1,0 +1,184 @@
+/* mcpg: the kernel's entry point.
+ *
+ *   mcpg --config FILE [--listen HOST:PORT]   run (MCPG_CONFIG may name FILE)
+ *   mcpg --check --config FILE                validate: exit 0, or 2 with every error
+ *   mcpg --version                            the version and the ABI version
+ *
+ * SIGTERM/SIGINT: stop accepting, let in-flight calls finish (bounded by
+ * gateway.drain_timeout_ms), flush audit, exit 0. */
+#include "kernel.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+kernel K;
+
+typedef struct options {
+    const char *config;
+    const char *listen;
+    bool check;
+} options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mcpg --config FILE [--listen HOST:PORT]\n"
+            "       mcpg --check --config FILE\n"
+            "       mcpg --version\n"
+            "MCPG_CONFIG may name the manifest instead of --config.\n");
+}
+
+static int parse_args(int argc, char **argv, options *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--version") == 0) {
+            printf("mcpg %s (ABI %d.%d)\n", MCPG_VERSION, MCPG_ABI_MAJOR, MCPG_ABI_MINOR);
+            exit(0);
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--check") == 0) {
+            o->check = true;
+        } else if ((strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) && i + 1 < argc) {
+            o->config = argv[++i];
+        } else if (strcmp(a, "--listen") == 0 && i + 1 < argc) {
+            o->listen = argv[++i];
+        } else {
+            fprintf(stderr, "mcpg: unknown or incomplete argument \"%s\"\n", a);
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (!o->config) o->config = getenv("MCPG_CONFIG");
+    if (!o->config || !*o->config) {
+        fprintf(stderr, "mcpg: no manifest: pass --config FILE or set MCPG_CONFIG\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void exe_dir(char *out, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0) {
+        snprintf(out, cap, ".");
+        return;
+    }
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (slash) *slash = '\0';
+}
+
+/* ---- the main loop: signals and the drain ---- */
+
+typedef struct main_loop {
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t drain_check;
+    uint64_t drain_deadline;
+} main_loop;
+
+static void on_drain_check(uv_timer_t *t) {
+    main_loop *ml = t->data;
+    bool idle = workers_idle();
+    if (!idle && mono_us() < ml->drain_deadline) return;
+    if (!idle)
+        klog(MCPG_LOG_WARN, "kernel", "drain deadline passed with calls still in flight");
+    uv_stop(&ml->loop);
+}
+
+static void on_stop_signal(uv_signal_t *s, int signum) {
+    main_loop *ml = s->data;
+    if (atomic_exchange(&K.draining, true)) return;
+    klog(MCPG_LOG_INFO, "kernel", "%s: draining in-flight calls", strsignal(signum));
+    workers_drain();
+    ml->drain_deadline = mono_us() + (uint64_t)K.m->drain_timeout_ms * 1000;
+    uv_timer_start(&ml->drain_check, on_drain_check, 5, 5);
+}
+
+static void on_sighup(uv_signal_t *s, int signum) {
+    (void)s;
+    (void)signum;
+    klog(MCPG_LOG_WARN, "kernel", "SIGHUP: reload is not available in this build; still serving");
+}
+
+static void close_handle(uv_handle_t *h, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void run_main_loop(void) {
+    main_loop ml;
+    memset(&ml, 0, sizeof ml);
+    uv_loop_init(&ml.loop);
+    uv_signal_init(&ml.loop, &ml.sigterm);
+    uv_signal_init(&ml.loop, &ml.sigint);
+    uv_signal_init(&ml.loop, &ml.sighup);
+    uv_timer_init(&ml.loop, &ml.drain_check);
+    ml.sigterm.data = ml.sigint.data = ml.sighup.data = ml.drain_check.data = &ml;
+    uv_signal_start(&ml.sigterm, on_stop_signal, SIGTERM);
+    uv_signal_start(&ml.sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&ml.sighup, on_sighup, SIGHUP);
+    uv_run(&ml.loop, UV_RUN_DEFAULT);
+    uv_walk(&ml.loop, close_handle, NULL);
+    uv_run(&ml.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&ml.loop);
+}
+
+static int check_only(manifest *m) {
+    errlist errs = {0};
+    generation *g = generation_build(m, &errs); /* create() proves configs and bindings */
+    generation_free(g);
+    errlist_print(&errs);
+    int rc = errs.count ? 2 : 0;
+    errlist_free(&errs);
+    return rc;
+}
+
+static int serve(manifest *m) {
+    errlist errs = {0};
+    K.m = m;
+    K.max_calls_per_worker = (uint64_t)m->max_calls_per_worker;
+    if (workers_bind(m, &errs) == 0) K.gen = generation_build(m, &errs);
+    if (errs.count) {
+        errlist_print(&errs);
+        errlist_free(&errs);
+        return 1;
+    }
+    if (pool_start((unsigned)m->pool_threads, (unsigned)m->pool_queue) != 0 ||
+        generation_start(K.gen) != 0 || workers_start() != 0) {
+        klog(MCPG_LOG_ERROR, "kernel", "could not start");
+        return 1;
+    }
+    for (size_t i = 0; i < m->n_listen; i++)
+        klog(MCPG_LOG_INFO, "kernel", "listening on http://%s/mcp (%u workers, generation %u)",
+             m->listen[i], K.n_workers, K.gen->id);
+    run_main_loop();
+    workers_stop();
+    generation_stop(K.gen);
+    pool_stop();
+    generation_free(K.gen);
+    klog(MCPG_LOG_INFO, "kernel", "stopped");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    options o = {0};
+    if (parse_args(argc, argv, &o)) return 2;
+    signal(SIGPIPE, SIG_IGN);
+    char dir[PATH_MAX];
+    exe_dir(dir, sizeof dir);
+    errlist errs = {0};
+    manifest *m = manifest_load(o.config, o.listen, dir, &errs);
+    if (!m) {
+        errlist_print(&errs);
+        errlist_free(&errs);
+        return 2;
+    }
+    klog_init(m->log_level);
+    int rc = o.check ? check_only(m) : serve(m);
+    manifest_free(m);
+    return rc;
+}

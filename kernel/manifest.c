@@ -1,0 +1,639 @@
+/* The manifest: read, expand ${VAR}, parse, and validate everything before
+ * anything starts. Every problem is reported (not just the first) as
+ * "FILE: path.to.key: what is wrong". Module configs are checked against each
+ * module's declared schema and its validate() op, so --check sees exactly what
+ * a start would. */
+#include "kernel.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct mctx {
+    const char *file;
+    errlist *errs;
+    manifest *m;
+} mctx;
+
+struct mcpg_report {
+    errlist *errs;
+    const char *file;
+    char prefix[160];
+};
+
+static void err(mctx *c, const char *path, const char *fmt, ...) MCPG_PRINTF(3, 4);
+static void err(mctx *c, const char *path, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    errlist_add(c->errs, c->file, path, "%s", msg);
+}
+
+static void join(char *out, size_t cap, const char *base, const char *key) {
+    snprintf(out, cap, "%s%s%s", base, *base ? "." : "", key);
+}
+
+/* Unknown keys are errors, with a hint when a known key is close. */
+static void check_keys(mctx *c, json_t *obj, const char *path, const char *const *known,
+                       size_t n) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        size_t i;
+        for (i = 0; i < n; i++)
+            if (strcmp(key, known[i]) == 0) break;
+        if (i < n) continue;
+        char p[256];
+        join(p, sizeof p, path, key);
+        const char *hint = mcpg_did_you_mean(key, known, n);
+        if (hint)
+            err(c, p, "unknown key (did you mean \"%s\"?)", hint);
+        else
+            err(c, p, "unknown key");
+    }
+}
+
+static json_t *get_object(mctx *c, json_t *parent, const char *key, const char *path) {
+    json_t *v = json_object_get(parent, key);
+    if (!v) return NULL;
+    if (!json_is_object(v)) {
+        err(c, path, "expected an object");
+        return NULL;
+    }
+    return v;
+}
+
+static int64_t get_int(mctx *c, json_t *obj, const char *key, const char *base, int64_t dflt,
+                       int64_t min, int64_t max) {
+    json_t *v = json_object_get(obj, key);
+    if (!v) return dflt;
+    char p[256];
+    join(p, sizeof p, base, key);
+    if (!json_is_integer(v)) {
+        err(c, p, "expected an integer");
+        return dflt;
+    }
+    int64_t x = json_integer_value(v);
+    if (x < min || x > max) {
+        err(c, p, "must be between %lld and %lld", (long long)min, (long long)max);
+        return dflt;
+    }
+    return x;
+}
+
+static char *get_string(mctx *c, json_t *obj, const char *key, const char *base,
+                        const char *dflt) {
+    json_t *v = json_object_get(obj, key);
+    if (!v) return dflt ? strdup(dflt) : NULL;
+    if (!json_is_string(v)) {
+        char p[256];
+        join(p, sizeof p, base, key);
+        err(c, p, "expected a string");
+        return dflt ? strdup(dflt) : NULL;
+    }
+    return strdup(json_string_value(v));
+}
+
+static bool get_bool(mctx *c, json_t *obj, const char *key, const char *base, bool dflt) {
+    json_t *v = json_object_get(obj, key);
+    if (!v) return dflt;
+    if (!json_is_boolean(v)) {
+        char p[256];
+        join(p, sizeof p, base, key);
+        err(c, p, "expected a boolean");
+        return dflt;
+    }
+    return json_is_true(v);
+}
+
+/* A list of strings; NULL/0 when absent. */
+static char **get_strings(mctx *c, json_t *obj, const char *key, const char *base, size_t *n) {
+    *n = 0;
+    json_t *v = json_object_get(obj, key);
+    if (!v) return NULL;
+    char p[256];
+    join(p, sizeof p, base, key);
+    if (!json_is_array(v)) {
+        err(c, p, "expected a list of strings");
+        return NULL;
+    }
+    char **out = calloc(json_array_size(v) + 1, sizeof *out);
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) {
+        if (!json_is_string(e)) {
+            char pi[300];
+            snprintf(pi, sizeof pi, "%s[%zu]", p, i);
+            err(c, pi, "expected a string");
+            continue;
+        }
+        out[(*n)++] = strdup(json_string_value(e));
+    }
+    return out;
+}
+
+static bool valid_name(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > MCPG_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static bool valid_hostport(const char *s) {
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s) return false;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    return *end == '\0' && colon[1] != '\0' && port > 0 && port < 65536;
+}
+
+static int parse_log_level(const char *s) {
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+static char *resolve_dir(const char *base_dir, const char *p) {
+    if (p[0] == '/') return strdup(p);
+    size_t n = strlen(base_dir) + strlen(p) + 2;
+    char *out = malloc(n);
+    snprintf(out, n, "%s/%s", base_dir, p);
+    return out;
+}
+
+static void parse_listen(mctx *c, json_t *gw, const char *listen_override) {
+    manifest *m = c->m;
+    if (listen_override) {
+        m->listen = calloc(2, sizeof *m->listen);
+        m->listen[0] = strdup(listen_override);
+        m->n_listen = 1;
+        if (!valid_hostport(listen_override))
+            errlist_add(c->errs, "--listen", "", "expected HOST:PORT, got \"%s\"", listen_override);
+        return;
+    }
+    m->listen = get_strings(c, gw, "listen", "gateway", &m->n_listen);
+    if (!json_object_get(gw, "listen")) {
+        m->listen = calloc(2, sizeof *m->listen);
+        m->listen[0] = strdup("127.0.0.1:8787");
+        m->n_listen = 1;
+    }
+    if (m->n_listen > 16) err(c, "gateway.listen", "at most 16 addresses");
+    for (size_t i = 0; i < m->n_listen; i++)
+        if (!valid_hostport(m->listen[i])) {
+            char p[64];
+            snprintf(p, sizeof p, "gateway.listen[%zu]", i);
+            err(c, p, "expected HOST:PORT");
+        }
+}
+
+static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
+                          const char *exe_dir) {
+    static const char *const keys[] = {"name", "listen", "workers", "module_dir", "runtime_dir",
+                                       "log_level", "drain_timeout_ms", "max_calls_per_worker",
+                                       "pool", "transport", "server"};
+    manifest *m = c->m;
+    json_t *gw = get_object(c, root, "gateway", "gateway");
+    json_t *empty = json_object();
+    if (!gw) gw = empty;
+    check_keys(c, gw, "gateway", keys, sizeof keys / sizeof *keys);
+    m->name = get_string(c, gw, "name", "gateway", "mcpg");
+    parse_listen(c, gw, listen_override);
+    m->workers = get_int(c, gw, "workers", "gateway", 0, 0, MCPG_MAX_WORKERS);
+    char *md = get_string(c, gw, "module_dir", "gateway", NULL);
+    if (md && *md) {
+        m->module_dir = resolve_dir(m->dir, md);
+    } else {
+        char dflt[PATH_MAX];
+        snprintf(dflt, sizeof dflt, "%s/../modules", exe_dir);
+        m->module_dir = strdup(dflt);
+    }
+    free(md);
+    m->runtime_dir = get_string(c, gw, "runtime_dir", "gateway", NULL);
+    char *lvl = get_string(c, gw, "log_level", "gateway", "info");
+    m->log_level = parse_log_level(lvl);
+    if (m->log_level < 0) {
+        err(c, "gateway.log_level", "must be one of: error, warn, info, debug");
+        m->log_level = MCPG_LOG_INFO;
+    }
+    free(lvl);
+    m->drain_timeout_ms = get_int(c, gw, "drain_timeout_ms", "gateway", 10000, 0, 3600000);
+    m->max_calls_per_worker =
+        get_int(c, gw, "max_calls_per_worker", "gateway", 4096, 1, 1 << 24);
+    json_t *pool = get_object(c, gw, "pool", "gateway.pool");
+    if (pool) {
+        static const char *const pkeys[] = {"threads", "queue"};
+        check_keys(c, pool, "gateway.pool", pkeys, 2);
+    }
+    m->pool_threads = get_int(c, pool ? pool : empty, "threads", "gateway.pool", 4, 1, 256);
+    m->pool_queue = get_int(c, pool ? pool : empty, "queue", "gateway.pool", 1024, 1, 1 << 20);
+    m->transport_module = get_string(c, gw, "transport", "gateway", "transport_http");
+    json_t *server = get_object(c, gw, "server", "gateway.server");
+    m->transport.name = strdup("http");
+    m->transport.module = strdup(m->transport_module);
+    m->transport.config_json = server ? json_dumps(server, JSON_COMPACT) : NULL;
+    json_decref(empty);
+}
+
+static void parse_cluster(mctx *c, json_t *root) {
+    json_t *cl = get_object(c, root, "cluster", "cluster");
+    if (!cl) return;
+    static const char *const keys[] = {"kind"};
+    check_keys(c, cl, "cluster", keys, 1);
+    char *kind = get_string(c, cl, "kind", "cluster", "single_node");
+    if (strcmp(kind, "nats") == 0 || strcmp(kind, "redis") == 0)
+        err(c, "cluster.kind", "\"%s\" needs the coordinator_%s module, which this build does not have",
+            kind, kind);
+    else if (strcmp(kind, "single_node") != 0)
+        err(c, "cluster.kind", "must be one of: single_node, nats, redis");
+    free(kind);
+}
+
+static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
+    static const char *const keys[] = {"name", "module", "config", "inline_dispatch",
+                                       "timeout_ms"};
+    char base[64];
+    snprintf(base, sizeof base, "modules[%zu]", i);
+    if (!json_is_object(obj)) {
+        err(c, base, "expected an object");
+        return;
+    }
+    check_keys(c, obj, base, keys, sizeof keys / sizeof *keys);
+    char p[96];
+    d->name = get_string(c, obj, "name", base, NULL);
+    d->module = get_string(c, obj, "module", base, NULL);
+    snprintf(p, sizeof p, "%s.name", base);
+    if (!d->name)
+        err(c, p, "is required");
+    else if (!valid_name(d->name))
+        err(c, p, "must match ^[a-zA-Z0-9_-]{1,64}$");
+    snprintf(p, sizeof p, "%s.module", base);
+    if (!d->module)
+        err(c, p, "is required");
+    else if (!valid_name(d->module))
+        err(c, p, "must match ^[a-zA-Z0-9_-]{1,64}$");
+    json_t *cfg = json_object_get(obj, "config");
+    snprintf(p, sizeof p, "%s.config", base);
+    if (cfg && !json_is_object(cfg))
+        err(c, p, "expected an object");
+    else if (cfg)
+        d->config_json = json_dumps(cfg, JSON_COMPACT);
+    d->inline_dispatch = get_bool(c, obj, "inline_dispatch", base, false);
+    d->timeout_ms = get_int(c, obj, "timeout_ms", base, 30000, 1, 86400000);
+}
+
+static void parse_modules(mctx *c, json_t *root) {
+    json_t *mods = json_object_get(root, "modules");
+    if (!mods) return;
+    if (!json_is_array(mods)) {
+        err(c, "modules", "expected a list of instances");
+        return;
+    }
+    manifest *m = c->m;
+    m->instances = calloc(json_array_size(mods) + 1, sizeof *m->instances);
+    size_t i;
+    json_t *e;
+    json_array_foreach(mods, i, e) {
+        decl_instance *d = &m->instances[m->n_instances++];
+        parse_instance(c, e, i, d);
+        for (size_t j = 0; d->name && j < i; j++)
+            if (m->instances[j].name && strcmp(m->instances[j].name, d->name) == 0) {
+                char p[64];
+                snprintf(p, sizeof p, "modules[%zu].name", i);
+                err(c, p, "duplicate instance name \"%s\"", d->name);
+            }
+    }
+}
+
+static const char *const stage_names[STAGE_COUNT] = {"identity", "policy", "limits", "audit"};
+static const uint32_t stage_kinds[STAGE_COUNT] = {MCPG_KIND_IDENTITY, MCPG_KIND_POLICY,
+                                                  MCPG_KIND_LIMITS, MCPG_KIND_AUDIT};
+
+static void parse_pipeline(mctx *c, json_t *root) {
+    json_t *pl = get_object(c, root, "pipeline", "pipeline");
+    if (!pl) return;
+    check_keys(c, pl, "pipeline", stage_names, STAGE_COUNT);
+    for (int s = 0; s < STAGE_COUNT; s++)
+        c->m->stage[s] = get_strings(c, pl, stage_names[s], "pipeline", &c->m->n_stage[s]);
+}
+
+static void parse_bindings(mctx *c, json_t *root) {
+    manifest *m = c->m;
+    json_t *bs = json_object_get(root, "bindings");
+    if (!bs) {
+        m->default_bindings = true;
+        return;
+    }
+    if (!json_is_array(bs)) {
+        err(c, "bindings", "expected a list of bindings");
+        return;
+    }
+    static const char *const keys[] = {"backend", "prefix", "separator", "allow", "deny"};
+    m->bindings = calloc(json_array_size(bs) + 1, sizeof *m->bindings);
+    size_t i;
+    json_t *e;
+    json_array_foreach(bs, i, e) {
+        char base[64];
+        snprintf(base, sizeof base, "bindings[%zu]", i);
+        if (!json_is_object(e)) {
+            err(c, base, "expected an object");
+            continue;
+        }
+        check_keys(c, e, base, keys, sizeof keys / sizeof *keys);
+        decl_binding *b = &m->bindings[m->n_bindings++];
+        b->backend = get_string(c, e, "backend", base, NULL);
+        b->prefix = get_string(c, e, "prefix", base, "");
+        b->separator = get_string(c, e, "separator", base, "_");
+        b->allow = get_strings(c, e, "allow", base, &b->n_allow);
+        b->deny = get_strings(c, e, "deny", base, &b->n_deny);
+        if (!b->backend) {
+            char p[96];
+            snprintf(p, sizeof p, "%s.backend", base);
+            err(c, p, "is required");
+        }
+    }
+}
+
+static decl_instance *find_instance(manifest *m, const char *name) {
+    for (size_t i = 0; i < m->n_instances; i++)
+        if (m->instances[i].name && strcmp(m->instances[i].name, name) == 0)
+            return &m->instances[i];
+    return NULL;
+}
+
+/* ---- resolving modules and their configs ---- */
+
+static int prepare_runtime_dir(mctx *c) {
+    manifest *m = c->m;
+    if (m->runtime_dir && *m->runtime_dir) {
+        if (mkdir(m->runtime_dir, 0700) != 0 && errno != EEXIST) {
+            err(c, "gateway.runtime_dir", "cannot create %s: %s", m->runtime_dir, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    free(m->runtime_dir);
+    const char *tmp = getenv("TMPDIR");
+    char tmpl[PATH_MAX];
+    snprintf(tmpl, sizeof tmpl, "%s/mcpg-%d-XXXXXX", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    if (!mkdtemp(tmpl)) {
+        err(c, "gateway.runtime_dir", "cannot create a folder in %s: %s", tmp ? tmp : "/tmp",
+            strerror(errno));
+        m->runtime_dir = NULL;
+        return -1;
+    }
+    m->runtime_dir = strdup(tmpl);
+    return 0;
+}
+
+typedef struct cfg_err_ctx {
+    mctx *c;
+    const char *prefix;
+} cfg_err_ctx;
+
+static void on_config_error(void *ctx, const char *key, const char *message) {
+    cfg_err_ctx *e = ctx;
+    char p[320];
+    snprintf(p, sizeof p, "%s%s%s", e->prefix, *key ? "." : "", key);
+    err(e->c, p, "%s", message);
+}
+
+/* Load the instance's module (once per file) and parse its config. */
+static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
+                             const char *module_path, const char *config_path) {
+    manifest *m = c->m;
+    if (!d->module || !valid_name(d->module) || !m->runtime_dir) return;
+    image *shared = NULL;
+    if (m->transport.image && strcmp(m->transport.module, d->module) == 0)
+        shared = m->transport.image;
+    for (size_t i = 0; !shared && i < m->n_instances; i++)
+        if (&m->instances[i] != d && m->instances[i].image && m->instances[i].module &&
+            strcmp(m->instances[i].module, d->module) == 0)
+            shared = m->instances[i].image;
+    if (shared) {
+        d->image = shared;
+    } else {
+        char e[1024];
+        d->image = image_load(m->module_dir, d->module, m->runtime_dir, e, sizeof e);
+        if (!d->image) {
+            err(c, module_path, "%s", e);
+            return;
+        }
+    }
+    d->image->users++;
+    const mcpg_module *desc = d->image->desc;
+    d->config = calloc(1, desc->config_size ? desc->config_size : 1);
+    cfg_err_ctx ec = {c, config_path};
+    size_t len = d->config_json ? strlen(d->config_json) : 0;
+    int bad = mcpg_config_parse(desc->config, d->config_json, len, d->config, on_config_error, &ec);
+    if (!bad && desc->lifecycle->validate) {
+        struct mcpg_report rep = {c->errs, c->file, ""};
+        snprintf(rep.prefix, sizeof rep.prefix, "%s", config_path);
+        desc->lifecycle->validate(&HOST, d->config, &rep);
+    }
+    (void)path_base;
+}
+
+static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
+    if (!d->image) return;
+    uint32_t kind = d->image->desc->kind;
+    char p[96];
+    snprintf(p, sizeof p, "modules[%zu].module", i);
+    if (kind == MCPG_KIND_TRANSPORT)
+        err(c, p, "\"%s\" is a transport: choose it with gateway.transport", d->module);
+    else if (kind == MCPG_KIND_COORDINATOR || kind == MCPG_KIND_EVENTS ||
+             kind == MCPG_KIND_METRICS)
+        err(c, p, "\"%s\" is a %s module; this kernel does not run %s modules yet", d->module,
+            kind_name(kind), kind_name(kind));
+    snprintf(p, sizeof p, "modules[%zu].inline_dispatch", i);
+    if (d->inline_dispatch && kind != MCPG_KIND_BACKEND)
+        err(c, p, "only backends can be dispatched inline");
+    else if (d->inline_dispatch && !(d->image->desc->flags & MCPG_MOD_INLINE_SAFE))
+        err(c, p, "module \"%s\" does not declare itself safe for inline dispatch", d->module);
+}
+
+static void check_references(mctx *c) {
+    manifest *m = c->m;
+    for (int s = 0; s < STAGE_COUNT; s++)
+        for (size_t i = 0; i < m->n_stage[s]; i++) {
+            char p[96];
+            snprintf(p, sizeof p, "pipeline.%s[%zu]", stage_names[s], i);
+            decl_instance *d = find_instance(m, m->stage[s][i]);
+            if (!d)
+                err(c, p, "no instance named \"%s\"", m->stage[s][i]);
+            else if (d->image && d->image->desc->kind != stage_kinds[s])
+                err(c, p, "instance \"%s\" is a %s, not %s %s module", d->name,
+                    kind_name(d->image->desc->kind), s == STAGE_IDENTITY ? "an" : "a",
+                    stage_names[s]);
+        }
+    for (size_t i = 0; i < m->n_bindings; i++) {
+        decl_binding *b = &m->bindings[i];
+        if (!b->backend) continue;
+        char p[96];
+        snprintf(p, sizeof p, "bindings[%zu].backend", i);
+        decl_instance *d = find_instance(m, b->backend);
+        if (!d)
+            err(c, p, "no instance named \"%s\"", b->backend);
+        else if (d->image && d->image->desc->kind != MCPG_KIND_BACKEND)
+            err(c, p, "instance \"%s\" is a %s, not a backend", d->name,
+                kind_name(d->image->desc->kind));
+    }
+}
+
+static void resolve_all(mctx *c) {
+    manifest *m = c->m;
+    if (prepare_runtime_dir(c)) return;
+    resolve_instance(c, &m->transport, "gateway", "gateway.transport", "gateway.server");
+    if (m->transport.image && m->transport.image->desc->kind != MCPG_KIND_TRANSPORT)
+        err(c, "gateway.transport", "\"%s\" is a %s module, not a transport", m->transport.module,
+            kind_name(m->transport.image->desc->kind));
+    for (size_t i = 0; i < m->n_instances; i++) {
+        char mp[64], cp[64], bp[64];
+        snprintf(bp, sizeof bp, "modules[%zu]", i);
+        snprintf(mp, sizeof mp, "modules[%zu].module", i);
+        snprintf(cp, sizeof cp, "modules[%zu].config", i);
+        resolve_instance(c, &m->instances[i], bp, mp, cp);
+        check_instance_kind(c, &m->instances[i], i);
+    }
+    check_references(c);
+}
+
+/* ---- reading the file ---- */
+
+static char *read_file(const char *path, mctx *c) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        err(c, "", "cannot read: %s", strerror(errno));
+        return NULL;
+    }
+    mcpg_buf b = {0};
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) mcpg_buf_append(&b, chunk, n);
+    fclose(f);
+    if (!b.data) mcpg_buf_append(&b, "", 0);
+    return b.data;
+}
+
+static char *dir_of(const char *path) {
+    char *copy = strdup(path);
+    char *slash = strrchr(copy, '/');
+    if (!slash) {
+        free(copy);
+        return strdup(".");
+    }
+    if (slash == copy) slash[1] = '\0';
+    else *slash = '\0';
+    return copy;
+}
+
+static json_t *parse_root(mctx *c, const char *text) {
+    json_error_t je;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        err(c, "", "invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        err(c, "", "expected a JSON object");
+        json_decref(root);
+        return NULL;
+    }
+    static const char *const keys[] = {"gateway", "cluster", "modules", "pipeline", "bindings",
+                                       "$schema", "description"};
+    check_keys(c, root, "", keys, sizeof keys / sizeof *keys);
+    return root;
+}
+
+manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
+                        errlist *errs) {
+    manifest *m = calloc(1, sizeof *m);
+    m->path = strdup(path);
+    m->dir = dir_of(path);
+    mctx c = {path, errs, m};
+    size_t before = errs->count;
+    char *raw = read_file(path, &c);
+    char *text = raw ? expand_env(raw, path, errs) : NULL;
+    free(raw);
+    json_t *root = text ? parse_root(&c, text) : NULL;
+    free(text);
+    if (root) {
+        parse_gateway(&c, root, listen_override, exe_dir);
+        parse_cluster(&c, root);
+        parse_modules(&c, root);
+        parse_pipeline(&c, root);
+        parse_bindings(&c, root);
+        json_decref(root);
+        resolve_all(&c);
+    }
+    if (errs->count > before) {
+        manifest_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void free_strings(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+static void free_instance(decl_instance *d) {
+    if (d->config && d->image) mcpg_config_free(d->image->desc->config, d->config);
+    free(d->config);
+    if (d->image && --d->image->users == 0) image_unload(d->image);
+    free(d->name);
+    free(d->module);
+    free(d->config_json);
+}
+
+void manifest_free(manifest *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_instances; i++) free_instance(&m->instances[i]);
+    free(m->instances);
+    free_instance(&m->transport);
+    for (int s = 0; s < STAGE_COUNT; s++) free_strings(m->stage[s], m->n_stage[s]);
+    for (size_t i = 0; i < m->n_bindings; i++) {
+        decl_binding *b = &m->bindings[i];
+        free(b->backend);
+        free(b->prefix);
+        free(b->separator);
+        free_strings(b->allow, b->n_allow);
+        free_strings(b->deny, b->n_deny);
+    }
+    free(m->bindings);
+    free_strings(m->listen, m->n_listen);
+    if (m->runtime_dir) rmdir(m->runtime_dir); /* only succeeds once our copies are gone */
+    free(m->runtime_dir);
+    free(m->module_dir);
+    free(m->transport_module);
+    free(m->name);
+    free(m->dir);
+    free(m->path);
+    free(m);
+}
+
+void host_report_error(mcpg_report *rep, const char *key_path, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char p[512];
+    snprintf(p, sizeof p, "%s%s%s", rep->prefix, key_path && *key_path ? "." : "",
+             key_path ? key_path : "");
+    errlist_add(rep->errs, rep->file, p, "%s", msg);
+}

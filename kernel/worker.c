@@ -1,0 +1,238 @@
+/* Workers: one libuv loop per thread, each with its own SO_REUSEPORT
+ * listening sockets, sharing nothing on the hot path. The kernel owns the
+ * listening sockets (they never move at reload); each accepted connection is
+ * handed to the transport instance of the worker's current generation. */
+#define _GNU_SOURCE
+#include "kernel.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static __thread mcpg_worker *current_worker;
+
+mcpg_worker *worker_self(void) { return current_worker; }
+
+static int open_listener(const char *hostport, char *err, size_t errcap) {
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+    size_t hl = (size_t)(colon - hostport);
+    if (hl >= sizeof host) hl = sizeof host - 1;
+    memcpy(host, hostport, hl);
+    host[hl] = '\0';
+    if (host[0] == '[' && hl > 1 && host[hl - 1] == ']') { /* [::1]:8787 */
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
+    if (rc) {
+        snprintf(err, errcap, "%s: %s", hostport, gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    }
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 4096) != 0) {
+        snprintf(err, errcap, "cannot listen on %s: %s", hostport, strerror(errno));
+        if (fd >= 0) close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* Bind every listener for every worker up front, so a busy port fails the
+ * start with a clear message before any thread runs. */
+int workers_bind(manifest *m, errlist *errs) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t n = m->workers > 0 ? (uint32_t)m->workers : (uint32_t)(cpus > 0 ? cpus : 1);
+    if (n > MCPG_MAX_WORKERS) n = MCPG_MAX_WORKERS;
+    K.workers = calloc(n, sizeof *K.workers);
+    K.n_workers = n;
+    for (uint32_t i = 0; i < n; i++) {
+        mcpg_worker *w = &K.workers[i];
+        w->index = i;
+        for (size_t l = 0; l < m->n_listen; l++) {
+            char e[512];
+            int fd = open_listener(m->listen[l], e, sizeof e);
+            if (fd < 0) {
+                errlist_add(errs, m->path, "gateway.listen", "%s", e);
+                return -1;
+            }
+            w->listen_fds[w->n_listen++] = fd;
+        }
+    }
+    return 0;
+}
+
+static void run_posts(mcpg_worker *w) {
+    pthread_mutex_lock(&w->post_lock);
+    mcpg_post *p = w->post_head;
+    w->post_head = w->post_tail = NULL;
+    pthread_mutex_unlock(&w->post_lock);
+    while (p) {
+        mcpg_post *next = p->next; /* fn may reuse the node */
+        p->next = NULL;
+        p->fn(p->arg);
+        p = next;
+    }
+}
+
+static void on_wake(uv_async_t *a) { run_posts(a->data); }
+
+int worker_post(mcpg_worker *w, mcpg_post *node) {
+    node->next = NULL;
+    pthread_mutex_lock(&w->post_lock);
+    if (w->stopped) {
+        pthread_mutex_unlock(&w->post_lock);
+        return MCPG_ESTATE;
+    }
+    bool was_empty = w->post_head == NULL;
+    if (w->post_tail) w->post_tail->next = node;
+    else w->post_head = node;
+    w->post_tail = node;
+    pthread_mutex_unlock(&w->post_lock);
+    /* one wake-up per batch: later posts ride on the pending one */
+    if (was_empty) uv_async_send(&w->wake);
+    return 0;
+}
+
+static void on_accept(uv_poll_t *p, int status, int events) {
+    mcpg_worker *w = p->data;
+    if (status < 0 || w->draining) return;
+    int lfd = w->listen_fds[p - w->listen_polls];
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                klog(MCPG_LOG_WARN, "kernel", "accept: %s", strerror(errno));
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        mcpg_instance *t = w->gen->transport;
+        const mcpg_transport_ops *ops = t->desc->ops;
+        if (ops->conn_adopt(t->state, w, fd) != 0) close(fd);
+    }
+}
+
+static void worker_main(void *arg) {
+    mcpg_worker *w = arg;
+    current_worker = w;
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+}
+
+int workers_start(void) {
+    for (uint32_t i = 0; i < K.n_workers; i++) {
+        mcpg_worker *w = &K.workers[i];
+        uv_loop_init(&w->loop);
+        pthread_mutex_init(&w->post_lock, NULL);
+        uv_async_init(&w->loop, &w->wake, on_wake);
+        w->wake.data = w;
+        w->gen = K.gen;
+        uv_timer_init(&w->loop, &w->drain_timer);
+        w->drain_timer.data = w;
+        uv_timer_init(&w->loop, &w->tq_timer);
+        w->tq_timer.data = w;
+        for (size_t l = 0; l < w->n_listen; l++) {
+            uv_poll_init_socket(&w->loop, &w->listen_polls[l], w->listen_fds[l]);
+            w->listen_polls[l].data = w;
+            uv_poll_start(&w->listen_polls[l], UV_READABLE, on_accept);
+        }
+    }
+    for (uint32_t i = 0; i < K.n_workers; i++)
+        if (uv_thread_create(&K.workers[i].thread, worker_main, &K.workers[i]) != 0) return -1;
+    return 0;
+}
+
+/* ---- drain: stop accepting, let in-flight calls finish ---- */
+
+static void on_listener_closed(uv_handle_t *h) { (void)h; }
+
+static void check_drained(uv_timer_t *t) {
+    mcpg_worker *w = t->data;
+    mcpg_instance *tr = w->gen->transport;
+    const mcpg_transport_ops *ops = tr->desc->ops;
+    if (atomic_load(&w->calls_in_flight) == 0 && ops->conn_count(tr->state, w) == 0)
+        atomic_store(&w->drained, 1);
+}
+
+static void drain_on_loop(void *arg) {
+    mcpg_worker *w = arg;
+    w->draining = true;
+    for (size_t l = 0; l < w->n_listen; l++) {
+        uv_poll_stop(&w->listen_polls[l]);
+        uv_close((uv_handle_t *)&w->listen_polls[l], on_listener_closed);
+        close(w->listen_fds[l]);
+    }
+    w->n_listen = 0;
+    mcpg_instance *tr = w->gen->transport;
+    const mcpg_transport_ops *ops = tr->desc->ops;
+    ops->drain(tr->state, w);
+    uv_timer_start(&w->drain_timer, check_drained, 0, 10);
+}
+
+static mcpg_post drain_posts[MCPG_MAX_WORKERS];
+
+void workers_drain(void) {
+    for (uint32_t i = 0; i < K.n_workers; i++) {
+        drain_posts[i].fn = drain_on_loop;
+        drain_posts[i].arg = &K.workers[i];
+        worker_post(&K.workers[i], &drain_posts[i]);
+    }
+}
+
+bool workers_idle(void) {
+    for (uint32_t i = 0; i < K.n_workers; i++)
+        if (!atomic_load(&K.workers[i].drained)) return false;
+    return true;
+}
+
+/* ---- stop: close every handle, end the loops, join the threads ---- */
+
+static void close_any(uv_handle_t *h, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void stop_on_loop(void *arg) {
+    mcpg_worker *w = arg;
+    pthread_mutex_lock(&w->post_lock);
+    w->stopped = true;
+    pthread_mutex_unlock(&w->post_lock);
+    run_posts(w); /* whatever raced in before the door closed */
+    calls_free_worker(w);
+    uv_walk(&w->loop, close_any, NULL);
+}
+
+static mcpg_post stop_posts[MCPG_MAX_WORKERS];
+
+void workers_stop(void) {
+    for (uint32_t i = 0; i < K.n_workers; i++) {
+        stop_posts[i].fn = stop_on_loop;
+        stop_posts[i].arg = &K.workers[i];
+        worker_post(&K.workers[i], &stop_posts[i]);
+    }
+    for (uint32_t i = 0; i < K.n_workers; i++) {
+        mcpg_worker *w = &K.workers[i];
+        uv_thread_join(&w->thread);
+        if (uv_loop_close(&w->loop) != 0)
+            klog(MCPG_LOG_WARN, "kernel", "worker %u: loop closed with handles still open", i);
+        pthread_mutex_destroy(&w->post_lock);
+    }
+    free(K.workers);
+    K.workers = NULL;
+    K.n_workers = 0;
+}
