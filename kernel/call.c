@@ -414,8 +414,14 @@ static void run(mcpg_call *c) {
             bool applies = stage != STAGE_LIMITS || c->method == MCPG_METHOD_TOOLS_CALL;
             if (!applies || c->idx >= g->n_stage[stage]) {
                 c->idx = 0;
-                c->phase = c->method == MCPG_METHOD_TOOLS_CALL ? c->phase + 1 : PH_COMPLETE;
-                if (c->phase == PH_COMPLETE) answer_locally(c);
+                if (c->method == MCPG_METHOD_TOOLS_CALL) {
+                    c->phase++;
+                } else if (c->phase == PH_IDENTITY) {
+                    c->phase = PH_POLICY; /* lists are filtered by policy, not limited */
+                } else {
+                    c->phase = PH_COMPLETE;
+                    answer_locally(c);
+                }
                 continue;
             }
             st = stage_op(c, stage, g->stage[stage][c->idx]);

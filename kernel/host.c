@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+kernel K; /* the one kernel of this process */
+
 uint64_t mono_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-kernel K;
 
 typedef struct options {
     const char *config;

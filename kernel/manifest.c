@@ -217,9 +217,9 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     if (md && *md) {
         m->module_dir = resolve_dir(m->dir, md);
     } else {
-        char dflt[PATH_MAX];
+        char dflt[PATH_MAX], real[PATH_MAX];
         snprintf(dflt, sizeof dflt, "%s/../modules", exe_dir);
-        m->module_dir = strdup(dflt);
+        m->module_dir = strdup(realpath(dflt, real) ? real : dflt);
     }
     free(md);
     m->runtime_dir = get_string(c, gw, "runtime_dir", "gateway", NULL);
@@ -476,7 +476,7 @@ static void check_references(mctx *c) {
                 err(c, p, "no instance named \"%s\"", m->stage[s][i]);
             else if (d->image && d->image->desc->kind != stage_kinds[s])
                 err(c, p, "instance \"%s\" is a %s, not %s %s module", d->name,
-                    kind_name(d->image->desc->kind), s == STAGE_IDENTITY ? "an" : "a",
+                    kind_name(d->image->desc->kind), (s == STAGE_IDENTITY || s == STAGE_AUDIT) ? "an" : "a",
                     stage_names[s]);
         }
     for (size_t i = 0; i < m->n_bindings; i++) {
