@@ -1,0 +1,323 @@
+/* One connection slot: connect, send a call, read and judge its answer,
+ * send the next; on any failure close and connect again.
+ *
+ * A slot owns one request at a time (closed loop), so its buffers are reused
+ * for every call and nothing is allocated per call. */
+#define _GNU_SOURCE /* memmem */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "load.h"
+
+#define READ_BUF_INITIAL 16384u
+#define BACKOFF_NS 100000000ull /* after a failure: do not spin on a dead port */
+#define ERROR_SAMPLES_MAX 5u
+
+static void conn_connect(load_conn *c);
+static void conn_send(load_conn *c);
+
+static load_stats *current_stats(load_run *run) {
+    switch (run->phase) {
+    case LOAD_PHASE_WARMUP: return &run->warmup;
+    case LOAD_PHASE_MEASURE: return &run->measure;
+    default: return NULL; /* after the window: nothing counts */
+    }
+}
+
+static void maybe_stop_at_max(load_run *run) {
+    uint64_t max = run->opts->max_calls;
+    if (max && run->phase == LOAD_PHASE_MEASURE && run->measure.calls >= max) load_run_stop(run);
+}
+
+/* Describe the first few errors: a failing test then says why, not only how many. */
+static void describe_error(load_conn *c, load_err_kind k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void describe_error(load_conn *c, load_err_kind k, const char *fmt, ...) {
+    load_run *run = c->run;
+    if (run->phase == LOAD_PHASE_DONE || run->error_samples >= ERROR_SAMPLES_MAX) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char call[32] = "no call in flight";
+    if (c->in_flight) snprintf(call, sizeof call, "id %llu", (unsigned long long)c->id);
+    fprintf(stderr, "mcpg-load: error %s on connection %u, %s: %s\n", load_err_name(k),
+            (unsigned)(c - run->conns), call, msg);
+    if (++run->error_samples == ERROR_SAMPLES_MAX)
+        fprintf(stderr, "mcpg-load: (further errors are only counted)\n");
+}
+
+static void count_error(load_conn *c, load_err_kind k) {
+    load_stats *s = current_stats(c->run);
+    if (!s) return;
+    s->calls++;
+    s->err[k]++;
+    c->run->interval.err[k]++;
+    maybe_stop_at_max(c->run);
+}
+
+static void count_ok(load_conn *c, uint64_t latency_ns) {
+    load_stats *s = current_stats(c->run);
+    if (!s) return;
+    s->calls++;
+    s->ok++;
+    load_hist_record(&s->hist, latency_ns);
+    c->run->interval.ok++;
+    load_hist_record(&c->run->interval.hist, latency_ns);
+    maybe_stop_at_max(c->run);
+}
+
+static void on_closed(uv_handle_t *h) {
+    load_conn *c = h->data;
+    c->state = CONN_CLOSED;
+    if (c->run->phase == LOAD_PHASE_DONE) return;
+    if (c->backoff) {
+        c->state = CONN_BACKOFF;
+        c->retry_at_ns = uv_hrtime() + BACKOFF_NS;
+        return;
+    }
+    conn_connect(c);
+}
+
+/* Close the slot; it reconnects from on_closed unless the run is over. */
+static void conn_drop(load_conn *c, bool backoff) {
+    if (c->state == CONN_CLOSED || c->state == CONN_CLOSING || c->state == CONN_BACKOFF) return;
+    if (c->state == CONN_OPEN) c->run->open_conns--;
+    c->state = CONN_CLOSING;
+    c->in_flight = false;
+    c->send_deferred = false;
+    c->backoff = backoff;
+    uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+static void fail(load_conn *c, load_err_kind k, const char *what, int uverr) {
+    describe_error(c, k, "%s%s%s", what, uverr ? ": " : "", uverr ? uv_strerror(uverr) : "");
+    count_error(c, k); /* may end the run (--max-calls): describe first */
+    conn_drop(c, true);
+}
+
+static void on_write(uv_write_t *req, int status) {
+    load_conn *c = req->data;
+    c->writing = false;
+    if (status == UV_ECANCELED) return; /* closed underneath: on_closed takes over */
+    if (status < 0) {
+        fail(c, LOAD_ERR_SOCKET, "write", status);
+        return;
+    }
+    if (c->send_deferred) {
+        c->send_deferred = false;
+        conn_send(c);
+    }
+}
+
+/* Send the next call: try the write inline (nearly always complete on
+ * loopback, and no callback to wait for), queue the rest only if needed. */
+static void conn_send(load_conn *c) {
+    load_run *run = c->run;
+    if (run->phase == LOAD_PHASE_DONE || c->state != CONN_OPEN) return;
+    if (c->writing) {
+        c->send_deferred = true;
+        return;
+    }
+    c->id = run->next_id++;
+    c->wlen = load_request_format(&run->tmpl, c->id, c->wbuf);
+    load_resp_reset(&c->resp, run->opts->max_response);
+    c->rlen = 0;
+    c->in_flight = true;
+    c->sent_ns = uv_hrtime();
+    uv_buf_t b = uv_buf_init(c->wbuf, (unsigned)c->wlen);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == (int)c->wlen) return;
+    if (n < 0 && n != UV_EAGAIN) {
+        fail(c, LOAD_ERR_SOCKET, "write", n);
+        return;
+    }
+    size_t done = n > 0 ? (size_t)n : 0;
+    b = uv_buf_init(c->wbuf + done, (unsigned)(c->wlen - done));
+    int rc = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rc < 0) {
+        fail(c, LOAD_ERR_SOCKET, "write", rc);
+        return;
+    }
+    c->writing = true;
+}
+
+/* How much of a body an error description quotes (the body is not NUL-terminated). */
+static int shown(size_t len) { return len < 200 ? (int)len : 200; }
+
+/* Judge a complete answer; returns the error kind, or LOAD_ERR_COUNT for good. */
+static load_err_kind judge(load_conn *c, const char *body, size_t len) {
+    const load_opts *o = c->run->opts;
+    if (c->resp.status != 200) {
+        describe_error(c, LOAD_ERR_HTTP_STATUS, "HTTP %d: %.*s", c->resp.status, shown(len), body);
+        return LOAD_ERR_HTTP_STATUS;
+    }
+    load_rpc_reply r;
+    const char *why = NULL;
+    load_err_kind k = LOAD_ERR_MISMATCH;
+    if (load_rpc_scan(body, len, &r) < 0)
+        why = "body is not a JSON object";
+    else if (r.has_error)
+        why = "JSON-RPC error", k = LOAD_ERR_RPC_ERROR;
+    else if (!r.has_result)
+        why = "no \"result\"";
+    else if (o->check_id && (!r.has_id || !r.id_is_int || r.id != (int64_t)c->id))
+        why = "id differs";
+    else if (r.tool_error)
+        why = "result.isError is true", k = LOAD_ERR_TOOL_ERROR;
+    else if (o->expect && !memmem(body, len, o->expect, strlen(o->expect)))
+        why = "--expect text missing";
+    if (!why) return LOAD_ERR_COUNT;
+    describe_error(c, k, "%s: %.*s", why, shown(len), body);
+    return k;
+}
+
+/* --print-answer: the first good body, so a static baseline can serve
+ * exactly what the gateway answers. */
+static void print_answer_once(load_conn *c) {
+    load_run *run = c->run;
+    if (!run->opts->print_answer || run->answer_printed) return;
+    run->answer_printed = true;
+    fwrite(c->rbuf + c->resp.head_len, 1, c->resp.body_len, stdout);
+    fputc('\n', stdout);
+}
+
+static void on_answer(load_conn *c) {
+    uint64_t now = uv_hrtime();
+    size_t total = c->resp.head_len + c->resp.body_len;
+    load_err_kind k = judge(c, c->rbuf + c->resp.head_len, c->resp.body_len);
+    c->in_flight = false;
+    if (k == LOAD_ERR_COUNT) {
+        print_answer_once(c);
+        count_ok(c, now - c->sent_ns);
+    } else {
+        count_error(c, k);
+    }
+    if (c->rlen > total) {
+        fail(c, LOAD_ERR_PROTOCOL, "bytes after the answer", 0);
+        return;
+    }
+    c->rlen = 0;
+    if (c->resp.flags & LOAD_RESP_CLOSE) {
+        conn_drop(c, false); /* the server asked */
+        return;
+    }
+    conn_send(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    load_conn *c = h->data;
+    size_t limit = LOAD_RESP_HEAD_MAX + c->run->opts->max_response;
+    size_t want = c->rcap;
+    if (c->resp.head_len) want = c->resp.head_len + c->resp.body_len; /* exact once known */
+    if (c->rlen == c->rcap && want <= c->rcap) want = c->rcap * 2;
+    if (want > limit) want = limit;
+    if (want > c->rcap) {
+        char *p = realloc(c->rbuf, want);
+        if (p) c->rbuf = p, c->rcap = want;
+    }
+    /* Zero room makes libuv report UV_ENOBUFS: an answer over the bound. */
+    *buf = uv_buf_init(c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+    load_conn *c = s->data;
+    if (nread == 0) return;
+    if (nread == UV_EOF && !c->in_flight) {
+        conn_drop(c, false); /* idle close: reconnect */
+        return;
+    }
+    if (nread == UV_ENOBUFS) {
+        fail(c, LOAD_ERR_PROTOCOL, "answer over --max-response", 0);
+        return;
+    }
+    if (nread < 0) {
+        fail(c, LOAD_ERR_SOCKET, "read", (int)nread);
+        return;
+    }
+    c->rlen += (size_t)nread;
+    if (!c->in_flight) {
+        fail(c, LOAD_ERR_PROTOCOL, "bytes with no call in flight", 0);
+        return;
+    }
+    int rc = load_resp_feed(&c->resp, c->rbuf, c->rlen);
+    if (rc == LOAD_RESP_MORE) return;
+    if (rc < 0) {
+        fail(c, LOAD_ERR_PROTOCOL, load_resp_strerror(rc), 0);
+        return;
+    }
+    on_answer(c);
+}
+
+static void on_connect(uv_connect_t *req, int status) {
+    load_conn *c = req->data;
+    if (c->state != CONN_CONNECTING) return; /* closed while connecting */
+    if (status < 0) {
+        fail(c, LOAD_ERR_SOCKET, "connect", status);
+        return;
+    }
+    load_stats *st = current_stats(c->run);
+    if (st) {
+        st->connects++;
+        if (c->ever_connected) st->reconnects++;
+    }
+    c->ever_connected = true;
+    c->state = CONN_OPEN;
+    c->run->open_conns++;
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (rc < 0) {
+        fail(c, LOAD_ERR_SOCKET, "read start", rc);
+        return;
+    }
+    conn_send(c);
+}
+
+static void conn_connect(load_conn *c) {
+    load_run *run = c->run;
+    uv_tcp_init(run->loop, &c->tcp);
+    c->tcp.data = c;
+    c->connect_req.data = c;
+    c->write_req.data = c;
+    c->state = CONN_CONNECTING;
+    c->backoff = false;
+    uv_tcp_nodelay(&c->tcp, 1); /* one small request per round trip: Nagle would only add delay */
+    int rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&run->opts->addr, on_connect);
+    if (rc < 0) fail(c, LOAD_ERR_SOCKET, "connect", rc);
+}
+
+int load_conn_init(load_run *run, load_conn *c) {
+    memset(c, 0, sizeof *c);
+    c->run = run;
+    c->state = CONN_CLOSED;
+    c->wbuf = malloc(run->tmpl.max_len);
+    c->rcap = READ_BUF_INITIAL;
+    c->rbuf = malloc(c->rcap);
+    return c->wbuf && c->rbuf ? 0 : -1;
+}
+
+void load_conn_start(load_conn *c) { conn_connect(c); }
+
+/* End of run: close without reconnecting (on_closed sees LOAD_PHASE_DONE). */
+void load_conn_close(load_conn *c) {
+    if (c->state == CONN_BACKOFF) c->state = CONN_CLOSED;
+    conn_drop(c, false);
+}
+
+void load_conn_free(load_conn *c) {
+    free(c->wbuf);
+    free(c->rbuf);
+    c->wbuf = c->rbuf = NULL;
+}
+
+void load_conn_check_timeout(load_conn *c, uint64_t now_ns) {
+    uint64_t limit = (uint64_t)(c->run->opts->timeout_s * 1e9);
+    if (c->state == CONN_OPEN && c->in_flight && now_ns - c->sent_ns > limit)
+        fail(c, LOAD_ERR_TIMEOUT, "no complete answer within --timeout", 0);
+}
+
+void load_conn_retry_if_due(load_conn *c, uint64_t now_ns) {
+    if (c->state == CONN_BACKOFF && now_ns >= c->retry_at_ns) conn_connect(c);
+}

@@ -1,0 +1,227 @@
+/* mcpg-load: a closed-loop load generator for the MCP stateless wire.
+ *
+ * One libuv loop drives N keep-alive connections; each sends its next call
+ * when the last answer is complete. Every answer is checked (status, JSON-RPC
+ * id, result) so a fast wrong gateway cannot look like a fast gateway.
+ *
+ * Pieces, each in its own file so later work (open loop, the legacy wire,
+ * threads, tool mixes; see roadmap 07) can replace one without the others:
+ *   hist.c     log-linear latency histogram
+ *   resp.c     incremental HTTP/1.1 response framing
+ *   rpc.c      request text and JSON-RPC answer checks
+ *   conn.c     one connection's life: connect, send, read, reconnect
+ *   report.c   the human table and the JSON line
+ *   main.c     options, phases, progress
+ */
+#ifndef MCPG_LOAD_H
+#define MCPG_LOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+/* ---- histogram ----
+ * HDR-style: exact below 2^(SUB_BITS+1) ns, then each power of two split into
+ * 2^SUB_BITS linear buckets, so a recorded value is off by at most
+ * 1/2^SUB_BITS (0.78 %). Values above LOAD_HIST_MAX_NS (60 s) are clamped;
+ * the exact max is kept beside the buckets. */
+#define LOAD_HIST_SUB_BITS 7
+#define LOAD_HIST_MAX_NS 60000000000ull
+#define LOAD_HIST_TOP_EXP 35 /* floor(log2(LOAD_HIST_MAX_NS)) */
+#define LOAD_HIST_BUCKETS \
+    ((2u << LOAD_HIST_SUB_BITS) + (LOAD_HIST_TOP_EXP - LOAD_HIST_SUB_BITS) * (1u << LOAD_HIST_SUB_BITS))
+
+typedef struct {
+    uint64_t counts[LOAD_HIST_BUCKETS];
+    uint64_t total;
+    uint64_t min_ns, max_ns;
+    double sum_ns;
+} load_hist;
+
+void load_hist_reset(load_hist *h);
+void load_hist_record(load_hist *h, uint64_t ns);
+/* The value at percentile p (0..100], reported as the highest value its
+ * bucket stands for (never above the exact max); 0 when empty. */
+uint64_t load_hist_percentile(const load_hist *h, double p);
+void load_hist_merge(load_hist *dst, const load_hist *src);
+/* Bucket index and the bucket's bounds, exposed for the unit test. */
+unsigned load_hist_index(uint64_t ns);
+uint64_t load_hist_bucket_high(unsigned idx);
+
+/* ---- HTTP/1.1 response framing ---- */
+enum {
+    LOAD_RESP_MORE = 0,      /* need more bytes */
+    LOAD_RESP_DONE = 1,      /* head_len + body_len bytes form one response */
+    LOAD_RESP_EBAD = -1,     /* malformed status line or header */
+    LOAD_RESP_ECHUNKED = -2, /* Transfer-Encoding: the closed loop needs Content-Length */
+    LOAD_RESP_ENOLEN = -3,   /* no Content-Length on a response that has a body */
+    LOAD_RESP_ETOOBIG = -4,  /* head or body over the configured bound */
+};
+
+#define LOAD_RESP_HEAD_MAX 16384u
+#define LOAD_RESP_CLOSE 0x1u /* "Connection: close" */
+
+typedef struct {
+    size_t scan;     /* where the search for the end of the head resumes */
+    size_t head_len; /* 0 until the head is complete */
+    size_t body_len;
+    size_t body_max;
+    int status;
+    unsigned flags;
+} load_resp;
+
+void load_resp_reset(load_resp *r, size_t body_max);
+int load_resp_feed(load_resp *r, const char *buf, size_t len);
+const char *load_resp_strerror(int rc);
+
+/* ---- JSON-RPC request and answer ---- */
+typedef struct {
+    char *head_prefix; /* request line and headers up to "Content-Length: " */
+    size_t head_prefix_len;
+    char *body_prefix; /* {"jsonrpc":"2.0","id": */
+    size_t body_prefix_len;
+    char *body_suffix; /* ,"method":...}} */
+    size_t body_suffix_len;
+    size_t max_len; /* a whole request with the longest id fits in this */
+} load_request_tmpl;
+
+/* 0, or -1 with a message in err[errlen] (tool name not header-safe, ...). */
+int load_request_tmpl_init(load_request_tmpl *t, const char *host_port, const char *path, const char *tool,
+                           const char *message, char *err, size_t errlen);
+void load_request_tmpl_free(load_request_tmpl *t);
+/* Write the request for `id` into dst (at least t->max_len bytes); returns its length. */
+size_t load_request_format(const load_request_tmpl *t, uint64_t id, char *dst);
+
+typedef struct {
+    bool has_id;
+    bool id_is_int;
+    int64_t id;
+    bool has_result;
+    bool has_error;
+    bool tool_error; /* result.isError == true */
+} load_rpc_reply;
+
+/* Scan a JSON-RPC response object's top level (and result's top level).
+ * Checks structure, not full JSON validity: 0, or -1 when malformed. */
+int load_rpc_scan(const char *s, size_t n, load_rpc_reply *out);
+/* JSON-escape s into dst (room for 6*n bytes); returns the bytes written. */
+size_t load_json_escape(char *dst, const char *s, size_t n);
+size_t load_u64_to_dec(uint64_t v, char *dst); /* no NUL; at most 20 bytes */
+
+/* ---- errors: append-only, one X-macro list, names used in the JSON ---- */
+#define LOAD_ERR_KINDS(X)                                                     \
+    X(HTTP_STATUS, "http_status") /* a framed response that was not 200 */    \
+    X(RPC_ERROR, "rpc_error")     /* a JSON-RPC "error" answer */             \
+    X(TOOL_ERROR, "tool_error")   /* a result with isError: true */           \
+    X(MISMATCH, "mismatch")       /* wrong id, no result, --expect missing */ \
+    X(PROTOCOL, "protocol")       /* bad HTTP framing, chunked, oversize */   \
+    X(SOCKET, "socket")           /* connect/read/write failure, early EOF */ \
+    X(TIMEOUT, "timeout")         /* no answer within --timeout */
+
+typedef enum {
+#define LOAD_ERR_ENUM(e, s) LOAD_ERR_##e,
+    LOAD_ERR_KINDS(LOAD_ERR_ENUM)
+#undef LOAD_ERR_ENUM
+        LOAD_ERR_COUNT
+} load_err_kind;
+
+const char *load_err_name(load_err_kind k);
+
+/* ---- the run ---- */
+typedef struct {
+    const char *url;
+    char host_port[64];
+    char path[256];
+    struct sockaddr_in addr;
+    unsigned connections;
+    double duration_s, warmup_s, timeout_s;
+    uint64_t max_calls; /* 0: no limit */
+    const char *tool;
+    const char *message;
+    size_t message_size; /* --message-size: a generated message instead of --message */
+    const char *expect;
+    bool check_id; /* off only for static baselines that cannot echo the id */
+    bool json;
+    bool print_answer; /* print the first good answer's body on stdout */
+    bool quiet;
+    size_t max_response;
+} load_opts;
+
+typedef enum { LOAD_PHASE_WARMUP, LOAD_PHASE_MEASURE, LOAD_PHASE_DONE } load_phase;
+
+typedef struct {
+    uint64_t calls; /* answers completed, good or bad */
+    uint64_t ok;
+    uint64_t err[LOAD_ERR_COUNT];
+    uint64_t connects;   /* successful TCP connects */
+    uint64_t reconnects; /* connects after the first one of a slot */
+    load_hist hist;      /* latency of good calls */
+} load_stats;
+
+typedef struct load_run load_run;
+
+typedef enum { CONN_CLOSED, CONN_CONNECTING, CONN_OPEN, CONN_CLOSING, CONN_BACKOFF } load_conn_state;
+
+typedef struct {
+    uv_tcp_t tcp;
+    uv_connect_t connect_req;
+    uv_write_t write_req;
+    load_run *run;
+    load_conn_state state;
+    bool in_flight;     /* a request was sent and its answer is not complete */
+    bool writing;       /* write_req is pending */
+    bool send_deferred; /* the answer came before the write completed */
+    bool ever_connected;
+    bool backoff; /* reconnect after a delay (connect failed) */
+    uint64_t retry_at_ns;
+    uint64_t id;
+    uint64_t sent_ns;
+    char *wbuf;
+    size_t wlen;
+    char *rbuf;
+    size_t rlen, rcap;
+    load_resp resp;
+} load_conn;
+
+struct load_run {
+    uv_loop_t *loop;
+    const load_opts *opts;
+    load_request_tmpl tmpl;
+    load_conn *conns;
+    unsigned nconns;
+    unsigned open_conns;
+    load_phase phase;
+    uint64_t next_id;
+    uint64_t t_start_ns, t_measure_ns, t_end_ns;
+    double cpu_measure_start_s, loadgen_cpu_s;
+    load_stats warmup, measure;
+    load_stats interval; /* reset every progress line */
+    uv_timer_t phase_timer, tick_timer;
+    uv_signal_t sigint, sigterm;
+    uint64_t next_progress_ns;
+    unsigned error_samples; /* errors described on stderr so far (bounded) */
+    unsigned progress_seconds;
+    load_phase interval_phase; /* the phase the current progress interval began in */
+    unsigned open_at_stop;
+    bool answer_printed;
+};
+
+/* conn.c */
+int load_conn_init(load_run *run, load_conn *c);
+void load_conn_start(load_conn *c);
+void load_conn_close(load_conn *c);
+void load_conn_free(load_conn *c);
+void load_conn_check_timeout(load_conn *c, uint64_t now_ns);
+void load_conn_retry_if_due(load_conn *c, uint64_t now_ns);
+void load_run_stop(load_run *run); /* main.c: end the measured window now */
+
+/* report.c */
+void load_report_human(const load_run *run, FILE *out);
+void load_report_json(const load_run *run, FILE *out);
+/* Print (unless out is NULL) and start the next one-second interval. */
+void load_report_progress(load_run *run, FILE *out);
+uint64_t load_total_errors(const load_stats *s);
+
+#endif

@@ -1,0 +1,127 @@
+/* Incremental HTTP/1.1 response framing for a closed-loop client.
+ *
+ * The caller keeps appending bytes to one buffer and calls load_resp_feed
+ * with all of it; the search for the end of the head resumes where it
+ * stopped, so a response trickling in byte by byte is scanned once. Only
+ * what framing needs is parsed: the status, Content-Length, Connection and
+ * the presence of Transfer-Encoding. Chunked answers are refused rather than
+ * decoded: our gateway and nginx answer with Content-Length, and a chunked
+ * (streamed) answer on this path is itself a finding worth an error. */
+#define _GNU_SOURCE /* memmem */
+#include <string.h>
+#include <strings.h>
+
+#include "load.h"
+
+void load_resp_reset(load_resp *r, size_t body_max) {
+    memset(r, 0, sizeof *r);
+    r->body_max = body_max;
+}
+
+const char *load_resp_strerror(int rc) {
+    switch (rc) {
+    case LOAD_RESP_EBAD: return "malformed response head";
+    case LOAD_RESP_ECHUNKED: return "Transfer-Encoding (chunked) response";
+    case LOAD_RESP_ENOLEN: return "response without Content-Length";
+    case LOAD_RESP_ETOOBIG: return "response over the size bound";
+    default: return "no error";
+    }
+}
+
+static bool name_is(const char *name, size_t n, const char *want) {
+    return n == strlen(want) && strncasecmp(name, want, n) == 0;
+}
+
+/* "HTTP/1.x NNN[ reason]" */
+static int parse_status_line(load_resp *r, const char *s, size_t n) {
+    if (n < 12 || memcmp(s, "HTTP/1.", 7) != 0 || (s[7] != '0' && s[7] != '1') || s[8] != ' ')
+        return LOAD_RESP_EBAD;
+    int status = 0;
+    for (int i = 9; i < 12; i++) {
+        if (s[i] < '0' || s[i] > '9') return LOAD_RESP_EBAD;
+        status = status * 10 + (s[i] - '0');
+    }
+    if (n > 12 && s[12] != ' ') return LOAD_RESP_EBAD;
+    r->status = status;
+    if (s[7] == '0') r->flags |= LOAD_RESP_CLOSE; /* HTTP/1.0 without keep-alive handling */
+    return 0;
+}
+
+static int parse_content_length(load_resp *r, const char *v, size_t n, bool *seen) {
+    if (n == 0 || n > 15) return n > 15 ? LOAD_RESP_ETOOBIG : LOAD_RESP_EBAD;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9') return LOAD_RESP_EBAD;
+        len = len * 10 + (size_t)(v[i] - '0');
+    }
+    if (*seen && len != r->body_len) return LOAD_RESP_EBAD; /* conflicting lengths */
+    if (len > r->body_max) return LOAD_RESP_ETOOBIG;
+    r->body_len = len;
+    *seen = true;
+    return 0;
+}
+
+/* Does a comma-separated Connection value hold the token "close"? */
+static bool has_close_token(const char *v, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
+        size_t start = i;
+        while (i < n && v[i] != ',' && v[i] != ' ' && v[i] != '\t') i++;
+        if (name_is(v + start, i - start, "close")) return true;
+    }
+    return false;
+}
+
+static int parse_header(load_resp *r, const char *s, size_t n, bool *have_len) {
+    const char *colon = memchr(s, ':', n);
+    if (!colon || colon == s || s[0] == ' ' || s[0] == '\t') return LOAD_RESP_EBAD; /* no obs-fold */
+    size_t name_len = (size_t)(colon - s);
+    const char *v = colon + 1, *end = s + n;
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    size_t vlen = (size_t)(end - v);
+    if (name_is(s, name_len, "content-length")) return parse_content_length(r, v, vlen, have_len);
+    if (name_is(s, name_len, "transfer-encoding")) return LOAD_RESP_ECHUNKED;
+    if (name_is(s, name_len, "connection") && has_close_token(v, vlen)) r->flags |= LOAD_RESP_CLOSE;
+    return 0;
+}
+
+/* head is the status line and headers including the final empty line. */
+static int parse_head(load_resp *r, const char *head, size_t head_len) {
+    const char *p = head, *end = head + head_len - 2; /* stop before the last CRLF */
+    bool first = true, have_len = false;
+    while (p < end) {
+        const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
+        if (!eol) return LOAD_RESP_EBAD;
+        int rc = first ? parse_status_line(r, p, (size_t)(eol - p))
+                       : parse_header(r, p, (size_t)(eol - p), &have_len);
+        if (rc < 0) return rc;
+        first = false;
+        p = eol + 2;
+    }
+    if (first) return LOAD_RESP_EBAD;
+    bool bodyless = (r->status >= 100 && r->status < 200) || r->status == 204 || r->status == 304;
+    if (bodyless)
+        r->body_len = 0;
+    else if (!have_len)
+        return LOAD_RESP_ENOLEN;
+    return 0;
+}
+
+int load_resp_feed(load_resp *r, const char *buf, size_t len) {
+    if (r->head_len == 0) {
+        size_t from = r->scan > 3 ? r->scan - 3 : 0; /* "\r\n\r\n" may straddle reads */
+        const char *eoh = len > from ? memmem(buf + from, len - from, "\r\n\r\n", 4) : NULL;
+        if (!eoh) {
+            r->scan = len;
+            return len > LOAD_RESP_HEAD_MAX ? LOAD_RESP_ETOOBIG : LOAD_RESP_MORE;
+        }
+        size_t head_len = (size_t)(eoh - buf) + 4;
+        if (head_len > LOAD_RESP_HEAD_MAX) return LOAD_RESP_ETOOBIG;
+        int rc = parse_head(r, buf, head_len);
+        if (rc < 0) return rc;
+        r->head_len = head_len;
+    }
+    return len >= r->head_len + r->body_len ? LOAD_RESP_DONE : LOAD_RESP_MORE;
+}

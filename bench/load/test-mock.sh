@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# End-to-end test of mcpg-load against bench/mock_mcp.py: a clean run exits 0,
+# and each injected fault is counted under its own kind and exits 1.
+# usage: test-mock.sh PATH/TO/mcpg-load
+set -uo pipefail
+LOAD=$1
+MOCK=$(dirname "$0")/../mock_mcp.py
+passed=0 failed=0
+MOCK_PID=""
+trap '[ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null' EXIT
+
+start_mock() { # fault args...; sets PORT and MOCK_PID
+    exec 3< <(exec python3 "$MOCK" --port 0 "$@")
+    MOCK_PID=$!
+    read -r -t 10 PORT <&3 || { echo "mock did not start"; exit 1; }
+}
+stop_mock() { kill "$MOCK_PID" 2>/dev/null; wait "$MOCK_PID" 2>/dev/null; exec 3<&-; MOCK_PID=""; }
+
+# name want_rc want_key [fault kind every] -- a run of 600 calls on 4 connections
+check() {
+    local name=$1 want_rc=$2 key=$3; shift 3
+    start_mock "$@"
+    local out rc
+    out=$("$LOAD" --url "http://127.0.0.1:$PORT/mcp" -c 4 -w 0 --max-calls 600 --timeout 0.5 \
+        --expect hello --json -q 2>/dev/null)
+    rc=$?
+    stop_mock
+    local n; n=$(sed -n "s/.*\"$key\":\([0-9]*\).*/\1/p" <<<"$out")
+    if [ "$rc" = "$want_rc" ] && [ "${n:-0}" -gt 0 ]; then
+        passed=$((passed + 1)); echo "ok   $name ($key=$n, exit $rc)"
+    else
+        failed=$((failed + 1)); echo "FAIL $name: exit $rc (want $want_rc), $key=${n:-?}: $out"
+    fi
+}
+
+check clean 0 ok
+check bad-id 1 err_mismatch --fault bad-id --every 50
+check rpc-error 1 err_rpc_error --fault rpc-error --every 50
+check tool-error 1 err_tool_error --fault tool-error --every 50
+check status-500 1 err_http_status --fault status-500 --every 50
+check chunked 1 err_protocol --fault chunked --every 50
+check drop 1 err_socket --fault drop --every 50
+check close 0 reconnects --fault close --every 50
+check stall 1 err_timeout --fault stall --every 150
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

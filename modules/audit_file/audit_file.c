@@ -1,0 +1,425 @@
+/* audit_file: a durable audit sink writing one JSON line per event.
+ *
+ * Shape (group commit, as in the calibration's variant b):
+ *   emit()  on a loop thread: format the line on the stack, then, under the
+ *           mutex, append it to the `pending` batch with the call to resume.
+ *           Answers PENDING. No allocation once the batch buffers have grown.
+ *   writer  one thread: swap `pending` with its own empty batch, write it with
+ *           one writev() and one fdatasync() per max_batch_bytes chunk, then
+ *           resume every call of the chunk. A failing disk fails the calls
+ *           closed (DENY + 503); nothing is ever dropped silently.
+ *
+ * The queue is bounded by queue_max events not yet durable (pending plus the
+ * batch being written): a full queue refuses the new call with 503, it never
+ * drops an event.
+ */
+#define _GNU_SOURCE /* strerror_r returning char *, pthread_setname_np */
+#include <mcpg/sdk.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "audit_format.h"
+
+typedef struct audit_cfg {
+    const char *path;
+    int fsync;
+    int64_t queue_max;
+    int64_t max_batch_bytes;
+} audit_cfg;
+
+static const mcpg_config_field audit_config[] = {
+    MCPG_CFG_REQUIRED_STRING_FIELD(audit_cfg, path, "path",
+                                   "file to append JSON lines to (created 0600)"),
+    MCPG_CFG_BOOL_FIELD(audit_cfg, fsync, "fsync", "true",
+                        "fdatasync each batch; false = written to the page cache only: "
+                        "survives a gateway crash, NOT a power loss (not durable)"),
+    MCPG_CFG_INT_FIELD(audit_cfg, queue_max, "queue_max", "65536", 1, 16777216,
+                       "events waiting for disk; when full, new calls get 503"),
+    MCPG_CFG_INT_FIELD(audit_cfg, max_batch_bytes, "max_batch_bytes", "1048576", 4096,
+                       1073741824, "largest single write+fdatasync"),
+    MCPG_CONFIG_END};
+
+/* One queued event: where its line ends in the batch text and whom to wake. */
+typedef struct audit_entry {
+    mcpg_call *call;
+    mcpg_worker *worker; /* the call's loop, for failing it from the writer */
+    size_t end;
+} audit_entry;
+
+typedef struct audit_batch {
+    char *data;
+    size_t len, cap;
+    audit_entry *ev;
+    size_t n, ncap;
+} audit_batch;
+
+typedef struct audit {
+    const mcpg_host *host;
+    mcpg_instance *self;
+    const audit_cfg *cfg;
+    int fd;
+    pthread_t thread;
+    int thread_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t wake;  /* the writer waits here for work or stop */
+    pthread_cond_t idle;  /* flush() waits here for an empty queue */
+    /* ---- under mu ---- */
+    audit_batch pending;
+    size_t queued;        /* events not yet answered: pending + being written */
+    int writer_waiting;   /* signal only a sleeping writer: one futex wake per batch */
+    int stopping;
+    int running;
+    /* ---- writer thread only ---- */
+    audit_batch writing;
+    int torn;             /* the last write stopped mid-line: start the next on a new line */
+    uint64_t n_batches, n_events, max_events, n_failures;
+} audit;
+
+/* A call to fail on its own loop: call_error is loop-thread-only. */
+typedef struct audit_fail {
+    mcpg_post post;
+    const mcpg_host *host;
+    mcpg_call *call;
+} audit_fail;
+
+/* ------------------------------------------------------------------ */
+/* emit: on a loop thread                                              */
+
+static mcpg_status audit_refuse(audit *a, mcpg_call *call, const char *why) {
+    if (!call) return MCPG_DENY;
+    a->host->call_error(call, MCPG_RPC_SERVER_ERROR, why, NULL);
+    a->host->call_set_http(call, 503, 1);
+    return MCPG_DENY;
+}
+
+/* Grow a batch (under mu) to take one more line of n bytes. Amortised: once
+ * the buffers have reached their working size this never allocates. */
+static int batch_reserve(const mcpg_host *h, audit_batch *b, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 64 * 1024;
+        while (cap < b->len + n) cap *= 2;
+        char *p = h->realloc(b->data, cap);
+        if (!p) return MCPG_ENOMEM;
+        b->data = p;
+        b->cap = cap;
+    }
+    if (b->n == b->ncap) {
+        size_t cap = b->ncap ? b->ncap * 2 : 1024;
+        audit_entry *e = h->realloc(b->ev, cap * sizeof *e);
+        if (!e) return MCPG_ENOMEM;
+        b->ev = e;
+        b->ncap = cap;
+    }
+    return 0;
+}
+
+static mcpg_status audit_enqueue(audit *a, mcpg_call *call, const char *line, size_t n) {
+    mcpg_worker *w = call ? a->host->call_worker(call) : NULL;
+    pthread_mutex_lock(&a->mu);
+    const char *why = NULL;
+    if (!a->running || a->stopping)
+        why = "audit sink not running";
+    else if (a->queued >= (size_t)a->cfg->queue_max)
+        why = "audit queue full";
+    else if (batch_reserve(a->host, &a->pending, n))
+        why = "audit queue full"; /* out of memory is a full queue too */
+    if (why) {
+        pthread_mutex_unlock(&a->mu);
+        return audit_refuse(a, call, why);
+    }
+    audit_batch *b = &a->pending;
+    memcpy(b->data + b->len, line, n);
+    b->len += n;
+    b->ev[b->n++] = (audit_entry){call, w, b->len};
+    a->queued++;
+    if (a->writer_waiting) {
+        a->writer_waiting = 0;
+        pthread_cond_signal(&a->wake);
+    }
+    pthread_mutex_unlock(&a->mu);
+    /* Without a call there is nobody to resume: the event is queued, done. */
+    return call ? MCPG_PENDING : MCPG_CONTINUE;
+}
+
+static mcpg_status audit_emit(void *instance, mcpg_call *call, const mcpg_audit_event *ev) {
+    audit *a = instance;
+    char stack[2048];
+    audit_lens lens;
+    size_t bound = audit_line_bound(ev, &lens);
+    char *line = bound <= sizeof stack ? stack : a->host->alloc(bound);
+    if (!line) return audit_refuse(a, call, "audit queue full");
+    size_t n = audit_format_line(line, ev, &lens);
+    mcpg_status st = audit_enqueue(a, call, line, n);
+    if (line != stack) a->host->free(line);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* the writer thread                                                   */
+
+static void audit_fail_on_loop(void *arg) {
+    audit_fail *f = arg;
+    const mcpg_host *h = f->host;
+    h->call_error(f->call, MCPG_RPC_SERVER_ERROR, "audit write failed", NULL);
+    h->call_set_http(f->call, 503, 1);
+    mcpg_call *call = f->call;
+    h->free(f);
+    h->call_resume(call, MCPG_DENY);
+}
+
+/* Fail one call closed. The error must be set on the call's own loop, so hop
+ * there; if that is impossible, resume with DENY alone (the kernel then
+ * answers a generic error): the call still fails closed. */
+static void audit_fail_call(audit *a, const audit_entry *e) {
+    const mcpg_host *h = a->host;
+    audit_fail *f = e->worker ? h->alloc(sizeof *f) : NULL;
+    if (f) {
+        *f = (audit_fail){.post = {.fn = audit_fail_on_loop}, .host = h, .call = e->call};
+        f->post.arg = f;
+        if (h->worker_post(e->worker, &f->post) == 0) return;
+        h->free(f);
+    }
+    h->call_resume(e->call, MCPG_DENY);
+}
+
+static int audit_write_all(audit *a, const char *p, size_t n) {
+    static const char nl = '\n';
+    struct iovec iov[2];
+    int cnt = 0;
+    if (a->torn) iov[cnt++] = (struct iovec){(void *)&nl, 1};
+    iov[cnt++] = (struct iovec){(void *)p, n};
+    while (cnt > 0) {
+        ssize_t w = writev(a->fd, iov, cnt);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EIO; /* no progress on a regular file: treat as a failure */
+            return -1;
+        }
+        a->torn = 1; /* until the whole chunk is out */
+        size_t done = (size_t)w;
+        while (cnt > 0 && done >= iov[0].iov_len) {
+            done -= iov[0].iov_len;
+            iov[0] = iov[1];
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov[0].iov_base = (char *)iov[0].iov_base + done;
+            iov[0].iov_len -= done;
+        }
+    }
+    a->torn = 0;
+    return 0;
+}
+
+static void audit_log_errno(audit *a, const char *what, int err) {
+    char buf[128];
+    a->host->log(a->self, MCPG_LOG_ERROR, "%s %s failed: %s; failing the calls closed", what,
+                 a->cfg->path, strerror_r(err, buf, sizeof buf));
+}
+
+/* One group commit: events [i, j) of the writing batch. */
+static void audit_commit(audit *a, size_t i, size_t j) {
+    audit_batch *b = &a->writing;
+    size_t off = i ? b->ev[i - 1].end : 0;
+    int ok = audit_write_all(a, b->data + off, b->ev[j - 1].end - off) == 0;
+    if (!ok) audit_log_errno(a, "write to", errno);
+    if (ok && a->cfg->fsync && fdatasync(a->fd) != 0) {
+        ok = 0;
+        audit_log_errno(a, "fdatasync of", errno);
+    }
+    for (size_t k = i; k < j; k++) {
+        if (!b->ev[k].call) continue;
+        if (ok)
+            a->host->call_resume(b->ev[k].call, MCPG_CONTINUE);
+        else
+            audit_fail_call(a, &b->ev[k]);
+    }
+    a->n_batches++;
+    a->n_events += j - i;
+    if (j - i > a->max_events) a->max_events = j - i;
+    if (!ok) a->n_failures++;
+}
+
+/* Write the swapped-out batch in chunks of at most max_batch_bytes (at least
+ * one event each), so one huge backlog does not become one huge write. */
+static void audit_write_batch(audit *a) {
+    audit_batch *b = &a->writing;
+    size_t max = (size_t)a->cfg->max_batch_bytes;
+    size_t i = 0;
+    while (i < b->n) {
+        size_t base = i ? b->ev[i - 1].end : 0;
+        size_t j = i + 1;
+        while (j < b->n && b->ev[j].end - base <= max) j++;
+        audit_commit(a, i, j);
+        i = j;
+    }
+}
+
+static void *audit_writer(void *arg) {
+    audit *a = arg;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (a->pending.n == 0 && !a->stopping) {
+            a->writer_waiting = 1;
+            pthread_cond_wait(&a->wake, &a->mu);
+            a->writer_waiting = 0;
+        }
+        if (a->pending.n == 0) break; /* stopping and drained */
+        audit_batch t = a->pending;
+        a->pending = a->writing;
+        a->writing = t;
+        pthread_mutex_unlock(&a->mu);
+
+        audit_write_batch(a);
+
+        pthread_mutex_lock(&a->mu);
+        a->queued -= a->writing.n;
+        a->writing.n = a->writing.len = 0;
+        if (a->queued == 0) pthread_cond_broadcast(&a->idle);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* lifecycle                                                           */
+
+static int audit_create(const mcpg_host *host, mcpg_instance *self, const void *config,
+                        void **instance_out) {
+    audit *a = host->calloc(1, sizeof *a);
+    if (!a) return MCPG_ENOMEM;
+    a->host = host;
+    a->self = self;
+    a->cfg = config;
+    a->fd = -1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* flush's deadline ignores clock jumps */
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->wake, &ca);
+    pthread_cond_init(&a->idle, &ca);
+    pthread_condattr_destroy(&ca);
+    *instance_out = a;
+    return 0;
+}
+
+/* The writer must not take the process's signals (SIGHUP, SIGTERM are the
+ * main thread's), so it starts with all of them blocked. */
+static int audit_spawn_writer(audit *a) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&a->thread, NULL, audit_writer, a);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) return rc;
+    pthread_setname_np(a->thread, "mcpg-audit");
+    a->thread_started = 1;
+    return 0;
+}
+
+static int audit_start(void *instance) {
+    audit *a = instance;
+    char buf[128];
+    a->fd = open(a->cfg->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (a->fd < 0) {
+        a->host->log(a->self, MCPG_LOG_ERROR, "cannot open audit file %s: %s", a->cfg->path,
+                     strerror_r(errno, buf, sizeof buf));
+        return MCPG_EIO;
+    }
+    a->running = 1;
+    int rc = audit_spawn_writer(a);
+    if (rc != 0) {
+        a->host->log(a->self, MCPG_LOG_ERROR, "cannot start the audit writer thread: %s",
+                     strerror_r(rc, buf, sizeof buf));
+        a->running = 0;
+        close(a->fd);
+        a->fd = -1;
+        return MCPG_ENOMEM;
+    }
+    return 0;
+}
+
+/* Drain: the writer exits only once everything queued is written and synced. */
+static void audit_stop(void *instance) {
+    audit *a = instance;
+    if (!a->thread_started) return;
+    pthread_mutex_lock(&a->mu);
+    a->stopping = 1;
+    pthread_cond_signal(&a->wake);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    a->thread_started = 0;
+    a->running = 0;
+    close(a->fd);
+    a->fd = -1;
+    double avg = a->n_batches ? (double)a->n_events / (double)a->n_batches : 0.0;
+    a->host->log(a->self, MCPG_LOG_INFO,
+                 "closed %s: %llu events in %llu batches (%.1f per batch, max %llu), "
+                 "%llu failed batches",
+                 a->cfg->path, (unsigned long long)a->n_events,
+                 (unsigned long long)a->n_batches, avg, (unsigned long long)a->max_events,
+                 (unsigned long long)a->n_failures);
+}
+
+/* Wait (bounded: flush may block only briefly) until every queued event is
+ * on disk and its call resumed. */
+static void audit_flush(void *instance) {
+    audit *a = instance;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += 10;
+    pthread_mutex_lock(&a->mu);
+    int rc = 0;
+    while (a->queued > 0 && a->thread_started && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&a->idle, &a->mu, &dl);
+    size_t left = a->queued;
+    pthread_mutex_unlock(&a->mu);
+    if (left)
+        a->host->log(a->self, MCPG_LOG_WARN, "flush gave up after 10 s with %zu events queued",
+                     left);
+}
+
+static void audit_batch_free(const mcpg_host *h, audit_batch *b) {
+    h->free(b->data);
+    h->free(b->ev);
+    *b = (audit_batch){0};
+}
+
+static void audit_destroy(void *instance) {
+    audit *a = instance;
+    if (a->thread_started) audit_stop(a); /* never leave a thread running the unmapped code */
+    audit_batch_free(a->host, &a->pending);
+    audit_batch_free(a->host, &a->writing);
+    pthread_cond_destroy(&a->wake);
+    pthread_cond_destroy(&a->idle);
+    pthread_mutex_destroy(&a->mu);
+    a->host->free(a);
+}
+
+static const mcpg_lifecycle_ops audit_lifecycle = {
+    MCPG_OPS_HEAD(mcpg_lifecycle_ops),
+    .create = audit_create,
+    .start = audit_start,
+    .stop = audit_stop,
+    .destroy = audit_destroy,
+};
+
+static const mcpg_audit_ops audit_ops = {
+    MCPG_OPS_HEAD(mcpg_audit_ops),
+    .emit = audit_emit,
+    .flush = audit_flush,
+};
+
+MCPG_MODULE_DEFINE(MCPG_KIND_AUDIT, "audit_file", "1.0.0",
+                   .description = "durable audit sink: JSON lines, group-committed with fdatasync",
+                   .flags = MCPG_MOD_DURABLE | MCPG_MOD_OWNS_THREADS,
+                   .config = audit_config, .config_size = sizeof(audit_cfg),
+                   .lifecycle = &audit_lifecycle, .ops = &audit_ops);

@@ -1,0 +1,174 @@
+/* audit_file: the line formatter alone. Every line parses as JSON with the
+ * expected fields; timestamps agree with gmtime_r over a wide range; and the
+ * cost of one line is printed (a figure, not a pass/fail threshold). */
+#define _GNU_SOURCE
+#include "../audit_format.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(c)                                                              \
+    do {                                                                      \
+        if (!(c)) {                                                           \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+static json_t *parse_line(const char *line, size_t n) {
+    CHECK(n > 1 && line[n - 1] == '\n');
+    CHECK(memchr(line, '\n', n - 1) == NULL); /* exactly one line */
+    json_error_t e;
+    json_t *o = json_loadb(line, n - 1, 0, &e);
+    if (!o) fprintf(stderr, "bad JSON (%s): %.*s\n", e.text, (int)n, line);
+    CHECK(o && json_is_object(o));
+    return o;
+}
+
+static json_t *format(const mcpg_audit_event *ev) {
+    audit_lens l;
+    size_t bound = audit_line_bound(ev, &l);
+    char *buf = malloc(bound);
+    size_t n = audit_format_line(buf, ev, &l);
+    CHECK(n <= bound);
+    json_t *o = parse_line(buf, n);
+    free(buf);
+    return o;
+}
+
+static const char *str(json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static void test_allowed(void) {
+    mcpg_audit_event ev = {.size = sizeof ev, .name = "mcpg.tool.call.allowed", .seq = 42,
+                           .time_us = 1785196800123456LL, .id_json = "7", .id_len = 1,
+                           .method = "tools/call", .tool = "echo", .backend = "mock",
+                           .principal = "alice", .wire = MCPG_WIRE_STATELESS, .generation = 3};
+    json_t *o = format(&ev);
+    CHECK(strcmp(str(o, "ts"), "2026-07-28T00:00:00.123456Z") == 0);
+    CHECK(strcmp(str(o, "event"), "mcpg.tool.call.allowed") == 0);
+    CHECK(json_integer_value(json_object_get(o, "seq")) == 42);
+    CHECK(json_integer_value(json_object_get(o, "id")) == 7);
+    CHECK(strcmp(str(o, "wire"), "2026-07-28") == 0);
+    CHECK(json_integer_value(json_object_get(o, "generation")) == 3);
+    /* null fields and the outcome of a not-yet-finished call are omitted */
+    CHECK(!json_object_get(o, "tenant") && !json_object_get(o, "session"));
+    CHECK(!json_object_get(o, "latency_us") && !json_object_get(o, "error_code"));
+    json_decref(o);
+}
+
+static void test_failed_escaped(void) {
+    mcpg_audit_event ev = {.size = sizeof ev, .name = "mcpg.tool.call.failed", .seq = 1,
+                           .time_us = 0, .id_json = "\"a\\\"b\"", .id_len = 6,
+                           .method = "tools/call", .tool = "t\"\\\n\x01\xe2\x82\xac",
+                           .tenant = "\xff bad utf8", .session = "s-1",
+                           .wire = MCPG_WIRE_LEGACY, .error_code = -32000,
+                           .error_message = "backend \"down\"", .latency_us = 1234,
+                           .backend_us = 999};
+    json_t *o = format(&ev);
+    CHECK(strcmp(str(o, "ts"), "1970-01-01T00:00:00.000000Z") == 0);
+    CHECK(strcmp(str(o, "id"), "a\"b") == 0);
+    CHECK(strcmp(str(o, "tool"), "t\"\\\n\x01\xe2\x82\xac") == 0);
+    CHECK(strcmp(str(o, "tenant"), "\xef\xbf\xbd bad utf8") == 0);
+    CHECK(strcmp(str(o, "wire"), "2025-11-25") == 0);
+    CHECK(json_integer_value(json_object_get(o, "error_code")) == -32000);
+    CHECK(strcmp(str(o, "error_message"), "backend \"down\"") == 0);
+    CHECK(json_integer_value(json_object_get(o, "latency_us")) == 1234);
+    CHECK(json_integer_value(json_object_get(o, "backend_us")) == 999);
+    json_decref(o);
+}
+
+/* An id carrying a raw control byte must not break the line. */
+static void test_hostile_id(void) {
+    mcpg_audit_event ev = {.size = sizeof ev, .name = "mcpg.tool.call.denied",
+                           .id_json = "1\n2", .id_len = 3, .method = "tools/call"};
+    json_t *o = format(&ev);
+    CHECK(strcmp(str(o, "id"), "1\n2") == 0);
+    json_decref(o);
+    ev.id_json = NULL;
+    ev.id_len = 0;
+    o = format(&ev);
+    CHECK(!json_object_get(o, "id"));
+    json_decref(o);
+}
+
+/* Numbers at their limits, checked as text (jansson stops at int64). */
+static void test_numbers(void) {
+    uint64_t vals[] = {0, 9, 10, 99, 100, 12345, 1000000, UINT64_MAX};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        mcpg_audit_event ev = {.size = sizeof ev, .name = "x.failed", .seq = vals[i],
+                               .error_code = INT64_MIN, .latency_us = vals[i]};
+        audit_lens l;
+        char buf[1024], want[64];
+        buf[audit_format_line(buf, &ev, (audit_line_bound(&ev, &l), &l))] = '\0';
+        snprintf(want, sizeof want, "\"seq\":%llu,", (unsigned long long)vals[i]);
+        CHECK(strstr(buf, want));
+        snprintf(want, sizeof want, "\"latency_us\":%llu,", (unsigned long long)vals[i]);
+        CHECK(strstr(buf, want));
+        CHECK(strstr(buf, "\"error_code\":-9223372036854775808,"));
+    }
+}
+
+static void test_timestamps(void) {
+    char got[32], want[40];
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift: years 1970..9999 */
+        int64_t us = (int64_t)(x % 253402300800000000ull);
+        if (i < 4) us = (int64_t[]){0, 951782400000000LL, 4107542399999999LL, 253402300799999999LL}[i];
+        time_t s = (time_t)(us / 1000000);
+        struct tm tm;
+        gmtime_r(&s, &tm);
+        size_t k = strftime(want, sizeof want, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(want + k, sizeof want - k, ".%06dZ", (int)(us % 1000000));
+        size_t n = audit_format_ts(got, us);
+        got[n] = '\0';
+        if (strcmp(got, want) != 0) fprintf(stderr, "%lld: %s != %s\n", (long long)us, got, want);
+        CHECK(strcmp(got, want) == 0);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void bench(void) {
+    mcpg_audit_event ev = {.size = sizeof ev, .name = "mcpg.tool.call.completed", .seq = 1,
+                           .time_us = 1785196800123456LL, .id_json = "12345", .id_len = 5,
+                           .method = "tools/call", .tool = "echo", .backend = "mock",
+                           .principal = "alice@example.com", .tenant = "acme",
+                           .wire = MCPG_WIRE_STATELESS, .generation = 1,
+                           .latency_us = 812, .backend_us = 20};
+    char buf[2048];
+    size_t total = 0;
+    const int n = 2000000;
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        ev.seq++;
+        ev.time_us += 17;
+        audit_lens l;
+        CHECK(audit_line_bound(&ev, &l) <= sizeof buf);
+        total += audit_format_line(buf, &ev, &l);
+    }
+    double dt = now_s() - t0;
+    printf("format: %.0f ns per event (%zu bytes per line)\n", dt / n * 1e9, total / n);
+}
+
+int main(void) {
+    test_allowed();
+    test_failed_escaped();
+    test_hostile_id();
+    test_numbers();
+    test_timestamps();
+    bench();
+    printf("audit_format: ok\n");
+    return 0;
+}

@@ -1,0 +1,338 @@
+/* transport_http: one client connection. Reads into the worker's shared
+ * buffer and parses at once (keeping only what the parser could not take
+ * yet), answers in request order, writes once per loop turn, and closes
+ * gracefully (FIN, then drain unread input) or hard (cancel calls in flight).
+ *
+ * Nothing here runs inside llhttp_execute except through the parser
+ * callbacks, and nothing closes or frees a connection from inside them:
+ * closing is decided in the read/write callbacks, the sweep, drain, or the
+ * once-per-turn service pass. */
+#include "internal.h"
+
+#include <string.h>
+
+static void update_reading(th_conn *c);
+
+int th_conn_can_take_more(const th_conn *c) {
+    return !c->close_after && !c->closing && !c->ws->draining && c->qlen < TH_MAX_PIPELINE &&
+           c->out.len + c->wbuf.len < TH_OUT_HIGH_WATER;
+}
+
+void th_conn_enqueue(th_conn *c, th_req *r) {
+    r->next = NULL;
+    if (c->qtail) c->qtail->next = r;
+    else c->qhead = r;
+    c->qtail = r;
+    c->qlen++;
+}
+
+/* Move every answered request at the head of the queue into `out`. */
+void th_conn_advance(th_conn *c) {
+    th_wslot *ws = c->ws;
+    const mcpg_host *host = ws->mod->host;
+    th_req *r;
+    int moved = 0;
+    while ((r = c->qhead) && r->state == TH_REQ_DONE) {
+        if (r->resp.len) {
+            if (host->buf_append(&c->out, r->resp.data, r->resp.len)) c->close_after = 1;
+            r->resp.len = 0;
+        }
+        c->qhead = r->next;
+        if (!c->qhead) c->qtail = NULL;
+        c->qlen--;
+        if (ws->mod->cfg->access_log) th_alog_line(ws, r);
+        th_req_put(ws, r);
+        moved = 1;
+    }
+    if (moved) th_mark_dirty(c);
+}
+
+/* ---- closing ---------------------------------------------------------------- */
+
+static void conn_free(th_conn *c) {
+    th_wslot *ws = c->ws;
+    const mcpg_host *host = ws->mod->host;
+    if (c->dirty) { /* closed after being marked this turn: unlink */
+        th_conn **pp = &ws->dirty;
+        while (*pp && *pp != c) pp = &(*pp)->dirty_next;
+        if (*pp) *pp = c->dirty_next;
+    }
+    if (c->cur) th_req_put(ws, c->cur);
+    while (c->qhead) {
+        th_req *r = c->qhead;
+        c->qhead = r->next;
+        th_req_put(ws, r);
+    }
+    host->buf_free(&c->out);
+    host->buf_free(&c->wbuf);
+    host->buf_free(&c->saved);
+    if (c->prev) c->prev->next = c->next;
+    else ws->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    ws->nconns--;
+    host->free(c);
+    th_worker_maybe_stop(ws);
+}
+
+void th_conn_maybe_free(th_conn *c) {
+    if (c->handle_closed && c->inflight == 0) conn_free(c);
+}
+
+static void on_close(uv_handle_t *h) {
+    th_conn *c = h->data;
+    c->handle_closed = 1;
+    th_conn_maybe_free(c);
+}
+
+/* Close now. Calls still in flight are cancelled (a closed stream cancels
+ * the call); the struct stays until each has completed. */
+void th_conn_close(th_conn *c) {
+    if (c->closing) return;
+    c->closing = 1;
+    c->reading = 0;
+    for (th_req *r = c->qhead; r; r = r->next)
+        if (r->state == TH_REQ_INFLIGHT && r->call) c->ws->mod->host->call_cancel(r->call);
+    /* At shutdown past its drain deadline the kernel closes every handle on
+     * the loop itself (no callback): then the struct is simply left behind. */
+    if (!uv_is_closing((uv_handle_t *)&c->tcp)) uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+    th_conn *c = req->handle->data;
+    if (status < 0) th_conn_close(c); /* also UV_ECANCELED once closing: a no-op */
+}
+
+/* Everything is answered and written: send FIN, then keep reading (and
+ * discarding) until the peer closes. Closing with unread input would make
+ * the kernel send RST, which can destroy the last response in flight. */
+static void start_linger(th_conn *c) {
+    if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown)) {
+        th_conn_close(c);
+        return;
+    }
+    c->lingering = 1;
+    c->last_ms = uv_now(c->ws->loop);
+    update_reading(c);
+}
+
+static void maybe_finish(th_conn *c) {
+    if (c->closing || c->lingering || !c->close_after) return;
+    if (c->qhead || c->out.len || c->writing) return;
+    start_linger(c);
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static void on_write(uv_write_t *req, int status) {
+    th_conn *c = req->handle->data;
+    c->writing = 0;
+    c->wbuf.len = 0;
+    c->wbuf_off = 0;
+    if (c->closing) return;
+    if (status < 0) {
+        th_conn_close(c);
+        return;
+    }
+    c->last_ms = uv_now(c->ws->loop);
+    th_mark_dirty(c); /* more may be queued; reading may resume */
+}
+
+/* One write for everything answered so far: try it at once, hand the rest
+ * to libuv, and keep collecting new answers in the other buffer. */
+static void flush(th_conn *c) {
+    if (c->closing || c->writing || !c->out.len) return;
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n >= 0 && (size_t)n == c->out.len) {
+        c->out.len = 0;
+        c->last_ms = uv_now(c->ws->loop);
+        return;
+    }
+    if (n < 0 && n != UV_EAGAIN) {
+        th_conn_close(c);
+        return;
+    }
+    size_t done = n > 0 ? (size_t)n : 0;
+    mcpg_buf t = c->wbuf;
+    c->wbuf = c->out;
+    c->out = t;
+    c->out.len = 0;
+    c->wbuf_off = done;
+    b = uv_buf_init(c->wbuf.data + done, (unsigned)(c->wbuf.len - done));
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write)) {
+        th_conn_close(c);
+        return;
+    }
+    c->writing = 1;
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    th_conn *c = h->data;
+    (void)suggested;
+    *buf = uv_buf_init(c->ws->rbuf, TH_READ_BUF);
+}
+
+/* Answer a request the parser rejected, after everything before it, then
+ * close: after a framing error the rest of the stream cannot be trusted. */
+static void parse_error(th_conn *c) {
+    th_wslot *ws = c->ws;
+    int status = c->err_status ? c->err_status : 400;
+    th_req *r = c->cur;
+    c->cur = NULL;
+    if (!r) {
+        r = th_req_get(ws);
+        if (!r) {
+            th_conn_close(c);
+            return;
+        }
+        r->conn = c;
+    }
+    c->close_after = 1;
+    r->keep_alive = 0;
+    th_conn_enqueue(c, r);
+    th_respond_status_error(c, r, status);
+    th_conn_advance(c);
+}
+
+/* Keep what the paused parser did not take. from_saved: data is c->saved. */
+static void keep_rest(th_conn *c, const char *data, size_t n, int from_saved) {
+    const char *pos = llhttp_get_error_pos(&c->parser);
+    size_t rest = pos && pos >= data && pos <= data + n ? (size_t)(data + n - pos) : 0;
+    if (from_saved) {
+        memmove(c->saved.data, pos, rest);
+        c->saved.len = rest;
+    } else if (rest && c->ws->mod->host->buf_append(&c->saved, pos, rest)) {
+        th_conn_close(c);
+    }
+}
+
+static void feed(th_conn *c, const char *data, size_t n, int from_saved) {
+    c->in_execute = 1;
+    llhttp_errno_t e = llhttp_execute(&c->parser, data, n);
+    c->in_execute = 0;
+    if (from_saved && e == HPE_OK) c->saved.len = 0;
+    if (e == HPE_OK) return;
+    if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+        c->paused = 1;
+        if (e == HPE_PAUSED_UPGRADE) c->close_after = 1;
+        if (c->close_after) c->saved.len = 0; /* nothing after this will be read */
+        else keep_rest(c, data, n, from_saved);
+        return;
+    }
+    if (from_saved) c->saved.len = 0;
+    parse_error(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+    th_conn *c = s->data;
+    if (nread == 0 || c->closing) return;
+    if (nread < 0) { /* EOF or error: answer what is ready, cancel the rest */
+        if (!c->writing && c->out.len) {
+            uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+            (void)uv_try_write(s, &b, 1);
+        }
+        th_conn_close(c);
+        return;
+    }
+    c->last_ms = uv_now(c->ws->loop);
+    if (c->lingering) return; /* discarding until the peer closes */
+    feed(c, buf->base, (size_t)nread, 0);
+    update_reading(c);
+    if (c->out.len || c->close_after) th_mark_dirty(c);
+}
+
+static void update_reading(th_conn *c) {
+    if (c->closing) return;
+    int want = c->lingering || (!c->paused && th_conn_can_take_more(c));
+    if (want && !c->reading) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read)) {
+            th_conn_close(c);
+            return;
+        }
+        c->reading = 1;
+    } else if (!want && c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = 0;
+    }
+}
+
+/* Unpause the parser once the connection can take more, and parse what was
+ * kept. Never called from inside llhttp_execute (see th_conn_service). */
+static void resume(th_conn *c) {
+    if (!c->paused || c->closing || c->in_execute || !th_conn_can_take_more(c)) return;
+    c->paused = 0;
+    llhttp_resume(&c->parser);
+    if (c->saved.len) feed(c, c->saved.data, c->saved.len, 1);
+    if (!c->saved.len && c->saved.cap) c->ws->mod->host->buf_free(&c->saved);
+}
+
+/* Once per loop turn for each connection that changed: parse what waited,
+ * write what is answered, close when done, read again when there is room. */
+void th_conn_service(th_conn *c) {
+    if (c->closing) return;
+    resume(c);
+    flush(c);
+    maybe_finish(c);
+    update_reading(c);
+    /* a connection that went quiet gives back an outsized output buffer */
+    if (!c->out.len && c->out.cap > TH_CONN_KEEP_CAP) c->ws->mod->host->buf_free(&c->out);
+}
+
+/* ---- adopt, sweep, drain ------------------------------------------------------- */
+
+int th_conn_adopt(th_wslot *ws, int fd) {
+    const mcpg_host *host = ws->mod->host;
+    th_conn *c = host->calloc(1, sizeof *c);
+    if (!c) return MCPG_ENOMEM;
+    c->ws = ws;
+    if (uv_tcp_init(ws->loop, &c->tcp)) {
+        host->free(c);
+        return MCPG_EIO;
+    }
+    c->tcp.data = c;
+    c->next = ws->conns;
+    if (ws->conns) ws->conns->prev = c;
+    ws->conns = c;
+    ws->nconns++;
+    if (uv_tcp_open(&c->tcp, fd)) {
+        /* the handle never took the fd: the kernel closes it on our error */
+        th_conn_close(c);
+        return MCPG_EIO;
+    }
+    (void)uv_tcp_nodelay(&c->tcp, 1);
+    llhttp_init(&c->parser, HTTP_REQUEST, &th_parser_settings);
+    c->parser.data = c;
+    c->last_ms = uv_now(ws->loop);
+    update_reading(c);
+    return 0;
+}
+
+void th_conn_sweep(th_wslot *ws, uint64_t now) {
+    uint64_t idle = (uint64_t)ws->mod->cfg->idle_timeout_ms;
+    for (th_conn *c = ws->conns, *next; c; c = next) {
+        next = c->next; /* closing never frees synchronously */
+        if (c->closing) continue;
+        if (c->lingering) {
+            if (now - c->last_ms >= TH_LINGER_MS) th_conn_close(c);
+            continue;
+        }
+        if (c->inflight) continue; /* the kernel times calls out, not us */
+        /* a request must arrive whole within the idle timeout of its first
+         * byte, so trickling bytes cannot hold a connection forever */
+        uint64_t since = c->cur ? c->cur_start_ms : c->last_ms;
+        if (now - since >= idle) th_conn_close(c);
+    }
+}
+
+void th_conn_drain(th_conn *c, int force) {
+    if (c->closing) return;
+    if (force || (!c->qhead && !c->out.len && !c->writing)) {
+        th_conn_close(c);
+        return;
+    }
+    c->close_after = 1;
+    update_reading(c);
+    th_mark_dirty(c);
+}

@@ -1,0 +1,197 @@
+/* transport_http: the types shared by the module's files.
+ *
+ * Ownership and threads: an instance (th_mod) has one slot per worker
+ * (th_wslot); a slot, its connections (th_conn) and their requests (th_req)
+ * are only ever touched on that worker's loop thread. Nothing here is shared
+ * between loops, so nothing is locked.
+ *
+ * Lifetimes:
+ *   - a request (th_req) lives from the first byte of its message until its
+ *     response is in the connection's output buffer; it holds a copy of the
+ *     request's URL, headers and body, because the kernel borrows them until
+ *     the call completes and the read buffer is shared by the whole worker.
+ *     Requests are recycled through a per-worker free list, with their
+ *     buffers, so a warm worker allocates nothing per request.
+ *   - a connection lives until its handle is closed AND every call it
+ *     submitted has completed (a closed client cancels, the call still
+ *     completes, and complete() needs the struct).
+ */
+#ifndef TH_INTERNAL_H
+#define TH_INTERNAL_H
+
+#include <llhttp.h>
+#include <mcpg/sdk.h>
+#include <uv.h>
+
+#include "mcp_stateless.h"
+#include "response.h"
+
+#define TH_READ_BUF (64 * 1024)          /* per worker, shared by its connections */
+#define TH_MAX_PIPELINE 32               /* queued requests per connection before we stop reading */
+#define TH_MAX_HEADERS 64                /* more header fields than this: 431 */
+#define TH_OUT_HIGH_WATER (1024 * 1024)  /* unwritten response bytes before we stop reading */
+#define TH_REQ_CACHE 256                 /* idle requests a worker keeps for reuse */
+#define TH_REQ_KEEP_CAP (64 * 1024)      /* larger request buffers are freed, not cached */
+#define TH_CONN_KEEP_CAP (256 * 1024)    /* larger output buffers are trimmed when idle */
+#define TH_ALOG_FLUSH (64 * 1024)        /* access log bytes that force an early flush */
+#define TH_LINGER_MS 2000                /* how long a closing connection drains unread input */
+
+/* The transport's config: the manifest's gateway.server object. */
+typedef struct th_config {
+    int unary_json_fast_path;
+    int access_log;
+    int64_t max_body_bytes;
+    int64_t max_header_bytes;
+    int64_t idle_timeout_ms;
+    int64_t max_connections_per_worker;
+    const char *name;
+} th_config;
+
+/* The headers the transport itself reads, found once while parsing. */
+enum {
+    TH_H_CONTENT_TYPE,
+    TH_H_ACCEPT,
+    TH_H_PROTOCOL_VERSION,
+    TH_H_MCP_METHOD,
+    TH_H_MCP_NAME,
+    TH_H_EXPECT,
+    TH_H_COUNT
+};
+
+/* A header as offsets into th_req.data (names are stored lower-cased). */
+typedef struct th_hdr {
+    uint32_t name_off, name_len, value_off, value_len;
+} th_hdr;
+
+typedef enum th_req_state {
+    TH_REQ_PARSING = 0,
+    TH_REQ_INFLIGHT = 1, /* submitted to the kernel, complete() pending */
+    TH_REQ_DONE = 2      /* response written (to conn->out or to resp) */
+} th_req_state;
+
+typedef struct th_conn th_conn;
+typedef struct th_wslot th_wslot;
+typedef struct th_mod th_mod;
+
+typedef struct th_req {
+    struct th_req *next; /* the connection's queue, or the free list */
+    th_conn *conn;
+    mcpg_buf data;       /* URL, header names and values, then the body */
+    mcpg_buf resp;       /* the response, while an earlier one is pending */
+    th_hdr hdrs[TH_MAX_HEADERS];
+    uint32_t nhdrs;
+    uint8_t known[TH_H_COUNT]; /* index + 1 into hdrs, 0 = absent */
+    uint8_t dup_mask;          /* bit per TH_H_*: seen twice */
+    uint8_t hstate;            /* 0 start, 1 in a field name, 2 in a value */
+    uint8_t state;             /* th_req_state */
+    uint8_t http_method;       /* llhttp_method_t */
+    uint8_t http_10;           /* HTTP/1.0 */
+    uint8_t keep_alive;
+    uint8_t in_submit;         /* inside host->call_submit (complete() may re-enter) */
+    uint8_t headers_done;      /* http_method is known */
+    uint32_t url_off, url_len, body_off, body_len, header_bytes;
+    unsigned stamp;            /* TH_STAMP_* for the result */
+    int status;                /* for the access log */
+    size_t resp_bytes;
+    uint64_t start_us;
+    mcpg_call *call;
+    mcpg_call_desc desc;       /* lives as long as the call */
+    char name_buf[TH_NAME_MAX];
+} th_req;
+
+struct th_conn {
+    uv_tcp_t tcp;
+    th_wslot *ws;
+    th_conn *prev, *next;  /* the worker's connections */
+    th_conn *dirty_next;   /* the worker's flush list */
+    llhttp_t parser;
+    th_req *cur;           /* the message being parsed */
+    th_req *qhead, *qtail; /* parsed requests awaiting their turn to answer, in order */
+    uint32_t qlen, inflight;
+    mcpg_buf out;          /* responses ready to write, in order */
+    mcpg_buf wbuf;         /* bytes handed to uv_write */
+    mcpg_buf saved;        /* input read but not yet parsed (parser paused) */
+    size_t wbuf_off;
+    uv_write_t wreq;
+    uv_shutdown_t shut;
+    uint64_t last_ms;      /* loop time of the last read or write progress */
+    uint64_t cur_start_ms; /* loop time the current message began */
+    uint16_t err_status;   /* the HTTP status a parser callback failed with */
+    uint8_t closing;       /* uv_close issued */
+    uint8_t handle_closed; /* its close callback has run */
+    uint8_t close_after;   /* answer what is queued, then close */
+    uint8_t paused;        /* llhttp paused; `saved` holds the rest */
+    uint8_t lingering;     /* FIN sent; reading and discarding until the peer closes */
+    uint8_t reading, writing, dirty, in_execute;
+};
+
+struct th_wslot {
+    th_mod *mod;
+    mcpg_worker *w;
+    uv_loop_t *loop;
+    uint32_t index;
+    uint8_t started, draining, handles_open;
+    uint32_t nconns;         /* connection structs alive (closing ones too) */
+    uint32_t handles_closing;/* worker handles whose close callback is pending */
+    th_conn *conns;
+    th_conn *dirty;
+    th_req *free_reqs;
+    uint32_t nfree;
+    char *rbuf;
+    uv_prepare_t prepare;    /* once per loop turn: write, resume, log */
+    uv_timer_t sweep;        /* idle and slow-request timeouts */
+    mcpg_buf scratch;        /* escaping a kernel error message */
+    mcpg_buf alog;           /* access log lines waiting for the flush */
+    uint64_t alog_dropped;
+    char date[40];           /* cached Date header value */
+    int64_t date_sec;        /* the second `date` was formatted for */
+    char iso[32];            /* cached "YYYY-MM-DDTHH:MM:SS" for the access log */
+    int64_t iso_sec;
+    char pad[64];            /* keep neighbouring workers' slots off this cache line */
+};
+
+struct th_mod {
+    const mcpg_host *host;
+    mcpg_instance *self;
+    const th_config *cfg;
+    uint32_t nworkers;
+    th_wslot **slots;
+    mcpg_buf discover;   /* server/discover's body after the id */
+    mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
+};
+
+/* worker.c */
+th_wslot *th_slot(th_mod *m, mcpg_worker *w);
+int th_worker_start(th_wslot *ws);
+void th_worker_maybe_stop(th_wslot *ws);
+void th_worker_free(th_wslot *ws);
+th_req *th_req_get(th_wslot *ws);
+void th_req_put(th_wslot *ws, th_req *r);
+void th_mark_dirty(th_conn *c);
+const char *th_date(th_wslot *ws);
+
+/* http_conn.c */
+int th_conn_adopt(th_wslot *ws, int fd);
+void th_conn_service(th_conn *c);
+void th_conn_close(th_conn *c);
+void th_conn_maybe_free(th_conn *c);
+void th_conn_sweep(th_wslot *ws, uint64_t now_ms);
+void th_conn_drain(th_conn *c, int force);
+void th_conn_enqueue(th_conn *c, th_req *r);
+void th_conn_advance(th_conn *c);
+int th_conn_can_take_more(const th_conn *c);
+
+/* http_parse.c */
+extern const llhttp_settings_t th_parser_settings;
+void th_req_reset(th_req *r);
+
+/* router.c */
+void th_route(th_conn *c, th_req *r);
+void th_respond_status_error(th_conn *c, th_req *r, int status);
+mcpg_buf *th_resp_target(th_conn *c, th_req *r);
+
+/* access_log.c */
+void th_alog_line(th_wslot *ws, const th_req *r);
+void th_alog_flush(th_wslot *ws);
+
+#endif

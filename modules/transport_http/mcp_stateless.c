@@ -1,0 +1,390 @@
+/* transport_http: the stateless wire's request checks (mcp-wire.md §2.3, §7).
+ *
+ * Order, as the v2 SDK does it: Accept, Content-Type, JSON, JSON-RPC shape,
+ * the _meta envelope and its version, the MCP headers against the body, then
+ * the method. The first failure decides the answer. Duplicate members that
+ * the gateway acts on (method, id, params.name, ...) are refused rather than
+ * resolved, so no later stage can read a different value than was checked. */
+#include "mcp_stateless.h"
+
+#include <string.h>
+
+#define MSG(s) TH_LIT("\"" s "\"")
+
+static void fail(th_mcp_verdict *v, int status, int64_t code, th_piece msg) {
+    v->action = TH_MCP_ERROR;
+    v->http_status = status;
+    v->code = code;
+    v->message = msg;
+}
+
+/* ---- header grammar ------------------------------------------------------ */
+
+static int is_ows(char c) { return c == ' ' || c == '\t'; }
+static int is_json_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+static void trim(const char **p, size_t *n) {
+    while (*n && is_ows(**p)) (*p)++, (*n)--;
+    while (*n && is_ows((*p)[*n - 1])) (*n)--;
+}
+
+static int lower(int c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+
+static int eq_ci(const char *p, size_t n, const char *lit) {
+    size_t i = 0;
+    for (; i < n && lit[i]; i++)
+        if (lower((unsigned char)p[i]) != lit[i]) return 0;
+    return i == n && lit[i] == '\0';
+}
+
+/* Does a media-range's parameter list (after its first ';') say q=0? */
+static int q_is_zero(const char *p, size_t n) {
+    while (n) {
+        const char *semi = memchr(p, ';', n);
+        size_t len = semi ? (size_t)(semi - p) : n;
+        const char *s = p;
+        size_t m = len;
+        trim(&s, &m);
+        if (m >= 2 && lower((unsigned char)s[0]) == 'q' && s[1] == '=') {
+            s += 2, m -= 2;
+            if (!m || s[0] != '0') return 0;
+            for (size_t i = 1; i < m; i++)
+                if (s[i] != '0' && s[i] != '.') return 0;
+            return 1;
+        }
+        if (!semi) break;
+        p = semi + 1, n -= len + 1;
+    }
+    return 0;
+}
+
+int th_accept_allows_json(const char *p, size_t n) {
+    while (n) {
+        const char *comma = memchr(p, ',', n);
+        size_t len = comma ? (size_t)(comma - p) : n;
+        const char *semi = memchr(p, ';', len);
+        const char *t = p;
+        size_t tn = semi ? (size_t)(semi - p) : len;
+        trim(&t, &tn);
+        if (eq_ci(t, tn, "application/json") || eq_ci(t, tn, "application/*") ||
+            eq_ci(t, tn, "*/*")) {
+            if (!semi || !q_is_zero(semi + 1, len - (size_t)(semi + 1 - p))) return 1;
+        }
+        if (!comma) break;
+        p = comma + 1, n -= len + 1;
+    }
+    return 0;
+}
+
+int th_content_type_is_json(const char *p, size_t n) {
+    const char *semi = memchr(p, ';', n);
+    size_t tn = semi ? (size_t)(semi - p) : n;
+    trim(&p, &tn);
+    return eq_ci(p, tn, "application/json");
+}
+
+static int b64_value(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Standard base64, padding optional. Returns the decoded length or -1. */
+static long b64_decode(const char *s, size_t n, char *dst, size_t cap) {
+    while (n && s[n - 1] == '=') n--;
+    size_t out = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64_value((unsigned char)s[i]);
+        if (v < 0) return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (out >= cap) return -1;
+            dst[out++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    return (long)out;
+}
+
+int th_header_matches(const mcpg_host *h, const char *hv, size_t hn, const mcpg_json_span *s) {
+    static const char pre[] = "=?base64?";
+    const size_t pl = sizeof pre - 1;
+    if (hn >= pl + 2 && eq_ci(hv, pl, pre) && hv[hn - 2] == '?' && hv[hn - 1] == '=') {
+        char buf[TH_NAME_MAX];
+        long len = b64_decode(hv + pl, hn - pl - 2, buf, sizeof buf);
+        return len >= 0 && h->json_string_eq(s, buf, (size_t)len) == 1;
+    }
+    return h->json_string_eq(s, hv, hn) == 1;
+}
+
+/* ---- the JSON-RPC envelope ----------------------------------------------- */
+
+enum { F_JSONRPC = 1, F_ID = 2, F_METHOD = 4, F_PARAMS = 8 };
+
+typedef struct rpc_parts {
+    mcpg_json_span jsonrpc, id, method, params;
+    unsigned seen;
+    int dup;
+} rpc_parts;
+
+static void take(unsigned bit, unsigned *seen, int *dup, mcpg_json_span *dst,
+                 const mcpg_json_span *val) {
+    if (*seen & bit) *dup = 1;
+    else *dst = *val, *seen |= bit;
+}
+
+static int scan_top(const mcpg_host *h, const char *obj, size_t n, rpc_parts *r) {
+    size_t iter = 0;
+    mcpg_json_span k, val;
+    int rc;
+    while ((rc = h->json_object_next(obj, n, &iter, &k, &val)) == 1) {
+        if (h->json_string_eq(&k, "jsonrpc", 7) == 1) take(F_JSONRPC, &r->seen, &r->dup, &r->jsonrpc, &val);
+        else if (h->json_string_eq(&k, "id", 2) == 1) take(F_ID, &r->seen, &r->dup, &r->id, &val);
+        else if (h->json_string_eq(&k, "method", 6) == 1) take(F_METHOD, &r->seen, &r->dup, &r->method, &val);
+        else if (h->json_string_eq(&k, "params", 6) == 1) take(F_PARAMS, &r->seen, &r->dup, &r->params, &val);
+    }
+    return rc;
+}
+
+/* The raw JSON text of a value span (strings keep their quotes). */
+static th_piece raw_of(const mcpg_json_span *s) {
+    if (s->type == MCPG_JSON_STRING) return (th_piece){s->p - 1, s->n + 2};
+    return (th_piece){s->p, s->n};
+}
+
+/* id: a string or an integer that fits int64. */
+static int id_valid(const mcpg_host *h, const mcpg_json_span *id) {
+    int64_t tmp;
+    if (id->type == MCPG_JSON_STRING) return 1;
+    return id->type == MCPG_JSON_NUMBER && h->json_int64(id, &tmp) == 0;
+}
+
+/* Checks the envelope; on success leaves v->id set and returns 1. */
+static int check_envelope(const mcpg_host *h, const char *body, size_t n, rpc_parts *r,
+                          th_mcp_verdict *v) {
+    if (h->json_validate(body, n) < 0) {
+        fail(v, 400, MCPG_RPC_PARSE_ERROR, MSG("Parse error: the body is not valid JSON"));
+        return 0;
+    }
+    if (body[0] == '[') {
+        fail(v, 400, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: batches are not supported"));
+        return 0;
+    }
+    if (body[0] != '{' || scan_top(h, body, n, r) < 0) {
+        fail(v, 400, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: the body must be one JSON-RPC request object"));
+        return 0;
+    }
+    int has_id = (r->seen & F_ID) != 0;
+    if (has_id && id_valid(h, &r->id)) v->id = raw_of(&r->id);
+    if (r->dup) {
+        fail(v, 400, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: duplicate member"));
+        return 0;
+    }
+    if (!(r->seen & F_JSONRPC) || r->jsonrpc.type != MCPG_JSON_STRING ||
+        h->json_string_eq(&r->jsonrpc, "2.0", 3) != 1) {
+        fail(v, 400, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: jsonrpc must be \\\"2.0\\\""));
+        return 0;
+    }
+    if (!(r->seen & F_METHOD) || r->method.type != MCPG_JSON_STRING || r->method.n == 0) {
+        fail(v, 400, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: method must be a non-empty string"));
+        return 0;
+    }
+    if (has_id && !id_valid(h, &r->id)) {
+        fail(v, 400, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: id must be a string or an integer"));
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- params, _meta and headers ------------------------------------------- */
+
+enum { P_META = 1, P_NAME = 2, P_ARGS = 4 };
+
+typedef struct param_parts {
+    mcpg_json_span meta, name, args;
+    unsigned seen;
+    int dup;
+} param_parts;
+
+static int scan_params(const mcpg_host *h, const mcpg_json_span *params, param_parts *pp) {
+    size_t iter = 0;
+    mcpg_json_span k, val;
+    int rc;
+    while ((rc = h->json_object_next(params->p, params->n, &iter, &k, &val)) == 1) {
+        if (h->json_string_eq(&k, "_meta", 5) == 1) take(P_META, &pp->seen, &pp->dup, &pp->meta, &val);
+        else if (h->json_string_eq(&k, "name", 4) == 1) take(P_NAME, &pp->seen, &pp->dup, &pp->name, &val);
+        else if (h->json_string_eq(&k, "arguments", 9) == 1) take(P_ARGS, &pp->seen, &pp->dup, &pp->args, &val);
+    }
+    return rc;
+}
+
+static const char k_meta_version_key[] = "io.modelcontextprotocol/protocolVersion";
+
+/* The _meta envelope and its protocol version; 1 when it is 2026-07-28. */
+static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
+                      th_mcp_verdict *v) {
+    if (r->seen & F_PARAMS) {
+        if (r->params.type != MCPG_JSON_OBJECT || scan_params(h, &r->params, pp) < 0) {
+            fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params must be an object"));
+            return 0;
+        }
+        if (pp->dup) {
+            fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: duplicate member"));
+            return 0;
+        }
+        if ((pp->seen & P_META) && pp->meta.type != MCPG_JSON_OBJECT) {
+            fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params._meta must be an object"));
+            return 0;
+        }
+    }
+    mcpg_json_span pv;
+    if (!(pp->seen & P_META) ||
+        h->json_object_get(pp->meta.p, pp->meta.n, k_meta_version_key, &pv) != 1) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS,
+             MSG("Invalid params: the 2026-07-28 `_meta` envelope is required "
+                 "(params._meta[\\\"io.modelcontextprotocol/protocolVersion\\\"]); "
+                 "the legacy wire is not served yet"));
+        return 0;
+    }
+    if (pv.type != MCPG_JSON_STRING ||
+        h->json_string_eq(&pv, TH_PROTOCOL_VERSION, sizeof TH_PROTOCOL_VERSION - 1) != 1) {
+        fail(v, 400, MCPG_RPC_UNSUPPORTED_VERSION, MSG("Unsupported protocol version"));
+        v->data[0] = TH_LIT("{\"supported\":[\"" TH_PROTOCOL_VERSION "\"],\"requested\":");
+        v->data[1] = raw_of(&pv);
+        v->data[2] = TH_LIT("}");
+        v->ndata = 3;
+        return 0;
+    }
+    return 1;
+}
+
+/* MCP-Protocol-Version (optional) and Mcp-Method (required) against the body. */
+static int check_headers(const mcpg_host *h, const th_mcp_headers *hd, const rpc_parts *r,
+                         th_mcp_verdict *v) {
+    const th_hval *pv = &hd->protocol_version;
+    if (pv->present && (pv->dup || pv->n != sizeof TH_PROTOCOL_VERSION - 1 ||
+                        memcmp(pv->p, TH_PROTOCOL_VERSION, pv->n) != 0)) {
+        fail(v, 400, MCPG_RPC_HEADER_MISMATCH,
+             MSG("Header mismatch: MCP-Protocol-Version does not match params._meta protocolVersion"));
+        return 0;
+    }
+    if (!hd->method.present) {
+        fail(v, 400, MCPG_RPC_HEADER_MISMATCH, MSG("Header mismatch: the Mcp-Method header is required"));
+        return 0;
+    }
+    if (hd->method.dup || !th_header_matches(h, hd->method.p, hd->method.n, &r->method)) {
+        fail(v, 400, MCPG_RPC_HEADER_MISMATCH,
+             MSG("Header mismatch: the Mcp-Method header does not match the body's method"));
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- methods ------------------------------------------------------------- */
+
+enum { M_DISCOVER, M_LIST, M_CALL };
+
+static const struct {
+    const char *name;
+    size_t len;
+    uint32_t method;
+    int kind;
+} k_methods[] = {
+    {"server/discover", 15, MCPG_METHOD_OTHER, M_DISCOVER},
+    {"tools/list", 10, MCPG_METHOD_TOOLS_LIST, M_LIST},
+    {"tools/call", 10, MCPG_METHOD_TOOLS_CALL, M_CALL},
+};
+
+/* tools/call: params.name (a string), params.arguments (an object), Mcp-Name. */
+static int check_tool_call(const mcpg_host *h, const th_mcp_headers *hd, const param_parts *pp,
+                           char *name_buf, th_mcp_verdict *v) {
+    if (!(pp->seen & P_NAME) || pp->name.type != MCPG_JSON_STRING) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: tools/call needs a string params.name"));
+        return 0;
+    }
+    if ((pp->seen & P_ARGS) && pp->args.type != MCPG_JSON_OBJECT) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params.arguments must be an object"));
+        return 0;
+    }
+    size_t len = pp->name.n;
+    if (pp->name.escaped) {
+        if (h->json_string_decode(&pp->name, name_buf, TH_NAME_MAX, &len) < 0) len = TH_NAME_MAX;
+        v->name = (th_piece){name_buf, len};
+    } else {
+        v->name = (th_piece){pp->name.p, len};
+    }
+    if (len >= TH_NAME_MAX) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params.name is too long"));
+        return 0;
+    }
+    if (!hd->name.present) {
+        fail(v, 400, MCPG_RPC_HEADER_MISMATCH, MSG("Header mismatch: the Mcp-Name header is required for tools/call"));
+        return 0;
+    }
+    if (hd->name.dup || !th_header_matches(h, hd->name.p, hd->name.n, &pp->name)) {
+        fail(v, 400, MCPG_RPC_HEADER_MISMATCH, MSG("Header mismatch: the Mcp-Name header does not match params.name"));
+        return 0;
+    }
+    if (pp->seen & P_ARGS) v->args = (th_piece){pp->args.p, pp->args.n};
+    return 1;
+}
+
+static void route_method(const mcpg_host *h, const th_mcp_headers *hd, const rpc_parts *r,
+                         const param_parts *pp, char *name_buf, th_mcp_verdict *v) {
+    for (size_t i = 0; i < sizeof k_methods / sizeof k_methods[0]; i++) {
+        if (h->json_string_eq(&r->method, k_methods[i].name, k_methods[i].len) != 1) continue;
+        v->method = k_methods[i].method;
+        v->method_name = (th_piece){k_methods[i].name, k_methods[i].len};
+        if (r->seen & F_PARAMS) v->params = (th_piece){r->params.p, r->params.n};
+        switch (k_methods[i].kind) {
+        case M_DISCOVER: v->action = TH_MCP_DISCOVER; return;
+        case M_LIST:
+            v->action = TH_MCP_SUBMIT;
+            v->stamp = TH_STAMP_RESULT_TYPE | TH_STAMP_CACHE;
+            return;
+        default:
+            if (!check_tool_call(h, hd, pp, name_buf, v)) return;
+            v->action = TH_MCP_SUBMIT;
+            v->stamp = TH_STAMP_RESULT_TYPE;
+            return;
+        }
+    }
+    fail(v, 404, MCPG_RPC_METHOD_NOT_FOUND, MSG("Method not found"));
+}
+
+void th_mcp_check(const mcpg_host *h, const th_mcp_headers *hd, const char *body, size_t n,
+                  char *name_buf, th_mcp_verdict *v) {
+    memset(v, 0, sizeof *v);
+    v->id = TH_LIT("null");
+    const char *a = hd->accept.p;
+    size_t an = hd->accept.n;
+    trim(&a, &an);
+    if (hd->accept.present && an && !th_accept_allows_json(a, an)) {
+        fail(v, 406, MCPG_RPC_INVALID_REQUEST, MSG("Not Acceptable: Accept must allow application/json"));
+        return;
+    }
+    if (!hd->content_type.present || hd->content_type.dup ||
+        !th_content_type_is_json(hd->content_type.p, hd->content_type.n)) {
+        fail(v, 415, MCPG_RPC_INVALID_REQUEST, MSG("Unsupported Media Type: Content-Type must be application/json"));
+        return;
+    }
+    while (n && is_json_ws(body[0])) body++, n--;
+    while (n && is_json_ws(body[n - 1])) n--;
+    rpc_parts r;
+    memset(&r, 0, sizeof r);
+    if (!check_envelope(h, body, n, &r, v)) return;
+    if (!(r.seen & F_ID)) { /* a notification: nothing to answer */
+        v->action = TH_MCP_ACCEPTED;
+        return;
+    }
+    param_parts pp;
+    memset(&pp, 0, sizeof pp);
+    if (!check_meta(h, &r, &pp, v) || !check_headers(h, hd, &r, v)) return;
+    route_method(h, hd, &r, &pp, name_buf, v);
+}

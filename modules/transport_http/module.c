@@ -1,0 +1,169 @@
+/* transport_http: the module's descriptor, config schema, lifecycle and
+ * transport ops. The kernel accepts; this module serves HTTP/1.1 on the
+ * sockets it is handed (see README.md for the behaviour and limits). */
+#include "internal.h"
+
+#include <string.h>
+
+static const mcpg_config_field th_schema[] = {
+    MCPG_CFG_BOOL_FIELD(th_config, unary_json_fast_path, "unary_json_fast_path", "false",
+                        "legacy wire: answer a unary call with one JSON body instead of SSE "
+                        "(accepted now; takes effect with the legacy wire)"),
+    MCPG_CFG_BOOL_FIELD(th_config, access_log, "access_log", "true",
+                        "one JSON line per request on stderr, written once per loop turn"),
+    MCPG_CFG_INT_FIELD(th_config, max_body_bytes, "max_body_bytes", "4194304", 1, 1073741824,
+                       "larger request bodies are answered 413 and the connection closed"),
+    MCPG_CFG_INT_FIELD(th_config, max_header_bytes, "max_header_bytes", "16384", 256, 1048576,
+                       "larger request header sections are answered 431 and the connection closed"),
+    MCPG_CFG_INT_FIELD(th_config, idle_timeout_ms, "idle_timeout_ms", "60000", 10, 86400000,
+                       "close a connection idle this long (or slower than this to send a request)"),
+    MCPG_CFG_INT_FIELD(th_config, max_connections_per_worker, "max_connections_per_worker",
+                       "10000", 1, 1000000, "connections beyond this are closed at once"),
+    MCPG_CFG_STRING_FIELD(th_config, name, "name", "\"mcpg\"",
+                          "serverInfo.name reported by server/discover"),
+    MCPG_CONFIG_END};
+
+static int th_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
+    const th_config *cfg = config;
+    if (cfg->name && (!cfg->name[0] || strlen(cfg->name) > 256)) {
+        host->report_error(rep, "name", "must be 1 to 256 characters");
+        return MCPG_ECONFIG;
+    }
+    return 0;
+}
+
+/* server/discover's body after the id: fixed for the instance's life. */
+static int th_discover_build(th_mod *m) {
+    const mcpg_host *h = m->host;
+    mcpg_buf *b = &m->discover;
+    const char *name = m->cfg->name && m->cfg->name[0] ? m->cfg->name : "mcpg";
+    const char *version = h->gateway_version();
+    static const char head[] =
+        ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],"
+        "\"capabilities\":{\"tools\":{\"listChanged\":false}},"
+        "\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
+        "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":";
+    int rc = h->buf_append(b, head, sizeof head - 1);
+    rc |= h->buf_append_json_string(b, name, strlen(name));
+    rc |= h->buf_append(b, ",\"version\":", 11);
+    rc |= h->buf_append_json_string(b, version ? version : "", version ? strlen(version) : 0);
+    rc |= h->buf_append(b, "}}}}", 4);
+    return rc ? MCPG_ENOMEM : 0;
+}
+
+/* The access log's "src" member, in the kernel's [kind:module:instance] form. */
+static int alog_src_build(th_mod *m) {
+    const mcpg_host *h = m->host;
+    const char *inst = h->instance_name(m->self);
+    char src[320];
+    size_t n = 0;
+    const char pre[] = "[transport:transport_http:";
+    memcpy(src, pre, sizeof pre - 1);
+    n = sizeof pre - 1;
+    size_t il = inst ? strlen(inst) : 0;
+    if (il > 256) il = 256;
+    memcpy(src + n, inst ? inst : "", il);
+    n += il;
+    src[n++] = ']';
+    int rc = h->buf_append(&m->alog_src, "\"src\":", 6);
+    rc |= h->buf_append_json_string(&m->alog_src, src, n);
+    return rc ? MCPG_ENOMEM : 0;
+}
+
+static void th_destroy(void *instance);
+
+static int th_create(const mcpg_host *host, mcpg_instance *self, const void *config,
+                     void **instance_out) {
+    th_mod *m = host->calloc(1, sizeof *m);
+    if (!m) return MCPG_ENOMEM;
+    m->host = host;
+    m->self = self;
+    m->cfg = config;
+    m->nworkers = host->worker_count();
+    m->slots = host->calloc(m->nworkers ? m->nworkers : 1, sizeof *m->slots);
+    int rc = m->slots ? 0 : MCPG_ENOMEM;
+    for (uint32_t i = 0; !rc && i < m->nworkers; i++) {
+        th_wslot *ws = host->calloc(1, sizeof *ws);
+        if (!ws) {
+            rc = MCPG_ENOMEM;
+            break;
+        }
+        ws->mod = m;
+        ws->index = i;
+        ws->iso_sec = -1;
+        m->slots[i] = ws;
+    }
+    if (!rc) rc = th_discover_build(m);
+    if (!rc) rc = alog_src_build(m);
+    if (rc) {
+        th_destroy(m);
+        return rc;
+    }
+    *instance_out = m;
+    return 0;
+}
+
+static void th_destroy(void *instance) {
+    th_mod *m = instance;
+    const mcpg_host *host = m->host;
+    for (uint32_t i = 0; m->slots && i < m->nworkers; i++)
+        if (m->slots[i]) th_worker_free(m->slots[i]);
+    host->free(m->slots);
+    host->buf_free(&m->discover);
+    host->buf_free(&m->alog_src);
+    host->free(m);
+}
+
+/* ---- transport ops ------------------------------------------------------- */
+
+static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
+    th_mod *m = instance;
+    th_wslot *ws = th_slot(m, w);
+    if (!ws) return MCPG_EINVAL;
+    if (ws->draining) return MCPG_EUNAVAIL;
+    /* over the cap: refusing makes the kernel close the socket at once */
+    if ((int64_t)ws->nconns >= m->cfg->max_connections_per_worker) return MCPG_EAGAIN;
+    ws->w = w;
+    int rc = th_worker_start(ws);
+    return rc ? rc : th_conn_adopt(ws, fd_take);
+}
+
+static void th_drain_op(void *instance, mcpg_worker *w) {
+    th_wslot *ws = th_slot(instance, w);
+    if (!ws) return;
+    /* A second drain of the same worker closes everything at once: the
+     * kernel's way to end a drain whose deadline has passed. */
+    int force = ws->draining;
+    ws->draining = 1;
+    ws->w = w;
+    for (th_conn *c = ws->conns, *next; c; c = next) {
+        next = c->next; /* closing never frees synchronously */
+        th_conn_drain(c, force);
+    }
+    th_worker_maybe_stop(ws);
+}
+
+static uint32_t th_conn_count_op(void *instance, mcpg_worker *w) {
+    th_wslot *ws = th_slot(instance, w);
+    return ws ? ws->nconns + ws->handles_closing : 0;
+}
+
+static const mcpg_lifecycle_ops th_lifecycle = {
+    .size = (uint32_t)sizeof(mcpg_lifecycle_ops),
+    .version = 1,
+    .validate = th_validate,
+    .create = th_create,
+    .destroy = th_destroy,
+};
+
+static const mcpg_transport_ops th_ops = {
+    MCPG_OPS_HEAD(mcpg_transport_ops),
+    .conn_adopt = th_conn_adopt_op,
+    .drain = th_drain_op,
+    .conn_count = th_conn_count_op,
+};
+
+MCPG_MODULE_DEFINE(MCPG_KIND_TRANSPORT, "transport_http", "0.1.0",
+                   .description = "HTTP/1.1 transport: the MCP stateless wire on /mcp, health routes",
+                   .config = th_schema, .config_size = (uint32_t)sizeof(th_config),
+                   .lifecycle = &th_lifecycle, .ops = &th_ops);

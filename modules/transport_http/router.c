@@ -1,0 +1,257 @@
+/* transport_http: what each complete request gets. Health routes and every
+ * error are answered here at once; MCP calls go to the kernel and are
+ * answered from complete(). A response is written into the connection's
+ * output buffer when its request is first in line, else into the request's
+ * own buffer until the ones before it are answered (pipelining order). */
+#include "internal.h"
+
+#include <string.h>
+
+#define MSG(s) TH_LIT("\"" s "\"")
+
+mcpg_buf *th_resp_target(th_conn *c, th_req *r) { return c->qhead == r ? &c->out : &r->resp; }
+
+/* Write r's response; r is answered. */
+static void respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody) {
+    th_wslot *ws = c->ws;
+    hd->date = th_date(ws);
+    /* Only the last answer a connection will give says "close": a pipelined
+     * client must still read the ones queued behind an earlier response. */
+    hd->close = !r->keep_alive || (c->close_after && r == c->qtail);
+    hd->keep_alive_10 = r->http_10 && r->keep_alive;
+    hd->head_only = r->http_method == HTTP_HEAD;
+    size_t blen = 0;
+    if (th_resp_append(ws->mod->host, th_resp_target(c, r), hd, body, nbody, &blen)) {
+        c->close_after = 1; /* out of memory: give up on this connection after what is queued */
+        r->keep_alive = 0;
+    }
+    r->status = hd->status;
+    r->resp_bytes = blen;
+    r->state = TH_REQ_DONE;
+}
+
+static void respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after,
+                              th_piece id, int64_t code, th_piece msg, const th_piece *data,
+                              size_t ndata) {
+    th_piece body[TH_MAX_PIECES];
+    char codebuf[24];
+    size_t n = th_rpc_error_body(body, id, codebuf, code, msg, data, ndata);
+    th_resp_head hd = {.status = status, .retry_after_s = retry_after, .json = 1};
+    respond(c, r, &hd, body, n);
+}
+
+void th_respond_status_error(th_conn *c, th_req *r, int status) {
+    th_piece msg;
+    int64_t code = MCPG_RPC_INVALID_REQUEST;
+    switch (status) {
+    case 413: msg = MSG("Content Too Large: the request body exceeds max_body_bytes"); break;
+    case 431: msg = MSG("Request Header Fields Too Large: the header section exceeds max_header_bytes"); break;
+    case 503:
+        msg = MSG("Service Unavailable: out of memory");
+        code = MCPG_RPC_SERVER_ERROR;
+        break;
+    default:
+        status = 400;
+        msg = MSG("Bad Request: malformed HTTP request");
+    }
+    respond_rpc_error(c, r, status, 0, TH_LIT("null"), code, msg, NULL, 0);
+}
+
+static void respond_plain_json(th_conn *c, th_req *r, int status, th_piece body,
+                               const char *allow) {
+    th_resp_head hd = {.status = status, .json = 1, .allow = allow};
+    respond(c, r, &hd, &body, 1);
+}
+
+static void respond_not_allowed(th_conn *c, th_req *r, const char *allow) {
+    th_piece body[TH_MAX_PIECES];
+    char codebuf[24];
+    size_t n = th_rpc_error_body(body, TH_LIT("null"), codebuf, MCPG_RPC_INVALID_REQUEST,
+                                 MSG("Method Not Allowed"), NULL, 0);
+    th_resp_head hd = {.status = 405, .json = 1, .allow = allow};
+    respond(c, r, &hd, body, n);
+}
+
+/* ---- calls ----------------------------------------------------------------- */
+
+/* mcpg_header_fn: any request header, for the stages (identity reads its
+ * credentials here). Names are stored lower-cased; lname is lower-case. */
+static const char *req_header(void *ctx, const char *lname, size_t *len_out) {
+    const th_req *r = ctx;
+    size_t ln = strlen(lname);
+    for (uint32_t i = 0; i < r->nhdrs; i++) {
+        const th_hdr *h = &r->hdrs[i];
+        if (h->name_len == ln && !memcmp(r->data.data + h->name_off, lname, ln)) {
+            if (len_out) *len_out = h->value_len;
+            return r->data.data + h->value_off;
+        }
+    }
+    return NULL;
+}
+
+static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
+    const mcpg_host *host = c->ws->mod->host;
+    th_piece id = {r->desc.id_json, r->desc.id_len};
+    th_resp_head hd = {.status = oc->http_status ? oc->http_status : 200,
+                       .retry_after_s = oc->retry_after_s,
+                       .json = 1};
+    th_piece body[TH_MAX_PIECES];
+    size_t n;
+    char codebuf[24];
+    if (oc->is_error) {
+        mcpg_buf *s = &c->ws->scratch;
+        const char *m = oc->error_message ? oc->error_message : "";
+        s->len = 0;
+        if (host->buf_append_json_string(s, m, strlen(m))) {
+            s->len = 0;
+            host->buf_append(s, "\"\"", 2);
+        }
+        th_piece data = {oc->error_data, oc->error_data_len};
+        n = th_rpc_error_body(body, id, codebuf, oc->error_code, (th_piece){s->data, s->len},
+                              &data, oc->error_data && oc->error_data_len ? 1 : 0);
+    } else {
+        th_piece res = {oc->result, oc->result ? oc->result_len : 0};
+        n = th_rpc_result_body(host, body, id, res, r->stamp);
+    }
+    respond(c, r, &hd, body, n);
+}
+
+/* desc.complete: the kernel has the outcome; answer (or just let go if the
+ * client is gone). Runs on the connection's loop thread. */
+static void on_call_complete(void *ctx, mcpg_call *call) {
+    th_req *r = ctx;
+    th_conn *c = r->conn;
+    const mcpg_host *host = c->ws->mod->host;
+    c->inflight--;
+    if (c->closing) {
+        host->call_release(call);
+        r->call = NULL;
+        r->state = TH_REQ_DONE;
+        th_conn_maybe_free(c);
+        return;
+    }
+    mcpg_call_outcome oc;
+    memset(&oc, 0, sizeof oc);
+    oc.size = sizeof oc;
+    host->call_outcome(call, &oc);
+    write_outcome(c, r, &oc);
+    host->call_release(call);
+    r->call = NULL;
+    if (!r->in_submit) th_conn_advance(c); /* else the submitter advances after it returns */
+}
+
+static void submit_failed(th_conn *c, th_req *r, int rc, th_piece id) {
+    if (rc == MCPG_EAGAIN)
+        respond_rpc_error(c, r, 503, 1, id, MCPG_RPC_SERVER_ERROR,
+                          MSG("Server busy: too many calls in flight, retry later"), NULL, 0);
+    else if (rc == MCPG_EUNAVAIL)
+        respond_rpc_error(c, r, 503, 0, id, MCPG_RPC_SERVER_ERROR,
+                          MSG("Service unavailable: the gateway is draining"), NULL, 0);
+    else
+        respond_rpc_error(c, r, 500, 0, id, MCPG_RPC_INTERNAL_ERROR, MSG("Internal error"), NULL, 0);
+}
+
+static void submit(th_conn *c, th_req *r, const th_mcp_verdict *v) {
+    th_wslot *ws = c->ws;
+    mcpg_call_desc *d = &r->desc;
+    memset(d, 0, sizeof *d);
+    d->size = (uint32_t)sizeof *d;
+    d->wire = MCPG_WIRE_STATELESS;
+    d->method = v->method_name.p;
+    d->method_len = v->method_name.n;
+    d->name = v->name.p;
+    d->name_len = v->name.n;
+    d->params_json = v->params.p;
+    d->params_len = v->params.n;
+    d->args_json = v->args.p;
+    d->args_len = v->args.n;
+    d->id_json = v->id.p;
+    d->id_len = v->id.n;
+    d->transport_ctx = r;
+    d->header = req_header;
+    d->complete = on_call_complete;
+    r->stamp = v->stamp;
+    r->state = TH_REQ_INFLIGHT;
+    r->in_submit = 1;
+    c->inflight++;
+    int rc = ws->mod->host->call_submit(ws->w, d, &r->call);
+    r->in_submit = 0;
+    if (rc < 0) {
+        c->inflight--;
+        r->call = NULL;
+        submit_failed(c, r, rc, v->id);
+    } else if (r->state == TH_REQ_DONE) {
+        r->call = NULL; /* completed and released inside call_submit */
+    }
+}
+
+static void fill_header(const th_req *r, int k, th_hval *out) {
+    memset(out, 0, sizeof *out);
+    if (!r->known[k]) return;
+    const th_hdr *h = &r->hdrs[r->known[k] - 1];
+    out->p = r->data.data + h->value_off;
+    out->n = h->value_len;
+    out->present = 1;
+    out->dup = (r->dup_mask >> k) & 1;
+}
+
+static void handle_mcp(th_conn *c, th_req *r) {
+    th_mod *m = c->ws->mod;
+    th_mcp_headers hd;
+    fill_header(r, TH_H_CONTENT_TYPE, &hd.content_type);
+    fill_header(r, TH_H_ACCEPT, &hd.accept);
+    fill_header(r, TH_H_PROTOCOL_VERSION, &hd.protocol_version);
+    fill_header(r, TH_H_MCP_METHOD, &hd.method);
+    fill_header(r, TH_H_MCP_NAME, &hd.name);
+    th_mcp_verdict v;
+    th_mcp_check(m->host, &hd, r->data.data + r->body_off, r->body_len, r->name_buf, &v);
+    switch (v.action) {
+    case TH_MCP_ACCEPTED: {
+        th_resp_head h = {.status = 202};
+        respond(c, r, &h, NULL, 0);
+        return;
+    }
+    case TH_MCP_DISCOVER: {
+        th_piece body[3] = {TH_LIT("{\"jsonrpc\":\"2.0\",\"id\":"), v.id,
+                            {m->discover.data, m->discover.len}};
+        th_resp_head h = {.status = 200, .json = 1};
+        respond(c, r, &h, body, 3);
+        return;
+    }
+    case TH_MCP_SUBMIT: submit(c, r, &v); return;
+    default:
+        respond_rpc_error(c, r, v.http_status, 0, v.id, v.code, v.message, v.data, v.ndata);
+    }
+}
+
+/* ---- routes ---------------------------------------------------------------- */
+
+static int path_is(const char *url, size_t n, const char *lit, size_t ln) {
+    const char *q = memchr(url, '?', n);
+    if (q) n = (size_t)(q - url);
+    return n == ln && !memcmp(url, lit, ln);
+}
+
+void th_route(th_conn *c, th_req *r) {
+    const char *url = r->data.data + r->url_off;
+    size_t n = r->url_len;
+    int get = r->http_method == HTTP_GET || r->http_method == HTTP_HEAD;
+    if (path_is(url, n, "/mcp", 4)) {
+        if (r->http_method == HTTP_POST) handle_mcp(c, r);
+        else respond_not_allowed(c, r, "POST");
+    } else if (path_is(url, n, "/healthz", 8)) {
+        if (get) respond_plain_json(c, r, 200, TH_LIT("{\"status\":\"ok\"}"), NULL);
+        else respond_not_allowed(c, r, "GET, HEAD");
+    } else if (path_is(url, n, "/readyz", 7)) {
+        if (!get) respond_not_allowed(c, r, "GET, HEAD");
+        else if (c->ws->draining) respond_plain_json(c, r, 503, TH_LIT("{\"status\":\"draining\"}"), NULL);
+        else respond_plain_json(c, r, 200, TH_LIT("{\"status\":\"ready\"}"), NULL);
+    } else {
+        th_piece body[TH_MAX_PIECES];
+        char codebuf[24];
+        size_t k = th_rpc_error_body(body, TH_LIT("null"), codebuf, MCPG_RPC_INVALID_REQUEST,
+                                     MSG("Not Found: no such endpoint"), NULL, 0);
+        th_resp_head hd = {.status = 404, .json = 1};
+        respond(c, r, &hd, body, k);
+    }
+}

@@ -1,0 +1,626 @@
+/* Socket test: the real transport_http.so behind the fake kernel, driven by a
+ * raw TCP client. Covers routes, the wire's errors, pipelining order, split
+ * writes, Connection: close, HTTP/1.0, malformed input, limits, 100-continue,
+ * a client that leaves with a call in flight, the idle timeout, the
+ * connection cap and drain; ends by proving the module left nothing behind. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_kernel.h"
+
+#ifndef TH_MODULE_PATH
+#error TH_MODULE_PATH must name transport_http.so
+#endif
+
+static int port;
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            failures++;                                                    \
+            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                           \
+        }                                                                  \
+    } while (0)
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- a raw client ---------------------------------------------------------------- */
+
+static int cli_connect(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        perror("connect");
+        exit(1);
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static void cli_send(int fd, const char *s, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0) return; /* the server may have closed: the test checks that */
+        s += w;
+        n -= (size_t)w;
+    }
+}
+static void cli_sends(int fd, const char *s) { cli_send(fd, s, strlen(s)); }
+
+typedef struct conn_in {
+    int fd;
+    char buf[1 << 20];
+    size_t len;
+    int eof;
+} conn_in;
+
+/* Read more; 0 on timeout. */
+static int fill(conn_in *ci, int timeout_ms) {
+    if (ci->eof) return 0;
+    struct pollfd p = {ci->fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return 0;
+    ssize_t n = recv(ci->fd, ci->buf + ci->len, sizeof ci->buf - ci->len - 1, 0);
+    if (n <= 0) {
+        ci->eof = 1;
+        return 0;
+    }
+    ci->len += (size_t)n;
+    ci->buf[ci->len] = '\0';
+    return 1;
+}
+
+typedef struct resp {
+    int status;
+    char head[2048];
+    char body[1 << 16];
+    size_t body_len;
+} resp;
+
+static const char *header_of(const resp *r, const char *name) {
+    static char val[256];
+    size_t nl = strlen(name);
+    for (const char *p = strstr(r->head, "\r\n"); p && p[2]; p = strstr(p + 2, "\r\n")) {
+        if (!strncasecmp(p + 2, name, nl) && p[2 + nl] == ':') {
+            const char *v = p + 3 + nl;
+            while (*v == ' ') v++;
+            size_t k = strcspn(v, "\r");
+            if (k >= sizeof val) k = sizeof val - 1;
+            memcpy(val, v, k);
+            val[k] = '\0';
+            return val;
+        }
+    }
+    return NULL;
+}
+
+/* Parse one response from ci (waiting up to timeout_ms); 0 if none. */
+static int next_resp(conn_in *ci, resp *r, int timeout_ms) {
+    for (;;) {
+        char *end = strstr(ci->buf, "\r\n\r\n");
+        if (end) {
+            size_t hl = (size_t)(end - ci->buf) + 4;
+            memset(r, 0, sizeof *r);
+            memcpy(r->head, ci->buf, hl < sizeof r->head ? hl : sizeof r->head - 1);
+            r->status = atoi(ci->buf + 9);
+            const char *cl = header_of(r, "Content-Length");
+            size_t bl = cl ? (size_t)atol(cl) : 0;
+            while (ci->len < hl + bl)
+                if (!fill(ci, timeout_ms)) return 0;
+            memcpy(r->body, ci->buf + hl, bl < sizeof r->body ? bl : sizeof r->body - 1);
+            r->body_len = bl;
+            memmove(ci->buf, ci->buf + hl + bl, ci->len - hl - bl);
+            ci->len -= hl + bl;
+            ci->buf[ci->len] = '\0';
+            return 1;
+        }
+        if (!fill(ci, timeout_ms)) return 0;
+    }
+}
+
+/* The server closed its side (after any responses already read). */
+static int closed_by_server(conn_in *ci, int timeout_ms) {
+    while (!ci->eof)
+        if (!fill(ci, timeout_ms)) break;
+    return ci->eof;
+}
+
+static conn_in *cin_new(int fd) {
+    conn_in *ci = calloc(1, sizeof *ci);
+    ci->fd = fd;
+    return ci;
+}
+static void cin_free(conn_in *ci) {
+    close(ci->fd);
+    free(ci);
+}
+
+/* ---- requests ---------------------------------------------------------------------- */
+
+#define META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}"
+
+static size_t post_call(char *dst, size_t cap, int id, const char *tool, const char *extra_headers) {
+    char body[512];
+    int bl = snprintf(body, sizeof body,
+                      "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+                      "\"arguments\":{\"n\":%d}," META "}}",
+                      id, tool, id);
+    return (size_t)snprintf(dst, cap,
+                            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+                            "Mcp-Method: tools/call\r\nMcp-Name: %s\r\n%sContent-Length: %d\r\n\r\n%s",
+                            tool, extra_headers ? extra_headers : "", bl, body);
+}
+
+static size_t post_method(char *dst, size_t cap, int id, const char *method) {
+    char body[512];
+    int bl = snprintf(body, sizeof body,
+                      "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\",\"params\":{" META "}}", id, method);
+    return (size_t)snprintf(dst, cap,
+                            "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: %s\r\n"
+                            "Content-Length: %d\r\n\r\n%s",
+                            method, bl, body);
+}
+
+static int body_has(const resp *r, const char *s) { return strstr(r->body, s) != NULL; }
+
+static int body_is_json(const resp *r) { return mcpg_json_validate(r->body, r->body_len) == 0; }
+
+/* One request on a fresh connection; returns its response. */
+static resp *roundtrip(const char *req) {
+    static resp r;
+    int fd = cli_connect();
+    conn_in *ci = cin_new(fd);
+    cli_sends(fd, req);
+    if (!next_resp(ci, &r, 2000)) r.status = -1;
+    cin_free(ci);
+    return &r;
+}
+
+/* ---- tests --------------------------------------------------------------------------- */
+
+static void test_routes(void) {
+    resp *r = roundtrip("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(r->status == 200 && !strcmp(r->body, "{\"status\":\"ok\"}"), "healthz %d %s", r->status, r->body);
+    CHECK(header_of(r, "Date") != NULL, "Date header");
+    r = roundtrip("GET /readyz HTTP/1.1\r\n\r\n");
+    CHECK(r->status == 200 && body_has(r, "ready"), "readyz %d", r->status);
+    r = roundtrip("GET /mcp HTTP/1.1\r\n\r\n");
+    CHECK(r->status == 405 && header_of(r, "Allow") && !strcmp(header_of(r, "Allow"), "POST"), "GET /mcp %d",
+          r->status);
+    CHECK(body_is_json(r) && body_has(r, "\"error\""), "405 body %s", r->body);
+    r = roundtrip("DELETE /mcp HTTP/1.1\r\n\r\n");
+    CHECK(r->status == 405, "DELETE /mcp %d", r->status);
+    r = roundtrip("GET /nope HTTP/1.1\r\n\r\n");
+    CHECK(r->status == 404 && body_is_json(r), "404 %d", r->status);
+    r = roundtrip("GET /mcp/ HTTP/1.1\r\n\r\n");
+    CHECK(r->status == 404, "trailing slash %d", r->status);
+    r = roundtrip("POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    CHECK(r->status == 405, "POST /healthz %d", r->status);
+}
+
+static void test_calls(void) {
+    char req[4096];
+    post_call(req, sizeof req, 7, "echo", NULL);
+    resp *r = roundtrip(req);
+    CHECK(r->status == 200 && body_is_json(r), "echo %d %s", r->status, r->body);
+    CHECK(body_has(r, "\"id\":7") && body_has(r, "\"resultType\":\"complete\"}}"), "echo body %s", r->body);
+    CHECK(body_has(r, "\"args\":{\"n\":7}") && body_has(r, "\"hdr\":\"echo\""), "args and header %s", r->body);
+    CHECK(!strcmp(header_of(r, "Content-Type"), "application/json"), "content type");
+
+    post_call(req, sizeof req, 8, "async", NULL);
+    r = roundtrip(req);
+    CHECK(r->status == 200 && body_has(r, "\"id\":8"), "async %d %s", r->status, r->body);
+
+    post_call(req, sizeof req, 9, "other", NULL);
+    r = roundtrip(req);
+    CHECK(r->status == 200 && body_has(r, "-32602") && body_has(r, "Unknown tool: other"), "unknown tool %d %s",
+          r->status, r->body);
+
+    post_call(req, sizeof req, 10, "limited", NULL);
+    r = roundtrip(req);
+    CHECK(r->status == 429 && header_of(r, "Retry-After") && !strcmp(header_of(r, "Retry-After"), "7"),
+          "429 %d", r->status);
+    CHECK(body_is_json(r) && body_has(r, "rate limited \\\"now\\\""), "escaped message %s", r->body);
+
+    post_call(req, sizeof req, 11, "busy", NULL);
+    r = roundtrip(req);
+    CHECK(r->status == 503 && !strcmp(header_of(r, "Retry-After"), "1") && body_has(r, "-32000"), "busy %d %s",
+          r->status, r->body);
+    post_call(req, sizeof req, 12, "draining", NULL);
+    r = roundtrip(req);
+    CHECK(r->status == 503 && body_has(r, "-32000"), "unavailable %d", r->status);
+
+    post_method(req, sizeof req, 13, "tools/list");
+    r = roundtrip(req);
+    CHECK(r->status == 200 && body_has(r, "\"ttlMs\":0,\"cacheScope\":\"private\"") && body_is_json(r),
+          "list %s", r->body);
+
+    post_method(req, sizeof req, 14, "server/discover");
+    r = roundtrip(req);
+    CHECK(r->status == 200 && body_is_json(r) && body_has(r, "\"supportedVersions\":[\"2026-07-28\"]") &&
+              body_has(r, "{\"name\":\"test-gw\",\"version\":\"9.9.9\"}") && body_has(r, "\"id\":14"),
+          "discover %s", r->body);
+
+    post_method(req, sizeof req, 15, "ping");
+    r = roundtrip(req);
+    CHECK(r->status == 404 && body_has(r, "-32601") && body_has(r, "\"id\":15"), "unknown method %d %s",
+          r->status, r->body);
+
+    r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 44\r\n\r\n"
+                  "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}");
+    CHECK(r->status == 202 && r->body_len == 0, "notification %d", r->status);
+
+    r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n{bad}");
+    CHECK(r->status == 400 && body_has(r, "-32700") && body_has(r, "\"id\":null"), "parse error %d %s",
+          r->status, r->body);
+    r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}");
+    CHECK(r->status == 415, "415 %d", r->status);
+    r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: text/html\r\n"
+                  "Content-Length: 2\r\n\r\n{}");
+    CHECK(r->status == 406, "406 %d", r->status);
+    r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n[]");
+    CHECK(r->status == 400 && body_has(r, "-32600"), "batch %d", r->status);
+    r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/list\r\n"
+                  "Content-Length: 50\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}    ");
+    CHECK(r->status == 400 && body_has(r, "-32602") && body_has(r, "_meta"), "no envelope %d %s", r->status,
+          r->body);
+    post_call(req, sizeof req, 16, "echo", "Mcp-Name: echo\r\n");
+    r = roundtrip(req);
+    CHECK(r->status == 400 && body_has(r, "-32020"), "duplicate Mcp-Name %d %s", r->status, r->body);
+}
+
+static void test_pipelining(void) {
+    /* 60 requests in one write, mixing re-entrant, async, slow and local answers */
+    static char all[1 << 18];
+    size_t n = 0;
+    const char *tools[] = {"echo", "async", "slow", "echo", "other"};
+    for (int i = 0; i < 60; i++) {
+        if (i % 7 == 3) n += (size_t)snprintf(all + n, sizeof all - n, "GET /healthz HTTP/1.1\r\n\r\n");
+        else n += post_call(all + n, sizeof all - n, 100 + i, tools[i % 5], NULL);
+    }
+    int fd = cli_connect();
+    conn_in *ci = cin_new(fd);
+    cli_send(fd, all, n);
+    for (int i = 0; i < 60; i++) {
+        resp r;
+        if (!next_resp(ci, &r, 3000)) {
+            CHECK(0, "pipelined response %d missing", i);
+            break;
+        }
+        if (i % 7 == 3) {
+            CHECK(r.status == 200 && body_has(&r, "status"), "pipelined healthz %d", i);
+        } else {
+            char want[32];
+            snprintf(want, sizeof want, "\"id\":%d,", 100 + i);
+            CHECK(body_has(&r, want), "response %d out of order: %s", i, r.body);
+        }
+    }
+    CHECK(!closed_by_server(ci, 100), "keep-alive after pipelining");
+    cin_free(ci);
+
+    /* the same bytes split every 7 bytes */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    size_t upto = 0;
+    for (int i = 0; i < 10; i++) upto += post_call(all + upto, sizeof all - upto, 200 + i, "echo", NULL);
+    for (size_t off = 0; off < upto; off += 7) {
+        cli_send(fd, all + off, upto - off < 7 ? upto - off : 7);
+        if (off % 70 == 0) sleep_ms(1);
+    }
+    for (int i = 0; i < 10; i++) {
+        resp r;
+        char want[32];
+        snprintf(want, sizeof want, "\"id\":%d,", 200 + i);
+        CHECK(next_resp(ci, &r, 2000) && body_has(&r, want), "split response %d", i);
+    }
+    cin_free(ci);
+}
+
+static void test_connection_handling(void) {
+    char req[4096];
+    /* Connection: close: answered with close, then closed; later input ignored */
+    size_t n = post_call(req, sizeof req, 1, "async", "Connection: close\r\n");
+    n += (size_t)snprintf(req + n, sizeof req - n, "GET /healthz HTTP/1.1\r\n\r\n");
+    int fd = cli_connect();
+    conn_in *ci = cin_new(fd);
+    cli_send(fd, req, n);
+    resp r;
+    CHECK(next_resp(ci, &r, 2000) && r.status == 200, "close request answered");
+    CHECK(header_of(&r, "Connection") && !strcasecmp(header_of(&r, "Connection"), "close"), "Connection: close");
+    CHECK(!next_resp(ci, &r, 200), "nothing after Connection: close");
+    CHECK(closed_by_server(ci, 2000), "closed after Connection: close");
+    cin_free(ci);
+
+    /* HTTP/1.0: closes by default, keep-alive on request */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_sends(fd, "GET /healthz HTTP/1.0\r\n\r\n");
+    CHECK(next_resp(ci, &r, 2000) && r.status == 200, "1.0 answered");
+    CHECK(closed_by_server(ci, 2000), "1.0 closed");
+    cin_free(ci);
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_sends(fd, "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /readyz HTTP/1.0\r\n\r\n");
+    CHECK(next_resp(ci, &r, 2000) && header_of(&r, "Connection") &&
+              !strcasecmp(header_of(&r, "Connection"), "keep-alive"),
+          "1.0 keep-alive");
+    CHECK(next_resp(ci, &r, 2000) && body_has(&r, "ready"), "second 1.0 request");
+    CHECK(closed_by_server(ci, 2000), "1.0 closed after the non-keep-alive one");
+    cin_free(ci);
+
+    /* malformed HTTP: 400 after the good request before it, then close */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    n = post_call(req, sizeof req, 2, "slow", NULL);
+    n += (size_t)snprintf(req + n, sizeof req - n, "GARBAGE\x01 / HTTP/9\r\n\r\n");
+    cli_send(fd, req, n);
+    CHECK(next_resp(ci, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":2"), "good one first");
+    CHECK(next_resp(ci, &r, 2000) && r.status == 400 && body_is_json(&r), "then 400 (%d)", r.status);
+    CHECK(closed_by_server(ci, 3000), "closed after 400");
+    cin_free(ci);
+
+    /* smuggling shapes llhttp refuses */
+    r = *roundtrip("POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}");
+    CHECK(r.status == 400, "duplicate Content-Length %d", r.status);
+    r = *roundtrip("POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n");
+    CHECK(r.status == 400, "TE + CL %d", r.status);
+
+    /* header section over max_header_bytes (2048 in this test): 431 */
+    static char big[8192];
+    n = (size_t)snprintf(big, sizeof big, "GET /healthz HTTP/1.1\r\nX-Big: ");
+    memset(big + n, 'a', 4000);
+    n += 4000;
+    n += (size_t)snprintf(big + n, sizeof big - n, "\r\n\r\n");
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_send(fd, big, n);
+    CHECK(next_resp(ci, &r, 2000) && r.status == 431 && body_is_json(&r), "431 (%d)", r.status);
+    CHECK(closed_by_server(ci, 3000), "closed after 431");
+    cin_free(ci);
+    /* too many header fields */
+    n = (size_t)snprintf(big, sizeof big, "GET /healthz HTTP/1.1\r\n");
+    for (int i = 0; i < 70; i++) n += (size_t)snprintf(big + n, sizeof big - n, "X%d: y\r\n", i);
+    n += (size_t)snprintf(big + n, sizeof big - n, "\r\n");
+    r = *roundtrip(big);
+    CHECK(r.status == 431, "70 headers: %d", r.status);
+
+    /* body over max_body_bytes (4096): decided from Content-Length, body never sent */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_sends(fd, "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n");
+    CHECK(next_resp(ci, &r, 2000) && r.status == 413 && body_is_json(&r), "413 from Content-Length (%d)",
+          r.status);
+    CHECK(closed_by_server(ci, 3000), "closed after 413");
+    cin_free(ci);
+    /* ...and chunked, capped as it arrives */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_sends(fd, "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 10; i++) {
+        char chunk[1100];
+        int k = snprintf(chunk, sizeof chunk, "400\r\n");
+        memset(chunk + k, ' ', 1024);
+        memcpy(chunk + k + 1024, "\r\n", 2);
+        cli_send(fd, chunk, (size_t)k + 1026);
+    }
+    CHECK(next_resp(ci, &r, 2000) && r.status == 413, "413 chunked (%d)", r.status);
+    CHECK(closed_by_server(ci, 3000), "closed after chunked 413");
+    cin_free(ci);
+
+    /* a chunked body within limits works */
+    char body[512];
+    int bl = snprintf(body, sizeof body,
+                      "{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"," META "}}");
+    n = (size_t)snprintf(req, sizeof req,
+                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/call\r\n"
+                         "Mcp-Name: echo\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%.*s\r\n%x\r\n%s\r\n0\r\n\r\n",
+                         10, 10, body, bl - 10, body + 10);
+    r = *roundtrip(req);
+    CHECK(r.status == 200 && body_has(&r, "\"id\":31"), "chunked body %d %s", r.status, r.body);
+
+    /* a trailer cannot supply a checked header */
+    n = (size_t)snprintf(req, sizeof req,
+                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/call\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\nMcp-Name: echo\r\n\r\n",
+                         bl, body);
+    r = *roundtrip(req);
+    CHECK(r.status == 400 && body_has(&r, "-32020"), "trailer ignored %d %s", r.status, r.body);
+
+    /* HEAD: the answer's headers, no body; the connection stays in sync */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_sends(fd, "HEAD /healthz HTTP/1.1\r\n\r\nGET /readyz HTTP/1.1\r\n\r\n");
+    CHECK(fill(ci, 1000) && strstr(ci->buf, "Content-Length: 15\r\n") && !strstr(ci->buf, "\"ok\""),
+          "HEAD has no body: %s", ci->buf);
+    char *second = strstr(ci->buf, "\r\n\r\n");
+    if (second) {
+        size_t hl = (size_t)(second + 4 - ci->buf);
+        memmove(ci->buf, ci->buf + hl, ci->len - hl + 1);
+        ci->len -= hl;
+    }
+    CHECK(next_resp(ci, &r, 1000) && body_has(&r, "ready"), "request after HEAD");
+    cin_free(ci);
+
+    /* an upgrade request is answered, not switched, and the connection closed */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_sends(fd, "GET /healthz HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x05hello");
+    CHECK(next_resp(ci, &r, 1000) && r.status == 200, "upgrade answered (%d)", r.status);
+    CHECK(closed_by_server(ci, 3000), "closed after upgrade request");
+    cin_free(ci);
+
+    /* Expect: 100-continue gets the interim answer before the body is sent */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    n = (size_t)snprintf(req, sizeof req,
+                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/call\r\n"
+                         "Mcp-Name: echo\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n",
+                         bl);
+    cli_send(fd, req, n);
+    CHECK(next_resp(ci, &r, 2000) && r.status == 100, "100 Continue (%d)", r.status);
+    cli_sends(fd, body);
+    CHECK(next_resp(ci, &r, 2000) && r.status == 200, "answer after 100 (%d)", r.status);
+    cin_free(ci);
+}
+
+static void wait_count(uint32_t want, int timeout_ms) {
+    for (int i = 0; i < timeout_ms / 10 && fk_conn_count() != want; i++) sleep_ms(10);
+}
+
+static void test_client_leaves(void) {
+    fk_stats before = fk_get_stats();
+    char req[4096];
+    size_t n = post_call(req, sizeof req, 1, "slow", NULL);
+    n += post_call(req + n, sizeof req - n, 2, "slow", NULL);
+    int fd = cli_connect();
+    cli_send(fd, req, n);
+    sleep_ms(30);
+    close(fd);
+    sleep_ms(300); /* the slow calls complete after 150 ms */
+    fk_stats after = fk_get_stats();
+    CHECK(after.cancelled - before.cancelled == 2, "cancelled %d", after.cancelled - before.cancelled);
+    CHECK(after.released == after.submitted, "released %d of %d", after.released, after.submitted);
+    wait_count(0, 1000);
+    CHECK(fk_conn_count() == 0, "connection freed after its calls completed: %u", fk_conn_count());
+}
+
+static void test_idle_timeout(void) {
+    int fd = cli_connect();
+    conn_in *ci = cin_new(fd);
+    sleep_ms(50);
+    CHECK(fk_conn_count() == 1, "one connection: %u", fk_conn_count());
+    CHECK(closed_by_server(ci, 1500), "idle connection closed (idle_timeout_ms 300)");
+    cin_free(ci);
+    /* a request trickled byte by byte must still arrive within the timeout */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    const char *slow = "GET /healthz HTTP/1.1\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    int closed = 0;
+    for (size_t i = 0; slow[i] && !closed; i++) {
+        cli_send(fd, slow + i, 1);
+        sleep_ms(40);
+        struct pollfd p = {fd, POLLIN, 0};
+        closed = poll(&p, 1, 0) > 0;
+    }
+    CHECK(closed, "slowloris closed");
+    cin_free(ci);
+    wait_count(0, 1000);
+}
+
+static void test_conn_cap(void) {
+    int fds[40];
+    for (int i = 0; i < 32; i++) fds[i] = cli_connect();
+    sleep_ms(50);
+    CHECK(fk_conn_count() == 32, "32 open: %u", fk_conn_count());
+    int extra = cli_connect();
+    conn_in *ci = cin_new(extra);
+    CHECK(closed_by_server(ci, 1000), "33rd closed at once");
+    cin_free(ci);
+    /* the others still work */
+    conn_in *c0 = cin_new(fds[0]);
+    cli_sends(fds[0], "GET /healthz HTTP/1.1\r\n\r\n");
+    resp r;
+    CHECK(next_resp(c0, &r, 1000) && r.status == 200, "existing connection unaffected");
+    free(c0);
+    for (int i = 0; i < 32; i++) close(fds[i]);
+    wait_count(0, 1000);
+    fk_stats s = fk_get_stats();
+    CHECK(s.adopt_refused >= 1, "refused %d", s.adopt_refused);
+}
+
+static void test_drain(void) {
+    int idle = cli_connect();
+    conn_in *ci_idle = cin_new(idle);
+    int busy = cli_connect();
+    conn_in *ci_busy = cin_new(busy);
+    char req[4096];
+    cli_send(busy, req, post_call(req, sizeof req, 77, "slow", NULL));
+    sleep_ms(30);
+    fk_drain();
+    CHECK(closed_by_server(ci_idle, 500), "idle connection closed at drain");
+    resp r;
+    CHECK(next_resp(ci_busy, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":77"), "in-flight answered");
+    CHECK(header_of(&r, "Connection") && !strcasecmp(header_of(&r, "Connection"), "close"),
+          "last answer says close");
+    CHECK(closed_by_server(ci_busy, 2000), "busy connection closed after its answer");
+    cin_free(ci_idle);
+    cin_free(ci_busy);
+    wait_count(0, 3000);
+    CHECK(fk_conn_count() == 0, "drained: %u", fk_conn_count());
+    /* a new connection after drain is refused */
+    int late = cli_connect();
+    conn_in *ci = cin_new(late);
+    CHECK(closed_by_server(ci, 1000), "refused after drain");
+    cin_free(ci);
+}
+
+/* --serve [CONFIG_JSON]: keep serving on a printed port until SIGINT or
+ * SIGTERM, to measure or profile the transport alone (mcpg-load against the
+ * fake kernel's inline echo). */
+static int serve(const char *config) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before the loop thread starts */
+    port = fk_start(TH_MODULE_PATH, config ? config : "{\"access_log\":false}");
+    if (port < 0) return 1;
+    printf("%d\n", port);
+    fflush(stdout);
+    int sig;
+    sigwait(&set, &sig);
+    fk_drain();
+    wait_count(0, 5000);
+    return fk_stop() == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--serve")) return serve(argc > 2 ? argv[2] : NULL);
+    port = fk_start(TH_MODULE_PATH,
+                    "{\"name\":\"test-gw\",\"max_header_bytes\":2048,\"max_body_bytes\":4096,"
+                    "\"idle_timeout_ms\":300,\"max_connections_per_worker\":32,\"access_log\":true}");
+    if (port < 0) {
+        fprintf(stderr, "fake kernel did not start\n");
+        return 1;
+    }
+    test_routes();
+    test_calls();
+    test_pipelining();
+    test_connection_handling();
+    test_client_leaves();
+    test_idle_timeout();
+    test_conn_cap();
+    test_drain();
+    fk_stats s = fk_get_stats();
+    CHECK(s.released == s.submitted, "every call released: %d/%d", s.released, s.submitted);
+    CHECK(s.reentrant_completions > 0, "re-entrant completions exercised");
+    int rc = fk_stop();
+    CHECK(rc == 0, "loop closed cleanly (no handle left behind): %d", rc);
+    s = fk_stats_after_stop();
+    CHECK(s.host_allocs == 0, "host allocations left: %ld", s.host_allocs);
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_http: ok\n");
+    return 0;
+}

@@ -1,0 +1,324 @@
+/* Unit test: the stateless wire's request checks and the response builders,
+ * without sockets or a kernel. The host table carries only what those pure
+ * files use (the SDK's JSON scanner and buffers). */
+#include <mcpg/sdk.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp_stateless.h"
+#include "response.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            failures++;                                                    \
+            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                           \
+        }                                                                  \
+    } while (0)
+
+static mcpg_host host;
+
+static void host_init(void) {
+    host.size = sizeof host;
+    host.buf_reserve = mcpg_buf_reserve;
+    host.buf_append = mcpg_buf_append;
+    host.buf_append_json_string = mcpg_buf_append_json_string;
+    host.buf_free = mcpg_buf_free;
+    host.json_validate = mcpg_json_validate;
+    host.json_object_get = mcpg_json_object_get;
+    host.json_object_next = mcpg_json_object_next;
+    host.json_array_next = mcpg_json_array_next;
+    host.json_string_eq = mcpg_json_string_eq;
+    host.json_string_decode = mcpg_json_string_decode;
+    host.json_int64 = mcpg_json_int64;
+}
+
+static th_hval hv(const char *s) {
+    th_hval v = {0};
+    if (s) {
+        v.p = s;
+        v.n = strlen(s);
+        v.present = 1;
+    }
+    return v;
+}
+
+/* The headers a correct client sends for `method` (and tool `name`). */
+static th_mcp_headers good_headers(const char *method, const char *name) {
+    th_mcp_headers h;
+    h.content_type = hv("application/json");
+    h.accept = hv("application/json, text/event-stream");
+    h.protocol_version = hv("2026-07-28");
+    h.method = hv(method);
+    h.name = hv(name);
+    return h;
+}
+
+#define META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}"
+
+static th_mcp_verdict check(const th_mcp_headers *h, const char *body) {
+    static char name_buf[TH_NAME_MAX];
+    th_mcp_verdict v;
+    th_mcp_check(&host, h, body, strlen(body), name_buf, &v);
+    return v;
+}
+
+static int piece_is(th_piece p, const char *s) { return p.n == strlen(s) && !memcmp(p.p, s, p.n); }
+
+/* Expect an error with this status and code; return the verdict. */
+static th_mcp_verdict expect_error(int line, const th_mcp_headers *h, const char *body, int status,
+                                   int64_t code) {
+    th_mcp_verdict v = check(h, body);
+    if (v.action != TH_MCP_ERROR || v.http_status != status || v.code != code) {
+        failures++;
+        fprintf(stderr, "line %d: body %s: got action %d status %d code %lld (%.*s), want %d %lld\n",
+                line, body, v.action, v.http_status, (long long)v.code, (int)v.message.n,
+                v.message.p ? v.message.p : "", status, (long long)code);
+    }
+    return v;
+}
+#define EXPECT_ERROR(h, body, status, code) expect_error(__LINE__, (h), (body), (status), (code))
+
+static void test_good_requests(void) {
+    th_mcp_headers h = good_headers("tools/call", "echo");
+    th_mcp_verdict v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
+                                 "\"name\":\"echo\",\"arguments\":{\"message\":\"hi\"}," META "}}");
+    CHECK(v.action == TH_MCP_SUBMIT, "action %d", v.action);
+    CHECK(v.method == MCPG_METHOD_TOOLS_CALL, "method %u", v.method);
+    CHECK(piece_is(v.id, "7"), "id %.*s", (int)v.id.n, v.id.p);
+    CHECK(piece_is(v.name, "echo"), "name");
+    CHECK(piece_is(v.args, "{\"message\":\"hi\"}"), "args %.*s", (int)v.args.n, v.args.p);
+    CHECK(v.params.n && v.params.p[0] == '{', "params");
+    CHECK(v.stamp == TH_STAMP_RESULT_TYPE, "stamp");
+
+    h = good_headers("tools/list", NULL);
+    v = check(&h, "  {\"jsonrpc\":\"2.0\",\"id\":\"a-1\",\"method\":\"tools/list\",\"params\":{" META "}}\n");
+    CHECK(v.action == TH_MCP_SUBMIT && v.method == MCPG_METHOD_TOOLS_LIST, "list");
+    CHECK(piece_is(v.id, "\"a-1\""), "string id keeps its quotes: %.*s", (int)v.id.n, v.id.p);
+    CHECK(v.stamp == (TH_STAMP_RESULT_TYPE | TH_STAMP_CACHE), "list stamp");
+
+    h = good_headers("server/discover", NULL);
+    v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META "}}");
+    CHECK(v.action == TH_MCP_DISCOVER, "discover");
+
+    /* headers are optional where the spec says so; name via base64 form */
+    h = good_headers("tools/call", "=?base64?ZWNobw==?=");
+    h.accept.present = 0;
+    h.protocol_version.present = 0;
+    v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":-3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"," META "}}");
+    CHECK(v.action == TH_MCP_SUBMIT, "base64 Mcp-Name, no Accept/version header: %d %.*s", v.action,
+          (int)v.message.n, v.message.p);
+    CHECK(v.args.p == NULL, "no arguments");
+
+    /* an escaped name is decoded and compared decoded */
+    h = good_headers("tools/call", "a/b");
+    v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\\/b\"," META "}}");
+    CHECK(v.action == TH_MCP_SUBMIT && piece_is(v.name, "a/b"), "escaped name %d", v.action);
+
+    /* notifications need no envelope: 202 */
+    h = good_headers("notifications/initialized", NULL);
+    v = check(&h, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    CHECK(v.action == TH_MCP_ACCEPTED, "notification");
+}
+
+static void test_http_level(void) {
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" META "}}";
+    th_mcp_headers h = good_headers("tools/list", NULL);
+    h.content_type = hv("text/plain");
+    EXPECT_ERROR(&h, body, 415, MCPG_RPC_INVALID_REQUEST);
+    h.content_type.present = 0;
+    EXPECT_ERROR(&h, body, 415, MCPG_RPC_INVALID_REQUEST);
+    h.content_type = hv("Application/JSON ; charset=utf-8");
+    CHECK(check(&h, body).action == TH_MCP_SUBMIT, "content-type parameters");
+    h.content_type = hv("application/jsonx");
+    EXPECT_ERROR(&h, body, 415, MCPG_RPC_INVALID_REQUEST);
+
+    h = good_headers("tools/list", NULL);
+    h.accept = hv("text/html");
+    EXPECT_ERROR(&h, body, 406, MCPG_RPC_INVALID_REQUEST);
+    h.accept = hv("text/event-stream");
+    EXPECT_ERROR(&h, body, 406, MCPG_RPC_INVALID_REQUEST);
+    h.accept = hv("application/json;q=0, text/event-stream");
+    EXPECT_ERROR(&h, body, 406, MCPG_RPC_INVALID_REQUEST);
+    const char *ok[] = {"*/*", "application/*", "text/event-stream, application/json",
+                        "application/json;q=0.5", "text/html, */*;q=0.1", "  "};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        h.accept = hv(ok[i]);
+        CHECK(check(&h, body).action == TH_MCP_SUBMIT, "Accept %s", ok[i]);
+    }
+}
+
+static void test_json_rpc_shape(void) {
+    th_mcp_headers h = good_headers("tools/list", NULL);
+    EXPECT_ERROR(&h, "", 400, MCPG_RPC_PARSE_ERROR);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":", 400, MCPG_RPC_PARSE_ERROR);
+    EXPECT_ERROR(&h, "{} x", 400, MCPG_RPC_PARSE_ERROR);
+    EXPECT_ERROR(&h, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}]", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "\"tools/list\"", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "42", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "{\"id\":1,\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1}", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}", 400, MCPG_RPC_INVALID_REQUEST);
+    th_mcp_verdict v = EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"tools/list\"}", 400,
+                                    MCPG_RPC_INVALID_REQUEST);
+    CHECK(piece_is(v.id, "null"), "null id answered with null");
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":99999999999999999999,\"method\":\"tools/list\"}", 400,
+                 MCPG_RPC_INVALID_REQUEST);
+    v = EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"method\":\"tools/call\"}", 400,
+                     MCPG_RPC_INVALID_REQUEST);
+    CHECK(piece_is(v.id, "5"), "a valid id is echoed in errors");
+}
+
+static void test_envelope(void) {
+    th_mcp_headers h = good_headers("tools/list", NULL);
+    th_mcp_verdict v =
+        EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_PARAMS);
+    CHECK(v.message.n && strstr(v.message.p, "_meta") != NULL, "message names _meta");
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{}}", 400,
+                 MCPG_RPC_INVALID_PARAMS);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":[]}", 400,
+                 MCPG_RPC_INVALID_PARAMS);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":3}}", 400,
+                 MCPG_RPC_INVALID_PARAMS);
+    v = EXPECT_ERROR(&h,
+                     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+                     "\"io.modelcontextprotocol/protocolVersion\":\"2099-01-01\"}}}",
+                     400, MCPG_RPC_UNSUPPORTED_VERSION);
+    char data[256] = "";
+    for (size_t i = 0; i < v.ndata; i++) strncat(data, v.data[i].p, v.data[i].n);
+    CHECK(!strcmp(data, "{\"supported\":[\"2026-07-28\"],\"requested\":\"2099-01-01\"}"), "data %s", data);
+    CHECK(mcpg_json_validate(data, strlen(data)) == 0, "data is JSON");
+
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" META "}}";
+    h.protocol_version = hv("2025-11-25");
+    EXPECT_ERROR(&h, body, 400, MCPG_RPC_HEADER_MISMATCH);
+    h = good_headers(NULL, NULL);
+    EXPECT_ERROR(&h, body, 400, MCPG_RPC_HEADER_MISMATCH);
+    h = good_headers("tools/call", NULL);
+    EXPECT_ERROR(&h, body, 400, MCPG_RPC_HEADER_MISMATCH);
+    h = good_headers("tools/list", NULL);
+    h.method.dup = 1;
+    EXPECT_ERROR(&h, body, 400, MCPG_RPC_HEADER_MISMATCH);
+}
+
+static void test_methods(void) {
+    th_mcp_headers h = good_headers("ping", NULL);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{" META "}}", 404,
+                 MCPG_RPC_METHOD_NOT_FOUND);
+    h = good_headers("tools/call", "echo");
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{" META "}}", 400,
+                 MCPG_RPC_INVALID_PARAMS);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":3," META "}}", 400,
+                 MCPG_RPC_INVALID_PARAMS);
+    EXPECT_ERROR(&h,
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+                 "\"arguments\":[1]," META "}}",
+                 400, MCPG_RPC_INVALID_PARAMS);
+    EXPECT_ERROR(&h,
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+                 "\"name\":\"other\"," META "}}",
+                 400, MCPG_RPC_INVALID_PARAMS);
+    const char *call = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"," META "}}";
+    h.name.present = 0;
+    EXPECT_ERROR(&h, call, 400, MCPG_RPC_HEADER_MISMATCH);
+    h = good_headers("tools/call", "other");
+    EXPECT_ERROR(&h, call, 400, MCPG_RPC_HEADER_MISMATCH);
+    h = good_headers("tools/call", "=?base64?!!!?=");
+    EXPECT_ERROR(&h, call, 400, MCPG_RPC_HEADER_MISMATCH);
+    char longname[400];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    char body[800];
+    snprintf(body, sizeof body,
+             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\"," META "}}", longname);
+    h = good_headers("tools/call", longname);
+    EXPECT_ERROR(&h, body, 400, MCPG_RPC_INVALID_PARAMS);
+}
+
+static void test_header_grammar(void) {
+    CHECK(th_content_type_is_json("application/json", 16), "ct");
+    CHECK(!th_content_type_is_json("application/json-seq", 20), "ct prefix");
+    CHECK(th_accept_allows_json("application/json", 16), "accept");
+    CHECK(!th_accept_allows_json("application/jsonx", 17), "accept prefix");
+    CHECK(!th_accept_allows_json("*/*;q=0.000", 11), "q zero");
+    CHECK(th_accept_allows_json("*/*;q=0.001", 11), "q small");
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+static char *join(const th_piece *p, size_t n) {
+    static char buf[4096];
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) strncat(buf, p[i].p, p[i].n);
+    return buf;
+}
+
+static void expect_result(const char *result, unsigned stamp, const char *want) {
+    th_piece body[TH_MAX_PIECES];
+    size_t n = th_rpc_result_body(&host, body, TH_LIT("1"), (th_piece){result, strlen(result)}, stamp);
+    char *got = join(body, n);
+    CHECK(!strcmp(got, want), "result %s\n   got  %s\n   want %s", result, got, want);
+    CHECK(mcpg_json_validate(got, strlen(got)) == 0, "valid JSON: %s", got);
+}
+
+static void test_results(void) {
+    expect_result("{\"content\":[]}", TH_STAMP_RESULT_TYPE,
+                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"resultType\":\"complete\"}}");
+    expect_result(" { } ", TH_STAMP_RESULT_TYPE,
+                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{ \"resultType\":\"complete\"}}");
+    expect_result("{\"tools\":[]}\n", TH_STAMP_RESULT_TYPE | TH_STAMP_CACHE,
+                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[],\"resultType\":\"complete\","
+                  "\"ttlMs\":0,\"cacheScope\":\"private\"}}");
+    expect_result("{\"resultType\":\"input_required\",\"ttlMs\":5}", TH_STAMP_RESULT_TYPE | TH_STAMP_CACHE,
+                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"input_required\",\"ttlMs\":5,"
+                  "\"cacheScope\":\"private\"}}");
+    expect_result("[1]", TH_STAMP_RESULT_TYPE, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":[1]}");
+    expect_result("", TH_STAMP_RESULT_TYPE, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}");
+
+    th_piece body[TH_MAX_PIECES];
+    char codebuf[24];
+    th_piece data = TH_LIT("{\"x\":1}");
+    size_t n = th_rpc_error_body(body, TH_LIT("null"), codebuf, -32602, TH_LIT("\"bad\""), &data, 1);
+    char *got = join(body, n);
+    CHECK(!strcmp(got, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32602,\"message\":\"bad\",\"data\":{\"x\":1}}}"),
+          "error %s", got);
+    n = th_rpc_error_body(body, TH_LIT("1"), codebuf, INT64_MIN, TH_LIT("\"m\""), NULL, 0);
+    got = join(body, n);
+    CHECK(strstr(got, "-9223372036854775808") != NULL, "INT64_MIN %s", got);
+
+    mcpg_buf out = {0};
+    th_resp_head hd = {.status = 503, .retry_after_s = 1, .json = 1, .close = 1, .date = "D"};
+    th_piece b = TH_LIT("{}");
+    size_t blen = 0;
+    CHECK(th_resp_append(&host, &out, &hd, &b, 1, &blen) == 0, "append");
+    CHECK(!strcmp(out.data, "HTTP/1.1 503 Service Unavailable\r\nDate: D\r\nContent-Type: application/json\r\n"
+                            "Content-Length: 2\r\nConnection: close\r\nRetry-After: 1\r\n\r\n{}"),
+          "head %s", out.data);
+    CHECK(blen == 2, "blen");
+    mcpg_buf_free(&out);
+}
+
+int main(void) {
+    host_init();
+    test_good_requests();
+    test_http_level();
+    test_json_rpc_shape();
+    test_envelope();
+    test_methods();
+    test_header_grammar();
+    test_results();
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_stateless: ok\n");
+    return 0;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Install what mcpg needs to build, run and test, on Debian 12 (bookworm).
+#
+# Idempotent: it asks dpkg what is already there and only calls apt-get for
+# what is missing, so a second run is fast and needs no network.
+# Run as root (or with sudo available) on a fresh machine; when everything is
+# already installed it runs as any user.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+# ---- apt packages -----------------------------------------------------------
+# build-essential .. pkg-config : the C toolchain and build system
+# clang, libclang-rt-14-dev     : clang and its sanitizer/libFuzzer runtimes
+#                                 (libclang-rt-14-dev is only a Recommends: list it)
+# libuv1-dev libjansson-dev libssl-dev : libraries the kernel and modules link
+# node-llhttp                   : llhttp C sources (/usr/share/llhttp), no -dev package
+# python3                       : integration tests (/usr/bin/python3, stdlib only)
+# curl                          : README example, health checks
+# nginx-light wrk               : benchmark baseline and load generator
+# procps util-linux             : ps/pgrep for tests, taskset for benchmarks
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  clang libclang-rt-14-dev
+  libuv1-dev libjansson-dev libssl-dev
+  node-llhttp
+  python3 curl
+  nginx-light wrk
+  procps util-linux
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  if [ "$status" != "installed" ]; then
+    missing+=("$p")
+  fi
+done
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "install-deps: need root to run: $*" >&2
+    exit 1
+  fi
+}
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install-deps: installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update
+  as_root env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#APT_PACKAGES[@]} apt packages present"
+fi
+
+# ---- npm packages under test folders -----------------------------------------
+# Later issues (the official MCP TypeScript SDK clients, the conformance suite,
+# Node 22 for it) install npm packages into their own test folder, never
+# globally. Each folder holds a package.json and a package-lock.json with the
+# versions locked; add one line per folder below, e.g.:
+#
+#   npm_ci_in tests/conformance
+#
+# npm_ci_in runs `npm ci` only when node_modules is missing or older than the
+# lock file, so a second run is fast and offline. The first issue that adds a
+# folder also adds `nodejs npm` to APT_PACKAGES above.
+npm_ci_in() {
+  local dir=$1
+  [ -f "$dir/package-lock.json" ] || { echo "install-deps: $dir has no package-lock.json" >&2; exit 1; }
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+    echo "install-deps: npm ci in $dir"
+    (cd "$dir" && npm ci --no-audit --no-fund)
+    touch "$dir/node_modules"
+  fi
+}
+# ---- npm folders: add below this line -----------------------------------------
+
+# ---- end of npm folders -------------------------------------------------------
+
+exit 0

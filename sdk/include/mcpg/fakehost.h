@@ -1,0 +1,197 @@
+/* mcpg fake host: run a module's ops in a unit test, without the kernel.
+ *
+ *   mcpg_fakehost *fh = mcpg_fakehost_new();
+ *   mcpg_instance *inst;
+ *   mcpg_fakehost_load(fh, mcpg_module_entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR),
+ *                      "hello", "{\"greeting\":\"hi\"}", &inst);
+ *   mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "greet", "{\"who\":\"x\"}", "1");
+ *   int st = mcpg_fakehost_run(fh, inst, c, 1000);   // MCPG_CONTINUE
+ *   puts(mcpg_fakehost_result(c));                   // {"content":[...]}
+ *   mcpg_fakehost_call_free(fh, c);
+ *   mcpg_fakehost_unload(fh, inst);
+ *   return mcpg_fakehost_free(fh) == 0 ? 0 : 1;      // 0: nothing leaked, no module bug seen
+ *
+ * The host table is a real one: one worker backed by a real uv loop (posts,
+ * timers, the pool through uv_queue_work, call_resume from any thread), the
+ * SDK's buffers and JSON scanner, logging captured in memory. The loop runs
+ * only inside the mcpg_fakehost_* calls that say so (wait, run, run_for,
+ * run_until), on the thread that called mcpg_fakehost_new: that thread is the
+ * worker's loop thread. Every mcpg_fakehost_* function is called on it, and
+ * never from inside a callback the loop is running.
+ *
+ * Like the kernel, the fake host runs a backend's call ops on a pool thread
+ * unless the instance is set inline (mcpg_fakehost_set_inline), so a module's
+ * thread-safety claims are exercised.
+ *
+ * What it counts as a module bug (mcpg_fakehost_failures; each is logged):
+ * call_resume on a call that is not pending or with MCPG_PENDING, an op
+ * answering something that is not an mcpg_status, timers left running after
+ * stop, a list op whose output is not a JSON array, loop-thread-only slots
+ * called from another thread. mcpg_fakehost_free adds what was left behind
+ * (instances, calls, open uv handles) and returns the total.
+ *
+ * Ownership: strings passed in are copied unless said otherwise; pointers
+ * returned are borrowed from the fake host, valid until the object they
+ * belong to is freed.
+ */
+#ifndef MCPG_FAKEHOST_H
+#define MCPG_FAKEHOST_H
+
+#include <mcpg/sdk.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mcpg_fakehost mcpg_fakehost;
+
+/* ---- the host ---- */
+
+/* NULL when out of memory, when the loop cannot start, or when another fake
+ * host is alive in this process: several host slots (worker_count,
+ * worker_at, worker_current) take no context, so there is one per process. */
+mcpg_fakehost *mcpg_fakehost_new(void);
+
+/* Unload what is still loaded, free what is left, close the loop. Returns the
+ * number of problems over the fake host's life: failures not taken with
+ * mcpg_fakehost_take_failures, plus one per instance still loaded, call not
+ * freed, work still queued or uv handle left open on the loop (then the loop
+ * cannot be closed and its memory is deliberately leaked). 0 means clean. */
+int mcpg_fakehost_free(mcpg_fakehost *fh);
+
+/* The host table handed to modules. Writable, so a test can play an older
+ * kernel: shrink ->size or NULL a slot, then check the module copes
+ * (MCPG_HOST_HAS). Changes apply to instances loaded afterwards and before. */
+mcpg_host *mcpg_fakehost_host(mcpg_fakehost *fh);
+mcpg_worker *mcpg_fakehost_worker(mcpg_fakehost *fh);
+
+/* Module bugs detected so far; take_ returns the count and resets it (for a
+ * test that provokes one on purpose). */
+int mcpg_fakehost_failures(mcpg_fakehost *fh);
+int mcpg_fakehost_take_failures(mcpg_fakehost *fh);
+
+/* ---- logs and reported errors ---- */
+
+/* Lines logged through host->log at or below `level` are kept (default
+ * MCPG_LOG_DEBUG: all) as "[kind:module:instance] level: message\n" and,
+ * unless quiet, also written to stderr. */
+void mcpg_fakehost_set_log_level(mcpg_fakehost *fh, int level);
+void mcpg_fakehost_set_quiet(mcpg_fakehost *fh, int quiet);
+/* Everything kept so far (never NULL); borrowed until the next log or clear. */
+const char *mcpg_fakehost_log_text(mcpg_fakehost *fh);
+int mcpg_fakehost_log_contains(mcpg_fakehost *fh, const char *needle);
+void mcpg_fakehost_log_clear(mcpg_fakehost *fh);
+
+/* Config problems from the last load/check: schema errors and validate()'s
+ * host->report_error lines, as "key.path: message\n" (never NULL). */
+const char *mcpg_fakehost_report_text(mcpg_fakehost *fh);
+int mcpg_fakehost_report_count(mcpg_fakehost *fh);
+
+/* ---- instances ---- */
+
+/* Check the descriptor as the kernel does (magic, ABI major/minor, sizes,
+ * known kind, mandatory ops), parse config_json (an object's text; NULL means
+ * {}) against its schema, run validate, create and start. On failure nothing
+ * is left behind and the result says why: MCPG_EABI (the descriptor; the
+ * reason is logged), MCPG_ECONFIG (see report_text), or what create/start
+ * returned. instance_name must fit [a-zA-Z0-9_-]{1,64}. */
+int mcpg_fakehost_load(mcpg_fakehost *fh, const mcpg_module *m, const char *instance_name,
+                       const char *config_json, mcpg_instance **inst_out);
+/* The same from a built module file: dlopen(RTLD_NOW|RTLD_LOCAL), the entry
+ * symbol, then as above. The image is closed at unload. MCPG_ENOENT when the
+ * file cannot be opened or exports no entry symbol. */
+int mcpg_fakehost_load_file(mcpg_fakehost *fh, const char *so_path, const char *instance_name,
+                            const char *config_json, mcpg_instance **inst_out);
+/* Only the checks, schema and validate (what `mcpg --check` does): 0 or
+ * MCPG_EABI / MCPG_ECONFIG. */
+int mcpg_fakehost_check(mcpg_fakehost *fh, const mcpg_module *m, const char *config_json);
+
+/* stop; then the instance's queued pool work is cancelled (done runs with
+ * MCPG_ECANCELED) and running work is waited for; then destroy. Timers it
+ * left running are cancelled and counted as failures: returns MCPG_ESTATE
+ * then, else 0. inst is freed either way. */
+int mcpg_fakehost_unload(mcpg_fakehost *fh, mcpg_instance *inst);
+
+void *mcpg_fakehost_state(mcpg_instance *inst);        /* what create() returned */
+const void *mcpg_fakehost_config(mcpg_instance *inst); /* the parsed config struct */
+/* Run this backend's call ops on the loop thread instead of the pool, like
+ * "inline_dispatch": true. MCPG_EINVAL unless the module declares
+ * MCPG_MOD_INLINE_SAFE (the kernel refuses that manifest too). */
+int mcpg_fakehost_set_inline(mcpg_instance *inst, int on);
+
+/* ---- calls ---- */
+
+/* A call as the kernel would hand it to a stage or backend. method is the MCP
+ * method ("tools/call"); target is the tool, prompt or resource uri as the
+ * backend knows it (or NULL); args_json the arguments object (NULL means {});
+ * id_json the JSON-RPC id's text (NULL means 1). params is built from them:
+ * {"name":target,"arguments":args} for tools/call and prompts/get,
+ * {"uri":target} for the resources/... methods, else args itself. NULL when out of memory. */
+mcpg_call *mcpg_fakehost_call_new(mcpg_fakehost *fh, const char *method, const char *target,
+                                  const char *args_json, const char *id_json);
+int mcpg_fakehost_call_set_header(mcpg_call *call, const char *lname, const char *value);
+void mcpg_fakehost_call_set_wire(mcpg_call *call, mcpg_wire wire);
+/* Free a call. One still running or pending is a failure and is leaked
+ * instead (an op may still hold it). */
+void mcpg_fakehost_call_free(mcpg_fakehost *fh, mcpg_call *call);
+
+/* Run inst's op for the call. Backend: call_tool, read_resource, get_prompt
+ * or complete by method (on a pool thread unless inline). Identity:
+ * authenticate. Policy: check. Limits: acquire. Audit: emit, with an event
+ * "mcpg.tool.call.completed" made from the call. Events: request. Returns the
+ * op's answer (MCPG_PENDING also while it runs on the pool), or MCPG_ENOTSUP
+ * (no such op), MCPG_ESTATE (the call already has an op running). */
+int mcpg_fakehost_dispatch(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call);
+/* Audit with an event of the test's own (borrowed for the call). */
+int mcpg_fakehost_emit(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call,
+                       const mcpg_audit_event *event);
+/* For ops dispatch does not cover (events webhook, a policy's visible):
+ *   mcpg_fakehost_op_begin(fh, inst, call);
+ *   int st = mcpg_fakehost_op_end(fh, call, ops->webhook(state, call, "src"));
+ * op_end settles a PENDING answer against a call_resume that came early. */
+int mcpg_fakehost_op_begin(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call);
+int mcpg_fakehost_op_end(mcpg_fakehost *fh, mcpg_call *call, int status);
+/* Run the loop until the call's op has answered (call_resume arrived, or the
+ * pool op returned), at most timeout_ms. Returns the final mcpg_status (again,
+ * for an op that answered at once), MCPG_ETIMEDOUT, or MCPG_ESTATE when no op
+ * was dispatched. */
+int mcpg_fakehost_wait(mcpg_fakehost *fh, mcpg_call *call, uint64_t timeout_ms);
+/* dispatch, then wait. */
+int mcpg_fakehost_run(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call,
+                      uint64_t timeout_ms);
+/* A limits instance's release for a call acquire admitted (if it has one). */
+void mcpg_fakehost_release(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call);
+
+/* The call's outcome as a transport would read it (host->call_outcome). */
+void mcpg_fakehost_outcome(mcpg_call *call, mcpg_call_outcome *out);
+/* The result object's text (NUL-terminated; "{}" when none was set), or
+ * NULL when the call has an error. */
+const char *mcpg_fakehost_result(mcpg_call *call);
+int64_t mcpg_fakehost_error_code(mcpg_call *call);        /* 0 when no error */
+const char *mcpg_fakehost_error_message(mcpg_call *call); /* NULL when no error */
+
+/* A backend's list op (MCPG_METHOD_TOOLS_LIST, _RESOURCES_LIST,
+ * _RESOURCES_TEMPLATES_LIST, _PROMPTS_LIST) appended to out. Returns the op's
+ * result, MCPG_ENOTSUP without the op, or MCPG_EPROTO (a failure) when what
+ * it appended is not one JSON array. */
+int mcpg_fakehost_list(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_method which,
+                       mcpg_buf *out);
+
+/* ---- the transport's side ----
+ * host->call_submit works too: tools/list is answered from the routed
+ * backend's list_tools ({"tools":[...]}), calls go to its ops, the rest is
+ * "method not found"; complete() runs on the loop as in the kernel. */
+void mcpg_fakehost_route(mcpg_fakehost *fh, mcpg_instance *backend);
+
+/* ---- the loop ---- */
+
+/* Turn the loop for `ms` milliseconds (timers, posts, pool completions). */
+void mcpg_fakehost_run_for(mcpg_fakehost *fh, uint64_t ms);
+/* Turn it until done(arg) is true or timeout_ms passed: 0 or MCPG_ETIMEDOUT. */
+int mcpg_fakehost_run_until(mcpg_fakehost *fh, int (*done)(void *arg), void *arg,
+                            uint64_t timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

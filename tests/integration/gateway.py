@@ -1,0 +1,765 @@
+"""Shared helpers for the mcpg integration tests (Python 3 standard library only).
+
+What is here:
+  * parse_args()      -- the common command line (--bin, --modules, --source)
+  * Gateway           -- starts build/bin/mcpg on a free loopback port, waits for
+                         GET /healthz, and always stops it by pid: SIGTERM, wait,
+                         exit code must be 0, stderr must hold no sanitizer report.
+                         SIGKILL only as a last resort, and that is a failure.
+  * Conn / Response   -- a raw-socket HTTP/1.1 client, so tests control every byte
+                         (pipelining, 1-byte writes, malformed requests) and can see
+                         whether the server closed the connection.
+  * stateless helpers -- build 2026-07-28 requests (headers + params._meta).
+  * run_tests()       -- run test functions in order, report each, exit 1 on failure.
+
+Every gateway is started from the main thread with PR_SET_PDEATHSIG=SIGKILL, so a
+test runner that is itself killed (ctest timeout) leaves no gateway behind.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+PROTOCOL_VERSION = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+# Lines that mean a sanitizer found something.
+SANITIZER_MARKERS = (
+    "ERROR: AddressSanitizer",
+    "ERROR: LeakSanitizer",
+    "runtime error:",
+    "ERROR: UndefinedBehaviorSanitizer",
+    "WARNING: ThreadSanitizer",
+)
+
+# Sanitized builds start and stop slower: generous, but bounded, waits.
+START_TIMEOUT = float(os.environ.get("MCPG_TEST_START_TIMEOUT", "30"))
+STOP_TIMEOUT = float(os.environ.get("MCPG_TEST_STOP_TIMEOUT", "30"))
+IO_TIMEOUT = float(os.environ.get("MCPG_TEST_IO_TIMEOUT", "15"))
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+class Skip(Exception):
+    """A case that does not apply to this build; reported as SKIP, never as PASS."""
+
+
+def fail(msg):
+    raise TestFailure(msg)
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def check_eq(got, expected, what):
+    if got != expected:
+        raise TestFailure("%s: expected %r, got %r" % (what, expected, got))
+
+
+# ---------------------------------------------------------------------------
+# command line and context
+
+
+def parse_args(extra=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="path to build/bin/mcpg")
+    ap.add_argument("--modules", required=True, help="path to build/modules")
+    ap.add_argument("--source", required=True, help="the source tree (for conf/)")
+    if extra:
+        extra(ap)
+    args = ap.parse_args()
+    args.bin = os.path.abspath(args.bin)
+    args.modules = os.path.abspath(args.modules)
+    args.source = os.path.abspath(args.source)
+    check(os.access(args.bin, os.X_OK), "not an executable: %s" % args.bin)
+    return args
+
+
+class Context:
+    """Holds the arguments and one temp folder for the whole test script."""
+
+    def __init__(self, args):
+        self.args = args
+        self.bin = args.bin
+        self.modules = args.modules
+        self.source = args.source
+        self.tmp = tempfile.mkdtemp(prefix="mcpg-test-")
+        self._n = 0
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def unique(self, stem):
+        self._n += 1
+        return "%s-%d" % (stem, self._n)
+
+    def write_manifest(self, manifest, name=None):
+        """manifest: a dict (written as JSON) or str (written as is). Returns the path."""
+        name = name or self.unique("manifest") + ".json"
+        p = self.path(name)
+        with open(p, "w") as f:
+            if isinstance(manifest, str):
+                f.write(manifest)
+            else:
+                json.dump(manifest, f, indent=2)
+        return p
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def base_manifest(audit_path=None, tools=None, mock_config=None, server=None,
+                  gateway=None):
+    """A small valid manifest: backend_mock "mock" serving echo, audit_file to
+    audit_path (when given), everything else default."""
+    mock_cfg = {"tools": tools if tools is not None else [{"name": "echo"}]}
+    if mock_config:
+        mock_cfg.update(mock_config)
+    modules = [{"name": "mock", "module": "backend_mock", "config": mock_cfg}]
+    audit = []
+    if audit_path:
+        modules.append({"name": "audit", "module": "audit_file",
+                        "config": {"path": audit_path}})
+        audit = ["audit"]
+    gw = {}
+    if server:
+        gw["server"] = server
+    if gateway:
+        gw.update(gateway)
+    m = {
+        "gateway": gw,
+        "cluster": {"kind": "single_node"},
+        "modules": modules,
+        "pipeline": {"identity": [], "policy": [], "limits": [], "audit": audit},
+        "bindings": [{"backend": "mock"}],
+    }
+    return m
+
+
+# ---------------------------------------------------------------------------
+# processes
+
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover
+    _libc = None
+
+
+def _child_setup():
+    # Die with the test runner. Runs in the child between fork and exec.
+    if _libc is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+_live = set()
+
+
+def _kill_leftovers():
+    for g in list(_live):
+        g._last_resort_kill()
+
+
+def _on_term(signum, frame):
+    # ctest (or a user) stops the runner: stop our gateways first.
+    _kill_leftovers()
+    sys.exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _on_term)
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def port_is_listening(port, timeout=0.5):
+    try:
+        c = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    except OSError:
+        return False
+    c.close()
+    return True
+
+
+def sanitizer_lines(text):
+    return [ln for ln in text.splitlines() if any(m in ln for m in SANITIZER_MARKERS)]
+
+
+def run_cli(ctx, argv, env=None, unset=(), timeout=60):
+    """Run mcpg to completion (e.g. --check, --version). Returns (rc, stdout, stderr).
+    env adds variables, unset removes them. Fails on a sanitizer report."""
+    e = dict(os.environ)
+    e.pop("MCPG_CONFIG", None)
+    for k in unset:
+        e.pop(k, None)
+    if env:
+        e.update(env)
+    p = subprocess.Popen([ctx.bin] + list(argv), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=e, preexec_fn=_child_setup,
+                         cwd=ctx.tmp)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        fail("mcpg %s did not finish within %ss" % (" ".join(argv), timeout))
+    out = out.decode("utf-8", "replace")
+    err = err.decode("utf-8", "replace")
+    bad = sanitizer_lines(out + "\n" + err)
+    check(not bad, "sanitizer report from mcpg %s:\n%s" % (" ".join(argv), err))
+    return p.returncode, out, err
+
+
+class Gateway:
+    """One mcpg process.
+
+        with Gateway(ctx, manifest=dict_or_str_or_None, config=path) as gw:
+            ... gw.port ...
+        # leaving the block stops it (SIGTERM) and asserts exit 0 + clean stderr
+
+    listen=True passes --listen 127.0.0.1:<free port>; listen=False leaves the
+    manifest's listeners alone (then pass health_port). use_env_config=True names
+    the manifest through MCPG_CONFIG instead of --config.
+    """
+
+    def __init__(self, ctx, manifest=None, config=None, listen=True, health_port=None,
+                 env=None, extra_args=(), use_env_config=False, name="gateway"):
+        self.ctx = ctx
+        self.name = ctx.unique(name)
+        if manifest is not None:
+            config = ctx.write_manifest(manifest, self.name + ".json")
+        check(config is not None, "Gateway needs a manifest or a config path")
+        self.config = config
+        self.listen = listen
+        self.port = health_port
+        self.env = env or {}
+        self.extra_args = list(extra_args)
+        self.use_env_config = use_env_config
+        self.proc = None
+        self.stderr_path = ctx.path(self.name + ".stderr")
+        self.stdout_path = ctx.path(self.name + ".stdout")
+        self.returncode = None
+
+    # -- lifecycle --
+
+    def _spawn(self):
+        argv = [self.ctx.bin]
+        env = dict(os.environ)
+        env.update(self.env)
+        if self.use_env_config:
+            env["MCPG_CONFIG"] = self.config
+        else:
+            env.pop("MCPG_CONFIG", None)
+            argv += ["--config", self.config]
+        if self.listen:
+            self.port = free_port()
+            argv += ["--listen", "127.0.0.1:%d" % self.port]
+        argv += self.extra_args
+        self.argv = argv
+        self._err = open(self.stderr_path, "wb")
+        self._out = open(self.stdout_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self._out, stderr=self._err, env=env,
+                                     preexec_fn=_child_setup, cwd=self.ctx.tmp)
+        _live.add(self)
+
+    def start(self):
+        for attempt in range(3):
+            self._spawn()
+            try:
+                self._wait_healthy()
+                return self
+            except TestFailure:
+                rc = self.proc.poll()
+                text = self.stderr()
+                if (rc is not None and self.listen and attempt < 2
+                        and "in use" in text.lower()):
+                    # Lost a race for the free port with another test: try another.
+                    self._reap()
+                    continue
+                self._last_resort_kill()
+                raise
+        fail("unreachable")
+
+    def _wait_healthy(self):
+        check(self.port is not None, "no port to check health on")
+        deadline = time.monotonic() + START_TIMEOUT
+        last = None
+        while time.monotonic() < deadline:
+            rc = self.proc.poll()
+            if rc is not None:
+                fail("%s exited with %d before it was healthy:\n%s"
+                     % (self.name, rc, self.stderr_tail()))
+            try:
+                st, _, _ = http_get(self.port, "/healthz", timeout=2)
+                if st == 200:
+                    return
+                last = "status %d" % st
+            except OSError as e:
+                last = repr(e)
+            time.sleep(0.05)
+        fail("%s: GET /healthz not 200 within %ss (last: %s)\n%s"
+             % (self.name, START_TIMEOUT, last, self.stderr_tail()))
+
+    def _reap(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.wait()
+            self.returncode = self.proc.returncode
+        self._close_files()
+        _live.discard(self)
+
+    def _close_files(self):
+        for f in (getattr(self, "_err", None), getattr(self, "_out", None)):
+            if f and not f.closed:
+                f.close()
+
+    def _last_resort_kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if self.proc is not None:
+            self.returncode = self.proc.returncode
+        self._close_files()
+        _live.discard(self)
+
+    def signal(self, sig):
+        check(self.proc is not None and self.proc.poll() is None,
+              "%s is not running" % self.name)
+        os.kill(self.proc.pid, sig)
+
+    def wait_exit(self, timeout=STOP_TIMEOUT):
+        """Wait for the process to exit by itself; SIGKILL (and fail) after timeout."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._last_resort_kill()
+            fail("%s (pid %d) did not exit within %ss; killed with SIGKILL\n%s"
+                 % (self.name, self.proc.pid, timeout, self.stderr_tail()))
+        self.returncode = self.proc.returncode
+        self._close_files()
+        _live.discard(self)
+        return self.returncode
+
+    def stop(self, timeout=STOP_TIMEOUT):
+        """SIGTERM by pid, wait, assert exit 0 and no sanitizer report."""
+        check(self.proc is not None, "%s was never started" % self.name)
+        rc = self.proc.poll()
+        if rc is not None:
+            self.wait_exit()
+            fail("%s (pid %d) had already exited with %d before SIGTERM\n%s"
+                 % (self.name, self.proc.pid, rc, self.stderr_tail()))
+        os.kill(self.proc.pid, signal.SIGTERM)
+        rc = self.wait_exit(timeout)
+        self.check_sanitizers()
+        check(rc == 0, "%s exited with %d after SIGTERM (expected 0)\n%s"
+              % (self.name, rc, self.stderr_tail()))
+
+    def check_sanitizers(self):
+        bad = sanitizer_lines(self.stderr())
+        check(not bad, "%s: sanitizer report on stderr:\n%s"
+              % (self.name, self.stderr_tail(80)))
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stderr_tail(self, n=40):
+        lines = self.stderr().splitlines()
+        return "--- %s stderr (last %d of %d lines) ---\n%s" % (
+            self.name, min(n, len(lines)), len(lines), "\n".join(lines[-n:]))
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, et, ev, tb):
+        if self.proc is None or self.returncode is not None and self not in _live:
+            return False
+        if et is None:
+            self.stop()
+            return False
+        # The test already failed: still stop by pid, report a second problem
+        # without hiding the first.
+        try:
+            self.stop()
+        except TestFailure as e:
+            sys.stderr.write("(while cleaning up after a failure) %s\n" % e)
+        return False
+
+
+# ---------------------------------------------------------------------------
+# raw HTTP/1.1 client
+
+
+class Response:
+    def __init__(self, status, reason, headers, body):
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # list of (lower-case name, value)
+        self.body = body
+
+    def header(self, name):
+        name = name.lower()
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return None
+
+    def content_type(self):
+        return (self.header("content-type") or "").split(";")[0].strip().lower()
+
+    def messages(self):
+        """The JSON-RPC messages in the body: one for application/json, every data
+        event for text/event-stream."""
+        ct = self.content_type()
+        text = self.body.decode("utf-8", "replace")
+        if ct == "text/event-stream":
+            out = []
+            for event in text.replace("\r\n", "\n").split("\n\n"):
+                data = [ln[5:].lstrip(" ") if ln.startswith("data:") else None
+                        for ln in event.split("\n")]
+                data = [d for d in data if d is not None]
+                if data:
+                    out.append(json.loads("\n".join(data)))
+            return out
+        check(ct == "application/json",
+              "unexpected Content-Type %r (status %d, body %r)"
+              % (self.header("content-type"), self.status, self.body[:300]))
+        return [json.loads(text)]
+
+    def rpc(self):
+        """The JSON-RPC response (the message with result or error)."""
+        try:
+            msgs = self.messages()
+        except ValueError as e:
+            fail("body is not JSON (%s): status %d, body %r" % (e, self.status, self.body[:300]))
+        resp = [m for m in msgs if isinstance(m, dict) and ("result" in m or "error" in m)]
+        check(len(resp) == 1, "expected exactly one JSON-RPC response in %r" % (msgs,))
+        return resp[0]
+
+    def __repr__(self):
+        return "<Response %d %r %r>" % (self.status, self.headers, self.body[:200])
+
+
+class ConnectionClosed(ConnectionError):
+    pass
+
+
+class Conn:
+    """One TCP connection to 127.0.0.1:port."""
+
+    def __init__(self, port, timeout=IO_TIMEOUT, nodelay=False):
+        self.port = port
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if nodelay:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.eof = False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+        return False
+
+    def send(self, data, ignore_reset=False):
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            if not ignore_reset:
+                raise
+
+    def send_bytewise(self, data, pause=0.001):
+        for i in range(len(data)):
+            self.sock.sendall(data[i:i + 1])
+            if pause:
+                time.sleep(pause)
+
+    def _fill(self):
+        if self.eof:
+            raise ConnectionClosed("connection closed by the server")
+        try:
+            chunk = self.sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            self.eof = True
+            raise ConnectionClosed("connection closed by the server (%d bytes unread: %r)"
+                                   % (len(self.buf), self.buf[:200]))
+        self.buf += chunk
+
+    def _read_until(self, sep):
+        while sep not in self.buf:
+            self._fill()
+        i = self.buf.index(sep)
+        out = self.buf[:i]
+        self.buf = self.buf[i + len(sep):]
+        return out
+
+    def _read_n(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out = self.buf[:n]
+        self.buf = self.buf[n:]
+        return out
+
+    def read_response(self, head_request=False):
+        head = self._read_until(b"\r\n\r\n").decode("latin-1")
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ", 2)
+        check(len(parts) >= 2 and parts[0].startswith("HTTP/1."),
+              "bad status line %r" % lines[0])
+        status = int(parts[1])
+        reason = parts[2] if len(parts) > 2 else ""
+        headers = []
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(":")
+            check(sep == ":", "bad header line %r" % ln)
+            headers.append((k.strip().lower(), v.strip()))
+        r = Response(status, reason, headers, b"")
+        te = (r.header("transfer-encoding") or "").lower()
+        cl = r.header("content-length")
+        if head_request or status in (204, 304) or 100 <= status < 200:
+            body = b""
+        elif "chunked" in te:
+            body = b""
+            while True:
+                size_line = self._read_until(b"\r\n").decode("latin-1")
+                size = int(size_line.split(";")[0].strip(), 16)
+                if size == 0:
+                    # trailers until an empty line
+                    while self._read_until(b"\r\n"):
+                        pass
+                    break
+                body += self._read_n(size)
+                check(self._read_n(2) == b"\r\n", "bad chunk terminator")
+        elif cl is not None:
+            body = self._read_n(int(cl))
+        else:
+            # delimited by close
+            try:
+                while True:
+                    self._fill()
+            except ConnectionClosed:
+                pass
+            body, self.buf = self.buf, b""
+        r.body = body
+        return r
+
+    def closed_by_peer(self, timeout=5.0):
+        """True when the server closes (FIN or RST) within timeout with no more
+        bytes; False if it stays open. Extra bytes are a failure."""
+        if self.eof:
+            return True
+        check(self.buf == b"", "unexpected extra bytes from the server: %r" % self.buf[:200])
+        self.sock.settimeout(timeout)
+        try:
+            chunk = self.sock.recv(4096)
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+        finally:
+            self.sock.settimeout(IO_TIMEOUT)
+        if chunk:
+            fail("unexpected extra bytes from the server: %r" % chunk[:200])
+        self.eof = True
+        return True
+
+
+def build_request(port, method="POST", path="/mcp", headers=(), body=b"",
+                  content_length=True):
+    if isinstance(body, str):
+        body = body.encode()
+    lines = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1:%d" % port]
+    for k, v in headers:
+        lines.append("%s: %s" % (k, v))
+    if content_length and (body or method in ("POST", "PUT")):
+        lines.append("Content-Length: %d" % len(body))
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def http_get(port, path, timeout=IO_TIMEOUT):
+    with Conn(port, timeout=timeout) as c:
+        c.send(build_request(port, "GET", path, headers=[("Connection", "close")]))
+        r = c.read_response()
+        return r.status, r.headers, r.body
+
+
+# ---------------------------------------------------------------------------
+# the stateless (2026-07-28) wire
+
+
+def rpc_body(method, params=None, id=1, meta=True):
+    msg = {"jsonrpc": "2.0", "id": id, "method": method}
+    p = dict(params or {})
+    if meta:
+        m = dict(p.get("_meta") or {})
+        m.update(META)
+        p["_meta"] = m
+    msg["params"] = p
+    return json.dumps(msg, separators=(",", ":"))
+
+
+def stateless_headers(method, name=None, version=PROTOCOL_VERSION,
+                      content_type="application/json"):
+    h = [("Content-Type", content_type),
+         ("Accept", "application/json, text/event-stream")]
+    if version is not None:
+        h.append(("MCP-Protocol-Version", version))
+    if method is not None:
+        h.append(("Mcp-Method", method))
+    if name is not None:
+        h.append(("Mcp-Name", name))
+    return h
+
+
+def tool_call_request(port, tool, arguments, id=1):
+    body = rpc_body("tools/call", {"name": tool, "arguments": arguments}, id=id)
+    return build_request(port, headers=stateless_headers("tools/call", tool), body=body)
+
+
+def stateless_request(port, method, params=None, id=1, name=None):
+    body = rpc_body(method, params, id=id)
+    return build_request(port, headers=stateless_headers(method, name), body=body)
+
+
+def send_one(port, raw, timeout=IO_TIMEOUT):
+    """Send raw bytes on a fresh connection and read one response."""
+    with Conn(port, timeout=timeout) as c:
+        c.send(raw)
+        return c.read_response()
+
+
+def call_tool(port, tool, arguments, id=1):
+    r = send_one(port, tool_call_request(port, tool, arguments, id=id))
+    return r, r.rpc()
+
+
+def expect_result(r, rpc, id, what):
+    check_eq(r.status, 200, what + ": HTTP status")
+    check("error" not in rpc, "%s: JSON-RPC error %r" % (what, rpc.get("error")))
+    check_eq(rpc.get("jsonrpc"), "2.0", what + ": jsonrpc")
+    check_eq(rpc.get("id"), id, what + ": id")
+    return rpc["result"]
+
+
+def expect_error(r, status, code, what, id=None, check_id=True):
+    check_eq(r.status, status, what + ": HTTP status (body %r)" % r.body[:300])
+    rpc = r.rpc()
+    check("error" in rpc, "%s: expected a JSON-RPC error, got %r" % (what, rpc))
+    check_eq(rpc["error"].get("code"), code, what + ": JSON-RPC error code")
+    check(isinstance(rpc["error"].get("message"), str),
+          "%s: error.message must be a string: %r" % (what, rpc["error"]))
+    if check_id:
+        check_eq(rpc.get("id"), id, what + ": id")
+    return rpc["error"]
+
+
+# ---------------------------------------------------------------------------
+# audit files
+
+
+def read_audit(path):
+    """The audit file as a list of JSON objects, one a line."""
+    out = []
+    try:
+        with open(path, "rb") as f:
+            data = f.read().decode("utf-8")
+    except FileNotFoundError:
+        return out
+    for i, ln in enumerate(data.split("\n")):
+        if not ln.strip():
+            continue
+        try:
+            rec = json.loads(ln)
+        except ValueError as e:
+            if i == len(data.split("\n")) - 1:
+                continue  # a line still being written
+            fail("%s line %d is not JSON (%s): %r" % (path, i + 1, e, ln))
+        check(isinstance(rec, dict), "%s line %d is not an object" % (path, i + 1))
+        out.append(rec)
+    return out
+
+
+def audit_name(rec):
+    """The event name of an audit_file line ({"ts":..,"event":..,"seq":..,"id":..,...})."""
+    return rec.get("event")
+
+
+def audit_id(rec):
+    """The JSON-RPC id recorded in an audit line, as a Python value (None if absent)."""
+    return rec.get("id")
+
+
+def wait_for(pred, timeout, what, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    fail("timed out after %ss waiting for %s" % (timeout, what))
+
+
+# ---------------------------------------------------------------------------
+# test runner
+
+
+def run_tests(tests, ctx=None):
+    """Run (name, fn) pairs in order; print PASS/FAIL; return the exit code."""
+    failed = []
+    for name, fn in tests:
+        t0 = time.monotonic()
+        sys.stdout.write("--- %s\n" % name)
+        sys.stdout.flush()
+        try:
+            fn()
+            sys.stdout.write("PASS %s (%.2fs)\n" % (name, time.monotonic() - t0))
+        except Skip as e:
+            sys.stdout.write("SKIP %s: %s\n" % (name, e))
+        except Exception:
+            failed.append(name)
+            sys.stdout.write("FAIL %s (%.2fs)\n%s\n" % (name, time.monotonic() - t0,
+                                                       traceback.format_exc()))
+        sys.stdout.flush()
+    _kill_leftovers()
+    if ctx is not None:
+        if failed:
+            sys.stdout.write("(temp files kept in %s)\n" % ctx.tmp)
+        else:
+            ctx.cleanup()
+    sys.stdout.write("%d passed, %d failed%s\n" % (len(tests) - len(failed), len(failed),
+                     (": " + ", ".join(failed)) if failed else ""))
+    return 1 if failed else 0

@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""`mcpg --check` on broken manifests: exit 2 and exactly the expected
+`FILE: path.to.key: message` lines (one per error, all errors reported).
+Also: --check on the shipped manifests exits 0, and --version prints the
+version and the ABI version."""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (Context, Skip, base_manifest, check, check_eq, parse_args,  # noqa: E402
+                     run_cli, run_tests)
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    audit = ctx.path("audit.jsonl")
+
+    def check_manifest(manifest, expected, prefixes=(), env=None, env_unset=()):
+        """expected: exact lines (after 'FILE: '); prefixes: lines that must start so."""
+        path = ctx.write_manifest(manifest)
+        rc, out, err = run_cli(ctx, ["--check", "--config", path], env=env, unset=env_unset)
+        text = out + err
+        lines = [ln for ln in text.splitlines() if ln.startswith(path + ": ")]
+        got = [ln[len(path) + 2:] for ln in lines]
+        check_eq(rc, 2, "exit code of --check (output:\n%s)" % text)
+        want = len(expected) + len(prefixes)
+        check(len(got) == want,
+              "expected %d error line(s) starting %r, got %d:\n%s"
+              % (want, path + ": ", len(got), text))
+        for exp in expected:
+            check(exp in got, "missing line %r\nin output:\n%s" % (path + ": " + exp, text))
+        rest = [g for g in got if g not in expected]
+        for pre in prefixes:
+            match = [g for g in rest if g.startswith(pre)]
+            check(match, "missing a line starting %r\nin output:\n%s" % (path + ": " + pre, text))
+            rest.remove(match[0])
+
+    def good():
+        return base_manifest(audit_path=audit)
+
+    def case(mutate, expected=(), prefixes=(), **kw):
+        def t():
+            m = good()
+            mutate(m)
+            check_manifest(m, list(expected), list(prefixes), **kw)
+        return t
+
+    def t_invalid_json():
+        check_manifest('{\n  "gateway": {\n    "workers": 1,\n  }\n}\n', [],
+                       ["(root): invalid JSON at line"])
+
+    def m_gatway(m):
+        m["gatway"] = m.pop("gateway")
+
+    def m_workers(m):
+        m["gateway"]["workers"] = -1
+
+    def m_listen(m):
+        m["gateway"]["listen"] = ["nohostport"]
+
+    def m_no_module(m):
+        m["modules"] = [{"name": "mock", "module": "backend_nope"}]
+        m["pipeline"]["audit"] = []
+        m["bindings"] = []
+
+    def m_dup(m):
+        m["modules"].insert(1, {"name": "mock", "module": "backend_mock",
+                                "config": {"tools": [{"name": "echo2"}]}})
+
+    def m_bad_name(m):
+        m["modules"][0]["name"] = "a b"
+        m["bindings"] = []
+
+    def m_config_key(m):
+        m["modules"][0]["config"] = {"tols": []}
+
+    def m_access_log(m):
+        m["gateway"]["server"] = {"access_log": "yes"}
+
+    def m_pipe_undefined(m):
+        m["pipeline"]["audit"] = ["nope"]
+
+    def m_pipe_kind(m):
+        m["pipeline"]["audit"] = ["mock"]
+
+    def m_binding(m):
+        m["bindings"] = [{"backend": "x"}]
+
+    def m_unset_env(m):
+        m["gateway"]["name"] = "${UNSET_VAR}"
+
+    def m_nats(m):
+        m["cluster"] = {"kind": "nats"}
+
+    def m_three(m):
+        m["gateway"]["workers"] = -1
+        m["gateway"]["listen"] = ["nohostport"]
+        m["gateway"]["server"] = {"access_log": "yes"}
+
+    def t_nats():
+        if os.path.exists(os.path.join(ctx.modules, "coordinator_nats.so")):
+            raise Skip("this build has coordinator_nats.so")
+        case(m_nats, ['cluster.kind: "nats" needs the coordinator_nats module, '
+                      'which this build does not have'])()
+
+    def shipped(name):
+        def t():
+            path = os.path.join(ctx.source, "conf", name)
+            check(os.path.exists(path), "%s is missing" % path)
+            rc, out, err = run_cli(ctx, ["--check", "--config", path])
+            check_eq(rc, 0, "--check %s exit code (output:\n%s)" % (name, out + err))
+        return t
+
+    def t_version():
+        rc, out, err = run_cli(ctx, ["--version"])
+        check_eq(rc, 0, "--version exit code")
+        text = out + err
+        with open(os.path.join(ctx.source, "CMakeLists.txt")) as f:
+            m = re.search(r"project\(\s*mcpg\s+VERSION\s+([0-9][0-9.]*)", f.read())
+        check(m, "no project VERSION in CMakeLists.txt")
+        check(m.group(1) in text, "--version must print %s: %r" % (m.group(1), text))
+        check("ABI 1.0" in text, "--version must print 'ABI 1.0': %r" % text)
+
+    tests = [
+        ("invalid JSON", t_invalid_json),
+        ("unknown top-level key (did you mean)",
+         case(m_gatway, ['gatway: unknown key (did you mean "gateway"?)'])),
+        ("gateway.workers out of range", case(m_workers, ["gateway.workers: must be between 0 and 256"])),
+        ("gateway.listen without a port", case(m_listen, ["gateway.listen[0]: expected HOST:PORT"])),
+        ("unknown module file",
+         case(m_no_module, [], ['modules[0].module: no module "backend_nope" in '])),
+        ("duplicate instance name",
+         case(m_dup, ['modules[1].name: duplicate instance name "mock"'])),
+        ("bad instance name",
+         case(m_bad_name, ["modules[0].name: must match ^[a-zA-Z0-9_-]{1,64}$"])),
+        ("unknown module config key (did you mean)",
+         case(m_config_key, ['modules[0].config.tols: unknown key (did you mean "tools"?)'])),
+        ("wrong type in the transport's config",
+         case(m_access_log, ["gateway.server.access_log: expected a boolean"])),
+        ("pipeline names an undefined instance",
+         case(m_pipe_undefined, ['pipeline.audit[0]: no instance named "nope"'])),
+        ("pipeline stage with an instance of the wrong kind",
+         case(m_pipe_kind, ['pipeline.audit[0]: instance "mock" is a backend, not an audit module'])),
+        ("binding to an unknown backend",
+         case(m_binding, ['bindings[0].backend: no instance named "x"'])),
+        ("unset environment variable",
+         case(m_unset_env, ["(root): environment variable UNSET_VAR is not set "
+                            "(use ${UNSET_VAR:-default})"], env_unset=["UNSET_VAR"])),
+        ("cluster.kind nats without its module", t_nats),
+        ("three errors, three lines",
+         case(m_three, ["gateway.workers: must be between 0 and 256",
+                        "gateway.listen[0]: expected HOST:PORT",
+                        "gateway.server.access_log: expected a boolean"])),
+        ("--check conf/mcpg.json", shipped("mcpg.json")),
+        ("--check conf/bench.json", shipped("bench.json")),
+        ("--check conf/bench-tuned.json", shipped("bench-tuned.json")),
+        ("--version", t_version),
+    ]
+    return run_tests(tests, ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

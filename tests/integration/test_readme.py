@@ -1,0 +1,60 @@
+#!/usr/bin/python3
+"""The README's curl example works as printed against the embedded default
+manifest (conf/mcpg.json, what `make run` serves): the command is taken from
+README.md verbatim, only its port is replaced by the test's free port."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (Context, Gateway, audit_id, audit_name, check, check_eq,  # noqa: E402
+                     parse_args, read_audit, run_tests)
+
+README_ADDR = "127.0.0.1:8787"
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+
+    with open(os.path.join(ctx.source, "README.md")) as f:
+        readme = f.read()
+    blocks = re.findall(r"```(\w*)\n(.*?)```", readme, re.S)
+
+    def t_curl_example():
+        curls = [b for lang, b in blocks if lang == "sh" and "curl " in b and "/mcp" in b]
+        check_eq(len(curls), 1, "README sh blocks with the curl example")
+        cmd = curls[0]
+        check(README_ADDR in cmd, "the README example must use %s" % README_ADDR)
+        i = readme.index(cmd)
+        expected = [b for lang, b in blocks if lang == "json" and readme.index(b) > i]
+        check(expected, "README: no json block with the expected answer after the curl example")
+        expected = json.loads(expected[0])
+
+        audit = ctx.path("readme-audit.jsonl")
+        conf = os.path.join(ctx.source, "conf", "mcpg.json")
+        gw = Gateway(ctx, config=conf, env={"MCPG_AUDIT_FILE": audit}, name="readme")
+        with gw:
+            run = cmd.replace(README_ADDR, "127.0.0.1:%d" % gw.port)
+            p = subprocess.run(["bash", "-c", run], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=30)
+            out = p.stdout.decode()
+            check_eq(p.returncode, 0, "curl exit code (stderr %r)" % p.stderr.decode())
+            try:
+                resp = json.loads(out)
+            except ValueError:
+                raise AssertionError("curl printed no JSON: %r" % out)
+            check_eq(resp.get("jsonrpc"), "2.0", "jsonrpc")
+            check_eq(resp.get("id"), 1, "id")
+            check_eq(resp.get("result"), expected, "result (as README.md says)")
+            events = [(audit_name(r), audit_id(r)) for r in read_audit(audit)]
+            check_eq(events, [("mcpg.tool.call.allowed", 1), ("mcpg.tool.call.completed", 1)],
+                     "audit events for the README call")
+
+    return run_tests([("README curl example against conf/mcpg.json", t_curl_example)], ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
