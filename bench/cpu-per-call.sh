@@ -257,7 +257,10 @@ if [ "$ROUNDS" -gt 1 ] || { [ "$NGINX" = 1 ] && [ -n "$GW_PID" ]; }; then
         printf '%-6s median CPU per call %s us, %s\n' "$t" "${m%% *}" "$note"
     done
     if [ -n "$ng" ] && [ -n "$gw" ]; then
-        awk -v g="${gw%% *}" -v n="${ng%% *}" 'BEGIN { if (n > 0) printf "mcpg / nginx CPU per call: %.2fx\n", g / n }'
+        trust=""
+        [ "$(clean_runs nginx)" -gt 0 ] && [ "$(clean_runs mcpg)" -gt 0 ] || trust=" (NOT TRUSTWORTHY: no clean run of one side)"
+        awk -v g="${gw%% *}" -v n="${ng%% *}" -v t="$trust" \
+            'BEGIN { if (n > 0) printf "mcpg / nginx CPU per call: %.2fx%s\n", g / n, t }'
     fi
 fi
 exit "$failed"

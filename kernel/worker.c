@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -53,11 +54,20 @@ static int open_listener(const char *hostport, char *err, size_t errcap) {
     return fd;
 }
 
+/* "default = CPUs" means the CPUs this process may run on: a gateway pinned
+ * with taskset to one core runs one loop, not one per core of the machine. */
+static uint32_t usable_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (uint32_t)CPU_COUNT(&set);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 ? (uint32_t)cpus : 1;
+}
+
 /* Bind every listener for every worker up front, so a busy port fails the
  * start with a clear message before any thread runs. */
 int workers_bind(manifest *m, errlist *errs) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t n = m->workers > 0 ? (uint32_t)m->workers : (uint32_t)(cpus > 0 ? cpus : 1);
+    uint32_t n = m->workers > 0 ? (uint32_t)m->workers : usable_cpus();
     if (n > MCPG_MAX_WORKERS) n = MCPG_MAX_WORKERS;
     K.workers = calloc(n, sizeof *K.workers);
     K.n_workers = n;

@@ -373,6 +373,9 @@ static int host_timer_start(mcpg_instance *self, mcpg_worker *w, uint64_t timeou
     uv_timer_init(&fh->loop, &t->h);
     t->h.data = t;
     timer_link(self ? &self->timers : &fh->orphan_timers, t);
+    /* The loop's clock is only refreshed when it turns, and here it may have
+     * been idle for long: count the timeout from now, not from then. */
+    uv_update_time(&fh->loop);
     uv_timer_start(&t->h, timer_fire, timeout_ms, repeat_ms);
     if (timer_out) *timer_out = t;
     return 0;
@@ -456,6 +459,10 @@ static int host_work_submit(mcpg_instance *self, mcpg_worker *w, uint64_t timeou
 
 static void complete_submitted(mcpg_call *c);
 
+static const char *op_stamp(const mcpg_call *c) {
+    return c->op_inst ? c->op_inst->stamp : "an op";
+}
+
 /* The op's answer is final: record it and, like the kernel, give a DENY
  * without an error a generic one. On the loop thread. */
 static void finish(mcpg_call *c, int st) {
@@ -467,10 +474,10 @@ static void finish(mcpg_call *c, int st) {
         c->err_code = backend ? MCPG_RPC_INTERNAL_ERROR : MCPG_RPC_INVALID_REQUEST;
         free(c->err_msg);
         c->err_msg = dup_or_null(backend ? "backend failed" : "request refused");
-        note(c->fh, "%s answered DENY without host->call_error: \"%s\"",
-             c->op_inst ? c->op_inst->stamp : "an op", c->err_msg);
+        note(c->fh, "%s answered DENY without host->call_error: \"%s\"", op_stamp(c),
+             c->err_msg);
     }
-    complete_submitted(c);
+    if (!c->on_pool) complete_submitted(c); /* else once the pool has let go of it */
 }
 
 /* What the op returned, against a resume that may have come first (from
@@ -478,8 +485,8 @@ static void finish(mcpg_call *c, int st) {
  * MCPG_PENDING while the resume is still to come. Any thread. */
 static int settle(mcpg_call *c, int st) {
     if (st != MCPG_CONTINUE && st != MCPG_DENY && st != MCPG_PENDING) {
-        fail(c->fh, "%s answered %d, which is not an mcpg_status (module bug)",
-             c->op_inst->stamp, st);
+        fail(c->fh, "%s answered %d, which is not an mcpg_status (module bug)", op_stamp(c),
+             st);
         st = MCPG_DENY;
     }
     if (st != MCPG_PENDING) {
@@ -600,6 +607,7 @@ static void pool_op_after(uv_work_t *req, int uv_status) {
     (void)uv_status; /* never cancelled: nothing calls uv_cancel on it */
     c->on_pool = 0;
     if (c->pool_status != MCPG_PENDING) finish(c, c->pool_status);
+    else if (c->answered) complete_submitted(c); /* the resume overtook us */
 }
 
 static int dispatch_kind(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call, int kind) {
@@ -677,6 +685,7 @@ int mcpg_fakehost_run_until(mcpg_fakehost *fh, int (*done)(void *arg), void *arg
     }
     fh->in_loop = 1;
     fh->deadline_hit = 0;
+    uv_update_time(&fh->loop); /* idle since it last turned: see host_timer_start */
     uv_timer_start(&fh->deadline, on_deadline, timeout_ms, 0);
     while (!(done && done(arg)) && !fh->deadline_hit) uv_run(&fh->loop, UV_RUN_ONCE);
     uv_timer_stop(&fh->deadline);
@@ -688,11 +697,15 @@ void mcpg_fakehost_run_for(mcpg_fakehost *fh, uint64_t ms) {
     mcpg_fakehost_run_until(fh, NULL, NULL, ms);
 }
 
-static int call_answered(void *arg) { return ((mcpg_call *)arg)->answered; }
+/* Answered, and no pool thread still holds it: the test may free it. */
+static int call_settled(void *arg) {
+    const mcpg_call *c = arg;
+    return c->answered && !c->on_pool;
+}
 
 int mcpg_fakehost_wait(mcpg_fakehost *fh, mcpg_call *call, uint64_t timeout_ms) {
     if (!call->dispatched) return MCPG_ESTATE;
-    if (mcpg_fakehost_run_until(fh, call_answered, call, timeout_ms)) return MCPG_ETIMEDOUT;
+    if (mcpg_fakehost_run_until(fh, call_settled, call, timeout_ms)) return MCPG_ETIMEDOUT;
     return call->final_status;
 }
 
@@ -714,7 +727,8 @@ static int build_params(mcpg_call *c) {
     uint32_t m = c->method_id;
     if (m == MCPG_METHOD_TOOLS_CALL || m == MCPG_METHOD_PROMPTS_GET) {
         rc |= mcpg_buf_puts(&b, "{\"name\":");
-        rc |= mcpg_buf_append_json_string(&b, c->target ? c->target : "", c->target ? strlen(c->target) : 0);
+        const char *t = c->target ? c->target : "";
+        rc |= mcpg_buf_append_json_string(&b, t, strlen(t));
         rc |= mcpg_buf_printf(&b, ",\"arguments\":%s}", c->args);
     } else if (m >= MCPG_METHOD_RESOURCES_LIST && m <= MCPG_METHOD_RESOURCES_UNSUBSCRIBE &&
                c->target) {
@@ -1116,7 +1130,9 @@ mcpg_host *mcpg_fakehost_host(mcpg_fakehost *fh) { return &fh->host; }
 mcpg_worker *mcpg_fakehost_worker(mcpg_fakehost *fh) { return &fh->worker; }
 int mcpg_fakehost_failures(mcpg_fakehost *fh) { return atomic_load(&fh->failures); }
 int mcpg_fakehost_take_failures(mcpg_fakehost *fh) { return atomic_exchange(&fh->failures, 0); }
-void mcpg_fakehost_set_log_level(mcpg_fakehost *fh, int level) { atomic_store(&fh->log_level, level); }
+void mcpg_fakehost_set_log_level(mcpg_fakehost *fh, int level) {
+    atomic_store(&fh->log_level, level);
+}
 void mcpg_fakehost_set_quiet(mcpg_fakehost *fh, int quiet) { atomic_store(&fh->quiet, quiet); }
 const char *mcpg_fakehost_log_text(mcpg_fakehost *fh) { return fh->log.data ? fh->log.data : ""; }
 
@@ -1284,7 +1300,7 @@ static int check_descriptor(mcpg_fakehost *fh, const mcpg_module *m) {
     else if (m->size < sizeof(mcpg_module)) why = "descriptor smaller than ABI 1.0's";
     else if (!kind_name(m->kind)) why = "unknown kind";
     else if (!m->name || !*m->name) why = "no name";
-    else if (!lc || lc->size < sizeof(mcpg_lifecycle_ops)) why = "lifecycle table missing or too small";
+    else if (!lc || lc->size < sizeof(mcpg_lifecycle_ops)) why = "lifecycle table missing/small";
     else if (!lc->create || !lc->destroy) why = "mandatory op lifecycle.create or .destroy missing";
     if (why) {
         note(fh, "refused module %s: %s", m && m->name ? m->name : "(unnamed)", why);
@@ -1451,9 +1467,22 @@ static int cancel_timers(mcpg_fakehost *fh, mcpg_instance *inst) {
     return n;
 }
 
+/* The kernel stops an instance only once no call is inside it; here the test
+ * decides, so say when it got that wrong, and make sure no call keeps a
+ * pointer to the instance about to be freed. */
+static void forget_calls(mcpg_fakehost *fh, mcpg_instance *inst) {
+    for (mcpg_call *c = fh->calls; c; c = c->next) {
+        if (c->op_inst != inst) continue;
+        if (call_in_flight(c))
+            fail(fh, "%s unloaded while a call's op is still in it", inst->stamp);
+        c->op_inst = NULL;
+    }
+}
+
 int mcpg_fakehost_unload(mcpg_fakehost *fh, mcpg_instance *inst) {
     if (!fh || !inst) return MCPG_EINVAL;
     const mcpg_lifecycle_ops *lc = inst->m->lifecycle;
+    forget_calls(fh, inst);
     if (inst->started && lc->stop) lc->stop(inst->state);
     inst->started = 0;
     if (drain_work(fh, inst)) return MCPG_ETIMEDOUT; /* destroy would free what work uses */

@@ -124,7 +124,8 @@ static void test_depth(void) {
     /* Mixed objects and arrays, to exercise the level stack both ways. */
     char obj[8 * MCPG_JSON_MAX_DEPTH];
     size_t o = 0;
-    for (int i = 0; i < MCPG_JSON_MAX_DEPTH; i++) o += (size_t)sprintf(obj + o, i % 2 ? "[" : "{\"k\":");
+    for (int i = 0; i < MCPG_JSON_MAX_DEPTH; i++)
+        o += (size_t)sprintf(obj + o, i % 2 ? "[" : "{\"k\":");
     obj[o++] = '1';
     for (int i = MCPG_JSON_MAX_DEPTH - 1; i >= 0; i--) obj[o++] = i % 2 ? ']' : '}';
     CHECK(mcpg_json_validate(obj, o) == 0, "mixed nesting at the limit");
@@ -267,7 +268,7 @@ static void test_decode(void) {
     mcpg_json_span s = str_span("A\\u00e9\\u20ac\\ud83d\\ude00\\\"\\\\\\/\\b\\f\\n\\r\\t!", 1);
     const char want[] = "A\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"\\/\b\f\n\r\t!";
     CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == 0, "decode");
-    CHECK(len == sizeof want - 1 && !memcmp(dst, want, sizeof want), "decoded bytes (len %zu)", len);
+    CHECK(len == sizeof want - 1 && !memcmp(dst, want, sizeof want), "decoded (len %zu)", len);
     CHECK(mcpg_json_string_decode(&s, dst, sizeof want, &len) == 0, "exact capacity");
     CHECK(mcpg_json_string_decode(&s, dst, sizeof want - 1, &len) == MCPG_ERANGE, "one short");
     CHECK(mcpg_json_string_decode(&s, dst, 2, &len) == MCPG_ERANGE, "far too short");
@@ -341,7 +342,8 @@ static void test_escape(void) {
     check_escape("\n\r\t\b\f", 5, "\\n\\r\\t\\b\\f");
     check_escape("\x01\x1f\x00", 3, "\\u0001\\u001f\\u0000");
     check_escape("\x7f", 1, "\x7f");
-    check_escape("h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 12, "h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    check_escape("h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 12,
+                 "h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); /* valid UTF-8 passes */
     check_escape("\xff", 1, "\\ufffd");
     check_escape("a\xc3", 2, "a\\ufffd");
     check_escape("\xe2\x82" "A", 3, "\\ufffdA");           /* one U+FFFD for a cut sequence */
@@ -367,7 +369,8 @@ static void test_escape(void) {
 
 /* Escape then decode gives back any valid UTF-8 text. */
 static void test_round_trip(void) {
-    const char *texts[] = {"", "x", "quote \" back \\ nl \n tab \t nul", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+    const char *texts[] = {"", "x", "quote \" back \\ nl \n tab \t nul",
+                           "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
                            "a longer line that crosses the eight byte stride \x01 twice \x1f"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         size_t n = strlen(texts[i]), len = 0;

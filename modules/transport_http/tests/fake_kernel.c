@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,7 @@ static void h_free(void *p) {
     if (p) K.st.host_allocs--;
     free(p);
 }
+static void h_log(mcpg_instance *self, int level, const char *fmt, ...) MCPG_PRINTF(3, 4);
 static void h_log(mcpg_instance *self, int level, const char *fmt, ...) {
     (void)self;
     va_list ap;
@@ -82,6 +84,8 @@ static void h_log(mcpg_instance *self, int level, const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
 }
+static void h_report_error(mcpg_report *rep, const char *key, const char *fmt, ...)
+    MCPG_PRINTF(3, 4);
 static void h_report_error(mcpg_report *rep, const char *key, const char *fmt, ...) {
     (void)rep;
     va_list ap;
@@ -297,6 +301,7 @@ static void cfg_err(void *ctx, const char *key, const char *msg) {
 }
 
 int fk_start(const char *module_path, const char *config_json) {
+    signal(SIGPIPE, SIG_IGN); /* as the kernel does: a peer's reset must not kill us */
     K.dl = dlopen(module_path, RTLD_NOW | RTLD_LOCAL);
     if (!K.dl) {
         fprintf(stderr, "dlopen: %s\n", dlerror());

@@ -158,6 +158,15 @@ static void test_json_rpc_shape(void) {
     EXPECT_ERROR(&h, "", 400, MCPG_RPC_PARSE_ERROR);
     EXPECT_ERROR(&h, "{\"jsonrpc\":", 400, MCPG_RPC_PARSE_ERROR);
     EXPECT_ERROR(&h, "{} x", 400, MCPG_RPC_PARSE_ERROR);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"} {}", 400, MCPG_RPC_PARSE_ERROR);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"x\":[1,}}", 400,
+                 MCPG_RPC_PARSE_ERROR);
+    EXPECT_ERROR(&h, "{\"a\":\"\x01\"}", 400, MCPG_RPC_PARSE_ERROR);
+    char deep[400] = "{\"a\":";
+    for (int i = 0; i < 100; i++) strcat(deep, "[");
+    for (int i = 0; i < 100; i++) strcat(deep, "]");
+    strcat(deep, "}");
+    EXPECT_ERROR(&h, deep, 400, MCPG_RPC_PARSE_ERROR);
     EXPECT_ERROR(&h, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}]", 400, MCPG_RPC_INVALID_REQUEST);
     EXPECT_ERROR(&h, "\"tools/list\"", 400, MCPG_RPC_INVALID_REQUEST);
     EXPECT_ERROR(&h, "42", 400, MCPG_RPC_INVALID_REQUEST);

@@ -1,0 +1,368 @@
+/* audit_file through the SDK's fake host: the built .so, loaded as the kernel
+ * would. Usage: test_audit_file path/to/audit_file.so
+ *
+ * Prints figures (events per batch, CPU per event); it never fails on them. */
+#define _GNU_SOURCE
+#include <mcpg/fakehost.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+            exit(1);                                                              \
+        }                                                                         \
+    } while (0)
+
+static const char *so_path;
+static mcpg_fakehost *fh;
+static char dir[64];
+
+static mcpg_instance *load(const char *config) {
+    mcpg_instance *inst = NULL;
+    int rc = mcpg_fakehost_load_file(fh, so_path, "audit", config, &inst);
+    if (rc) fprintf(stderr, "load failed: %d\n%s%s", rc, mcpg_fakehost_report_text(fh),
+                    mcpg_fakehost_log_text(fh));
+    CHECK(rc == 0);
+    return inst;
+}
+
+static char *config_for(const char *path, const char *extra) {
+    static char buf[512];
+    snprintf(buf, sizeof buf, "{\"path\":\"%s\"%s%s}", path, extra ? "," : "", extra ? extra : "");
+    return buf;
+}
+
+static mcpg_audit_event event_for(uint64_t seq, char *id_buf, size_t id_cap) {
+    int n = snprintf(id_buf, id_cap, "%llu", (unsigned long long)seq);
+    return (mcpg_audit_event){.size = sizeof(mcpg_audit_event),
+                              .name = seq % 2 ? "mcpg.tool.call.completed" : "mcpg.tool.call.allowed",
+                              .seq = seq, .time_us = 1785196800000000LL + (int64_t)seq,
+                              .id_json = id_buf, .id_len = (size_t)n, .method = "tools/call",
+                              .tool = "echo", .backend = "mock", .principal = "al\"ice",
+                              .wire = MCPG_WIRE_STATELESS, .generation = 1,
+                              .latency_us = seq % 2 ? 100 : 0, .backend_us = seq % 2 ? 7 : 0};
+}
+
+static int emit(mcpg_instance *inst, mcpg_call *c, uint64_t seq) {
+    char id[24];
+    mcpg_audit_event ev = event_for(seq, id, sizeof id);
+    return mcpg_fakehost_emit(fh, inst, c, &ev);
+}
+
+static mcpg_call *new_call(void) {
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{}", "1");
+    CHECK(c);
+    return c;
+}
+
+/* Every line is one JSON object with the fields of event_for(first + i). */
+static size_t check_file(const char *path, uint64_t first) {
+    FILE *f = fopen(path, "r");
+    CHECK(f);
+    char *line = NULL;
+    size_t cap = 0, n = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        CHECK(line[len - 1] == '\n');
+        json_error_t e;
+        json_t *o = json_loadb(line, (size_t)len - 1, 0, &e);
+        if (!o) fprintf(stderr, "line %zu is not JSON: %s\n%s", n + 1, e.text, line);
+        CHECK(json_is_object(o));
+        uint64_t seq = first + n;
+        CHECK((uint64_t)json_integer_value(json_object_get(o, "seq")) == seq);
+        CHECK((uint64_t)json_integer_value(json_object_get(o, "id")) == seq);
+        CHECK(strcmp(json_string_value(json_object_get(o, "event")),
+                     seq % 2 ? "mcpg.tool.call.completed" : "mcpg.tool.call.allowed") == 0);
+        CHECK(strcmp(json_string_value(json_object_get(o, "principal")), "al\"ice") == 0);
+        CHECK(strcmp(json_string_value(json_object_get(o, "wire")), "2026-07-28") == 0);
+        CHECK(strncmp(json_string_value(json_object_get(o, "ts")), "2026-07-28T00:00:", 17) == 0);
+        CHECK(!json_object_get(o, "tenant"));
+        CHECK((json_object_get(o, "latency_us") != NULL) == (seq % 2 == 1));
+        json_decref(o);
+        n++;
+    }
+    free(line);
+    fclose(f);
+    return n;
+}
+
+static double cpu_s(clockid_t clk) {
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double process_cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* The writer's summary line: "... N events in M batches (X per batch, max Y) ..." */
+static void print_batches(const char *label) {
+    const char *log = mcpg_fakehost_log_text(fh);
+    const char *p = strstr(log, "closed ");
+    const char *end = p ? strchr(p, '\n') : NULL;
+    CHECK(p && end);
+    printf("%s: %.*s\n", label, (int)(end - p), p);
+}
+
+/* `inflight` calls in flight, like `inflight` connections of a load
+ * generator: each resumed call is replaced by a new one. Resumes arrive in
+ * emit order (the file is written in order), so waiting for the oldest is
+ * waiting for the next. */
+static void run_window(mcpg_instance *inst, uint64_t total, int inflight, uint64_t *seq,
+                       double *emit_cpu) {
+    mcpg_call **ring = calloc((size_t)inflight, sizeof *ring);
+    CHECK(ring);
+    uint64_t sent = 0, done = 0;
+    while (done < total) {
+        /* make the burst's calls first, so only emit() itself is timed */
+        uint64_t from = sent;
+        for (; sent < total && sent - done < (uint64_t)inflight; sent++)
+            ring[sent % (uint64_t)inflight] = new_call();
+        double t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+        for (uint64_t i = from; i < sent; i++) {
+            int st = emit(inst, ring[i % (uint64_t)inflight], (*seq)++);
+            CHECK(st == MCPG_PENDING || st == MCPG_CONTINUE);
+        }
+        if (sent > from) *emit_cpu += cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+        mcpg_call *c = ring[done++ % (uint64_t)inflight];
+        CHECK(mcpg_fakehost_wait(fh, c, 10000) == MCPG_CONTINUE);
+        mcpg_fakehost_call_free(fh, c);
+    }
+    free(ring);
+}
+
+static void test_group_commit(int fsync_on, int inflight, uint64_t total) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/gc-%d-%d.jsonl", dir, fsync_on, inflight);
+    mcpg_fakehost_log_clear(fh);
+    mcpg_instance *inst = load(config_for(path, fsync_on ? NULL : "\"fsync\":false"));
+    uint64_t seq = 1;
+    double emit_cpu = 0, main0 = cpu_s(CLOCK_THREAD_CPUTIME_ID), all0 = process_cpu_s();
+    double wall0 = cpu_s(CLOCK_MONOTONIC);
+    run_window(inst, total, inflight, &seq, &emit_cpu);
+    double wall = cpu_s(CLOCK_MONOTONIC) - wall0;
+    double main_cpu = cpu_s(CLOCK_THREAD_CPUTIME_ID) - main0, all = process_cpu_s() - all0;
+    CHECK(mcpg_fakehost_unload(fh, inst) == 0);
+    CHECK(check_file(path, 1) == total);
+    char label[96];
+    snprintf(label, sizeof label, "fsync=%d, %d in flight", fsync_on, inflight);
+    print_batches(label);
+    printf("  %llu events in %.2f s (%.0f/s); emit() %.2f us/event on the loop (fake host's share included); "
+           "other threads (writer) %.2f us/event; whole process %.2f us/event\n",
+           (unsigned long long)total, wall, (double)total / wall, emit_cpu / (double)total * 1e6,
+           (all - main_cpu) / (double)total * 1e6, all / (double)total * 1e6);
+    unlink(path);
+}
+
+static void test_unwritable(void) {
+    mcpg_fakehost_log_clear(fh);
+    mcpg_instance *inst = NULL;
+    char path[128];
+    snprintf(path, sizeof path, "%s/no-such-dir/audit.jsonl", dir);
+    int rc = mcpg_fakehost_load_file(fh, so_path, "audit", config_for(path, NULL), &inst);
+    CHECK(rc != 0 && inst == NULL);
+    CHECK(mcpg_fakehost_log_contains(fh, path));
+    CHECK(mcpg_fakehost_log_contains(fh, strerror(ENOENT)));
+    /* path is required */
+    CHECK(mcpg_fakehost_load_file(fh, so_path, "audit", "{}", &inst) == MCPG_ECONFIG);
+    CHECK(strstr(mcpg_fakehost_report_text(fh), "path"));
+}
+
+/* A disk that refuses: every call of the batch fails closed with 503. */
+static void test_write_failure(void) {
+    mcpg_fakehost_log_clear(fh);
+    mcpg_instance *inst = load(config_for("/dev/full", NULL));
+    mcpg_call *c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = new_call();
+        int st = emit(inst, c[i], (uint64_t)i + 1);
+        CHECK(st == MCPG_PENDING || st == MCPG_DENY);
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_DENY);
+        mcpg_call_outcome out = {.size = sizeof out};
+        mcpg_fakehost_outcome(c[i], &out);
+        CHECK(out.is_error && out.error_code == MCPG_RPC_SERVER_ERROR);
+        CHECK(strcmp(out.error_message, "audit write failed") == 0);
+        CHECK(out.http_status == 503);
+        mcpg_fakehost_call_free(fh, c[i]);
+    }
+    CHECK(mcpg_fakehost_log_contains(fh, "write to /dev/full failed"));
+    CHECK(mcpg_fakehost_unload(fh, inst) == 0);
+}
+
+typedef struct reader {
+    int fd;
+    size_t lines;
+} reader;
+
+static void *read_fifo(void *arg) {
+    reader *r = arg;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(r->fd, buf, sizeof buf);
+        if (n == 0) break;
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR) {
+                usleep(1000);
+                continue;
+            }
+            break;
+        }
+        for (ssize_t i = 0; i < n; i++) r->lines += buf[i] == '\n';
+    }
+    return NULL;
+}
+
+/* A writer stuck on a full pipe holds its batch; the queue fills behind it
+ * and the next call is refused with 503, none dropped. */
+static void test_queue_full(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    CHECK(mkfifo(path, 0600) == 0);
+    reader r = {open(path, O_RDONLY | O_NONBLOCK), 0};
+    CHECK(r.fd >= 0);
+    fcntl(r.fd, F_SETPIPE_SZ, 4096);
+    /* fsync on a pipe is EINVAL, so this sink only writes */
+    mcpg_instance *inst = load(config_for(path, "\"fsync\":false,\"queue_max\":4"));
+    char big[16384];
+    memset(big, 'm', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    mcpg_call *c[5];
+    for (int i = 0; i < 5; i++) {
+        char id[24];
+        mcpg_audit_event ev = event_for((uint64_t)i + 1, id, sizeof id);
+        ev.error_message = big; /* bigger than the pipe: the first writev blocks */
+        c[i] = new_call();
+        int st = mcpg_fakehost_emit(fh, inst, c[i], &ev);
+        CHECK(st == (i < 4 ? MCPG_PENDING : MCPG_DENY));
+    }
+    mcpg_call_outcome out = {.size = sizeof out};
+    mcpg_fakehost_outcome(c[4], &out);
+    CHECK(out.is_error && out.error_code == MCPG_RPC_SERVER_ERROR);
+    CHECK(strcmp(out.error_message, "audit queue full") == 0);
+    CHECK(out.http_status == 503 && out.retry_after_s == 1);
+    mcpg_fakehost_call_free(fh, c[4]);
+
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, read_fifo, &r) == 0);
+    for (int i = 0; i < 4; i++) {
+        CHECK(mcpg_fakehost_wait(fh, c[i], 10000) == MCPG_CONTINUE);
+        mcpg_fakehost_call_free(fh, c[i]);
+    }
+    CHECK(mcpg_fakehost_unload(fh, inst) == 0); /* closes the pipe: the reader sees EOF */
+    pthread_join(t, NULL);
+    close(r.fd);
+    CHECK(r.lines == 4);
+    unlink(path);
+}
+
+/* flush() returns once everything queued is on disk; stop() drains too. */
+static void test_flush_and_stop(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/flush.jsonl", dir);
+    mcpg_instance *inst = load(config_for(path, NULL));
+    void *image = dlopen(so_path, RTLD_NOW | RTLD_NOLOAD); /* the fake host's copy */
+    CHECK(image);
+    mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(image, MCPG_ENTRY_SYMBOL);
+    const mcpg_audit_ops *ops = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops;
+    enum { N = 500 };
+    mcpg_call *c[N];
+    for (int i = 0; i < N; i++) {
+        c[i] = new_call();
+        emit(inst, c[i], (uint64_t)i + 1);
+    }
+    ops->flush(mcpg_fakehost_state(inst)); /* without turning the loop */
+    CHECK(check_file(path, 1) == N);
+    for (int i = 0; i < N; i++) {
+        CHECK(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE);
+        mcpg_fakehost_call_free(fh, c[i]);
+    }
+    /* events still queued when stop comes are written before it returns */
+    for (int i = 0; i < N; i++) {
+        c[i] = new_call();
+        emit(inst, c[i], (uint64_t)N + (uint64_t)i + 1);
+    }
+    ops->flush(mcpg_fakehost_state(inst));
+    for (int i = 0; i < N; i++) {
+        CHECK(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE);
+        mcpg_fakehost_call_free(fh, c[i]);
+    }
+    dlclose(image);
+    CHECK(mcpg_fakehost_unload(fh, inst) == 0);
+    CHECK(check_file(path, 1) == 2 * N);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    unlink(path);
+}
+
+/* The module's own cost per emit() on the loop thread, without the fake
+ * host's per-call work: emit() called directly with no call to resume. */
+static void bench_emit(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/bench.jsonl", dir);
+    mcpg_fakehost_log_clear(fh);
+    mcpg_instance *inst = load(config_for(path, NULL));
+    void *image = dlopen(so_path, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(image);
+    mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(image, MCPG_ENTRY_SYMBOL);
+    const mcpg_audit_ops *ops = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops;
+    void *state = mcpg_fakehost_state(inst);
+    enum { N = 200000 };
+    double t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
+    for (uint64_t i = 1; i <= N; i++) {
+        char id[24];
+        mcpg_audit_event ev = event_for(i, id, sizeof id);
+        CHECK(ops->emit(state, NULL, &ev) == MCPG_CONTINUE);
+    }
+    double dt = cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+    ops->flush(state);
+    dlclose(image);
+    CHECK(mcpg_fakehost_unload(fh, inst) == 0);
+    CHECK(check_file(path, 1) == N);
+    printf("emit() alone: %.3f us/event on the loop thread\n", dt / N * 1e6);
+    print_batches("  bench");
+    unlink(path);
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    so_path = argv[1];
+    snprintf(dir, sizeof dir, "/tmp/mcpg-audit-test-XXXXXX");
+    CHECK(mkdtemp(dir));
+    fh = mcpg_fakehost_new();
+    CHECK(fh);
+    mcpg_fakehost_set_quiet(fh, 1);
+    test_unwritable();
+    test_write_failure();
+    test_queue_full();
+    test_flush_and_stop();
+    bench_emit();
+    test_group_commit(1, 1, 2000);
+    test_group_commit(1, 64, 50000);
+    test_group_commit(1, 256, 50000);
+    test_group_commit(0, 64, 50000);
+    int problems = mcpg_fakehost_free(fh);
+    if (problems) fprintf(stderr, "fake host: %d problem(s)\n", problems);
+    CHECK(problems == 0);
+    rmdir(dir);
+    printf("audit_file: ok\n");
+    return 0;
+}

@@ -1,0 +1,301 @@
+/* backend_mock through the SDK's fake host: the built .so, loaded as the
+ * kernel would. Usage: test_backend_mock path/to/backend_mock.so */
+#define _GNU_SOURCE
+#include <mcpg/fakehost.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+            exit(1);                                                              \
+        }                                                                         \
+    } while (0)
+
+static const char *so_path;
+static mcpg_fakehost *fh;
+
+static mcpg_instance *load(const char *config) {
+    mcpg_instance *inst = NULL;
+    int rc = mcpg_fakehost_load_file(fh, so_path, "mock", config, &inst);
+    if (rc) fprintf(stderr, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
+    CHECK(rc == 0);
+    return inst;
+}
+
+static void unload(mcpg_instance *inst) { CHECK(mcpg_fakehost_unload(fh, inst) == 0); }
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Call a tool and return the decoded text of its one content item (malloc'd),
+ * or NULL when it answered an error (*code then holds it). */
+static char *call_text(mcpg_instance *inst, const char *tool, const char *args, int64_t *code,
+                       int *is_error) {
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, args, "1");
+    CHECK(c);
+    int st = mcpg_fakehost_run(fh, inst, c, 5000);
+    char *text = NULL;
+    *code = mcpg_fakehost_error_code(c);
+    if (st == MCPG_CONTINUE) {
+        const char *res = mcpg_fakehost_result(c);
+        json_error_t e;
+        json_t *o = json_loads(res, 0, &e);
+        CHECK(o);
+        json_t *item = json_array_get(json_object_get(o, "content"), 0);
+        CHECK(json_is_string(json_object_get(item, "text")));
+        CHECK(strcmp(json_string_value(json_object_get(item, "type")), "text") == 0);
+        text = strdup(json_string_value(json_object_get(item, "text")));
+        if (is_error) *is_error = json_is_true(json_object_get(o, "isError"));
+        json_decref(o);
+    } else {
+        CHECK(st == MCPG_DENY);
+    }
+    mcpg_fakehost_call_free(fh, c);
+    return text;
+}
+
+static void test_list_and_echo(void) {
+    mcpg_instance *inst = load(NULL); /* defaults: one tool, echo */
+    mcpg_buf out = {0};
+    CHECK(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &out) == 0);
+    json_t *a = json_loads(out.data, 0, NULL);
+    CHECK(json_is_array(a) && json_array_size(a) == 1);
+    json_t *t = json_array_get(a, 0);
+    CHECK(strcmp(json_string_value(json_object_get(t, "name")), "echo") == 0);
+    json_t *schema = json_object_get(t, "inputSchema");
+    CHECK(strcmp(json_string_value(json_object_get(schema, "type")), "object") == 0);
+    CHECK(json_is_object(json_object_get(json_object_get(schema, "properties"), "message")));
+    CHECK(strcmp(json_string_value(json_array_get(json_object_get(schema, "required"), 0)),
+                 "message") == 0);
+    json_decref(a);
+    mcpg_buf_free(&out);
+
+    /* the exact bytes of the bench answer */
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{\"message\":\"hi\"}", "1");
+    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_CONTINUE);
+    CHECK(strcmp(mcpg_fakehost_result(c),
+                 "{\"content\":[{\"type\":\"text\",\"text\":\"Echo: hi\"}]}") == 0);
+    mcpg_fakehost_call_free(fh, c);
+    unload(inst);
+}
+
+static void test_escaping(void) {
+    mcpg_instance *inst = load(NULL);
+    int64_t code;
+    static const struct {
+        const char *args, *want;
+    } cases[] = {
+        {"{\"message\":\"say \\\"hi\\\" \\\\ back\"}", "Echo: say \"hi\" \\ back"},
+        {"{\"message\":\"caf\\u00e9 \\ud83d\\ude00 \xe2\x82\xac\"}",
+         "Echo: caf\xc3\xa9 \xf0\x9f\x98\x80 \xe2\x82\xac"},
+        {"{\"message\":\"a\\u0001b\\nc\\td\\u001f\"}", "Echo: a\x01" "b\nc\td\x1f"},
+        {"{\"message\":\"</script>\\/\"}", "Echo: </script>/"},
+        {"{\"other\":1,\"message\":\"\"}", "Echo: "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *text = call_text(inst, "echo", cases[i].args, &code, NULL);
+        if (!text || strcmp(text, cases[i].want) != 0)
+            fprintf(stderr, "case %zu: got [%s]\n", i, text ? text : "(error)");
+        CHECK(text && strcmp(text, cases[i].want) == 0);
+        free(text);
+    }
+    /* a NUL inside the message survives as \u0000 */
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{\"message\":\"a\\u0000b\"}", "1");
+    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_CONTINUE);
+    CHECK(strstr(mcpg_fakehost_result(c), "Echo: a\\u0000b"));
+    mcpg_fakehost_call_free(fh, c);
+    unload(inst);
+}
+
+static void test_bad_arguments(void) {
+    mcpg_instance *inst = load(NULL);
+    static const char *const bad[] = {"{}", "{\"message\":7}", "{\"message\":null}",
+                                      "{\"message\":[\"x\"]}", "{\"msg\":\"x\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", bad[i], "1");
+        CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY);
+        CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INVALID_PARAMS);
+        CHECK(strstr(mcpg_fakehost_error_message(c), "message"));
+        mcpg_fakehost_call_free(fh, c);
+    }
+    /* an unknown name (the kernel routes only known ones, but if asked...) */
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "nope", "{\"message\":\"x\"}", "1");
+    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY);
+    CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INVALID_PARAMS);
+    CHECK(strstr(mcpg_fakehost_error_message(c), "nope"));
+    mcpg_fakehost_call_free(fh, c);
+    /* mock_stats is just an unknown tool unless stats_tool is on */
+    int64_t code;
+    CHECK(!call_text(inst, "mock_stats", "{}", &code, NULL) && code == MCPG_RPC_INVALID_PARAMS);
+    unload(inst);
+}
+
+static void test_payload_and_fail(void) {
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"big\",\"payload_bytes\":10000},"
+                               "{\"name\":\"small\",\"payload_bytes\":3},"
+                               "{\"name\":\"bad\",\"fail\":true,\"description\":\"fails \\\"always\\\"\"}]}");
+    int64_t code;
+    int is_error = -1;
+    char *text = call_text(inst, "big", "{\"message\":\"hi \\\"q\\\"\"}", &code, &is_error);
+    CHECK(text && strlen(text) == 10000 && strncmp(text, "Echo: hi \"q\"x", 13) == 0);
+    CHECK(strspn(text + 12, "x") == 10000 - 12 && is_error == 0);
+    free(text);
+    text = call_text(inst, "small", "{\"message\":\"longer than three\"}", &code, NULL);
+    CHECK(text && strcmp(text, "Echo: longer than three") == 0); /* never truncated */
+    free(text);
+    text = call_text(inst, "bad", "{\"message\":\"x\"}", &code, &is_error);
+    CHECK(text && strcmp(text, "Echo: x") == 0 && is_error == 1);
+    free(text);
+
+    mcpg_buf out = {0};
+    CHECK(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &out) == 0);
+    json_t *a = json_loads(out.data, 0, NULL);
+    CHECK(json_array_size(a) == 3);
+    CHECK(strcmp(json_string_value(json_object_get(json_array_get(a, 2), "description")),
+                 "fails \"always\"") == 0);
+    json_decref(a);
+    mcpg_buf_free(&out);
+    unload(inst);
+}
+
+/* Run `n` calls of `tool` at once and wait for all; returns the elapsed ms. */
+static uint64_t run_concurrent(mcpg_instance *inst, const char *tool, int n) {
+    mcpg_call *calls[16];
+    CHECK(n <= 16);
+    uint64_t t0 = now_ms();
+    for (int i = 0; i < n; i++) {
+        calls[i] = mcpg_fakehost_call_new(fh, "tools/call", tool, "{\"message\":\"z\"}", "1");
+        CHECK(mcpg_fakehost_dispatch(fh, inst, calls[i]) == MCPG_PENDING);
+    }
+    for (int i = 0; i < n; i++) {
+        CHECK(mcpg_fakehost_wait(fh, calls[i], 5000) == MCPG_CONTINUE);
+        CHECK(strstr(mcpg_fakehost_result(calls[i]), "Echo: z"));
+        mcpg_fakehost_call_free(fh, calls[i]);
+    }
+    return now_ms() - t0;
+}
+
+static json_t *stats(mcpg_instance *inst) {
+    int64_t code;
+    char *text = call_text(inst, "mock_stats", "{}", &code, NULL);
+    CHECK(text);
+    json_t *o = json_loads(text, 0, NULL);
+    CHECK(json_is_object(o));
+    free(text);
+    return o;
+}
+
+#define STAT(o, k) json_integer_value(json_object_get((o), (k)))
+
+static void test_latency(void) {
+    const char *cfg = "{\"tools\":[{\"name\":\"slow\",\"latency_ms\":100}],\"stats_tool\":true}";
+    mcpg_instance *inst = load(cfg);
+    CHECK(mcpg_fakehost_set_inline(inst, 1) == 0);
+    /* inline: 5 calls held on loop timers at once, so they overlap */
+    mcpg_call *calls[5];
+    uint64_t t0 = now_ms();
+    for (int i = 0; i < 5; i++) {
+        calls[i] = mcpg_fakehost_call_new(fh, "tools/call", "slow", "{\"message\":\"z\"}", "1");
+        CHECK(mcpg_fakehost_dispatch(fh, inst, calls[i]) == MCPG_PENDING);
+    }
+    json_t *s = stats(inst); /* while they wait */
+    CHECK(STAT(s, "in_flight") == 5 && STAT(s, "max_in_flight") == 5 && STAT(s, "calls") == 5);
+    json_decref(s);
+    for (int i = 0; i < 5; i++) {
+        CHECK(mcpg_fakehost_wait(fh, calls[i], 5000) == MCPG_CONTINUE);
+        mcpg_fakehost_call_free(fh, calls[i]);
+    }
+    uint64_t ms = now_ms() - t0;
+    printf("inline: 5 calls of latency 100 ms took %llu ms\n", (unsigned long long)ms);
+    /* libuv times from the loop's cached clock, which the fake host last
+     * updated when its loop last ran: a few ms early is the loop, not us. */
+    CHECK(ms >= 90 && ms < 1000);
+    s = stats(inst);
+    CHECK(STAT(s, "in_flight") == 0 && STAT(s, "max_in_flight") == 5 && STAT(s, "calls") == 5);
+    json_decref(s);
+
+    /* cancel: the held call answers at once, and its timer is gone */
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "slow", "{\"message\":\"z\"}", "1");
+    t0 = now_ms();
+    CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING);
+    mcpg_fakehost_host(fh)->call_cancel(c);
+    CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_DENY);
+    CHECK(now_ms() - t0 < 90);
+    mcpg_fakehost_call_free(fh, c);
+    s = stats(inst);
+    CHECK(STAT(s, "in_flight") == 0);
+    json_decref(s);
+
+    /* on the pool: the call sleeps on its pool thread instead */
+    CHECK(mcpg_fakehost_set_inline(inst, 0) == 0);
+    ms = run_concurrent(inst, "slow", 2);
+    printf("pool: 2 calls of latency 100 ms took %llu ms\n", (unsigned long long)ms);
+    CHECK(ms >= 100);
+    unload(inst);
+}
+
+static void expect_report(const char *config, const char *needle) {
+    mcpg_fakehost_log_clear(fh);
+    mcpg_instance *inst = NULL;
+    int rc = mcpg_fakehost_load_file(fh, so_path, "mock", config, &inst);
+    const char *rep = mcpg_fakehost_report_text(fh);
+    if (rc != MCPG_ECONFIG || !strstr(rep, needle))
+        fprintf(stderr, "config %s: rc %d, report:\n%s(wanted %s)\n", config, rc, rep, needle);
+    CHECK(rc == MCPG_ECONFIG && strstr(rep, needle));
+}
+
+static void test_validate(void) {
+    expect_report("{\"tools\":{}}", "tools: expected an array");
+    expect_report("{\"tools\":[{\"name\":\"a\"},{\"name\":\"b\",\"latency_ms\":-1}]}",
+                  "tools[1].latency_ms: must be an integer");
+    expect_report("{\"tools\":[{\"name\":\"a\",\"latency_ms\":1.5}]}", "tools[0].latency_ms");
+    expect_report("{\"tools\":[{\"name\":\"a b\"}]}", "tools[0].name: must match");
+    expect_report("{\"tools\":[{\"name\":\"\"}]}", "tools[0].name: must match");
+    expect_report("{\"tools\":[{\"name\":\"x\"},{\"description\":\"d\"}]}",
+                  "tools[1].name: is required");
+    expect_report("{\"tools\":[{\"name\":\"a\"},{\"name\":\"a\"}]}",
+                  "tools[1].name: duplicate tool name \"a\"");
+    expect_report("{\"tools\":[{\"name\":\"a\",\"latncy_ms\":1}]}",
+                  "tools[0].latncy_ms: unknown key (did you mean \"latency_ms\"?)");
+    expect_report("{\"tools\":[{\"name\":\"a\",\"fail\":1}]}", "tools[0].fail: expected a boolean");
+    expect_report("{\"tools\":[{\"name\":\"a\",\"payload_bytes\":999999999999}]}",
+                  "tools[0].payload_bytes");
+    expect_report("{\"tools\":[7]}", "tools[0]: expected an object");
+    expect_report("{\"tools\":[{\"name\":\"mock_stats\"}],\"stats_tool\":true}",
+                  "tools[0].name: \"mock_stats\" is reserved");
+    char longname[200];
+    snprintf(longname, sizeof longname, "{\"tools\":[{\"name\":\"%065d\"}]}", 0);
+    expect_report(longname, "tools[0].name: must match");
+    /* and a good one with every key passes */
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"A-b_9\",\"description\":\"d\","
+                               "\"latency_ms\":0,\"payload_bytes\":0,\"fail\":false}]}");
+    unload(inst);
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    so_path = argv[1];
+    fh = mcpg_fakehost_new();
+    CHECK(fh);
+    mcpg_fakehost_set_quiet(fh, 1);
+    test_list_and_echo();
+    test_escaping();
+    test_bad_arguments();
+    test_payload_and_fail();
+    test_latency();
+    test_validate();
+    int problems = mcpg_fakehost_free(fh);
+    if (problems) fprintf(stderr, "fake host: %d problem(s)\n", problems);
+    CHECK(problems == 0);
+    printf("backend_mock: ok\n");
+    return 0;
+}
