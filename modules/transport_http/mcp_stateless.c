@@ -363,6 +363,17 @@ static void route_method(const mcpg_host *h, const th_mcp_headers *hd, const rpc
     fail(v, 404, MCPG_RPC_METHOD_NOT_FOUND, MSG("Method not found"));
 }
 
+static int is_notification(const mcpg_host *h, const mcpg_json_span *method) {
+    static const char pre[] = "notifications/";
+    const size_t pl = sizeof pre - 1;
+    /* compare the raw prefix; an escaped method falls back to decoding it */
+    if (!method->escaped) return method->n > pl && !memcmp(method->p, pre, pl);
+    char buf[TH_NAME_MAX];
+    size_t len = 0;
+    return h->json_string_decode(method, buf, sizeof buf, &len) == 0 && len > pl &&
+           !memcmp(buf, pre, pl);
+}
+
 void th_mcp_check(const mcpg_host *h, const th_mcp_headers *hd, const char *body, size_t n,
                   char *name_buf, th_mcp_verdict *v) {
     memset(v, 0, sizeof *v);
@@ -384,8 +395,14 @@ void th_mcp_check(const mcpg_host *h, const th_mcp_headers *hd, const char *body
     rpc_parts r;
     memset(&r, 0, sizeof r);
     if (!check_envelope(h, body, n, &r, v)) return;
-    if (!(r.seen & F_ID)) { /* a notification: nothing to answer */
-        v->action = TH_MCP_ACCEPTED;
+    if (!(r.seen & F_ID)) {
+        /* MCP names its notifications; any other method without an id is a
+         * request that forgot its id, not something to drop silently. */
+        if (is_notification(h, &r.method)) {
+            v->action = TH_MCP_ACCEPTED;
+            return;
+        }
+        fail(v, 400, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: id is required (only notifications/* may omit it)"));
         return;
     }
     param_parts pp;

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
 """Signals and how the manifest is found:
+  * SIGINT, like SIGTERM, exits 0;
   * SIGTERM with calls in flight (backend_mock latency_ms 300): every one of them
     gets its complete answer, then exit 0, and the audit file has their
     completed events;
@@ -82,6 +83,16 @@ def main():
             check_eq(completed.count(i), 1, "completed events for %s" % i)
         print("drained %d calls, exit %.2fs after SIGTERM" % (IN_FLIGHT, waited))
 
+    def t_sigint():
+        gw = Gateway(ctx, manifest=base_manifest(), name="sigint")
+        with gw:
+            r, rpc = call_tool(gw.port, "echo", {"message": "hi"}, id=1)
+            check_eq(expect_result(r, rpc, 1, "call before SIGINT"), ECHO, "result")
+            gw.signal(signal.SIGINT)
+            rc = gw.wait_exit()
+            gw.check_sanitizers()
+            check_eq(rc, 0, "exit code after SIGINT\n" + gw.stderr_tail())
+
     def t_env_config():
         gw = Gateway(ctx, manifest=base_manifest(), use_env_config=True, name="envconfig")
         with gw:
@@ -109,6 +120,7 @@ def main():
 
     tests = [
         ("SIGTERM drains in-flight calls, exit 0, audited", t_drain),
+        ("SIGINT -> exit 0", t_sigint),
         ("MCPG_CONFIG instead of --config", t_env_config),
         ("${VAR} and ${VAR:-default} in the manifest", t_env_expansion),
     ]

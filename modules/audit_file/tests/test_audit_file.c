@@ -319,7 +319,8 @@ static void bench_emit(void) {
     char path[128];
     snprintf(path, sizeof path, "%s/bench.jsonl", dir);
     mcpg_fakehost_log_clear(fh);
-    mcpg_instance *inst = load(config_for(path, NULL));
+    /* a queue as deep as the burst: a slow disk must not refuse any of it */
+    mcpg_instance *inst = load(config_for(path, "\"queue_max\":262144"));
     void *image = dlopen(so_path, RTLD_NOW | RTLD_NOLOAD);
     CHECK(image);
     mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(image, MCPG_ENTRY_SYMBOL);

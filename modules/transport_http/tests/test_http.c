@@ -197,6 +197,11 @@ static resp *roundtrip(const char *req) {
 
 /* ---- tests --------------------------------------------------------------------------- */
 
+static void wait_count(uint32_t want, int timeout_ms) {
+    for (int i = 0; i < timeout_ms / 10 && fk_conn_count() != want; i++) sleep_ms(10);
+}
+
+
 static void test_routes(void) {
     resp *r = roundtrip("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
     CHECK(r->status == 200 && !strcmp(r->body, "{\"status\":\"ok\"}"), "healthz %d %s", r->status, r->body);
@@ -482,10 +487,6 @@ static void test_connection_handling(void) {
     cin_free(ci);
 }
 
-static void wait_count(uint32_t want, int timeout_ms) {
-    for (int i = 0; i < timeout_ms / 10 && fk_conn_count() != want; i++) sleep_ms(10);
-}
-
 static void test_client_leaves(void) {
     fk_stats before = fk_get_stats();
     char req[4096];
@@ -495,8 +496,11 @@ static void test_client_leaves(void) {
     cli_send(fd, req, n);
     sleep_ms(30);
     close(fd);
-    sleep_ms(300); /* the slow calls complete after 150 ms */
     fk_stats after = fk_get_stats();
+    for (int i = 0; i < 300 && after.released != after.submitted; i++) { /* slow: 150 ms */
+        sleep_ms(10);
+        after = fk_get_stats();
+    }
     CHECK(after.cancelled - before.cancelled == 2, "cancelled %d", after.cancelled - before.cancelled);
     CHECK(after.released == after.submitted, "released %d of %d", after.released, after.submitted);
     wait_count(0, 1000);
@@ -506,7 +510,7 @@ static void test_client_leaves(void) {
 static void test_idle_timeout(void) {
     int fd = cli_connect();
     conn_in *ci = cin_new(fd);
-    sleep_ms(50);
+    wait_count(1, 1000);
     CHECK(fk_conn_count() == 1, "one connection: %u", fk_conn_count());
     CHECK(closed_by_server(ci, 1500), "idle connection closed (idle_timeout_ms 300)");
     cin_free(ci);
@@ -527,9 +531,9 @@ static void test_idle_timeout(void) {
 }
 
 static void test_conn_cap(void) {
-    int fds[40];
+    int fds[32];
     for (int i = 0; i < 32; i++) fds[i] = cli_connect();
-    sleep_ms(50);
+    wait_count(32, 2000);
     CHECK(fk_conn_count() == 32, "32 open: %u", fk_conn_count());
     int extra = cli_connect();
     conn_in *ci = cin_new(extra);

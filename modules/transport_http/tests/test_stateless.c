@@ -124,6 +124,8 @@ static void test_good_requests(void) {
     h = good_headers("notifications/initialized", NULL);
     v = check(&h, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
     CHECK(v.action == TH_MCP_ACCEPTED, "notification");
+    v = check(&h, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications\\/cancelled\",\"params\":{}}");
+    CHECK(v.action == TH_MCP_ACCEPTED, "escaped notification");
 }
 
 static void test_http_level(void) {
@@ -173,6 +175,8 @@ static void test_json_rpc_shape(void) {
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
     EXPECT_ERROR(&h, "{\"id\":1,\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1}", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
+    EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/\"}", 400, MCPG_RPC_INVALID_REQUEST);
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}", 400, MCPG_RPC_INVALID_REQUEST);
     th_mcp_verdict v = EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"tools/list\"}", 400,
                                     MCPG_RPC_INVALID_REQUEST);
