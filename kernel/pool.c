@@ -10,6 +10,8 @@ typedef struct pool {
     pthread_cond_t ready;
     pool_job *head, *tail;
     unsigned queued, queue_max;
+    unsigned waiting;  /* threads blocked in cond_wait */
+    unsigned signaled; /* of those, woken but not yet running */
     pthread_t *threads;
     unsigned n_threads;
     bool stopping;
@@ -19,7 +21,12 @@ static pool P;
 
 static pool_job *take(void) {
     pthread_mutex_lock(&P.lock);
-    while (!P.head && !P.stopping) pthread_cond_wait(&P.ready, &P.lock);
+    while (!P.head && !P.stopping) {
+        P.waiting++;
+        pthread_cond_wait(&P.ready, &P.lock);
+        P.waiting--;
+        if (P.signaled) P.signaled--;
+    }
     pool_job *j = P.head;
     if (j) {
         P.head = j->next;
@@ -66,7 +73,14 @@ int pool_submit(pool_job *job) {
     else P.head = job;
     P.tail = job;
     P.queued++;
-    pthread_cond_signal(&P.ready);
+    /* Wake a thread only if the ones already awake cannot take this job: on a
+     * busy core, waking a thread per job costs a context switch per job,
+     * while one awake thread drains a whole burst. */
+    unsigned awake = P.n_threads - P.waiting + P.signaled;
+    if (P.waiting > P.signaled && P.queued > awake) {
+        P.signaled++;
+        pthread_cond_signal(&P.ready);
+    }
     pthread_mutex_unlock(&P.lock);
     return 0;
 }

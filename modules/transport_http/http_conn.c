@@ -127,7 +127,6 @@ static void on_write(uv_write_t *req, int status) {
     th_conn *c = req->handle->data;
     c->writing = 0;
     c->wbuf.len = 0;
-    c->wbuf_off = 0;
     if (c->closing) return;
     if (status < 0) {
         th_conn_close(c);
@@ -157,7 +156,6 @@ static void flush(th_conn *c) {
     c->wbuf = c->out;
     c->out = t;
     c->out.len = 0;
-    c->wbuf_off = done;
     b = uv_buf_init(c->wbuf.data + done, (unsigned)(c->wbuf.len - done));
     if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write)) {
         th_conn_close(c);

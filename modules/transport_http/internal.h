@@ -111,7 +111,6 @@ struct th_conn {
     mcpg_buf out;          /* responses ready to write, in order */
     mcpg_buf wbuf;         /* bytes handed to uv_write */
     mcpg_buf saved;        /* input read but not yet parsed (parser paused) */
-    size_t wbuf_off;
     uv_write_t wreq;
     uv_shutdown_t shut;
     uint64_t last_ms;      /* loop time of the last read or write progress */
@@ -188,7 +187,6 @@ void th_req_reset(th_req *r);
 /* router.c */
 void th_route(th_conn *c, th_req *r);
 void th_respond_status_error(th_conn *c, th_req *r, int status);
-mcpg_buf *th_resp_target(th_conn *c, th_req *r);
 
 /* access_log.c */
 void th_alog_line(th_wslot *ws, const th_req *r);

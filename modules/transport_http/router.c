@@ -9,7 +9,7 @@
 
 #define MSG(s) TH_LIT("\"" s "\"")
 
-mcpg_buf *th_resp_target(th_conn *c, th_req *r) { return c->qhead == r ? &c->out : &r->resp; }
+static mcpg_buf *th_resp_target(th_conn *c, th_req *r) { return c->qhead == r ? &c->out : &r->resp; }
 
 /* Write r's response; r is answered. */
 static void respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody) {
