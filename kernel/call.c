@@ -256,6 +256,19 @@ static void pool_expired(pool_job *j) {
     deliver(c, MCPG_DENY);
 }
 
+/* On the loop: the pool's queue was full when this turn's jobs went in. */
+static void pool_refused(pool_job *j) {
+    mcpg_call *c = (mcpg_call *)((char *)j - offsetof(mcpg_call, job));
+    c->on_pool = false;
+    c->refs--;
+    tq_remove(c);
+    atomic_store(&c->op_state, OP_IDLE);
+    set_error(c, MCPG_RPC_SERVER_ERROR, 503, "worker pool is full, try again");
+    c->retry_after = 1;
+    on_status(c, MCPG_DENY);
+    run(c);
+}
+
 static mcpg_status dispatch_backend(mcpg_call *c) {
     mcpg_instance *be = c->route->backend;
     const mcpg_backend_ops *ops = be->desc->ops;
@@ -266,19 +279,14 @@ static mcpg_status dispatch_backend(mcpg_call *c) {
     }
     c->job.run = pool_run;
     c->job.expired = pool_expired;
+    c->job.refused = pool_refused;
     c->job.timeout_us = be->timeout_ms * 1000;
     c->deadline_us = c->tb0 + c->job.timeout_us;
     c->on_pool = true;
     c->refs++;
     tq_add(c);
-    int rc = pool_submit(&c->job);
-    if (rc == 0) return MCPG_PENDING;
-    c->on_pool = false;
-    c->refs--;
-    tq_remove(c);
-    set_error(c, MCPG_RPC_SERVER_ERROR, 503, "worker pool is full, try again");
-    c->retry_after = 1;
-    return MCPG_DENY;
+    worker_defer_job(c->w, &c->job);
+    return MCPG_PENDING;
 }
 
 /* ---- audit ---- */

@@ -155,6 +155,8 @@ struct mcpg_worker {
     uv_timer_t drain_timer;
     mcpg_call *tq_head;      /* calls on the pool, for their timeouts */
     uv_timer_t tq_timer;
+    struct pool_job *jobs_head, *jobs_tail; /* to hand to the pool this turn */
+    uv_check_t jobs_flush;
 };
 
 typedef struct kernel {
@@ -183,9 +185,14 @@ typedef struct pool_job {
     uint64_t enqueued_us;
     uint64_t timeout_us;                   /* 0 = none */
     void (*expired)(struct pool_job *job); /* on a pool thread, instead of run */
+    void (*refused)(struct pool_job *job); /* on the loop: the queue was full */
 } pool_job;
 int pool_start(unsigned threads, unsigned queue_max);
 int pool_submit(pool_job *job); /* MCPG_EAGAIN when full */
+pool_job *pool_submit_many(pool_job *head); /* returns the jobs that did not fit */
+/* Queue a job from w's loop; the loop hands its jobs to the pool in one batch
+ * at the end of its turn, and calls job->refused for those that do not fit. */
+void worker_defer_job(mcpg_worker *w, struct pool_job *job);
 void pool_stop(void);
 
 /* ---- calls and the pipeline ---- */

@@ -1,6 +1,11 @@
 /* The bounded worker pool for blocking work (backends not dispatched inline,
  * host->work_submit). A fixed number of threads, a bounded FIFO: a full queue
- * is refused at once (the caller answers 503), never waited on. */
+ * is refused at once (the caller answers 503), never waited on.
+ *
+ * Wake-ups cost a context switch each, and on a loaded core every switch is
+ * CPU taken from the loops. So a thread is woken only when the threads already
+ * awake and idle cannot take the queued jobs, and loops hand their jobs over
+ * in one batch per loop turn (pool_submit_many). */
 #include "kernel.h"
 
 #include <stdlib.h>
@@ -12,6 +17,7 @@ typedef struct pool {
     unsigned queued, queue_max;
     unsigned waiting;  /* threads blocked in cond_wait */
     unsigned signaled; /* of those, woken but not yet running */
+    unsigned busy;     /* threads running a job */
     pthread_t *threads;
     unsigned n_threads;
     bool stopping;
@@ -19,8 +25,19 @@ typedef struct pool {
 
 static pool P;
 
-static pool_job *take(void) {
+/* Under the lock: wake as many threads as the queue needs. */
+static void wake_for_queue(void) {
+    unsigned idle_awake = P.n_threads - P.waiting - P.busy + P.signaled;
+    while (P.queued > idle_awake && P.waiting > P.signaled) {
+        P.signaled++;
+        idle_awake++;
+        pthread_cond_signal(&P.ready);
+    }
+}
+
+static pool_job *take(bool was_busy) {
     pthread_mutex_lock(&P.lock);
+    if (was_busy) P.busy--;
     while (!P.head && !P.stopping) {
         P.waiting++;
         pthread_cond_wait(&P.ready, &P.lock);
@@ -32,6 +49,7 @@ static pool_job *take(void) {
         P.head = j->next;
         if (!P.head) P.tail = NULL;
         P.queued--;
+        P.busy++;
     }
     pthread_mutex_unlock(&P.lock);
     return j;
@@ -40,7 +58,9 @@ static pool_job *take(void) {
 static void *pool_thread(void *arg) {
     (void)arg;
     pool_job *j;
-    while ((j = take()) != NULL) {
+    bool busy = false;
+    while ((j = take(busy)) != NULL) {
+        busy = true;
         if (j->timeout_us && j->expired && mono_us() - j->enqueued_us > j->timeout_us)
             j->expired(j);
         else
@@ -61,28 +81,30 @@ int pool_start(unsigned threads, unsigned queue_max) {
     return 0;
 }
 
+/* Append a chain of jobs; those that do not fit are returned (in order) for
+ * the caller to refuse. */
+pool_job *pool_submit_many(pool_job *head) {
+    uint64_t now = mono_us();
+    pthread_mutex_lock(&P.lock);
+    while (head && !P.stopping && P.queued < P.queue_max) {
+        pool_job *j = head;
+        head = j->next;
+        j->next = NULL;
+        j->enqueued_us = now;
+        if (P.tail) P.tail->next = j;
+        else P.head = j;
+        P.tail = j;
+        P.queued++;
+    }
+    wake_for_queue();
+    pthread_mutex_unlock(&P.lock);
+    return head;
+}
+
 int pool_submit(pool_job *job) {
     job->next = NULL;
-    job->enqueued_us = mono_us();
-    pthread_mutex_lock(&P.lock);
-    if (P.stopping || P.queued >= P.queue_max) {
-        pthread_mutex_unlock(&P.lock);
-        return P.stopping ? MCPG_EUNAVAIL : MCPG_EAGAIN;
-    }
-    if (P.tail) P.tail->next = job;
-    else P.head = job;
-    P.tail = job;
-    P.queued++;
-    /* Wake a thread only if the ones already awake cannot take this job: on a
-     * busy core, waking a thread per job costs a context switch per job,
-     * while one awake thread drains a whole burst. */
-    unsigned awake = P.n_threads - P.waiting + P.signaled;
-    if (P.waiting > P.signaled && P.queued > awake) {
-        P.signaled++;
-        pthread_cond_signal(&P.ready);
-    }
-    pthread_mutex_unlock(&P.lock);
-    return 0;
+    if (pool_submit_many(job) == NULL) return 0;
+    return P.stopping ? MCPG_EUNAVAIL : MCPG_EAGAIN;
 }
 
 /* Runs what is queued, then joins every thread. */
@@ -95,4 +117,5 @@ void pool_stop(void) {
     free(P.threads);
     pthread_mutex_destroy(&P.lock);
     pthread_cond_destroy(&P.ready);
+    P = (pool){0};
 }

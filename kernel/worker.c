@@ -119,6 +119,32 @@ int worker_post(mcpg_worker *w, mcpg_post *node) {
     return 0;
 }
 
+/* ---- pool jobs, handed over once per loop turn ---- */
+
+static void flush_jobs(uv_check_t *h) {
+    mcpg_worker *w = h->data;
+    pool_job *jobs = w->jobs_head;
+    w->jobs_head = w->jobs_tail = NULL;
+    uv_check_stop(h);
+    pool_job *refused = pool_submit_many(jobs);
+    while (refused) {
+        pool_job *next = refused->next;
+        refused->next = NULL;
+        refused->refused(refused);
+        refused = next;
+    }
+}
+
+void worker_defer_job(mcpg_worker *w, pool_job *job) {
+    job->next = NULL;
+    if (w->jobs_tail) w->jobs_tail->next = job;
+    else {
+        w->jobs_head = job;
+        uv_check_start(&w->jobs_flush, flush_jobs);
+    }
+    w->jobs_tail = job;
+}
+
 static void on_accept(uv_poll_t *p, int status, int events) {
     mcpg_worker *w = p->data;
     if (status < 0 || w->draining) return;
@@ -156,6 +182,8 @@ int workers_start(void) {
         w->drain_timer.data = w;
         uv_timer_init(&w->loop, &w->tq_timer);
         w->tq_timer.data = w;
+        uv_check_init(&w->loop, &w->jobs_flush);
+        w->jobs_flush.data = w;
         for (size_t l = 0; l < w->n_listen; l++) {
             uv_poll_init_socket(&w->loop, &w->listen_polls[l], w->listen_fds[l]);
             w->listen_polls[l].data = w;
