@@ -49,6 +49,9 @@ struct mcpg_call {
     mcpg_buf err_data;
     int http_status;
     uint32_t retry_after;
+    /* A pool call that timed out is answered from here: the backend may still
+     * be writing the fields above from its pool thread. */
+    char timeout_msg[160];
     uint32_t n_slots;
     void *slots[];
 };
@@ -233,8 +236,8 @@ static void on_timeouts(uv_timer_t *t) {
         c->detached = true; /* the pool reference stays until the backend returns */
         c->backend_failed = true;
         c->tb1 = now;
-        set_error(c, MCPG_RPC_SERVER_ERROR, 0, "backend \"%s\" timed out after %llu ms",
-                  c->route->backend->name, (unsigned long long)c->route->backend->timeout_ms);
+        snprintf(c->timeout_msg, sizeof c->timeout_msg, "backend \"%s\" timed out after %llu ms",
+                 c->route->backend->name, (unsigned long long)c->route->backend->timeout_ms);
         c->phase = PH_AUDIT_DONE;
         c->idx = 0;
         run(c);
@@ -289,6 +292,19 @@ static mcpg_status dispatch_backend(mcpg_call *c) {
     return MCPG_PENDING;
 }
 
+/* The error a call answers with: the kernel's own for a timed-out pool call
+ * (the backend may still write its fields), else what the stages set. */
+static bool call_error_of(mcpg_call *c, int64_t *code, const char **msg) {
+    if (c->detached) {
+        *code = MCPG_RPC_SERVER_ERROR;
+        *msg = c->timeout_msg;
+        return true;
+    }
+    *code = c->err_code;
+    *msg = c->err_msg;
+    return c->is_error;
+}
+
 /* ---- audit ---- */
 
 static const char *audit_event_name(mcpg_call *c) {
@@ -312,9 +328,9 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     ev.wire = c->d.wire;
     ev.generation = c->gen->id;
     if (c->phase == PH_AUDIT_DONE) {
-        if (c->is_error) {
-            ev.error_code = c->err_code;
-            ev.error_message = c->err_msg;
+        if (!call_error_of(c, &ev.error_code, &ev.error_message)) {
+            ev.error_code = 0;
+            ev.error_message = NULL;
         }
         ev.latency_us = mono_us() - c->t0;
         ev.backend_us = c->tb1 > c->tb0 ? c->tb1 - c->tb0 : 0;
@@ -496,18 +512,21 @@ void call_cancel(mcpg_call *c) {
 void call_outcome(mcpg_call *c, mcpg_call_outcome *o) {
     memset(o, 0, sizeof *o);
     o->size = sizeof *o;
-    o->http_status = c->http_status;
-    o->retry_after_s = c->retry_after;
-    if (c->is_error) {
+    const char *msg;
+    if (call_error_of(c, &o->error_code, &msg)) {
         o->is_error = 1;
-        o->error_code = c->err_code;
-        o->error_message = c->err_msg;
-        o->error_data = c->err_data.len ? c->err_data.data : NULL;
-        o->error_data_len = c->err_data.len;
+        o->error_message = msg;
+        if (!c->detached) {
+            o->http_status = c->http_status;
+            o->retry_after_s = c->retry_after;
+            o->error_data = c->err_data.len ? c->err_data.data : NULL;
+            o->error_data_len = c->err_data.len;
+        }
     } else if (c->method == MCPG_METHOD_TOOLS_LIST) {
         o->result = c->gen->tools_list;
         o->result_len = c->gen->tools_list_len;
     } else {
+        o->http_status = c->http_status;
         o->result = c->result.len ? c->result.data : "{}";
         o->result_len = c->result.len ? c->result.len : 2;
     }

@@ -38,6 +38,7 @@ static int host_log_enabled(mcpg_instance *self, int level) {
 
 static const char *host_instance_name(mcpg_instance *self) { return self->name; }
 static const char *host_gateway_version(void) { return MCPG_VERSION; }
+static const char *host_gateway_name(void) { return K.m && K.m->name ? K.m->name : "mcpg"; }
 
 /* ---- workers ---- */
 
@@ -234,4 +235,5 @@ const mcpg_host HOST = {
     .call_set_http = host_call_set_http,
     .call_resume = host_call_resume,
     .call_cancelled = host_call_cancelled,
+    .gateway_name = host_gateway_name,
 };

@@ -77,14 +77,23 @@ typedef struct main_loop {
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t drain_check;
     uint64_t drain_deadline;
+    bool forced; /* the deadline passed once: connections were told to close now */
 } main_loop;
 
 static void on_drain_check(uv_timer_t *t) {
     main_loop *ml = t->data;
     bool idle = workers_idle();
     if (!idle && mono_us() < ml->drain_deadline) return;
-    if (!idle)
-        klog(MCPG_LOG_WARN, "kernel", "drain deadline passed with calls still in flight");
+    if (!idle && !ml->forced) {
+        /* a second drain tells the transport to close every connection now;
+         * give the closes a moment to finish cleanly */
+        klog(MCPG_LOG_WARN, "kernel", "drain deadline passed with calls still in flight: closing connections");
+        ml->forced = true;
+        workers_drain();
+        ml->drain_deadline = mono_us() + 500 * 1000;
+        return;
+    }
+    if (!idle) klog(MCPG_LOG_WARN, "kernel", "stopping with calls still in flight");
     uv_stop(&ml->loop);
 }
 

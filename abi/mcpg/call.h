@@ -97,8 +97,9 @@ typedef struct mcpg_call_desc {
     void *transport_ctx;      /* given back to header and complete */
     mcpg_header_fn header;    /* may be NULL */
     /* Called exactly once, on the call's loop thread, when the outcome is
-     * ready (read it with host->call_outcome), unless call_submit failed.
-     * The transport then calls host->call_release(call). */
+     * ready (read it with host->call_outcome), unless call_submit failed. It
+     * may run before call_submit returns (a call answered at once). The
+     * transport then calls host->call_release(call). */
     void (*complete)(void *transport_ctx, mcpg_call *call);
 } mcpg_call_desc;
 

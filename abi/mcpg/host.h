@@ -5,7 +5,8 @@
  * moved. A module built against a newer minor checks host->size (or
  * MCPG_HOST_HAS(host, slot)) before using a slot its kernel may not have.
  *
- * Threads: unless a slot says "any thread", call it on a loop thread.
+ * Threads: unless a slot says "any thread", call it on a loop thread. The
+ * process ignores SIGPIPE: a write to a closed socket returns EPIPE.
  */
 #ifndef MCPG_HOST_H
 #define MCPG_HOST_H
@@ -73,8 +74,9 @@ struct mcpg_host {
     /* ---- timers (on w's loop thread) ----
      * cb runs on w's loop after timeout_ms, then every repeat_ms if > 0.
      * timer_stop (same thread) guarantees cb never runs again and frees the
-     * timer. Timers still running when the instance stops are cancelled by
-     * the kernel and logged as a module bug. */
+     * timer; a one-shot timer that has fired is still the module's until it
+     * calls timer_stop (from its callback is fine). Timers not stopped when
+     * the instance stops are cancelled by the kernel and logged as a bug. */
     int (*timer_start)(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
                        uint64_t repeat_ms, void (*cb)(void *arg), void *arg,
                        mcpg_timer **timer_out);
@@ -83,9 +85,9 @@ struct mcpg_host {
     /* ---- the bounded worker pool, for blocking work ----
      * work(arg) runs on a pool thread. done(arg, status) runs exactly once on
      * w's loop: status 0 after work returned, MCPG_ETIMEDOUT if timeout_ms
-     * (0 = none) passed before work started, MCPG_ECANCELED if the instance
-     * stopped first. Fails with MCPG_EAGAIN when the queue is full (done is
-     * then never called). */
+     * (0 = none) passed before work started. Only when the gateway stops
+     * with the work still queued may done not run (the loop has ended). Fails
+     * with MCPG_EAGAIN when the queue is full (done is then never called). */
     int (*work_submit)(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
                        void (*work)(void *arg), void (*done)(void *arg, int status),
                        void *arg);
@@ -100,7 +102,8 @@ struct mcpg_host {
     void (*buf_free)(mcpg_buf *b);
 
     /* ---- JSON scanner (any thread, no allocation); see mcpg/json.h ----
-     * Returns: 1 found / 0 not found or end / < 0 malformed (MCPG_EPROTO). */
+     * json_validate: 0 valid, < 0 malformed. The others: 1 found / 0 not
+     * found or end / < 0 malformed (MCPG_EPROTO). */
     int (*json_validate)(const char *s, size_t n);
     int (*json_object_get)(const char *obj, size_t n, const char *key,
                            mcpg_json_span *out);
@@ -125,7 +128,11 @@ struct mcpg_host {
     void (*call_outcome)(mcpg_call *call, mcpg_call_outcome *out);
     void (*call_release)(mcpg_call *call);
 
-    /* ---- a call, from a stage or a backend ---- */
+    /* ---- a call, from a stage or a backend ----
+     * An op may use these slots from the thread it runs on (a pool thread for
+     * a backend not dispatched inline) and, while the call is PENDING on it,
+     * from any one thread at a time: the kernel does not touch the call
+     * until the op resumes it. call_resume itself is any-thread. */
     mcpg_worker *(*call_worker)(mcpg_call *call);
     uint32_t (*call_method)(mcpg_call *call);         /* mcpg_method */
     uint32_t (*call_wire)(mcpg_call *call);           /* mcpg_wire */
@@ -159,6 +166,10 @@ struct mcpg_host {
      * PENDING; off the call's loop it is queued to that loop. */
     void (*call_resume)(mcpg_call *call, mcpg_status status);
     int (*call_cancelled)(mcpg_call *call);
+
+    /* ---- the gateway (any thread) ---- */
+    /* gateway.name from the manifest: the server name clients are told. */
+    const char *(*gateway_name)(void);
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */

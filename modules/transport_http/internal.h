@@ -44,7 +44,6 @@ typedef struct th_config {
     int64_t max_header_bytes;
     int64_t idle_timeout_ms;
     int64_t max_connections_per_worker;
-    const char *name;
 } th_config;
 
 /* The headers the transport itself reads, found once while parsing. */

@@ -19,24 +19,13 @@ static const mcpg_config_field th_schema[] = {
                        "close a connection idle this long (or slower than this to send a request)"),
     MCPG_CFG_INT_FIELD(th_config, max_connections_per_worker, "max_connections_per_worker",
                        "10000", 1, 1000000, "connections beyond this are closed at once"),
-    MCPG_CFG_STRING_FIELD(th_config, name, "name", "\"mcpg\"",
-                          "serverInfo.name reported by server/discover"),
     MCPG_CONFIG_END};
-
-static int th_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
-    const th_config *cfg = config;
-    if (cfg->name && (!cfg->name[0] || strlen(cfg->name) > 256)) {
-        host->report_error(rep, "name", "must be 1 to 256 characters");
-        return MCPG_ECONFIG;
-    }
-    return 0;
-}
 
 /* server/discover's body after the id: fixed for the instance's life. */
 static int th_discover_build(th_mod *m) {
     const mcpg_host *h = m->host;
     mcpg_buf *b = &m->discover;
-    const char *name = m->cfg->name && m->cfg->name[0] ? m->cfg->name : "mcpg";
+    const char *name = MCPG_HOST_HAS(h, gateway_name) ? h->gateway_name() : "mcpg";
     const char *version = h->gateway_version();
     static const char head[] =
         ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],"
@@ -151,7 +140,6 @@ static uint32_t th_conn_count_op(void *instance, mcpg_worker *w) {
 static const mcpg_lifecycle_ops th_lifecycle = {
     .size = (uint32_t)sizeof(mcpg_lifecycle_ops),
     .version = 1,
-    .validate = th_validate,
     .create = th_create,
     .destroy = th_destroy,
 };

@@ -27,42 +27,6 @@ static void problem(report *r, const char *key, const char *fmt, ...) {
     if (r->fn) r->fn(r->ctx, key, msg);
 }
 
-static size_t edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64) return 99;
-    size_t row[65];
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            size_t best = diag + cost;
-            if (row[j] + 1 < best) best = row[j] + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-const char *mcpg_did_you_mean(const char *word, const char *const *candidates, size_t count) {
-    const char *best = NULL;
-    size_t best_d = 99;
-    for (size_t i = 0; i < count; i++) {
-        size_t d = edit_distance(word, candidates[i]);
-        if (d < best_d) {
-            best_d = d;
-            best = candidates[i];
-        }
-    }
-    /* close enough: a typo or two, scaled to the word's length */
-    size_t limit = strlen(word) <= 4 ? 1 : (strlen(word) <= 8 ? 2 : 3);
-    return best_d <= limit ? best : NULL;
-}
-
 static const mcpg_config_field *find_field(const mcpg_config_field *fields, const char *key) {
     for (const mcpg_config_field *f = fields; f && f->key; f++)
         if (strcmp(f->key, key) == 0) return f;

@@ -281,6 +281,7 @@ static void config_error(void *ctx, const char *key, const char *message) {
 
 static const char *host_instance_name(mcpg_instance *self) { return self ? self->name : NULL; }
 static const char *host_gateway_version(void) { return "fakehost"; }
+static const char *host_gateway_name(void) { return "mcpg-fakehost"; }
 
 /* ---- host slots: the worker ---------------------------------------------- */
 
@@ -1095,6 +1096,7 @@ static const mcpg_host host_template = {
     .call_set_http = host_call_set_http,
     .call_resume = host_call_resume,
     .call_cancelled = host_call_cancelled,
+    .gateway_name = host_gateway_name,
 };
 
 /* ---- the fake host's life ------------------------------------------------ */

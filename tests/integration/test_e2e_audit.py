@@ -37,7 +37,7 @@ def main():
     args = parse_args()
     ctx = Context(args)
     audit = ctx.path("audit.jsonl")
-    gw = Gateway(ctx, manifest=base_manifest(audit_path=audit), name="e2e")
+    gw = Gateway(ctx, manifest=base_manifest(audit_path=audit, gateway={"name": "e2e-gateway"}), name="e2e")
     gw.start()
     port = gw.port
     ids_called = []
@@ -93,6 +93,8 @@ def main():
         caps = result.get("capabilities")
         check(isinstance(caps, dict) and "tools" in caps,
               "server/discover: capabilities must include tools: %r" % result)
+        info = result.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {})
+        check_eq(info.get("name"), "e2e-gateway", "server/discover: serverInfo.name is gateway.name")
 
     def t_audit_totals():
         check(ids_called == [7, "req-7"], "both tool calls must have succeeded first")

@@ -97,6 +97,7 @@ static void h_report_error(mcpg_report *rep, const char *key, const char *fmt, .
 }
 static const char *h_instance_name(mcpg_instance *self) { return self->name; }
 static const char *h_gateway_version(void) { return "9.9.9"; }
+static const char *h_gateway_name(void) { return "test-gw"; }
 static uint32_t h_worker_count(void) { return 1; }
 static mcpg_worker *h_worker_at(uint32_t i) { return i == 0 ? &K.worker : NULL; }
 static uint32_t h_worker_index(mcpg_worker *w) { return (uint32_t)w->index; }
@@ -221,6 +222,7 @@ static mcpg_host host = {
     .report_error = h_report_error,
     .instance_name = h_instance_name,
     .gateway_version = h_gateway_version,
+    .gateway_name = h_gateway_name,
     .worker_count = h_worker_count,
     .worker_at = h_worker_at,
     .worker_index = h_worker_index,

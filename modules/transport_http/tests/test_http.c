@@ -600,7 +600,7 @@ static int serve(const char *config) {
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--serve")) return serve(argc > 2 ? argv[2] : NULL);
     port = fk_start(TH_MODULE_PATH,
-                    "{\"name\":\"test-gw\",\"max_header_bytes\":2048,\"max_body_bytes\":4096,"
+                    "{\"max_header_bytes\":2048,\"max_body_bytes\":4096,"
                     "\"idle_timeout_ms\":300,\"max_connections_per_worker\":32,\"access_log\":true}");
     if (port < 0) {
         fprintf(stderr, "fake kernel did not start\n");
