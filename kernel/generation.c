@@ -45,17 +45,6 @@ static bool in_list(char **list, size_t n, const char *s, size_t len) {
     return false;
 }
 
-static bool valid_tool_name(const char *s, size_t n) {
-    if (n < 1 || n > MCPG_NAME_MAX) return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '_' || ch == '-'))
-            return false;
-    }
-    return true;
-}
-
 /* Re-emit one tool object with its client-visible name. */
 static void emit_tool(mcpg_buf *out, const mcpg_json_span *tool, const char *client_name) {
     mcpg_buf_puts(out, out->data[out->len - 1] == '[' ? "{\"name\":" : ",{\"name\":");
@@ -102,7 +91,7 @@ static void add_route(route_ctx *rc, const char *where, mcpg_instance *be, const
         snprintf(client, sizeof client, "%s%s%s", b->prefix, b->separator, target);
     else
         snprintf(client, sizeof client, "%s", target);
-    if (!valid_tool_name(client, strlen(client))) {
+    if (!mcpg_name_valid(client, strlen(client))) {
         errlist_add(rc->errs, rc->file, where,
                     "tool \"%s\" would be named \"%s\", which does not match ^[a-zA-Z0-9_-]{1,64}$",
                     target, client);

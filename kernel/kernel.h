@@ -12,7 +12,6 @@
 
 #define MCPG_VERSION "0.1.0"
 #define MCPG_MAX_WORKERS 256
-#define MCPG_NAME_MAX 64
 
 /* ---- errors collected while reading a manifest ---- */
 typedef struct errlist {

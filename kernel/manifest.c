@@ -140,18 +140,6 @@ static char **get_strings(mctx *c, json_t *obj, const char *key, const char *bas
     return out;
 }
 
-static bool valid_name(const char *s) {
-    size_t n = strlen(s);
-    if (n < 1 || n > MCPG_NAME_MAX) return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '_' || ch == '-'))
-            return false;
-    }
-    return true;
-}
-
 static bool valid_hostport(const char *s) {
     const char *colon = strrchr(s, ':');
     if (!colon || colon == s) return false;
@@ -278,12 +266,12 @@ static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
     snprintf(p, sizeof p, "%s.name", base);
     if (!d->name)
         err(c, p, "is required");
-    else if (!valid_name(d->name))
+    else if (!mcpg_name_valid(d->name, strlen(d->name)))
         err(c, p, "must match ^[a-zA-Z0-9_-]{1,64}$");
     snprintf(p, sizeof p, "%s.module", base);
     if (!d->module)
         err(c, p, "is required");
-    else if (!valid_name(d->module))
+    else if (!mcpg_name_valid(d->module, strlen(d->module)))
         err(c, p, "must match ^[a-zA-Z0-9_-]{1,64}$");
     json_t *cfg = json_object_get(obj, "config");
     snprintf(p, sizeof p, "%s.config", base);
@@ -415,7 +403,7 @@ static void on_config_error(void *ctx, const char *key, const char *message) {
 static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
                              const char *module_path, const char *config_path) {
     manifest *m = c->m;
-    if (!d->module || !valid_name(d->module) || !m->runtime_dir) return;
+    if (!d->module || !mcpg_name_valid(d->module, strlen(d->module)) || !m->runtime_dir) return;
     image *shared = NULL;
     if (m->transport.image && strcmp(m->transport.module, d->module) == 0)
         shared = m->transport.image;

@@ -29,24 +29,13 @@ static void perr(pctx *c, const char *path, const char *fmt, ...) {
         c->h->log(c->self, MCPG_LOG_ERROR, "config %s: %s", path, msg);
 }
 
-static int name_ok(const char *s, size_t n) {
-    if (n < 1 || n > MOCK_NAME_MAX) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
-        if (!ok) return 0;
-    }
-    return 1;
-}
-
 static void parse_name(pctx *c, const char *path, const mcpg_json_span *v, mock_tool *t) {
     size_t n = 0;
     int rc = v->type == MCPG_JSON_STRING
                  ? c->h->json_string_decode(v, t->name, sizeof t->name, &n)
                  : MCPG_EPROTO;
     if (rc == MCPG_EPROTO) return perr(c, path, "expected a string");
-    if (rc < 0 || !name_ok(t->name, n)) {
+    if (rc < 0 || !mcpg_name_valid(t->name, n)) {
         t->name[0] = '\0';
         return perr(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
     }

@@ -1,8 +1,20 @@
-/* "Did you mean": the closest known word by edit distance. Kept apart from
- * the config parser so a module that uses it does not pull in jansson. */
+/* Names: the one check of the name pattern, and "did you mean" (the closest
+ * known word by edit distance). Kept apart from the config parser so a module
+ * that uses them does not pull in jansson. */
 #include <mcpg/sdk.h>
 
 #include <string.h>
+
+int mcpg_name_valid(const char *s, size_t n) {
+    if (n < 1 || n > MCPG_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+        if (!ok) return 0;
+    }
+    return 1;
+}
 
 static size_t edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);

@@ -67,6 +67,13 @@ extern "C" {
 #define MCPG_CFG_ENUM_FIELD(st, f, key, def, values, help) \
     { key, MCPG_CFG_ENUM, 0, offsetof(st, f), def, 0, 0, values, help }
 
+/* ---- names ----
+ * Every name a client sees (tools, prompts, instances) must fit
+ * ^[a-zA-Z0-9_-]{1,64}$. Returns 1 if s[0..n) does. */
+#define MCPG_NAME_MAX 64
+#define MCPG_NAME_PATTERN "^[a-zA-Z0-9_-]{1,64}$"
+int mcpg_name_valid(const char *s, size_t n);
+
 /* ---- error names ---- */
 const char *mcpg_strerror(int err);
 const char *mcpg_errname(int err);
