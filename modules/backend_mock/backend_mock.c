@@ -82,12 +82,7 @@ static mcpg_status mock_stats_answer(mock *m, mcpg_call *call) {
                      (unsigned long long)atomic_load(&m->in_flight),
                      (unsigned long long)atomic_load(&m->max_in_flight),
                      (unsigned long long)atomic_load(&m->calls));
-    mcpg_buf *b = h->call_result_buf(call);
-    static const char head[] = "{\"content\":[{\"type\":\"text\",\"text\":";
-    if (!b || h->buf_append(b, head, sizeof head - 1) ||
-        h->buf_append_json_string(b, inner, (size_t)n) || h->buf_append(b, "}]}", 3))
-        return mock_fail(m, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
-    return MCPG_CONTINUE;
+    return mcpg_result_text(h, call, inner, (size_t)n, 0);
 }
 
 /* Append the echo result: the text is "Echo: " + msg, padded with 'x' to

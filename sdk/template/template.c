@@ -121,12 +121,11 @@ static mcpg_status template_refuse(template_instance *t, mcpg_call *call, const 
     return MCPG_DENY;
 }
 
-/* {"content":[{"type":"text","text":"<greeting>, <name><end>"}]} into the
- * call's own result buffer (kernel-owned: append, never free). */
-static int template_answer(template_instance *t, mcpg_call *call, const char *name,
-                           size_t name_len) {
-    const mcpg_host *h = t->host;
-    mcpg_buf *out = h->call_result_buf(call);
+/* The greeting as the call's result. mcpg_result_text (SDK) writes
+ * {"content":[{"type":"text","text":"<greeting>, <name><end>"}]} into the
+ * call's own result buffer, JSON-escaping the text (quotes, controls, bad UTF-8). */
+static mcpg_status template_answer(template_instance *t, mcpg_call *call, const char *name,
+                                   size_t name_len) {
     char text[64 + 2 + 1024 + 1]; /* greeting, ", ", name, "!" (bounded by config) */
     size_t glen = strlen(t->cfg->greeting), n = 0;
     memcpy(text, t->cfg->greeting, glen);
@@ -136,11 +135,7 @@ static int template_answer(template_instance *t, mcpg_call *call, const char *na
     memcpy(text + n, name, name_len);
     n += name_len;
     if (strcmp(t->cfg->style, "excited") == 0) text[n++] = '!';
-    static const char head[] = "{\"content\":[{\"type\":\"text\",\"text\":", tail[] = "}]}";
-    int rc = h->buf_append(out, head, sizeof head - 1);
-    rc |= h->buf_append_json_string(out, text, n); /* escapes quotes, controls, bad UTF-8 */
-    rc |= h->buf_append(out, tail, sizeof tail - 1);
-    return rc;
+    return mcpg_result_text(t->host, call, text, n, 0);
 }
 
 /* Runs on a pool thread, or on the loop thread with inline_dispatch: either
@@ -169,11 +164,7 @@ static mcpg_status template_call_tool(void *instance, mcpg_call *call) {
 
     if (t->cfg->log_calls && h->log_enabled(t->self, MCPG_LOG_INFO))
         h->log(t->self, MCPG_LOG_INFO, "greeting %.*s", (int)name_len, name);
-    if (template_answer(t, call, name, name_len) != 0) {
-        h->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
-        return MCPG_DENY;
-    }
-    return MCPG_CONTINUE;
+    return template_answer(t, call, name, name_len);
 }
 
 /* ---- the descriptor ------------------------------------------------------------ */

@@ -74,6 +74,18 @@ extern "C" {
 #define MCPG_NAME_PATTERN "^[a-zA-Z0-9_-]{1,64}$"
 int mcpg_name_valid(const char *s, size_t n);
 
+/* ---- result builders (for backends; they write through the host table) ----
+ * mcpg_result_text: the call's result becomes
+ *   {"content":[{"type":"text","text":"<text, JSON-escaped>"}]}
+ * (with "isError":true when is_error: a tool that ran and failed). Returns
+ * MCPG_CONTINUE, or MCPG_DENY with an internal error set if memory ran out,
+ * so a backend can `return mcpg_result_text(...)`. */
+mcpg_status mcpg_result_text(const mcpg_host *host, mcpg_call *call, const char *text,
+                             size_t n, int is_error);
+/* A JSON-RPC error with a printf-style message; returns MCPG_DENY. */
+mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t code,
+                               const char *fmt, ...) MCPG_PRINTF(4, 5);
+
 /* ---- error names ---- */
 const char *mcpg_strerror(int err);
 const char *mcpg_errname(int err);

@@ -1,0 +1,31 @@
+/* Result builders: the few shapes every backend answers with, written into
+ * the call's own buffer through the host table (the SDK links no kernel). */
+#include <mcpg/sdk.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+
+mcpg_status mcpg_result_text(const mcpg_host *host, mcpg_call *call, const char *text,
+                             size_t n, int is_error) {
+    static const char head[] = "{\"content\":[{\"type\":\"text\",\"text\":";
+    static const char tail[] = "}]}", tail_error[] = "}],\"isError\":true}";
+    mcpg_buf *out = host->call_result_buf(call);
+    int rc = !out || host->buf_append(out, head, sizeof head - 1) ||
+             host->buf_append_json_string(out, text, n) ||
+             (is_error ? host->buf_append(out, tail_error, sizeof tail_error - 1)
+                       : host->buf_append(out, tail, sizeof tail - 1));
+    if (!rc) return MCPG_CONTINUE;
+    host->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
+    return MCPG_DENY;
+}
+
+mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t code,
+                               const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    host->call_error(call, code, msg, NULL);
+    return MCPG_DENY;
+}
