@@ -7,6 +7,7 @@
  * resolved, so no later stage can read a different value than was checked. */
 #include "mcp_stateless.h"
 
+#include <mcpg/sdk.h>
 #include <string.h>
 
 #define MSG(s) TH_LIT("\"" s "\"")
@@ -217,11 +218,13 @@ typedef struct param_parts {
     int dup;
 } param_parts;
 
+/* params was validated as a whole while the envelope was walked (scan_top),
+ * so its members are found by the SDK's trusted walk, not validated twice. */
 static int scan_params(const mcpg_host *h, const mcpg_json_span *params, param_parts *pp) {
     size_t iter = 0;
     mcpg_json_span k, val;
     int rc;
-    while ((rc = h->json_object_next(params->p, params->n, &iter, &k, &val)) == 1) {
+    while ((rc = mcpg_json_object_next_trusted(params->p, params->n, &iter, &k, &val)) == 1) {
         if (h->json_string_eq(&k, "_meta", 5) == 1) take(P_META, &pp->seen, &pp->dup, &pp->meta, &val);
         else if (h->json_string_eq(&k, "name", 4) == 1) take(P_NAME, &pp->seen, &pp->dup, &pp->name, &val);
         else if (h->json_string_eq(&k, "arguments", 9) == 1) take(P_ARGS, &pp->seen, &pp->dup, &pp->args, &val);
@@ -250,7 +253,7 @@ static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
     }
     mcpg_json_span pv;
     if (!(pp->seen & P_META) ||
-        h->json_object_get(pp->meta.p, pp->meta.n, k_meta_version_key, &pv) != 1) {
+        mcpg_json_object_get_trusted(pp->meta.p, pp->meta.n, k_meta_version_key, &pv) != 1) {
         fail(v, 400, MCPG_RPC_INVALID_PARAMS,
              MSG("Invalid params: the 2026-07-28 `_meta` envelope is required "
                  "(params._meta[\\\"io.modelcontextprotocol/protocolVersion\\\"]); "

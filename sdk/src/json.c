@@ -476,6 +476,105 @@ int mcpg_json_object_get(const char *obj, size_t n, const char *key, mcpg_json_s
     return rc;
 }
 
+/* ---- walking text that is already valid --------------------------------
+ * The same members as next_member, found by following the structure only
+ * (quotes, escapes, brackets): no grammar, UTF-8 or depth checks. For spans a
+ * validating call has accepted, at a fraction of the cost. Every step still
+ * stays inside [0, n), so invalid text gives wrong answers, never a bad read. */
+
+static size_t skip_string_trusted(const unsigned char *s, size_t n, size_t i,
+                                  uint32_t *escaped) {
+    for (i = plain_run(s, n, i + 1); i < n && s[i] != '"'; i = plain_run(s, n, i)) {
+        if (s[i] == '\\') { /* the escaped byte cannot end the string */
+            *escaped = 1;
+            i++;
+        }
+        i++; /* non-ASCII or control: not a quote either way */
+    }
+    return i; /* the closing quote, or n */
+}
+
+static size_t skip_value_trusted(const unsigned char *s, size_t n, size_t i,
+                                 mcpg_json_span *out) {
+    size_t start = i;
+    uint32_t escaped = 0;
+    unsigned char c = s[i];
+    if (c == '"') {
+        i = skip_string_trusted(s, n, i, &escaped);
+        *out = (mcpg_json_span){(const char *)s + start + 1, i - start - 1, MCPG_JSON_STRING,
+                                escaped};
+        return i < n ? i + 1 : n;
+    }
+    if (c == '{' || c == '[') {
+        size_t depth = 0;
+        for (; i < n; i++) {
+            unsigned char d = s[i];
+            if (d == '"') i = skip_string_trusted(s, n, i, &escaped);
+            else if (d == '{' || d == '[') depth++;
+            else if ((d == '}' || d == ']') && --depth == 0) break;
+        }
+        i = i < n ? i + 1 : n;
+        *out = (mcpg_json_span){(const char *)s + start, i - start,
+                                c == '{' ? MCPG_JSON_OBJECT : MCPG_JSON_ARRAY, 0};
+        return i;
+    }
+    while (i < n && !memchr(" \t\r\n,]}", s[i], 7)) i++;
+    uint32_t type = c == 't' ? MCPG_JSON_TRUE : c == 'f' ? MCPG_JSON_FALSE
+                  : c == 'n' ? MCPG_JSON_NULL : MCPG_JSON_NUMBER;
+    *out = (mcpg_json_span){(const char *)s + start, i - start, type, 0};
+    return i;
+}
+
+static size_t skip_ws_trusted(const unsigned char *s, size_t n, size_t i) {
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
+    return i;
+}
+
+int mcpg_json_object_next_trusted(const char *obj, size_t n, size_t *iter, mcpg_json_span *key,
+                                  mcpg_json_span *val) {
+    const unsigned char *s = (const unsigned char *)obj;
+    mcpg_json_span k, v;
+    if (!obj || !iter || *iter >= n) return MCPG_EPROTO;
+    size_t i = *iter;
+    if (i == 0) i = skip_ws_trusted(s, n, 0); /* at the opening brace */
+    if (i >= n || s[i] == '}') { /* past the end stays at the end */
+        *iter = i < n ? i : n - 1;
+        return i < n ? 0 : MCPG_EPROTO;
+    }
+    i = skip_ws_trusted(s, n, i + 1); /* past '{' or ',' */
+    if (i >= n || s[i] == '}') {
+        *iter = i < n ? i : n - 1;
+        return i < n ? 0 : MCPG_EPROTO;
+    }
+    if (s[i] != '"') return MCPG_EPROTO;
+    i = skip_ws_trusted(s, n, skip_value_trusted(s, n, i, &k));
+    if (i >= n || s[i] != ':') return MCPG_EPROTO;
+    i = skip_ws_trusted(s, n, i + 1);
+    if (i >= n) return MCPG_EPROTO;
+    i = skip_ws_trusted(s, n, skip_value_trusted(s, n, i, &v));
+    if (i >= n) return MCPG_EPROTO;
+    *iter = i; /* at ',' or '}' */
+    if (key) *key = k;
+    if (val) *val = v;
+    return 1;
+}
+
+int mcpg_json_object_get_trusted(const char *obj, size_t n, const char *key,
+                                 mcpg_json_span *out) {
+    mcpg_json_span k, v;
+    size_t iter = 0, klen;
+    int rc;
+    if (!key) return MCPG_EINVAL;
+    klen = strlen(key);
+    while ((rc = mcpg_json_object_next_trusted(obj, n, &iter, &k, &v)) == 1) {
+        if (mcpg_json_string_eq(&k, key, klen) == 1) {
+            if (out) *out = v;
+            return 1;
+        }
+    }
+    return rc;
+}
+
 /* Compare a decoded string with lit[0..n) without a buffer: plain runs by
  * memcmp, each escape through a 4-byte scratch. */
 static int eq_escaped(const unsigned char *p, const unsigned char *end,

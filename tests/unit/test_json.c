@@ -451,6 +451,57 @@ static void test_differential(void) {
            rounds - skipped, valid_seen, skipped);
 }
 
+/* The trusted walk must find exactly what the validating one finds. */
+static int same_span(const mcpg_json_span *a, const mcpg_json_span *b) {
+    return a->p == b->p && a->n == b->n && a->type == b->type && a->escaped == b->escaped;
+}
+
+static void compare_walks(const char *s, size_t n) {
+    size_t it1 = 0, it2 = 0;
+    mcpg_json_span k1, v1, k2, v2;
+    for (int guard = 0; guard < 64; guard++) {
+        int r1 = mcpg_json_object_next(s, n, &it1, &k1, &v1);
+        int r2 = mcpg_json_object_next_trusted(s, n, &it2, &k2, &v2);
+        CHECK(r1 == r2, "trusted walk of %s: %d vs %d", show(s, n), r2, r1);
+        if (r1 != 1 || r2 != 1) return;
+        CHECK(same_span(&k1, &k2) && same_span(&v1, &v2), "trusted spans differ in %s",
+              show(s, n));
+    }
+}
+
+static void test_trusted(void) {
+    static const char *objects[] = {
+        "{}", " { } ", "{\"a\":1}", "{ \"a\" : 1 , \"b\\u0063\" : [true] , \"\" : {} } \n",
+        "{\"s\":\"x\\\"}y\",\"o\":{\"n\":[1,{\"d\":\"]}\"}],\"e\":-1.5e3},\"t\":true,\"f\":false,\"z\":null}",
+        "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+        "\"arguments\":{\"message\":\"hi\"},\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":"
+        "\"2026-07-28\"}}}",
+    };
+    for (size_t i = 0; i < sizeof objects / sizeof *objects; i++)
+        compare_walks(objects[i], strlen(objects[i]));
+    for (size_t i = 0; i < sizeof valid / sizeof *valid; i++) {
+        size_t j = 0;
+        while (j < valid[i].n && valid[i].s[j] == ' ') j++;
+        if (j < valid[i].n && valid[i].s[j] == '{') compare_walks(valid[i].s, valid[i].n);
+    }
+    mcpg_json_span v;
+    const char *o = objects[5];
+    CHECK(mcpg_json_object_get_trusted(o, strlen(o), "params", &v) == 1 &&
+              v.type == MCPG_JSON_OBJECT, "get_trusted params");
+    CHECK(mcpg_json_object_get_trusted(o, strlen(o), "nope", &v) == 0, "get_trusted missing");
+    /* invalid text: any answer, but no read outside it (ASan/valgrind watch) */
+    static const char *bad[] = {"{", "{\"", "{\"a", "{\"a\":", "{\"a\":\"", "{\"a\":[", "{\"a\":1,"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        size_t n = strlen(bad[i]), it = 0;
+        char *copy = malloc(n); /* exact size: no terminator to lean on */
+        memcpy(copy, bad[i], n);
+        mcpg_json_span k;
+        for (int g = 0; g < 8 && mcpg_json_object_next_trusted(copy, n, &it, &k, &v) == 1; g++) {
+        }
+        free(copy);
+    }
+}
+
 int main(void) {
     test_tables();
     test_not_terminated();
@@ -467,6 +518,7 @@ int main(void) {
     test_escape();
     test_round_trip();
     test_differential();
+    test_trusted();
     if (failures) {
         fprintf(stderr, "test_json: %d check(s) failed\n", failures);
         return 1;

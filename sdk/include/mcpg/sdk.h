@@ -117,6 +117,14 @@ int mcpg_json_object_next(const char *obj, size_t n, size_t *iter,
 /* The first member named `key` (NUL-terminated, compared after decoding). */
 int mcpg_json_object_get(const char *obj, size_t n, const char *key, mcpg_json_span *out);
 int mcpg_json_array_next(const char *arr, size_t n, size_t *iter, mcpg_json_span *val);
+/* The same two, for text a validating call has already accepted (a span it
+ * returned, or a body mcpg_json_validate passed): they follow the structure
+ * without checking it again, at a fraction of the cost. On text that is not
+ * valid their answers are meaningless, but they never read outside it. */
+int mcpg_json_object_next_trusted(const char *obj, size_t n, size_t *iter,
+                                  mcpg_json_span *key, mcpg_json_span *val);
+int mcpg_json_object_get_trusted(const char *obj, size_t n, const char *key,
+                                 mcpg_json_span *out);
 /* A string span equals lit[0..n) once decoded: 1 yes, 0 no. */
 int mcpg_json_string_eq(const mcpg_json_span *s, const char *lit, size_t n);
 int mcpg_json_string_decode(const mcpg_json_span *s, char *dst, size_t cap, size_t *len_out);
