@@ -6,8 +6,12 @@
  * Each op answers CONTINUE, DENY or PENDING; a PENDING op finishes later with
  * host->call_resume from any thread, and the call continues on its own loop.
  *
- * The resume handshake (op_state) makes "resume before the op even returned
- * PENDING" safe: the invoker sees OP_EARLY and carries on itself.
+ * The resume handshake (op_sync) makes "resume before the op even returned
+ * PENDING" safe: the invoker sees OP_EARLY and carries on itself. A call has
+ * two: one for the op the loop runs (a stage, an inline backend) and one for
+ * a backend on the pool, because once a pool call has timed out both are in
+ * use at once: the loop audits and answers the timeout while the backend may
+ * still be running (a "detached" call). Each also has its own post node.
  *
  * Call objects are recycled through a per-worker free list with their result
  * buffer kept, so a call in steady state allocates nothing. */
@@ -21,9 +25,24 @@
 enum phase { PH_IDENTITY, PH_POLICY, PH_LIMITS, PH_AUDIT_ALLOWED, PH_BACKEND, PH_AUDIT_DONE,
              PH_COMPLETE };
 enum op_state { OP_IDLE, OP_RUNNING, OP_PENDING, OP_EARLY };
+enum { SKIP_NONE, SKIP_EXPIRED, SKIP_CANCELLED };
+
+/* One op's resume handshake (settle on the invoking side, op_resume on the
+ * resuming side). */
+typedef struct op_sync {
+    atomic_int state;  /* enum op_state */
+    atomic_int status; /* what call_resume said, read after OP_EARLY */
+} op_sync;
+
+/* A header value a pool backend looked up, copied (see host_call_header). */
+typedef struct hdr_copy {
+    struct hdr_copy *next;
+    char value[];
+} hdr_copy;
 
 struct mcpg_call {
-    mcpg_post post;              /* resume delivery to the loop */
+    mcpg_post post;              /* a loop op's status, to the loop */
+    mcpg_post pool_post;         /* the pool backend's status, to the loop */
     pool_job job;                /* backend dispatch to the pool */
     struct mcpg_call *next_free;
     struct mcpg_call *tq_prev, *tq_next; /* the worker's pool-timeout list */
@@ -35,11 +54,14 @@ struct mcpg_call {
     int phase;
     size_t idx;
     size_t limits_acquired;
-    atomic_int op_state;
-    atomic_int resume_status;
+    op_sync loop_op;             /* identity, policy, limits, audit, inline backend */
+    op_sync pool_op;             /* the backend on a pool thread */
     int delivered;               /* status carried by post */
+    int pool_delivered;          /* status carried by pool_post */
     int refs;                    /* loop-thread only: transport + pool */
-    bool on_pool, detached, cancelled, backend_failed, denied, expired_in_queue;
+    bool on_pool, detached, backend_failed, denied;
+    uint8_t skipped;             /* SKIP_*: the pool never ran the backend */
+    atomic_bool cancelled;       /* set on the loop, read by a pool backend too */
     uint64_t deadline_us, t0, tb0, tb1;
     char *principal, *tenant, *roles;
     mcpg_buf result;
@@ -52,6 +74,13 @@ struct mcpg_call {
     /* A pool call that timed out is answered from here: the backend may still
      * be writing the fields above from its pool thread. */
     char timeout_msg[160];
+    /* A pool backend may outlive the transport's request (the call timed
+     * out and was answered): it reads these copies instead (kept across
+     * recycling, like result), and copies of the headers it looks up. */
+    mcpg_buf req_copy;
+    pthread_mutex_t hdr_lock;    /* header lookups off the loop vs. answering */
+    bool answered;               /* under hdr_lock: the transport's request is gone */
+    hdr_copy *hdr_copies;
     uint32_t n_slots;
     void *slots[];
 };
@@ -102,15 +131,25 @@ static mcpg_call *call_alloc(mcpg_worker *w, uint32_t n_slots) {
         if (!c) return NULL;
         c->n_slots = n_slots;
     }
-    mcpg_buf keep_result = c->result, keep_data = c->err_data;
+    mcpg_buf keep_result = c->result, keep_data = c->err_data, keep_req = c->req_copy;
     uint32_t keep_slots = c->n_slots;
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
     c->result = keep_result;
     c->err_data = keep_data;
+    c->req_copy = keep_req;
     c->result.len = 0;
     c->err_data.len = 0;
+    c->req_copy.len = 0;
     c->n_slots = keep_slots;
+    pthread_mutex_init(&c->hdr_lock, NULL);
     return c;
+}
+
+static void call_free(mcpg_call *c) {
+    mcpg_buf_free(&c->result);
+    mcpg_buf_free(&c->err_data);
+    mcpg_buf_free(&c->req_copy);
+    free(c);
 }
 
 static void call_recycle(mcpg_call *c) {
@@ -119,26 +158,28 @@ static void call_recycle(mcpg_call *c) {
     free(c->tenant);
     free(c->roles);
     c->principal = c->tenant = c->roles = NULL;
+    for (hdr_copy *h = c->hdr_copies, *next; h; h = next) {
+        next = h->next;
+        free(h);
+    }
+    c->hdr_copies = NULL;
+    pthread_mutex_destroy(&c->hdr_lock);
     atomic_fetch_sub(&c->gen->refs, 1);
-    /* keep a bounded number for reuse; big result buffers are not kept */
-    if (w->freelist.count < 1024 && c->result.cap <= 65536) {
+    /* keep a bounded number for reuse; big buffers are not kept */
+    if (w->freelist.count < 1024 && c->result.cap <= 65536 && c->req_copy.cap <= 65536) {
         c->next_free = w->freelist.head;
         w->freelist.head = c;
         w->freelist.count++;
         return;
     }
-    mcpg_buf_free(&c->result);
-    mcpg_buf_free(&c->err_data);
-    free(c);
+    call_free(c);
 }
 
 void calls_free_worker(mcpg_worker *w) {
     mcpg_call *c = w->freelist.head;
     while (c) {
         mcpg_call *next = c->next_free;
-        mcpg_buf_free(&c->result);
-        mcpg_buf_free(&c->err_data);
-        free(c);
+        call_free(c);
         c = next;
     }
     w->freelist.head = NULL;
@@ -151,57 +192,94 @@ static void unref(mcpg_call *c) {
 
 /* ---- the resume handshake ---- */
 
-static mcpg_status settle(mcpg_call *c, mcpg_status st) {
+/* The invoker, after the op returned st (the op ran with state OP_RUNNING). */
+static mcpg_status settle(op_sync *op, mcpg_status st) {
     if (st != MCPG_PENDING) {
-        atomic_store(&c->op_state, OP_IDLE);
+        atomic_store(&op->state, OP_IDLE);
         return st;
     }
     int expect = OP_RUNNING;
-    if (atomic_compare_exchange_strong(&c->op_state, &expect, OP_PENDING)) return MCPG_PENDING;
-    atomic_store(&c->op_state, OP_IDLE); /* resumed before it returned */
-    return (mcpg_status)atomic_load(&c->resume_status);
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_PENDING)) return MCPG_PENDING;
+    atomic_store(&op->state, OP_IDLE); /* resumed before it returned */
+    return (mcpg_status)atomic_load(&op->status);
+}
+
+enum { RESUME_TAKEN, RESUME_DELIVER, RESUME_NOT_WAITING };
+
+/* The resumer: RESUME_TAKEN when the op is still running (its invoker will
+ * see OP_EARLY and carry on), RESUME_DELIVER when the op had returned
+ * PENDING (the resumer must deliver st to the loop). */
+static int op_resume(op_sync *op, mcpg_status st) {
+    atomic_store(&op->status, st);
+    int expect = OP_RUNNING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_EARLY)) return RESUME_TAKEN;
+    expect = OP_PENDING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_IDLE)) return RESUME_DELIVER;
+    return RESUME_NOT_WAITING;
 }
 
 static void tq_remove(mcpg_call *c);
 
 static void deliver_on_loop(void *arg) {
     mcpg_call *c = arg;
-    if (c->on_pool) {
-        c->on_pool = false;
-        tq_remove(c);
-        if (c->detached) { /* it timed out: the answer already went out */
-            unref(c);
-            return;
-        }
-        c->refs--; /* the pool's reference; the transport still holds one */
-        if (c->expired_in_queue)
-            set_error(c, MCPG_RPC_SERVER_ERROR, 0, "backend \"%s\" timed out after %llu ms",
-                      c->route->backend->name,
-                      (unsigned long long)c->route->backend->timeout_ms);
-    }
     on_status(c, (mcpg_status)c->delivered);
     run(c);
 }
 
-/* Hand a finished op's status to the call's loop. Always through the loop's
- * queue, never by re-entering the pipeline from inside a module's callback. */
-static void deliver(mcpg_call *c, mcpg_status st) {
-    c->delivered = st;
-    c->post.fn = deliver_on_loop;
-    c->post.arg = c;
-    if (worker_post(c->w, &c->post) != 0)
-        klog(MCPG_LOG_WARN, "kernel", "a call resumed after its worker stopped was dropped");
-}
-
-void host_call_resume(mcpg_call *c, mcpg_status st) {
-    atomic_store(&c->resume_status, st);
-    int expect = OP_RUNNING;
-    if (atomic_compare_exchange_strong(&c->op_state, &expect, OP_EARLY)) return;
-    expect = OP_PENDING;
-    if (atomic_compare_exchange_strong(&c->op_state, &expect, OP_IDLE)) {
-        deliver(c, st);
+/* The backend on the pool has answered, or its job expired in the queue. */
+static void pool_answer_on_loop(void *arg) {
+    mcpg_call *c = arg;
+    c->on_pool = false;
+    tq_remove(c);
+    if (c->detached) { /* it timed out: the answer already went out */
+        unref(c);
         return;
     }
+    c->refs--; /* the pool's reference; the transport still holds one */
+    if (c->skipped == SKIP_EXPIRED)
+        set_error(c, MCPG_RPC_SERVER_ERROR, 0, "backend \"%s\" timed out after %llu ms",
+                  c->route->backend->name, (unsigned long long)c->route->backend->timeout_ms);
+    else if (c->skipped == SKIP_CANCELLED)
+        set_error(c, MCPG_RPC_SERVER_ERROR, 0, "request cancelled before the backend ran");
+    on_status(c, (mcpg_status)c->pool_delivered);
+    run(c);
+}
+
+static atomic_ulong dropped; /* answers that found their loop stopped */
+
+/* Hand a finished op's status to the call's loop. Always through the loop's
+ * queue, never by re-entering the pipeline from inside a module's callback. */
+static void post_to_loop(mcpg_call *c, mcpg_post *node, void (*fn)(void *)) {
+    node->fn = fn;
+    node->arg = c;
+    if (worker_post(c->w, node) != 0) atomic_fetch_add(&dropped, 1);
+}
+
+unsigned long calls_dropped(void) { return atomic_load(&dropped); }
+
+static void deliver(mcpg_call *c, mcpg_status st) {
+    c->delivered = st;
+    post_to_loop(c, &c->post, deliver_on_loop);
+}
+
+static void deliver_pool(mcpg_call *c, mcpg_status st) {
+    c->pool_delivered = st;
+    post_to_loop(c, &c->pool_post, pool_answer_on_loop);
+}
+
+/* Which op does a resume finish? The loop's op when one is outstanding, else
+ * the pool backend's. Only a detached call has both outstanding (the audit
+ * of its timeout, and a backend still running); there a pool backend that
+ * answered PENDING and resumes while an audit sink is also pending cannot
+ * be told apart from the sink, and the two resumes may be swapped. Neither
+ * then touches the call again and the answer is the timeout either way. */
+void host_call_resume(mcpg_call *c, mcpg_status st) {
+    int r = op_resume(&c->loop_op, st);
+    if (r == RESUME_DELIVER) deliver(c, st);
+    if (r != RESUME_NOT_WAITING) return;
+    r = op_resume(&c->pool_op, st);
+    if (r == RESUME_DELIVER) deliver_pool(c, st);
+    if (r != RESUME_NOT_WAITING) return;
     klog(MCPG_LOG_ERROR, "kernel", "call_resume on a call that is not pending (module bug)");
 }
 
@@ -246,17 +324,25 @@ static void on_timeouts(uv_timer_t *t) {
 
 static void pool_run(pool_job *j) {
     mcpg_call *c = (mcpg_call *)((char *)j - offsetof(mcpg_call, job));
+    if (atomic_load(&c->cancelled)) {
+        /* its client left while it waited: do not spend a pool thread on
+         * it (clients that time out and retry would fill the pool with
+         * work nobody waits for) */
+        c->skipped = SKIP_CANCELLED; /* published to the loop by worker_post's lock */
+        deliver_pool(c, MCPG_DENY);
+        return;
+    }
     mcpg_instance *be = c->route->backend;
     const mcpg_backend_ops *ops = be->desc->ops;
-    atomic_store(&c->op_state, OP_RUNNING);
-    mcpg_status st = settle(c, ops->call_tool(be->state, c));
-    if (st != MCPG_PENDING) deliver(c, st);
+    atomic_store(&c->pool_op.state, OP_RUNNING);
+    mcpg_status st = settle(&c->pool_op, ops->call_tool(be->state, c));
+    if (st != MCPG_PENDING) deliver_pool(c, st);
 }
 
 static void pool_expired(pool_job *j) {
     mcpg_call *c = (mcpg_call *)((char *)j - offsetof(mcpg_call, job));
-    c->expired_in_queue = true; /* published to the loop by deliver's lock */
-    deliver(c, MCPG_DENY);
+    c->skipped = SKIP_EXPIRED; /* published to the loop by worker_post's lock */
+    deliver_pool(c, MCPG_DENY);
 }
 
 /* On the loop: the pool's queue was full when this turn's jobs went in. */
@@ -265,11 +351,37 @@ static void pool_refused(pool_job *j) {
     c->on_pool = false;
     c->refs--;
     tq_remove(c);
-    atomic_store(&c->op_state, OP_IDLE);
     set_error(c, MCPG_RPC_SERVER_ERROR, 503, "worker pool is full, try again");
     c->retry_after = 1;
     on_status(c, MCPG_DENY);
     run(c);
+}
+
+/* Append n bytes and a NUL to b (reserved beforehand: pointers stay put). */
+static const char *keep_copy(mcpg_buf *b, const char *s, size_t n) {
+    if (!s) return NULL;
+    char *d = b->data + b->len;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    b->len += n + 1;
+    return d;
+}
+
+/* A pool backend may still run after its call timed out and was answered,
+ * when the transport has freed or reused the request the desc points into:
+ * point the desc at call-owned copies of what a backend can read. */
+static int copy_request(mcpg_call *c) {
+    mcpg_call_desc *d = &c->d;
+    mcpg_buf *b = &c->req_copy;
+    b->len = 0;
+    if (mcpg_buf_reserve(b, d->params_len + d->args_len + d->id_len + 3)) return MCPG_ENOMEM;
+    d->params_json = keep_copy(b, d->params_json, d->params_len);
+    d->args_json = keep_copy(b, d->args_json, d->args_len);
+    d->id_json = keep_copy(b, d->id_json, d->id_len);
+    d->name = NULL; /* read at submit only; the route holds the names */
+    d->method = NULL;
+    d->session_id = NULL;
+    return 0;
 }
 
 static mcpg_status dispatch_backend(mcpg_call *c) {
@@ -277,8 +389,12 @@ static mcpg_status dispatch_backend(mcpg_call *c) {
     const mcpg_backend_ops *ops = be->desc->ops;
     c->tb0 = mono_us();
     if (be->inline_dispatch) {
-        atomic_store(&c->op_state, OP_RUNNING);
-        return settle(c, ops->call_tool(be->state, c));
+        atomic_store(&c->loop_op.state, OP_RUNNING);
+        return settle(&c->loop_op, ops->call_tool(be->state, c));
+    }
+    if (copy_request(c)) {
+        set_error(c, MCPG_RPC_INTERNAL_ERROR, 0, "out of memory");
+        return MCPG_DENY;
     }
     c->job.run = pool_run;
     c->job.expired = pool_expired;
@@ -336,8 +452,8 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
         ev.backend_us = c->tb1 > c->tb0 ? c->tb1 - c->tb0 : 0;
     }
     const mcpg_audit_ops *ops = sink->desc->ops;
-    atomic_store(&c->op_state, OP_RUNNING);
-    return settle(c, ops->emit(sink->state, c, &ev));
+    atomic_store(&c->loop_op.state, OP_RUNNING);
+    return settle(&c->loop_op, ops->emit(sink->state, c, &ev));
 }
 
 /* ---- the pipeline ---- */
@@ -350,6 +466,11 @@ static void finish(mcpg_call *c) {
         if (ops->release) ops->release(lim[i]->state, c);
     }
     atomic_fetch_sub(&c->w->calls_in_flight, 1);
+    if (c->on_pool) { /* detached: the backend may be looking up a header */
+        pthread_mutex_lock(&c->hdr_lock);
+        c->answered = true;
+        pthread_mutex_unlock(&c->hdr_lock);
+    }
     c->d.complete(c->d.transport_ctx, c);
 }
 
@@ -364,19 +485,19 @@ static void answer_locally(mcpg_call *c) {
 }
 
 static mcpg_status stage_op(mcpg_call *c, int stage, mcpg_instance *inst) {
-    atomic_store(&c->op_state, OP_RUNNING);
+    atomic_store(&c->loop_op.state, OP_RUNNING);
     switch (stage) {
     case STAGE_IDENTITY: {
         const mcpg_identity_ops *o = inst->desc->ops;
-        return settle(c, o->authenticate(inst->state, c));
+        return settle(&c->loop_op, o->authenticate(inst->state, c));
     }
     case STAGE_POLICY: {
         const mcpg_policy_ops *o = inst->desc->ops;
-        return settle(c, o->check(inst->state, c));
+        return settle(&c->loop_op, o->check(inst->state, c));
     }
     default: {
         const mcpg_limits_ops *o = inst->desc->ops;
-        return settle(c, o->acquire(inst->state, c));
+        return settle(&c->loop_op, o->acquire(inst->state, c));
     }
     }
 }
@@ -475,6 +596,10 @@ static void run(mcpg_call *c) {
 /* ---- the transport's side ---- */
 
 int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
+    /* the v1.0 desc ends with complete(), which is called unconditionally */
+    if (!w || !d || !out || d->size < offsetof(mcpg_call_desc, complete) + sizeof d->complete ||
+        !d->complete || !d->method)
+        return MCPG_EINVAL;
     if (w->draining) return MCPG_EUNAVAIL;
     if ((uint64_t)atomic_load(&w->calls_in_flight) >= K.max_calls_per_worker) return MCPG_EAGAIN;
     generation *g = w->gen;
@@ -502,7 +627,7 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
 }
 
 void call_cancel(mcpg_call *c) {
-    c->cancelled = true;
+    atomic_store(&c->cancelled, true);
     if (c->phase == PH_BACKEND && c->route) {
         const mcpg_backend_ops *ops = c->route->backend->desc->ops;
         if (ops->cancel && c->route->backend->inline_dispatch) ops->cancel(c->route->backend->state, c);
@@ -560,9 +685,28 @@ const char *host_call_id(mcpg_call *c, size_t *len) {
     return c->d.id_json;
 }
 
+/* On the call's loop the transport's own bytes are returned. Off it (a
+ * backend on the pool) the value is copied under hdr_lock, since a call that
+ * times out is answered, and its request freed, while the backend runs;
+ * after that, headers read as absent. */
 const char *host_call_header(mcpg_call *c, const char *lname, size_t *len) {
     if (!c->d.header) return NULL;
-    return c->d.header(c->d.transport_ctx, lname, len);
+    if (worker_self() == c->w) return c->d.header(c->d.transport_ctx, lname, len);
+    const char *v = NULL;
+    pthread_mutex_lock(&c->hdr_lock);
+    size_t n = 0;
+    const char *t = c->answered ? NULL : c->d.header(c->d.transport_ctx, lname, &n);
+    hdr_copy *h = t ? malloc(sizeof *h + n + 1) : NULL;
+    if (h) {
+        memcpy(h->value, t, n);
+        h->value[n] = '\0';
+        h->next = c->hdr_copies; /* freed when the call is recycled */
+        c->hdr_copies = h;
+        v = h->value;
+        if (len) *len = n;
+    }
+    pthread_mutex_unlock(&c->hdr_lock);
+    return v;
 }
 
 void **host_call_slot(mcpg_call *c, mcpg_instance *self) {
@@ -608,4 +752,4 @@ void host_call_set_http(mcpg_call *c, int http_status, uint32_t retry_after_s) {
     c->retry_after = retry_after_s;
 }
 
-int host_call_cancelled(mcpg_call *c) { return c->cancelled; }
+int host_call_cancelled(mcpg_call *c) { return atomic_load(&c->cancelled); }

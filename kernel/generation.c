@@ -164,13 +164,17 @@ static void build_routes(generation *g, manifest *m, errlist *errs) {
     qsort(g->routes, g->n_routes, sizeof *g->routes, cmp_route);
 }
 
+/* name is (pointer, length) from a client and may hold a NUL: compare bytes
+ * with the length as tie-break (the order strcmp sorted the routes in),
+ * never read a route's name past its end. */
 const tool_route *generation_route(const generation *g, const char *name, size_t len) {
     size_t lo = 0, hi = g->n_routes;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         const char *cn = g->routes[mid].client_name;
-        int c = strncmp(cn, name, len);
-        if (c == 0) c = cn[len] == '\0' ? 0 : 1;
+        size_t cl = strlen(cn);
+        int c = memcmp(cn, name, cl < len ? cl : len);
+        if (c == 0) c = (cl > len) - (cl < len);
         if (c == 0) return &g->routes[mid];
         if (c < 0) lo = mid + 1;
         else hi = mid;

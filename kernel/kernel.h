@@ -144,8 +144,10 @@ struct mcpg_worker {
     pthread_mutex_t post_lock;
     mcpg_post *post_head, *post_tail;
     bool stopped;            /* no more posts accepted */
+    atomic_int senders;      /* posters between unlock and uv_async_send */
     int listen_fds[16]; size_t n_listen;
     uv_poll_t listen_polls[16];
+    uv_timer_t accept_timer; /* listeners paused after EMFILE and the like */
     generation *gen;         /* current generation for new calls */
     call_freelist freelist;
     atomic_long calls_in_flight;
@@ -156,6 +158,7 @@ struct mcpg_worker {
     uv_timer_t tq_timer;
     struct pool_job *jobs_head, *jobs_tail; /* to hand to the pool this turn */
     uv_check_t jobs_flush;
+    uv_idle_t jobs_awake;    /* keeps the poll from blocking while jobs wait */
 };
 
 typedef struct kernel {
@@ -173,7 +176,8 @@ int workers_bind(manifest *m, errlist *errs);
 int workers_start(void);
 void workers_drain(void);
 bool workers_idle(void);
-void workers_stop(void);
+void workers_stop(void); /* end the loops; then pool_stop, generation_stop, workers_free */
+void workers_free(void);
 mcpg_worker *worker_self(void);
 int worker_post(mcpg_worker *w, mcpg_post *node);
 
@@ -192,6 +196,8 @@ pool_job *pool_submit_many(pool_job *head); /* returns the jobs that did not fit
 /* Queue a job from w's loop; the loop hands its jobs to the pool in one batch
  * at the end of its turn, and calls job->refused for those that do not fit. */
 void worker_defer_job(mcpg_worker *w, struct pool_job *job);
+/* Lets running jobs finish, expires those still queued (no loop is left to
+ * take their answers), joins every thread; later submits are refused. */
 void pool_stop(void);
 
 /* ---- calls and the pipeline ---- */
@@ -200,6 +206,7 @@ void call_cancel(mcpg_call *c);
 void call_outcome(mcpg_call *c, mcpg_call_outcome *o);
 void call_release(mcpg_call *c);
 void calls_free_worker(mcpg_worker *w);
+unsigned long calls_dropped(void); /* answers that came back after their loop stopped */
 
 /* ---- host table slots implemented in call.c and manifest.c ---- */
 void host_call_resume(mcpg_call *c, mcpg_status st);

@@ -116,6 +116,41 @@ static size_t kind_ops_size(uint32_t kind, const op_rule **rules) {
     }
 }
 
+/* What a config field of each type occupies in the module's config struct. */
+static size_t config_type_size(uint32_t type) {
+    switch (type) {
+    case MCPG_CFG_BOOL: return sizeof(int);
+    case MCPG_CFG_INT: return sizeof(int64_t);
+    case MCPG_CFG_DOUBLE: return sizeof(double);
+    case MCPG_CFG_STRING:
+    case MCPG_CFG_JSON:
+    case MCPG_CFG_ENUM: return sizeof(const char *);
+    default: return 0;
+    }
+}
+
+/* The kernel allocates config_size bytes and the schema's parser writes at
+ * each field's offset: a field outside the struct (a module that forgot to
+ * set config_size) would overwrite the kernel's heap. */
+static int check_config_schema(const char *file, const mcpg_module *d, char *err,
+                               size_t errcap) {
+    for (const mcpg_config_field *f = d->config; f && f->key; f++) {
+        size_t n = config_type_size(f->type);
+        if (!n) {
+            snprintf(err, errcap, "%s: config field \"%s\" has unknown type %u", file, f->key,
+                     f->type);
+            return -1;
+        }
+        if (f->offset > d->config_size || n > d->config_size - f->offset) {
+            snprintf(err, errcap,
+                     "%s: config field \"%s\" (offset %zu, %zu bytes) lies outside config_size %u",
+                     file, f->key, f->offset, n, d->config_size);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int check_descriptor(const char *file, const char *stem, const mcpg_module *d,
                             char *err, size_t errcap) {
     if (d->magic != MCPG_MODULE_MAGIC) {
@@ -170,7 +205,7 @@ static int check_descriptor(const char *file, const char *stem, const mcpg_modul
             return -1;
         }
     }
-    return 0;
+    return check_config_schema(file, d, err, errcap);
 }
 
 image *image_load(const char *dir, const char *name, const char *runtime_dir, char *err,

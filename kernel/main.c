@@ -117,6 +117,19 @@ static void close_handle(uv_handle_t *h, void *arg) {
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* The stop signals are blocked from the start of main (every thread
+ * inherits that), so one that arrives while the gateway is still loading
+ * its modules stays pending instead of killing it with its copies left in
+ * the runtime folder; the main thread takes them once its handlers exist. */
+static void stop_signals(int how) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(how, &set, NULL);
+}
+
 static void run_main_loop(void) {
     main_loop ml;
     memset(&ml, 0, sizeof ml);
@@ -129,6 +142,7 @@ static void run_main_loop(void) {
     uv_signal_start(&ml.sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&ml.sigint, on_stop_signal, SIGINT);
     uv_signal_start(&ml.sighup, on_sighup, SIGHUP);
+    stop_signals(SIG_UNBLOCK);
     uv_run(&ml.loop, UV_RUN_DEFAULT);
     uv_walk(&ml.loop, close_handle, NULL);
     uv_run(&ml.loop, UV_RUN_DEFAULT);
@@ -156,17 +170,34 @@ static int serve(manifest *m) {
         return 1;
     }
     if (pool_start((unsigned)m->pool_threads, (unsigned)m->pool_queue) != 0 ||
-        generation_start(K.gen) != 0 || workers_start() != 0) {
+        generation_start(K.gen) != 0) {
+        /* e.g. an audit file that cannot be opened: stop the instances that
+         * did start (their threads) before main unloads their images */
         klog(MCPG_LOG_ERROR, "kernel", "could not start");
+        pool_stop();
+        generation_stop(K.gen);
+        generation_free(K.gen);
         return 1;
+    }
+    if (workers_start() != 0) { /* threads may be running: exit without unloading */
+        klog(MCPG_LOG_ERROR, "kernel", "could not start the worker threads");
+        _exit(1);
     }
     for (size_t i = 0; i < m->n_listen; i++)
         klog(MCPG_LOG_INFO, "kernel", "listening on http://%s/mcp (%u workers, generation %u)",
              m->listen[i], K.n_workers, K.gen->id);
     run_main_loop();
+    /* Order matters: the loops end first; then the pool (a backend still
+     * running finishes, queued ones are dropped), so that no module code
+     * runs when the instances stop; the worker structs outlive both, since
+     * pool and module threads may post to them until then. */
     workers_stop();
-    generation_stop(K.gen);
     pool_stop();
+    generation_stop(K.gen);
+    if (calls_dropped())
+        klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",
+             calls_dropped());
+    workers_free();
     generation_free(K.gen);
     klog(MCPG_LOG_INFO, "kernel", "stopped");
     return 0;
@@ -176,6 +207,7 @@ int main(int argc, char **argv) {
     options o = {0};
     if (parse_args(argc, argv, &o)) return 2;
     signal(SIGPIPE, SIG_IGN);
+    if (!o.check) stop_signals(SIG_BLOCK);
     char dir[PATH_MAX];
     exe_dir(dir, sizeof dir);
     errlist errs = {0};

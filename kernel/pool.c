@@ -35,7 +35,9 @@ static void wake_for_queue(void) {
     }
 }
 
-static pool_job *take(bool was_busy) {
+/* The next job, or NULL once stopping with an empty queue. *stopping says
+ * the pool is stopping: what is still queued then is expired, not run. */
+static pool_job *take(bool was_busy, bool *stopping) {
     pthread_mutex_lock(&P.lock);
     if (was_busy) P.busy--;
     while (!P.head && !P.stopping) {
@@ -51,6 +53,7 @@ static pool_job *take(bool was_busy) {
         P.queued--;
         P.busy++;
     }
+    *stopping = P.stopping;
     pthread_mutex_unlock(&P.lock);
     return j;
 }
@@ -58,10 +61,11 @@ static pool_job *take(bool was_busy) {
 static void *pool_thread(void *arg) {
     (void)arg;
     pool_job *j;
-    bool busy = false;
-    while ((j = take(busy)) != NULL) {
+    bool busy = false, stopping;
+    while ((j = take(busy, &stopping)) != NULL) {
         busy = true;
-        if (j->timeout_us && j->expired && mono_us() - j->enqueued_us > j->timeout_us)
+        bool late = j->timeout_us && mono_us() - j->enqueued_us > j->timeout_us;
+        if (j->expired && (late || stopping))
             j->expired(j);
         else
             j->run(j);
@@ -70,15 +74,18 @@ static void *pool_thread(void *arg) {
 }
 
 int pool_start(unsigned threads, unsigned queue_max) {
+    P = (pool){0};
     pthread_mutex_init(&P.lock, NULL);
     pthread_cond_init(&P.ready, NULL);
     P.queue_max = queue_max;
     P.threads = calloc(threads, sizeof *P.threads);
-    for (unsigned i = 0; i < threads; i++) {
-        if (pthread_create(&P.threads[i], NULL, pool_thread, NULL) != 0) return MCPG_ENOMEM;
+    for (unsigned i = 0; P.threads && i < threads; i++) {
+        if (pthread_create(&P.threads[i], NULL, pool_thread, NULL) != 0) break;
         P.n_threads++;
     }
-    return 0;
+    if (P.n_threads == threads) return 0;
+    pool_stop(); /* join the threads that did start */
+    return MCPG_ENOMEM;
 }
 
 /* Append a chain of jobs; those that do not fit are returned (in order) for
@@ -104,10 +111,17 @@ pool_job *pool_submit_many(pool_job *head) {
 int pool_submit(pool_job *job) {
     job->next = NULL;
     if (pool_submit_many(job) == NULL) return 0;
-    return P.stopping ? MCPG_EUNAVAIL : MCPG_EAGAIN;
+    pthread_mutex_lock(&P.lock);
+    bool stopping = P.stopping;
+    pthread_mutex_unlock(&P.lock);
+    return stopping ? MCPG_EUNAVAIL : MCPG_EAGAIN;
 }
 
-/* Runs what is queued, then joins every thread. */
+/* Called once the loops have ended: a running job finishes (it cannot be
+ * interrupted), a queued one is expired instead of run (its answer could
+ * not reach a loop anyway, and a backend must not be entered after the
+ * drain). The lock stays usable, and `stopping` set, so a late submit (a
+ * module's stop) is refused rather than queued for no thread. */
 void pool_stop(void) {
     pthread_mutex_lock(&P.lock);
     P.stopping = true;
@@ -115,7 +129,6 @@ void pool_stop(void) {
     pthread_mutex_unlock(&P.lock);
     for (unsigned i = 0; i < P.n_threads; i++) pthread_join(P.threads[i], NULL);
     free(P.threads);
-    pthread_mutex_destroy(&P.lock);
-    pthread_cond_destroy(&P.ready);
-    P = (pool){0};
+    P.threads = NULL;
+    P.n_threads = 0;
 }

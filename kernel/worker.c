@@ -113,19 +113,34 @@ int worker_post(mcpg_worker *w, mcpg_post *node) {
     if (w->post_tail) w->post_tail->next = node;
     else w->post_head = node;
     w->post_tail = node;
+    /* one wake-up per batch: later posts ride on the pending one. The send
+     * happens outside the lock (the loop takes it on every wake-up), counted
+     * in `senders` so that stop_on_loop can wait it out before it closes the
+     * handle: a send to a closed loop writes to a closed, or reused, fd. */
+    if (was_empty) atomic_fetch_add(&w->senders, 1);
     pthread_mutex_unlock(&w->post_lock);
-    /* one wake-up per batch: later posts ride on the pending one */
-    if (was_empty) uv_async_send(&w->wake);
+    if (was_empty) {
+        uv_async_send(&w->wake);
+        atomic_fetch_sub(&w->senders, 1);
+    }
     return 0;
 }
 
-/* ---- pool jobs, handed over once per loop turn ---- */
+/* ---- pool jobs, handed over once per loop turn ----
+ * The check handle runs right after the poll phase, where most jobs are
+ * deferred (reads, posts). A job deferred elsewhere, e.g. by a transport
+ * parsing held-back pipelined requests in its prepare callback, would wait
+ * in a blocking poll for some unrelated event: the idle handle, active
+ * while jobs wait, keeps that poll from blocking. */
+
+static void keep_awake(uv_idle_t *h) { (void)h; }
 
 static void flush_jobs(uv_check_t *h) {
     mcpg_worker *w = h->data;
     pool_job *jobs = w->jobs_head;
     w->jobs_head = w->jobs_tail = NULL;
     uv_check_stop(h);
+    uv_idle_stop(&w->jobs_awake);
     pool_job *refused = pool_submit_many(jobs);
     while (refused) {
         pool_job *next = refused->next;
@@ -141,8 +156,29 @@ void worker_defer_job(mcpg_worker *w, pool_job *job) {
     else {
         w->jobs_head = job;
         uv_check_start(&w->jobs_flush, flush_jobs);
+        uv_idle_start(&w->jobs_awake, keep_awake);
     }
     w->jobs_tail = job;
+}
+
+static void on_accept(uv_poll_t *p, int status, int events);
+
+/* Out of file descriptors (or memory), the pending connection stays in the
+ * backlog and the listener stays readable: polling on would spin this loop
+ * and flood the log. Stop listening for a moment instead. */
+#define ACCEPT_PAUSE_MS 100
+
+static void accept_resume(uv_timer_t *t) {
+    mcpg_worker *w = t->data;
+    for (size_t l = 0; l < w->n_listen; l++) /* n_listen is 0 once draining */
+        uv_poll_start(&w->listen_polls[l], UV_READABLE, on_accept);
+}
+
+static void accept_pause(mcpg_worker *w, int err) {
+    klog(MCPG_LOG_WARN, "kernel", "accept: %s: not accepting for %d ms", strerror(err),
+         ACCEPT_PAUSE_MS);
+    for (size_t l = 0; l < w->n_listen; l++) uv_poll_stop(&w->listen_polls[l]);
+    uv_timer_start(&w->accept_timer, accept_resume, ACCEPT_PAUSE_MS, 0);
 }
 
 static void on_accept(uv_poll_t *p, int status, int events) {
@@ -152,8 +188,12 @@ static void on_accept(uv_poll_t *p, int status, int events) {
     for (int i = 0; i < 64; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                klog(MCPG_LOG_WARN, "kernel", "accept: %s", strerror(errno));
+            int err = errno;
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+                accept_pause(w, err);
+            else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR &&
+                     err != ECONNABORTED)
+                klog(MCPG_LOG_WARN, "kernel", "accept: %s", strerror(err));
             return;
         }
         int one = 1;
@@ -184,6 +224,10 @@ int workers_start(void) {
         w->tq_timer.data = w;
         uv_check_init(&w->loop, &w->jobs_flush);
         w->jobs_flush.data = w;
+        uv_idle_init(&w->loop, &w->jobs_awake);
+        w->jobs_awake.data = w;
+        uv_timer_init(&w->loop, &w->accept_timer);
+        w->accept_timer.data = w;
         for (size_t l = 0; l < w->n_listen; l++) {
             uv_poll_init_socket(&w->loop, &w->listen_polls[l], w->listen_fds[l]);
             w->listen_polls[l].data = w;
@@ -199,17 +243,22 @@ int workers_start(void) {
 
 static void on_listener_closed(uv_handle_t *h) { (void)h; }
 
+/* Idle: no call in flight, no connection, and no call still held by a
+ * backend on the pool (tq_head: a call that timed out was answered, but its
+ * backend runs on and will post back to this loop). */
 static void check_drained(uv_timer_t *t) {
     mcpg_worker *w = t->data;
     mcpg_instance *tr = w->gen->transport;
     const mcpg_transport_ops *ops = tr->desc->ops;
-    if (atomic_load(&w->calls_in_flight) == 0 && ops->conn_count(tr->state, w) == 0)
+    if (atomic_load(&w->calls_in_flight) == 0 && !w->tq_head &&
+        ops->conn_count(tr->state, w) == 0)
         atomic_store(&w->drained, 1);
 }
 
 static void drain_on_loop(void *arg) {
     mcpg_worker *w = arg;
     w->draining = true;
+    uv_timer_stop(&w->accept_timer);
     for (size_t l = 0; l < w->n_listen; l++) {
         uv_poll_stop(&w->listen_polls[l]);
         uv_close((uv_handle_t *)&w->listen_polls[l], on_listener_closed);
@@ -222,13 +271,18 @@ static void drain_on_loop(void *arg) {
     uv_timer_start(&w->drain_timer, check_drained, 0, 10);
 }
 
-static mcpg_post drain_posts[MCPG_MAX_WORKERS];
+/* One set of post nodes per drain: the second (forced) drain must not
+ * re-post a node that a stuck loop has not run yet. */
+static mcpg_post drain_posts[2][MCPG_MAX_WORKERS];
+static unsigned drains;
 
 void workers_drain(void) {
+    if (drains >= 2) return;
+    mcpg_post *nodes = drain_posts[drains++];
     for (uint32_t i = 0; i < K.n_workers; i++) {
-        drain_posts[i].fn = drain_on_loop;
-        drain_posts[i].arg = &K.workers[i];
-        worker_post(&K.workers[i], &drain_posts[i]);
+        nodes[i].fn = drain_on_loop;
+        nodes[i].arg = &K.workers[i];
+        worker_post(&K.workers[i], &nodes[i]);
     }
 }
 
@@ -250,6 +304,7 @@ static void stop_on_loop(void *arg) {
     pthread_mutex_lock(&w->post_lock);
     w->stopped = true;
     pthread_mutex_unlock(&w->post_lock);
+    while (atomic_load(&w->senders)) sched_yield(); /* a wake-up still on its way */
     run_posts(w); /* whatever raced in before the door closed */
     calls_free_worker(w);
     uv_walk(&w->loop, close_any, NULL);
@@ -257,6 +312,10 @@ static void stop_on_loop(void *arg) {
 
 static mcpg_post stop_posts[MCPG_MAX_WORKERS];
 
+/* Ends the loops and joins their threads. The worker structs stay: pool and
+ * module threads may still post to them (worker_post then fails with
+ * MCPG_ESTATE) until the pool is stopped and the instances too; then
+ * workers_free. */
 void workers_stop(void) {
     for (uint32_t i = 0; i < K.n_workers; i++) {
         stop_posts[i].fn = stop_on_loop;
@@ -268,9 +327,13 @@ void workers_stop(void) {
         uv_thread_join(&w->thread);
         if (uv_loop_close(&w->loop) != 0)
             klog(MCPG_LOG_WARN, "kernel", "worker %u: loop closed with handles still open", i);
-        pthread_mutex_destroy(&w->post_lock);
     }
+}
+
+void workers_free(void) {
+    for (uint32_t i = 0; i < K.n_workers; i++) pthread_mutex_destroy(&K.workers[i].post_lock);
     free(K.workers);
     K.workers = NULL;
     K.n_workers = 0;
+    drains = 0;
 }

@@ -8,6 +8,8 @@
  *   FIXTURE_ABI_MINOR     default MCPG_ABI_MINOR
  *   FIXTURE_NO_CALL_TOOL  the backend ops table leaves call_tool NULL
  *   FIXTURE_NO_ENTRY      mcpg_module_entry is not exported (hidden)
+ *   FIXTURE_CONFIG_OVERFLOW  a config field lies outside config_size (a module
+ *                         that forgot to set it)
  */
 #include <mcpg/abi.h>
 
@@ -64,6 +66,12 @@ static const mcpg_backend_ops fx_ops = {
 #endif
 };
 
+#ifdef FIXTURE_CONFIG_OVERFLOW
+static const mcpg_config_field fx_config[] = {
+    {"limit", MCPG_CFG_INT, 0, 0, "7", 0, 0, NULL, "an int64 the struct has no room for"},
+    MCPG_CONFIG_END};
+#endif
+
 static const mcpg_module fx_descriptor = {
     .magic = FIXTURE_MAGIC,
     .abi_major = FIXTURE_ABI_MAJOR,
@@ -76,6 +84,10 @@ static const mcpg_module fx_descriptor = {
     .description = "ABI test fixture",
     .lifecycle = &fx_lifecycle,
     .ops = &fx_ops,
+#ifdef FIXTURE_CONFIG_OVERFLOW
+    .config = fx_config,
+    .config_size = 4,
+#endif
 };
 
 #ifdef FIXTURE_NO_ENTRY

@@ -23,13 +23,15 @@ from gateway import (Context, Gateway, _child_setup, call_tool, check, check_eq,
 #   mcpg: FILE.so: built for ABI 1.99, this kernel is 1.0 (minor too new)
 #   mcpg: FILE.so: no symbol mcpg_module_entry (not an mcpg module)
 #   mcpg: FILE.so: mandatory op backend.call_tool is missing
-#   mcpg: FILE.so: bad magic 0x... (expected 0x6d637067))
+#   mcpg: FILE.so: bad magic 0x... (expected 0x6d637067)
+#   mcpg: FILE.so: config field "limit" (offset 0, 8 bytes) lies outside config_size 4)
 REFUSED = {
     "abi_wrong_major": ["ABI major 2", "this kernel is 1", "ABI 1.x"],
     "abi_newer_minor": ["ABI 1.99", "this kernel is 1.0", "minor too new"],
     "abi_no_entry": ["no symbol mcpg_module_entry", "not an mcpg module"],
     "abi_missing_op": ["mandatory op backend.call_tool is missing"],
     "abi_bad_magic": ["bad magic 0x12345678", "expected 0x6d637067"],
+    "abi_config_overflow": ['config field "limit"', "outside config_size 4"],
 }
 
 
@@ -132,6 +134,7 @@ def main():
             return
         check("mcpg_module_entry" not in syms, "abi_no_entry.so exports mcpg_module_entry")
         for f in ("abi_wrong_major", "abi_newer_minor", "abi_missing_op", "abi_bad_magic",
+                  "abi_config_overflow",
                   "abi_good"):
             syms = exported_symbols(os.path.join(fixtures, f + ".so"))
             check("mcpg_module_entry" in syms, "%s.so must export mcpg_module_entry" % f)

@@ -21,11 +21,16 @@ static int failures;
         }                                                                       \
     } while (0)
 
-/* ---- one call submitted on the worker, waited for from the main thread ---- */
+/* ---- one call submitted on the worker, waited for from the main thread ----
+ * Like a real transport, the probe owns the request's bytes (heap copies)
+ * and frees them once the call has completed: a module that reads them
+ * after that is caught by ASan. */
 
 typedef struct probe {
     mcpg_call_desc desc;
-    const char *user;
+    char *args, *id, *user, *name; /* the request's bytes, freed at complete */
+    size_t name_len;
+    bool from_prepare;             /* submit from a uv_prepare callback */
     mcpg_post post;
     pthread_mutex_t lock;
     pthread_cond_t done_cv;
@@ -34,8 +39,27 @@ typedef struct probe {
     int is_error;
     int64_t code;
     int http;
+    uint64_t t_submit, t_done;
     char text[4096];
 } probe;
+
+static char *dup_bytes(const char *s, size_t n) {
+    if (!s) return NULL;
+    char *d = malloc(n + 1);
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+static void free_request(probe *p) {
+    char *bufs[] = {p->args, p->id, p->user, p->name};
+    for (size_t i = 0; i < 4; i++)
+        if (bufs[i]) {
+            memset(bufs[i], 'X', strlen(bufs[i])); /* a reused buffer, were it not freed */
+            free(bufs[i]);
+        }
+    p->args = p->id = p->user = p->name = NULL;
+}
 
 static const char *probe_header(void *ctx, const char *lname, size_t *len) {
     probe *p = ctx;
@@ -56,43 +80,84 @@ static void probe_complete(void *ctx, mcpg_call *call) {
         snprintf(p->text, sizeof p->text, "%s", o.error_message);
     else
         snprintf(p->text, sizeof p->text, "%.*s", (int)o.result_len, o.result);
+    call_release(call);
+    free_request(p);
+    p->t_done = mono_us();
     p->done = true;
     pthread_cond_signal(&p->done_cv);
     pthread_mutex_unlock(&p->lock);
-    call_release(call);
 }
 
-static void submit_on_loop(void *arg) {
-    probe *p = arg;
+static void submit_now(probe *p) {
     mcpg_call *c;
+    p->t_submit = mono_us();
     p->submit_rc = call_submit(&K.workers[0], &p->desc, &c);
     if (p->submit_rc) {
         pthread_mutex_lock(&p->lock);
+        free_request(p);
         p->done = true;
         pthread_cond_signal(&p->done_cv);
         pthread_mutex_unlock(&p->lock);
     }
 }
 
-static void run_call(probe *p, const char *method, const char *tool, const char *args,
-                     const char *id, const char *user) {
+/* Submitting from the prepare phase, as a transport does when it parses
+ * pipelined requests it had to hold back. One handle for the whole test,
+ * only started and stopped (a closing handle would itself keep the next poll
+ * from blocking); the kernel's stop closes it. */
+static uv_prepare_t prep;
+static bool prep_ready;
+
+static void submit_in_prepare(uv_prepare_t *h) {
+    uv_prepare_stop(h);
+    submit_now(h->data);
+}
+
+static void submit_on_loop(void *arg) {
+    probe *p = arg;
+    if (!p->from_prepare) {
+        submit_now(p);
+        return;
+    }
+    if (!prep_ready) uv_prepare_init(&K.workers[0].loop, &prep);
+    prep_ready = true;
+    prep.data = p;
+    uv_prepare_start(&prep, submit_in_prepare);
+}
+
+static void start_call(probe *p, const char *method, const char *tool, size_t tool_len,
+                       const char *args, const char *id, const char *user) {
     memset(p, 0, sizeof *p);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->done_cv, NULL);
-    p->user = user;
+    p->args = dup_bytes(args, args ? strlen(args) : 0);
+    p->id = dup_bytes(id, strlen(id));
+    p->user = dup_bytes(user, user ? strlen(user) : 0);
+    p->name = dup_bytes(tool, tool_len);
     p->desc = (mcpg_call_desc){.size = sizeof p->desc, .wire = MCPG_WIRE_STATELESS,
                                .method = method, .method_len = strlen(method),
-                               .name = tool, .name_len = tool ? strlen(tool) : 0,
-                               .args_json = args, .args_len = args ? strlen(args) : 0,
-                               .id_json = id, .id_len = strlen(id), .transport_ctx = p,
+                               .name = p->name, .name_len = tool ? tool_len : 0,
+                               .args_json = p->args, .args_len = args ? strlen(args) : 0,
+                               .id_json = p->id, .id_len = strlen(id), .transport_ctx = p,
                                .header = probe_header, .complete = probe_complete};
     p->post.fn = submit_on_loop;
     p->post.arg = p;
+}
+
+static void wait_call(probe *p) {
     worker_post(&K.workers[0], &p->post);
     pthread_mutex_lock(&p->lock);
     while (!p->done) pthread_cond_wait(&p->done_cv, &p->lock);
     pthread_mutex_unlock(&p->lock);
 }
+
+static void run_call(probe *p, const char *method, const char *tool, const char *args,
+                     const char *id, const char *user) {
+    start_call(p, method, tool, tool ? strlen(tool) : 0, args, id, user);
+    wait_call(p);
+}
+
+static uint64_t elapsed_ms(const probe *p) { return (p->t_done - p->t_submit) / 1000; }
 
 /* ---- reading the audit file ---- */
 
@@ -107,7 +172,8 @@ static int count_lines(const char *path, const char *needle1, const char *needle
     return n;
 }
 
-static char *write_manifest(const char *dir, const char *modules_dir, const char *audit) {
+static char *write_manifest(const char *dir, const char *modules_dir, const char *audit,
+                            const char *late) {
     static char path[512];
     snprintf(path, sizeof path, "%s/pipeline.json", dir);
     FILE *f = fopen(path, "w");
@@ -120,10 +186,14 @@ static char *write_manifest(const char *dir, const char *modules_dir, const char
             "{\"name\":\"echo\"},{\"name\":\"slow\",\"latency_ms\":400}]}},"
             "{\"name\":\"fast\",\"module\":\"backend_mock\",\"inline_dispatch\":true,"
             "\"config\":{\"tools\":[{\"name\":\"echo\"},{\"name\":\"nap\",\"latency_ms\":30}]}},"
+            "{\"name\":\"late\",\"module\":\"fx_late\",\"timeout_ms\":50,"
+            "\"config\":{\"path\":\"%s\",\"nap_ms\":200}},"
+            "{\"name\":\"patient\",\"module\":\"fx_late\",\"config\":{\"path\":\"%s\",\"nap_ms\":1}},"
             "{\"name\":\"audit\",\"module\":\"audit_file\",\"config\":{\"path\":\"%s\"}}],"
             "\"pipeline\":{\"identity\":[\"who\"],\"audit\":[\"audit\"]},"
-            "\"bindings\":[{\"backend\":\"mock\"},{\"backend\":\"fast\",\"prefix\":\"fast\"}]}",
-            modules_dir, audit);
+            "\"bindings\":[{\"backend\":\"mock\"},{\"backend\":\"fast\",\"prefix\":\"fast\"},"
+            "{\"backend\":\"late\"},{\"backend\":\"patient\",\"prefix\":\"patient\"}]}",
+            modules_dir, late, late, audit);
     fclose(f);
     return path;
 }
@@ -135,9 +205,10 @@ int main(int argc, char **argv) {
     }
     char dir[] = "/tmp/mcpg-pipeline-XXXXXX";
     if (!mkdtemp(dir)) return 2;
-    char audit[600];
+    char audit[600], late[600];
     snprintf(audit, sizeof audit, "%s/audit.jsonl", dir);
-    const char *manifest_path = write_manifest(dir, argv[1], audit);
+    snprintf(late, sizeof late, "%s/late.txt", dir);
+    const char *manifest_path = write_manifest(dir, argv[1], audit, late);
 
     errlist errs = {0};
     manifest *m = manifest_load(manifest_path, NULL, argv[1], &errs);
@@ -172,8 +243,20 @@ int main(int argc, char **argv) {
     CHECK(p.is_error && p.code == -32001 && p.http == 403, "denied: %lld %d %s",
           (long long)p.code, p.http, p.text);
 
+    /* timeout_ms 100, latency 400, a durable audit sink: the answer comes at
+     * the timeout, not when the backend finally returns */
     run_call(&p, "tools/call", "slow", "{\"message\":\"zz\"}", "5", NULL);
     CHECK(p.is_error && p.code == -32000 && strstr(p.text, "timed out"), "timeout: %s", p.text);
+    CHECK(elapsed_ms(&p) < 300, "timeout answered after %llu ms (timeout_ms 100, latency 400)",
+          (unsigned long long)elapsed_ms(&p));
+
+    /* a backend still running after its timeout reads its request when the
+     * transport has already freed it: it must see the kernel's copies */
+    run_call(&p, "tools/call", "late", "{\"k\":\"v1\"}", "9", "carol");
+    CHECK(p.is_error && strstr(p.text, "timed out") && elapsed_ms(&p) < 180,
+          "late timeout: %s after %llu ms", p.text, (unsigned long long)elapsed_ms(&p));
+    run_call(&p, "tools/call", "patient_late", "{\"k\":\"v2\"}", "10", "dave");
+    CHECK(!p.is_error, "patient late: %s", p.text);
 
     run_call(&p, "tools/call", "nope", "{}", "6", NULL);
     CHECK(p.is_error && p.code == -32602, "unknown tool: %lld", (long long)p.code);
@@ -186,13 +269,56 @@ int main(int argc, char **argv) {
     run_call(&p, "tools/list", NULL, NULL, "8", "deny");
     CHECK(p.is_error && p.code == -32001, "tools/list passes identity: %s", p.text);
 
-    usleep(450 * 1000); /* let the timed-out pool call return and release */
+    /* a tool name with a NUL inside is just an unknown tool */
+    start_call(&p, "tools/call", "echo\0zzzzzzzzzzzzzzzzzzzzzzzz", 30, "{}", "11", NULL);
+    wait_call(&p);
+    CHECK(p.is_error && p.code == -32602, "name with a NUL: %lld %s", (long long)p.code, p.text);
+
+    /* a call submitted from the prepare phase (a transport resuming held-back
+     * pipelined requests) reaches the pool without waiting for a timer: on a
+     * bare pipeline, where nothing before the backend answers PENDING */
+    char bare_path[700];
+    snprintf(bare_path, sizeof bare_path, "%s/bare.json", dir);
+    FILE *bf = fopen(bare_path, "w");
+    fprintf(bf, "{\"gateway\":{\"workers\":1,\"module_dir\":\"%s\",\"log_level\":\"error\"},"
+                "\"modules\":[{\"name\":\"mock\",\"module\":\"backend_mock\"}]}", argv[1]);
+    fclose(bf);
+    manifest *bare_m = manifest_load(bare_path, NULL, argv[1], &errs);
+    generation *bare = bare_m ? generation_build(bare_m, &errs) : NULL;
+    errlist_print(&errs);
+    CHECK(bare && generation_start(bare) == 0, "bare generation");
+    K.workers[0].gen = bare; /* read on the loop only at submit: nothing in flight now */
+    uint64_t took[5] = {0};
+    for (int i = 0; bare && i < 5; i++) {
+        start_call(&p, "tools/call", "echo", 4, "{\"message\":\"prep\"}", "12", NULL);
+        p.from_prepare = true;
+        wait_call(&p);
+        CHECK(!p.is_error, "prepare-phase submit: %s", p.text);
+        took[i] = p.t_done - p.t_submit;
+        for (int j = i; j > 0 && took[j] < took[j - 1]; j--) { /* keep it sorted */
+            uint64_t t = took[j];
+            took[j] = took[j - 1];
+            took[j - 1] = t;
+        }
+    }
+    K.workers[0].gen = K.gen;
+    /* without the kernel's idle handle each waited for a 10 ms timer */
+    CHECK(took[2] < 5000, "pool calls submitted in the prepare phase took %llu us (median)",
+          (unsigned long long)took[2]);
+
+    /* no sleep first: the drain itself waits for the timed-out backends
+     * still holding their calls on the pool */
     workers_drain();
     for (int i = 0; i < 200 && !workers_idle(); i++) usleep(10000);
     CHECK(workers_idle(), "workers drained");
     workers_stop();
-    generation_stop(K.gen);
     pool_stop();
+    generation_stop(K.gen);
+    workers_free();
+    if (bare) generation_stop(bare);
+    generation_free(bare);
+    manifest_free(bare_m);
+    unlink(bare_path);
     generation_free(K.gen);
 
     CHECK(count_lines(audit, "\"mcpg.tool.call.allowed\"", "\"id\":1,") == 1, "allowed id 1");
@@ -204,8 +330,11 @@ int main(int argc, char **argv) {
     CHECK(count_lines(audit, "\"mcpg.tool.call.allowed\"", "\"id\":4,") == 0, "no allowed id 4");
     CHECK(count_lines(audit, "\"mcpg.tool.call.failed\"", "\"id\":5,") == 1, "failed id 5");
     CHECK(count_lines(audit, "\"mcpg.tool.call\"", "\"id\":6,") == 0, "nothing for unknown");
+    CHECK(count_lines(late, "id=9 args={\"k\":\"v1\"} ", NULL) == 1, "late backend read its args");
+    CHECK(count_lines(late, "id=10 args={\"k\":\"v2\"} user=dave", NULL) == 1,
+          "pool backend read its header");
+    unlink(late);
     manifest_free(m);
-    free(K.workers);
     unlink(audit);
     unlink(manifest_path);
     rmdir(dir);
