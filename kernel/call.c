@@ -45,6 +45,7 @@ struct mcpg_call {
     mcpg_post pool_post;         /* the pool backend's status, to the loop */
     pool_job job;                /* backend dispatch to the pool */
     struct mcpg_call *next_free;
+    struct mcpg_call *live_prev, *live_next; /* the worker's calls not yet recycled */
     struct mcpg_call *tq_prev, *tq_next; /* the worker's pool-timeout list */
     mcpg_worker *w;
     generation *gen;
@@ -142,6 +143,9 @@ static mcpg_call *call_alloc(mcpg_worker *w, uint32_t n_slots) {
     c->req_copy.len = 0;
     c->n_slots = keep_slots;
     pthread_mutex_init(&c->hdr_lock, NULL);
+    c->live_next = w->live;
+    if (w->live) w->live->live_prev = c;
+    w->live = c;
     return c;
 }
 
@@ -152,8 +156,13 @@ static void call_free(mcpg_call *c) {
     free(c);
 }
 
-static void call_recycle(mcpg_call *c) {
+/* Let go of what a call holds beyond its reusable buffers. */
+static void call_clear(mcpg_call *c) {
     mcpg_worker *w = c->w;
+    if (c->live_prev) c->live_prev->live_next = c->live_next;
+    else if (w->live == c) w->live = c->live_next;
+    if (c->live_next) c->live_next->live_prev = c->live_prev;
+    c->live_prev = c->live_next = NULL;
     free(c->principal);
     free(c->tenant);
     free(c->roles);
@@ -165,6 +174,11 @@ static void call_recycle(mcpg_call *c) {
     c->hdr_copies = NULL;
     pthread_mutex_destroy(&c->hdr_lock);
     atomic_fetch_sub(&c->gen->refs, 1);
+}
+
+static void call_recycle(mcpg_call *c) {
+    mcpg_worker *w = c->w;
+    call_clear(c);
     /* keep a bounded number for reuse; big buffers are not kept */
     if (w->freelist.count < 1024 && c->result.cap <= 65536 && c->req_copy.cap <= 65536) {
         c->next_free = w->freelist.head;
@@ -173,6 +187,19 @@ static void call_recycle(mcpg_call *c) {
         return;
     }
     call_free(c);
+}
+
+/* At exit, once the loops and the pool have ended: calls the drain deadline
+ * cut short are still allocated, and nothing can reach them any more. */
+void calls_free_abandoned(mcpg_worker *w) {
+    size_t n = 0;
+    while (w->live) {
+        mcpg_call *c = w->live;
+        call_clear(c);
+        call_free(c);
+        n++;
+    }
+    if (n) klog(MCPG_LOG_WARN, "kernel", "worker %u: %zu unanswered call(s) freed at exit", w->index, n);
 }
 
 void calls_free_worker(mcpg_worker *w) {

@@ -150,6 +150,7 @@ struct mcpg_worker {
     uv_timer_t accept_timer; /* listeners paused after EMFILE and the like */
     generation *gen;         /* current generation for new calls */
     call_freelist freelist;
+    mcpg_call *live;         /* calls handed out and not yet recycled */
     atomic_long calls_in_flight;
     atomic_int drained;      /* set by the worker once idle after drain */
     bool draining;
@@ -206,6 +207,7 @@ void call_cancel(mcpg_call *c);
 void call_outcome(mcpg_call *c, mcpg_call_outcome *o);
 void call_release(mcpg_call *c);
 void calls_free_worker(mcpg_worker *w);
+void calls_free_abandoned(mcpg_worker *w); /* after the loops and the pool ended */
 unsigned long calls_dropped(void); /* answers that came back after their loop stopped */
 
 /* ---- host table slots implemented in call.c and manifest.c ---- */

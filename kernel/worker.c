@@ -331,7 +331,10 @@ void workers_stop(void) {
 }
 
 void workers_free(void) {
-    for (uint32_t i = 0; i < K.n_workers; i++) pthread_mutex_destroy(&K.workers[i].post_lock);
+    for (uint32_t i = 0; i < K.n_workers; i++) {
+        calls_free_abandoned(&K.workers[i]);
+        pthread_mutex_destroy(&K.workers[i].post_lock);
+    }
     free(K.workers);
     K.workers = NULL;
     K.n_workers = 0;

@@ -105,7 +105,9 @@ typedef struct mcpg_lifecycle_ops {
      * the module makes no more host calls for this instance. */
     void (*stop)(void *instance);
 
-    /* Mandatory. Free everything create() made. */
+    /* Mandatory. Free everything create() made. It runs after stop() and
+     * after every loop the instance used has ended, so handles still open on
+     * those loops can be freed without closing them. */
     void (*destroy)(void *instance);
 } mcpg_lifecycle_ops;
 

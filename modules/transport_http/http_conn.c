@@ -74,6 +74,14 @@ static void conn_free(th_conn *c) {
     th_worker_maybe_stop(ws);
 }
 
+/* At exit, after the kernel has ended the loops: a connection still open
+ * (the drain deadline passed) can no longer be called back, so it is freed
+ * as it stands. Its unanswered calls belong to the kernel. */
+void th_conn_free_abandoned(th_conn *c) {
+    c->ws->draining = 0; /* its handles went with the loop: nothing to close */
+    conn_free(c);
+}
+
 void th_conn_maybe_free(th_conn *c) {
     if (c->handle_closed && c->inflight == 0) conn_free(c);
 }
@@ -272,6 +280,17 @@ void th_conn_service(th_conn *c) {
     if (c->closing) return;
     resume(c);
     flush(c);
+    /* A flush that wrote everything at once makes room a paused parser is
+     * waiting for, and nothing else would wake this connection: parse and
+     * write again (a few rounds per turn, then the next turn, for fairness). */
+    for (int round = 0; c->paused && !c->closing && th_conn_can_take_more(c); round++) {
+        if (round == 8) {
+            th_mark_dirty(c);
+            break;
+        }
+        resume(c);
+        flush(c);
+    }
     maybe_finish(c);
     update_reading(c);
     /* a connection that went quiet gives back an outsized output buffer */

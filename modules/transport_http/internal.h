@@ -166,6 +166,7 @@ void th_worker_free(th_wslot *ws);
 th_req *th_req_get(th_wslot *ws);
 void th_req_put(th_wslot *ws, th_req *r);
 void th_mark_dirty(th_conn *c);
+void th_conn_free_abandoned(th_conn *c);
 const char *th_date(th_wslot *ws);
 
 /* http_conn.c */

@@ -122,6 +122,9 @@ void th_req_put(th_wslot *ws, th_req *r) {
 
 void th_worker_free(th_wslot *ws) {
     const mcpg_host *host = ws->mod->host;
+    /* destroy() runs once the kernel has ended the loops (abi: lifecycle),
+     * so connections the drain deadline cut short can be freed as they are. */
+    while (ws->conns) th_conn_free_abandoned(ws->conns); /* gives its requests back */
     while (ws->free_reqs) {
         th_req *r = ws->free_reqs;
         ws->free_reqs = r->next;
@@ -131,10 +134,6 @@ void th_worker_free(th_wslot *ws) {
     }
     host->buf_free(&ws->scratch);
     host->buf_free(&ws->alog);
-    /* With connections or handles still on the loop (the kernel did not wait
-     * for conn_count() == 0), freeing them here would leave libuv pointing
-     * into freed memory; leaking them is the lesser harm. */
-    if (ws->nconns || ws->handles_open || ws->handles_closing) return;
     host->free(ws->rbuf);
     host->free(ws);
 }
