@@ -586,7 +586,11 @@ static void run(mcpg_call *c) {
             bool applies = stage != STAGE_LIMITS || c->method == MCPG_METHOD_TOOLS_CALL;
             if (!applies || c->idx >= g->n_stage[stage]) {
                 c->idx = 0;
-                if (c->method == MCPG_METHOD_TOOLS_CALL) {
+                if (c->method == MCPG_METHOD_TOOLS_CALL && c->phase == PH_POLICY && !c->route) {
+                    set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Unknown tool: %.*s",
+                              (int)(c->d.name ? c->d.name_len : 0), c->d.name ? c->d.name : "");
+                    c->phase = PH_COMPLETE;
+                } else if (c->method == MCPG_METHOD_TOOLS_CALL) {
                     c->phase++;
                 } else if (c->phase == PH_IDENTITY) {
                     c->phase = PH_POLICY; /* lists are filtered by policy, not limited */
@@ -641,14 +645,10 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
     c->method = method_of(d->method, d->method_len);
     atomic_fetch_add(&w->calls_in_flight, 1);
     *out = c;
-    if (c->method == MCPG_METHOD_TOOLS_CALL) {
+    /* An unknown tool is answered after identity and policy (see run), so a
+     * caller who may not call anything cannot probe which tools exist. */
+    if (c->method == MCPG_METHOD_TOOLS_CALL)
         c->route = d->name ? generation_route(g, d->name, d->name_len) : NULL;
-        if (!c->route) {
-            set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Unknown tool: %.*s",
-                      (int)(d->name ? d->name_len : 0), d->name ? d->name : "");
-            c->phase = PH_COMPLETE;
-        }
-    }
     run(c);
     return 0;
 }

@@ -232,15 +232,17 @@ int generation_start(generation *g) {
 
 /* Stop in reverse order: backends and audit sinks before the transport that
  * fed them. */
-void generation_stop(generation *g) {
+void generation_stop_kind(generation *g, uint32_t kind) {
     for (size_t i = g->n_instances; i-- > 0;) {
         mcpg_instance *inst = g->instances[i];
-        if (!inst->started) continue;
+        if (!inst->started || (kind && inst->desc->kind != kind)) continue;
         if (inst->desc->lifecycle->stop) inst->desc->lifecycle->stop(inst->state);
         inst->started = false;
         instance_timers_cancel(inst);
     }
 }
+
+void generation_stop(generation *g) { generation_stop_kind(g, 0); }
 
 void generation_free(generation *g) {
     if (!g) return;

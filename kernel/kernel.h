@@ -129,6 +129,7 @@ typedef struct generation {
 generation *generation_build(manifest *m, errlist *errs);
 int generation_start(generation *g);
 void generation_stop(generation *g);
+void generation_stop_kind(generation *g, uint32_t kind);
 void generation_free(generation *g);
 const tool_route *generation_route(const generation *g, const char *name, size_t len);
 
@@ -200,6 +201,7 @@ void worker_defer_job(mcpg_worker *w, struct pool_job *job);
 /* Lets running jobs finish, expires those still queued (no loop is left to
  * take their answers), joins every thread; later submits are refused. */
 void pool_stop(void);
+unsigned pool_stop_within(uint64_t wait_ms); /* threads still running after wait_ms */
 
 /* ---- calls and the pipeline ---- */
 int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);

@@ -159,6 +159,10 @@ static int check_only(manifest *m) {
     return rc;
 }
 
+/* How long the exit waits for a backend call still running on the pool
+ * once the drain (and its deadline) is over. */
+#define STUCK_BACKEND_GRACE_MS 1000
+
 static int serve(manifest *m) {
     errlist errs = {0};
     K.m = m;
@@ -192,7 +196,16 @@ static int serve(manifest *m) {
      * runs when the instances stop; the worker structs outlive both, since
      * pool and module threads may post to them until then. */
     workers_stop();
-    pool_stop();
+    if (pool_stop_within(STUCK_BACKEND_GRACE_MS) != 0) {
+        /* A backend call that never returns must not hold the exit hostage.
+         * Its thread may still use its module, so nothing is unloaded: the
+         * audit sinks write out what they hold, and the process ends. */
+        klog(MCPG_LOG_ERROR, "kernel",
+             "a backend call is still running %d ms after the loops stopped: exiting without it",
+             STUCK_BACKEND_GRACE_MS);
+        generation_stop_kind(K.gen, MCPG_KIND_AUDIT);
+        _exit(0);
+    }
     generation_stop(K.gen);
     if (calls_dropped())
         klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 /* The bounded worker pool for blocking work (backends not dispatched inline,
  * host->work_submit). A fixed number of threads, a bounded FIFO: a full queue
  * is refused at once (the caller answers 503), never waited on.
@@ -9,6 +10,7 @@
 #include "kernel.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct pool {
     pthread_mutex_t lock;
@@ -122,13 +124,33 @@ int pool_submit(pool_job *job) {
  * not reach a loop anyway, and a backend must not be entered after the
  * drain). The lock stays usable, and `stopping` set, so a late submit (a
  * module's stop) is refused rather than queued for no thread. */
-void pool_stop(void) {
+/* Stop the pool: queued jobs are expired, running ones finish. Waits at most
+ * wait_ms (0 = for ever) for the threads; returns how many are still running
+ * (a backend that hangs), whose threads are then left alone. */
+unsigned pool_stop_within(uint64_t wait_ms) {
     pthread_mutex_lock(&P.lock);
     P.stopping = true;
     pthread_cond_broadcast(&P.ready);
     pthread_mutex_unlock(&P.lock);
-    for (unsigned i = 0; i < P.n_threads; i++) pthread_join(P.threads[i], NULL);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(wait_ms / 1000);
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    unsigned stuck = 0;
+    for (unsigned i = 0; i < P.n_threads; i++) {
+        int rc = wait_ms ? pthread_timedjoin_np(P.threads[i], NULL, &until)
+                         : pthread_join(P.threads[i], NULL);
+        if (rc) stuck++;
+    }
+    if (stuck) return stuck; /* their memory stays: they may still use it */
     free(P.threads);
     P.threads = NULL;
     P.n_threads = 0;
+    return 0;
 }
+
+void pool_stop(void) { (void)pool_stop_within(0); }

@@ -177,12 +177,35 @@ def main():
             check(waited < 5, "took %.2fs to exit (queued calls must not be run)" % waited)
             print("exited %.2fs after SIGTERM" % waited)
 
+    def t_hung_backend():
+        audit = ctx.path("hung.jsonl")
+        # no per-call timeout that would free the pool thread: the backend "hangs"
+        m = pool_manifest(audit, latency_ms=3600000, timeout_ms=86400000, threads=1,
+                          gateway={"drain_timeout_ms": 200})
+        gw = Gateway(ctx, manifest=m, name="hung")
+        with gw:
+            c = Conn(gw.port)
+            c.send(tool_call_request(gw.port, "slow", {"message": "hi"}, id="hung"))
+            wait_for(lambda: len(events(audit, "mcpg.tool.call.allowed")) == 1, 5,
+                     "the call to be on the pool")
+            gw.signal(signal.SIGTERM)
+            t0 = time.monotonic()
+            rc = gw.wait_exit()
+            waited = time.monotonic() - t0
+            c.close()
+            check_eq(rc, 0, "exit code with a hung backend\n" + gw.stderr_tail())
+            check(waited < 5, "took %.2fs to exit with a hung backend" % waited)
+            check("still running" in gw.stderr(), "the hung backend is logged")
+            check_eq(len(events(audit, "mcpg.tool.call.allowed")), 1, "allowed event kept")
+            print("exited %.2fs after SIGTERM" % waited)
+
     tests = [
         ("pool timeouts under concurrency: answered at the timeout, audited, clean stop",
          t_timeouts),
         ("pool queue full: 503 + Retry-After, audited", t_queue_full),
         ("client gone while its call is on the pool", t_client_gone),
         ("SIGTERM past the drain deadline with slow calls on the pool: exit 0", t_drain_deadline),
+        ("SIGTERM with a backend that never returns: exit 0 within the grace", t_hung_backend),
     ]
     return run_tests(tests, ctx)
 

@@ -261,6 +261,11 @@ int main(int argc, char **argv) {
     run_call(&p, "tools/call", "nope", "{}", "6", NULL);
     CHECK(p.is_error && p.code == -32602, "unknown tool: %lld", (long long)p.code);
 
+    /* identity runs first: a refused caller learns nothing about tool names */
+    run_call(&p, "tools/call", "nope", "{}", "6b", "deny");
+    CHECK(p.is_error && p.code == -32001, "unknown tool, refused caller: %lld",
+          (long long)p.code);
+
     run_call(&p, "tools/list", NULL, NULL, "7", NULL);
     CHECK(!p.is_error && strstr(p.text, "\"name\":\"echo\"") &&
               strstr(p.text, "\"name\":\"fast_echo\"") && strstr(p.text, "\"name\":\"fast_nap\""),
