@@ -215,6 +215,26 @@ generation *generation_build(manifest *m, errlist *errs) {
     return g;
 }
 
+/* An identity, policy, limits or audit instance that no stage lists never
+ * runs: almost always a manifest mistake worth a line at start. */
+static bool in_some_stage(const generation *g, const mcpg_instance *inst) {
+    for (int s = 0; s < STAGE_COUNT; s++)
+        for (size_t i = 0; i < g->n_stage[s]; i++)
+            if (g->stage[s][i] == inst) return true;
+    return false;
+}
+
+static void log_started(const generation *g, const mcpg_instance *inst) {
+    const mcpg_module *d = inst->desc;
+    klog(MCPG_LOG_INFO, inst->stamp, "started: %s %s (build %s), loaded from %s as %s", d->name,
+         d->version ? d->version : "?", d->build_id ? d->build_id : "?", inst->image->src_path,
+         inst->image->run_path);
+    uint32_t k = d->kind;
+    if ((k == MCPG_KIND_IDENTITY || k == MCPG_KIND_POLICY || k == MCPG_KIND_LIMITS ||
+         k == MCPG_KIND_AUDIT) && !in_some_stage(g, inst))
+        klog(MCPG_LOG_WARN, inst->stamp, "no pipeline stage lists this instance: it will not run");
+}
+
 int generation_start(generation *g) {
     for (size_t i = 0; i < g->n_instances; i++) {
         mcpg_instance *inst = g->instances[i];
@@ -226,6 +246,7 @@ int generation_start(generation *g) {
             }
         }
         inst->started = true;
+        log_started(g, inst);
     }
     return 0;
 }

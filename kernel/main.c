@@ -17,6 +17,7 @@
 
 
 typedef struct options {
+    const char *help_module;
     const char *config;
     const char *listen;
     bool check;
@@ -27,6 +28,7 @@ static void usage(FILE *f) {
             "usage: mcpg --config FILE [--listen HOST:PORT]\n"
             "       mcpg --check --config FILE\n"
             "       mcpg --version\n"
+            "       mcpg --help-module NAME   a module's description and config keys\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");
 }
 
@@ -39,6 +41,9 @@ static int parse_args(int argc, char **argv, options *o) {
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
+        } else if (strcmp(a, "--help-module") == 0 && i + 1 < argc) {
+            o->help_module = argv[++i];
+            return 0;
         } else if (strcmp(a, "--check") == 0) {
             o->check = true;
         } else if ((strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) && i + 1 < argc) {
@@ -219,6 +224,11 @@ static int serve(manifest *m) {
 int main(int argc, char **argv) {
     options o = {0};
     if (parse_args(argc, argv, &o)) return 2;
+    if (o.help_module) {
+        char here[PATH_MAX];
+        exe_dir(here, sizeof here);
+        return module_help(o.help_module, here);
+    }
     signal(SIGPIPE, SIG_IGN);
     if (!o.check) stop_signals(SIG_BLOCK);
     char dir[PATH_MAX];

@@ -180,6 +180,7 @@ static void parse_listen(mctx *c, json_t *gw, const char *listen_override) {
         m->n_listen = 1;
     }
     if (m->n_listen > 16) err(c, "gateway.listen", "at most 16 addresses");
+    if (m->n_listen == 0) err(c, "gateway.listen", "needs at least one HOST:PORT");
     for (size_t i = 0; i < m->n_listen; i++)
         if (!valid_hostport(m->listen[i])) {
             char p[64];

@@ -123,8 +123,33 @@ def main():
         check(m.group(1) in text, "--version must print %s: %r" % (m.group(1), text))
         check("ABI 1.0" in text, "--version must print 'ABI 1.0': %r" % text)
 
+    def m_listen_empty(m):
+        m["gateway"]["listen"] = []
+
+    def m_tool_name(m):
+        m["modules"][0]["config"]["tools"] = [{"name": "x" * 60}]
+        m["bindings"] = [{"backend": "mock", "prefix": "averylongprefix"}]
+
+    def t_help_module():
+        rc, out, err = run_cli(ctx, ["--help-module", "backend_mock"])
+        check_eq(rc, 0, "--help-module backend_mock exit code (%s)" % err)
+        check("backend module, ABI 1.0" in out, "kind and ABI in: %r" % out)
+        check("tools (JSON" in out and "stats_tool (boolean, default false)" in out,
+              "config keys from the schema in: %r" % out)
+        rc, out, err = run_cli(ctx, ["--help-module", "transport_http"])
+        check("config (gateway.server)" in out and "access_log (boolean, default true)" in out,
+              "the transport's keys are gateway.server's: %r" % out)
+        rc, out, err = run_cli(ctx, ["--help-module", "backend_nope"])
+        check_eq(rc, 2, "--help-module of a missing module")
+        check('no module "backend_nope"' in err, "names the missing module: %r" % err)
+
     tests = [
         ("invalid JSON", t_invalid_json),
+        ("gateway.listen empty", case(m_listen_empty, ["gateway.listen: needs at least one HOST:PORT"])),
+        ("a binding that makes a tool name too long",
+         case(m_tool_name, ['bindings[0]: tool "%s" would be named "averylongprefix_%s", which '
+                            'does not match ^[a-zA-Z0-9_-]{1,64}$' % ("x" * 60, "x" * 60)])),
+        ("--help-module", t_help_module),
         ("unknown top-level key (did you mean)",
          case(m_gatway, ['gatway: unknown key (did you mean "gateway"?)'])),
         ("gateway.workers out of range", case(m_workers, ["gateway.workers: must be between 0 and 256"])),

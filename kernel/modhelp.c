@@ -1,0 +1,72 @@
+/* `mcpg --help-module NAME`: a module's own description of itself, printed
+ * from the same declarative table the manifest is checked against, so the
+ * help can never disagree with what --check accepts. */
+#include "kernel.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *type_name(uint32_t t) {
+    switch (t) {
+    case MCPG_CFG_BOOL: return "boolean";
+    case MCPG_CFG_INT: return "integer";
+    case MCPG_CFG_DOUBLE: return "number";
+    case MCPG_CFG_STRING: return "string";
+    case MCPG_CFG_JSON: return "JSON";
+    case MCPG_CFG_ENUM: return "one of";
+    default: return "?";
+    }
+}
+
+static void print_field(const mcpg_config_field *f) {
+    printf("  %s (%s", f->key, type_name(f->type));
+    if (f->type == MCPG_CFG_ENUM && f->enum_values) printf(" %s", f->enum_values);
+    if ((f->type == MCPG_CFG_INT || f->type == MCPG_CFG_DOUBLE) && f->min < f->max)
+        printf(", %lld..%lld", (long long)f->min, (long long)f->max);
+    if (f->flags & MCPG_CFG_REQUIRED) printf(", required");
+    else if (f->default_json) printf(", default %s", f->default_json);
+    printf(")\n      %s\n", f->help ? f->help : "");
+}
+
+static void print_module(const image *im) {
+    const mcpg_module *d = im->desc;
+    printf("%s %s: %s module, ABI %u.%u\n", d->name, d->version ? d->version : "?",
+           kind_name(d->kind), d->abi_major, d->abi_minor);
+    if (d->description) printf("  %s\n", d->description);
+    if (d->flags & MCPG_MOD_INLINE_SAFE) printf("  may be dispatched inline (inline_dispatch: true)\n");
+    if (d->flags & MCPG_MOD_OWNS_THREADS) printf("  starts threads of its own\n");
+    if (d->flags & MCPG_MOD_DURABLE) printf("  durable: a call waits until its events are on disk\n");
+    printf("  file: %s\n", im->src_path);
+    if (!d->config || !d->config->key) {
+        printf("config: no keys\n");
+        return;
+    }
+    printf("config (%s):\n", d->kind == MCPG_KIND_TRANSPORT ? "gateway.server" : "modules[].config");
+    for (const mcpg_config_field *f = d->config; f->key; f++) print_field(f);
+}
+
+int module_help(const char *name, const char *exe_dir) {
+    char dir[PATH_MAX], real[PATH_MAX], run[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/../modules", exe_dir);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(run, sizeof run, "%s/mcpg-help-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(run)) {
+        perror("mcpg: cannot create a temporary folder");
+        return 1;
+    }
+    char err[1024];
+    image *im = image_load(realpath(dir, real) ? real : dir, name, run, err, sizeof err);
+    int rc = 0;
+    if (im) {
+        print_module(im);
+        image_unload(im);
+    } else {
+        fprintf(stderr, "mcpg: %s\n", err);
+        rc = 2;
+    }
+    rmdir(run);
+    return rc;
+}
