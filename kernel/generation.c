@@ -161,7 +161,7 @@ static void build_routes(generation *g, manifest *m, errlist *errs) {
     mcpg_buf_puts(&list, "]}");
     g->tools_list = list.data;
     g->tools_list_len = list.len;
-    qsort(g->routes, g->n_routes, sizeof *g->routes, cmp_route);
+    if (g->n_routes > 1) qsort(g->routes, g->n_routes, sizeof *g->routes, cmp_route);
 }
 
 /* name is (pointer, length) from a client and may hold a NUL: compare bytes
