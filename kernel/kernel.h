@@ -158,8 +158,8 @@ struct mcpg_worker {
     atomic_int drained;      /* set by the worker once idle after drain */
     bool draining;
     uv_timer_t drain_timer;
-    mcpg_call *tq_head;      /* calls on the pool, for their timeouts */
-    uv_timer_t tq_timer;
+    mcpg_call *pool_deadlines; /* calls whose backend is on the pool, for their timeouts */
+    uv_timer_t pool_deadline_timer;
     struct pool_job *jobs_head, *jobs_tail; /* to hand to the pool this turn */
     uv_check_t jobs_flush;
     uv_idle_t jobs_awake;    /* keeps the poll from blocking while jobs wait */
@@ -214,7 +214,7 @@ void calls_free_worker(mcpg_worker *w);
 void calls_free_abandoned(mcpg_worker *w); /* after the loops and the pool ended */
 unsigned long calls_dropped(void); /* answers that came back after their loop stopped */
 
-/* ---- host table slots implemented in call.c and manifest.c ---- */
+/* ---- host table slots implemented in call.c, dispatch.c and manifest.c ---- */
 void host_call_resume(mcpg_call *c, mcpg_status st);
 mcpg_worker *host_call_worker(mcpg_call *c);
 uint32_t host_call_method(mcpg_call *c);

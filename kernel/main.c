@@ -168,6 +168,34 @@ static int check_only(manifest *m) {
  * once the drain (and its deadline) is over. */
 #define STUCK_BACKEND_GRACE_MS 1000
 
+/* Everything serve() started, stopped once the drain is over (or its
+ * deadline passed). Order matters: the loops end first; then the pool (a
+ * backend still running finishes, queued ones are dropped), so that no
+ * module code runs when the instances stop; the worker structs outlive both,
+ * since pool and module threads may post to them until then; the generation
+ * goes last, once no call (not even an abandoned one) pins it.
+ *   loops → pool → instances → workers_free → generation_free */
+static void shutdown_gateway(void) {
+    workers_stop();
+    if (pool_stop_within(STUCK_BACKEND_GRACE_MS) != 0) {
+        /* A backend call that never returns must not hold the exit hostage.
+         * Its thread may still use its module, so nothing is unloaded: the
+         * audit sinks write out what they hold, and the process ends. */
+        klog(MCPG_LOG_ERROR, "kernel",
+             "a backend call is still running %d ms after the loops stopped: exiting without it",
+             STUCK_BACKEND_GRACE_MS);
+        generation_stop_kind(K.gen, MCPG_KIND_AUDIT);
+        _exit(0);
+    }
+    generation_stop(K.gen);
+    if (calls_dropped())
+        klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",
+             calls_dropped());
+    workers_free();
+    generation_free(K.gen);
+    klog(MCPG_LOG_INFO, "kernel", "stopped");
+}
+
 static int serve(manifest *m) {
     errlist errs = {0};
     K.m = m;
@@ -196,28 +224,7 @@ static int serve(manifest *m) {
         klog(MCPG_LOG_INFO, "kernel", "listening on http://%s/mcp (%u workers, generation %u)",
              m->listen[i], K.n_workers, K.gen->id);
     run_main_loop();
-    /* Order matters: the loops end first; then the pool (a backend still
-     * running finishes, queued ones are dropped), so that no module code
-     * runs when the instances stop; the worker structs outlive both, since
-     * pool and module threads may post to them until then. */
-    workers_stop();
-    if (pool_stop_within(STUCK_BACKEND_GRACE_MS) != 0) {
-        /* A backend call that never returns must not hold the exit hostage.
-         * Its thread may still use its module, so nothing is unloaded: the
-         * audit sinks write out what they hold, and the process ends. */
-        klog(MCPG_LOG_ERROR, "kernel",
-             "a backend call is still running %d ms after the loops stopped: exiting without it",
-             STUCK_BACKEND_GRACE_MS);
-        generation_stop_kind(K.gen, MCPG_KIND_AUDIT);
-        _exit(0);
-    }
-    generation_stop(K.gen);
-    if (calls_dropped())
-        klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",
-             calls_dropped());
-    workers_free();
-    generation_free(K.gen);
-    klog(MCPG_LOG_INFO, "kernel", "stopped");
+    shutdown_gateway();
     return 0;
 }
 

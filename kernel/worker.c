@@ -220,8 +220,8 @@ int workers_start(void) {
         w->gen = K.gen;
         uv_timer_init(&w->loop, &w->drain_timer);
         w->drain_timer.data = w;
-        uv_timer_init(&w->loop, &w->tq_timer);
-        w->tq_timer.data = w;
+        uv_timer_init(&w->loop, &w->pool_deadline_timer);
+        w->pool_deadline_timer.data = w;
         uv_check_init(&w->loop, &w->jobs_flush);
         w->jobs_flush.data = w;
         uv_idle_init(&w->loop, &w->jobs_awake);
@@ -244,13 +244,13 @@ int workers_start(void) {
 static void on_listener_closed(uv_handle_t *h) { (void)h; }
 
 /* Idle: no call in flight, no connection, and no call still held by a
- * backend on the pool (tq_head: a call that timed out was answered, but its
- * backend runs on and will post back to this loop). */
+ * backend on the pool (pool_deadlines: a call that timed out was answered,
+ * but its backend runs on and will post back to this loop). */
 static void check_drained(uv_timer_t *t) {
     mcpg_worker *w = t->data;
     mcpg_instance *tr = w->gen->transport;
     const mcpg_transport_ops *ops = tr->desc->ops;
-    if (atomic_load(&w->calls_in_flight) == 0 && !w->tq_head &&
+    if (atomic_load(&w->calls_in_flight) == 0 && !w->pool_deadlines &&
         ops->conn_count(tr->state, w) == 0)
         atomic_store(&w->drained, 1);
 }

@@ -1,0 +1,138 @@
+/* What the three files of a call share, and nothing else of the kernel:
+ *   call.c      the call object: its life from submit to release, the
+ *               per-worker free list, what stages and backends read and
+ *               write on it (the host table's call_* slots)
+ *   pipeline.c  where a call goes next: the stage order, audit events,
+ *               the answer
+ *   dispatch.c  how an op's answer gets back to the call's loop (the resume
+ *               handshake), and backends run inline or on the pool (deadlines,
+ *               request and header copies)
+ * The rest of the kernel sees only what kernel.h declares. */
+#ifndef MCPG_CALL_INTERNAL_H
+#define MCPG_CALL_INTERNAL_H
+
+#include "kernel.h"
+
+enum phase { PH_IDENTITY, PH_POLICY, PH_LIMITS, PH_AUDIT_ALLOWED, PH_BACKEND, PH_AUDIT_DONE,
+             PH_COMPLETE };
+enum op_state { OP_IDLE, OP_RUNNING, OP_PENDING, OP_EARLY };
+enum { SKIP_NONE, SKIP_EXPIRED, SKIP_CANCELLED };
+
+/* One op's resume handshake (settle on the invoking side, op_resume on the
+ * resuming side, in dispatch.c). */
+typedef struct op_sync {
+    atomic_int state;  /* enum op_state */
+    atomic_int status; /* what call_resume said, read after OP_EARLY */
+} op_sync;
+
+/* A header value a pool backend looked up, copied (see pool_header_copy). */
+typedef struct hdr_copy {
+    struct hdr_copy *next;
+    char value[];
+} hdr_copy;
+
+/* What only a call whose backend runs on the pool uses. Such a call can be
+ * answered ("detached") when its deadline passes while the backend still
+ * runs on its pool thread: from then on the loop and that thread both touch
+ * the call, and these fields are what keeps that safe. */
+typedef struct call_pool {
+    pool_job job;                /* backend dispatch to the pool */
+    op_sync op;                  /* the backend on a pool thread */
+    mcpg_post post;              /* the pool backend's status, to the loop */
+    int delivered;               /* status carried by post */
+    bool queued_or_running;      /* the job is on the pool, which holds a reference */
+    bool detached;               /* timed out and answered; the backend may run on */
+    uint8_t skipped;             /* SKIP_*: the pool never ran the backend */
+    uint64_t deadline_us;
+    struct mcpg_call *deadline_prev, *deadline_next; /* in the worker's pool_deadlines */
+    /* A pool call that timed out is answered from here: the backend may still
+     * be writing the call's result and error fields from its pool thread. */
+    char timeout_msg[160];
+    /* A pool backend may outlive the transport's request (the call timed
+     * out and was answered): it reads these copies instead (kept across
+     * recycling, like result), and copies of the headers it looks up. */
+    mcpg_buf req_copy;
+    pthread_mutex_t hdr_lock;    /* header lookups off the loop vs. answering */
+    bool answered;               /* under hdr_lock: the transport's request is gone */
+    hdr_copy *hdr_copies;
+} call_pool;
+
+struct mcpg_call {
+    mcpg_post post;              /* a loop op's status, to the loop */
+    struct mcpg_call *next_free;
+    struct mcpg_call *live_prev, *live_next; /* the worker's calls not yet recycled */
+    mcpg_worker *w;
+    generation *gen;
+    mcpg_call_desc d;
+    uint32_t method;
+    const tool_route *route;
+    int phase;
+    size_t idx;
+    size_t limits_acquired;
+    op_sync loop_op;             /* identity, policy, limits, audit, inline backend */
+    int delivered;               /* status carried by post */
+    /* Who still holds the call, counted on its loop only: the transport, from
+     * call_submit to call_release, and the pool while the backend's job is
+     * queued or running there (dropped when its answer, expiry or refusal
+     * reaches the loop). The call is recycled when the count reaches zero. */
+    int refs;
+    bool backend_failed, denied;
+    atomic_bool cancelled;       /* set on the loop, read by a pool backend too */
+    uint64_t t0, tb0, tb1;
+    char *principal, *tenant, *roles;
+    mcpg_buf result;
+    bool is_error;
+    int64_t err_code;
+    char err_msg[256];
+    mcpg_buf err_data;
+    int http_status;
+    uint32_t retry_after;
+    call_pool pool;
+    uint32_t n_slots;
+    void *slots[];
+};
+
+/* ---- call.c ---- */
+extern const char *const call_method_names[]; /* by MCPG_METHOD_*, "" for OTHER */
+void call_set_error(mcpg_call *c, int64_t code, int http, const char *fmt, ...)
+    MCPG_PRINTF(4, 5);
+void call_unref(mcpg_call *c); /* on the loop: drop one of refs */
+
+/* The error a call answers with: the kernel's own for a timed-out pool call
+ * (the backend may still write its fields), else what the stages set. */
+static inline bool call_error_of(mcpg_call *c, int64_t *code, const char **msg) {
+    if (c->pool.detached) {
+        *code = MCPG_RPC_SERVER_ERROR;
+        *msg = c->pool.timeout_msg;
+        return true;
+    }
+    *code = c->err_code;
+    *msg = c->err_msg;
+    return c->is_error;
+}
+
+/* ---- pipeline.c ---- */
+void pipeline_run(mcpg_call *c); /* from the call's phase on, until an op is pending */
+void pipeline_continue(mcpg_call *c, mcpg_status st); /* a pending op answered st */
+
+/* ---- dispatch.c ---- */
+mcpg_status dispatch_backend(mcpg_call *c);
+/* A pool backend looking up a header off the call's loop. */
+const char *pool_header_copy(mcpg_call *c, const char *lname, size_t *len);
+/* The call is being answered while its backend is still on the pool. */
+void pool_request_gone(mcpg_call *c);
+
+/* The invoker, after the op returned st (the op ran with state OP_RUNNING).
+ * Inline: every op of every call goes through it. */
+static inline mcpg_status settle(op_sync *op, mcpg_status st) {
+    if (st != MCPG_PENDING) {
+        atomic_store(&op->state, OP_IDLE);
+        return st;
+    }
+    int expect = OP_RUNNING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_PENDING)) return MCPG_PENDING;
+    atomic_store(&op->state, OP_IDLE); /* resumed before it returned */
+    return (mcpg_status)atomic_load(&op->status);
+}
+
+#endif

@@ -1,0 +1,274 @@
+/* Dispatch: how an op's answer gets back to its call's loop, and how a
+ * backend runs (inline on the loop, or on the pool with a deadline).
+ *
+ * The resume handshake (op_sync) makes "resume before the op even returned
+ * PENDING" safe: the invoker sees OP_EARLY and carries on itself. A call has
+ * two: one for the op the loop runs (a stage, an inline backend) and one for
+ * a backend on the pool, because once a pool call has timed out both are in
+ * use at once: the loop audits and answers the timeout while the backend may
+ * still be running (a "detached" call). Each also has its own post node. */
+#include "call_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the resume handshake (settle, the invoker's side, is in call_internal.h) ---- */
+
+enum { RESUME_TAKEN, RESUME_DELIVER, RESUME_NOT_WAITING };
+
+/* The resumer: RESUME_TAKEN when the op is still running (its invoker will
+ * see OP_EARLY and carry on), RESUME_DELIVER when the op had returned
+ * PENDING (the resumer must deliver st to the loop). */
+static int op_resume(op_sync *op, mcpg_status st) {
+    atomic_store(&op->status, st);
+    int expect = OP_RUNNING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_EARLY)) return RESUME_TAKEN;
+    expect = OP_PENDING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_IDLE)) return RESUME_DELIVER;
+    return RESUME_NOT_WAITING;
+}
+
+/* ---- answers back to the loop ---- */
+
+static void pool_deadlines_remove(mcpg_call *c);
+
+static void deliver_on_loop(void *arg) {
+    mcpg_call *c = arg;
+    pipeline_continue(c, (mcpg_status)c->delivered);
+}
+
+/* The error for a backend the pool never ran. */
+static void explain_skipped(mcpg_call *c) {
+    if (c->pool.skipped == SKIP_EXPIRED)
+        call_set_error(c, MCPG_RPC_SERVER_ERROR, 0, "backend \"%s\" timed out after %llu ms",
+                       c->route->backend->name,
+                       (unsigned long long)c->route->backend->timeout_ms);
+    else if (c->pool.skipped == SKIP_CANCELLED)
+        call_set_error(c, MCPG_RPC_SERVER_ERROR, 0, "request cancelled before the backend ran");
+}
+
+/* The backend on the pool has answered, or its job expired in the queue. */
+static void pool_answer_on_loop(void *arg) {
+    mcpg_call *c = arg;
+    c->pool.queued_or_running = false;
+    pool_deadlines_remove(c);
+    if (c->pool.detached) { /* it timed out: the answer already went out */
+        call_unref(c);
+        return;
+    }
+    c->refs--; /* the pool's reference; the transport still holds one */
+    explain_skipped(c);
+    pipeline_continue(c, (mcpg_status)c->pool.delivered);
+}
+
+static atomic_ulong dropped; /* answers that found their loop stopped */
+
+/* Hand a finished op's status to the call's loop. Always through the loop's
+ * queue, never by re-entering the pipeline from inside a module's callback. */
+static void post_to_loop(mcpg_call *c, mcpg_post *node, void (*fn)(void *)) {
+    node->fn = fn;
+    node->arg = c;
+    if (worker_post(c->w, node) != 0) atomic_fetch_add(&dropped, 1);
+}
+
+unsigned long calls_dropped(void) { return atomic_load(&dropped); }
+
+static void deliver(mcpg_call *c, mcpg_status st) {
+    c->delivered = st;
+    post_to_loop(c, &c->post, deliver_on_loop);
+}
+
+static void deliver_pool(mcpg_call *c, mcpg_status st) {
+    c->pool.delivered = st;
+    post_to_loop(c, &c->pool.post, pool_answer_on_loop);
+}
+
+/* Which op does a resume finish? The loop's op when one is outstanding, else
+ * the pool backend's. Only a detached call has both outstanding (the audit
+ * of its timeout, and a backend still running); there a pool backend that
+ * answered PENDING and resumes while an audit sink is also pending cannot
+ * be told apart from the sink, and the two resumes may be swapped. Neither
+ * then touches the call again and the answer is the timeout either way. */
+void host_call_resume(mcpg_call *c, mcpg_status st) {
+    int r = op_resume(&c->loop_op, st);
+    if (r == RESUME_DELIVER) deliver(c, st);
+    if (r != RESUME_NOT_WAITING) return;
+    r = op_resume(&c->pool.op, st);
+    if (r == RESUME_DELIVER) deliver_pool(c, st);
+    if (r != RESUME_NOT_WAITING) return;
+    klog(MCPG_LOG_ERROR, "kernel", "call_resume on a call that is not pending (module bug)");
+}
+
+/* ---- pool deadlines: the worker's list of its calls on the pool ---- */
+
+static void on_timeouts(uv_timer_t *t);
+
+static void pool_deadlines_add(mcpg_call *c) {
+    mcpg_worker *w = c->w;
+    c->pool.deadline_prev = NULL;
+    c->pool.deadline_next = w->pool_deadlines;
+    if (w->pool_deadlines) w->pool_deadlines->pool.deadline_prev = c;
+    else uv_timer_start(&w->pool_deadline_timer, on_timeouts, 10, 10);
+    w->pool_deadlines = c;
+}
+
+static void pool_deadlines_remove(mcpg_call *c) {
+    mcpg_worker *w = c->w;
+    if (c->pool.deadline_prev) c->pool.deadline_prev->pool.deadline_next = c->pool.deadline_next;
+    else if (w->pool_deadlines == c) w->pool_deadlines = c->pool.deadline_next;
+    if (c->pool.deadline_next) c->pool.deadline_next->pool.deadline_prev = c->pool.deadline_prev;
+    c->pool.deadline_prev = c->pool.deadline_next = NULL;
+    if (!w->pool_deadlines) uv_timer_stop(&w->pool_deadline_timer);
+}
+
+/* The deadline passed with the backend still on the pool: answer the call
+ * now (audit "failed", then the timeout), from kernel-owned fields. */
+static void detach(mcpg_call *c, uint64_t now) {
+    c->pool.detached = true; /* the pool reference stays until the backend returns */
+    c->backend_failed = true;
+    c->tb1 = now;
+    snprintf(c->pool.timeout_msg, sizeof c->pool.timeout_msg,
+             "backend \"%s\" timed out after %llu ms", c->route->backend->name,
+             (unsigned long long)c->route->backend->timeout_ms);
+    c->phase = PH_AUDIT_DONE;
+    c->idx = 0;
+    pipeline_run(c);
+}
+
+static void on_timeouts(uv_timer_t *t) {
+    mcpg_worker *w = t->data;
+    uint64_t now = mono_us();
+    for (mcpg_call *c = w->pool_deadlines, *next; c; c = next) {
+        next = c->pool.deadline_next;
+        if (c->pool.detached || now < c->pool.deadline_us) continue;
+        detach(c, now);
+    }
+}
+
+/* ---- the pool job's callbacks ---- */
+
+static mcpg_call *call_of_job(pool_job *j) {
+    return (mcpg_call *)((char *)j - offsetof(mcpg_call, pool.job));
+}
+
+static void pool_run(pool_job *j) {
+    mcpg_call *c = call_of_job(j);
+    if (atomic_load(&c->cancelled)) {
+        /* its client left while it waited: do not spend a pool thread on
+         * it (clients that time out and retry would fill the pool with
+         * work nobody waits for) */
+        c->pool.skipped = SKIP_CANCELLED; /* published to the loop by worker_post's lock */
+        deliver_pool(c, MCPG_DENY);
+        return;
+    }
+    mcpg_instance *be = c->route->backend;
+    const mcpg_backend_ops *ops = be->desc->ops;
+    atomic_store(&c->pool.op.state, OP_RUNNING);
+    mcpg_status st = settle(&c->pool.op, ops->call_tool(be->state, c));
+    if (st != MCPG_PENDING) deliver_pool(c, st);
+}
+
+static void pool_expired(pool_job *j) {
+    mcpg_call *c = call_of_job(j);
+    c->pool.skipped = SKIP_EXPIRED; /* published to the loop by worker_post's lock */
+    deliver_pool(c, MCPG_DENY);
+}
+
+/* On the loop: the pool's queue was full when this turn's jobs went in. */
+static void pool_refused(pool_job *j) {
+    mcpg_call *c = call_of_job(j);
+    c->pool.queued_or_running = false;
+    c->refs--;
+    pool_deadlines_remove(c);
+    call_set_error(c, MCPG_RPC_SERVER_ERROR, 503, "worker pool is full, try again");
+    c->retry_after = 1;
+    pipeline_continue(c, MCPG_DENY);
+}
+
+/* ---- what a pool backend reads: copies owned by the call ---- */
+
+/* Append n bytes and a NUL to b (reserved beforehand: pointers stay put). */
+static const char *keep_copy(mcpg_buf *b, const char *s, size_t n) {
+    if (!s) return NULL;
+    char *d = b->data + b->len;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    b->len += n + 1;
+    return d;
+}
+
+/* A pool backend may still run after its call timed out and was answered,
+ * when the transport has freed or reused the request the desc points into:
+ * point the desc at call-owned copies of what a backend can read. */
+static int copy_request(mcpg_call *c) {
+    mcpg_call_desc *d = &c->d;
+    mcpg_buf *b = &c->pool.req_copy;
+    b->len = 0;
+    if (mcpg_buf_reserve(b, d->params_len + d->args_len + d->id_len + 3)) return MCPG_ENOMEM;
+    d->params_json = keep_copy(b, d->params_json, d->params_len);
+    d->args_json = keep_copy(b, d->args_json, d->args_len);
+    d->id_json = keep_copy(b, d->id_json, d->id_len);
+    d->name = NULL; /* read at submit only; the route holds the names */
+    d->method = NULL;
+    d->session_id = NULL;
+    return 0;
+}
+
+/* Off the call's loop (a backend on the pool) a header value is copied under
+ * hdr_lock, since a call that times out is answered, and its request freed,
+ * while the backend runs; after that, headers read as absent. */
+const char *pool_header_copy(mcpg_call *c, const char *lname, size_t *len) {
+    const char *v = NULL;
+    pthread_mutex_lock(&c->pool.hdr_lock);
+    size_t n = 0;
+    const char *t = c->pool.answered ? NULL : c->d.header(c->d.transport_ctx, lname, &n);
+    hdr_copy *h = t ? malloc(sizeof *h + n + 1) : NULL;
+    if (h) {
+        memcpy(h->value, t, n);
+        h->value[n] = '\0';
+        h->next = c->pool.hdr_copies; /* freed when the call is recycled */
+        c->pool.hdr_copies = h;
+        v = h->value;
+        if (len) *len = n;
+    }
+    pthread_mutex_unlock(&c->pool.hdr_lock);
+    return v;
+}
+
+void pool_request_gone(mcpg_call *c) {
+    pthread_mutex_lock(&c->pool.hdr_lock);
+    c->pool.answered = true;
+    pthread_mutex_unlock(&c->pool.hdr_lock);
+}
+
+/* ---- dispatching the backend ---- */
+
+static mcpg_status dispatch_inline(mcpg_call *c, mcpg_instance *be) {
+    const mcpg_backend_ops *ops = be->desc->ops;
+    atomic_store(&c->loop_op.state, OP_RUNNING);
+    return settle(&c->loop_op, ops->call_tool(be->state, c));
+}
+
+static mcpg_status dispatch_to_pool(mcpg_call *c, mcpg_instance *be) {
+    if (copy_request(c)) {
+        call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 0, "out of memory");
+        return MCPG_DENY;
+    }
+    c->pool.job.run = pool_run;
+    c->pool.job.expired = pool_expired;
+    c->pool.job.refused = pool_refused;
+    c->pool.job.timeout_us = be->timeout_ms * 1000;
+    c->pool.deadline_us = c->tb0 + c->pool.job.timeout_us;
+    c->pool.queued_or_running = true;
+    c->refs++;
+    pool_deadlines_add(c);
+    worker_defer_job(c->w, &c->pool.job);
+    return MCPG_PENDING;
+}
+
+mcpg_status dispatch_backend(mcpg_call *c) {
+    mcpg_instance *be = c->route->backend;
+    c->tb0 = mono_us();
+    return be->inline_dispatch ? dispatch_inline(c, be) : dispatch_to_pool(c, be);
+}

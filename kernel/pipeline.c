@@ -1,0 +1,238 @@
+/* The pipeline: where a call goes next.
+ *
+ * A call walks the fixed stage order:
+ *   identity → policy → limits → audit "allowed" → backend → audit
+ *   "completed"/"failed" (or "denied") → the transport's complete().
+ * Each op answers CONTINUE, DENY or PENDING; a PENDING op finishes later with
+ * host->call_resume from any thread, and the call continues on its own loop
+ * (dispatch.c brings the answer back, then calls pipeline_continue).
+ *
+ * run() runs the current phase's ops until one is pending or the call is
+ * answered; on_status() decides, from an op's answer, where the call goes. */
+#include "call_internal.h"
+
+/* ---- audit ---- */
+
+static const char *audit_event_name(mcpg_call *c) {
+    if (c->phase == PH_AUDIT_ALLOWED) return "mcpg.tool.call.allowed";
+    if (c->denied) return "mcpg.tool.call.denied";
+    return c->backend_failed ? "mcpg.tool.call.failed" : "mcpg.tool.call.completed";
+}
+
+/* The outcome's share of the "completed"/"failed"/"denied" event. */
+static void audit_outcome(mcpg_call *c, mcpg_audit_event *ev) {
+    if (!call_error_of(c, &ev->error_code, &ev->error_message)) {
+        ev->error_code = 0;
+        ev->error_message = NULL;
+    }
+    ev->latency_us = mono_us() - c->t0;
+    ev->backend_us = c->tb1 > c->tb0 ? c->tb1 - c->tb0 : 0;
+}
+
+static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
+    mcpg_audit_event ev = {.size = sizeof ev};
+    ev.name = audit_event_name(c);
+    ev.seq = atomic_fetch_add(&K.audit_seq, 1) + 1;
+    ev.time_us = wall_us();
+    ev.id_json = c->d.id_json;
+    ev.id_len = c->d.id_len;
+    ev.method = call_method_names[c->method];
+    ev.tool = c->route ? c->route->client_name : NULL;
+    ev.backend = c->route ? c->route->backend->name : NULL;
+    ev.principal = c->principal;
+    ev.tenant = c->tenant;
+    ev.wire = c->d.wire;
+    ev.generation = c->gen->id;
+    if (c->phase == PH_AUDIT_DONE) audit_outcome(c, &ev);
+    const mcpg_audit_ops *ops = sink->desc->ops;
+    atomic_store(&c->loop_op.state, OP_RUNNING);
+    return settle(&c->loop_op, ops->emit(sink->state, c, &ev));
+}
+
+/* ---- the answer ---- */
+
+static void release_limits(mcpg_call *c) {
+    mcpg_instance **lim = c->gen->stage[STAGE_LIMITS];
+    for (size_t i = 0; i < c->limits_acquired; i++) {
+        const mcpg_limits_ops *ops = lim[i]->desc->ops;
+        if (ops->release) ops->release(lim[i]->state, c);
+    }
+}
+
+static void finish(mcpg_call *c) {
+    c->phase = PH_COMPLETE;
+    release_limits(c);
+    atomic_fetch_sub(&c->w->calls_in_flight, 1);
+    /* detached: the backend may be looking up a header */
+    if (c->pool.queued_or_running) pool_request_gone(c);
+    c->d.complete(c->d.transport_ctx, c);
+}
+
+static void answer_locally(mcpg_call *c) {
+    if (c->method == MCPG_METHOD_TOOLS_LIST) {
+        /* the merged list is the generation's, borrowed while the call pins it */
+        c->result.len = 0;
+        return;
+    }
+    call_set_error(c, MCPG_RPC_METHOD_NOT_FOUND, 404, "Method not found: %s",
+                   c->method ? call_method_names[c->method] : "(unknown)");
+}
+
+/* ---- running the current phase ---- */
+
+static mcpg_status stage_op(mcpg_call *c, int stage, mcpg_instance *inst) {
+    atomic_store(&c->loop_op.state, OP_RUNNING);
+    switch (stage) {
+    case STAGE_IDENTITY: {
+        const mcpg_identity_ops *o = inst->desc->ops;
+        return settle(&c->loop_op, o->authenticate(inst->state, c));
+    }
+    case STAGE_POLICY: {
+        const mcpg_policy_ops *o = inst->desc->ops;
+        return settle(&c->loop_op, o->check(inst->state, c));
+    }
+    default: {
+        const mcpg_limits_ops *o = inst->desc->ops;
+        return settle(&c->loop_op, o->acquire(inst->state, c));
+    }
+    }
+}
+
+/* Where a call goes once identity, policy or limits has let it through. */
+static void after_stage(mcpg_call *c) {
+    bool tool_call = c->method == MCPG_METHOD_TOOLS_CALL;
+    if (tool_call && c->phase == PH_POLICY && !c->route) {
+        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Unknown tool: %.*s",
+                       (int)(c->d.name ? c->d.name_len : 0), c->d.name ? c->d.name : "");
+        c->phase = PH_COMPLETE;
+    } else if (tool_call) {
+        c->phase++;
+    } else if (c->phase == PH_IDENTITY) {
+        c->phase = PH_POLICY; /* lists are filtered by policy, not limited */
+    } else {
+        c->phase = PH_COMPLETE;
+        answer_locally(c);
+    }
+}
+
+/* Identity, policy or limits: run the stage's next instance into *st, or,
+ * when the stage is done, move the call on and return false. */
+static bool stage_next(mcpg_call *c, mcpg_status *st) {
+    int stage = c->phase - PH_IDENTITY;
+    bool applies = stage != STAGE_LIMITS || c->method == MCPG_METHOD_TOOLS_CALL;
+    if (!applies || c->idx >= c->gen->n_stage[stage]) {
+        c->idx = 0;
+        after_stage(c);
+        return false;
+    }
+    *st = stage_op(c, stage, c->gen->stage[stage][c->idx]);
+    return true;
+}
+
+/* Either audit phase: emit to the next sink into *st, or, when every sink
+ * has it, move the call on and return false. */
+static bool audit_next(mcpg_call *c, mcpg_status *st) {
+    if (c->idx >= c->gen->n_stage[STAGE_AUDIT]) {
+        c->idx = 0;
+        c->phase = c->phase == PH_AUDIT_ALLOWED ? PH_BACKEND : PH_COMPLETE;
+        return false;
+    }
+    *st = emit_audit(c, c->gen->stage[STAGE_AUDIT][c->idx]);
+    return true;
+}
+
+static void on_status(mcpg_call *c, mcpg_status st);
+
+static void run(mcpg_call *c) {
+    for (;;) {
+        mcpg_status st;
+        switch (c->phase) {
+        case PH_IDENTITY:
+        case PH_POLICY:
+        case PH_LIMITS:
+            if (!stage_next(c, &st)) continue;
+            break;
+        case PH_AUDIT_ALLOWED:
+        case PH_AUDIT_DONE:
+            if (!audit_next(c, &st)) continue;
+            break;
+        case PH_BACKEND:
+            st = dispatch_backend(c);
+            break;
+        default:
+            finish(c);
+            return;
+        }
+        if (st == MCPG_PENDING) return;
+        on_status(c, st);
+    }
+}
+
+/* ---- what an op's answer means for where the call goes next ---- */
+
+/* Refused at identity, policy or limits. */
+static void deny(mcpg_call *c) {
+    if (!c->is_error) call_set_error(c, MCPG_RPC_INVALID_REQUEST, 0, "request refused");
+    c->denied = true;
+    bool audited = c->method == MCPG_METHOD_TOOLS_CALL && c->gen->n_stage[STAGE_AUDIT];
+    c->phase = audited ? PH_AUDIT_DONE : PH_COMPLETE;
+    c->idx = 0;
+}
+
+static void on_stage_status(mcpg_call *c, mcpg_status st) {
+    if (st == MCPG_DENY) {
+        deny(c);
+        return;
+    }
+    if (c->phase == PH_LIMITS) c->limits_acquired++;
+    c->idx++;
+}
+
+/* A sink that cannot record answers DENY, and the call fails closed: at
+ * "allowed" the backend never runs; at "completed"/"failed"/"denied" the
+ * record of the outcome failed. */
+static void on_audit_status(mcpg_call *c, mcpg_status st) {
+    if (st == MCPG_DENY) {
+        c->phase = PH_COMPLETE;
+        return;
+    }
+    c->idx++;
+}
+
+static void on_backend_status(mcpg_call *c, mcpg_status st) {
+    c->tb1 = mono_us();
+    if (st == MCPG_DENY) {
+        c->backend_failed = true;
+        if (!c->is_error) call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 0, "backend failed");
+    }
+    c->phase = c->gen->n_stage[STAGE_AUDIT] ? PH_AUDIT_DONE : PH_COMPLETE;
+    c->idx = 0;
+}
+
+static void on_status(mcpg_call *c, mcpg_status st) {
+    switch (c->phase) {
+    case PH_IDENTITY:
+    case PH_POLICY:
+    case PH_LIMITS:
+        on_stage_status(c, st);
+        return;
+    case PH_AUDIT_ALLOWED:
+    case PH_AUDIT_DONE:
+        on_audit_status(c, st);
+        return;
+    case PH_BACKEND:
+        on_backend_status(c, st);
+        return;
+    default:
+        return;
+    }
+}
+
+/* ---- entry points (call.c, dispatch.c) ---- */
+
+void pipeline_run(mcpg_call *c) { run(c); }
+
+void pipeline_continue(mcpg_call *c, mcpg_status st) {
+    on_status(c, st);
+    run(c);
+}
