@@ -44,6 +44,8 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
                   size_t errcap);
 void image_unload(image *im);
 const char *kind_name(uint32_t kind);
+/* Remove the runtime folders (in base) of gateways that are no longer running. */
+void runtime_dirs_sweep(const char *base);
 /* mcpg --help-module NAME: 0, or 2 when the module cannot be loaded */
 int module_help(const char *name, const char *exe_dir);
 

@@ -376,6 +376,7 @@ static int prepare_runtime_dir(mctx *c) {
     }
     free(m->runtime_dir);
     const char *tmp = getenv("TMPDIR");
+    runtime_dirs_sweep(tmp && *tmp ? tmp : "/tmp");
     char tmpl[PATH_MAX];
     snprintf(tmpl, sizeof tmpl, "%s/mcpg-%d-XXXXXX", tmp && *tmp ? tmp : "/tmp", (int)getpid());
     if (!mkdtemp(tmpl)) {
