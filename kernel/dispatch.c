@@ -124,13 +124,15 @@ static void pool_deadlines_remove(mcpg_call *c) {
 
 /* The deadline passed with the backend still on the pool: answer the call
  * now (audit "failed", then the timeout), from kernel-owned fields. */
-static void detach(mcpg_call *c, uint64_t now) {
-    c->pool.detached = true; /* the pool reference stays until the backend returns */
+/* Answer a pool call without its backend: audited as failed with `why`,
+ * while the backend, if it is running, finishes on its own (the pool's
+ * reference keeps the call until then). */
+static void detach(mcpg_call *c, uint64_t now, const char *why) {
+    c->pool.detached = true;
     c->backend_failed = true;
     c->tb1 = now;
-    snprintf(c->pool.timeout_msg, sizeof c->pool.timeout_msg,
-             "backend \"%s\" timed out after %llu ms", c->route->backend->name,
-             (unsigned long long)c->route->backend->timeout_ms);
+    snprintf(c->pool.timeout_msg, sizeof c->pool.timeout_msg, "backend \"%s\" %s",
+             c->route->backend->name, why);
     c->phase = PH_AUDIT_DONE;
     c->idx = 0;
     pipeline_run(c);
@@ -142,7 +144,27 @@ static void on_timeouts(uv_timer_t *t) {
     for (mcpg_call *c = w->pool_deadlines, *next; c; c = next) {
         next = c->pool.deadline_next;
         if (c->pool.detached || now < c->pool.deadline_us) continue;
-        detach(c, now);
+        char why[64];
+        snprintf(why, sizeof why, "timed out after %llu ms",
+                 (unsigned long long)c->route->backend->timeout_ms);
+        detach(c, now, why);
+    }
+}
+
+/* The drain deadline passed: backends still working will not be waited for.
+ * Their calls are answered and audited as failed now, so every "allowed"
+ * event in the audit trail has an outcome. Inline backends are asked to
+ * cancel (those that offer it answer at once). */
+void calls_give_up_backends(mcpg_worker *w) {
+    uint64_t now = mono_us();
+    for (mcpg_call *c = w->pool_deadlines, *next; c; c = next) {
+        next = c->pool.deadline_next;
+        if (!c->pool.detached) detach(c, now, "did not answer before the gateway stopped");
+    }
+    for (mcpg_call *c = w->live, *next; c; c = next) {
+        next = c->live_next;
+        if (c->phase == PH_BACKEND && c->route && c->route->backend->inline_dispatch)
+            call_cancel(c);
     }
 }
 

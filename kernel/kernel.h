@@ -213,6 +213,7 @@ void call_cancel(mcpg_call *c);
 void call_outcome(mcpg_call *c, mcpg_call_outcome *o);
 void call_release(mcpg_call *c);
 void calls_free_worker(mcpg_worker *w);
+void calls_give_up_backends(mcpg_worker *w); /* the forced drain: answer calls without their backend */
 void calls_free_abandoned(mcpg_worker *w); /* after the loops and the pool ended */
 unsigned long calls_dropped(void); /* answers that came back after their loop stopped */
 

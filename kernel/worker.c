@@ -257,6 +257,7 @@ static void check_drained(uv_timer_t *t) {
 
 static void drain_on_loop(void *arg) {
     mcpg_worker *w = arg;
+    if (w->draining) calls_give_up_backends(w); /* the second, forced drain */
     w->draining = true;
     uv_timer_stop(&w->accept_timer);
     for (size_t l = 0; l < w->n_listen; l++) {

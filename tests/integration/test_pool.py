@@ -175,6 +175,8 @@ def main():
             gw.check_sanitizers()
             check_eq(rc, 0, "exit code after the drain deadline\n" + gw.stderr_tail())
             check(waited < 5, "took %.2fs to exit (queued calls must not be run)" % waited)
+            failed = events(audit, "mcpg.tool.call.failed")
+            check_eq(len(failed), 4, "a failed event for each call cut short: %r" % failed)
             print("exited %.2fs after SIGTERM" % waited)
 
     def t_hung_backend():
@@ -197,6 +199,8 @@ def main():
             check(waited < 5, "took %.2fs to exit with a hung backend" % waited)
             check("still running" in gw.stderr(), "the hung backend is logged")
             check_eq(len(events(audit, "mcpg.tool.call.allowed")), 1, "allowed event kept")
+            check_eq(len(events(audit, "mcpg.tool.call.failed")), 1,
+                     "the hung call is audited as failed")
             print("exited %.2fs after SIGTERM" % waited)
 
     tests = [
