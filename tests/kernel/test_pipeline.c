@@ -5,21 +5,11 @@
  * kernel leaves no loop handle open. */
 #include "kernel.h"
 
+#include <mcpg/check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int failures;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            failures++;                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-        }                                                                       \
-    } while (0)
 
 /* ---- one call submitted on the worker, waited for from the main thread ----
  * Like a real transport, the probe owns the request's bytes (heap copies)
@@ -213,8 +203,7 @@ int main(int argc, char **argv) {
     errlist errs = {0};
     manifest *m = manifest_load(manifest_path, NULL, argv[1], &errs);
     errlist_print(&errs);
-    CHECK(m != NULL, "manifest refused");
-    if (!m) return 1;
+    MCPG_REQUIRE(m != NULL, "manifest refused");
     klog_init(m->log_level);
     K.m = m;
     K.max_calls_per_worker = 64;
@@ -222,62 +211,64 @@ int main(int argc, char **argv) {
     K.n_workers = 1;
     K.gen = generation_build(m, &errs);
     errlist_print(&errs);
-    CHECK(K.gen != NULL, "generation refused");
-    if (!K.gen) return 1;
-    CHECK(pool_start(2, 8) == 0, "pool");
-    CHECK(generation_start(K.gen) == 0, "start");
-    CHECK(workers_start() == 0, "workers");
+    MCPG_REQUIRE(K.gen != NULL, "generation refused");
+    MCPG_CHECK(pool_start(2, 8) == 0, "pool");
+    MCPG_CHECK(generation_start(K.gen) == 0, "start");
+    MCPG_CHECK(workers_start() == 0, "workers");
 
     probe p;
     run_call(&p, "tools/call", "echo", "{\"message\":\"hi\"}", "1", NULL);
-    CHECK(!p.is_error && strstr(p.text, "Echo: hi"), "pool echo: %s", p.text);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "Echo: hi"), "pool echo: %s", p.text);
 
     run_call(&p, "tools/call", "fast_echo", "{\"message\":\"inline\"}", "\"s-2\"", "alice");
-    CHECK(!p.is_error && strstr(p.text, "Echo: inline"), "inline echo: %s", p.text);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "Echo: inline"), "inline echo: %s", p.text);
 
     run_call(&p, "tools/call", "fast_nap", "{\"message\":\"later\"}", "3", "pend:bob");
-    CHECK(!p.is_error && strstr(p.text, "Echo: later"), "pending identity + timer backend: %s",
-          p.text);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "Echo: later"), "pending identity + timer backend: %s",
+               p.text);
 
     run_call(&p, "tools/call", "echo", "{\"message\":\"no\"}", "4", "deny");
-    CHECK(p.is_error && p.code == -32001 && p.http == 403, "denied: %lld %d %s",
-          (long long)p.code, p.http, p.text);
+    MCPG_CHECK(p.is_error && p.code == -32001 && p.http == 403, "denied: %lld %d %s",
+               (long long)p.code, p.http, p.text);
 
     /* timeout_ms 100, latency 400, a durable audit sink: the answer comes at
      * the timeout, not when the backend finally returns */
     run_call(&p, "tools/call", "slow", "{\"message\":\"zz\"}", "5", NULL);
-    CHECK(p.is_error && p.code == -32000 && strstr(p.text, "timed out"), "timeout: %s", p.text);
-    CHECK(elapsed_ms(&p) < 300, "timeout answered after %llu ms (timeout_ms 100, latency 400)",
-          (unsigned long long)elapsed_ms(&p));
+    MCPG_CHECK(p.is_error && p.code == -32000 && strstr(p.text, "timed out"), "timeout: %s",
+               p.text);
+    MCPG_CHECK(elapsed_ms(&p) < 300, "timeout answered after %llu ms (timeout_ms 100, latency 400)",
+               (unsigned long long)elapsed_ms(&p));
 
     /* a backend still running after its timeout reads its request when the
      * transport has already freed it: it must see the kernel's copies */
     run_call(&p, "tools/call", "late", "{\"k\":\"v1\"}", "9", "carol");
-    CHECK(p.is_error && strstr(p.text, "timed out") && elapsed_ms(&p) < 180,
-          "late timeout: %s after %llu ms", p.text, (unsigned long long)elapsed_ms(&p));
+    MCPG_CHECK(p.is_error && strstr(p.text, "timed out") && elapsed_ms(&p) < 180,
+               "late timeout: %s after %llu ms", p.text, (unsigned long long)elapsed_ms(&p));
     run_call(&p, "tools/call", "patient_late", "{\"k\":\"v2\"}", "10", "dave");
-    CHECK(!p.is_error, "patient late: %s", p.text);
+    MCPG_CHECK(!p.is_error, "patient late: %s", p.text);
 
     run_call(&p, "tools/call", "nope", "{}", "6", NULL);
-    CHECK(p.is_error && p.code == -32602, "unknown tool: %lld", (long long)p.code);
+    MCPG_CHECK(p.is_error && p.code == -32602, "unknown tool: %lld", (long long)p.code);
 
     /* identity runs first: a refused caller learns nothing about tool names */
     run_call(&p, "tools/call", "nope", "{}", "6b", "deny");
-    CHECK(p.is_error && p.code == -32001, "unknown tool, refused caller: %lld",
-          (long long)p.code);
+    MCPG_CHECK(p.is_error && p.code == -32001, "unknown tool, refused caller: %lld",
+               (long long)p.code);
 
     run_call(&p, "tools/list", NULL, NULL, "7", NULL);
-    CHECK(!p.is_error && strstr(p.text, "\"name\":\"echo\"") &&
-              strstr(p.text, "\"name\":\"fast_echo\"") && strstr(p.text, "\"name\":\"fast_nap\""),
-          "tools/list: %s", p.text);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "\"name\":\"echo\"") &&
+                   strstr(p.text, "\"name\":\"fast_echo\"") &&
+                   strstr(p.text, "\"name\":\"fast_nap\""),
+               "tools/list: %s", p.text);
 
     run_call(&p, "tools/list", NULL, NULL, "8", "deny");
-    CHECK(p.is_error && p.code == -32001, "tools/list passes identity: %s", p.text);
+    MCPG_CHECK(p.is_error && p.code == -32001, "tools/list passes identity: %s", p.text);
 
     /* a tool name with a NUL inside is just an unknown tool */
     start_call(&p, "tools/call", "echo\0zzzzzzzzzzzzzzzzzzzzzzzz", 30, "{}", "11", NULL);
     wait_call(&p);
-    CHECK(p.is_error && p.code == -32602, "name with a NUL: %lld %s", (long long)p.code, p.text);
+    MCPG_CHECK(p.is_error && p.code == -32602, "name with a NUL: %lld %s", (long long)p.code,
+               p.text);
 
     /* a call submitted from the prepare phase (a transport resuming held-back
      * pipelined requests) reaches the pool without waiting for a timer: on a
@@ -291,14 +282,14 @@ int main(int argc, char **argv) {
     manifest *bare_m = manifest_load(bare_path, NULL, argv[1], &errs);
     generation *bare = bare_m ? generation_build(bare_m, &errs) : NULL;
     errlist_print(&errs);
-    CHECK(bare && generation_start(bare) == 0, "bare generation");
+    MCPG_CHECK(bare && generation_start(bare) == 0, "bare generation");
     K.workers[0].gen = bare; /* read on the loop only at submit: nothing in flight now */
     uint64_t took[5] = {0};
     for (int i = 0; bare && i < 5; i++) {
         start_call(&p, "tools/call", "echo", 4, "{\"message\":\"prep\"}", "12", NULL);
         p.from_prepare = true;
         wait_call(&p);
-        CHECK(!p.is_error, "prepare-phase submit: %s", p.text);
+        MCPG_CHECK(!p.is_error, "prepare-phase submit: %s", p.text);
         took[i] = p.t_done - p.t_submit;
         for (int j = i; j > 0 && took[j] < took[j - 1]; j--) { /* keep it sorted */
             uint64_t t = took[j];
@@ -308,14 +299,14 @@ int main(int argc, char **argv) {
     }
     K.workers[0].gen = K.gen;
     /* without the kernel's idle handle each waited for a 10 ms timer */
-    CHECK(took[2] < 5000, "pool calls submitted in the prepare phase took %llu us (median)",
-          (unsigned long long)took[2]);
+    MCPG_CHECK(took[2] < 5000, "pool calls submitted in the prepare phase took %llu us (median)",
+               (unsigned long long)took[2]);
 
     /* no sleep first: the drain itself waits for the timed-out backends
      * still holding their calls on the pool */
     workers_drain();
     for (int i = 0; i < 200 && !workers_idle(); i++) usleep(10000);
-    CHECK(workers_idle(), "workers drained");
+    MCPG_CHECK(workers_idle(), "workers drained");
     workers_stop();
     pool_stop();
     generation_stop(K.gen);
@@ -326,24 +317,25 @@ int main(int argc, char **argv) {
     unlink(bare_path);
     generation_free(K.gen);
 
-    CHECK(count_lines(audit, "\"mcpg.tool.call.allowed\"", "\"id\":1,") == 1, "allowed id 1");
-    CHECK(count_lines(audit, "\"mcpg.tool.call.completed\"", "\"id\":1,") == 1, "completed id 1");
-    CHECK(count_lines(audit, "\"mcpg.tool.call.completed\"", "\"id\":\"s-2\"") == 1,
-          "completed s-2");
-    CHECK(count_lines(audit, "\"principal\":\"bob\"", NULL) == 2, "bob in both events");
-    CHECK(count_lines(audit, "\"mcpg.tool.call.denied\"", "\"id\":4,") == 1, "denied id 4");
-    CHECK(count_lines(audit, "\"mcpg.tool.call.allowed\"", "\"id\":4,") == 0, "no allowed id 4");
-    CHECK(count_lines(audit, "\"mcpg.tool.call.failed\"", "\"id\":5,") == 1, "failed id 5");
-    CHECK(count_lines(audit, "\"mcpg.tool.call\"", "\"id\":6,") == 0, "nothing for unknown");
-    CHECK(count_lines(late, "id=9 args={\"k\":\"v1\"} ", NULL) == 1, "late backend read its args");
-    CHECK(count_lines(late, "id=10 args={\"k\":\"v2\"} user=dave", NULL) == 1,
-          "pool backend read its header");
+    MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call.allowed\"", "\"id\":1,") == 1, "allowed id 1");
+    MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call.completed\"", "\"id\":1,") == 1,
+               "completed id 1");
+    MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call.completed\"", "\"id\":\"s-2\"") == 1,
+               "completed s-2");
+    MCPG_CHECK(count_lines(audit, "\"principal\":\"bob\"", NULL) == 2, "bob in both events");
+    MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call.denied\"", "\"id\":4,") == 1, "denied id 4");
+    MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call.allowed\"", "\"id\":4,") == 0,
+               "no allowed id 4");
+    MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call.failed\"", "\"id\":5,") == 1, "failed id 5");
+    MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call\"", "\"id\":6,") == 0, "nothing for unknown");
+    MCPG_CHECK(count_lines(late, "id=9 args={\"k\":\"v1\"} ", NULL) == 1,
+               "late backend read its args");
+    MCPG_CHECK(count_lines(late, "id=10 args={\"k\":\"v2\"} user=dave", NULL) == 1,
+               "pool backend read its header");
     unlink(late);
     manifest_free(m);
     unlink(audit);
     unlink(manifest_path);
     rmdir(dir);
-    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-    else printf("test_pipeline: ok\n");
-    return failures ? 1 : 0;
+    return MCPG_CHECK_EXIT("test_pipeline");
 }

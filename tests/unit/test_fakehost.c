@@ -3,6 +3,7 @@
  * allows (at once, from a timer, from its own thread, from the pool, resumed
  * before returning) and an identity stage. Plus deliberately broken
  * descriptors and misbehaviours the fake host must catch. */
+#include <mcpg/check.h>
 #include <mcpg/fakehost.h>
 
 #include <pthread.h>
@@ -11,18 +12,6 @@
 #include <string.h>
 #include <time.h>
 #include <uv.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
 
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -336,52 +325,54 @@ static void test_descriptors(mcpg_fakehost *fh) {
     mcpg_module bad = tb_module;
     mcpg_instance *inst;
     bad.magic = 0x12345678u;
-    CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI && !inst, "bad magic");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI && !inst, "bad magic");
     bad = tb_module;
     bad.abi_major = MCPG_ABI_MAJOR + 1;
-    CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI, "wrong major");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI, "wrong major");
     bad = tb_module;
     bad.abi_minor = MCPG_ABI_MINOR + 1;
-    CHECK(mcpg_fakehost_check(fh, &bad, NULL) == MCPG_EABI, "newer minor");
+    MCPG_CHECK(mcpg_fakehost_check(fh, &bad, NULL) == MCPG_EABI, "newer minor");
     mcpg_backend_ops no_call = tb_ops;
     no_call.call_tool = NULL;
     bad = tb_module;
     bad.ops = &no_call;
-    CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI, "missing mandatory op");
-    CHECK(mcpg_fakehost_log_contains(fh, "mandatory op backend.call_tool is missing"),
-          "the log names the op");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI, "missing mandatory op");
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "mandatory op backend.call_tool is missing"),
+               "the log names the op");
     mcpg_backend_ops small = tb_ops;
     small.size = 8;
     bad.ops = &small;
-    CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI, "ops table too small");
-    CHECK(mcpg_fakehost_load(fh, &tb_module, "bad name!", NULL, &inst) == MCPG_EINVAL,
-          "instance name");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI, "ops table too small");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &tb_module, "bad name!", NULL, &inst) == MCPG_EINVAL,
+               "instance name");
 }
 
 static void test_config(mcpg_fakehost *fh) {
-    CHECK(mcpg_fakehost_check(fh, &tb_module, "{\"greting\":\"x\"}") == MCPG_ECONFIG, "typo");
-    CHECK(strstr(mcpg_fakehost_report_text(fh), "did you mean \"greeting\"") != NULL,
-          "did-you-mean in: %s", mcpg_fakehost_report_text(fh));
-    CHECK(mcpg_fakehost_check(fh, &tb_module, "{\"greeting\":\"\"}") == MCPG_ECONFIG, "empty");
-    CHECK(strstr(mcpg_fakehost_report_text(fh), "greeting: must not be empty") != NULL &&
-              mcpg_fakehost_report_count(fh) == 1,
-          "validate's report: %s", mcpg_fakehost_report_text(fh));
-    CHECK(mcpg_fakehost_check(fh, &tb_module, "{\"work_items\":65}") == MCPG_ECONFIG, "bounds");
-    CHECK(mcpg_fakehost_check(fh, &tb_module, NULL) == 0 && mcpg_fakehost_report_count(fh) == 0,
-          "defaults are valid");
+    MCPG_CHECK(mcpg_fakehost_check(fh, &tb_module, "{\"greting\":\"x\"}") == MCPG_ECONFIG, "typo");
+    MCPG_CHECK(strstr(mcpg_fakehost_report_text(fh), "did you mean \"greeting\"") != NULL,
+               "did-you-mean in: %s", mcpg_fakehost_report_text(fh));
+    MCPG_CHECK(mcpg_fakehost_check(fh, &tb_module, "{\"greeting\":\"\"}") == MCPG_ECONFIG, "empty");
+    MCPG_CHECK(strstr(mcpg_fakehost_report_text(fh), "greeting: must not be empty") != NULL &&
+                   mcpg_fakehost_report_count(fh) == 1,
+               "validate's report: %s", mcpg_fakehost_report_text(fh));
+    MCPG_CHECK(mcpg_fakehost_check(fh, &tb_module, "{\"work_items\":65}") == MCPG_ECONFIG,
+               "bounds");
+    MCPG_CHECK(mcpg_fakehost_check(fh, &tb_module, NULL) == 0 &&
+                   mcpg_fakehost_report_count(fh) == 0,
+               "defaults are valid");
 }
 
 static void test_host_table(mcpg_fakehost *fh) {
     mcpg_host *h = mcpg_fakehost_host(fh);
-    CHECK(h->size == sizeof(mcpg_host) && h->abi_major == MCPG_ABI_MAJOR, "table head");
-    CHECK(h->worker_count() == 1 && h->worker_at(0) == mcpg_fakehost_worker(fh) &&
-              h->worker_at(1) == NULL, "one worker");
-    CHECK(h->worker_current() == mcpg_fakehost_worker(fh), "this thread is the loop thread");
-    CHECK(h->worker_uv_loop(h->worker_at(0)) != NULL, "a real uv loop");
-    CHECK(!strcmp(h->errname(MCPG_EAGAIN), "MCPG_EAGAIN"), "errname");
+    MCPG_CHECK(h->size == sizeof(mcpg_host) && h->abi_major == MCPG_ABI_MAJOR, "table head");
+    MCPG_CHECK(h->worker_count() == 1 && h->worker_at(0) == mcpg_fakehost_worker(fh) &&
+                   h->worker_at(1) == NULL, "one worker");
+    MCPG_CHECK(h->worker_current() == mcpg_fakehost_worker(fh), "this thread is the loop thread");
+    MCPG_CHECK(h->worker_uv_loop(h->worker_at(0)) != NULL, "a real uv loop");
+    MCPG_CHECK(!strcmp(h->errname(MCPG_EAGAIN), "MCPG_EAGAIN"), "errname");
     uint32_t size = h->size;
     h->size = (uint32_t)offsetof(mcpg_host, call_submit); /* play an older kernel */
-    CHECK(!MCPG_HOST_HAS(h, call_resume) && MCPG_HOST_HAS(h, json_int64), "MCPG_HOST_HAS");
+    MCPG_CHECK(!MCPG_HOST_HAS(h, call_resume) && MCPG_HOST_HAS(h, json_int64), "MCPG_HOST_HAS");
     h->size = size;
 }
 
@@ -399,8 +390,8 @@ static void test_post_from_thread(mcpg_fakehost *fh) {
     pthread_t t;
     pthread_create(&t, NULL, poster, fh);
     pthread_join(t, NULL);
-    CHECK(mcpg_fakehost_run_until(fh, posted, &post_ran, 2000) == 0 && post_ran == 1,
-          "a post from another thread runs on the loop");
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, posted, &post_ran, 2000) == 0 && post_ran == 1,
+               "a post from another thread runs on the loop");
 }
 
 static mcpg_call *greet(mcpg_fakehost *fh, const char *mode) {
@@ -414,32 +405,35 @@ static void expect_greeting(mcpg_fakehost *fh, mcpg_instance *inst, const char *
     mcpg_fakehost_set_inline(inst, inline_on);
     mcpg_call *c = greet(fh, mode);
     int st = mcpg_fakehost_run(fh, inst, c, 5000);
-    CHECK(st == MCPG_CONTINUE, "mode %s inline %d: status %d", mode, inline_on, st);
+    MCPG_CHECK(st == MCPG_CONTINUE, "mode %s inline %d: status %d", mode, inline_on, st);
     const char *r = mcpg_fakehost_result(c);
-    CHECK(r && strstr(r, "\"text\":\"hi, bob\""), "mode %s: result %s", mode, r ? r : "(null)");
-    CHECK(mcpg_json_validate(r, strlen(r)) == 0, "mode %s: result is JSON", mode);
+    MCPG_REQUIRE(r && strstr(r, "\"text\":\"hi, bob\""), "mode %s: result %s", mode,
+                 r ? r : "(null)");
+    MCPG_CHECK(mcpg_json_validate(r, strlen(r)) == 0, "mode %s: result is JSON", mode);
     mcpg_fakehost_call_free(fh, c);
 }
 
 static void test_backend(mcpg_fakehost *fh) {
     mcpg_instance *inst;
-    CHECK(mcpg_fakehost_load(fh, &tb_module, "b1", "{\"greeting\":\"hi\"}", &inst) == 0, "load");
-    CHECK(mcpg_fakehost_log_contains(fh, "[backend:backend_t:b1] info: started, greeting hi"),
-          "stamped log: %s", mcpg_fakehost_log_text(fh));
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tb_module, "b1", "{\"greeting\":\"hi\"}", &inst) == 0,
+                 "load");
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "[backend:backend_t:b1] info: started, greeting hi"),
+               "stamped log: %s", mcpg_fakehost_log_text(fh));
     tb *t = mcpg_fakehost_state(inst);
-    CHECK(((const tb_config *)mcpg_fakehost_config(inst))->greeting == t->cfg->greeting, "config");
+    MCPG_CHECK(((const tb_config *)mcpg_fakehost_config(inst))->greeting == t->cfg->greeting,
+               "config");
 
     mcpg_buf list = {0};
-    CHECK(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &list) == 0 &&
-              strstr(list.data, "\"greet\""), "list_tools");
-    CHECK(mcpg_fakehost_list(fh, inst, MCPG_METHOD_PROMPTS_LIST, &list) == MCPG_ENOTSUP,
-          "no list_prompts");
+    MCPG_CHECK(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &list) == 0 &&
+                   strstr(list.data, "\"greet\""), "list_tools");
+    MCPG_CHECK(mcpg_fakehost_list(fh, inst, MCPG_METHOD_PROMPTS_LIST, &list) == MCPG_ENOTSUP,
+               "no list_prompts");
     mcpg_buf_free(&list);
 
     expect_greeting(fh, inst, "sync", 0);
-    CHECK(t->ran_off_loop, "not inline: call_tool ran on a pool thread");
+    MCPG_CHECK(t->ran_off_loop, "not inline: call_tool ran on a pool thread");
     expect_greeting(fh, inst, "sync", 1);
-    CHECK(!t->ran_off_loop, "inline: call_tool ran on the loop");
+    MCPG_CHECK(!t->ran_off_loop, "inline: call_tool ran on the loop");
     const char *modes[] = {"timer", "thread", "early"};
     for (int inl = 0; inl < 2; inl++)
         for (size_t i = 0; i < 3; i++) expect_greeting(fh, inst, modes[i], inl);
@@ -447,82 +441,85 @@ static void test_backend(mcpg_fakehost *fh) {
 
     mcpg_fakehost_set_inline(inst, 1);
     mcpg_call *c = greet(fh, "early");
-    CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_CONTINUE, "a resume before PENDING settles");
+    MCPG_CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_CONTINUE,
+               "a resume before PENDING settles");
     mcpg_fakehost_call_free(fh, c);
 
     c = greet(fh, "slow");
-    CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "slow is pending");
-    CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_ESTATE, "one op at a time");
-    CHECK(mcpg_fakehost_wait(fh, c, 20) == MCPG_ETIMEDOUT, "wait times out");
-    CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE, "then the answer comes");
+    MCPG_CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "slow is pending");
+    MCPG_CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_ESTATE, "one op at a time");
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 20) == MCPG_ETIMEDOUT, "wait times out");
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE, "then the answer comes");
     mcpg_fakehost_call_free(fh, c);
-    CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
 static void test_backend_errors(mcpg_fakehost *fh) {
     mcpg_instance *inst;
     mcpg_call_outcome o;
-    CHECK(mcpg_fakehost_load(fh, &tb_module, "b2", NULL, &inst) == 0, "load");
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tb_module, "b2", NULL, &inst) == 0, "load");
     mcpg_fakehost_set_inline(inst, 1);
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "fail", NULL, NULL);
-    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "fail denies");
+    MCPG_CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "fail denies");
     mcpg_fakehost_outcome(c, &o);
-    CHECK(o.is_error && o.error_code == MCPG_RPC_INVALID_PARAMS &&
-              !strcmp(o.error_message, "bad arguments") && o.error_data &&
-              !strcmp(o.error_data, "{\"field\":\"who\"}") && !mcpg_fakehost_result(c),
-          "the error as set");
+    MCPG_CHECK(o.is_error && o.error_code == MCPG_RPC_INVALID_PARAMS &&
+                   !strcmp(o.error_message, "bad arguments") && o.error_data &&
+                   !strcmp(o.error_data, "{\"field\":\"who\"}") && !mcpg_fakehost_result(c),
+               "the error as set");
     mcpg_fakehost_call_free(fh, c);
 
     c = mcpg_fakehost_call_new(fh, "tools/call", "deny_bare", NULL, NULL);
-    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "bare deny");
-    CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INTERNAL_ERROR &&
-              !strcmp(mcpg_fakehost_error_message(c), "backend failed"), "the kernel's default");
+    MCPG_CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "bare deny");
+    MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INTERNAL_ERROR &&
+                   !strcmp(mcpg_fakehost_error_message(c), "backend failed"),
+               "the kernel's default");
     mcpg_fakehost_call_free(fh, c);
 
     c = mcpg_fakehost_call_new(fh, "resources/read", "file:///x", NULL, NULL);
-    CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_ENOTSUP, "no read_resource");
+    MCPG_CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_ENOTSUP, "no read_resource");
     size_t n;
-    CHECK(!strcmp(mcpg_fakehost_host(fh)->call_params(c, &n), "{\"uri\":\"file:///x\"}"), "params");
+    MCPG_CHECK(!strcmp(mcpg_fakehost_host(fh)->call_params(c, &n), "{\"uri\":\"file:///x\"}"),
+               "params");
     mcpg_fakehost_call_free(fh, c);
 
-    CHECK(mcpg_fakehost_failures(fh) == 0, "no failures yet");
+    MCPG_CHECK(mcpg_fakehost_failures(fh) == 0, "no failures yet");
     c = greet(fh, "twice");
     mcpg_fakehost_run(fh, inst, c, 1000);
-    CHECK(mcpg_fakehost_take_failures(fh) == 1, "a second resume is caught");
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1, "a second resume is caught");
     mcpg_fakehost_call_free(fh, c);
     c = mcpg_fakehost_call_new(fh, "tools/call", "bogus_status", NULL, NULL);
-    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "a bogus status becomes DENY");
-    CHECK(mcpg_fakehost_take_failures(fh) == 1, "and is caught");
+    MCPG_CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "a bogus status becomes DENY");
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1, "and is caught");
     mcpg_fakehost_call_free(fh, c);
-    CHECK(mcpg_fakehost_set_inline(inst, 1) == 0, "inline-safe module");
-    CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    MCPG_CHECK(mcpg_fakehost_set_inline(inst, 1) == 0, "inline-safe module");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
 static void test_identity(mcpg_fakehost *fh) {
     mcpg_instance *id1, *id2;
     const mcpg_host *h = mcpg_fakehost_host(fh);
-    CHECK(mcpg_fakehost_load(fh, &ti_module, "id1", NULL, &id1) == 0, "load id1");
-    CHECK(mcpg_fakehost_load(fh, &ti_module, "id2", "{}", &id2) == 0, "load id2");
-    CHECK(mcpg_fakehost_load(fh, &ti_module, "id3", "{\"x\":1}", &(mcpg_instance *){0}) ==
-              MCPG_ECONFIG, "a module without keys refuses any");
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &ti_module, "id1", NULL, &id1) == 0, "load id1");
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &ti_module, "id2", "{}", &id2) == 0, "load id2");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &ti_module, "id3", "{\"x\":1}", &(mcpg_instance *){0}) ==
+                   MCPG_ECONFIG, "a module without keys refuses any");
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/list", NULL, NULL, NULL);
-    CHECK(mcpg_fakehost_run(fh, id1, c, 1000) == MCPG_CONTINUE && !h->call_principal(c),
-          "no header: pass");
+    MCPG_CHECK(mcpg_fakehost_run(fh, id1, c, 1000) == MCPG_CONTINUE && !h->call_principal(c),
+               "no header: pass");
     mcpg_fakehost_call_set_header(c, "authorization", "Bearer ok");
-    CHECK(mcpg_fakehost_run(fh, id2, c, 1000) == MCPG_CONTINUE, "accepted");
-    CHECK(!strcmp(h->call_principal(c), "alice") && !strcmp(h->call_roles(c), "admin,dev"),
-          "identity set");
+    MCPG_CHECK(mcpg_fakehost_run(fh, id2, c, 1000) == MCPG_CONTINUE, "accepted");
+    MCPG_CHECK(!strcmp(h->call_principal(c), "alice") && !strcmp(h->call_roles(c), "admin,dev"),
+               "identity set");
     void **s1 = h->call_slot(c, (mcpg_instance *)id1), **s2 = h->call_slot(c, id2);
-    CHECK(s1 && s2 && s1 != s2 && *s1 == mcpg_fakehost_state(id1) &&
-              *s2 == mcpg_fakehost_state(id2), "per-instance slots");
+    MCPG_CHECK(s1 && s2 && s1 != s2 && *s1 == mcpg_fakehost_state(id1) &&
+                   *s2 == mcpg_fakehost_state(id2), "per-instance slots");
     mcpg_fakehost_call_free(fh, c);
 
     c = mcpg_fakehost_call_new(fh, "tools/call", "x", NULL, NULL);
     mcpg_fakehost_call_set_header(c, "authorization", "Bearer nope");
-    CHECK(mcpg_fakehost_run(fh, id1, c, 1000) == MCPG_DENY, "refused");
+    MCPG_CHECK(mcpg_fakehost_run(fh, id1, c, 1000) == MCPG_DENY, "refused");
     mcpg_call_outcome o;
     mcpg_fakehost_outcome(c, &o);
-    CHECK(o.is_error && o.http_status == 401 && !strcmp(o.error_message, "bad token"), "401");
+    MCPG_CHECK(o.is_error && o.http_status == 401 && !strcmp(o.error_message, "bad token"), "401");
     mcpg_fakehost_call_free(fh, c);
     mcpg_fakehost_unload(fh, id1);
     mcpg_fakehost_unload(fh, id2);
@@ -561,33 +558,33 @@ static mcpg_call *submit(mcpg_fakehost *fh, const char *method, const char *name
     d.complete = t_complete;
     mcpg_call *c = NULL;
     const mcpg_host *h = mcpg_fakehost_host(fh);
-    CHECK(h->call_submit(h->worker_current(), &d, &c) == 0 && c, "submit %s", method);
+    MCPG_CHECK(h->call_submit(h->worker_current(), &d, &c) == 0 && c, "submit %s", method);
     return c;
 }
 
 static void test_transport_side(mcpg_fakehost *fh) {
     const mcpg_host *h = mcpg_fakehost_host(fh);
     mcpg_instance *be;
-    CHECK(mcpg_fakehost_load(fh, &tb_module, "routed", NULL, &be) == 0, "load");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &tb_module, "routed", NULL, &be) == 0, "load");
     mcpg_fakehost_route(fh, be);
 
     tctx t = {0};
     mcpg_call *c = submit(fh, "tools/list", NULL, NULL, &t);
-    CHECK(t.completed == 1 && strstr(t.result, "{\"tools\":[{\"name\":\"greet\""), "list: %s",
-          t.result);
+    MCPG_CHECK(t.completed == 1 && strstr(t.result, "{\"tools\":[{\"name\":\"greet\""), "list: %s",
+               t.result);
     h->call_release(c);
 
     memset(&t, 0, sizeof t);
     c = submit(fh, "tools/call", "greet", "{\"who\":\"ann\"}", &t);
-    CHECK(t.completed == 0, "on the pool: not complete yet");
-    CHECK(mcpg_fakehost_run_until(fh, completed, &t, 5000) == 0 && t.completed == 1 &&
-              strstr(t.result, "hello, ann"), "completed later: %s", t.result);
+    MCPG_CHECK(t.completed == 0, "on the pool: not complete yet");
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, completed, &t, 5000) == 0 && t.completed == 1 &&
+                   strstr(t.result, "hello, ann"), "completed later: %s", t.result);
     h->call_release(c);
 
     memset(&t, 0, sizeof t);
     c = submit(fh, "prompts/get", "p", NULL, &t);
-    CHECK(t.completed == 1 && t.o.is_error && t.o.error_code == MCPG_RPC_METHOD_NOT_FOUND,
-          "no get_prompt: method not found");
+    MCPG_CHECK(t.completed == 1 && t.o.is_error && t.o.error_code == MCPG_RPC_METHOD_NOT_FOUND,
+               "no get_prompt: method not found");
     h->call_release(c);
     mcpg_fakehost_unload(fh, be);
 }
@@ -596,18 +593,19 @@ static void test_transport_side(mcpg_fakehost *fh) {
 
 static void test_unload_checks(mcpg_fakehost *fh) {
     mcpg_instance *inst;
-    CHECK(mcpg_fakehost_load(fh, &tb_module, "leaky", "{\"leak_timer\":true}", &inst) == 0,
-          "load");
-    CHECK(mcpg_fakehost_unload(fh, inst) == MCPG_ESTATE, "a timer left running is reported");
-    CHECK(mcpg_fakehost_take_failures(fh) == 1, "as one failure");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &tb_module, "leaky", "{\"leak_timer\":true}", &inst) == 0,
+               "load");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == MCPG_ESTATE, "a timer left running is reported");
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1, "as one failure");
 
     destroyed_with_work_outstanding = 0;
-    CHECK(mcpg_fakehost_load(fh, &tb_module, "busy", "{\"work_items\":6}", &inst) == 0, "load");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &tb_module, "busy", "{\"work_items\":6}", &inst) == 0,
+               "load");
     work_ran = work_cancelled = 0;
-    CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload with queued work");
-    CHECK(!destroyed_with_work_outstanding, "every done() ran before destroy");
-    CHECK(work_ran + work_cancelled == 6 && work_cancelled > 0, "ran %d, cancelled %d",
-          work_ran, work_cancelled);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload with queued work");
+    MCPG_CHECK(!destroyed_with_work_outstanding, "every done() ran before destroy");
+    MCPG_CHECK(work_ran + work_cancelled == 6 && work_cancelled > 0, "ran %d, cancelled %d",
+               work_ran, work_cancelled);
 }
 
 static int work_status = 1;
@@ -628,25 +626,25 @@ static void test_work_timeout(mcpg_fakehost *fh) {
     mcpg_worker *w = h->worker_current();
     /* The pool has one thread (UV_THREADPOOL_SIZE=1): the first job holds it,
      * so the second waits past its 10 ms and must never start. */
-    CHECK(h->work_submit(NULL, w, 0, w_block, w_done, &w_block_status) == 0, "submit");
-    CHECK(h->work_submit(NULL, w, 10, w_noop, w_done, &work_status) == 0, "submit");
-    CHECK(mcpg_fakehost_run_until(fh, both_done, NULL, 5000) == 0, "both done");
-    CHECK(w_block_status == 0 && work_status == MCPG_ETIMEDOUT, "statuses %d %d",
-          w_block_status, work_status);
+    MCPG_CHECK(h->work_submit(NULL, w, 0, w_block, w_done, &w_block_status) == 0, "submit");
+    MCPG_CHECK(h->work_submit(NULL, w, 10, w_noop, w_done, &work_status) == 0, "submit");
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, both_done, NULL, 5000) == 0, "both done");
+    MCPG_CHECK(w_block_status == 0 && work_status == MCPG_ETIMEDOUT, "statuses %d %d",
+               w_block_status, work_status);
 }
 
 /* A second fake host, after the first is gone, that is left untidy on
  * purpose: free must say so. */
 static void test_free_reports(void) {
     mcpg_fakehost *fh = mcpg_fakehost_new();
-    CHECK(fh != NULL, "a new fake host once the old one is freed");
+    MCPG_REQUIRE(fh != NULL, "a new fake host once the old one is freed");
     mcpg_fakehost_set_quiet(fh, 1);
     mcpg_instance *inst;
-    CHECK(mcpg_fakehost_load(fh, &ti_module, "left", NULL, &inst) == 0, "load");
+    MCPG_CHECK(mcpg_fakehost_load(fh, &ti_module, "left", NULL, &inst) == 0, "load");
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/list", NULL, NULL, NULL);
     (void)c; /* neither freed nor unloaded */
     int problems = mcpg_fakehost_free(fh);
-    CHECK(problems == 2, "an instance and a call left: %d problems", problems);
+    MCPG_CHECK(problems == 2, "an instance and a call left: %d problems", problems);
 }
 
 static void test_threads_off_loop(mcpg_fakehost *fh);
@@ -654,9 +652,8 @@ static void test_threads_off_loop(mcpg_fakehost *fh);
 int main(void) {
     setenv("UV_THREADPOOL_SIZE", "1", 1); /* before libuv's pool starts */
     mcpg_fakehost *fh = mcpg_fakehost_new();
-    CHECK(fh != NULL, "new");
-    if (!fh) return 1;
-    CHECK(mcpg_fakehost_new() == NULL, "only one fake host at a time");
+    MCPG_REQUIRE(fh != NULL, "new");
+    MCPG_CHECK(mcpg_fakehost_new() == NULL, "only one fake host at a time");
     mcpg_fakehost_set_quiet(fh, getenv("MCPG_TEST_VERBOSE") == NULL);
     test_descriptors(fh);
     test_config(fh);
@@ -670,14 +667,9 @@ int main(void) {
     test_work_timeout(fh);
     test_threads_off_loop(fh);
     int problems = mcpg_fakehost_free(fh);
-    CHECK(problems == 0, "free: %d problem(s)", problems);
+    MCPG_CHECK(problems == 0, "free: %d problem(s)", problems);
     test_free_reports();
-    if (failures) {
-        fprintf(stderr, "test_fakehost: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_fakehost: ok\n");
-    return 0;
+    return MCPG_CHECK_EXIT("test_fakehost");
 }
 
 /* Loop-thread-only slots called from another thread are module bugs. */
@@ -694,6 +686,6 @@ static void test_threads_off_loop(mcpg_fakehost *fh) {
     void *rc;
     pthread_create(&th, NULL, off_loop, fh);
     pthread_join(th, &rc);
-    CHECK((intptr_t)rc == MCPG_ESTATE, "timer_start off the loop refused");
-    CHECK(mcpg_fakehost_take_failures(fh) == 1, "and counted");
+    MCPG_CHECK((intptr_t)rc == MCPG_ESTATE, "timer_start off the loop refused");
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1, "and counted");
 }

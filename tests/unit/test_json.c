@@ -1,27 +1,16 @@
 /* Unit tests of the SDK's JSON scanner (sdk/src/json.c).
  *
- * Plain C: each CHECK that fails prints where and why, and the process exits
+ * Plain C: each MCPG_CHECK that fails prints where and why, and the process exits
  * nonzero. Besides the hand-written tables, a seeded mutation run compares the
  * scanner's verdict with jansson's on thousands of near-valid documents, since
  * the cases one forgets to write are the ones a differential test finds. */
+#include <mcpg/check.h>
 #include <mcpg/sdk.h>
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
 
 /* A literal with its exact length, so cases may hold NUL bytes. */
 typedef struct text {
@@ -72,20 +61,20 @@ static const text invalid[] = {
 
 static void test_tables(void) {
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
-        CHECK(mcpg_json_validate(valid[i].s, valid[i].n) == 0, "valid case %zu: %s", i,
-              show(valid[i].s, valid[i].n));
+        MCPG_CHECK(mcpg_json_validate(valid[i].s, valid[i].n) == 0, "valid case %zu: %s", i,
+                   show(valid[i].s, valid[i].n));
     for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++)
-        CHECK(mcpg_json_validate(invalid[i].s, invalid[i].n) == MCPG_EPROTO,
-              "invalid case %zu: %s", i, show(invalid[i].s, invalid[i].n));
-    CHECK(mcpg_json_validate(NULL, 0) == MCPG_EPROTO, "NULL text");
+        MCPG_CHECK(mcpg_json_validate(invalid[i].s, invalid[i].n) == MCPG_EPROTO,
+                   "invalid case %zu: %s", i, show(invalid[i].s, invalid[i].n));
+    MCPG_CHECK(mcpg_json_validate(NULL, 0) == MCPG_EPROTO, "NULL text");
 }
 
 /* The input is (ptr, len), not a C string: bytes past n are never read. */
 static void test_not_terminated(void) {
     char buf[3] = {'1', '2', 'x'};
-    CHECK(mcpg_json_validate(buf, 2) == 0, "\"12\" inside a longer buffer");
-    CHECK(mcpg_json_validate("[1]x", 3) == 0, "prefix of a buffer");
-    CHECK(mcpg_json_validate("\"ab\"", 3) == MCPG_EPROTO, "string cut by n");
+    MCPG_CHECK(mcpg_json_validate(buf, 2) == 0, "\"12\" inside a longer buffer");
+    MCPG_CHECK(mcpg_json_validate("[1]x", 3) == 0, "prefix of a buffer");
+    MCPG_CHECK(mcpg_json_validate("\"ab\"", 3) == MCPG_EPROTO, "string cut by n");
 }
 
 static const char sample[] =
@@ -97,14 +86,14 @@ static const char sample[] =
  * wherever the text stops (and never read past n, which ASan checks). */
 static void test_truncation(void) {
     size_t n = sizeof sample - 1;
-    CHECK(mcpg_json_validate(sample, n) == 0, "the sample itself");
+    MCPG_CHECK(mcpg_json_validate(sample, n) == 0, "the sample itself");
     for (size_t k = 0; k < n; k++) {
         char *copy = malloc(k ? k : 1); /* exact size, so ASan sees overreads */
         memcpy(copy, sample, k);
-        CHECK(mcpg_json_validate(copy, k) == MCPG_EPROTO, "prefix of %zu bytes", k);
+        MCPG_CHECK(mcpg_json_validate(copy, k) == MCPG_EPROTO, "prefix of %zu bytes", k);
         size_t pos = 0;
         int rc = mcpg_json_value(copy, k, &pos, NULL);
-        CHECK(rc == (k == 0 ? 0 : MCPG_EPROTO), "json_value on prefix %zu: %d", k, rc);
+        MCPG_CHECK(rc == (k == 0 ? 0 : MCPG_EPROTO), "json_value on prefix %zu: %d", k, rc);
         free(copy);
     }
 }
@@ -117,9 +106,11 @@ static void nest_text(char *buf, int depth) {
 static void test_depth(void) {
     char buf[2 * (MCPG_JSON_MAX_DEPTH + 1)];
     nest_text(buf, MCPG_JSON_MAX_DEPTH);
-    CHECK(mcpg_json_validate(buf, 2 * MCPG_JSON_MAX_DEPTH) == 0, "depth %d", MCPG_JSON_MAX_DEPTH);
+    MCPG_CHECK(mcpg_json_validate(buf, 2 * MCPG_JSON_MAX_DEPTH) == 0, "depth %d",
+               MCPG_JSON_MAX_DEPTH);
     nest_text(buf, MCPG_JSON_MAX_DEPTH + 1);
-    CHECK(mcpg_json_validate(buf, sizeof buf) == MCPG_EPROTO, "depth %d", MCPG_JSON_MAX_DEPTH + 1);
+    MCPG_CHECK(mcpg_json_validate(buf, sizeof buf) == MCPG_EPROTO, "depth %d",
+               MCPG_JSON_MAX_DEPTH + 1);
 
     /* Mixed objects and arrays, to exercise the level stack both ways. */
     char obj[8 * MCPG_JSON_MAX_DEPTH];
@@ -128,7 +119,7 @@ static void test_depth(void) {
         o += (size_t)sprintf(obj + o, i % 2 ? "[" : "{\"k\":");
     obj[o++] = '1';
     for (int i = MCPG_JSON_MAX_DEPTH - 1; i >= 0; i--) obj[o++] = i % 2 ? ']' : '}';
-    CHECK(mcpg_json_validate(obj, o) == 0, "mixed nesting at the limit");
+    MCPG_CHECK(mcpg_json_validate(obj, o) == 0, "mixed nesting at the limit");
 
     /* A member's value inside an object has one level less to spend. */
     char wrap[2 * MCPG_JSON_MAX_DEPTH + 16];
@@ -137,8 +128,8 @@ static void test_depth(void) {
     w += 2 * MCPG_JSON_MAX_DEPTH;
     wrap[w++] = '}';
     mcpg_json_span v;
-    CHECK(mcpg_json_object_get(wrap, (size_t)w, "a", &v) == MCPG_EPROTO, "member too deep");
-    CHECK(mcpg_json_validate(wrap, (size_t)w) == MCPG_EPROTO, "whole text too deep");
+    MCPG_CHECK(mcpg_json_object_get(wrap, (size_t)w, "a", &v) == MCPG_EPROTO, "member too deep");
+    MCPG_CHECK(mcpg_json_validate(wrap, (size_t)w) == MCPG_EPROTO, "whole text too deep");
 }
 
 static void test_value_sequence(void) {
@@ -148,61 +139,63 @@ static void test_value_sequence(void) {
     static const uint32_t types[] = {MCPG_JSON_NUMBER, MCPG_JSON_ARRAY, MCPG_JSON_OBJECT,
                                      MCPG_JSON_STRING, MCPG_JSON_TRUE};
     for (size_t i = 0; i < 5; i++) {
-        CHECK(mcpg_json_value(s, n, &pos, &v) == 1, "value %zu", i);
-        CHECK(v.type == types[i], "value %zu has type %u", i, v.type);
+        MCPG_CHECK(mcpg_json_value(s, n, &pos, &v) == 1, "value %zu", i);
+        MCPG_CHECK(v.type == types[i], "value %zu has type %u", i, v.type);
     }
-    CHECK(mcpg_json_value(s, n, &pos, &v) == 0 && pos == n, "end of the sequence");
+    MCPG_CHECK(mcpg_json_value(s, n, &pos, &v) == 0 && pos == n, "end of the sequence");
     pos = 0;
-    CHECK(mcpg_json_value("12ab", 4, &pos, &v) == MCPG_EPROTO, "number not at a boundary");
+    MCPG_CHECK(mcpg_json_value("12ab", 4, &pos, &v) == MCPG_EPROTO, "number not at a boundary");
     pos = 0;
-    CHECK(mcpg_json_value("nullx", 5, &pos, &v) == MCPG_EPROTO, "literal not at a boundary");
+    MCPG_CHECK(mcpg_json_value("nullx", 5, &pos, &v) == MCPG_EPROTO, "literal not at a boundary");
     pos = 0;
-    CHECK(mcpg_json_value("12,", 3, &pos, &v) == 1 && pos == 2 && v.n == 2, "12 then comma");
+    MCPG_CHECK(mcpg_json_value("12,", 3, &pos, &v) == 1 && pos == 2 && v.n == 2, "12 then comma");
     pos = 9;
-    CHECK(mcpg_json_value("1", 1, &pos, &v) == MCPG_EPROTO, "pos past n");
+    MCPG_CHECK(mcpg_json_value("1", 1, &pos, &v) == MCPG_EPROTO, "pos past n");
 }
 
 static void test_spans(void) {
     mcpg_json_span v;
     const char *s = "{\"s\":\"a\\nb\",\"p\":\"plain\",\"o\":{\"x\":[1]},\"n\":-3.5}";
     size_t n = strlen(s);
-    CHECK(mcpg_json_object_get(s, n, "s", &v) == 1, "get s");
-    CHECK(v.type == MCPG_JSON_STRING && v.escaped == 1 && v.n == 4 && !memcmp(v.p, "a\\nb", 4),
-          "string span between the quotes, escaped");
-    CHECK(mcpg_json_object_get(s, n, "p", &v) == 1 && v.escaped == 0 && v.n == 5, "plain");
-    CHECK(mcpg_json_object_get(s, n, "o", &v) == 1, "get o");
-    CHECK(v.type == MCPG_JSON_OBJECT && v.n == 9 && !memcmp(v.p, "{\"x\":[1]}", 9),
-          "object span is its whole text (%zu)", v.n);
-    CHECK(mcpg_json_object_get(s, n, "n", &v) == 1 && v.type == MCPG_JSON_NUMBER && v.n == 4,
-          "number span");
+    MCPG_CHECK(mcpg_json_object_get(s, n, "s", &v) == 1, "get s");
+    MCPG_CHECK(v.type == MCPG_JSON_STRING && v.escaped == 1 && v.n == 4 && !memcmp(v.p, "a\\nb", 4),
+               "string span between the quotes, escaped");
+    MCPG_CHECK(mcpg_json_object_get(s, n, "p", &v) == 1 && v.escaped == 0 && v.n == 5, "plain");
+    MCPG_CHECK(mcpg_json_object_get(s, n, "o", &v) == 1, "get o");
+    MCPG_CHECK(v.type == MCPG_JSON_OBJECT && v.n == 9 && !memcmp(v.p, "{\"x\":[1]}", 9),
+               "object span is its whole text (%zu)", v.n);
+    MCPG_CHECK(mcpg_json_object_get(s, n, "n", &v) == 1 && v.type == MCPG_JSON_NUMBER && v.n == 4,
+               "number span");
 }
 
 static void test_object_iteration(void) {
     const char *s = " { \"a\" : 1 , \"b\\u0063\" : [true] , \"\" : {} } \n";
     size_t n = strlen(s), iter = 0;
     mcpg_json_span k, v;
-    CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 1 && mcpg_json_string_eq(&k, "a", 1) &&
-              v.type == MCPG_JSON_NUMBER, "member a");
-    CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 1 && mcpg_json_string_eq(&k, "bc", 2) &&
-              v.type == MCPG_JSON_ARRAY, "member bc");
-    CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 1 && k.n == 0 &&
-              v.type == MCPG_JSON_OBJECT, "member \"\"");
-    CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 0, "end");
-    CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 0, "still the end");
+    MCPG_CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 1 && mcpg_json_string_eq(&k, "a", 1) &&
+                   v.type == MCPG_JSON_NUMBER, "member a");
+    MCPG_CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 1 &&
+                   mcpg_json_string_eq(&k, "bc", 2) && v.type == MCPG_JSON_ARRAY,
+               "member bc");
+    MCPG_CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 1 && k.n == 0 &&
+                   v.type == MCPG_JSON_OBJECT, "member \"\"");
+    MCPG_CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 0, "end");
+    MCPG_CHECK(mcpg_json_object_next(s, n, &iter, &k, &v) == 0, "still the end");
 
     iter = 0;
-    CHECK(mcpg_json_object_next("{}", 2, &iter, &k, &v) == 0, "empty object");
+    MCPG_CHECK(mcpg_json_object_next("{}", 2, &iter, &k, &v) == 0, "empty object");
     iter = 0;
-    CHECK(mcpg_json_object_next("[1]", 3, &iter, &k, &v) == MCPG_EPROTO, "not an object");
+    MCPG_CHECK(mcpg_json_object_next("[1]", 3, &iter, &k, &v) == MCPG_EPROTO, "not an object");
     iter = 0;
-    CHECK(mcpg_json_object_next("{\"a\":1,}", 8, &iter, &k, &v) == 1, "first of a bad object");
-    CHECK(mcpg_json_object_next("{\"a\":1,}", 8, &iter, &k, &v) == MCPG_EPROTO, "trailing comma");
+    MCPG_CHECK(mcpg_json_object_next("{\"a\":1,}", 8, &iter, &k, &v) == 1, "first of a bad object");
+    MCPG_CHECK(mcpg_json_object_next("{\"a\":1,}", 8, &iter, &k, &v) == MCPG_EPROTO,
+               "trailing comma");
     iter = 0;
-    CHECK(mcpg_json_object_next("{\"a\":01}", 8, &iter, &k, &v) == MCPG_EPROTO, "bad value");
+    MCPG_CHECK(mcpg_json_object_next("{\"a\":01}", 8, &iter, &k, &v) == MCPG_EPROTO, "bad value");
     iter = 0;
-    CHECK(mcpg_json_object_next("{} x", 4, &iter, &k, &v) == MCPG_EPROTO, "garbage after");
+    MCPG_CHECK(mcpg_json_object_next("{} x", 4, &iter, &k, &v) == MCPG_EPROTO, "garbage after");
     iter = 0;
-    CHECK(mcpg_json_object_next("{\"a\":1}", 7, &iter, NULL, NULL) == 1, "NULL outputs");
+    MCPG_CHECK(mcpg_json_object_next("{\"a\":1}", 7, &iter, NULL, NULL) == 1, "NULL outputs");
 }
 
 static void test_array_iteration(void) {
@@ -213,31 +206,31 @@ static void test_array_iteration(void) {
     static const uint32_t types[] = {MCPG_JSON_NUMBER, MCPG_JSON_STRING, MCPG_JSON_ARRAY,
                                      MCPG_JSON_OBJECT};
     while ((rc = mcpg_json_array_next(s, n, &iter, &v)) == 1) {
-        CHECK(count < 4 && v.type == types[count], "element %zu type %u", count, v.type);
+        MCPG_CHECK(count < 4 && v.type == types[count], "element %zu type %u", count, v.type);
         count++;
     }
-    CHECK(rc == 0 && count == 4, "four elements then end (rc %d)", rc);
+    MCPG_CHECK(rc == 0 && count == 4, "four elements then end (rc %d)", rc);
     iter = 0;
-    CHECK(mcpg_json_array_next("[]", 2, &iter, &v) == 0, "empty array");
+    MCPG_CHECK(mcpg_json_array_next("[]", 2, &iter, &v) == 0, "empty array");
     iter = 0;
-    CHECK(mcpg_json_array_next("{}", 2, &iter, &v) == MCPG_EPROTO, "not an array");
+    MCPG_CHECK(mcpg_json_array_next("{}", 2, &iter, &v) == MCPG_EPROTO, "not an array");
     iter = 0;
-    CHECK(mcpg_json_array_next("[1 2]", 5, &iter, &v) == MCPG_EPROTO, "missing comma");
+    MCPG_CHECK(mcpg_json_array_next("[1 2]", 5, &iter, &v) == MCPG_EPROTO, "missing comma");
 }
 
 static void test_object_get(void) {
     const char *s = "{\"m\\u0065thod\":\"x\",\"id\":1,\"id\":2,\"a\\u0000b\":3}";
     size_t n = strlen(s);
     mcpg_json_span v;
-    CHECK(mcpg_json_object_get(s, n, "method", &v) == 1, "escaped key matches decoded");
-    CHECK(mcpg_json_object_get(s, n, "id", &v) == 1 && v.n == 1 && v.p[0] == '1',
-          "duplicate keys: the first wins");
-    CHECK(mcpg_json_object_get(s, n, "a", &v) == 0, "a NUL in a key never matches a prefix");
-    CHECK(mcpg_json_object_get(s, n, "nope", &v) == 0, "absent");
-    CHECK(mcpg_json_object_get(s, n, "metho", &v) == 0, "prefix of a key");
-    CHECK(mcpg_json_object_get("{\"a\":1", 6, "b", &v) == MCPG_EPROTO, "malformed");
-    CHECK(mcpg_json_object_get("[]", 2, "a", &v) == MCPG_EPROTO, "not an object");
-    CHECK(mcpg_json_object_get("{\"a\":1}", 7, "a", NULL) == 1, "NULL out");
+    MCPG_CHECK(mcpg_json_object_get(s, n, "method", &v) == 1, "escaped key matches decoded");
+    MCPG_CHECK(mcpg_json_object_get(s, n, "id", &v) == 1 && v.n == 1 && v.p[0] == '1',
+               "duplicate keys: the first wins");
+    MCPG_CHECK(mcpg_json_object_get(s, n, "a", &v) == 0, "a NUL in a key never matches a prefix");
+    MCPG_CHECK(mcpg_json_object_get(s, n, "nope", &v) == 0, "absent");
+    MCPG_CHECK(mcpg_json_object_get(s, n, "metho", &v) == 0, "prefix of a key");
+    MCPG_CHECK(mcpg_json_object_get("{\"a\":1", 6, "b", &v) == MCPG_EPROTO, "malformed");
+    MCPG_CHECK(mcpg_json_object_get("[]", 2, "a", &v) == MCPG_EPROTO, "not an object");
+    MCPG_CHECK(mcpg_json_object_get("{\"a\":1}", 7, "a", NULL) == 1, "NULL out");
 }
 
 static mcpg_json_span str_span(const char *raw, int escaped) {
@@ -247,19 +240,19 @@ static mcpg_json_span str_span(const char *raw, int escaped) {
 
 static void test_string_eq(void) {
     mcpg_json_span s = str_span("tools/call", 0);
-    CHECK(mcpg_json_string_eq(&s, "tools/call", 10) == 1, "plain equal");
-    CHECK(mcpg_json_string_eq(&s, "tools/cal", 9) == 0, "plain shorter");
-    CHECK(mcpg_json_string_eq(&s, "tools/calL", 10) == 0, "plain differs");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "tools/call", 10) == 1, "plain equal");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "tools/cal", 9) == 0, "plain shorter");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "tools/calL", 10) == 0, "plain differs");
     s = str_span("tools\\/call", 1);
-    CHECK(mcpg_json_string_eq(&s, "tools/call", 10) == 1, "escaped solidus");
-    CHECK(mcpg_json_string_eq(&s, "tools/cal", 9) == 0, "escaped, shorter literal");
-    CHECK(mcpg_json_string_eq(&s, "tools/calll", 11) == 0, "escaped, longer literal");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "tools/call", 10) == 1, "escaped solidus");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "tools/cal", 9) == 0, "escaped, shorter literal");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "tools/calll", 11) == 0, "escaped, longer literal");
     s = str_span("\\u00e9\\ud83d\\ude00", 1);
-    CHECK(mcpg_json_string_eq(&s, "\xc3\xa9\xf0\x9f\x98\x80", 6) == 1, "escaped non-ASCII");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "\xc3\xa9\xf0\x9f\x98\x80", 6) == 1, "escaped non-ASCII");
     s = str_span("", 0);
-    CHECK(mcpg_json_string_eq(&s, "", 0) == 1, "empty");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "", 0) == 1, "empty");
     s.type = MCPG_JSON_NUMBER;
-    CHECK(mcpg_json_string_eq(&s, "", 0) == 0, "not a string");
+    MCPG_CHECK(mcpg_json_string_eq(&s, "", 0) == 0, "not a string");
 }
 
 static void test_decode(void) {
@@ -267,34 +260,35 @@ static void test_decode(void) {
     size_t len = 99;
     mcpg_json_span s = str_span("A\\u00e9\\u20ac\\ud83d\\ude00\\\"\\\\\\/\\b\\f\\n\\r\\t!", 1);
     const char want[] = "A\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"\\/\b\f\n\r\t!";
-    CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == 0, "decode");
-    CHECK(len == sizeof want - 1 && !memcmp(dst, want, sizeof want), "decoded (len %zu)", len);
-    CHECK(mcpg_json_string_decode(&s, dst, sizeof want, &len) == 0, "exact capacity");
-    CHECK(mcpg_json_string_decode(&s, dst, sizeof want - 1, &len) == MCPG_ERANGE, "one short");
-    CHECK(mcpg_json_string_decode(&s, dst, 2, &len) == MCPG_ERANGE, "far too short");
-    CHECK(mcpg_json_string_decode(&s, dst, 0, &len) == MCPG_ERANGE, "no room at all");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == 0, "decode");
+    MCPG_CHECK(len == sizeof want - 1 && !memcmp(dst, want, sizeof want), "decoded (len %zu)", len);
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, sizeof want, &len) == 0, "exact capacity");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, sizeof want - 1, &len) == MCPG_ERANGE, "one short");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, 2, &len) == MCPG_ERANGE, "far too short");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, 0, &len) == MCPG_ERANGE, "no room at all");
 
     s = str_span("plain", 0);
-    CHECK(mcpg_json_string_decode(&s, dst, 6, &len) == 0 && len == 5 && !strcmp(dst, "plain"),
-          "unescaped copy");
-    CHECK(mcpg_json_string_decode(&s, dst, 5, &len) == MCPG_ERANGE, "room for the NUL");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, 6, &len) == 0 && len == 5 && !strcmp(dst, "plain"),
+               "unescaped copy");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, 5, &len) == MCPG_ERANGE, "room for the NUL");
 
     s = str_span("a\\u0000b", 1);
-    CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == 0 && len == 3 && dst[1] == 0 &&
-              dst[2] == 'b', "an escaped NUL decodes to a NUL byte, counted in len");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == 0 && len == 3 && dst[1] == 0 &&
+                   dst[2] == 'b', "an escaped NUL decodes to a NUL byte, counted in len");
 
     s = str_span("bad\\q", 1);
-    CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == MCPG_EPROTO, "bad escape");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == MCPG_EPROTO, "bad escape");
     s.type = MCPG_JSON_NUMBER;
-    CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == MCPG_EPROTO, "not a string");
+    MCPG_CHECK(mcpg_json_string_decode(&s, dst, sizeof dst, &len) == MCPG_EPROTO, "not a string");
 
     /* Spans straight from the scanner decode too. */
     mcpg_json_span v;
-    CHECK(mcpg_json_object_get(sample, sizeof sample - 1, "params", &v) == 1, "params");
-    CHECK(mcpg_json_object_get(v.p, v.n, "arguments", &v) == 1, "arguments");
-    CHECK(mcpg_json_object_get(v.p, v.n, "text", &v) == 1, "text");
-    CHECK(mcpg_json_string_decode(&v, dst, sizeof dst, &len) == 0 &&
-              !strcmp(dst, "h\xc3\xa9llo \xf0\x9f\x98\x80 w\xc3\xb6rld"), "sample text: %s", dst);
+    MCPG_CHECK(mcpg_json_object_get(sample, sizeof sample - 1, "params", &v) == 1, "params");
+    MCPG_CHECK(mcpg_json_object_get(v.p, v.n, "arguments", &v) == 1, "arguments");
+    MCPG_CHECK(mcpg_json_object_get(v.p, v.n, "text", &v) == 1, "text");
+    MCPG_CHECK(mcpg_json_string_decode(&v, dst, sizeof dst, &len) == 0 &&
+                   !strcmp(dst, "h\xc3\xa9llo \xf0\x9f\x98\x80 w\xc3\xb6rld"),
+               "sample text: %s", dst);
 }
 
 typedef struct int_case {
@@ -317,22 +311,22 @@ static void test_int64(void) {
         mcpg_json_span s = {cases[i].s, strlen(cases[i].s), MCPG_JSON_NUMBER, 0};
         int64_t v = 12345;
         int rc = mcpg_json_int64(&s, &v);
-        CHECK(rc == cases[i].rc, "int64(%s) rc %d, want %d", cases[i].s, rc, cases[i].rc);
-        if (rc == 0) CHECK(v == cases[i].v, "int64(%s) = %lld", cases[i].s, (long long)v);
+        MCPG_CHECK(rc == cases[i].rc, "int64(%s) rc %d, want %d", cases[i].s, rc, cases[i].rc);
+        if (rc == 0) MCPG_CHECK(v == cases[i].v, "int64(%s) = %lld", cases[i].s, (long long)v);
     }
     mcpg_json_span s = {"1", 1, MCPG_JSON_STRING, 0};
     int64_t v;
-    CHECK(mcpg_json_int64(&s, &v) == MCPG_EPROTO, "a string is not a number");
+    MCPG_CHECK(mcpg_json_int64(&s, &v) == MCPG_EPROTO, "a string is not a number");
     mcpg_json_span id;
-    CHECK(mcpg_json_object_get(sample, sizeof sample - 1, "id", &id) == 1 &&
-              mcpg_json_int64(&id, &v) == 0 && v == 7, "id from the sample");
+    MCPG_CHECK(mcpg_json_object_get(sample, sizeof sample - 1, "id", &id) == 1 &&
+                   mcpg_json_int64(&id, &v) == 0 && v == 7, "id from the sample");
 }
 
 static void check_escape(const char *in, size_t n, const char *want) {
     char out[6 * 64];
     size_t got = mcpg_json_escape(out, in, n);
-    CHECK(got == strlen(want) && !memcmp(out, want, got), "escape(%s) = %.*s, want %s",
-          show(in, n), (int)got, out, want);
+    MCPG_CHECK(got == strlen(want) && !memcmp(out, want, got), "escape(%s) = %.*s, want %s",
+               show(in, n), (int)got, out, want);
 }
 
 static void test_escape(void) {
@@ -359,12 +353,12 @@ static void test_escape(void) {
     char out[6 * 256 + 2];
     for (int i = 0; i < 256; i++) in[i] = (unsigned char)i;
     size_t got = mcpg_json_escape(out + 1, (const char *)in, sizeof in);
-    CHECK(got <= 6 * sizeof in, "bound: %zu", got);
+    MCPG_CHECK(got <= 6 * sizeof in, "bound: %zu", got);
     out[0] = '"';
     out[got + 1] = '"';
-    CHECK(mcpg_json_validate(out, got + 2) == 0, "escaped bytes form a valid string");
+    MCPG_CHECK(mcpg_json_validate(out, got + 2) == 0, "escaped bytes form a valid string");
     memset(in, 1, 32);
-    CHECK(mcpg_json_escape(out, (const char *)in, 32) == 6 * 32, "all control: exactly 6n");
+    MCPG_CHECK(mcpg_json_escape(out, (const char *)in, 32) == 6 * 32, "all control: exactly 6n");
 }
 
 /* Escape then decode gives back any valid UTF-8 text. */
@@ -380,10 +374,10 @@ static void test_round_trip(void) {
         esc[m + 1] = '"';
         size_t pos = 0;
         mcpg_json_span s;
-        CHECK(mcpg_json_value(esc, m + 2, &pos, &s) == 1, "scan escaped %zu", i);
-        CHECK(mcpg_json_string_decode(&s, dec, sizeof dec, &len) == 0 && len == n &&
-                  !memcmp(dec, texts[i], n), "round trip %zu", i);
-        CHECK(mcpg_json_string_eq(&s, texts[i], n) == 1, "eq after round trip %zu", i);
+        MCPG_CHECK(mcpg_json_value(esc, m + 2, &pos, &s) == 1, "scan escaped %zu", i);
+        MCPG_CHECK(mcpg_json_string_decode(&s, dec, sizeof dec, &len) == 0 && len == n &&
+                       !memcmp(dec, texts[i], n), "round trip %zu", i);
+        MCPG_CHECK(mcpg_json_string_eq(&s, texts[i], n) == 1, "eq after round trip %zu", i);
     }
 }
 
@@ -440,12 +434,12 @@ static void test_differential(void) {
             skipped++;
             continue;
         }
-        CHECK((j != NULL) == (ours == 0), "mutation %zu: jansson %s (%s), ours %d: %s", r,
-              j ? "accepts" : "refuses", j ? "" : err.text, ours, show(buf, n));
+        MCPG_CHECK((j != NULL) == (ours == 0), "mutation %zu: jansson %s (%s), ours %d: %s", r,
+                   j ? "accepts" : "refuses", j ? "" : err.text, ours, show(buf, n));
         agree += (j != NULL) == (ours == 0);
         valid_seen += j != NULL;
         json_decref(j);
-        if (failures > 20) break;
+        if (mcpg_check_failures() > 20) break;
     }
     printf("differential: %zu/%zu agree (%zu valid, %zu skipped as range errors)\n", agree,
            rounds - skipped, valid_seen, skipped);
@@ -462,10 +456,10 @@ static void compare_walks(const char *s, size_t n) {
     for (int guard = 0; guard < 64; guard++) {
         int r1 = mcpg_json_object_next(s, n, &it1, &k1, &v1);
         int r2 = mcpg_json_object_next_trusted(s, n, &it2, &k2, &v2);
-        CHECK(r1 == r2, "trusted walk of %s: %d vs %d", show(s, n), r2, r1);
+        MCPG_CHECK(r1 == r2, "trusted walk of %s: %d vs %d", show(s, n), r2, r1);
         if (r1 != 1 || r2 != 1) return;
-        CHECK(same_span(&k1, &k2) && same_span(&v1, &v2), "trusted spans differ in %s",
-              show(s, n));
+        MCPG_CHECK(same_span(&k1, &k2) && same_span(&v1, &v2), "trusted spans differ in %s",
+                   show(s, n));
     }
 }
 
@@ -486,9 +480,9 @@ static void test_trusted(void) {
     }
     mcpg_json_span v;
     const char *o = objects[5];
-    CHECK(mcpg_json_object_get_trusted(o, strlen(o), "params", &v) == 1 &&
-              v.type == MCPG_JSON_OBJECT, "get_trusted params");
-    CHECK(mcpg_json_object_get_trusted(o, strlen(o), "nope", &v) == 0, "get_trusted missing");
+    MCPG_CHECK(mcpg_json_object_get_trusted(o, strlen(o), "params", &v) == 1 &&
+                   v.type == MCPG_JSON_OBJECT, "get_trusted params");
+    MCPG_CHECK(mcpg_json_object_get_trusted(o, strlen(o), "nope", &v) == 0, "get_trusted missing");
     /* invalid text: any answer, but no read outside it (ASan/valgrind watch) */
     static const char *bad[] = {"{", "{\"", "{\"a", "{\"a\":", "{\"a\":\"", "{\"a\":[", "{\"a\":1,"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -519,8 +513,8 @@ int main(void) {
     test_round_trip();
     test_differential();
     test_trusted();
-    if (failures) {
-        fprintf(stderr, "test_json: %d check(s) failed\n", failures);
+    if (mcpg_check_failures()) {
+        fprintf(stderr, "test_json: %d check(s) failed\n", mcpg_check_failures());
         return 1;
     }
     printf("test_json: ok (%zu valid, %zu invalid table cases)\n", sizeof valid / sizeof valid[0],

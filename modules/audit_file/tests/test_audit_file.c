@@ -3,6 +3,7 @@
  *
  * Prints figures (events per batch, CPU per event); it never fails on them. */
 #define _GNU_SOURCE
+#include <mcpg/check.h>
 #include <mcpg/fakehost.h>
 
 #include <dlfcn.h>
@@ -18,14 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-
 static const char *so_path;
 static mcpg_fakehost *fh;
 static char dir[64];
@@ -33,9 +26,8 @@ static char dir[64];
 static mcpg_instance *load(const char *config) {
     mcpg_instance *inst = NULL;
     int rc = mcpg_fakehost_load_file(fh, so_path, "audit", config, &inst);
-    if (rc) fprintf(stderr, "load failed: %d\n%s%s", rc, mcpg_fakehost_report_text(fh),
-                    mcpg_fakehost_log_text(fh));
-    CHECK(rc == 0);
+    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s%s", rc, mcpg_fakehost_report_text(fh),
+                 mcpg_fakehost_log_text(fh));
     return inst;
 }
 
@@ -64,33 +56,41 @@ static int emit(mcpg_instance *inst, mcpg_call *c, uint64_t seq) {
 
 static mcpg_call *new_call(void) {
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{}", "1");
-    CHECK(c);
+    MCPG_REQUIRE(c, "call_new");
     return c;
 }
 
 /* Every line is one JSON object with the fields of event_for(first + i). */
 static size_t check_file(const char *path, uint64_t first) {
     FILE *f = fopen(path, "r");
-    CHECK(f);
+    MCPG_REQUIRE(f, "open %s", path);
     char *line = NULL;
     size_t cap = 0, n = 0;
     ssize_t len;
     while ((len = getline(&line, &cap, f)) > 0) {
-        CHECK(line[len - 1] == '\n');
+        MCPG_REQUIRE(line[len - 1] == '\n', "%s:%zu: no newline", path, n + 1);
         json_error_t e;
         json_t *o = json_loadb(line, (size_t)len - 1, 0, &e);
-        if (!o) fprintf(stderr, "line %zu is not JSON: %s\n%s", n + 1, e.text, line);
-        CHECK(json_is_object(o));
+        MCPG_REQUIRE(json_is_object(o), "%s:%zu: not a JSON object (%s)\n%s", path, n + 1,
+                     o ? "" : e.text, line);
         uint64_t seq = first + n;
-        CHECK((uint64_t)json_integer_value(json_object_get(o, "seq")) == seq);
-        CHECK((uint64_t)json_integer_value(json_object_get(o, "id")) == seq);
-        CHECK(strcmp(json_string_value(json_object_get(o, "event")),
-                     seq % 2 ? "mcpg.tool.call.completed" : "mcpg.tool.call.allowed") == 0);
-        CHECK(strcmp(json_string_value(json_object_get(o, "principal")), "al\"ice") == 0);
-        CHECK(strcmp(json_string_value(json_object_get(o, "wire")), "2026-07-28") == 0);
-        CHECK(strncmp(json_string_value(json_object_get(o, "ts")), "2026-07-28T00:00:", 17) == 0);
-        CHECK(!json_object_get(o, "tenant"));
-        CHECK((json_object_get(o, "latency_us") != NULL) == (seq % 2 == 1));
+        MCPG_REQUIRE((uint64_t)json_integer_value(json_object_get(o, "seq")) == seq,
+                     "%s:%zu: seq, want %llu", path, n + 1, (unsigned long long)seq);
+        MCPG_REQUIRE((uint64_t)json_integer_value(json_object_get(o, "id")) == seq, "%s:%zu: id",
+                     path, n + 1);
+        MCPG_REQUIRE(strcmp(json_string_value(json_object_get(o, "event")),
+                            seq % 2 ? "mcpg.tool.call.completed" : "mcpg.tool.call.allowed") == 0,
+                     "%s:%zu: event", path, n + 1);
+        MCPG_REQUIRE(strcmp(json_string_value(json_object_get(o, "principal")), "al\"ice") == 0,
+                     "%s:%zu: principal", path, n + 1);
+        MCPG_REQUIRE(strcmp(json_string_value(json_object_get(o, "wire")), "2026-07-28") == 0,
+                     "%s:%zu: wire", path, n + 1);
+        MCPG_REQUIRE(
+            strncmp(json_string_value(json_object_get(o, "ts")), "2026-07-28T00:00:", 17) == 0,
+            "%s:%zu: ts", path, n + 1);
+        MCPG_REQUIRE(!json_object_get(o, "tenant"), "%s:%zu: no tenant", path, n + 1);
+        MCPG_REQUIRE((json_object_get(o, "latency_us") != NULL) == (seq % 2 == 1),
+                     "%s:%zu: latency_us on completed events only", path, n + 1);
         json_decref(o);
         n++;
     }
@@ -117,7 +117,7 @@ static void print_batches(const char *label) {
     const char *log = mcpg_fakehost_log_text(fh);
     const char *p = strstr(log, "closed ");
     const char *end = p ? strchr(p, '\n') : NULL;
-    CHECK(p && end);
+    MCPG_REQUIRE(p && end, "the writer's summary in the log:\n%s", log);
     printf("%s: %.*s\n", label, (int)(end - p), p);
 }
 
@@ -128,7 +128,7 @@ static void print_batches(const char *label) {
 static void run_window(mcpg_instance *inst, uint64_t total, int inflight, uint64_t *seq,
                        double *emit_cpu) {
     mcpg_call **ring = calloc((size_t)inflight, sizeof *ring);
-    CHECK(ring);
+    MCPG_REQUIRE(ring, "calloc");
     uint64_t sent = 0, done = 0;
     while (done < total) {
         /* make the burst's calls first, so only emit() itself is timed */
@@ -138,11 +138,11 @@ static void run_window(mcpg_instance *inst, uint64_t total, int inflight, uint64
         double t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
         for (uint64_t i = from; i < sent; i++) {
             int st = emit(inst, ring[i % (uint64_t)inflight], (*seq)++);
-            CHECK(st == MCPG_PENDING || st == MCPG_CONTINUE);
+            MCPG_REQUIRE(st == MCPG_PENDING || st == MCPG_CONTINUE, "emit: status %d", st);
         }
         if (sent > from) *emit_cpu += cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0;
         mcpg_call *c = ring[done++ % (uint64_t)inflight];
-        CHECK(mcpg_fakehost_wait(fh, c, 10000) == MCPG_CONTINUE);
+        MCPG_REQUIRE(mcpg_fakehost_wait(fh, c, 10000) == MCPG_CONTINUE, "call answered");
         mcpg_fakehost_call_free(fh, c);
     }
     free(ring);
@@ -159,8 +159,8 @@ static void test_group_commit(int fsync_on, int inflight, uint64_t total) {
     run_window(inst, total, inflight, &seq, &emit_cpu);
     double wall = cpu_s(CLOCK_MONOTONIC) - wall0;
     double main_cpu = cpu_s(CLOCK_THREAD_CPUTIME_ID) - main0, all = process_cpu_s() - all0;
-    CHECK(mcpg_fakehost_unload(fh, inst) == 0);
-    CHECK(check_file(path, 1) == total);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    MCPG_CHECK(check_file(path, 1) == total, "every event in %s", path);
     char label[96];
     snprintf(label, sizeof label, "fsync=%d, %d in flight", fsync_on, inflight);
     print_batches(label);
@@ -177,12 +177,14 @@ static void test_unwritable(void) {
     char path[128];
     snprintf(path, sizeof path, "%s/no-such-dir/audit.jsonl", dir);
     int rc = mcpg_fakehost_load_file(fh, so_path, "audit", config_for(path, NULL), &inst);
-    CHECK(rc != 0 && inst == NULL);
-    CHECK(mcpg_fakehost_log_contains(fh, path));
-    CHECK(mcpg_fakehost_log_contains(fh, strerror(ENOENT)));
+    MCPG_CHECK(rc != 0 && inst == NULL, "a missing folder is refused: rc %d", rc);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, path), "the log names the path");
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, strerror(ENOENT)), "the log names the error");
     /* path is required */
-    CHECK(mcpg_fakehost_load_file(fh, so_path, "audit", "{}", &inst) == MCPG_ECONFIG);
-    CHECK(strstr(mcpg_fakehost_report_text(fh), "path"));
+    MCPG_CHECK(mcpg_fakehost_load_file(fh, so_path, "audit", "{}", &inst) == MCPG_ECONFIG,
+               "path is required");
+    MCPG_CHECK(strstr(mcpg_fakehost_report_text(fh), "path"), "report: %s",
+               mcpg_fakehost_report_text(fh));
 }
 
 /* A disk that refuses: every call of the batch fails closed with 503. */
@@ -193,19 +195,21 @@ static void test_write_failure(void) {
     for (int i = 0; i < 3; i++) {
         c[i] = new_call();
         int st = emit(inst, c[i], (uint64_t)i + 1);
-        CHECK(st == MCPG_PENDING || st == MCPG_DENY);
+        MCPG_REQUIRE(st == MCPG_PENDING || st == MCPG_DENY, "emit %d: status %d", i, st);
     }
     for (int i = 0; i < 3; i++) {
-        CHECK(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_DENY);
+        MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_DENY, "call %d denied", i);
         mcpg_call_outcome out = {.size = sizeof out};
         mcpg_fakehost_outcome(c[i], &out);
-        CHECK(out.is_error && out.error_code == MCPG_RPC_SERVER_ERROR);
-        CHECK(strcmp(out.error_message, "audit write failed") == 0);
-        CHECK(out.http_status == 503);
+        MCPG_REQUIRE(out.is_error && out.error_code == MCPG_RPC_SERVER_ERROR,
+                     "call %d: a server error", i);
+        MCPG_CHECK(strcmp(out.error_message, "audit write failed") == 0, "call %d: %s", i,
+                   out.error_message);
+        MCPG_CHECK(out.http_status == 503, "call %d: HTTP %d", i, out.http_status);
         mcpg_fakehost_call_free(fh, c[i]);
     }
-    CHECK(mcpg_fakehost_log_contains(fh, "write to /dev/full failed"));
-    CHECK(mcpg_fakehost_unload(fh, inst) == 0);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "write to /dev/full failed"), "the log says why");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
 typedef struct reader {
@@ -236,9 +240,9 @@ static void *read_fifo(void *arg) {
 static void test_queue_full(void) {
     char path[128];
     snprintf(path, sizeof path, "%s/fifo", dir);
-    CHECK(mkfifo(path, 0600) == 0);
+    MCPG_REQUIRE(mkfifo(path, 0600) == 0, "mkfifo %s", path);
     reader r = {open(path, O_RDONLY | O_NONBLOCK), 0};
-    CHECK(r.fd >= 0);
+    MCPG_REQUIRE(r.fd >= 0, "open %s", path);
     fcntl(r.fd, F_SETPIPE_SZ, 4096);
     /* fsync on a pipe is EINVAL, so this sink only writes */
     mcpg_instance *inst = load(config_for(path, "\"fsync\":false,\"queue_max\":4"));
@@ -252,25 +256,26 @@ static void test_queue_full(void) {
         ev.error_message = big; /* bigger than the pipe: the first writev blocks */
         c[i] = new_call();
         int st = mcpg_fakehost_emit(fh, inst, c[i], &ev);
-        CHECK(st == (i < 4 ? MCPG_PENDING : MCPG_DENY));
+        MCPG_REQUIRE(st == (i < 4 ? MCPG_PENDING : MCPG_DENY), "emit %d: status %d", i, st);
     }
     mcpg_call_outcome out = {.size = sizeof out};
     mcpg_fakehost_outcome(c[4], &out);
-    CHECK(out.is_error && out.error_code == MCPG_RPC_SERVER_ERROR);
-    CHECK(strcmp(out.error_message, "audit queue full") == 0);
-    CHECK(out.http_status == 503 && out.retry_after_s == 1);
+    MCPG_REQUIRE(out.is_error && out.error_code == MCPG_RPC_SERVER_ERROR, "a server error");
+    MCPG_CHECK(strcmp(out.error_message, "audit queue full") == 0, "%s", out.error_message);
+    MCPG_CHECK(out.http_status == 503 && out.retry_after_s == 1, "HTTP %d", out.http_status);
     mcpg_fakehost_call_free(fh, c[4]);
 
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, read_fifo, &r) == 0);
+    MCPG_REQUIRE(pthread_create(&t, NULL, read_fifo, &r) == 0, "reader thread");
     for (int i = 0; i < 4; i++) {
-        CHECK(mcpg_fakehost_wait(fh, c[i], 10000) == MCPG_CONTINUE);
+        MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 10000) == MCPG_CONTINUE, "call %d answered", i);
         mcpg_fakehost_call_free(fh, c[i]);
     }
-    CHECK(mcpg_fakehost_unload(fh, inst) == 0); /* closes the pipe: the reader sees EOF */
+    /* unload closes the pipe: the reader sees EOF */
+    MCPG_REQUIRE(mcpg_fakehost_unload(fh, inst) == 0, "unload");
     pthread_join(t, NULL);
     close(r.fd);
-    CHECK(r.lines == 4);
+    MCPG_CHECK(r.lines == 4, "%zu lines read", r.lines);
     unlink(path);
 }
 
@@ -280,7 +285,7 @@ static void test_flush_and_stop(void) {
     snprintf(path, sizeof path, "%s/flush.jsonl", dir);
     mcpg_instance *inst = load(config_for(path, NULL));
     void *image = dlopen(so_path, RTLD_NOW | RTLD_NOLOAD); /* the fake host's copy */
-    CHECK(image);
+    MCPG_REQUIRE(image, "the module's image");
     mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(image, MCPG_ENTRY_SYMBOL);
     const mcpg_audit_ops *ops = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops;
     enum { N = 500 };
@@ -290,9 +295,9 @@ static void test_flush_and_stop(void) {
         emit(inst, c[i], (uint64_t)i + 1);
     }
     ops->flush(mcpg_fakehost_state(inst)); /* without turning the loop */
-    CHECK(check_file(path, 1) == N);
+    MCPG_CHECK(check_file(path, 1) == N, "flush wrote every event");
     for (int i = 0; i < N; i++) {
-        CHECK(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE);
+        MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE, "call %d answered", i);
         mcpg_fakehost_call_free(fh, c[i]);
     }
     /* events still queued when stop comes are written before it returns */
@@ -302,14 +307,14 @@ static void test_flush_and_stop(void) {
     }
     ops->flush(mcpg_fakehost_state(inst));
     for (int i = 0; i < N; i++) {
-        CHECK(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE);
+        MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE, "call %d answered", i);
         mcpg_fakehost_call_free(fh, c[i]);
     }
     dlclose(image);
-    CHECK(mcpg_fakehost_unload(fh, inst) == 0);
-    CHECK(check_file(path, 1) == 2 * N);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    MCPG_CHECK(check_file(path, 1) == 2 * N, "stop wrote every event");
     struct stat st;
-    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    MCPG_CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "mode 0600");
     unlink(path);
 }
 
@@ -322,7 +327,7 @@ static void bench_emit(void) {
     /* a queue as deep as the burst: a slow disk must not refuse any of it */
     mcpg_instance *inst = load(config_for(path, "\"queue_max\":262144"));
     void *image = dlopen(so_path, RTLD_NOW | RTLD_NOLOAD);
-    CHECK(image);
+    MCPG_REQUIRE(image, "the module's image");
     mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(image, MCPG_ENTRY_SYMBOL);
     const mcpg_audit_ops *ops = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops;
     void *state = mcpg_fakehost_state(inst);
@@ -331,25 +336,26 @@ static void bench_emit(void) {
     for (uint64_t i = 1; i <= N; i++) {
         char id[24];
         mcpg_audit_event ev = event_for(i, id, sizeof id);
-        CHECK(ops->emit(state, NULL, &ev) == MCPG_CONTINUE);
+        MCPG_REQUIRE(ops->emit(state, NULL, &ev) == MCPG_CONTINUE, "emit %llu",
+                     (unsigned long long)i);
     }
     double dt = cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0;
     ops->flush(state);
     dlclose(image);
-    CHECK(mcpg_fakehost_unload(fh, inst) == 0);
-    CHECK(check_file(path, 1) == N);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    MCPG_CHECK(check_file(path, 1) == N, "every event written");
     printf("emit() alone: %.3f us/event on the loop thread\n", dt / N * 1e6);
     print_batches("  bench");
     unlink(path);
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 2);
+    MCPG_REQUIRE(argc == 2, "usage: test_audit_file path/to/audit_file.so");
     so_path = argv[1];
     snprintf(dir, sizeof dir, "/tmp/mcpg-audit-test-XXXXXX");
-    CHECK(mkdtemp(dir));
+    MCPG_REQUIRE(mkdtemp(dir), "mkdtemp %s", dir);
     fh = mcpg_fakehost_new();
-    CHECK(fh);
+    MCPG_REQUIRE(fh, "mcpg_fakehost_new");
     mcpg_fakehost_set_quiet(fh, 1);
     test_unwritable();
     test_write_failure();
@@ -361,9 +367,7 @@ int main(int argc, char **argv) {
     test_group_commit(1, 256, 50000);
     test_group_commit(0, 64, 50000);
     int problems = mcpg_fakehost_free(fh);
-    if (problems) fprintf(stderr, "fake host: %d problem(s)\n", problems);
-    CHECK(problems == 0);
+    MCPG_CHECK(problems == 0, "fake host: %d problem(s)", problems);
     rmdir(dir);
-    printf("audit_file: ok\n");
-    return 0;
+    return MCPG_CHECK_EXIT("audit_file");
 }

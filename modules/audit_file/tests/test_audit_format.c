@@ -5,27 +5,20 @@
 #include "../audit_format.h"
 
 #include <jansson.h>
+#include <mcpg/check.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CHECK(c)                                                              \
-    do {                                                                      \
-        if (!(c)) {                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
-
 static json_t *parse_line(const char *line, size_t n) {
-    CHECK(n > 1 && line[n - 1] == '\n');
-    CHECK(memchr(line, '\n', n - 1) == NULL); /* exactly one line */
+    MCPG_REQUIRE(n > 1 && line[n - 1] == '\n', "%zu bytes, no final newline", n);
+    MCPG_CHECK(memchr(line, '\n', n - 1) == NULL, "exactly one line");
     json_error_t e;
     json_t *o = json_loadb(line, n - 1, 0, &e);
     if (!o) fprintf(stderr, "bad JSON (%s): %.*s\n", e.text, (int)n, line);
-    CHECK(o && json_is_object(o));
+    MCPG_REQUIRE(o && json_is_object(o), "one JSON object");
     return o;
 }
 
@@ -34,7 +27,7 @@ static json_t *format(const mcpg_audit_event *ev) {
     size_t bound = audit_line_bound(ev, &l);
     char *buf = malloc(bound);
     size_t n = audit_format_line(buf, ev, &l);
-    CHECK(n <= bound);
+    MCPG_REQUIRE(n <= bound, "%zu bytes over a bound of %zu", n, bound);
     json_t *o = parse_line(buf, n);
     free(buf);
     return o;
@@ -51,15 +44,17 @@ static void test_allowed(void) {
                            .method = "tools/call", .tool = "echo", .backend = "mock",
                            .principal = "alice", .wire = MCPG_WIRE_STATELESS, .generation = 3};
     json_t *o = format(&ev);
-    CHECK(strcmp(str(o, "ts"), "2026-07-28T00:00:00.123456Z") == 0);
-    CHECK(strcmp(str(o, "event"), "mcpg.tool.call.allowed") == 0);
-    CHECK(json_integer_value(json_object_get(o, "seq")) == 42);
-    CHECK(json_integer_value(json_object_get(o, "id")) == 7);
-    CHECK(strcmp(str(o, "wire"), "2026-07-28") == 0);
-    CHECK(json_integer_value(json_object_get(o, "generation")) == 3);
+    MCPG_CHECK(strcmp(str(o, "ts"), "2026-07-28T00:00:00.123456Z") == 0, "ts %s", str(o, "ts"));
+    MCPG_CHECK(strcmp(str(o, "event"), "mcpg.tool.call.allowed") == 0, "event %s", str(o, "event"));
+    MCPG_CHECK(json_integer_value(json_object_get(o, "seq")) == 42, "seq");
+    MCPG_CHECK(json_integer_value(json_object_get(o, "id")) == 7, "id");
+    MCPG_CHECK(strcmp(str(o, "wire"), "2026-07-28") == 0, "wire %s", str(o, "wire"));
+    MCPG_CHECK(json_integer_value(json_object_get(o, "generation")) == 3, "generation");
     /* null fields and the outcome of a not-yet-finished call are omitted */
-    CHECK(!json_object_get(o, "tenant") && !json_object_get(o, "session"));
-    CHECK(!json_object_get(o, "latency_us") && !json_object_get(o, "error_code"));
+    MCPG_CHECK(!json_object_get(o, "tenant") && !json_object_get(o, "session"),
+               "no tenant, no session");
+    MCPG_CHECK(!json_object_get(o, "latency_us") && !json_object_get(o, "error_code"),
+               "no outcome yet");
     json_decref(o);
 }
 
@@ -72,15 +67,17 @@ static void test_failed_escaped(void) {
                            .error_message = "backend \"down\"", .latency_us = 1234,
                            .backend_us = 999};
     json_t *o = format(&ev);
-    CHECK(strcmp(str(o, "ts"), "1970-01-01T00:00:00.000000Z") == 0);
-    CHECK(strcmp(str(o, "id"), "a\"b") == 0);
-    CHECK(strcmp(str(o, "tool"), "t\"\\\n\x01\xe2\x82\xac") == 0);
-    CHECK(strcmp(str(o, "tenant"), "\xef\xbf\xbd bad utf8") == 0);
-    CHECK(strcmp(str(o, "wire"), "2025-11-25") == 0);
-    CHECK(json_integer_value(json_object_get(o, "error_code")) == -32000);
-    CHECK(strcmp(str(o, "error_message"), "backend \"down\"") == 0);
-    CHECK(json_integer_value(json_object_get(o, "latency_us")) == 1234);
-    CHECK(json_integer_value(json_object_get(o, "backend_us")) == 999);
+    MCPG_CHECK(strcmp(str(o, "ts"), "1970-01-01T00:00:00.000000Z") == 0, "ts %s", str(o, "ts"));
+    MCPG_CHECK(strcmp(str(o, "id"), "a\"b") == 0, "id %s", str(o, "id"));
+    MCPG_CHECK(strcmp(str(o, "tool"), "t\"\\\n\x01\xe2\x82\xac") == 0, "tool %s", str(o, "tool"));
+    MCPG_CHECK(strcmp(str(o, "tenant"), "\xef\xbf\xbd bad utf8") == 0, "tenant %s",
+               str(o, "tenant"));
+    MCPG_CHECK(strcmp(str(o, "wire"), "2025-11-25") == 0, "wire %s", str(o, "wire"));
+    MCPG_CHECK(json_integer_value(json_object_get(o, "error_code")) == -32000, "error_code");
+    MCPG_CHECK(strcmp(str(o, "error_message"), "backend \"down\"") == 0, "error_message %s",
+               str(o, "error_message"));
+    MCPG_CHECK(json_integer_value(json_object_get(o, "latency_us")) == 1234, "latency_us");
+    MCPG_CHECK(json_integer_value(json_object_get(o, "backend_us")) == 999, "backend_us");
     json_decref(o);
 }
 
@@ -89,12 +86,12 @@ static void test_hostile_id(void) {
     mcpg_audit_event ev = {.size = sizeof ev, .name = "mcpg.tool.call.denied",
                            .id_json = "1\n2", .id_len = 3, .method = "tools/call"};
     json_t *o = format(&ev);
-    CHECK(strcmp(str(o, "id"), "1\n2") == 0);
+    MCPG_CHECK(strcmp(str(o, "id"), "1\n2") == 0, "id %s", str(o, "id"));
     json_decref(o);
     ev.id_json = NULL;
     ev.id_len = 0;
     o = format(&ev);
-    CHECK(!json_object_get(o, "id"));
+    MCPG_CHECK(!json_object_get(o, "id"), "no id");
     json_decref(o);
 }
 
@@ -108,10 +105,11 @@ static void test_numbers(void) {
         char buf[1024], want[64];
         buf[audit_format_line(buf, &ev, (audit_line_bound(&ev, &l), &l))] = '\0';
         snprintf(want, sizeof want, "\"seq\":%llu,", (unsigned long long)vals[i]);
-        CHECK(strstr(buf, want));
+        MCPG_CHECK(strstr(buf, want), "%s in %s", want, buf);
         snprintf(want, sizeof want, "\"latency_us\":%llu,", (unsigned long long)vals[i]);
-        CHECK(strstr(buf, want));
-        CHECK(strstr(buf, "\"error_code\":-9223372036854775808,"));
+        MCPG_CHECK(strstr(buf, want), "%s in %s", want, buf);
+        MCPG_CHECK(strstr(buf, "\"error_code\":-9223372036854775808,"),
+                   "error_code INT64_MIN in %s", buf);
     }
 }
 
@@ -129,8 +127,7 @@ static void test_timestamps(void) {
         snprintf(want + k, sizeof want - k, ".%06dZ", (int)(us % 1000000));
         size_t n = audit_format_ts(got, us);
         got[n] = '\0';
-        if (strcmp(got, want) != 0) fprintf(stderr, "%lld: %s != %s\n", (long long)us, got, want);
-        CHECK(strcmp(got, want) == 0);
+        MCPG_REQUIRE(strcmp(got, want) == 0, "%lld: %s != %s", (long long)us, got, want);
     }
 }
 
@@ -155,7 +152,7 @@ static void bench(void) {
         ev.seq++;
         ev.time_us += 17;
         audit_lens l;
-        CHECK(audit_line_bound(&ev, &l) <= sizeof buf);
+        MCPG_REQUIRE(audit_line_bound(&ev, &l) <= sizeof buf, "the line fits the buffer");
         total += audit_format_line(buf, &ev, &l);
     }
     double dt = now_s() - t0;
@@ -169,6 +166,5 @@ int main(void) {
     test_numbers();
     test_timestamps();
     bench();
-    printf("audit_format: ok\n");
-    return 0;
+    return MCPG_CHECK_EXIT("audit_format");
 }

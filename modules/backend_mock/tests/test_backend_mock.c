@@ -1,6 +1,7 @@
 /* backend_mock through the SDK's fake host: the built .so, loaded as the
  * kernel would. Usage: test_backend_mock path/to/backend_mock.so */
 #define _GNU_SOURCE
+#include <mcpg/check.h>
 #include <mcpg/fakehost.h>
 
 #include <jansson.h>
@@ -9,26 +10,19 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(c)                                                                  \
-    do {                                                                          \
-        if (!(c)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-
 static const char *so_path;
 static mcpg_fakehost *fh;
 
 static mcpg_instance *load(const char *config) {
     mcpg_instance *inst = NULL;
     int rc = mcpg_fakehost_load_file(fh, so_path, "mock", config, &inst);
-    if (rc) fprintf(stderr, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
-    CHECK(rc == 0);
+    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
     return inst;
 }
 
-static void unload(mcpg_instance *inst) { CHECK(mcpg_fakehost_unload(fh, inst) == 0); }
+static void unload(mcpg_instance *inst) {
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+}
 
 static uint64_t now_ms(void) {
     struct timespec ts;
@@ -41,7 +35,7 @@ static uint64_t now_ms(void) {
 static char *call_text(mcpg_instance *inst, const char *tool, const char *args, int64_t *code,
                        int *is_error) {
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, args, "1");
-    CHECK(c);
+    MCPG_REQUIRE(c, "call_new");
     int st = mcpg_fakehost_run(fh, inst, c, 5000);
     char *text = NULL;
     *code = mcpg_fakehost_error_code(c);
@@ -49,15 +43,16 @@ static char *call_text(mcpg_instance *inst, const char *tool, const char *args, 
         const char *res = mcpg_fakehost_result(c);
         json_error_t e;
         json_t *o = json_loads(res, 0, &e);
-        CHECK(o);
+        MCPG_REQUIRE(o, "result is JSON: %s", res);
         json_t *item = json_array_get(json_object_get(o, "content"), 0);
-        CHECK(json_is_string(json_object_get(item, "text")));
-        CHECK(strcmp(json_string_value(json_object_get(item, "type")), "text") == 0);
+        MCPG_REQUIRE(json_is_string(json_object_get(item, "text")), "a text item: %s", res);
+        MCPG_CHECK(strcmp(json_string_value(json_object_get(item, "type")), "text") == 0,
+                   "type text: %s", res);
         text = strdup(json_string_value(json_object_get(item, "text")));
         if (is_error) *is_error = json_is_true(json_object_get(o, "isError"));
         json_decref(o);
     } else {
-        CHECK(st == MCPG_DENY);
+        MCPG_CHECK(st == MCPG_DENY, "%s: status %d", tool, st);
     }
     mcpg_fakehost_call_free(fh, c);
     return text;
@@ -66,24 +61,28 @@ static char *call_text(mcpg_instance *inst, const char *tool, const char *args, 
 static void test_list_and_echo(void) {
     mcpg_instance *inst = load(NULL); /* defaults: one tool, echo */
     mcpg_buf out = {0};
-    CHECK(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &out) == 0);
+    MCPG_REQUIRE(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &out) == 0, "list_tools");
     json_t *a = json_loads(out.data, 0, NULL);
-    CHECK(json_is_array(a) && json_array_size(a) == 1);
+    MCPG_REQUIRE(json_is_array(a) && json_array_size(a) == 1, "one tool: %s", out.data);
     json_t *t = json_array_get(a, 0);
-    CHECK(strcmp(json_string_value(json_object_get(t, "name")), "echo") == 0);
+    MCPG_CHECK(strcmp(json_string_value(json_object_get(t, "name")), "echo") == 0, "name echo");
     json_t *schema = json_object_get(t, "inputSchema");
-    CHECK(strcmp(json_string_value(json_object_get(schema, "type")), "object") == 0);
-    CHECK(json_is_object(json_object_get(json_object_get(schema, "properties"), "message")));
-    CHECK(strcmp(json_string_value(json_array_get(json_object_get(schema, "required"), 0)),
-                 "message") == 0);
+    MCPG_CHECK(strcmp(json_string_value(json_object_get(schema, "type")), "object") == 0,
+               "schema type object");
+    MCPG_CHECK(json_is_object(json_object_get(json_object_get(schema, "properties"), "message")),
+               "schema property message");
+    MCPG_CHECK(strcmp(json_string_value(json_array_get(json_object_get(schema, "required"), 0)),
+                      "message") == 0, "message required");
     json_decref(a);
     mcpg_buf_free(&out);
 
     /* the exact bytes of the bench answer */
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{\"message\":\"hi\"}", "1");
-    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_CONTINUE);
-    CHECK(strcmp(mcpg_fakehost_result(c),
-                 "{\"content\":[{\"type\":\"text\",\"text\":\"Echo: hi\"}]}") == 0);
+    MCPG_REQUIRE(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_CONTINUE, "echo: %s",
+                 mcpg_fakehost_error_message(c));
+    MCPG_CHECK(strcmp(mcpg_fakehost_result(c),
+                      "{\"content\":[{\"type\":\"text\",\"text\":\"Echo: hi\"}]}") == 0,
+               "got %s", mcpg_fakehost_result(c));
     mcpg_fakehost_call_free(fh, c);
     unload(inst);
 }
@@ -103,15 +102,16 @@ static void test_escaping(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *text = call_text(inst, "echo", cases[i].args, &code, NULL);
-        if (!text || strcmp(text, cases[i].want) != 0)
-            fprintf(stderr, "case %zu: got [%s]\n", i, text ? text : "(error)");
-        CHECK(text && strcmp(text, cases[i].want) == 0);
+        MCPG_CHECK(text && strcmp(text, cases[i].want) == 0, "case %zu: got [%s]", i,
+                   text ? text : "(error)");
         free(text);
     }
     /* a NUL inside the message survives as \u0000 */
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{\"message\":\"a\\u0000b\"}", "1");
-    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_CONTINUE);
-    CHECK(strstr(mcpg_fakehost_result(c), "Echo: a\\u0000b"));
+    MCPG_REQUIRE(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_CONTINUE, "NUL: %s",
+                 mcpg_fakehost_error_message(c));
+    MCPG_CHECK(strstr(mcpg_fakehost_result(c), "Echo: a\\u0000b"), "got %s",
+               mcpg_fakehost_result(c));
     mcpg_fakehost_call_free(fh, c);
     unload(inst);
 }
@@ -122,20 +122,25 @@ static void test_bad_arguments(void) {
                                       "{\"message\":[\"x\"]}", "{\"msg\":\"x\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", bad[i], "1");
-        CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY);
-        CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INVALID_PARAMS);
-        CHECK(strstr(mcpg_fakehost_error_message(c), "message"));
+        MCPG_REQUIRE(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "%s denied", bad[i]);
+        MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INVALID_PARAMS, "%s: code %lld", bad[i],
+                   (long long)mcpg_fakehost_error_code(c));
+        MCPG_CHECK(strstr(mcpg_fakehost_error_message(c), "message"), "%s: %s", bad[i],
+                   mcpg_fakehost_error_message(c));
         mcpg_fakehost_call_free(fh, c);
     }
     /* an unknown name (the kernel routes only known ones, but if asked...) */
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "nope", "{\"message\":\"x\"}", "1");
-    CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY);
-    CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INVALID_PARAMS);
-    CHECK(strstr(mcpg_fakehost_error_message(c), "nope"));
+    MCPG_REQUIRE(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "unknown tool denied");
+    MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INVALID_PARAMS, "code %lld",
+               (long long)mcpg_fakehost_error_code(c));
+    MCPG_CHECK(strstr(mcpg_fakehost_error_message(c), "nope"), "%s",
+               mcpg_fakehost_error_message(c));
     mcpg_fakehost_call_free(fh, c);
     /* mock_stats is just an unknown tool unless stats_tool is on */
     int64_t code;
-    CHECK(!call_text(inst, "mock_stats", "{}", &code, NULL) && code == MCPG_RPC_INVALID_PARAMS);
+    MCPG_CHECK(!call_text(inst, "mock_stats", "{}", &code, NULL) && code == MCPG_RPC_INVALID_PARAMS,
+               "mock_stats off: code %lld", (long long)code);
     unload(inst);
 }
 
@@ -146,22 +151,26 @@ static void test_payload_and_fail(void) {
     int64_t code;
     int is_error = -1;
     char *text = call_text(inst, "big", "{\"message\":\"hi \\\"q\\\"\"}", &code, &is_error);
-    CHECK(text && strlen(text) == 10000 && strncmp(text, "Echo: hi \"q\"x", 13) == 0);
-    CHECK(strspn(text + 12, "x") == 10000 - 12 && is_error == 0);
+    MCPG_REQUIRE(text && strlen(text) == 10000 && strncmp(text, "Echo: hi \"q\"x", 13) == 0,
+                 "big: %.40s", text ? text : "(error)");
+    MCPG_CHECK(strspn(text + 12, "x") == 10000 - 12 && is_error == 0,
+               "padded with x, not an error");
     free(text);
     text = call_text(inst, "small", "{\"message\":\"longer than three\"}", &code, NULL);
-    CHECK(text && strcmp(text, "Echo: longer than three") == 0); /* never truncated */
+    MCPG_CHECK(text && strcmp(text, "Echo: longer than three") == 0, "small, never truncated: %s",
+               text ? text : "(error)");
     free(text);
     text = call_text(inst, "bad", "{\"message\":\"x\"}", &code, &is_error);
-    CHECK(text && strcmp(text, "Echo: x") == 0 && is_error == 1);
+    MCPG_CHECK(text && strcmp(text, "Echo: x") == 0 && is_error == 1, "bad: %s, isError %d",
+               text ? text : "(error)", is_error);
     free(text);
 
     mcpg_buf out = {0};
-    CHECK(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &out) == 0);
+    MCPG_REQUIRE(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &out) == 0, "list_tools");
     json_t *a = json_loads(out.data, 0, NULL);
-    CHECK(json_array_size(a) == 3);
-    CHECK(strcmp(json_string_value(json_object_get(json_array_get(a, 2), "description")),
-                 "fails \"always\"") == 0);
+    MCPG_REQUIRE(json_array_size(a) == 3, "three tools: %s", out.data);
+    MCPG_CHECK(strcmp(json_string_value(json_object_get(json_array_get(a, 2), "description")),
+                      "fails \"always\"") == 0, "escaped description");
     json_decref(a);
     mcpg_buf_free(&out);
     unload(inst);
@@ -170,15 +179,18 @@ static void test_payload_and_fail(void) {
 /* Run `n` calls of `tool` at once and wait for all; returns the elapsed ms. */
 static uint64_t run_concurrent(mcpg_instance *inst, const char *tool, int n) {
     mcpg_call *calls[16];
-    CHECK(n <= 16);
+    MCPG_REQUIRE(n <= 16, "at most 16 calls, not %d", n);
     uint64_t t0 = now_ms();
     for (int i = 0; i < n; i++) {
         calls[i] = mcpg_fakehost_call_new(fh, "tools/call", tool, "{\"message\":\"z\"}", "1");
-        CHECK(mcpg_fakehost_dispatch(fh, inst, calls[i]) == MCPG_PENDING);
+        MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, calls[i]) == MCPG_PENDING,
+                     "call %d pending", i);
     }
     for (int i = 0; i < n; i++) {
-        CHECK(mcpg_fakehost_wait(fh, calls[i], 5000) == MCPG_CONTINUE);
-        CHECK(strstr(mcpg_fakehost_result(calls[i]), "Echo: z"));
+        MCPG_REQUIRE(mcpg_fakehost_wait(fh, calls[i], 5000) == MCPG_CONTINUE,
+                     "call %d answered", i);
+        MCPG_CHECK(strstr(mcpg_fakehost_result(calls[i]), "Echo: z"), "call %d: %s", i,
+                   mcpg_fakehost_result(calls[i]));
         mcpg_fakehost_call_free(fh, calls[i]);
     }
     return now_ms() - t0;
@@ -187,9 +199,9 @@ static uint64_t run_concurrent(mcpg_instance *inst, const char *tool, int n) {
 static json_t *stats(mcpg_instance *inst) {
     int64_t code;
     char *text = call_text(inst, "mock_stats", "{}", &code, NULL);
-    CHECK(text);
+    MCPG_REQUIRE(text, "mock_stats answered");
     json_t *o = json_loads(text, 0, NULL);
-    CHECK(json_is_object(o));
+    MCPG_REQUIRE(json_is_object(o), "stats are an object: %s", text);
     free(text);
     return o;
 }
@@ -199,47 +211,51 @@ static json_t *stats(mcpg_instance *inst) {
 static void test_latency(void) {
     const char *cfg = "{\"tools\":[{\"name\":\"slow\",\"latency_ms\":100}],\"stats_tool\":true}";
     mcpg_instance *inst = load(cfg);
-    CHECK(mcpg_fakehost_set_inline(inst, 1) == 0);
+    MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "inline-safe");
     /* inline: 5 calls held on loop timers at once, so they overlap */
     mcpg_call *calls[5];
     uint64_t t0 = now_ms();
     for (int i = 0; i < 5; i++) {
         calls[i] = mcpg_fakehost_call_new(fh, "tools/call", "slow", "{\"message\":\"z\"}", "1");
-        CHECK(mcpg_fakehost_dispatch(fh, inst, calls[i]) == MCPG_PENDING);
+        MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, calls[i]) == MCPG_PENDING,
+                     "call %d pending", i);
     }
     json_t *s = stats(inst); /* while they wait */
-    CHECK(STAT(s, "in_flight") == 5 && STAT(s, "max_in_flight") == 5 && STAT(s, "calls") == 5);
+    MCPG_CHECK(STAT(s, "in_flight") == 5 && STAT(s, "max_in_flight") == 5 && STAT(s, "calls") == 5,
+               "stats while 5 wait");
     json_decref(s);
     for (int i = 0; i < 5; i++) {
-        CHECK(mcpg_fakehost_wait(fh, calls[i], 5000) == MCPG_CONTINUE);
+        MCPG_REQUIRE(mcpg_fakehost_wait(fh, calls[i], 5000) == MCPG_CONTINUE,
+                     "call %d answered", i);
         mcpg_fakehost_call_free(fh, calls[i]);
     }
     uint64_t ms = now_ms() - t0;
     printf("inline: 5 calls of latency 100 ms took %llu ms\n", (unsigned long long)ms);
     /* libuv times from the loop's cached clock, which the fake host last
      * updated when its loop last ran: a few ms early is the loop, not us. */
-    CHECK(ms >= 90 && ms < 1000);
+    MCPG_CHECK(ms >= 90 && ms < 1000, "took %llu ms", (unsigned long long)ms);
     s = stats(inst);
-    CHECK(STAT(s, "in_flight") == 0 && STAT(s, "max_in_flight") == 5 && STAT(s, "calls") == 5);
+    MCPG_CHECK(STAT(s, "in_flight") == 0 && STAT(s, "max_in_flight") == 5 && STAT(s, "calls") == 5,
+               "stats after");
     json_decref(s);
 
     /* cancel: the held call answers at once, and its timer is gone */
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "slow", "{\"message\":\"z\"}", "1");
     t0 = now_ms();
-    CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING);
+    MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "pending");
     mcpg_fakehost_host(fh)->call_cancel(c);
-    CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_DENY);
-    CHECK(now_ms() - t0 < 90);
+    MCPG_REQUIRE(mcpg_fakehost_wait(fh, c, 5000) == MCPG_DENY, "a cancelled call is denied");
+    MCPG_CHECK(now_ms() - t0 < 90, "answered at once");
     mcpg_fakehost_call_free(fh, c);
     s = stats(inst);
-    CHECK(STAT(s, "in_flight") == 0);
+    MCPG_CHECK(STAT(s, "in_flight") == 0, "nothing in flight after cancel");
     json_decref(s);
 
     /* on the pool: the call sleeps on its pool thread instead */
-    CHECK(mcpg_fakehost_set_inline(inst, 0) == 0);
+    MCPG_CHECK(mcpg_fakehost_set_inline(inst, 0) == 0, "back to the pool");
     ms = run_concurrent(inst, "slow", 2);
     printf("pool: 2 calls of latency 100 ms took %llu ms\n", (unsigned long long)ms);
-    CHECK(ms >= 100);
+    MCPG_CHECK(ms >= 100, "took %llu ms", (unsigned long long)ms);
     unload(inst);
 }
 
@@ -248,9 +264,8 @@ static void expect_report(const char *config, const char *needle) {
     mcpg_instance *inst = NULL;
     int rc = mcpg_fakehost_load_file(fh, so_path, "mock", config, &inst);
     const char *rep = mcpg_fakehost_report_text(fh);
-    if (rc != MCPG_ECONFIG || !strstr(rep, needle))
-        fprintf(stderr, "config %s: rc %d, report:\n%s(wanted %s)\n", config, rc, rep, needle);
-    CHECK(rc == MCPG_ECONFIG && strstr(rep, needle));
+    MCPG_CHECK(rc == MCPG_ECONFIG && strstr(rep, needle),
+               "config %s: rc %d, report:\n%s(wanted %s)", config, rc, rep, needle);
 }
 
 static void test_validate(void) {
@@ -282,10 +297,10 @@ static void test_validate(void) {
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 2);
+    MCPG_REQUIRE(argc == 2, "usage: test_backend_mock path/to/backend_mock.so");
     so_path = argv[1];
     fh = mcpg_fakehost_new();
-    CHECK(fh);
+    MCPG_REQUIRE(fh, "mcpg_fakehost_new");
     mcpg_fakehost_set_quiet(fh, 1);
     test_list_and_echo();
     test_escaping();
@@ -294,8 +309,6 @@ int main(int argc, char **argv) {
     test_latency();
     test_validate();
     int problems = mcpg_fakehost_free(fh);
-    if (problems) fprintf(stderr, "fake host: %d problem(s)\n", problems);
-    CHECK(problems == 0);
-    printf("backend_mock: ok\n");
-    return 0;
+    MCPG_CHECK(problems == 0, "fake host: %d problem(s)", problems);
+    return MCPG_CHECK_EXIT("backend_mock");
 }

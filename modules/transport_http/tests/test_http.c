@@ -5,6 +5,7 @@
  * connection cap and drain; ends by proving the module left nothing behind. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <mcpg/check.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -24,18 +25,6 @@
 #endif
 
 static int port;
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
-
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -204,93 +193,93 @@ static void wait_count(uint32_t want, int timeout_ms) {
 
 static void test_routes(void) {
     resp *r = roundtrip("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
-    CHECK(r->status == 200 && !strcmp(r->body, "{\"status\":\"ok\"}"), "healthz %d %s", r->status, r->body);
-    CHECK(header_of(r, "Date") != NULL, "Date header");
+    MCPG_CHECK(r->status == 200 && !strcmp(r->body, "{\"status\":\"ok\"}"), "healthz %d %s", r->status, r->body);
+    MCPG_CHECK(header_of(r, "Date") != NULL, "Date header");
     r = roundtrip("GET /readyz HTTP/1.1\r\n\r\n");
-    CHECK(r->status == 200 && body_has(r, "ready"), "readyz %d", r->status);
+    MCPG_CHECK(r->status == 200 && body_has(r, "ready"), "readyz %d", r->status);
     r = roundtrip("GET /mcp HTTP/1.1\r\n\r\n");
-    CHECK(r->status == 405 && header_of(r, "Allow") && !strcmp(header_of(r, "Allow"), "POST"), "GET /mcp %d",
-          r->status);
-    CHECK(body_is_json(r) && body_has(r, "\"error\""), "405 body %s", r->body);
+    MCPG_CHECK(r->status == 405 && header_of(r, "Allow") && !strcmp(header_of(r, "Allow"), "POST"), "GET /mcp %d",
+               r->status);
+    MCPG_CHECK(body_is_json(r) && body_has(r, "\"error\""), "405 body %s", r->body);
     r = roundtrip("DELETE /mcp HTTP/1.1\r\n\r\n");
-    CHECK(r->status == 405, "DELETE /mcp %d", r->status);
+    MCPG_CHECK(r->status == 405, "DELETE /mcp %d", r->status);
     r = roundtrip("GET /nope HTTP/1.1\r\n\r\n");
-    CHECK(r->status == 404 && body_is_json(r), "404 %d", r->status);
+    MCPG_CHECK(r->status == 404 && body_is_json(r), "404 %d", r->status);
     r = roundtrip("GET /mcp/ HTTP/1.1\r\n\r\n");
-    CHECK(r->status == 404, "trailing slash %d", r->status);
+    MCPG_CHECK(r->status == 404, "trailing slash %d", r->status);
     r = roundtrip("POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
-    CHECK(r->status == 405, "POST /healthz %d", r->status);
+    MCPG_CHECK(r->status == 405, "POST /healthz %d", r->status);
 }
 
 static void test_calls(void) {
     char req[4096];
     post_call(req, sizeof req, 7, "echo", NULL);
     resp *r = roundtrip(req);
-    CHECK(r->status == 200 && body_is_json(r), "echo %d %s", r->status, r->body);
-    CHECK(body_has(r, "\"id\":7") && body_has(r, "\"resultType\":\"complete\"}}"), "echo body %s", r->body);
-    CHECK(body_has(r, "\"args\":{\"n\":7}") && body_has(r, "\"hdr\":\"echo\""), "args and header %s", r->body);
-    CHECK(!strcmp(header_of(r, "Content-Type"), "application/json"), "content type");
+    MCPG_CHECK(r->status == 200 && body_is_json(r), "echo %d %s", r->status, r->body);
+    MCPG_CHECK(body_has(r, "\"id\":7") && body_has(r, "\"resultType\":\"complete\"}}"), "echo body %s", r->body);
+    MCPG_CHECK(body_has(r, "\"args\":{\"n\":7}") && body_has(r, "\"hdr\":\"echo\""), "args and header %s", r->body);
+    MCPG_CHECK(!strcmp(header_of(r, "Content-Type"), "application/json"), "content type");
 
     post_call(req, sizeof req, 8, "async", NULL);
     r = roundtrip(req);
-    CHECK(r->status == 200 && body_has(r, "\"id\":8"), "async %d %s", r->status, r->body);
+    MCPG_CHECK(r->status == 200 && body_has(r, "\"id\":8"), "async %d %s", r->status, r->body);
 
     post_call(req, sizeof req, 9, "other", NULL);
     r = roundtrip(req);
-    CHECK(r->status == 200 && body_has(r, "-32602") && body_has(r, "Unknown tool: other"), "unknown tool %d %s",
-          r->status, r->body);
+    MCPG_CHECK(r->status == 200 && body_has(r, "-32602") && body_has(r, "Unknown tool: other"), "unknown tool %d %s",
+               r->status, r->body);
 
     post_call(req, sizeof req, 10, "limited", NULL);
     r = roundtrip(req);
-    CHECK(r->status == 429 && header_of(r, "Retry-After") && !strcmp(header_of(r, "Retry-After"), "7"),
-          "429 %d", r->status);
-    CHECK(body_is_json(r) && body_has(r, "rate limited \\\"now\\\""), "escaped message %s", r->body);
+    MCPG_CHECK(r->status == 429 && header_of(r, "Retry-After") && !strcmp(header_of(r, "Retry-After"), "7"),
+               "429 %d", r->status);
+    MCPG_CHECK(body_is_json(r) && body_has(r, "rate limited \\\"now\\\""), "escaped message %s", r->body);
 
     post_call(req, sizeof req, 11, "busy", NULL);
     r = roundtrip(req);
-    CHECK(r->status == 503 && !strcmp(header_of(r, "Retry-After"), "1") && body_has(r, "-32000"), "busy %d %s",
-          r->status, r->body);
+    MCPG_CHECK(r->status == 503 && !strcmp(header_of(r, "Retry-After"), "1") && body_has(r, "-32000"), "busy %d %s",
+               r->status, r->body);
     post_call(req, sizeof req, 12, "draining", NULL);
     r = roundtrip(req);
-    CHECK(r->status == 503 && body_has(r, "-32000"), "unavailable %d", r->status);
+    MCPG_CHECK(r->status == 503 && body_has(r, "-32000"), "unavailable %d", r->status);
 
     post_method(req, sizeof req, 13, "tools/list");
     r = roundtrip(req);
-    CHECK(r->status == 200 && body_has(r, "\"ttlMs\":0,\"cacheScope\":\"private\"") && body_is_json(r),
-          "list %s", r->body);
+    MCPG_CHECK(r->status == 200 && body_has(r, "\"ttlMs\":0,\"cacheScope\":\"private\"") && body_is_json(r),
+               "list %s", r->body);
 
     post_method(req, sizeof req, 14, "server/discover");
     r = roundtrip(req);
-    CHECK(r->status == 200 && body_is_json(r) && body_has(r, "\"supportedVersions\":[\"2026-07-28\"]") &&
-              body_has(r, "{\"name\":\"test-gw\",\"version\":\"9.9.9\"}") && body_has(r, "\"id\":14"),
-          "discover %s", r->body);
+    MCPG_CHECK(r->status == 200 && body_is_json(r) && body_has(r, "\"supportedVersions\":[\"2026-07-28\"]") &&
+                   body_has(r, "{\"name\":\"test-gw\",\"version\":\"9.9.9\"}") && body_has(r, "\"id\":14"),
+               "discover %s", r->body);
 
     post_method(req, sizeof req, 15, "ping");
     r = roundtrip(req);
-    CHECK(r->status == 404 && body_has(r, "-32601") && body_has(r, "\"id\":15"), "unknown method %d %s",
-          r->status, r->body);
+    MCPG_CHECK(r->status == 404 && body_has(r, "-32601") && body_has(r, "\"id\":15"), "unknown method %d %s",
+               r->status, r->body);
 
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 44\r\n\r\n"
                   "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}");
-    CHECK(r->status == 202 && r->body_len == 0, "notification %d", r->status);
+    MCPG_CHECK(r->status == 202 && r->body_len == 0, "notification %d", r->status);
 
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n{bad}");
-    CHECK(r->status == 400 && body_has(r, "-32700") && body_has(r, "\"id\":null"), "parse error %d %s",
-          r->status, r->body);
+    MCPG_CHECK(r->status == 400 && body_has(r, "-32700") && body_has(r, "\"id\":null"), "parse error %d %s",
+               r->status, r->body);
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}");
-    CHECK(r->status == 415, "415 %d", r->status);
+    MCPG_CHECK(r->status == 415, "415 %d", r->status);
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: text/html\r\n"
                   "Content-Length: 2\r\n\r\n{}");
-    CHECK(r->status == 406, "406 %d", r->status);
+    MCPG_CHECK(r->status == 406, "406 %d", r->status);
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n[]");
-    CHECK(r->status == 400 && body_has(r, "-32600"), "batch %d", r->status);
+    MCPG_CHECK(r->status == 400 && body_has(r, "-32600"), "batch %d", r->status);
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/list\r\n"
                   "Content-Length: 50\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}    ");
-    CHECK(r->status == 400 && body_has(r, "-32602") && body_has(r, "_meta"), "no envelope %d %s", r->status,
-          r->body);
+    MCPG_CHECK(r->status == 400 && body_has(r, "-32602") && body_has(r, "_meta"), "no envelope %d %s", r->status,
+               r->body);
     post_call(req, sizeof req, 16, "echo", "Mcp-Name: echo\r\n");
     r = roundtrip(req);
-    CHECK(r->status == 400 && body_has(r, "-32020"), "duplicate Mcp-Name %d %s", r->status, r->body);
+    MCPG_CHECK(r->status == 400 && body_has(r, "-32020"), "duplicate Mcp-Name %d %s", r->status, r->body);
 }
 
 static void test_pipelining(void) {
@@ -308,18 +297,18 @@ static void test_pipelining(void) {
     for (int i = 0; i < 60; i++) {
         resp r;
         if (!next_resp(ci, &r, 3000)) {
-            CHECK(0, "pipelined response %d missing", i);
+            MCPG_CHECK(0, "pipelined response %d missing", i);
             break;
         }
         if (i % 7 == 3) {
-            CHECK(r.status == 200 && body_has(&r, "status"), "pipelined healthz %d", i);
+            MCPG_CHECK(r.status == 200 && body_has(&r, "status"), "pipelined healthz %d", i);
         } else {
             char want[32];
             snprintf(want, sizeof want, "\"id\":%d,", 100 + i);
-            CHECK(body_has(&r, want), "response %d out of order: %s", i, r.body);
+            MCPG_CHECK(body_has(&r, want), "response %d out of order: %s", i, r.body);
         }
     }
-    CHECK(!closed_by_server(ci, 100), "keep-alive after pipelining");
+    MCPG_CHECK(!closed_by_server(ci, 100), "keep-alive after pipelining");
     cin_free(ci);
 
     /* the same bytes split every 7 bytes */
@@ -335,7 +324,7 @@ static void test_pipelining(void) {
         resp r;
         char want[32];
         snprintf(want, sizeof want, "\"id\":%d,", 200 + i);
-        CHECK(next_resp(ci, &r, 2000) && body_has(&r, want), "split response %d", i);
+        MCPG_CHECK(next_resp(ci, &r, 2000) && body_has(&r, want), "split response %d", i);
     }
     cin_free(ci);
 }
@@ -349,27 +338,27 @@ static void test_connection_handling(void) {
     conn_in *ci = cin_new(fd);
     cli_send(fd, req, n);
     resp r;
-    CHECK(next_resp(ci, &r, 2000) && r.status == 200, "close request answered");
-    CHECK(header_of(&r, "Connection") && !strcasecmp(header_of(&r, "Connection"), "close"), "Connection: close");
-    CHECK(!next_resp(ci, &r, 200), "nothing after Connection: close");
-    CHECK(closed_by_server(ci, 2000), "closed after Connection: close");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 200, "close request answered");
+    MCPG_CHECK(header_of(&r, "Connection") && !strcasecmp(header_of(&r, "Connection"), "close"), "Connection: close");
+    MCPG_CHECK(!next_resp(ci, &r, 200), "nothing after Connection: close");
+    MCPG_CHECK(closed_by_server(ci, 2000), "closed after Connection: close");
     cin_free(ci);
 
     /* HTTP/1.0: closes by default, keep-alive on request */
     fd = cli_connect();
     ci = cin_new(fd);
     cli_sends(fd, "GET /healthz HTTP/1.0\r\n\r\n");
-    CHECK(next_resp(ci, &r, 2000) && r.status == 200, "1.0 answered");
-    CHECK(closed_by_server(ci, 2000), "1.0 closed");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 200, "1.0 answered");
+    MCPG_CHECK(closed_by_server(ci, 2000), "1.0 closed");
     cin_free(ci);
     fd = cli_connect();
     ci = cin_new(fd);
     cli_sends(fd, "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /readyz HTTP/1.0\r\n\r\n");
-    CHECK(next_resp(ci, &r, 2000) && header_of(&r, "Connection") &&
-              !strcasecmp(header_of(&r, "Connection"), "keep-alive"),
-          "1.0 keep-alive");
-    CHECK(next_resp(ci, &r, 2000) && body_has(&r, "ready"), "second 1.0 request");
-    CHECK(closed_by_server(ci, 2000), "1.0 closed after the non-keep-alive one");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && header_of(&r, "Connection") &&
+                   !strcasecmp(header_of(&r, "Connection"), "keep-alive"),
+               "1.0 keep-alive");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && body_has(&r, "ready"), "second 1.0 request");
+    MCPG_CHECK(closed_by_server(ci, 2000), "1.0 closed after the non-keep-alive one");
     cin_free(ci);
 
     /* malformed HTTP: 400 after the good request before it, then close */
@@ -378,16 +367,16 @@ static void test_connection_handling(void) {
     n = post_call(req, sizeof req, 2, "slow", NULL);
     n += (size_t)snprintf(req + n, sizeof req - n, "GARBAGE\x01 / HTTP/9\r\n\r\n");
     cli_send(fd, req, n);
-    CHECK(next_resp(ci, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":2"), "good one first");
-    CHECK(next_resp(ci, &r, 2000) && r.status == 400 && body_is_json(&r), "then 400 (%d)", r.status);
-    CHECK(closed_by_server(ci, 3000), "closed after 400");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":2"), "good one first");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 400 && body_is_json(&r), "then 400 (%d)", r.status);
+    MCPG_CHECK(closed_by_server(ci, 3000), "closed after 400");
     cin_free(ci);
 
     /* smuggling shapes llhttp refuses */
     r = *roundtrip("POST /mcp HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}");
-    CHECK(r.status == 400, "duplicate Content-Length %d", r.status);
+    MCPG_CHECK(r.status == 400, "duplicate Content-Length %d", r.status);
     r = *roundtrip("POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n");
-    CHECK(r.status == 400, "TE + CL %d", r.status);
+    MCPG_CHECK(r.status == 400, "TE + CL %d", r.status);
 
     /* header section over max_header_bytes (2048 in this test): 431 */
     static char big[8192];
@@ -398,23 +387,23 @@ static void test_connection_handling(void) {
     fd = cli_connect();
     ci = cin_new(fd);
     cli_send(fd, big, n);
-    CHECK(next_resp(ci, &r, 2000) && r.status == 431 && body_is_json(&r), "431 (%d)", r.status);
-    CHECK(closed_by_server(ci, 3000), "closed after 431");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 431 && body_is_json(&r), "431 (%d)", r.status);
+    MCPG_CHECK(closed_by_server(ci, 3000), "closed after 431");
     cin_free(ci);
     /* too many header fields */
     n = (size_t)snprintf(big, sizeof big, "GET /healthz HTTP/1.1\r\n");
     for (int i = 0; i < 70; i++) n += (size_t)snprintf(big + n, sizeof big - n, "X%d: y\r\n", i);
     n += (size_t)snprintf(big + n, sizeof big - n, "\r\n");
     r = *roundtrip(big);
-    CHECK(r.status == 431, "70 headers: %d", r.status);
+    MCPG_CHECK(r.status == 431, "70 headers: %d", r.status);
 
     /* body over max_body_bytes (4096): decided from Content-Length, body never sent */
     fd = cli_connect();
     ci = cin_new(fd);
     cli_sends(fd, "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n");
-    CHECK(next_resp(ci, &r, 2000) && r.status == 413 && body_is_json(&r), "413 from Content-Length (%d)",
-          r.status);
-    CHECK(closed_by_server(ci, 3000), "closed after 413");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 413 && body_is_json(&r), "413 from Content-Length (%d)",
+               r.status);
+    MCPG_CHECK(closed_by_server(ci, 3000), "closed after 413");
     cin_free(ci);
     /* ...and chunked, capped as it arrives */
     fd = cli_connect();
@@ -427,8 +416,8 @@ static void test_connection_handling(void) {
         memcpy(chunk + k + 1024, "\r\n", 2);
         cli_send(fd, chunk, (size_t)k + 1026);
     }
-    CHECK(next_resp(ci, &r, 2000) && r.status == 413, "413 chunked (%d)", r.status);
-    CHECK(closed_by_server(ci, 3000), "closed after chunked 413");
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 413, "413 chunked (%d)", r.status);
+    MCPG_CHECK(closed_by_server(ci, 3000), "closed after chunked 413");
     cin_free(ci);
 
     /* a chunked body within limits works */
@@ -440,7 +429,7 @@ static void test_connection_handling(void) {
                          "Mcp-Name: echo\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%.*s\r\n%x\r\n%s\r\n0\r\n\r\n",
                          10, 10, body, bl - 10, body + 10);
     r = *roundtrip(req);
-    CHECK(r.status == 200 && body_has(&r, "\"id\":31"), "chunked body %d %s", r.status, r.body);
+    MCPG_CHECK(r.status == 200 && body_has(&r, "\"id\":31"), "chunked body %d %s", r.status, r.body);
 
     /* a trailer cannot supply a checked header */
     n = (size_t)snprintf(req, sizeof req,
@@ -448,29 +437,29 @@ static void test_connection_handling(void) {
                          "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\nMcp-Name: echo\r\n\r\n",
                          bl, body);
     r = *roundtrip(req);
-    CHECK(r.status == 400 && body_has(&r, "-32020"), "trailer ignored %d %s", r.status, r.body);
+    MCPG_CHECK(r.status == 400 && body_has(&r, "-32020"), "trailer ignored %d %s", r.status, r.body);
 
     /* HEAD: the answer's headers, no body; the connection stays in sync */
     fd = cli_connect();
     ci = cin_new(fd);
     cli_sends(fd, "HEAD /healthz HTTP/1.1\r\n\r\nGET /readyz HTTP/1.1\r\n\r\n");
-    CHECK(fill(ci, 1000) && strstr(ci->buf, "Content-Length: 15\r\n") && !strstr(ci->buf, "\"ok\""),
-          "HEAD has no body: %s", ci->buf);
+    MCPG_CHECK(fill(ci, 1000) && strstr(ci->buf, "Content-Length: 15\r\n") && !strstr(ci->buf, "\"ok\""),
+               "HEAD has no body: %s", ci->buf);
     char *second = strstr(ci->buf, "\r\n\r\n");
     if (second) {
         size_t hl = (size_t)(second + 4 - ci->buf);
         memmove(ci->buf, ci->buf + hl, ci->len - hl + 1);
         ci->len -= hl;
     }
-    CHECK(next_resp(ci, &r, 1000) && body_has(&r, "ready"), "request after HEAD");
+    MCPG_CHECK(next_resp(ci, &r, 1000) && body_has(&r, "ready"), "request after HEAD");
     cin_free(ci);
 
     /* an upgrade request is answered, not switched, and the connection closed */
     fd = cli_connect();
     ci = cin_new(fd);
     cli_sends(fd, "GET /healthz HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x05hello");
-    CHECK(next_resp(ci, &r, 1000) && r.status == 200, "upgrade answered (%d)", r.status);
-    CHECK(closed_by_server(ci, 3000), "closed after upgrade request");
+    MCPG_CHECK(next_resp(ci, &r, 1000) && r.status == 200, "upgrade answered (%d)", r.status);
+    MCPG_CHECK(closed_by_server(ci, 3000), "closed after upgrade request");
     cin_free(ci);
 
     /* Expect: 100-continue gets the interim answer before the body is sent */
@@ -481,9 +470,9 @@ static void test_connection_handling(void) {
                          "Mcp-Name: echo\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n",
                          bl);
     cli_send(fd, req, n);
-    CHECK(next_resp(ci, &r, 2000) && r.status == 100, "100 Continue (%d)", r.status);
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 100, "100 Continue (%d)", r.status);
     cli_sends(fd, body);
-    CHECK(next_resp(ci, &r, 2000) && r.status == 200, "answer after 100 (%d)", r.status);
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 200, "answer after 100 (%d)", r.status);
     cin_free(ci);
 }
 
@@ -501,18 +490,18 @@ static void test_client_leaves(void) {
         sleep_ms(10);
         after = fk_get_stats();
     }
-    CHECK(after.cancelled - before.cancelled == 2, "cancelled %d", after.cancelled - before.cancelled);
-    CHECK(after.released == after.submitted, "released %d of %d", after.released, after.submitted);
+    MCPG_CHECK(after.cancelled - before.cancelled == 2, "cancelled %d", after.cancelled - before.cancelled);
+    MCPG_CHECK(after.released == after.submitted, "released %d of %d", after.released, after.submitted);
     wait_count(0, 1000);
-    CHECK(fk_conn_count() == 0, "connection freed after its calls completed: %u", fk_conn_count());
+    MCPG_CHECK(fk_conn_count() == 0, "connection freed after its calls completed: %u", fk_conn_count());
 }
 
 static void test_idle_timeout(void) {
     int fd = cli_connect();
     conn_in *ci = cin_new(fd);
     wait_count(1, 1000);
-    CHECK(fk_conn_count() == 1, "one connection: %u", fk_conn_count());
-    CHECK(closed_by_server(ci, 1500), "idle connection closed (idle_timeout_ms 300)");
+    MCPG_CHECK(fk_conn_count() == 1, "one connection: %u", fk_conn_count());
+    MCPG_CHECK(closed_by_server(ci, 1500), "idle connection closed (idle_timeout_ms 300)");
     cin_free(ci);
     /* a request trickled byte by byte must still arrive within the timeout */
     fd = cli_connect();
@@ -525,7 +514,7 @@ static void test_idle_timeout(void) {
         struct pollfd p = {fd, POLLIN, 0};
         closed = poll(&p, 1, 0) > 0;
     }
-    CHECK(closed, "slowloris closed");
+    MCPG_CHECK(closed, "slowloris closed");
     cin_free(ci);
     wait_count(0, 1000);
 }
@@ -534,21 +523,21 @@ static void test_conn_cap(void) {
     int fds[32];
     for (int i = 0; i < 32; i++) fds[i] = cli_connect();
     wait_count(32, 2000);
-    CHECK(fk_conn_count() == 32, "32 open: %u", fk_conn_count());
+    MCPG_CHECK(fk_conn_count() == 32, "32 open: %u", fk_conn_count());
     int extra = cli_connect();
     conn_in *ci = cin_new(extra);
-    CHECK(closed_by_server(ci, 1000), "33rd closed at once");
+    MCPG_CHECK(closed_by_server(ci, 1000), "33rd closed at once");
     cin_free(ci);
     /* the others still work */
     conn_in *c0 = cin_new(fds[0]);
     cli_sends(fds[0], "GET /healthz HTTP/1.1\r\n\r\n");
     resp r;
-    CHECK(next_resp(c0, &r, 1000) && r.status == 200, "existing connection unaffected");
+    MCPG_CHECK(next_resp(c0, &r, 1000) && r.status == 200, "existing connection unaffected");
     free(c0);
     for (int i = 0; i < 32; i++) close(fds[i]);
     wait_count(0, 1000);
     fk_stats s = fk_get_stats();
-    CHECK(s.adopt_refused >= 1, "refused %d", s.adopt_refused);
+    MCPG_CHECK(s.adopt_refused >= 1, "refused %d", s.adopt_refused);
 }
 
 static void test_drain(void) {
@@ -560,20 +549,20 @@ static void test_drain(void) {
     cli_send(busy, req, post_call(req, sizeof req, 77, "slow", NULL));
     sleep_ms(30);
     fk_drain();
-    CHECK(closed_by_server(ci_idle, 500), "idle connection closed at drain");
+    MCPG_CHECK(closed_by_server(ci_idle, 500), "idle connection closed at drain");
     resp r;
-    CHECK(next_resp(ci_busy, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":77"), "in-flight answered");
-    CHECK(header_of(&r, "Connection") && !strcasecmp(header_of(&r, "Connection"), "close"),
-          "last answer says close");
-    CHECK(closed_by_server(ci_busy, 2000), "busy connection closed after its answer");
+    MCPG_CHECK(next_resp(ci_busy, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":77"), "in-flight answered");
+    MCPG_CHECK(header_of(&r, "Connection") && !strcasecmp(header_of(&r, "Connection"), "close"),
+               "last answer says close");
+    MCPG_CHECK(closed_by_server(ci_busy, 2000), "busy connection closed after its answer");
     cin_free(ci_idle);
     cin_free(ci_busy);
     wait_count(0, 3000);
-    CHECK(fk_conn_count() == 0, "drained: %u", fk_conn_count());
+    MCPG_CHECK(fk_conn_count() == 0, "drained: %u", fk_conn_count());
     /* a new connection after drain is refused */
     int late = cli_connect();
     conn_in *ci = cin_new(late);
-    CHECK(closed_by_server(ci, 1000), "refused after drain");
+    MCPG_CHECK(closed_by_server(ci, 1000), "refused after drain");
     cin_free(ci);
 }
 
@@ -615,16 +604,11 @@ int main(int argc, char **argv) {
     test_conn_cap();
     test_drain();
     fk_stats s = fk_get_stats();
-    CHECK(s.released == s.submitted, "every call released: %d/%d", s.released, s.submitted);
-    CHECK(s.reentrant_completions > 0, "re-entrant completions exercised");
+    MCPG_CHECK(s.released == s.submitted, "every call released: %d/%d", s.released, s.submitted);
+    MCPG_CHECK(s.reentrant_completions > 0, "re-entrant completions exercised");
     int rc = fk_stop();
-    CHECK(rc == 0, "loop closed cleanly (no handle left behind): %d", rc);
+    MCPG_CHECK(rc == 0, "loop closed cleanly (no handle left behind): %d", rc);
     s = fk_stats_after_stop();
-    CHECK(s.host_allocs == 0, "host allocations left: %ld", s.host_allocs);
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_http: ok\n");
-    return 0;
+    MCPG_CHECK(s.host_allocs == 0, "host allocations left: %ld", s.host_allocs);
+    return MCPG_CHECK_EXIT("test_http");
 }

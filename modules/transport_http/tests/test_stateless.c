@@ -1,6 +1,7 @@
 /* Unit test: the stateless wire's request checks and the response builders,
  * without sockets or a kernel. The host table carries only what those pure
  * files use (the SDK's JSON scanner and buffers). */
+#include <mcpg/check.h>
 #include <mcpg/sdk.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,18 +9,6 @@
 
 #include "mcp_stateless.h"
 #include "response.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
 
 static mcpg_host host;
 
@@ -74,12 +63,10 @@ static int piece_is(th_piece p, const char *s) { return p.n == strlen(s) && !mem
 static th_mcp_verdict expect_error(int line, const th_mcp_headers *h, const char *body, int status,
                                    int64_t code) {
     th_mcp_verdict v = check(h, body);
-    if (v.action != TH_MCP_ERROR || v.http_status != status || v.code != code) {
-        failures++;
-        fprintf(stderr, "line %d: body %s: got action %d status %d code %lld (%.*s), want %d %lld\n",
-                line, body, v.action, v.http_status, (long long)v.code, (int)v.message.n,
-                v.message.p ? v.message.p : "", status, (long long)code);
-    }
+    MCPG_CHECK(v.action == TH_MCP_ERROR && v.http_status == status && v.code == code,
+               "line %d: body %s: got action %d status %d code %lld (%.*s), want %d %lld", line,
+               body, v.action, v.http_status, (long long)v.code, (int)v.message.n,
+               v.message.p ? v.message.p : "", status, (long long)code);
     return v;
 }
 #define EXPECT_ERROR(h, body, status, code) expect_error(__LINE__, (h), (body), (status), (code))
@@ -88,44 +75,44 @@ static void test_good_requests(void) {
     th_mcp_headers h = good_headers("tools/call", "echo");
     th_mcp_verdict v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{"
                                  "\"name\":\"echo\",\"arguments\":{\"message\":\"hi\"}," META "}}");
-    CHECK(v.action == TH_MCP_SUBMIT, "action %d", v.action);
-    CHECK(v.method == MCPG_METHOD_TOOLS_CALL, "method %u", v.method);
-    CHECK(piece_is(v.id, "7"), "id %.*s", (int)v.id.n, v.id.p);
-    CHECK(piece_is(v.name, "echo"), "name");
-    CHECK(piece_is(v.args, "{\"message\":\"hi\"}"), "args %.*s", (int)v.args.n, v.args.p);
-    CHECK(v.params.n && v.params.p[0] == '{', "params");
-    CHECK(v.stamp == TH_STAMP_RESULT_TYPE, "stamp");
+    MCPG_CHECK(v.action == TH_MCP_SUBMIT, "action %d", v.action);
+    MCPG_CHECK(v.method == MCPG_METHOD_TOOLS_CALL, "method %u", v.method);
+    MCPG_CHECK(piece_is(v.id, "7"), "id %.*s", (int)v.id.n, v.id.p);
+    MCPG_CHECK(piece_is(v.name, "echo"), "name");
+    MCPG_CHECK(piece_is(v.args, "{\"message\":\"hi\"}"), "args %.*s", (int)v.args.n, v.args.p);
+    MCPG_CHECK(v.params.n && v.params.p[0] == '{', "params");
+    MCPG_CHECK(v.stamp == TH_STAMP_RESULT_TYPE, "stamp");
 
     h = good_headers("tools/list", NULL);
     v = check(&h, "  {\"jsonrpc\":\"2.0\",\"id\":\"a-1\",\"method\":\"tools/list\",\"params\":{" META "}}\n");
-    CHECK(v.action == TH_MCP_SUBMIT && v.method == MCPG_METHOD_TOOLS_LIST, "list");
-    CHECK(piece_is(v.id, "\"a-1\""), "string id keeps its quotes: %.*s", (int)v.id.n, v.id.p);
-    CHECK(v.stamp == (TH_STAMP_RESULT_TYPE | TH_STAMP_CACHE), "list stamp");
+    MCPG_CHECK(v.action == TH_MCP_SUBMIT && v.method == MCPG_METHOD_TOOLS_LIST, "list");
+    MCPG_CHECK(piece_is(v.id, "\"a-1\""), "string id keeps its quotes: %.*s", (int)v.id.n, v.id.p);
+    MCPG_CHECK(v.stamp == (TH_STAMP_RESULT_TYPE | TH_STAMP_CACHE), "list stamp");
 
     h = good_headers("server/discover", NULL);
     v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META "}}");
-    CHECK(v.action == TH_MCP_DISCOVER, "discover");
+    MCPG_CHECK(v.action == TH_MCP_DISCOVER, "discover");
 
     /* headers are optional where the spec says so; name via base64 form */
     h = good_headers("tools/call", "=?base64?ZWNobw==?=");
     h.accept.present = 0;
     h.protocol_version.present = 0;
     v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":-3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"," META "}}");
-    CHECK(v.action == TH_MCP_SUBMIT, "base64 Mcp-Name, no Accept/version header: %d %.*s", v.action,
-          (int)v.message.n, v.message.p);
-    CHECK(v.args.p == NULL, "no arguments");
+    MCPG_CHECK(v.action == TH_MCP_SUBMIT, "base64 Mcp-Name, no Accept/version header: %d %.*s", v.action,
+               (int)v.message.n, v.message.p);
+    MCPG_CHECK(v.args.p == NULL, "no arguments");
 
     /* an escaped name is decoded and compared decoded */
     h = good_headers("tools/call", "a/b");
     v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\\/b\"," META "}}");
-    CHECK(v.action == TH_MCP_SUBMIT && piece_is(v.name, "a/b"), "escaped name %d", v.action);
+    MCPG_CHECK(v.action == TH_MCP_SUBMIT && piece_is(v.name, "a/b"), "escaped name %d", v.action);
 
     /* notifications need no envelope: 202 */
     h = good_headers("notifications/initialized", NULL);
     v = check(&h, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
-    CHECK(v.action == TH_MCP_ACCEPTED, "notification");
+    MCPG_CHECK(v.action == TH_MCP_ACCEPTED, "notification");
     v = check(&h, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications\\/cancelled\",\"params\":{}}");
-    CHECK(v.action == TH_MCP_ACCEPTED, "escaped notification");
+    MCPG_CHECK(v.action == TH_MCP_ACCEPTED, "escaped notification");
 }
 
 static void test_http_level(void) {
@@ -136,7 +123,7 @@ static void test_http_level(void) {
     h.content_type.present = 0;
     EXPECT_ERROR(&h, body, 415, MCPG_RPC_INVALID_REQUEST);
     h.content_type = hv("Application/JSON ; charset=utf-8");
-    CHECK(check(&h, body).action == TH_MCP_SUBMIT, "content-type parameters");
+    MCPG_CHECK(check(&h, body).action == TH_MCP_SUBMIT, "content-type parameters");
     h.content_type = hv("application/jsonx");
     EXPECT_ERROR(&h, body, 415, MCPG_RPC_INVALID_REQUEST);
 
@@ -151,7 +138,7 @@ static void test_http_level(void) {
                         "application/json;q=0.5", "text/html, */*;q=0.1", "  "};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         h.accept = hv(ok[i]);
-        CHECK(check(&h, body).action == TH_MCP_SUBMIT, "Accept %s", ok[i]);
+        MCPG_CHECK(check(&h, body).action == TH_MCP_SUBMIT, "Accept %s", ok[i]);
     }
 }
 
@@ -180,21 +167,21 @@ static void test_json_rpc_shape(void) {
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}", 400, MCPG_RPC_INVALID_REQUEST);
     th_mcp_verdict v = EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"tools/list\"}", 400,
                                     MCPG_RPC_INVALID_REQUEST);
-    CHECK(piece_is(v.id, "null"), "null id answered with null");
+    MCPG_CHECK(piece_is(v.id, "null"), "null id answered with null");
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_REQUEST);
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":99999999999999999999,\"method\":\"tools/list\"}", 400,
                  MCPG_RPC_INVALID_REQUEST);
     v = EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"method\":\"tools/call\"}", 400,
                      MCPG_RPC_INVALID_REQUEST);
-    CHECK(piece_is(v.id, "5"), "a valid id is echoed in errors");
+    MCPG_CHECK(piece_is(v.id, "5"), "a valid id is echoed in errors");
 }
 
 static void test_envelope(void) {
     th_mcp_headers h = good_headers("tools/list", NULL);
     th_mcp_verdict v =
         EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}", 400, MCPG_RPC_INVALID_PARAMS);
-    CHECK(v.message.n && strstr(v.message.p, "_meta") != NULL, "message names _meta");
+    MCPG_CHECK(v.message.n && strstr(v.message.p, "_meta") != NULL, "message names _meta");
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{}}", 400,
                  MCPG_RPC_INVALID_PARAMS);
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":[]}", 400,
@@ -207,8 +194,8 @@ static void test_envelope(void) {
                      400, MCPG_RPC_UNSUPPORTED_VERSION);
     char data[256] = "";
     for (size_t i = 0; i < v.ndata; i++) strncat(data, v.data[i].p, v.data[i].n);
-    CHECK(!strcmp(data, "{\"supported\":[\"2026-07-28\"],\"requested\":\"2099-01-01\"}"), "data %s", data);
-    CHECK(mcpg_json_validate(data, strlen(data)) == 0, "data is JSON");
+    MCPG_CHECK(!strcmp(data, "{\"supported\":[\"2026-07-28\"],\"requested\":\"2099-01-01\"}"), "data %s", data);
+    MCPG_CHECK(mcpg_json_validate(data, strlen(data)) == 0, "data is JSON");
 
     const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" META "}}";
     h.protocol_version = hv("2025-11-25");
@@ -257,12 +244,12 @@ static void test_methods(void) {
 }
 
 static void test_header_grammar(void) {
-    CHECK(th_content_type_is_json("application/json", 16), "ct");
-    CHECK(!th_content_type_is_json("application/json-seq", 20), "ct prefix");
-    CHECK(th_accept_allows_json("application/json", 16), "accept");
-    CHECK(!th_accept_allows_json("application/jsonx", 17), "accept prefix");
-    CHECK(!th_accept_allows_json("*/*;q=0.000", 11), "q zero");
-    CHECK(th_accept_allows_json("*/*;q=0.001", 11), "q small");
+    MCPG_CHECK(th_content_type_is_json("application/json", 16), "ct");
+    MCPG_CHECK(!th_content_type_is_json("application/json-seq", 20), "ct prefix");
+    MCPG_CHECK(th_accept_allows_json("application/json", 16), "accept");
+    MCPG_CHECK(!th_accept_allows_json("application/jsonx", 17), "accept prefix");
+    MCPG_CHECK(!th_accept_allows_json("*/*;q=0.000", 11), "q zero");
+    MCPG_CHECK(th_accept_allows_json("*/*;q=0.001", 11), "q small");
 }
 
 /* ---- responses ------------------------------------------------------------ */
@@ -278,8 +265,8 @@ static void expect_result(const char *result, unsigned stamp, const char *want) 
     th_piece body[TH_MAX_PIECES];
     size_t n = th_rpc_result_body(&host, body, TH_LIT("1"), (th_piece){result, strlen(result)}, stamp);
     char *got = join(body, n);
-    CHECK(!strcmp(got, want), "result %s\n   got  %s\n   want %s", result, got, want);
-    CHECK(mcpg_json_validate(got, strlen(got)) == 0, "valid JSON: %s", got);
+    MCPG_CHECK(!strcmp(got, want), "result %s\n   got  %s\n   want %s", result, got, want);
+    MCPG_CHECK(mcpg_json_validate(got, strlen(got)) == 0, "valid JSON: %s", got);
 }
 
 static void test_results(void) {
@@ -301,21 +288,22 @@ static void test_results(void) {
     th_piece data = TH_LIT("{\"x\":1}");
     size_t n = th_rpc_error_body(body, TH_LIT("null"), codebuf, -32602, TH_LIT("\"bad\""), &data, 1);
     char *got = join(body, n);
-    CHECK(!strcmp(got, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32602,\"message\":\"bad\",\"data\":{\"x\":1}}}"),
-          "error %s", got);
+    MCPG_CHECK(!strcmp(got, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32602,\"message\":\"bad\","
+                            "\"data\":{\"x\":1}}}"),
+               "error %s", got);
     n = th_rpc_error_body(body, TH_LIT("1"), codebuf, INT64_MIN, TH_LIT("\"m\""), NULL, 0);
     got = join(body, n);
-    CHECK(strstr(got, "-9223372036854775808") != NULL, "INT64_MIN %s", got);
+    MCPG_CHECK(strstr(got, "-9223372036854775808") != NULL, "INT64_MIN %s", got);
 
     mcpg_buf out = {0};
     th_resp_head hd = {.status = 503, .retry_after_s = 1, .json = 1, .close = 1, .date = "D"};
     th_piece b = TH_LIT("{}");
     size_t blen = 0;
-    CHECK(th_resp_append(&host, &out, &hd, &b, 1, &blen) == 0, "append");
-    CHECK(!strcmp(out.data, "HTTP/1.1 503 Service Unavailable\r\nDate: D\r\nContent-Type: application/json\r\n"
-                            "Content-Length: 2\r\nConnection: close\r\nRetry-After: 1\r\n\r\n{}"),
-          "head %s", out.data);
-    CHECK(blen == 2, "blen");
+    MCPG_CHECK(th_resp_append(&host, &out, &hd, &b, 1, &blen) == 0, "append");
+    MCPG_CHECK(!strcmp(out.data, "HTTP/1.1 503 Service Unavailable\r\nDate: D\r\nContent-Type: application/json\r\n"
+                                 "Content-Length: 2\r\nConnection: close\r\nRetry-After: 1\r\n\r\n{}"),
+               "head %s", out.data);
+    MCPG_CHECK(blen == 2, "blen");
     mcpg_buf_free(&out);
 }
 
@@ -328,10 +316,5 @@ int main(void) {
     test_methods();
     test_header_grammar();
     test_results();
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("test_stateless: ok\n");
-    return 0;
+    return MCPG_CHECK_EXIT("test_stateless");
 }
