@@ -10,7 +10,9 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#define MCPG_VERSION "0.1.0"
+#ifndef MCPG_VERSION
+#define MCPG_VERSION "0.0.0-unknown" /* CMake passes the project version */
+#endif
 #define MCPG_MAX_WORKERS 256
 
 /* ---- errors collected while reading a manifest ---- */
