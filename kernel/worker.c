@@ -210,6 +210,21 @@ static void worker_main(void *arg) {
     uv_run(&w->loop, UV_RUN_DEFAULT);
 }
 
+/* Each instance's per-loop set-up, then the listeners: nothing is accepted
+ * on a loop before every instance is ready on it. */
+static void begin_on_loop(void *arg) {
+    mcpg_worker *w = arg;
+    generation *g = w->gen;
+    for (size_t i = 0; i < g->n_instances; i++) {
+        const mcpg_lifecycle_ops *lc = g->instances[i]->desc->lifecycle;
+        if (lc->worker_start) lc->worker_start(g->instances[i]->state, w);
+    }
+    for (size_t l = 0; l < w->n_listen; l++)
+        uv_poll_start(&w->listen_polls[l], UV_READABLE, on_accept);
+}
+
+static mcpg_post begin_posts[MCPG_MAX_WORKERS];
+
 int workers_start(void) {
     for (uint32_t i = 0; i < K.n_workers; i++) {
         mcpg_worker *w = &K.workers[i];
@@ -231,8 +246,10 @@ int workers_start(void) {
         for (size_t l = 0; l < w->n_listen; l++) {
             uv_poll_init_socket(&w->loop, &w->listen_polls[l], w->listen_fds[l]);
             w->listen_polls[l].data = w;
-            uv_poll_start(&w->listen_polls[l], UV_READABLE, on_accept);
         }
+        begin_posts[i].fn = begin_on_loop;
+        begin_posts[i].arg = w;
+        worker_post(w, &begin_posts[i]); /* the first thing the loop runs */
     }
     for (uint32_t i = 0; i < K.n_workers; i++)
         if (uv_thread_create(&K.workers[i].thread, worker_main, &K.workers[i]) != 0) return -1;
@@ -308,6 +325,13 @@ static void stop_on_loop(void *arg) {
     while (atomic_load(&w->senders)) sched_yield(); /* a wake-up still on its way */
     run_posts(w); /* whatever raced in before the door closed */
     calls_free_worker(w);
+    /* instances close what they keep on this loop, in reverse order; the
+     * walk then closes what is left (the kernel's own handles) */
+    generation *g = w->gen;
+    for (size_t i = g->n_instances; i-- > 0;) {
+        const mcpg_lifecycle_ops *lc = g->instances[i]->desc->lifecycle;
+        if (lc->worker_stop) lc->worker_stop(g->instances[i]->state, w);
+    }
     uv_walk(&w->loop, close_any, NULL);
 }
 

@@ -75,6 +75,7 @@ typedef struct mcpg_config_field {
 /* ---- lifecycle, common to every kind ---------------------------------- */
 
 typedef struct mcpg_host mcpg_host;
+struct mcpg_worker; /* one event loop thread: mcpg_worker in call.h */
 typedef struct mcpg_instance mcpg_instance; /* the kernel's handle for one configured instance */
 typedef struct mcpg_report mcpg_report;     /* where validate() reports errors */
 
@@ -109,6 +110,17 @@ typedef struct mcpg_lifecycle_ops {
      * after every loop the instance used has ended, so handles still open on
      * those loops can be freed without closing them. */
     void (*destroy)(void *instance);
+
+    /* Optional. On each worker's loop thread, once, after start() and before
+     * that loop serves: set up what the instance keeps per loop (connections,
+     * host timers on w). */
+    void (*worker_start)(void *instance, struct mcpg_worker *w);
+
+    /* Optional. On each worker's loop thread, once that loop has drained and
+     * before stop(): close what the instance keeps on w (handles, host
+     * timers). The loop ends after it returns; stop() itself runs on the main
+     * thread, where no loop-thread slot may be used. */
+    void (*worker_stop)(void *instance, struct mcpg_worker *w);
 } mcpg_lifecycle_ops;
 
 /* ---- the descriptor ----------------------------------------------------- */

@@ -4,9 +4,15 @@
 #include <mcpg/sdk.h>
 #include <string.h>
 
+/* One periodic host timer per loop, started in worker_start and stopped in
+ * worker_stop: the kernel's per-loop lifecycle, as a real module with
+ * per-loop state (a connection pool, a cache sweep) would use it. */
+#define FX_MAX_WORKERS 16
+
 typedef struct fx {
     const mcpg_host *host;
     mcpg_instance *self;
+    mcpg_timer *ticker[FX_MAX_WORKERS];
 } fx;
 
 typedef struct pending {
@@ -29,6 +35,21 @@ static int fx_create(const mcpg_host *host, mcpg_instance *self, const void *cfg
 static void fx_destroy(void *inst) {
     fx *f = inst;
     f->host->free(f);
+}
+
+static void on_tick(void *arg) { (void)arg; }
+
+static void fx_worker_start(void *inst, mcpg_worker *w) {
+    fx *f = inst;
+    uint32_t i = f->host->worker_index(w);
+    if (i < FX_MAX_WORKERS) f->host->timer_start(f->self, w, 5, 5, on_tick, f, &f->ticker[i]);
+}
+
+static void fx_worker_stop(void *inst, mcpg_worker *w) {
+    fx *f = inst;
+    uint32_t i = f->host->worker_index(w);
+    if (i < FX_MAX_WORKERS && f->ticker[i]) f->host->timer_stop(f->ticker[i]);
+    if (i < FX_MAX_WORKERS) f->ticker[i] = NULL;
 }
 
 static void on_timer(void *arg) {
@@ -72,7 +93,9 @@ static mcpg_status fx_authenticate(void *inst, mcpg_call *call) {
 }
 
 static const mcpg_lifecycle_ops fx_lifecycle = {MCPG_OPS_HEAD(mcpg_lifecycle_ops),
-                                                .create = fx_create, .destroy = fx_destroy};
+                                                .create = fx_create, .destroy = fx_destroy,
+                                                .worker_start = fx_worker_start,
+                                                .worker_stop = fx_worker_stop};
 static const mcpg_identity_ops fx_ops = {MCPG_OPS_HEAD(mcpg_identity_ops),
                                          .authenticate = fx_authenticate};
 

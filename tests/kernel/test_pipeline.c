@@ -304,10 +304,17 @@ int main(int argc, char **argv) {
 
     /* no sleep first: the drain itself waits for the timed-out backends
      * still holding their calls on the pool */
+    /* the fixture identity keeps one periodic host timer per loop, from its
+     * worker_start to its worker_stop: none may be left for the kernel */
+    mcpg_instance *who = K.gen->instances[1];
+    MCPG_CHECK(strcmp(who->name, "who") == 0 && atomic_load(&who->live_timers) == 1,
+               "worker_start ran on the loop: %d timer(s)", atomic_load(&who->live_timers));
     workers_drain();
     for (int i = 0; i < 200 && !workers_idle(); i++) usleep(10000);
     MCPG_CHECK(workers_idle(), "workers drained");
     workers_stop();
+    MCPG_CHECK(atomic_load(&who->live_timers) == 0, "worker_stop stopped its timer: %d left",
+               atomic_load(&who->live_timers));
     pool_stop();
     generation_stop(K.gen);
     workers_free();
