@@ -79,6 +79,8 @@ struct mcpg_call {
     bool backend_failed, denied;
     atomic_bool cancelled;       /* set on the loop, read by a pool backend too */
     uint64_t t0, tb0, tb1;
+    uint64_t event_seq;          /* the audit event being emitted: one seq and */
+    int64_t event_time_us;       /* one time for every sink that records it */
     char *principal, *tenant, *roles;
     mcpg_buf result;
     bool is_error;

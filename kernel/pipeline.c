@@ -32,8 +32,12 @@ static void audit_outcome(mcpg_call *c, mcpg_audit_event *ev) {
 static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     mcpg_audit_event ev = {.size = sizeof ev};
     ev.name = audit_event_name(c);
-    ev.seq = atomic_fetch_add(&K.audit_seq, 1) + 1;
-    ev.time_us = wall_us();
+    if (c->idx == 0) { /* the first sink: the event is created here */
+        c->event_seq = atomic_fetch_add(&K.audit_seq, 1) + 1;
+        c->event_time_us = wall_us();
+    }
+    ev.seq = c->event_seq;
+    ev.time_us = c->event_time_us;
     ev.id_json = c->d.id_json;
     ev.id_len = c->d.id_len;
     ev.method = call_method_names[c->method];

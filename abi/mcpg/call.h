@@ -123,8 +123,11 @@ typedef struct mcpg_call_outcome {
 typedef struct mcpg_audit_event {
     uint32_t size;
     const char *name;         /* "mcpg.tool.call.allowed", ".completed", ".denied", ".failed" */
-    uint64_t seq;             /* per-gateway sequence, strictly increasing */
-    int64_t time_us;          /* wall clock, microseconds since the epoch */
+    uint64_t seq;             /* unique per gateway, increasing in the order events are
+                                 created; every sink gets the same seq and time for one
+                                 event. A sink fed by several loops may receive events a
+                                 little out of seq order (each loop emits on its own). */
+    int64_t time_us;          /* wall clock when the event was created, microseconds since the epoch */
     const char *id_json;      /* the JSON-RPC id as raw JSON text */
     size_t id_len;
     const char *method;       /* NUL-terminated */
