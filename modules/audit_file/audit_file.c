@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,6 +82,9 @@ typedef struct audit {
     audit_batch writing;
     int torn;             /* the last write stopped mid-line: start the next on a new line */
     uint64_t n_batches, n_events, max_events, n_failures;
+    uint64_t fail_streak; /* batches failed in a row; see audit_log_errno */
+    int fail_errno;
+    time_t fail_logged_s;
 } audit;
 
 /* A call to fail on its own loop: call_error is loop-thread-only. */
@@ -190,10 +194,12 @@ static void audit_fail_call(audit *a, const audit_entry *e) {
     h->call_resume(e->call, MCPG_DENY);
 }
 
-static int audit_write_all(audit *a, const char *p, size_t n) {
+/* *written counts the bytes that reached the file, also when it fails. */
+static int audit_write_all(audit *a, const char *p, size_t n, size_t *written) {
     static const char nl = '\n';
     struct iovec iov[2];
     int cnt = 0;
+    *written = 0;
     if (a->torn) iov[cnt++] = (struct iovec){(void *)&nl, 1};
     iov[cnt++] = (struct iovec){(void *)p, n};
     while (cnt > 0) {
@@ -205,6 +211,7 @@ static int audit_write_all(audit *a, const char *p, size_t n) {
         }
         a->torn = 1; /* until the whole chunk is out */
         size_t done = (size_t)w;
+        *written += done;
         while (cnt > 0 && done >= iov[0].iov_len) {
             done -= iov[0].iov_len;
             iov[0] = iov[1];
@@ -219,22 +226,67 @@ static int audit_write_all(audit *a, const char *p, size_t n) {
     return 0;
 }
 
+/* Take a failed chunk's `written` bytes back out of the file. Without this a
+ * full disk (ENOSPC, EFBIG) left a torn half line in the file, and complete
+ * lines of the chunk's other events, whose calls were failed closed: the
+ * file then said "allowed" for calls that never ran. After the rollback the
+ * file holds exactly the events whose calls continued.
+ * Only when the file still ends where our write ended: another writer (the
+ * previous generation's sink during a reload) may have appended since, and
+ * its lines must not go. Then, as before, the next chunk starts on a new line.
+ * Returns 1 when the bytes are gone. */
+static int audit_rollback(audit *a, size_t written) {
+    if (!written) return 1;
+    off_t end = lseek(a->fd, 0, SEEK_CUR); /* O_APPEND: just past our last write */
+    struct stat st;
+    return end >= (off_t)written && fstat(a->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+           st.st_size == end && ftruncate(a->fd, end - (off_t)written) == 0;
+}
+
+/* A failing disk fails every batch, and with calls arriving a batch is a few
+ * microseconds: one error line per batch was ~34,000 lines a second on a full
+ * disk (measured), flooding the gateway's log, often on that same disk. So a
+ * run of failures is logged when it starts or its error changes, then at
+ * most every AUDIT_FAIL_LOG_S seconds with the count, and once when writes
+ * succeed again. Writer thread only. */
+#define AUDIT_FAIL_LOG_S 10
+
 static void audit_log_errno(audit *a, const char *what, int err) {
     char buf[128];
-    a->host->log(a->self, MCPG_LOG_ERROR, "%s %s failed: %s; failing the calls closed", what,
-                 a->cfg->path, strerror_r(err, buf, sizeof buf));
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    a->fail_streak++;
+    if (a->fail_streak > 1 && err == a->fail_errno &&
+        now.tv_sec - a->fail_logged_s < AUDIT_FAIL_LOG_S)
+        return;
+    a->host->log(a->self, MCPG_LOG_ERROR,
+                 "%s %s failed: %s; failing the calls closed (%llu failed batches in a row)",
+                 what, a->cfg->path, strerror_r(err, buf, sizeof buf),
+                 (unsigned long long)a->fail_streak);
+    a->fail_errno = err;
+    a->fail_logged_s = now.tv_sec;
+}
+
+static void audit_log_recovered(audit *a) {
+    a->host->log(a->self, MCPG_LOG_WARN, "writes to %s succeed again after %llu failed batches",
+                 a->cfg->path, (unsigned long long)a->fail_streak);
+    a->fail_streak = 0;
 }
 
 /* One group commit: events [i, j) of the writing batch. */
 static void audit_commit(audit *a, size_t i, size_t j) {
     audit_batch *b = &a->writing;
-    size_t off = i ? b->ev[i - 1].end : 0;
-    int ok = audit_write_all(a, b->data + off, b->ev[j - 1].end - off) == 0;
+    size_t off = i ? b->ev[i - 1].end : 0, written;
+    int torn_before = a->torn;
+    int ok = audit_write_all(a, b->data + off, b->ev[j - 1].end - off, &written) == 0;
     if (!ok) audit_log_errno(a, "write to", errno);
     if (ok && a->cfg->fsync && fdatasync(a->fd) != 0) {
         ok = 0;
         audit_log_errno(a, "fdatasync of", errno);
     }
+    /* the file is as it was before the chunk, '\n' of a torn line included */
+    if (!ok && audit_rollback(a, written)) a->torn = torn_before;
+    if (ok && a->fail_streak) audit_log_recovered(a);
     for (size_t k = i; k < j; k++) {
         if (!b->ev[k].call) continue;
         if (ok)

@@ -1013,10 +1013,15 @@ static int host_call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call *
     return 0;
 }
 
+/* As the kernel (call_cancel): a backend's cancel op runs only for a call it
+ * holds on the loop (inline dispatch). Calling it for a call whose op runs on
+ * a pool thread, as this did, raced that op in a way the kernel never does,
+ * and let a module rely on a cancel that never comes in the gateway. */
 static void host_call_cancel(mcpg_call *c) {
     c->cancelled = 1;
     mcpg_instance *be = c->op_inst;
-    if (!be || !call_in_flight(c) || be->m->kind != MCPG_KIND_BACKEND) return;
+    if (!be || !call_in_flight(c) || be->m->kind != MCPG_KIND_BACKEND || !be->inline_dispatch)
+        return;
     const mcpg_backend_ops *o = be->m->ops;
     if (OPS_HAS(o, mcpg_backend_ops, cancel)) o->cancel(be->state, c);
 }
@@ -1290,6 +1295,33 @@ static int check_ops(mcpg_fakehost *fh, const mcpg_module *m) {
     return 0;
 }
 
+static size_t config_type_size(uint32_t type) {
+    switch (type) {
+    case MCPG_CFG_BOOL: return sizeof(int);
+    case MCPG_CFG_INT: return sizeof(int64_t);
+    case MCPG_CFG_DOUBLE: return sizeof(double);
+    case MCPG_CFG_STRING:
+    case MCPG_CFG_JSON:
+    case MCPG_CFG_ENUM: return sizeof(const char *);
+    default: return 0;
+    }
+}
+
+/* As the kernel's loader does: every field lies inside config_size bytes.
+ * Without this the fake host accepted a schema the kernel refuses, and its
+ * parser wrote past the config struct it had allocated (a module that forgot
+ * config_size passed its own tests, then failed to load in the gateway). */
+static const char *check_config_schema(const mcpg_module *m, const mcpg_config_field **bad) {
+    for (const mcpg_config_field *f = m->config; f && f->key; f++) {
+        size_t n = config_type_size(f->type);
+        *bad = f;
+        if (!n) return "has an unknown type";
+        if (f->offset > m->config_size || n > m->config_size - f->offset)
+            return "lies outside config_size";
+    }
+    return NULL;
+}
+
 /* The kernel's loader checks, in its order: what comes first is what the
  * rest can be trusted by. */
 static int check_descriptor(mcpg_fakehost *fh, const mcpg_module *m) {
@@ -1306,6 +1338,12 @@ static int check_descriptor(mcpg_fakehost *fh, const mcpg_module *m) {
     else if (!lc->create || !lc->destroy) why = "mandatory op lifecycle.create or .destroy missing";
     if (why) {
         note(fh, "refused module %s: %s", m && m->name ? m->name : "(unnamed)", why);
+        return MCPG_EABI;
+    }
+    const mcpg_config_field *f = NULL;
+    if ((why = check_config_schema(m, &f))) {
+        note(fh, "refused module %s: config field \"%s\" (type %u, offset %zu) %s (%u bytes)",
+             m->name, f->key, f->type, f->offset, why, m->config_size);
         return MCPG_EABI;
     }
     return check_ops(fh, m);
@@ -1415,6 +1453,9 @@ int mcpg_fakehost_load(mcpg_fakehost *fh, const mcpg_module *m, const char *inst
     if (rc == 0 && m->lifecycle->start) rc = m->lifecycle->start(inst->state);
     if (rc == 0) {
         inst->started = 1;
+        /* as the kernel does on each loop before it serves; the test thread
+         * is the one worker's loop thread */
+        if (m->lifecycle->worker_start) m->lifecycle->worker_start(inst->state, &fh->worker);
         *inst_out = inst;
         return 0;
     }
@@ -1485,6 +1526,7 @@ int mcpg_fakehost_unload(mcpg_fakehost *fh, mcpg_instance *inst) {
     if (!fh || !inst) return MCPG_EINVAL;
     const mcpg_lifecycle_ops *lc = inst->m->lifecycle;
     forget_calls(fh, inst);
+    if (inst->started && lc->worker_stop) lc->worker_stop(inst->state, &fh->worker);
     if (inst->started && lc->stop) lc->stop(inst->state);
     inst->started = 0;
     if (drain_work(fh, inst)) return MCPG_ETIMEDOUT; /* destroy would free what work uses */

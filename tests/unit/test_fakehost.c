@@ -259,9 +259,17 @@ static mcpg_status tb_call_tool(void *inst, mcpg_call *call) {
 static const mcpg_lifecycle_ops tb_lifecycle = {
     .size = sizeof(mcpg_lifecycle_ops), .version = 1, .validate = tb_validate,
     .create = tb_create, .start = tb_start, .stop = tb_stop, .destroy = tb_destroy};
+static int cancels; /* how often cancel() was called */
+
+static void tb_cancel(void *inst, mcpg_call *call) {
+    (void)inst;
+    (void)call;
+    cancels++; /* the call still answers on its own */
+}
+
 static const mcpg_backend_ops tb_ops = {MCPG_OPS_HEAD(mcpg_backend_ops),
                                         .list_tools = tb_list_tools,
-                                        .call_tool = tb_call_tool};
+                                        .call_tool = tb_call_tool, .cancel = tb_cancel};
 static const mcpg_module tb_module = {
     .magic = MCPG_MODULE_MAGIC, .abi_major = MCPG_ABI_MAJOR, .abi_minor = MCPG_ABI_MINOR,
     .size = sizeof(mcpg_module), .kind = MCPG_KIND_BACKEND, .name = "backend_t",
@@ -345,6 +353,21 @@ static void test_descriptors(mcpg_fakehost *fh) {
     MCPG_CHECK(mcpg_fakehost_load(fh, &bad, "x", NULL, &inst) == MCPG_EABI, "ops table too small");
     MCPG_CHECK(mcpg_fakehost_load(fh, &tb_module, "bad name!", NULL, &inst) == MCPG_EINVAL,
                "instance name");
+    /* A schema outside config_size is refused as the kernel's loader does;
+     * before, the fake host parsed it and wrote past the struct it allocated. */
+    bad = tb_module;
+    bad.config_size = offsetof(tb_config, work_items); /* the last field sticks out */
+    MCPG_CHECK(mcpg_fakehost_load(fh, &bad, "x", "{\"work_items\":3}", &inst) == MCPG_EABI &&
+                   !inst,
+               "config field outside config_size");
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "\"work_items\"") &&
+                   mcpg_fakehost_log_contains(fh, "lies outside config_size"),
+               "the log names the field: %s", mcpg_fakehost_log_text(fh));
+    static const mcpg_config_field odd_fields[] = {
+        {"odd", 99, 0, 0, NULL, 0, 0, NULL, "a type no kernel knows"}, MCPG_CONFIG_END};
+    bad = tb_module;
+    bad.config = odd_fields;
+    MCPG_CHECK(mcpg_fakehost_check(fh, &bad, NULL) == MCPG_EABI, "unknown field type");
 }
 
 static void test_config(mcpg_fakehost *fh) {
@@ -451,6 +474,22 @@ static void test_backend(mcpg_fakehost *fh) {
     MCPG_CHECK(mcpg_fakehost_wait(fh, c, 20) == MCPG_ETIMEDOUT, "wait times out");
     MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE, "then the answer comes");
     mcpg_fakehost_call_free(fh, c);
+
+    /* call_cancel reaches the backend's cancel op only for a call held on the
+     * loop (inline), as in the kernel; before, it was also called while the op
+     * ran on a pool thread */
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    for (int inl = 0; inl < 2; inl++) {
+        mcpg_fakehost_set_inline(inst, inl);
+        cancels = 0;
+        c = greet(fh, "slow");
+        MCPG_CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "slow is pending");
+        h->call_cancel(c);
+        MCPG_CHECK(h->call_cancelled(c) == 1, "the call knows it was cancelled");
+        MCPG_CHECK(cancels == inl, "inline %d: cancel() called %d times", inl, cancels);
+        MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE, "it still answers");
+        mcpg_fakehost_call_free(fh, c);
+    }
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,24 +192,34 @@ static void test_unwritable(void) {
 static void test_write_failure(void) {
     mcpg_fakehost_log_clear(fh);
     mcpg_instance *inst = load(config_for("/dev/full", NULL));
-    mcpg_call *c[3];
-    for (int i = 0; i < 3; i++) {
-        c[i] = new_call();
-        int st = emit(inst, c[i], (uint64_t)i + 1);
-        MCPG_REQUIRE(st == MCPG_PENDING || st == MCPG_DENY, "emit %d: status %d", i, st);
-    }
-    for (int i = 0; i < 3; i++) {
-        MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_DENY, "call %d denied", i);
-        mcpg_call_outcome out = {.size = sizeof out};
-        mcpg_fakehost_outcome(c[i], &out);
-        MCPG_REQUIRE(out.is_error && out.error_code == MCPG_RPC_SERVER_ERROR,
-                     "call %d: a server error", i);
-        MCPG_CHECK(strcmp(out.error_message, "audit write failed") == 0, "call %d: %s", i,
-                   out.error_message);
-        MCPG_CHECK(out.http_status == 503, "call %d: HTTP %d", i, out.http_status);
-        mcpg_fakehost_call_free(fh, c[i]);
+    for (int round = 0; round < 4; round++) { /* separate batches, every one failing */
+        mcpg_call *c[3];
+        for (int i = 0; i < 3; i++) {
+            c[i] = new_call();
+            int st = emit(inst, c[i], (uint64_t)i + 1);
+            MCPG_REQUIRE(st == MCPG_PENDING || st == MCPG_DENY, "emit %d: status %d", i, st);
+        }
+        for (int i = 0; i < 3; i++) {
+            MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_DENY, "call %d denied", i);
+            mcpg_call_outcome out = {.size = sizeof out};
+            mcpg_fakehost_outcome(c[i], &out);
+            MCPG_REQUIRE(out.is_error && out.error_code == MCPG_RPC_SERVER_ERROR,
+                         "call %d: a server error", i);
+            MCPG_CHECK(strcmp(out.error_message, "audit write failed") == 0, "call %d: %s", i,
+                       out.error_message);
+            MCPG_CHECK(out.http_status == 503, "call %d: HTTP %d", i, out.http_status);
+            mcpg_fakehost_call_free(fh, c[i]);
+        }
     }
     MCPG_CHECK(mcpg_fakehost_log_contains(fh, "write to /dev/full failed"), "the log says why");
+    /* once per run of failures, not once per batch (that flooded the log with
+     * tens of thousands of lines a second on a full disk) */
+    size_t lines = 0;
+    for (const char *p = mcpg_fakehost_log_text(fh); (p = strstr(p, "write to /dev/full failed"));
+         p++)
+        lines++;
+    MCPG_CHECK(lines == 1, "%zu error lines for 4+ failed batches in a row:\n%s", lines,
+               mcpg_fakehost_log_text(fh));
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
@@ -279,6 +290,90 @@ static void test_queue_full(void) {
     unlink(path);
 }
 
+/* A full disk. RLIMIT_FSIZE gives what ENOSPC gives on a full filesystem
+ * (a short write up to the limit, then an error: EFBIG here) without root or
+ * a mount. The calls of a chunk that did not fit fail closed, and the file
+ * must hold exactly the events whose calls continued, in seq order, every
+ * line whole: before the fix it kept the torn half line of the chunk, and the
+ * whole lines before it of calls that had been failed (so it said "allowed"
+ * for calls that never ran). */
+static void test_disk_full(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/full.jsonl", dir);
+    mcpg_fakehost_log_clear(fh);
+    mcpg_instance *inst = load(config_for(path, "\"max_batch_bytes\":4096"));
+    struct rlimit old;
+    MCPG_REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit");
+    signal(SIGXFSZ, SIG_IGN); /* the writer blocks it anyway; this process must not die of it */
+    char msg[700];
+    memset(msg, 'm', sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    enum { N = 45 };
+    int st[N], denied = 0;
+    for (int phase = 0; phase < 3; phase++) {
+        int from = phase * 15, to = from + 15;
+        if (phase == 1) { /* room for about 3 more lines */
+            struct stat sb;
+            MCPG_REQUIRE(stat(path, &sb) == 0, "stat %s", path);
+            struct rlimit lim = {(rlim_t)sb.st_size + 3000, old.rlim_max};
+            MCPG_REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit");
+        }
+        mcpg_call *c[15];
+        for (int i = from; i < to; i++) { /* one burst: several events per chunk */
+            char id[24];
+            mcpg_audit_event ev = event_for((uint64_t)i + 1, id, sizeof id);
+            ev.error_message = msg;
+            c[i - from] = new_call();
+            st[i] = mcpg_fakehost_emit(fh, inst, c[i - from], &ev);
+        }
+        for (int i = from; i < to; i++) {
+            if (st[i] == MCPG_PENDING) st[i] = mcpg_fakehost_wait(fh, c[i - from], 5000);
+            MCPG_REQUIRE(st[i] == MCPG_CONTINUE || st[i] == MCPG_DENY, "call %d: status %d", i,
+                         st[i]);
+            if (st[i] == MCPG_DENY)
+                MCPG_CHECK(strcmp(mcpg_fakehost_error_message(c[i - from]),
+                                  "audit write failed") == 0,
+                           "call %d: %s", i, mcpg_fakehost_error_message(c[i - from]));
+            denied += st[i] == MCPG_DENY;
+            MCPG_CHECK(phase == 1 || st[i] == MCPG_CONTINUE, "call %d (phase %d) continued", i,
+                       phase);
+            mcpg_fakehost_call_free(fh, c[i - from]);
+        }
+        if (phase == 1) MCPG_REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0, "restore the limit");
+    }
+    MCPG_CHECK(denied > 0, "the limit failed some calls");
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "failed: File too large"), "the log says why");
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "succeed again after"), "and when it recovered");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    signal(SIGXFSZ, SIG_DFL);
+
+    FILE *f = fopen(path, "r");
+    MCPG_REQUIRE(f, "open %s", path);
+    char *line = NULL;
+    size_t cap = 0, lines = 0, continued = 0;
+    ssize_t len;
+    uint64_t last = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        lines++;
+        json_t *o = json_loadb(line, (size_t)len - 1, 0, NULL);
+        MCPG_CHECK(o && line[len - 1] == '\n', "line %zu is whole JSON: %.60s", lines, line);
+        if (!o) continue;
+        uint64_t seq = (uint64_t)json_integer_value(json_object_get(o, "seq"));
+        json_decref(o);
+        MCPG_CHECK(seq > last && seq <= N, "line %zu: seq %llu after %llu", lines,
+                   (unsigned long long)seq, (unsigned long long)last);
+        last = seq;
+        MCPG_CHECK(seq >= 1 && seq <= N && st[seq - 1] == MCPG_CONTINUE,
+                   "line %zu: seq %llu is of a call that was failed closed", lines,
+                   (unsigned long long)seq);
+    }
+    free(line);
+    fclose(f);
+    for (int i = 0; i < N; i++) continued += st[i] == MCPG_CONTINUE;
+    MCPG_CHECK(lines == continued, "%zu lines for %zu calls that continued", lines, continued);
+    unlink(path);
+}
+
 /* flush() returns once everything queued is on disk; stop() drains too. */
 static void test_flush_and_stop(void) {
     char path[128];
@@ -300,7 +395,6 @@ static void test_flush_and_stop(void) {
         MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE, "call %d answered", i);
         mcpg_fakehost_call_free(fh, c[i]);
     }
-    /* events still queued when stop comes are written before it returns */
     for (int i = 0; i < N; i++) {
         c[i] = new_call();
         emit(inst, c[i], (uint64_t)N + (uint64_t)i + 1);
@@ -310,9 +404,16 @@ static void test_flush_and_stop(void) {
         MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE, "call %d answered", i);
         mcpg_fakehost_call_free(fh, c[i]);
     }
+    /* events still queued when stop comes are written before it returns (no
+     * flush first; no calls, since none may be pending across an unload) */
+    for (uint64_t i = 0; i < N; i++) {
+        char id[24];
+        mcpg_audit_event ev = event_for(2 * N + i + 1, id, sizeof id);
+        MCPG_REQUIRE(ops->emit(mcpg_fakehost_state(inst), NULL, &ev) == MCPG_CONTINUE, "emit");
+    }
     dlclose(image);
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
-    MCPG_CHECK(check_file(path, 1) == 2 * N, "stop wrote every event");
+    MCPG_CHECK(check_file(path, 1) == 3 * N, "stop wrote every event");
     struct stat st;
     MCPG_CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "mode 0600");
     unlink(path);
@@ -360,6 +461,7 @@ int main(int argc, char **argv) {
     test_unwritable();
     test_write_failure();
     test_queue_full();
+    test_disk_full();
     test_flush_and_stop();
     bench_emit();
     test_group_commit(1, 1, 2000);
