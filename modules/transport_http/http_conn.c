@@ -10,6 +10,10 @@
 #include "internal.h"
 
 #include <string.h>
+#include <sys/ioctl.h>
+#if defined(__linux__)
+#include <linux/sockios.h> /* SIOCOUTQ */
+#endif
 
 static void update_reading(th_conn *c);
 
@@ -131,6 +135,22 @@ static void maybe_finish(th_conn *c) {
 
 /* ---- writing ------------------------------------------------------------------ */
 
+/* Bytes of this connection's answers the peer has not taken yet: libuv's
+ * queue plus, on Linux, the socket's send queue (SIOCOUTQ: not yet
+ * acknowledged). libuv's queue alone moves only at writable events, which
+ * come once a large part of the send buffer has drained: a reader draining
+ * a large answer steadily can go longer than the idle timeout without one. */
+static size_t unsent_bytes(th_conn *c) {
+    size_t q = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+#ifdef SIOCOUTQ
+    uv_os_fd_t fd;
+    int outq = 0;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && ioctl(fd, SIOCOUTQ, &outq) == 0 && outq > 0)
+        q += (size_t)outq;
+#endif
+    return q;
+}
+
 static void on_write(uv_write_t *req, int status) {
     th_conn *c = req->handle->data;
     c->writing = 0;
@@ -141,6 +161,7 @@ static void on_write(uv_write_t *req, int status) {
         return;
     }
     c->last_ms = uv_now(c->ws->loop);
+    c->wq_seen = unsent_bytes(c); /* what the socket still holds: see th_conn_sweep */
     th_mark_dirty(c); /* more may be queued; reading may resume */
 }
 
@@ -170,6 +191,7 @@ static void flush(th_conn *c) {
         return;
     }
     c->writing = 1;
+    c->wq_seen = unsent_bytes(c);
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -216,10 +238,15 @@ static void keep_rest(th_conn *c, const char *data, size_t n, int from_saved) {
 
 static void feed(th_conn *c, const char *data, size_t n, int from_saved) {
     c->in_execute = 1;
+    th_parse_read_begin(c, data);
     llhttp_errno_t e = llhttp_execute(&c->parser, data, n);
     c->in_execute = 0;
     if (from_saved && e == HPE_OK) c->saved.len = 0;
-    if (e == HPE_OK) return;
+    if (e == HPE_OK) {
+        /* a header section still open at the end of the read counts up to here */
+        if (th_parse_read_end(c, data, n)) parse_error(c);
+        return;
+    }
     if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
         c->paused = 1;
         if (e == HPE_PAUSED_UPGRADE) c->close_after = 1;
@@ -242,8 +269,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         th_conn_close(c);
         return;
     }
+    /* discarding until the peer closes, for at most TH_LINGER_MS from
+     * start_linger: input must not extend it (a client that kept sending,
+     * e.g. the rest of a body refused with 413, held the connection open
+     * and the loop busy for as long as it liked) */
+    if (c->lingering) return;
     c->last_ms = uv_now(c->ws->loop);
-    if (c->lingering) return; /* discarding until the peer closes */
     feed(c, buf->base, (size_t)nread, 0);
     update_reading(c);
     if (c->out.len || c->close_after) th_mark_dirty(c);
@@ -285,7 +316,10 @@ void th_conn_service(th_conn *c) {
      * write again (a few rounds per turn, then the next turn, for fairness). */
     for (int round = 0; c->paused && !c->closing && th_conn_can_take_more(c); round++) {
         if (round == 8) {
-            th_mark_dirty(c);
+            /* Not th_mark_dirty(): c is still marked while serviced, so that
+             * would be a no-op and the paused connection would never be
+             * serviced again (a stall). on_prepare requeues it. */
+            c->again = 1;
             break;
         }
         resume(c);
@@ -293,8 +327,12 @@ void th_conn_service(th_conn *c) {
     }
     maybe_finish(c);
     update_reading(c);
-    /* a connection that went quiet gives back an outsized output buffer */
+    /* a connection that went quiet gives back an outsized output buffer;
+     * both of them: after an answer written through uv_write the large one
+     * is wbuf (the buffers swap in flush), which was kept for the life of
+     * the connection */
     if (!c->out.len && c->out.cap > TH_CONN_KEEP_CAP) c->ws->mod->host->buf_free(&c->out);
+    if (!c->writing && c->wbuf.cap > TH_CONN_KEEP_CAP) c->ws->mod->host->buf_free(&c->wbuf);
 }
 
 /* ---- adopt, sweep, drain ------------------------------------------------------- */
@@ -339,7 +377,22 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
         /* a request must arrive whole within the idle timeout of its first
          * byte, so trickling bytes cannot hold a connection forever */
         uint64_t since = c->cur ? c->cur_start_ms : c->last_ms;
-        if (now - since >= idle) th_conn_close(c);
+        if (now - since < idle) continue;
+        /* An answer still on its way to a slow reader is traffic, not
+         * idleness: a uv_write's callback comes only at its end, and the
+         * socket's send buffer drains after that. Progress is the unsent
+         * count having moved since the last look; a reader that stops is
+         * still closed. (A client reading a large answer steadily was cut
+         * off once the answer outlasted the idle timeout.) */
+        if (!c->cur) {
+            size_t q = unsent_bytes(c);
+            if (q && q != c->wq_seen) {
+                c->wq_seen = q;
+                c->last_ms = now;
+                continue;
+            }
+        }
+        th_conn_close(c);
     }
 }
 

@@ -24,6 +24,11 @@ void th_req_reset(th_req *r) {
     r->in_submit = 0;
     r->headers_done = 0;
     r->url_off = r->url_len = r->body_off = r->body_len = r->header_bytes = 0;
+    r->hmark = NULL;
+    r->hmark_seq = 0;
+    r->htail = 0;
+    r->hstarted = 0;
+    r->hlast_name = 0;
     r->stamp = 0;
     r->status = 0;
     r->resp_bytes = 0;
@@ -43,6 +48,62 @@ static int count_header_bytes(th_conn *c, th_req *r, size_t len) {
     return 0;
 }
 
+/* The header section is counted from the raw input, not from the spans
+ * alone: llhttp drops the request line's method/version separators, the
+ * ": " and CRLFs, and the whitespace before a value without a callback, so
+ * counting spans let a request line or value padding (any amount of it)
+ * pass max_header_bytes. Every byte from the request line's first to the
+ * end of the latest span is counted: r->hmark is where counting stopped,
+ * valid within the read it was set in (th_parse_read_end counts a read's
+ * rest when a section spans reads); the line ends after the last span are
+ * counted at headers_complete as the CRLF CRLF they must be. */
+static int count_span(th_conn *c, th_req *r, const char *at, size_t len, int is_name) {
+    const char *from = r->hmark_seq == c->in_seq ? r->hmark : c->in_start;
+    if (!r->hstarted) { /* bytes before the method (CRLFs llhttp skips) are not this request's */
+        from = at;
+        r->hstarted = 1;
+    }
+    r->hmark = at + len;
+    r->hmark_seq = c->in_seq;
+    r->htail = 0;
+    r->hlast_name = (uint8_t)is_name;
+    return count_header_bytes(c, r, (size_t)(at + len - from));
+}
+
+void th_parse_read_begin(th_conn *c, const char *data) {
+    c->in_start = data;
+    c->in_seq++;
+}
+
+/* After a read parsed without error: count the rest of a header section
+ * still open, and note how the input ends for the obs-fold check. Returns
+ * -1 (err_status set) when the section is now over the limit. */
+int th_parse_read_end(th_conn *c, const char *data, size_t n) {
+    const char *q = data + n;
+    while (q > data && (q[-1] == ' ' || q[-1] == '\t')) q--;
+    if (q > data) c->in_lf_ws = q[-1] == '\n'; /* else only whitespace: unchanged */
+    th_req *r = c->cur;
+    if (!r || !r->hstarted || r->headers_done) return 0;
+    const char *from = r->hmark_seq == c->in_seq ? r->hmark : data;
+    size_t rest = (size_t)(data + n - from);
+    r->hmark = data + n;
+    r->hmark_seq = c->in_seq;
+    r->htail += (uint32_t)(rest > UINT32_MAX ? UINT32_MAX : rest);
+    return count_header_bytes(c, r, rest);
+}
+
+/* obs-fold (a header line continued on the next line after SP/HT): llhttp
+ * 8 silently joins it to the value. RFC 9112 5.2 allows rejecting it, and
+ * rejecting closes the door on "\r\n Content-Length: ..." smuggling
+ * through a front end that reads the line as a header (CVE-2024-27982;
+ * llhttp 9.2 rejects folds by default). A value span that follows LF and
+ * only SP/HT can only be a continuation: a value proper follows ':'. */
+static int after_fold(const th_conn *c, const char *at) {
+    const char *q = at;
+    while (q > c->in_start && (q[-1] == ' ' || q[-1] == '\t')) q--;
+    return q > c->in_start ? q[-1] == '\n' : c->in_lf_ws;
+}
+
 static int append(th_conn *c, th_req *r, const char *at, size_t len) {
     if (c->ws->mod->host->buf_append(&r->data, at, len)) return fail(c, 503);
     return 0;
@@ -60,10 +121,20 @@ static int on_message_begin(llhttp_t *p) {
     return 0;
 }
 
+static int on_method(llhttp_t *p, const char *at, size_t len) {
+    th_conn *c = conn_of(p);
+    return count_span(c, c->cur, at, len, 0);
+}
+
+static int on_version(llhttp_t *p, const char *at, size_t len) {
+    th_conn *c = conn_of(p);
+    return count_span(c, c->cur, at, len, 0);
+}
+
 static int on_url(llhttp_t *p, const char *at, size_t len) {
     th_conn *c = conn_of(p);
     th_req *r = c->cur;
-    if (count_header_bytes(c, r, len) || append(c, r, at, len)) return -1;
+    if (count_span(c, r, at, len, 0) || append(c, r, at, len)) return -1;
     r->url_len += (uint32_t)len; /* the URL is the first thing stored: url_off is 0 */
     return 0;
 }
@@ -81,9 +152,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len) {
         h->name_off = (uint32_t)r->data.len;
         h->name_len = h->value_len = 0;
         r->hstate = 1;
-        if (count_header_bytes(c, r, 4)) return -1; /* ": " and CRLF */
     }
-    if (count_header_bytes(c, r, len)) return -1;
+    if (count_span(c, r, at, len, 1)) return -1;
     if (c->ws->mod->host->buf_reserve(&r->data, len)) return fail(c, 503);
     char *d = r->data.data + r->data.len;
     for (size_t i = 0; i < len; i++) {
@@ -118,8 +188,18 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
     th_conn *c = conn_of(p);
     th_req *r = c->cur;
     if (r->headers_done) return count_header_bytes(c, r, len);
+    if (!len) {
+        /* llhttp reports an empty value as a 0-byte span after its line's
+         * CRLF: nothing to keep or to reject, but the line is counted */
+        int after_lf = after_fold(c, at);
+        if (count_span(c, r, at, 0, 0)) return -1;
+        if (after_lf) r->htail = 2;
+        r->hstate = 2;
+        return 0;
+    }
+    if (after_fold(c, at)) return fail(c, 400);
     r->hstate = 2;
-    if (count_header_bytes(c, r, len) || append(c, r, at, len)) return -1;
+    if (count_span(c, r, at, len, 0) || append(c, r, at, len)) return -1;
     r->hdrs[r->nhdrs - 1].value_len += (uint32_t)len;
     return 0;
 }
@@ -162,6 +242,14 @@ static int on_headers_complete(llhttp_t *p) {
     r->http_10 = p->http_major == 1 && p->http_minor == 0;
     r->headers_done = 1;
     r->body_off = (uint32_t)r->data.len;
+    /* the line ends after the last span: CRLF CRLF (":" first when the last
+     * field had no value), less what the end of a read already counted */
+    uint32_t tail = r->hlast_name ? 5 : 4;
+    if (r->htail < tail && count_header_bytes(c, r, tail - r->htail)) return -1;
+    /* RFC 9112 6.1: Transfer-Encoding in HTTP/1.0 means the framing is
+     * faulty (a 1.0 front end may read the body by Content-Length or to
+     * the close): refuse it rather than parse it as chunked. */
+    if (r->http_10 && (p->flags & F_TRANSFER_ENCODING)) return fail(c, 400);
     int has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length);
     if ((p->flags & F_CONTENT_LENGTH) &&
         p->content_length > (uint64_t)c->ws->mod->cfg->max_body_bytes)
@@ -202,7 +290,9 @@ static int on_message_complete(llhttp_t *p) {
 
 const llhttp_settings_t th_parser_settings = {
     .on_message_begin = on_message_begin,
+    .on_method = on_method,
     .on_url = on_url,
+    .on_version = on_version,
     .on_header_field = on_header_field,
     .on_header_field_complete = on_header_field_complete,
     .on_header_value = on_header_value,

@@ -89,6 +89,12 @@ typedef struct th_req {
     uint8_t in_submit;         /* inside host->call_submit (complete() may re-enter) */
     uint8_t headers_done;      /* http_method is known */
     uint32_t url_off, url_len, body_off, body_len, header_bytes;
+    /* exact header-section counting (http_parse.c count_span) */
+    const char *hmark;         /* end of the last span counted ... */
+    uint32_t hmark_seq;        /* ... valid only within read number hmark_seq */
+    uint32_t htail;            /* bytes counted after the last span */
+    uint8_t hstarted;          /* the request line's first span was seen */
+    uint8_t hlast_name;        /* the last span was a field name (an empty value follows) */
     unsigned stamp;            /* TH_STAMP_* for the result */
     int status;                /* for the access log */
     size_t resp_bytes;
@@ -113,6 +119,7 @@ struct th_conn {
     uv_write_t wreq;
     uv_shutdown_t shut;
     uint64_t last_ms;      /* loop time of the last read or write progress */
+    size_t wq_seen;        /* unsent answer bytes at the last look (th_conn_sweep) */
     uint64_t cur_start_ms; /* loop time the current message began */
     uint16_t err_status;   /* the HTTP status a parser callback failed with */
     uint8_t closing;       /* uv_close issued */
@@ -121,6 +128,10 @@ struct th_conn {
     uint8_t paused;        /* llhttp paused; `saved` holds the rest */
     uint8_t lingering;     /* FIN sent; reading and discarding until the peer closes */
     uint8_t reading, writing, dirty, in_execute;
+    uint8_t again;         /* stopped after its share of this turn: service it next turn */
+    uint8_t in_lf_ws;      /* the input so far ends in LF + only SP/HT (obs-fold check) */
+    const char *in_start;  /* the buffer llhttp_execute is parsing ... */
+    uint32_t in_seq;       /* ... and its number, counted per connection */
 };
 
 struct th_wslot {
@@ -138,6 +149,8 @@ struct th_wslot {
     char *rbuf;
     uv_prepare_t prepare;    /* once per loop turn: write, resume, log */
     uv_timer_t sweep;        /* idle and slow-request timeouts */
+    uv_idle_t kick;          /* active while connections wait for next turn's service:
+                              * an active idle handle keeps the loop from blocking */
     mcpg_buf scratch;        /* escaping a kernel error message */
     mcpg_buf alog;           /* access log lines waiting for the flush */
     uint64_t alog_dropped;
@@ -183,6 +196,8 @@ int th_conn_can_take_more(const th_conn *c);
 /* http_parse.c */
 extern const llhttp_settings_t th_parser_settings;
 void th_req_reset(th_req *r);
+void th_parse_read_begin(th_conn *c, const char *data);
+int th_parse_read_end(th_conn *c, const char *data, size_t n);
 
 /* router.c */
 void th_route(th_conn *c, th_req *r);

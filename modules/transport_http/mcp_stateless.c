@@ -234,6 +234,24 @@ static int scan_params(const mcpg_host *h, const mcpg_json_span *params, param_p
 
 static const char k_meta_version_key[] = "io.modelcontextprotocol/protocolVersion";
 
+/* params._meta's protocol version: 1 found once (*out set), 0 absent, -1
+ * present twice. Found with a walk rather than a lookup (which stops at the
+ * first) because, like the members above, a duplicate is refused: a backend
+ * whose parser keeps the last one would read another version than was
+ * checked. */
+static int meta_version(const mcpg_host *h, const mcpg_json_span *meta, mcpg_json_span *out) {
+    size_t iter = 0;
+    mcpg_json_span k, val;
+    int found = 0;
+    while (mcpg_json_object_next_trusted(meta->p, meta->n, &iter, &k, &val) == 1) {
+        if (h->json_string_eq(&k, k_meta_version_key, sizeof k_meta_version_key - 1) != 1) continue;
+        if (found) return -1;
+        *out = val;
+        found = 1;
+    }
+    return found;
+}
+
 /* The _meta envelope and its protocol version; 1 when it is 2026-07-28. */
 static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
                       th_mcp_verdict *v) {
@@ -252,8 +270,12 @@ static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
         }
     }
     mcpg_json_span pv;
-    if (!(pp->seen & P_META) ||
-        mcpg_json_object_get_trusted(pp->meta.p, pp->meta.n, k_meta_version_key, &pv) != 1) {
+    int found = (pp->seen & P_META) ? meta_version(h, &pp->meta, &pv) : 0;
+    if (found < 0) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: duplicate member"));
+        return 0;
+    }
+    if (!found) {
         fail(v, 400, MCPG_RPC_INVALID_PARAMS,
              MSG("Invalid params: the 2026-07-28 `_meta` envelope is required "
                  "(params._meta[\\\"io.modelcontextprotocol/protocolVersion\\\"]); "

@@ -4,7 +4,7 @@
  * loop blocks, so coalescing never delays an answer past a poll), and the
  * timeout sweep.
  *
- * The slot's two handles are started on the first connection and closed
+ * The slot's three handles are started on the first connection and closed
  * when the worker has been drained and its last connection is gone; until
  * their close callbacks have run, conn_count() stays above zero so the
  * kernel does not unload the module under them. */
@@ -25,15 +25,32 @@ void th_mark_dirty(th_conn *c) {
     c->ws->dirty = c;
 }
 
+static void on_kick(uv_idle_t *h) { uv_idle_stop(h); }
+
 static void on_prepare(uv_prepare_t *h) {
     th_wslot *ws = h->data;
-    th_conn *c;
+    th_conn *c, *again = NULL;
     while ((c = ws->dirty)) {
         ws->dirty = c->dirty_next;
         c->dirty_next = NULL;
         /* still marked while serviced: what it changes is flushed below */
         th_conn_service(c);
-        c->dirty = 0;
+        if (c->again && !c->closing) {
+            /* It used its share of this turn with work left (a paused
+             * parser, nothing else to wake it): it stays marked, so nothing
+             * links it twice, and goes back on the list after this pass. It
+             * cannot be freed meanwhile: it is not closing, and a close
+             * callback never runs inside this one. */
+            c->dirty_next = again;
+            again = c;
+        } else {
+            c->dirty = 0;
+        }
+        c->again = 0;
+    }
+    if (again) {
+        ws->dirty = again;
+        uv_idle_start(&ws->kick, on_kick); /* the next poll must not block */
     }
     if (ws->alog.len) th_alog_flush(ws);
 }
@@ -52,8 +69,10 @@ int th_worker_start(th_wslot *ws) {
     if (!ws->rbuf) return MCPG_ENOMEM;
     uv_prepare_init(ws->loop, &ws->prepare);
     uv_timer_init(ws->loop, &ws->sweep);
+    uv_idle_init(ws->loop, &ws->kick);
     ws->prepare.data = ws;
     ws->sweep.data = ws;
+    ws->kick.data = ws;
     /* The sweep's granularity is a quarter of the timeout, so a connection
      * closes within 125% of it; bounded to keep tiny test timeouts cheap. */
     uint64_t every = (uint64_t)ws->mod->cfg->idle_timeout_ms / 4;
@@ -64,6 +83,7 @@ int th_worker_start(th_wslot *ws) {
     /* ours must not keep the kernel's loop alive on their own */
     uv_unref((uv_handle_t *)&ws->prepare);
     uv_unref((uv_handle_t *)&ws->sweep);
+    uv_unref((uv_handle_t *)&ws->kick);
     ws->started = 1;
     ws->handles_open = 1;
     return 0;
@@ -79,8 +99,9 @@ void th_worker_maybe_stop(th_wslot *ws) {
     ws->handles_open = 0;
     if (ws->alog.len) th_alog_flush(ws);
     ws->handles_closing = 0;
-    uv_handle_t *hs[2] = {(uv_handle_t *)&ws->prepare, (uv_handle_t *)&ws->sweep};
-    for (int i = 0; i < 2; i++) {
+    uv_handle_t *hs[3] = {(uv_handle_t *)&ws->prepare, (uv_handle_t *)&ws->sweep,
+                          (uv_handle_t *)&ws->kick};
+    for (int i = 0; i < 3; i++) {
         if (uv_is_closing(hs[i])) continue; /* the kernel's shutdown walk got there first */
         ws->handles_closing++;
         uv_close(hs[i], on_handle_closed);

@@ -140,8 +140,15 @@ def main():
             wait_for(lambda: "queued" in events(audit, "mcpg.tool.call.failed"), 5,
                      "the abandoned queued call to be failed")
             took = time.monotonic() - t0
-            check("running" in events(audit, "mcpg.tool.call.completed"),
-                  "the abandoned running call still completes")
+            # "allowed" is written before the pool thread picks the call up: on a busy
+            # machine the first call may also still be queued when its client leaves,
+            # and is then failed as cancelled too. Either way it has an outcome.
+            ran = "running" in events(audit, "mcpg.tool.call.completed")
+            cancelled = [r for r in read_audit(audit) if audit_id(r) == "running"
+                         and audit_name(r) == "mcpg.tool.call.failed"
+                         and "cancelled" in r.get("error_message", "")]
+            check(ran or cancelled, "the abandoned first call completes, or is failed "
+                  "as cancelled if it never reached the backend")
             rec = [r for r in read_audit(audit) if audit_id(r) == "queued"
                    and audit_name(r) == "mcpg.tool.call.failed"][0]
             check("cancelled" in rec.get("error_message", ""), "queued call: %r" % rec)

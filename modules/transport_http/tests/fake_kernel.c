@@ -95,6 +95,31 @@ static void h_report_error(mcpg_report *rep, const char *key, const char *fmt, .
     fputc('\n', stderr);
     va_end(ap);
 }
+/* Buffers: the SDK's, with the module's capacity counted (it uses no
+ * buf_printf, which is passed through uncounted). */
+static int h_buf_reserve(mcpg_buf *b, size_t extra) {
+    size_t cap = b->cap;
+    int rc = mcpg_buf_reserve(b, extra);
+    K.st.buf_bytes += (long)b->cap - (long)cap;
+    return rc;
+}
+static int h_buf_append(mcpg_buf *b, const void *p, size_t n) {
+    size_t cap = b->cap;
+    int rc = mcpg_buf_append(b, p, n);
+    K.st.buf_bytes += (long)b->cap - (long)cap;
+    return rc;
+}
+static int h_buf_append_json_string(mcpg_buf *b, const char *s, size_t n) {
+    size_t cap = b->cap;
+    int rc = mcpg_buf_append_json_string(b, s, n);
+    K.st.buf_bytes += (long)b->cap - (long)cap;
+    return rc;
+}
+static void h_buf_free(mcpg_buf *b) {
+    K.st.buf_bytes -= (long)b->cap;
+    mcpg_buf_free(b);
+}
+
 static const char *h_instance_name(mcpg_instance *self) { return self->name; }
 static const char *h_gateway_version(void) { return "9.9.9"; }
 static const char *h_gateway_name(void) { return "test-gw"; }
@@ -127,6 +152,15 @@ static void finish(mcpg_call *c) {
 static void on_timer(uv_timer_t *t) { finish(t->data); }
 
 static void set_result(mcpg_call *c) {
+    size_t pad = name_is(&c->d, "big") ? 300000 : name_is(&c->d, "huge") ? 4000000 : 0;
+    if (pad) {
+        mcpg_buf_puts(&c->result, "{\"content\":[{\"type\":\"text\",\"text\":\"");
+        mcpg_buf_reserve(&c->result, pad);
+        memset(c->result.data + c->result.len, 'x', pad);
+        c->result.len += pad;
+        mcpg_buf_puts(&c->result, "\"}]}");
+        return;
+    }
     if (c->d.method_len == 10 && !memcmp(c->d.method, "tools/list", 10)) {
         mcpg_buf_puts(&c->result, "{\"tools\":[{\"name\":\"echo\"}]}");
         return;
@@ -153,7 +187,8 @@ static int f_call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **ou
     K.st.submitted++;
     *out = c;
     int is_list = d->method_len == 10 && !memcmp(d->method, "tools/list", 10);
-    if (is_list || name_is(d, "echo") || name_is(d, "async") || name_is(d, "slow")) {
+    int big = name_is(d, "big") || name_is(d, "huge");
+    if (is_list || big || name_is(d, "echo") || name_is(d, "async") || name_is(d, "slow")) {
         set_result(c);
     } else if (name_is(d, "limited")) {
         c->is_error = 1;
@@ -166,7 +201,7 @@ static int f_call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **ou
         c->code = MCPG_RPC_INVALID_PARAMS;
         snprintf(c->message, sizeof c->message, "Unknown tool: %.*s", (int)d->name_len, d->name);
     }
-    if (name_is(d, "echo") || name_is(d, "other")) {
+    if (big || name_is(d, "echo") || name_is(d, "other")) {
         K.st.reentrant_completions++;
         finish(c);
     } else {
@@ -229,11 +264,11 @@ static mcpg_host host = {
     .worker_uv_loop = h_worker_uv_loop,
     .mono_us = h_mono_us,
     .wall_us = h_wall_us,
-    .buf_reserve = mcpg_buf_reserve,
-    .buf_append = mcpg_buf_append,
+    .buf_reserve = h_buf_reserve,
+    .buf_append = h_buf_append,
     .buf_printf = mcpg_buf_printf,
-    .buf_append_json_string = mcpg_buf_append_json_string,
-    .buf_free = mcpg_buf_free,
+    .buf_append_json_string = h_buf_append_json_string,
+    .buf_free = h_buf_free,
     .json_validate = mcpg_json_validate,
     .json_object_get = mcpg_json_object_get,
     .json_object_next = mcpg_json_object_next,

@@ -9,6 +9,8 @@
  *   busy     call_submit fails with MCPG_EAGAIN
  *   draining call_submit fails with MCPG_EUNAVAIL
  *   other    completes with -32602 "Unknown tool" (HTTP 200), as the kernel does
+ *   big      completes inside call_submit with a 300 000-byte text
+ *   huge     completes inside call_submit with a 4 000 000-byte text
  *   tools/list completes with {"tools":[{"name":"echo"}]}
  */
 #ifndef FAKE_KERNEL_H
@@ -21,6 +23,7 @@ typedef struct fk_stats {
     int submitted, completed, released, cancelled, adopt_refused;
     int reentrant_completions;
     long host_allocs; /* host->alloc/calloc minus host->free */
+    long buf_bytes;   /* capacity of the mcpg_bufs the module holds (grown via host->buf_*) */
 } fk_stats;
 
 /* Load the module, create an instance with config_json, start the loop and

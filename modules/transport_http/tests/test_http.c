@@ -329,6 +329,118 @@ static void test_pipelining(void) {
     cin_free(ci);
 }
 
+/* ---- large answers: a streaming answer counter (keeps no bodies) ------------------ */
+
+typedef struct counter {
+    char head[4096];
+    size_t hlen, body_left;
+    int answers, ok200;
+    size_t bytes;
+} counter;
+
+static void count_feed(counter *k, const char *p, size_t n) {
+    k->bytes += n;
+    while (n) {
+        if (k->body_left) {
+            size_t t = n < k->body_left ? n : k->body_left;
+            k->body_left -= t;
+            p += t;
+            n -= t;
+            if (!k->body_left) k->answers++;
+            continue;
+        }
+        k->head[k->hlen++] = *p++;
+        n--;
+        if (k->hlen >= 4 && !memcmp(k->head + k->hlen - 4, "\r\n\r\n", 4)) {
+            k->head[k->hlen] = '\0';
+            const char *cl = strstr(k->head, "Content-Length: ");
+            k->body_left = cl ? strtoul(cl + 16, NULL, 10) : 0;
+            if (!strncmp(k->head, "HTTP/1.1 200 ", 13)) k->ok200++;
+            k->hlen = 0;
+            if (!k->body_left) k->answers++;
+        } else if (k->hlen == sizeof k->head - 1) {
+            k->hlen = 0;
+        }
+    }
+}
+
+/* Read until k->answers reaches want, EOF, or timeout_ms without a byte. With
+ * pace_ms, read at most 16 KiB every pace_ms (a slow but steady reader).
+ * Returns 1 on EOF. */
+static int count_answers(int fd, counter *k, int want, int timeout_ms, int pace_ms) {
+    static char buf[1 << 18];
+    while (k->answers < want) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, timeout_ms) <= 0) return 0;
+        ssize_t n = recv(fd, buf, pace_ms ? 16384 : sizeof buf, 0);
+        if (n <= 0) return 1;
+        count_feed(k, buf, (size_t)n);
+        if (pace_ms) sleep_ms(pace_ms);
+    }
+    return 0;
+}
+
+static int cli_connect_rcvbuf(int rcvbuf) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf); /* before connect: sets the window */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        perror("connect");
+        exit(1);
+    }
+    return fd;
+}
+
+static void test_large_answers(void) {
+    /* 100 pipelined 300 kB answers read as fast as possible: flushes that
+     * write everything at once resume the paused parser a few rounds per
+     * loop turn; the connection must come back for the rest next turn (it
+     * used to stall after ~9 rounds with requests left unanswered). */
+    static char all[1 << 16];
+    size_t n = 0;
+    for (int i = 0; i < 100; i++) n += post_call(all + n, sizeof all - n, 300 + i, "big", NULL);
+    int fd = cli_connect();
+    cli_send(fd, all, n);
+    counter k;
+    memset(&k, 0, sizeof k);
+    count_answers(fd, &k, 100, 2000, 0);
+    MCPG_CHECK(k.answers == 100 && k.ok200 == 100, "pipelined big answers: %d of 100 (%zu bytes)", k.answers,
+               k.bytes);
+    close(fd);
+
+    /* A 4 MB answer to a reader that is slow but steady outlasts the idle
+     * timeout (300 ms here) as one uv_write: it is progress, not idleness
+     * (it used to be cut off mid-answer). */
+    fd = cli_connect_rcvbuf(16384);
+    char req[4096];
+    cli_send(fd, req, post_call(req, sizeof req, 1, "huge", NULL));
+    memset(&k, 0, sizeof k);
+    int eof = count_answers(fd, &k, 1, 2000, 5);
+    MCPG_CHECK(k.answers == 1 && k.ok200 == 1 && !eof, "huge answer to a slow reader: %d answers, %zu bytes, eof %d",
+               k.answers, k.bytes, eof);
+    /* Once quiet again, the connection gives its big output buffers back (the
+     * one handed to uv_write used to stay for the life of the connection). */
+    cli_send(fd, req, post_call(req, sizeof req, 2, "echo", NULL));
+    eof = count_answers(fd, &k, 2, 2000, 0);
+    MCPG_CHECK(k.answers == 2, "echo after huge: %d answers, %zu bytes, eof %d, head %.*s", k.answers, k.bytes, eof,
+               (int)k.hlen, k.head);
+    sleep_ms(50);
+    fk_stats st = fk_get_stats();
+    MCPG_CHECK(st.buf_bytes < 1024 * 1024, "buffers held by the module after a 4 MB answer: %ld bytes",
+               st.buf_bytes);
+    close(fd);
+    wait_count(0, 1000);
+
+    /* ...while a reader that stops reading is still closed after the idle timeout */
+    fd = cli_connect_rcvbuf(16384);
+    cli_send(fd, req, post_call(req, sizeof req, 3, "huge", NULL));
+    wait_count(1, 1000);
+    wait_count(0, 3000);
+    MCPG_CHECK(fk_conn_count() == 0, "a stalled reader is closed: %u open", fk_conn_count());
+    close(fd);
+}
+
 static void test_connection_handling(void) {
     char req[4096];
     /* Connection: close: answered with close, then closed; later input ignored */
@@ -598,6 +710,7 @@ int main(int argc, char **argv) {
     test_routes();
     test_calls();
     test_pipelining();
+    test_large_answers();
     test_connection_handling();
     test_client_leaves();
     test_idle_timeout();

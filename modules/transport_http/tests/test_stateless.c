@@ -196,6 +196,13 @@ static void test_envelope(void) {
     for (size_t i = 0; i < v.ndata; i++) strncat(data, v.data[i].p, v.data[i].n);
     MCPG_CHECK(!strcmp(data, "{\"supported\":[\"2026-07-28\"],\"requested\":\"2099-01-01\"}"), "data %s", data);
     MCPG_CHECK(mcpg_json_validate(data, strlen(data)) == 0, "data is JSON");
+    /* the version twice (even spelled with an escape): refused, not the first one taken, so
+     * a backend keeping the last cannot read another version than was checked */
+    EXPECT_ERROR(&h,
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+                 "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+                 "\"io.modelcontextprotocol\\/protocolVersion\":\"2099-01-01\"}}}",
+                 400, MCPG_RPC_INVALID_PARAMS);
 
     const char *body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" META "}}";
     h.protocol_version = hv("2025-11-25");
