@@ -72,7 +72,10 @@ typedef struct mcpg_post {
 } mcpg_post;
 
 /* Lookup of a request header by lower-case name; returns a pointer into the
- * transport's request (borrowed until the call completes) or NULL. */
+ * transport's request (borrowed until the call completes) or NULL. The kernel
+ * may call it from a pool thread while the call is in flight (it copies the
+ * value under the call's lock): until complete() runs, the transport must not
+ * change or move the request's bytes. */
 typedef const char *(*mcpg_header_fn)(void *transport_ctx, const char *lname,
                                       size_t *len_out);
 
