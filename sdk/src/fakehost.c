@@ -167,11 +167,7 @@ static int64_t fh_wall_us(void) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static const char *kind_name(uint32_t kind) {
-    static const char *const names[] = {NULL, "transport", "identity", "policy", "limits",
-                                        "audit", "coordinator", "events", "backend", "metrics"};
-    return kind < sizeof names / sizeof names[0] ? names[kind] : NULL;
-}
+static const char *kind_name(uint32_t kind) { return mcpg_kind_name(kind); }
 
 static const char *const method_names[] = {
     [MCPG_METHOD_OTHER] = "",
@@ -1232,133 +1228,13 @@ int mcpg_fakehost_free(mcpg_fakehost *fh) {
 
 /* ---- instances ----------------------------------------------------------- */
 
-typedef struct op_rule {
-    const char *name;
-    size_t offset;
-} op_rule;
-
-#define OP(type, field) {#field, offsetof(type, field)}
-static const op_rule transport_rules[] = {OP(mcpg_transport_ops, conn_adopt),
-                                          OP(mcpg_transport_ops, drain),
-                                          OP(mcpg_transport_ops, conn_count), {NULL, 0}};
-static const op_rule identity_rules[] = {OP(mcpg_identity_ops, authenticate), {NULL, 0}};
-static const op_rule policy_rules[] = {OP(mcpg_policy_ops, check), {NULL, 0}};
-static const op_rule limits_rules[] = {OP(mcpg_limits_ops, acquire), {NULL, 0}};
-static const op_rule audit_rules[] = {OP(mcpg_audit_ops, emit), {NULL, 0}};
-static const op_rule coordinator_rules[] = {
-    OP(mcpg_coordinator_ops, get), OP(mcpg_coordinator_ops, put),
-    OP(mcpg_coordinator_ops, incr), OP(mcpg_coordinator_ops, put_if_absent),
-    OP(mcpg_coordinator_ops, compare_and_set), OP(mcpg_coordinator_ops, del),
-    OP(mcpg_coordinator_ops, scan_prefix), OP(mcpg_coordinator_ops, publish),
-    OP(mcpg_coordinator_ops, subscribe), OP(mcpg_coordinator_ops, unsubscribe), {NULL, 0}};
-static const op_rule events_rules[] = {OP(mcpg_events_ops, webhook),
-                                       OP(mcpg_events_ops, request), {NULL, 0}};
-static const op_rule backend_rules[] = {OP(mcpg_backend_ops, list_tools),
-                                        OP(mcpg_backend_ops, call_tool), {NULL, 0}};
-static const op_rule metrics_rules[] = {OP(mcpg_metrics_ops, render), {NULL, 0}};
-#undef OP
-
-/* The ABI 1.0 size of a kind's ops table and its mandatory ops. */
-static size_t kind_rules(uint32_t kind, const op_rule **rules) {
-    switch (kind) {
-    case MCPG_KIND_TRANSPORT: *rules = transport_rules; return sizeof(mcpg_transport_ops);
-    case MCPG_KIND_IDENTITY: *rules = identity_rules; return sizeof(mcpg_identity_ops);
-    case MCPG_KIND_POLICY: *rules = policy_rules; return sizeof(mcpg_policy_ops);
-    case MCPG_KIND_LIMITS: *rules = limits_rules; return sizeof(mcpg_limits_ops);
-    case MCPG_KIND_AUDIT: *rules = audit_rules; return sizeof(mcpg_audit_ops);
-    case MCPG_KIND_COORDINATOR: *rules = coordinator_rules; return sizeof(mcpg_coordinator_ops);
-    case MCPG_KIND_EVENTS: *rules = events_rules; return sizeof(mcpg_events_ops);
-    case MCPG_KIND_BACKEND: *rules = backend_rules; return sizeof(mcpg_backend_ops);
-    case MCPG_KIND_METRICS: *rules = metrics_rules; return sizeof(mcpg_metrics_ops);
-    default: *rules = NULL; return 0;
-    }
-}
-
-static int check_ops(mcpg_fakehost *fh, const mcpg_module *m) {
-    const op_rule *rules;
-    size_t need = kind_rules(m->kind, &rules);
-    const mcpg_ops_header *h = m->ops;
-    if (!h || h->size < need) {
-        note(fh, "refused %s: its %s ops table is %s (ABI 1.0 needs %zu bytes)", m->name,
-             kind_name(m->kind), h ? "too small" : "missing", need);
-        return MCPG_EABI;
-    }
-    for (const op_rule *r = rules; r->name; r++) {
-        void *fn;
-        memcpy(&fn, (const char *)h + r->offset, sizeof fn);
-        if (!fn) {
-            note(fh, "refused %s: mandatory op %s.%s is missing", m->name, kind_name(m->kind),
-                 r->name);
-            return MCPG_EABI;
-        }
-    }
-    return 0;
-}
-
-static size_t config_type_size(uint32_t type) {
-    switch (type) {
-    case MCPG_CFG_BOOL: return sizeof(int);
-    case MCPG_CFG_INT: return sizeof(int64_t);
-    case MCPG_CFG_DOUBLE: return sizeof(double);
-    case MCPG_CFG_STRING:
-    case MCPG_CFG_JSON:
-    case MCPG_CFG_ENUM: return sizeof(const char *);
-    default: return 0;
-    }
-}
-
-/* As the kernel's loader does: every field lies inside config_size bytes.
- * Without this the fake host accepted a schema the kernel refuses, and its
- * parser wrote past the config struct it had allocated (a module that forgot
- * config_size passed its own tests, then failed to load in the gateway). */
-static const char *check_config_schema(const mcpg_module *m, const mcpg_config_field **bad) {
-    for (const mcpg_config_field *f = m->config; f && f->key; f++) {
-        size_t n = config_type_size(f->type);
-        *bad = f;
-        if (!n) return "has an unknown type";
-        if (f->offset > m->config_size || n > m->config_size - f->offset)
-            return "lies outside config_size";
-    }
-    return NULL;
-}
-
-/* The kernel's loader checks, in its order: what comes first is what the
- * rest can be trusted by. */
+/* The kernel's loader checks, from the SDK: a module refused here is refused
+ * there, with the same words. */
 static int check_descriptor(mcpg_fakehost *fh, const mcpg_module *m) {
-    const char *why = NULL;
-    const mcpg_lifecycle_ops *lc = m ? m->lifecycle : NULL;
-    if (!m) why = "no descriptor";
-    else if (m->magic != MCPG_MODULE_MAGIC) why = "bad magic";
-    else if (m->abi_major != MCPG_ABI_MAJOR) why = "ABI major differs from the host's";
-    else if (m->abi_minor > MCPG_ABI_MINOR) why = "ABI minor newer than the host's";
-    else if (m->size < sizeof(mcpg_module)) why = "descriptor smaller than ABI 1.0's";
-    else if (!kind_name(m->kind)) why = "unknown kind";
-    else if (!m->name || !*m->name) why = "no name";
-    else if (!lc || lc->size < sizeof(mcpg_lifecycle_ops)) why = "lifecycle table missing/small";
-    else if (!lc->create || !lc->destroy) why = "mandatory op lifecycle.create or .destroy missing";
-    if (why) {
-        note(fh, "refused module %s: %s", m && m->name ? m->name : "(unnamed)", why);
-        return MCPG_EABI;
-    }
-    const mcpg_config_field *f = NULL;
-    if ((why = check_config_schema(m, &f))) {
-        note(fh, "refused module %s: config field \"%s\" (type %u, offset %zu) %s (%u bytes)",
-             m->name, f->key, f->type, f->offset, why, m->config_size);
-        return MCPG_EABI;
-    }
-    return check_ops(fh, m);
-}
-
-static int valid_instance_name(const char *s) {
-    size_t n = s ? strlen(s) : 0;
-    if (n < 1 || n > 64) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-'))
-            return 0;
-    }
-    return 1;
+    char why[512];
+    if (mcpg_module_check(m, why, sizeof why) == 0) return 0;
+    note(fh, "refused module %s: %s", m && m->name ? m->name : "(unnamed)", why);
+    return MCPG_EABI;
 }
 
 /* Schema, then validate(). On success *cfg_out is the parsed struct (free it
@@ -1434,7 +1310,7 @@ int mcpg_fakehost_load(mcpg_fakehost *fh, const mcpg_module *m, const char *inst
                        const char *config_json, mcpg_instance **inst_out) {
     if (!fh || !inst_out) return MCPG_EINVAL;
     *inst_out = NULL;
-    if (!valid_instance_name(instance_name)) {
+    if (!instance_name || !mcpg_name_valid(instance_name, strlen(instance_name))) {
         note(fh, "instance name \"%s\" does not fit [a-zA-Z0-9_-]{1,64}",
              instance_name ? instance_name : "(null)");
         return MCPG_EINVAL;

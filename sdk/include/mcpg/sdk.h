@@ -86,6 +86,14 @@ mcpg_status mcpg_result_text(const mcpg_host *host, mcpg_call *call, const char 
 mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t code,
                                const char *fmt, ...) MCPG_PRINTF(4, 5);
 
+/* ---- module descriptors ----
+ * The checks the kernel's loader makes (magic, ABI major/minor, sizes, kind,
+ * name, lifecycle and mandatory ops, config fields inside config_size): 0,
+ * or MCPG_EABI with one line saying what is wrong in err. */
+int mcpg_module_check(const mcpg_module *d, char *err, size_t errcap);
+/* "backend", "audit", ...; NULL for an unknown kind. */
+const char *mcpg_kind_name(uint32_t kind);
+
 /* ---- error names ---- */
 const char *mcpg_strerror(int err);
 const char *mcpg_errname(int err);
