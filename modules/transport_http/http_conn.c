@@ -383,10 +383,12 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
          * socket's send buffer drains after that. Progress is the unsent
          * count having moved since the last look; a reader that stops is
          * still closed. (A client reading a large answer steadily was cut
-         * off once the answer outlasted the idle timeout.) */
+         * off once the answer outlasted the idle timeout.) The count falling
+         * to zero is progress too: idleness starts when the peer has taken
+         * the last byte, not at the look before. */
         if (!c->cur) {
             size_t q = unsent_bytes(c);
-            if (q && q != c->wq_seen) {
+            if (q != c->wq_seen) {
                 c->wq_seen = q;
                 c->last_ms = now;
                 continue;
