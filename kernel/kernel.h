@@ -84,7 +84,6 @@ typedef struct manifest {
     int64_t drain_timeout_ms;
     int64_t max_calls_per_worker;
     int64_t pool_threads, pool_queue;
-    char *transport_module;
     decl_instance transport; /* gateway.server is its config */
     decl_instance *instances; size_t n_instances;
     char **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];

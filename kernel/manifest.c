@@ -229,10 +229,9 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     }
     m->pool_threads = get_int(c, pool ? pool : empty, "threads", "gateway.pool", 4, 1, 256);
     m->pool_queue = get_int(c, pool ? pool : empty, "queue", "gateway.pool", 1024, 1, 1 << 20);
-    m->transport_module = get_string(c, gw, "transport", "gateway", "transport_http");
     json_t *server = get_object(c, gw, "server", "gateway.server");
     m->transport.name = strdup("http");
-    m->transport.module = strdup(m->transport_module);
+    m->transport.module = get_string(c, gw, "transport", "gateway", "transport_http");
     m->transport.config_json = server ? json_dumps(server, JSON_COMPACT) : NULL;
     json_decref(empty);
 }
@@ -609,7 +608,6 @@ void manifest_free(manifest *m) {
     if (m->runtime_dir) rmdir(m->runtime_dir); /* only succeeds once our copies are gone */
     free(m->runtime_dir);
     free(m->module_dir);
-    free(m->transport_module);
     free(m->name);
     free(m->dir);
     free(m->path);
