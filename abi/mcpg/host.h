@@ -173,7 +173,6 @@ struct mcpg_host {
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */
-#define MCPG_HOST_HAS(host, slot) \
-    ((host)->size >= offsetof(mcpg_host, slot) + sizeof((host)->slot) && (host)->slot != NULL)
+#define MCPG_HOST_HAS(host, slot) MCPG_HAS(host, slot)
 
 #endif

@@ -151,4 +151,16 @@ typedef struct mcpg_ops_header {
     uint32_t version;
 } mcpg_ops_header;
 
+/* True when the table `tbl` (any ABI struct that starts with a uint32_t
+ * size: the descriptor, an ops table, the host table, a call desc or
+ * outcome) is large enough to hold `slot` and, for a pointer slot, the slot
+ * is set. This is the one way to ask: a table built against older headers
+ * ends earlier, and reading past its size reads whatever follows it.
+ *   if (MCPG_HAS(ops, cancel)) ops->cancel(state, call);
+ * The slot's own bytes are read only after the size says they exist. */
+#define MCPG_HAS_FIELD(tbl, slot) \
+    ((size_t)((const char *)&(tbl)->slot - (const char *)(tbl)) + sizeof((tbl)->slot) <= \
+     (size_t)(tbl)->size)
+#define MCPG_HAS(tbl, slot) (MCPG_HAS_FIELD(tbl, slot) && (tbl)->slot)
+
 #endif

@@ -94,6 +94,12 @@ int mcpg_module_check(const mcpg_module *d, char *err, size_t errcap);
 /* "backend", "audit", ...; NULL for an unknown kind. */
 const char *mcpg_kind_name(uint32_t kind);
 
+/* ---- methods ----
+ * The MCP method's text for an mcpg_method ("" for MCPG_METHOD_OTHER or an
+ * unknown value), and the mcpg_method of method text m[0..n). */
+const char *mcpg_method_name(uint32_t method);
+uint32_t mcpg_method_of(const char *m, size_t n);
+
 /* ---- error names ---- */
 const char *mcpg_strerror(int err);
 const char *mcpg_errname(int err);

@@ -1,0 +1,118 @@
+/* What the kernel and the SDK's fake host share about running a module's op
+ * for a call, so the two cannot drift: the resume handshake and the call
+ * handle. Internal: not installed, not part of the ABI.
+ *
+ * The resume handshake. An op runs with its op_sync in OP_RUNNING. The
+ * invoker settles what the op returned (op_settle); a resume (op_resume) may
+ * come from any thread, before or after the op returned PENDING:
+ *   RUNNING --op returns PENDING--> PENDING --resume--> IDLE  (resumer delivers)
+ *   RUNNING --resume--> EARLY --op returns--> IDLE            (invoker carries on)
+ * A resume in any other state finishes nothing: a module bug.
+ *
+ * The call handle. What a module holds as `mcpg_call *` is the call's
+ * address with, in its 16 top bits, the stage the handle was given to
+ * (3 bits) and the serial of the call object's current life (13 bits). The
+ * host checks the serial on every slot, so a handle kept past its call's
+ * life (the object since recycled for another client's call) is refused
+ * and logged instead of acting on someone else's call; and a resume says
+ * by its stage which op it finishes. User-space heap addresses fit in 48
+ * bits on every Linux target (higher ones only when mmap is asked for
+ * them): call_handle_fits checks it where a call object is allocated. */
+#ifndef MCPG_SDK_HANDSHAKE_H
+#define MCPG_SDK_HANDSHAKE_H
+
+#include <mcpg/abi.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- the resume handshake ---- */
+
+enum op_state { OP_IDLE, OP_RUNNING, OP_PENDING, OP_EARLY };
+
+typedef struct op_sync {
+    atomic_int state;  /* enum op_state */
+    atomic_int status; /* what the resume said, read after OP_EARLY */
+} op_sync;
+
+static inline void op_begin(op_sync *op) { atomic_store(&op->state, OP_RUNNING); }
+
+static inline bool op_outstanding(op_sync *op) {
+    int s = atomic_load(&op->state);
+    return s == OP_RUNNING || s == OP_PENDING;
+}
+
+/* The invoker, once the op returned st: the op's final answer, or
+ * MCPG_PENDING when the resume is still to come. */
+static inline mcpg_status op_settle(op_sync *op, mcpg_status st) {
+    if (st != MCPG_PENDING) {
+        atomic_store(&op->state, OP_IDLE);
+        return st;
+    }
+    int expect = OP_RUNNING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_PENDING)) return MCPG_PENDING;
+    atomic_store(&op->state, OP_IDLE); /* resumed before it returned */
+    return (mcpg_status)atomic_load(&op->status);
+}
+
+enum { RESUME_TAKEN, RESUME_DELIVER, RESUME_NOT_WAITING };
+
+/* The resumer: RESUME_TAKEN when the op is still running (its invoker
+ * carries on with st), RESUME_DELIVER when it had returned PENDING (the
+ * resumer hands st to the call's loop), RESUME_NOT_WAITING otherwise. */
+static inline int op_resume(op_sync *op, mcpg_status st) {
+    atomic_store(&op->status, st);
+    int expect = OP_RUNNING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_EARLY)) return RESUME_TAKEN;
+    expect = OP_PENDING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, OP_IDLE)) return RESUME_DELIVER;
+    return RESUME_NOT_WAITING;
+}
+
+/* ---- call handles ---- */
+
+/* Who a handle was given to. A resume finishes the op of its handle's stage
+ * only. Append only (3 bits). */
+enum call_stage {
+    CALL_STAGE_TRANSPORT = 0, /* call_submit .. call_release */
+    CALL_STAGE_IDENTITY = 1,
+    CALL_STAGE_POLICY = 2,
+    CALL_STAGE_LIMITS = 3,
+    CALL_STAGE_AUDIT = 4,
+    CALL_STAGE_BACKEND = 5,
+    CALL_STAGE_EVENTS = 6,
+    CALL_STAGE_COUNT = 7
+};
+
+#define CALL_HANDLE_ADDR_BITS 48
+#define CALL_HANDLE_ADDR_MASK ((UINT64_C(1) << CALL_HANDLE_ADDR_BITS) - 1)
+#define CALL_SERIAL_MASK 0x1fffu /* 13 bits; 0 is never a live serial */
+
+static inline bool call_handle_fits(const void *obj) {
+    return ((uint64_t)(uintptr_t)obj & ~CALL_HANDLE_ADDR_MASK) == 0;
+}
+
+/* The serial of an object's next life (never 0). */
+static inline uint16_t call_serial_next(uint16_t serial) {
+    serial = (uint16_t)((serial + 1u) & CALL_SERIAL_MASK);
+    return serial ? serial : 1;
+}
+
+static inline mcpg_call *call_handle_make(const void *obj, unsigned stage, uint16_t serial) {
+    uint64_t tag = ((uint64_t)(stage & 7u) << 13 | (serial & CALL_SERIAL_MASK));
+    return (mcpg_call *)(uintptr_t)((uint64_t)(uintptr_t)obj | tag << CALL_HANDLE_ADDR_BITS);
+}
+
+static inline void *call_handle_object(const mcpg_call *h) {
+    return (void *)(uintptr_t)((uint64_t)(uintptr_t)h & CALL_HANDLE_ADDR_MASK);
+}
+
+static inline unsigned call_handle_stage(const mcpg_call *h) {
+    return (unsigned)((uint64_t)(uintptr_t)h >> (CALL_HANDLE_ADDR_BITS + 13)) & 7u;
+}
+
+static inline uint16_t call_handle_serial(const mcpg_call *h) {
+    return (uint16_t)(((uint64_t)(uintptr_t)h >> CALL_HANDLE_ADDR_BITS) & CALL_SERIAL_MASK);
+}
+
+#endif
