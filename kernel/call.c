@@ -11,23 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const call_method_names[] = {
-    [MCPG_METHOD_OTHER] = "", [MCPG_METHOD_TOOLS_LIST] = "tools/list",
-    [MCPG_METHOD_TOOLS_CALL] = "tools/call", [MCPG_METHOD_RESOURCES_LIST] = "resources/list",
-    [MCPG_METHOD_RESOURCES_TEMPLATES_LIST] = "resources/templates/list",
-    [MCPG_METHOD_RESOURCES_READ] = "resources/read",
-    [MCPG_METHOD_RESOURCES_SUBSCRIBE] = "resources/subscribe",
-    [MCPG_METHOD_RESOURCES_UNSUBSCRIBE] = "resources/unsubscribe",
-    [MCPG_METHOD_PROMPTS_LIST] = "prompts/list", [MCPG_METHOD_PROMPTS_GET] = "prompts/get",
-    [MCPG_METHOD_COMPLETION_COMPLETE] = "completion/complete"};
+/* ---- handles that outlived their call ---- */
 
-#define N_METHODS (MCPG_METHOD_COMPLETION_COMPLETE + 1)
-
-static uint32_t method_of(const char *m, size_t n) {
-    for (uint32_t i = 1; i < N_METHODS; i++)
-        if (strlen(call_method_names[i]) == n && memcmp(call_method_names[i], m, n) == 0)
-            return i;
-    return MCPG_METHOD_OTHER;
+/* A module that keeps a call handle past the op it was given to, and uses
+ * it once the call object serves another request, is refused here. The log
+ * is rate-limited: a module stuck in a loop must not flood it. */
+void call_handle_refused(const mcpg_call *h, const char *slot) {
+    static atomic_ulong refused;
+    unsigned long n = atomic_fetch_add(&refused, 1) + 1;
+    if ((n & (n - 1)) == 0) /* the 1st, 2nd, 4th, 8th, ... */
+        klog(MCPG_LOG_ERROR, "kernel",
+             "host->%s with a call handle whose call has ended (module bug; %lu so far)",
+             slot, n);
+    (void)h;
 }
 
 /* ---- errors set by the kernel itself ---- */
@@ -54,7 +50,14 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
         return c;
     }
     c = calloc(1, sizeof *c + n_slots * sizeof(void *));
-    if (c) c->n_slots = n_slots;
+    if (c && !call_handle_fits(c)) { /* the handle's tag would overwrite the address */
+        klog(MCPG_LOG_ERROR, "kernel", "call object at %p lies above 2^48: refused", (void *)c);
+        free(c);
+        return NULL;
+    }
+    if (!c) return NULL;
+    c->n_slots = n_slots;
+    atomic_store_explicit(&c->serial, 1, memory_order_relaxed);
     return c;
 }
 
@@ -62,7 +65,9 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
 static void call_reset(mcpg_call *c) {
     mcpg_buf keep_result = c->result, keep_data = c->err_data, keep_req = c->pool.req_copy;
     uint32_t keep_slots = c->n_slots;
+    uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
+    atomic_store_explicit(&c->serial, keep_serial, memory_order_relaxed);
     c->result = keep_result;
     c->err_data = keep_data;
     c->pool.req_copy = keep_req;
@@ -128,6 +133,9 @@ static void call_clear(mcpg_call *c) {
 static void call_recycle(mcpg_call *c) {
     mcpg_worker *w = c->w;
     call_clear(c);
+    /* from here on every handle of the life that ended is refused */
+    uint16_t serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
+    atomic_store_explicit(&c->serial, call_serial_next(serial), memory_order_relaxed);
     /* keep a bounded number for reuse; big buffers are not kept */
     if (w->freelist.count < 1024 && c->result.cap <= 65536 && c->pool.req_copy.cap <= 65536) {
         c->next_free = w->freelist.head;
@@ -139,6 +147,7 @@ static void call_recycle(mcpg_call *c) {
 }
 
 void call_unref(mcpg_call *c) {
+    assert(c->refs > 0);
     if (--c->refs == 0) call_recycle(c);
 }
 
@@ -184,12 +193,12 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
     c->w = w;
     c->gen = g;
     atomic_fetch_add(&g->refs, 1);
-    memcpy(&c->d, d, d->size < sizeof c->d ? d->size : sizeof c->d);
+    memcpy(&c->d, d, d->size < sizeof c->d ? d->size : sizeof c->d); /* the rest stays 0 */
     c->refs = 1;
     c->t0 = mono_us();
-    c->method = method_of(d->method, d->method_len);
+    c->method = mcpg_method_of(d->method, d->method_len);
     atomic_fetch_add(&w->calls_in_flight, 1);
-    *out = c;
+    *out = call_handle(c, CALL_STAGE_TRANSPORT);
     /* An unknown tool is answered after identity and policy (see pipeline.c),
      * so a caller who may not call anything cannot probe which tools exist. */
     if (c->method == MCPG_METHOD_TOOLS_CALL)
@@ -198,17 +207,15 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
     return 0;
 }
 
-void call_cancel(mcpg_call *c) {
+void call_cancel(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_cancel");
+    if (!c) return;
     atomic_store(&c->cancelled, true);
-    if (c->phase == PH_BACKEND && c->route) {
-        const mcpg_backend_ops *ops = c->route->backend->desc->ops;
-        if (ops->cancel && c->route->backend->inline_dispatch) ops->cancel(c->route->backend->state, c);
-    }
+    backend_cancel_if_pending(c);
 }
 
-void call_outcome(mcpg_call *c, mcpg_call_outcome *o) {
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
+/* The whole outcome, as this kernel knows it. */
+static void outcome_fill(mcpg_call *c, mcpg_call_outcome *o) {
     const char *msg;
     if (call_error_of(c, &o->error_code, &msg)) {
         o->is_error = 1;
@@ -229,70 +236,143 @@ void call_outcome(mcpg_call *c, mcpg_call_outcome *o) {
     }
 }
 
-void call_release(mcpg_call *c) { call_unref(c); }
+/* The transport says in out->size how much it knows of the outcome; no
+ * byte past that is written, and out->size says what was filled. */
+void call_outcome(mcpg_call *h, mcpg_call_outcome *out) {
+    mcpg_call *c = call_of(h, "call_outcome");
+    if (!c || !out) return;
+    if (out->size < MCPG_CALL_OUTCOME_SIZE_1_0) {
+        klog(MCPG_LOG_ERROR, "kernel",
+             "call_outcome: the caller's outcome is %u bytes, ABI 1.0 has %u (module bug)",
+             out->size, (unsigned)MCPG_CALL_OUTCOME_SIZE_1_0);
+        return;
+    }
+    mcpg_call_outcome full = {.size = sizeof full};
+    outcome_fill(c, &full);
+    size_t n = out->size < sizeof full ? out->size : sizeof full;
+    memcpy(out, &full, n);
+    out->size = (uint32_t)n;
+}
+
+void call_release(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_release");
+    if (c) call_unref(c);
+}
 
 /* ---- a call seen from a stage or backend (host table slots) ---- */
 
-mcpg_worker *host_call_worker(mcpg_call *c) { return c->w; }
-uint32_t host_call_method(mcpg_call *c) { return c->method; }
-uint32_t host_call_wire(mcpg_call *c) { return c->d.wire; }
-const char *host_call_target(mcpg_call *c) { return c->route ? c->route->target : NULL; }
+/* Each slot first turns the module's handle into the call (call_of), and
+ * answers as for "nothing there" when the handle has outlived its call. */
 
-const char *host_call_args(mcpg_call *c, size_t *len) {
-    if (!c->d.args_json) {
-        if (len) *len = 2;
-        return "{}";
+mcpg_worker *host_call_worker(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_worker");
+    return c ? c->w : NULL;
+}
+
+uint32_t host_call_method(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_method");
+    return c ? c->method : MCPG_METHOD_OTHER;
+}
+
+uint32_t host_call_wire(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_wire");
+    return c ? c->d.wire : 0;
+}
+
+const char *host_call_target(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_target");
+    return c && c->route ? c->route->target : NULL;
+}
+
+const char *host_call_args(mcpg_call *h, size_t *len) {
+    mcpg_call *c = call_of(h, "call_args");
+    if (c && c->d.args_json) {
+        if (len) *len = c->d.args_len;
+        return c->d.args_json;
     }
-    if (len) *len = c->d.args_len;
-    return c->d.args_json;
+    if (len) *len = 2;
+    return "{}";
 }
 
-const char *host_call_params(mcpg_call *c, size_t *len) {
-    if (len) *len = c->d.params_json ? c->d.params_len : 0;
-    return c->d.params_json;
+const char *host_call_params(mcpg_call *h, size_t *len) {
+    mcpg_call *c = call_of(h, "call_params");
+    const char *p = c ? c->d.params_json : NULL;
+    if (len) *len = p ? c->d.params_len : 0;
+    return p;
 }
 
-const char *host_call_id(mcpg_call *c, size_t *len) {
-    if (len) *len = c->d.id_len;
-    return c->d.id_json;
+const char *host_call_id(mcpg_call *h, size_t *len) {
+    mcpg_call *c = call_of(h, "call_id");
+    if (len) *len = c ? c->d.id_len : 0;
+    return c ? c->d.id_json : NULL;
 }
 
 /* On the call's loop the transport's own bytes are returned; off it (a
  * backend on the pool) a copy (see pool_header_copy). */
-const char *host_call_header(mcpg_call *c, const char *lname, size_t *len) {
-    if (!c->d.header) return NULL;
+const char *host_call_header(mcpg_call *h, const char *lname, size_t *len) {
+    mcpg_call *c = call_of(h, "call_header");
+    if (!c || !c->d.header) return NULL;
     if (worker_self() == c->w) return c->d.header(c->d.transport_ctx, lname, len);
     return pool_header_copy(c, lname, len);
 }
 
-void **host_call_slot(mcpg_call *c, mcpg_instance *self) {
-    if (!self || self->gen != c->gen || self->slot >= c->n_slots) return NULL;
+void **host_call_slot(mcpg_call *h, mcpg_instance *self) {
+    mcpg_call *c = call_of(h, "call_slot");
+    if (!c || !self || self->gen != c->gen || self->slot >= c->n_slots) return NULL;
     return &c->slots[self->slot];
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-int host_call_set_identity(mcpg_call *c, const char *principal, const char *tenant,
+int host_call_set_identity(mcpg_call *h, const char *principal, const char *tenant,
                            const char *roles) {
+    mcpg_call *c = call_of(h, "call_set_identity");
+    if (!c) return MCPG_ESTATE;
     free_identity(c);
     c->principal = dup_or_null(principal);
     c->tenant = dup_or_null(tenant);
     c->roles = dup_or_null(roles);
-    return 0;
+    bool lost = (principal && !c->principal) || (tenant && !c->tenant) || (roles && !c->roles);
+    return lost ? MCPG_ENOMEM : 0;
 }
 
-const char *host_call_principal(mcpg_call *c) { return c->principal; }
-const char *host_call_tenant(mcpg_call *c) { return c->tenant; }
-const char *host_call_roles(mcpg_call *c) { return c->roles; }
+const char *host_call_principal(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_principal");
+    return c ? c->principal : NULL;
+}
 
-int host_call_result(mcpg_call *c, const char *json, size_t len) {
+const char *host_call_tenant(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_tenant");
+    return c ? c->tenant : NULL;
+}
+
+const char *host_call_roles(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_roles");
+    return c ? c->roles : NULL;
+}
+
+int host_call_result(mcpg_call *h, const char *json, size_t len) {
+    mcpg_call *c = call_of(h, "call_result");
+    if (!c) return MCPG_ESTATE;
     c->result.len = 0;
     return mcpg_buf_append(&c->result, json, len);
 }
 
-mcpg_buf *host_call_result_buf(mcpg_call *c) { return &c->result; }
+/* A refused handle gets a buffer of its own thread's that nobody reads,
+ * emptied at each refusal, so a module that appends without checking does
+ * not crash the gateway. */
+static __thread mcpg_buf discarded_result;
 
-int host_call_error(mcpg_call *c, int64_t code, const char *message, const char *data_json) {
+mcpg_buf *host_call_result_buf(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_result_buf");
+    if (c) return &c->result;
+    mcpg_buf_free(&discarded_result);
+    return &discarded_result;
+}
+
+int host_call_error(mcpg_call *h, int64_t code, const char *message, const char *data_json) {
+    mcpg_call *c = call_of(h, "call_error");
+    if (!c) return MCPG_ESTATE;
     c->is_error = true;
     c->err_code = code;
     snprintf(c->err_msg, sizeof c->err_msg, "%s", message ? message : "");
@@ -301,9 +381,14 @@ int host_call_error(mcpg_call *c, int64_t code, const char *message, const char 
     return 0;
 }
 
-void host_call_set_http(mcpg_call *c, int http_status, uint32_t retry_after_s) {
+void host_call_set_http(mcpg_call *h, int http_status, uint32_t retry_after_s) {
+    mcpg_call *c = call_of(h, "call_set_http");
+    if (!c) return;
     c->http_status = http_status;
     c->retry_after = retry_after_s;
 }
 
-int host_call_cancelled(mcpg_call *c) { return atomic_load(&c->cancelled); }
+int host_call_cancelled(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_cancelled");
+    return c ? atomic_load(&c->cancelled) : 1;
+}

@@ -13,17 +13,15 @@
 
 #include "kernel.h"
 
+#include <assert.h>
+
+/* op_sync, op_begin/op_settle/op_resume and the call handle, shared with
+ * the SDK's fake host (sdk/src/handshake.h). */
+#include "handshake.h"
+
 enum phase { PH_IDENTITY, PH_POLICY, PH_LIMITS, PH_AUDIT_ALLOWED, PH_BACKEND, PH_AUDIT_DONE,
              PH_COMPLETE };
-enum op_state { OP_IDLE, OP_RUNNING, OP_PENDING, OP_EARLY };
 enum { SKIP_NONE, SKIP_EXPIRED, SKIP_CANCELLED };
-
-/* One op's resume handshake (settle on the invoking side, op_resume on the
- * resuming side, in dispatch.c). */
-typedef struct op_sync {
-    atomic_int state;  /* enum op_state */
-    atomic_int status; /* what call_resume said, read after OP_EARLY */
-} op_sync;
 
 /* A header value a pool backend looked up, copied (see pool_header_copy). */
 typedef struct hdr_copy {
@@ -58,6 +56,10 @@ typedef struct call_pool {
 } call_pool;
 
 struct mcpg_call {
+    /* This object's current life, in every handle given out for it; moved
+     * on when the object is recycled, so a handle kept too long is refused
+     * (see call_of). Kept across recycling. */
+    _Atomic uint16_t serial;
     mcpg_post post;              /* a loop op's status, to the loop */
     struct mcpg_call *next_free;
     struct mcpg_call *live_prev, *live_next; /* the worker's calls not yet recycled */
@@ -70,6 +72,8 @@ struct mcpg_call {
     size_t idx;
     size_t limits_acquired;
     op_sync loop_op;             /* identity, policy, limits, audit, inline backend */
+    atomic_int loop_stage;       /* CALL_STAGE_* of the op loop_op belongs to */
+    bool cancel_sent;            /* the backend's cancel op has run */
     int delivered;               /* status carried by post */
     /* Who still holds the call, counted on its loop only: the transport, from
      * call_submit to call_release, and the pool while the backend's job is
@@ -95,7 +99,31 @@ struct mcpg_call {
 };
 
 /* ---- call.c ---- */
-extern const char *const call_method_names[]; /* by MCPG_METHOD_*, "" for OTHER */
+
+/* The handle a module is given for call c at `stage` (CALL_STAGE_*). */
+static inline mcpg_call *call_handle(mcpg_call *c, unsigned stage) {
+    return call_handle_make(c, stage, atomic_load_explicit(&c->serial, memory_order_relaxed));
+}
+
+void call_handle_refused(const mcpg_call *h, const char *slot); /* logs the module bug */
+
+/* The call a module's handle names, or NULL when the handle has outlived
+ * its call (logged as a module bug naming the host slot). */
+static inline mcpg_call *call_of(mcpg_call *h, const char *slot) {
+    mcpg_call *c = call_handle_object(h);
+    if (c && call_handle_serial(h) == atomic_load_explicit(&c->serial, memory_order_relaxed))
+        return c;
+    call_handle_refused(h, slot);
+    return NULL;
+}
+
+/* Start an op on the loop (a stage, an audit sink, an inline backend). */
+static inline void loop_op_begin(mcpg_call *c, unsigned stage) {
+    assert(atomic_load(&c->loop_op.state) == OP_IDLE);
+    atomic_store(&c->loop_stage, (int)stage);
+    op_begin(&c->loop_op);
+}
+
 void call_set_error(mcpg_call *c, int64_t code, int http, const char *fmt, ...)
     MCPG_PRINTF(4, 5);
 void call_unref(mcpg_call *c); /* on the loop: drop one of refs */
@@ -116,6 +144,9 @@ static inline bool call_error_of(mcpg_call *c, int64_t *code, const char **msg) 
 /* ---- pipeline.c ---- */
 void pipeline_run(mcpg_call *c); /* from the call's phase on, until an op is pending */
 void pipeline_continue(mcpg_call *c, mcpg_status st); /* a pending op answered st */
+/* Give back what the limits stage admitted; once per call, when its backend
+ * has really stopped working (a timed-out pool backend may run on). */
+void pipeline_release_limits(mcpg_call *c);
 
 /* ---- dispatch.c ---- */
 mcpg_status dispatch_backend(mcpg_call *c);
@@ -123,18 +154,7 @@ mcpg_status dispatch_backend(mcpg_call *c);
 const char *pool_header_copy(mcpg_call *c, const char *lname, size_t *len);
 /* The call is being answered while its backend is still on the pool. */
 void pool_request_gone(mcpg_call *c);
-
-/* The invoker, after the op returned st (the op ran with state OP_RUNNING).
- * Inline: every op of every call goes through it. */
-static inline mcpg_status settle(op_sync *op, mcpg_status st) {
-    if (st != MCPG_PENDING) {
-        atomic_store(&op->state, OP_IDLE);
-        return st;
-    }
-    int expect = OP_RUNNING;
-    if (atomic_compare_exchange_strong(&op->state, &expect, OP_PENDING)) return MCPG_PENDING;
-    atomic_store(&op->state, OP_IDLE); /* resumed before it returned */
-    return (mcpg_status)atomic_load(&op->status);
-}
+/* The client went away: the backend's cancel op, if its op is pending. */
+void backend_cancel_if_pending(mcpg_call *c);
 
 #endif

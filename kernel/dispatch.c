@@ -1,33 +1,19 @@
 /* Dispatch: how an op's answer gets back to its call's loop, and how a
  * backend runs (inline on the loop, or on the pool with a deadline).
  *
- * The resume handshake (op_sync) makes "resume before the op even returned
- * PENDING" safe: the invoker sees OP_EARLY and carries on itself. A call has
- * two: one for the op the loop runs (a stage, an inline backend) and one for
- * a backend on the pool, because once a pool call has timed out both are in
- * use at once: the loop audits and answers the timeout while the backend may
- * still be running (a "detached" call). Each also has its own post node. */
+ * The resume handshake (op_sync, sdk/src/handshake.h) makes "resume before
+ * the op even returned PENDING" safe: the invoker sees OP_EARLY and carries
+ * on itself. A call has two: one for the op the loop runs (a stage, an
+ * inline backend) and one for a backend on the pool, because once a pool
+ * call has timed out both are in use at once: the loop audits and answers
+ * the timeout while the backend may still be running (a "detached" call).
+ * Each also has its own post node. Which one a resume finishes is told by
+ * the stage in the module's handle, never guessed. */
 #include "call_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- the resume handshake (settle, the invoker's side, is in call_internal.h) ---- */
-
-enum { RESUME_TAKEN, RESUME_DELIVER, RESUME_NOT_WAITING };
-
-/* The resumer: RESUME_TAKEN when the op is still running (its invoker will
- * see OP_EARLY and carry on), RESUME_DELIVER when the op had returned
- * PENDING (the resumer must deliver st to the loop). */
-static int op_resume(op_sync *op, mcpg_status st) {
-    atomic_store(&op->status, st);
-    int expect = OP_RUNNING;
-    if (atomic_compare_exchange_strong(&op->state, &expect, OP_EARLY)) return RESUME_TAKEN;
-    expect = OP_PENDING;
-    if (atomic_compare_exchange_strong(&op->state, &expect, OP_IDLE)) return RESUME_DELIVER;
-    return RESUME_NOT_WAITING;
-}
 
 /* ---- answers back to the loop ---- */
 
@@ -51,9 +37,11 @@ static void explain_skipped(mcpg_call *c) {
 /* The backend on the pool has answered, or its job expired in the queue. */
 static void pool_answer_on_loop(void *arg) {
     mcpg_call *c = arg;
+    assert(c->pool.queued_or_running && c->refs >= 1);
     c->pool.queued_or_running = false;
     pool_deadlines_remove(c);
     if (c->pool.detached) { /* it timed out: the answer already went out */
+        pipeline_release_limits(c); /* held until the backend really ended */
         call_unref(c);
         return;
     }
@@ -84,20 +72,51 @@ static void deliver_pool(mcpg_call *c, mcpg_status st) {
     post_to_loop(c, &c->pool.post, pool_answer_on_loop);
 }
 
-/* Which op does a resume finish? The loop's op when one is outstanding, else
- * the pool backend's. Only a detached call has both outstanding (the audit
- * of its timeout, and a backend still running); there a pool backend that
- * answered PENDING and resumes while an audit sink is also pending cannot
- * be told apart from the sink, and the two resumes may be swapped. Neither
- * then touches the call again and the answer is the timeout either way. */
-void host_call_resume(mcpg_call *c, mcpg_status st) {
-    int r = op_resume(&c->loop_op, st);
-    if (r == RESUME_DELIVER) deliver(c, st);
-    if (r != RESUME_NOT_WAITING) return;
-    r = op_resume(&c->pool.op, st);
-    if (r == RESUME_DELIVER) deliver_pool(c, st);
-    if (r != RESUME_NOT_WAITING) return;
-    klog(MCPG_LOG_ERROR, "kernel", "call_resume on a call that is not pending (module bug)");
+/* The op a resume from `stage` finishes: the backend's own on the pool, else
+ * the loop's when that op is of the same stage; NULL when that stage has no
+ * op outstanding. */
+static op_sync *resumed_op(mcpg_call *c, unsigned stage, bool *on_pool) {
+    *on_pool = false;
+    if (stage == CALL_STAGE_BACKEND && c->route && !c->route->backend->inline_dispatch) {
+        *on_pool = true;
+        return &c->pool.op;
+    }
+    if (stage != CALL_STAGE_TRANSPORT && atomic_load(&c->loop_stage) == (int)stage)
+        return &c->loop_op;
+    return NULL;
+}
+
+void host_call_resume(mcpg_call *h, mcpg_status st) {
+    mcpg_call *c = call_of(h, "call_resume");
+    if (!c) return;
+    if (st != MCPG_CONTINUE && st != MCPG_DENY) {
+        klog(MCPG_LOG_ERROR, "kernel", "call_resume with status %d: only CONTINUE or DENY "
+             "finish an op (module bug); taken as DENY", (int)st);
+        st = MCPG_DENY;
+    }
+    bool on_pool;
+    op_sync *op = resumed_op(c, call_handle_stage(h), &on_pool);
+    int r = op ? op_resume(op, st) : RESUME_NOT_WAITING;
+    if (r == RESUME_DELIVER) {
+        if (on_pool) deliver_pool(c, st);
+        else deliver(c, st);
+    } else if (r == RESUME_NOT_WAITING) {
+        klog(MCPG_LOG_ERROR, "kernel", "call_resume from a stage whose op is not pending "
+             "(module bug)");
+    }
+}
+
+/* The backend's cancel op, exactly while its op is pending: it returned
+ * PENDING and its resume has not been taken. On the call's loop. */
+void backend_cancel_if_pending(mcpg_call *c) {
+    if (c->phase != PH_BACKEND || !c->route || c->cancel_sent || c->pool.detached) return;
+    mcpg_instance *be = c->route->backend;
+    const mcpg_backend_ops *ops = be->desc->ops;
+    if (!MCPG_HAS(ops, cancel)) return;
+    op_sync *op = be->inline_dispatch ? &c->loop_op : &c->pool.op;
+    if (atomic_load(&op->state) != OP_PENDING) return;
+    c->cancel_sent = true;
+    ops->cancel(be->state, call_handle(c, CALL_STAGE_BACKEND));
 }
 
 /* ---- pool deadlines: the worker's list of its calls on the pool ---- */
@@ -163,8 +182,10 @@ void calls_give_up_backends(mcpg_worker *w) {
     }
     for (mcpg_call *c = w->live, *next; c; c = next) {
         next = c->live_next;
-        if (c->phase == PH_BACKEND && c->route && c->route->backend->inline_dispatch)
-            call_cancel(c);
+        if (c->phase == PH_BACKEND && c->route && c->route->backend->inline_dispatch) {
+            atomic_store(&c->cancelled, true);
+            backend_cancel_if_pending(c);
+        }
     }
 }
 
@@ -186,8 +207,8 @@ static void pool_run(pool_job *j) {
     }
     mcpg_instance *be = c->route->backend;
     const mcpg_backend_ops *ops = be->desc->ops;
-    atomic_store(&c->pool.op.state, OP_RUNNING);
-    mcpg_status st = settle(&c->pool.op, ops->call_tool(be->state, c));
+    op_begin(&c->pool.op);
+    mcpg_status st = op_settle(&c->pool.op, ops->call_tool(be->state, call_handle(c, CALL_STAGE_BACKEND)));
     if (st != MCPG_PENDING) deliver_pool(c, st);
 }
 
@@ -268,8 +289,8 @@ void pool_request_gone(mcpg_call *c) {
 
 static mcpg_status dispatch_inline(mcpg_call *c, mcpg_instance *be) {
     const mcpg_backend_ops *ops = be->desc->ops;
-    atomic_store(&c->loop_op.state, OP_RUNNING);
-    return settle(&c->loop_op, ops->call_tool(be->state, c));
+    loop_op_begin(c, CALL_STAGE_BACKEND);
+    return op_settle(&c->loop_op, ops->call_tool(be->state, call_handle(c, CALL_STAGE_BACKEND)));
 }
 
 static mcpg_status dispatch_to_pool(mcpg_call *c, mcpg_instance *be) {

@@ -52,6 +52,7 @@ static void *host_worker_uv_loop(mcpg_worker *w) { return &w->loop; }
 
 struct mcpg_timer {
     uv_timer_t handle;
+    mcpg_worker *w;
     mcpg_instance *owner;
     void (*cb)(void *arg);
     void *arg;
@@ -72,6 +73,7 @@ static int host_timer_start(mcpg_instance *self, mcpg_worker *w, uint64_t timeou
     if (!w || worker_self() != w) return MCPG_ESTATE;
     mcpg_timer *t = calloc(1, sizeof *t);
     if (!t) return MCPG_ENOMEM;
+    t->w = w;
     t->owner = self;
     t->cb = cb;
     t->arg = arg;
@@ -90,56 +92,102 @@ static int host_timer_start(mcpg_instance *self, mcpg_worker *w, uint64_t timeou
 
 static void timer_closed(uv_handle_t *h) { free(h->data); }
 
-static void host_timer_stop(mcpg_timer *t) {
-    if (!t) return;
-    pthread_mutex_lock(&timers_lock);
+/* Under timers_lock. */
+static void timer_unlink(mcpg_timer *t) {
     if (t->prev) t->prev->next = t->next;
     else if (live_timers == t) live_timers = t->next;
     if (t->next) t->next->prev = t->prev;
-    pthread_mutex_unlock(&timers_lock);
+    t->prev = t->next = NULL;
+}
+
+/* On the timer's loop: it never fires again, and is freed once closed. */
+static void timer_close(mcpg_timer *t) {
     if (t->owner) atomic_fetch_sub(&t->owner->live_timers, 1);
     uv_timer_stop(&t->handle);
     uv_close((uv_handle_t *)&t->handle, timer_closed);
 }
 
-/* After an instance stopped: a timer it left running is a module bug. Its
- * callback must never run again; the handle itself is closed with its loop. */
-void instance_timers_cancel(mcpg_instance *inst) {
-    int n = atomic_load(&inst->live_timers);
-    if (n == 0) return;
-    klog(MCPG_LOG_ERROR, inst->stamp, "left %d timer(s) running after stop (module bug): cancelled", n);
+static void host_timer_stop(mcpg_timer *t) {
+    if (!t) return;
     pthread_mutex_lock(&timers_lock);
-    for (mcpg_timer *t = live_timers; t; t = t->next)
-        if (t->owner == inst) {
-            uv_timer_stop(&t->handle); /* loops have ended: no race with the callback */
-            t->owner = NULL;
-        }
+    timer_unlink(t);
+    pthread_mutex_unlock(&timers_lock);
+    timer_close(t);
+}
+
+void timers_close_left(mcpg_worker *w) {
+    pthread_mutex_lock(&timers_lock);
+    for (mcpg_timer *t = live_timers, *next; t; t = next) {
+        next = t->next;
+        if (t->w != w) continue;
+        klog(MCPG_LOG_ERROR, t->owner ? t->owner->stamp : "kernel",
+             "left a timer running on worker %u after worker_stop (module bug): cancelled",
+             w->index);
+        timer_unlink(t);
+        timer_close(t);
+    }
     pthread_mutex_unlock(&timers_lock);
 }
 
-/* ---- the worker pool for modules ---- */
+/* When an instance stops: every loop has ended and closed what its modules
+ * left, so a timer still counted here is a kernel bug. */
+void instance_timers_cancel(mcpg_instance *inst) {
+    int n = atomic_load(&inst->live_timers);
+    if (n != 0)
+        klog(MCPG_LOG_ERROR, inst->stamp, "%d timer(s) outlived their loops (kernel bug)", n);
+}
+
+/* ---- the worker pool for modules ----
+ * Each piece of work is listed on the loop it was submitted from until its
+ * done() has run there, and counted on its instance, so a stopping loop can
+ * take back what has not started and an instance can tell when it is quiet. */
 
 typedef struct module_work {
     pool_job job;
     mcpg_post post;
     mcpg_worker *w;
+    mcpg_instance *owner;
     void (*work)(void *);
     void (*done)(void *, int);
     void *arg;
     int status;
+    struct module_work *prev, *next; /* w->works, on w's loop only */
 } module_work;
 
-static void work_done_on_loop(void *p) {
-    module_work *mw = p;
-    mw->done(mw->arg, mw->status);
+static void works_add(module_work *mw) {
+    mcpg_worker *w = mw->w;
+    mw->next = w->works;
+    if (w->works) w->works->prev = mw;
+    w->works = mw;
+}
+
+static void works_remove(module_work *mw) {
+    mcpg_worker *w = mw->w;
+    if (mw->prev) mw->prev->next = mw->next;
+    else if (w->works == mw) w->works = mw->next;
+    if (mw->next) mw->next->prev = mw->prev;
+}
+
+/* On the loop: done() runs, and the work is over. */
+static void work_end(module_work *mw, int status) {
+    works_remove(mw);
+    mw->done(mw->arg, status);
+    if (mw->owner) atomic_fetch_sub(&mw->owner->work_in_flight, 1);
     free(mw);
 }
 
+static void work_done_on_loop(void *p) {
+    module_work *mw = p;
+    work_end(mw, mw->status);
+}
+
+/* On the pool thread. When the loop has stopped the work stays listed on
+ * it, and is freed with the worker once every pool thread has ended. */
 static void work_finish(module_work *mw, int status) {
     mw->status = status;
     mw->post.fn = work_done_on_loop;
     mw->post.arg = mw;
-    if (worker_post(mw->w, &mw->post) != 0) free(mw); /* the worker is gone */
+    (void)worker_post(mw->w, &mw->post);
 }
 
 static void work_run(pool_job *j) {
@@ -152,20 +200,48 @@ static void work_expired(pool_job *j) { work_finish((module_work *)j, MCPG_ETIME
 
 static int host_work_submit(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
                             void (*work)(void *), void (*done)(void *, int), void *arg) {
-    (void)self;
     if (!w || !work || !done) return MCPG_EINVAL;
+    if (worker_self() != w) { /* done() runs on w: only w's loop may list it */
+        klog(MCPG_LOG_ERROR, self ? self->stamp : "kernel",
+             "work_submit off worker %u's loop thread (module bug): refused", w->index);
+        return MCPG_ESTATE;
+    }
     module_work *mw = calloc(1, sizeof *mw);
     if (!mw) return MCPG_ENOMEM;
     mw->job.run = work_run;
     mw->job.expired = work_expired;
     mw->job.timeout_us = timeout_ms * 1000;
     mw->w = w;
+    mw->owner = self;
     mw->work = work;
     mw->done = done;
     mw->arg = arg;
     int rc = pool_submit(&mw->job);
-    if (rc) free(mw);
-    return rc;
+    if (rc) {
+        free(mw);
+        return rc;
+    }
+    works_add(mw);
+    if (self) atomic_fetch_add(&self->work_in_flight, 1);
+    return 0;
+}
+
+void module_work_cancel_queued(mcpg_worker *w) {
+    for (module_work *mw = w->works, *next; mw; mw = next) {
+        next = mw->next;
+        if (pool_cancel(&mw->job)) work_end(mw, MCPG_ECANCELED);
+    }
+}
+
+/* After the pool's threads have ended: work that finished once its loop had
+ * stopped could not run its done(). */
+void module_work_free_left(mcpg_worker *w) {
+    for (module_work *mw = w->works, *next; mw; mw = next) {
+        next = mw->next;
+        if (mw->owner) atomic_fetch_sub(&mw->owner->work_in_flight, 1);
+        free(mw);
+    }
+    w->works = NULL;
 }
 
 static int host_worker_post(mcpg_worker *w, mcpg_post *node) { return worker_post(w, node); }

@@ -112,6 +112,7 @@ struct mcpg_instance {
     uint32_t slot;          /* index into a call's slots */
     bool started;
     atomic_int live_timers;
+    atomic_int work_in_flight;  /* work_submit'ed, done() not yet run */
     struct generation *gen;
 };
 
@@ -164,6 +165,7 @@ struct mcpg_worker {
     mcpg_call *pool_deadlines; /* calls whose backend is on the pool, for their timeouts */
     uv_timer_t pool_deadline_timer;
     struct pool_job *jobs_head, *jobs_tail; /* to hand to the pool this turn */
+    struct module_work *works; /* host->work_submit'ed here, done() not yet run (loop only) */
     uv_check_t jobs_flush;
     uv_idle_t jobs_awake;    /* keeps the poll from blocking while jobs wait */
 };
@@ -206,6 +208,9 @@ void worker_defer_job(mcpg_worker *w, struct pool_job *job);
 /* Lets running jobs finish, expires those still queued (no loop is left to
  * take their answers), joins every thread; later submits are refused. */
 void pool_stop(void);
+/* Take a job out of the queue before a thread starts it: true when it was
+ * still queued (it will then never run nor expire). */
+bool pool_cancel(pool_job *job);
 unsigned pool_stop_within(uint64_t wait_ms); /* threads still running after wait_ms */
 
 /* ---- calls and the pipeline ---- */
@@ -246,5 +251,12 @@ extern const mcpg_host HOST;
 uint64_t mono_us(void);
 int64_t wall_us(void);
 void instance_timers_cancel(mcpg_instance *inst);
+/* On w's loop as it stops, after every worker_stop: timers modules left on
+ * it are module bugs; they are logged, closed and freed. */
+void timers_close_left(mcpg_worker *w);
+/* On w's loop as it stops: module work still queued from w is taken off the
+ * pool and its done() runs with MCPG_ECANCELED. */
+void module_work_cancel_queued(mcpg_worker *w);
+void module_work_free_left(mcpg_worker *w); /* once the pool's threads have ended */
 
 #endif

@@ -40,7 +40,7 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     ev.time_us = c->event_time_us;
     ev.id_json = c->d.id_json;
     ev.id_len = c->d.id_len;
-    ev.method = call_method_names[c->method];
+    ev.method = mcpg_method_name(c->method);
     ev.tool = c->route ? c->route->client_name : NULL;
     ev.backend = c->route ? c->route->backend->name : NULL;
     ev.principal = c->principal;
@@ -49,27 +49,30 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     ev.generation = c->gen->id;
     if (c->phase == PH_AUDIT_DONE) audit_outcome(c, &ev);
     const mcpg_audit_ops *ops = sink->desc->ops;
-    atomic_store(&c->loop_op.state, OP_RUNNING);
-    return settle(&c->loop_op, ops->emit(sink->state, c, &ev));
+    loop_op_begin(c, CALL_STAGE_AUDIT);
+    return op_settle(&c->loop_op, ops->emit(sink->state, call_handle(c, CALL_STAGE_AUDIT), &ev));
 }
 
 /* ---- the answer ---- */
 
-static void release_limits(mcpg_call *c) {
+void pipeline_release_limits(mcpg_call *c) {
     mcpg_instance **lim = c->gen->stage[STAGE_LIMITS];
     for (size_t i = 0; i < c->limits_acquired; i++) {
         const mcpg_limits_ops *ops = lim[i]->desc->ops;
-        if (ops->release) ops->release(lim[i]->state, c);
+        if (MCPG_HAS(ops, release)) ops->release(lim[i]->state, call_handle(c, CALL_STAGE_LIMITS));
     }
+    c->limits_acquired = 0;
 }
 
 static void finish(mcpg_call *c) {
     c->phase = PH_COMPLETE;
-    release_limits(c);
+    /* a backend still on the pool (timed out) holds its limits until it
+     * ends: dispatch.c releases them then */
+    if (!c->pool.queued_or_running) pipeline_release_limits(c);
     atomic_fetch_sub(&c->w->calls_in_flight, 1);
     /* detached: the backend may be looking up a header */
     if (c->pool.queued_or_running) pool_request_gone(c);
-    c->d.complete(c->d.transport_ctx, c);
+    c->d.complete(c->d.transport_ctx, call_handle(c, CALL_STAGE_TRANSPORT));
 }
 
 static void answer_locally(mcpg_call *c) {
@@ -79,25 +82,28 @@ static void answer_locally(mcpg_call *c) {
         return;
     }
     call_set_error(c, MCPG_RPC_METHOD_NOT_FOUND, 404, "Method not found: %s",
-                   c->method ? call_method_names[c->method] : "(unknown)");
+                   c->method ? mcpg_method_name(c->method) : "(unknown)");
 }
 
 /* ---- running the current phase ---- */
 
 static mcpg_status stage_op(mcpg_call *c, int stage, mcpg_instance *inst) {
-    atomic_store(&c->loop_op.state, OP_RUNNING);
     switch (stage) {
     case STAGE_IDENTITY: {
         const mcpg_identity_ops *o = inst->desc->ops;
-        return settle(&c->loop_op, o->authenticate(inst->state, c));
+        loop_op_begin(c, CALL_STAGE_IDENTITY);
+        return op_settle(&c->loop_op,
+                         o->authenticate(inst->state, call_handle(c, CALL_STAGE_IDENTITY)));
     }
     case STAGE_POLICY: {
         const mcpg_policy_ops *o = inst->desc->ops;
-        return settle(&c->loop_op, o->check(inst->state, c));
+        loop_op_begin(c, CALL_STAGE_POLICY);
+        return op_settle(&c->loop_op, o->check(inst->state, call_handle(c, CALL_STAGE_POLICY)));
     }
     default: {
         const mcpg_limits_ops *o = inst->desc->ops;
-        return settle(&c->loop_op, o->acquire(inst->state, c));
+        loop_op_begin(c, CALL_STAGE_LIMITS);
+        return op_settle(&c->loop_op, o->acquire(inst->state, call_handle(c, CALL_STAGE_LIMITS)));
     }
     }
 }
@@ -174,9 +180,35 @@ static void run(mcpg_call *c) {
 
 /* ---- what an op's answer means for where the call goes next ---- */
 
+/* The instance whose op answered for the call's current phase. */
+static mcpg_instance *answering_instance(mcpg_call *c) {
+    switch (c->phase) {
+    case PH_IDENTITY:
+    case PH_POLICY:
+    case PH_LIMITS: return c->gen->stage[c->phase - PH_IDENTITY][c->idx];
+    case PH_AUDIT_ALLOWED:
+    case PH_AUDIT_DONE: return c->gen->stage[STAGE_AUDIT][c->idx];
+    default: return c->route->backend;
+    }
+}
+
+/* DENY must come with an error (call_error). One without is a module bug,
+ * and the call fails as the gateway's own failure: never an empty success
+ * (an audit sink that could not record would otherwise let the client
+ * believe the call went through). */
+static void deny_needs_error(mcpg_call *c) {
+    int64_t code;
+    const char *msg;
+    if (call_error_of(c, &code, &msg)) return;
+    mcpg_instance *who = answering_instance(c);
+    klog(MCPG_LOG_ERROR, who->stamp, "answered DENY without setting an error (module bug)");
+    call_set_error(c, MCPG_RPC_SERVER_ERROR, 503,
+                   "%s \"%s\" refused the call without saying why (module bug)",
+                   kind_name(who->desc->kind), who->name);
+}
+
 /* Refused at identity, policy or limits. */
 static void deny(mcpg_call *c) {
-    if (!c->is_error) call_set_error(c, MCPG_RPC_INVALID_REQUEST, 0, "request refused");
     c->denied = true;
     bool audited = c->method == MCPG_METHOD_TOOLS_CALL && c->gen->n_stage[STAGE_AUDIT];
     c->phase = audited ? PH_AUDIT_DONE : PH_COMPLETE;
@@ -205,15 +237,18 @@ static void on_audit_status(mcpg_call *c, mcpg_status st) {
 
 static void on_backend_status(mcpg_call *c, mcpg_status st) {
     c->tb1 = mono_us();
-    if (st == MCPG_DENY) {
-        c->backend_failed = true;
-        if (!c->is_error) call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 0, "backend failed");
-    }
+    if (st == MCPG_DENY) c->backend_failed = true;
     c->phase = c->gen->n_stage[STAGE_AUDIT] ? PH_AUDIT_DONE : PH_COMPLETE;
     c->idx = 0;
 }
 
 static void on_status(mcpg_call *c, mcpg_status st) {
+    if (st != MCPG_CONTINUE && st != MCPG_DENY) { /* not an mcpg_status: a module bug */
+        klog(MCPG_LOG_ERROR, answering_instance(c)->stamp,
+             "answered %d, which is not CONTINUE, DENY or PENDING (module bug)", (int)st);
+        st = MCPG_DENY;
+    }
+    if (st == MCPG_DENY) deny_needs_error(c);
     switch (c->phase) {
     case PH_IDENTITY:
     case PH_POLICY:

@@ -154,3 +154,21 @@ unsigned pool_stop_within(uint64_t wait_ms) {
 }
 
 void pool_stop(void) { (void)pool_stop_within(0); }
+
+bool pool_cancel(pool_job *job) {
+    pthread_mutex_lock(&P.lock);
+    pool_job **pp = &P.head, *prev = NULL;
+    while (*pp && *pp != job) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    bool found = *pp != NULL;
+    if (found) {
+        *pp = job->next;
+        if (P.tail == job) P.tail = prev;
+        P.queued--;
+        job->next = NULL;
+    }
+    pthread_mutex_unlock(&P.lock);
+    return found;
+}

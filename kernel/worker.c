@@ -20,7 +20,8 @@ static __thread mcpg_worker *current_worker;
 
 mcpg_worker *worker_self(void) { return current_worker; }
 
-static int open_listener(const char *hostport, char *err, size_t errcap) {
+/* Resolve "host:port" ("[::1]:8787", ":8787") for a listener. */
+static struct addrinfo *listen_address(const char *hostport, char *err, size_t errcap) {
     char host[256];
     const char *colon = strrchr(hostport, ':');
     size_t hl = (size_t)(colon - hostport);
@@ -37,6 +38,52 @@ static int open_listener(const char *hostport, char *err, size_t errcap) {
     int rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
     if (rc) {
         snprintf(err, errcap, "%s: %s", hostport, gai_strerror(rc));
+        return NULL;
+    }
+    return ai;
+}
+
+/* SO_REUSEPORT lets every loop have its own listener on one address, but it
+ * would also let this gateway join a port another process (of the same
+ * user) already listens on, and silently take part of its traffic. So the
+ * address is first bound once without it: that bind fails while anyone
+ * listens there. (Only SO_REUSEADDR, so connections of an earlier run in
+ * TIME_WAIT do not count as "in use".) A socket that was bound and closed
+ * without listening leaves nothing behind. */
+static int probe_free(const struct addrinfo *ai, const char *hostport, char *err,
+                      size_t errcap) {
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errcap, "cannot listen on %s: %s", hostport, strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int rc = bind(fd, ai->ai_addr, ai->ai_addrlen);
+    int e = errno;
+    close(fd);
+    if (rc == 0) return 0;
+    if (e == EADDRINUSE)
+        snprintf(err, errcap, "cannot listen on %s: address already in use (another gateway or "
+                 "program listens there)", hostport);
+    else
+        snprintf(err, errcap, "cannot listen on %s: %s", hostport, strerror(e));
+    return -1;
+}
+
+static bool port_is_any(const struct addrinfo *ai) {
+    if (ai->ai_family == AF_INET) return ((struct sockaddr_in *)ai->ai_addr)->sin_port == 0;
+    if (ai->ai_family == AF_INET6) return ((struct sockaddr_in6 *)ai->ai_addr)->sin6_port == 0;
+    return false;
+}
+
+/* One loop's listener on hostport; `first` for the first loop's, which
+ * proves the address is free before any SO_REUSEPORT socket binds it. */
+static int open_listener(const char *hostport, bool first, char *err, size_t errcap) {
+    struct addrinfo *ai = listen_address(hostport, err, errcap);
+    if (!ai) return -1;
+    if (first && !port_is_any(ai) && probe_free(ai, hostport, err, errcap) != 0) {
+        freeaddrinfo(ai);
         return -1;
     }
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -76,7 +123,7 @@ int workers_bind(manifest *m, errlist *errs) {
         w->index = i;
         for (size_t l = 0; l < m->n_listen; l++) {
             char e[512];
-            int fd = open_listener(m->listen[l], e, sizeof e);
+            int fd = open_listener(m->listen[l], i == 0, e, sizeof e);
             if (fd < 0) {
                 errlist_add(errs, m->path, "gateway.listen", "%s", e);
                 return -1;
@@ -217,7 +264,7 @@ static void begin_on_loop(void *arg) {
     generation *g = w->gen;
     for (size_t i = 0; i < g->n_instances; i++) {
         const mcpg_lifecycle_ops *lc = g->instances[i]->desc->lifecycle;
-        if (lc->worker_start) lc->worker_start(g->instances[i]->state, w);
+        if (MCPG_HAS(lc, worker_start)) lc->worker_start(g->instances[i]->state, w);
     }
     for (size_t l = 0; l < w->n_listen; l++)
         uv_poll_start(&w->listen_polls[l], UV_READABLE, on_accept);
@@ -324,14 +371,16 @@ static void stop_on_loop(void *arg) {
     pthread_mutex_unlock(&w->post_lock);
     while (atomic_load(&w->senders)) sched_yield(); /* a wake-up still on its way */
     run_posts(w); /* whatever raced in before the door closed */
+    module_work_cancel_queued(w); /* done(MCPG_ECANCELED), before the instances stop */
     calls_free_worker(w);
     /* instances close what they keep on this loop, in reverse order; the
      * walk then closes what is left (the kernel's own handles) */
     generation *g = w->gen;
     for (size_t i = g->n_instances; i-- > 0;) {
         const mcpg_lifecycle_ops *lc = g->instances[i]->desc->lifecycle;
-        if (lc->worker_stop) lc->worker_stop(g->instances[i]->state, w);
+        if (MCPG_HAS(lc, worker_stop)) lc->worker_stop(g->instances[i]->state, w);
     }
+    timers_close_left(w); /* module bugs: logged, closed and freed */
     uv_walk(&w->loop, close_any, NULL);
 }
 
@@ -358,6 +407,7 @@ void workers_stop(void) {
 void workers_free(void) {
     for (uint32_t i = 0; i < K.n_workers; i++) {
         calls_free_abandoned(&K.workers[i]);
+        module_work_free_left(&K.workers[i]);
         pthread_mutex_destroy(&K.workers[i].post_lock);
     }
     free(K.workers);

@@ -83,7 +83,8 @@ typedef const char *(*mcpg_header_fn)(void *transport_ctx, const char *lname,
  * until `complete` has been called for this call: the transport keeps the
  * request's bytes alive until then. */
 typedef struct mcpg_call_desc {
-    uint32_t size;            /* sizeof(mcpg_call_desc) */
+    uint32_t size;            /* sizeof(mcpg_call_desc) as the transport knows it; at
+                                 least MCPG_CALL_DESC_SIZE_1_0 */
     uint32_t wire;            /* mcpg_wire */
     const char *method;       /* "tools/call" (not NUL-terminated: method_len) */
     size_t method_len;
@@ -109,7 +110,8 @@ typedef struct mcpg_call_desc {
 /* The outcome of a call, read by the transport in `complete`. Every pointer is
  * borrowed until host->call_release. */
 typedef struct mcpg_call_outcome {
-    uint32_t size;
+    uint32_t size;            /* in: sizeof(mcpg_call_outcome) as the transport knows it;
+                                 out: the bytes the kernel filled (never more) */
     int is_error;
     const char *result;       /* the result object as JSON text (!is_error) */
     size_t result_len;
@@ -121,10 +123,19 @@ typedef struct mcpg_call_outcome {
     uint32_t retry_after_s;   /* with 429/503: Retry-After, 0 = none */
 } mcpg_call_outcome;
 
+/* The ABI 1.0 sizes of the structs above, frozen: a struct declaring less is
+ * refused, one declaring more is read up to what this side knows. Fields
+ * added later are read only after MCPG_HAS_FIELD(struct, field). */
+#define MCPG_CALL_DESC_SIZE_1_0 \
+    ((uint32_t)(offsetof(mcpg_call_desc, complete) + sizeof(void (*)(void))))
+#define MCPG_CALL_OUTCOME_SIZE_1_0 \
+    ((uint32_t)(offsetof(mcpg_call_outcome, retry_after_s) + sizeof(uint32_t)))
+
 /* An audit event, handed to audit sinks. Borrowed for the emit() call only:
  * a sink that writes later copies (formats) it before returning. */
 typedef struct mcpg_audit_event {
-    uint32_t size;
+    uint32_t size;            /* the kernel's sizeof: check MCPG_HAS_FIELD for fields
+                                 after backend_us */
     const char *name;         /* "mcpg.tool.call.allowed", ".completed", ".denied", ".failed" */
     uint64_t seq;             /* unique per gateway, increasing in the order events are
                                  created; every sink gets the same seq and time for one
@@ -146,5 +157,8 @@ typedef struct mcpg_audit_event {
     uint64_t latency_us;      /* completed/failed: time since the call entered */
     uint64_t backend_us;      /* completed/failed: time spent in the backend */
 } mcpg_audit_event;
+
+#define MCPG_AUDIT_EVENT_SIZE_1_0 \
+    ((uint32_t)(offsetof(mcpg_audit_event, backend_us) + sizeof(uint64_t)))
 
 #endif

@@ -60,7 +60,7 @@ static const char *probe_header(void *ctx, const char *lname, size_t *len) {
 
 static void probe_complete(void *ctx, mcpg_call *call) {
     probe *p = ctx;
-    mcpg_call_outcome o;
+    mcpg_call_outcome o = {.size = sizeof o};
     call_outcome(call, &o);
     pthread_mutex_lock(&p->lock);
     p->is_error = o.is_error;
