@@ -3,164 +3,13 @@
  * Proves the stage order, PENDING/resume, denial with its audit event, pool
  * dispatch with its timeout, unknown tools, tools/list, and that a stopped
  * kernel leaves no loop handle open. */
-#include "kernel.h"
+#include "probe.h"
 
 #include <mcpg/check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---- one call submitted on the worker, waited for from the main thread ----
- * Like a real transport, the probe owns the request's bytes (heap copies)
- * and frees them once the call has completed: a module that reads them
- * after that is caught by ASan. */
-
-typedef struct probe {
-    mcpg_call_desc desc;
-    char *args, *id, *user, *name; /* the request's bytes, freed at complete */
-    size_t name_len;
-    bool from_prepare;             /* submit from a uv_prepare callback */
-    mcpg_post post;
-    pthread_mutex_t lock;
-    pthread_cond_t done_cv;
-    bool done;
-    int submit_rc;
-    int is_error;
-    int64_t code;
-    int http;
-    uint64_t t_submit, t_done;
-    char text[4096];
-} probe;
-
-static char *dup_bytes(const char *s, size_t n) {
-    if (!s) return NULL;
-    char *d = malloc(n + 1);
-    memcpy(d, s, n);
-    d[n] = '\0';
-    return d;
-}
-
-static void free_request(probe *p) {
-    char *bufs[] = {p->args, p->id, p->user, p->name};
-    for (size_t i = 0; i < 4; i++)
-        if (bufs[i]) {
-            memset(bufs[i], 'X', strlen(bufs[i])); /* a reused buffer, were it not freed */
-            free(bufs[i]);
-        }
-    p->args = p->id = p->user = p->name = NULL;
-}
-
-static const char *probe_header(void *ctx, const char *lname, size_t *len) {
-    probe *p = ctx;
-    if (strcmp(lname, "x-test-user") != 0 || !p->user) return NULL;
-    *len = strlen(p->user);
-    return p->user;
-}
-
-static void probe_complete(void *ctx, mcpg_call *call) {
-    probe *p = ctx;
-    mcpg_call_outcome o = {.size = sizeof o};
-    call_outcome(call, &o);
-    pthread_mutex_lock(&p->lock);
-    p->is_error = o.is_error;
-    p->code = o.error_code;
-    p->http = o.http_status;
-    if (o.is_error)
-        snprintf(p->text, sizeof p->text, "%s", o.error_message);
-    else
-        snprintf(p->text, sizeof p->text, "%.*s", (int)o.result_len, o.result);
-    call_release(call);
-    free_request(p);
-    p->t_done = mono_us();
-    p->done = true;
-    pthread_cond_signal(&p->done_cv);
-    pthread_mutex_unlock(&p->lock);
-}
-
-static void submit_now(probe *p) {
-    mcpg_call *c;
-    p->t_submit = mono_us();
-    p->submit_rc = call_submit(&K.workers[0], &p->desc, &c);
-    if (p->submit_rc) {
-        pthread_mutex_lock(&p->lock);
-        free_request(p);
-        p->done = true;
-        pthread_cond_signal(&p->done_cv);
-        pthread_mutex_unlock(&p->lock);
-    }
-}
-
-/* Submitting from the prepare phase, as a transport does when it parses
- * pipelined requests it had to hold back. One handle for the whole test,
- * only started and stopped (a closing handle would itself keep the next poll
- * from blocking); the kernel's stop closes it. */
-static uv_prepare_t prep;
-static bool prep_ready;
-
-static void submit_in_prepare(uv_prepare_t *h) {
-    uv_prepare_stop(h);
-    submit_now(h->data);
-}
-
-static void submit_on_loop(void *arg) {
-    probe *p = arg;
-    if (!p->from_prepare) {
-        submit_now(p);
-        return;
-    }
-    if (!prep_ready) uv_prepare_init(&K.workers[0].loop, &prep);
-    prep_ready = true;
-    prep.data = p;
-    uv_prepare_start(&prep, submit_in_prepare);
-}
-
-static void start_call(probe *p, const char *method, const char *tool, size_t tool_len,
-                       const char *args, const char *id, const char *user) {
-    memset(p, 0, sizeof *p);
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->done_cv, NULL);
-    p->args = dup_bytes(args, args ? strlen(args) : 0);
-    p->id = dup_bytes(id, strlen(id));
-    p->user = dup_bytes(user, user ? strlen(user) : 0);
-    p->name = dup_bytes(tool, tool_len);
-    p->desc = (mcpg_call_desc){.size = sizeof p->desc, .wire = MCPG_WIRE_STATELESS,
-                               .method = method, .method_len = strlen(method),
-                               .name = p->name, .name_len = tool ? tool_len : 0,
-                               .args_json = p->args, .args_len = args ? strlen(args) : 0,
-                               .id_json = p->id, .id_len = strlen(id), .transport_ctx = p,
-                               .header = probe_header, .complete = probe_complete};
-    p->post.fn = submit_on_loop;
-    p->post.arg = p;
-}
-
-static void wait_call(probe *p) {
-    worker_post(&K.workers[0], &p->post);
-    pthread_mutex_lock(&p->lock);
-    while (!p->done) pthread_cond_wait(&p->done_cv, &p->lock);
-    pthread_mutex_unlock(&p->lock);
-}
-
-static void run_call(probe *p, const char *method, const char *tool, const char *args,
-                     const char *id, const char *user) {
-    start_call(p, method, tool, tool ? strlen(tool) : 0, args, id, user);
-    wait_call(p);
-}
-
-static uint64_t elapsed_ms(const probe *p) { return (p->t_done - p->t_submit) / 1000; }
-
-/* ---- reading the audit file ---- */
-
-static int count_lines(const char *path, const char *needle1, const char *needle2) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, needle1) && (!needle2 || strstr(line, needle2))) n++;
-    fclose(f);
-    return n;
-}
 
 static char *write_manifest(const char *dir, const char *modules_dir, const char *audit,
                             const char *late) {
@@ -217,56 +66,56 @@ int main(int argc, char **argv) {
     MCPG_CHECK(workers_start() == 0, "workers");
 
     probe p;
-    run_call(&p, "tools/call", "echo", "{\"message\":\"hi\"}", "1", NULL);
+    probe_run(&p, "tools/call", "echo", "{\"message\":\"hi\"}", "1", NULL);
     MCPG_CHECK(!p.is_error && strstr(p.text, "Echo: hi"), "pool echo: %s", p.text);
 
-    run_call(&p, "tools/call", "fast_echo", "{\"message\":\"inline\"}", "\"s-2\"", "alice");
+    probe_run(&p, "tools/call", "fast_echo", "{\"message\":\"inline\"}", "\"s-2\"", "alice");
     MCPG_CHECK(!p.is_error && strstr(p.text, "Echo: inline"), "inline echo: %s", p.text);
 
-    run_call(&p, "tools/call", "fast_nap", "{\"message\":\"later\"}", "3", "pend:bob");
+    probe_run(&p, "tools/call", "fast_nap", "{\"message\":\"later\"}", "3", "pend:bob");
     MCPG_CHECK(!p.is_error && strstr(p.text, "Echo: later"), "pending identity + timer backend: %s",
                p.text);
 
-    run_call(&p, "tools/call", "echo", "{\"message\":\"no\"}", "4", "deny");
+    probe_run(&p, "tools/call", "echo", "{\"message\":\"no\"}", "4", "deny");
     MCPG_CHECK(p.is_error && p.code == -32001 && p.http == 403, "denied: %lld %d %s",
                (long long)p.code, p.http, p.text);
 
     /* timeout_ms 100, latency 400, a durable audit sink: the answer comes at
      * the timeout, not when the backend finally returns */
-    run_call(&p, "tools/call", "slow", "{\"message\":\"zz\"}", "5", NULL);
+    probe_run(&p, "tools/call", "slow", "{\"message\":\"zz\"}", "5", NULL);
     MCPG_CHECK(p.is_error && p.code == -32000 && strstr(p.text, "timed out"), "timeout: %s",
                p.text);
-    MCPG_CHECK(elapsed_ms(&p) < 300, "timeout answered after %llu ms (timeout_ms 100, latency 400)",
-               (unsigned long long)elapsed_ms(&p));
+    MCPG_CHECK(probe_elapsed_ms(&p) < 300, "timeout answered after %llu ms (timeout_ms 100, latency 400)",
+               (unsigned long long)probe_elapsed_ms(&p));
 
     /* a backend still running after its timeout reads its request when the
      * transport has already freed it: it must see the kernel's copies */
-    run_call(&p, "tools/call", "late", "{\"k\":\"v1\"}", "9", "carol");
-    MCPG_CHECK(p.is_error && strstr(p.text, "timed out") && elapsed_ms(&p) < 180,
-               "late timeout: %s after %llu ms", p.text, (unsigned long long)elapsed_ms(&p));
-    run_call(&p, "tools/call", "patient_late", "{\"k\":\"v2\"}", "10", "dave");
+    probe_run(&p, "tools/call", "late", "{\"k\":\"v1\"}", "9", "carol");
+    MCPG_CHECK(p.is_error && strstr(p.text, "timed out") && probe_elapsed_ms(&p) < 180,
+               "late timeout: %s after %llu ms", p.text, (unsigned long long)probe_elapsed_ms(&p));
+    probe_run(&p, "tools/call", "patient_late", "{\"k\":\"v2\"}", "10", "dave");
     MCPG_CHECK(!p.is_error, "patient late: %s", p.text);
 
-    run_call(&p, "tools/call", "nope", "{}", "6", NULL);
+    probe_run(&p, "tools/call", "nope", "{}", "6", NULL);
     MCPG_CHECK(p.is_error && p.code == -32602, "unknown tool: %lld", (long long)p.code);
 
     /* identity runs first: a refused caller learns nothing about tool names */
-    run_call(&p, "tools/call", "nope", "{}", "6b", "deny");
+    probe_run(&p, "tools/call", "nope", "{}", "6b", "deny");
     MCPG_CHECK(p.is_error && p.code == -32001, "unknown tool, refused caller: %lld",
                (long long)p.code);
 
-    run_call(&p, "tools/list", NULL, NULL, "7", NULL);
+    probe_run(&p, "tools/list", NULL, NULL, "7", NULL);
     MCPG_CHECK(!p.is_error && strstr(p.text, "\"name\":\"echo\"") &&
                    strstr(p.text, "\"name\":\"fast_echo\"") &&
                    strstr(p.text, "\"name\":\"fast_nap\""),
                "tools/list: %s", p.text);
 
-    run_call(&p, "tools/list", NULL, NULL, "8", "deny");
+    probe_run(&p, "tools/list", NULL, NULL, "8", "deny");
     MCPG_CHECK(p.is_error && p.code == -32001, "tools/list passes identity: %s", p.text);
 
     /* a tool name with a NUL inside is just an unknown tool */
-    start_call(&p, "tools/call", "echo\0zzzzzzzzzzzzzzzzzzzzzzzz", 30, "{}", "11", NULL);
-    wait_call(&p);
+    probe_start(&p, "tools/call", "echo\0zzzzzzzzzzzzzzzzzzzzzzzz", 30, "{}", "11", NULL);
+    probe_wait(&p);
     MCPG_CHECK(p.is_error && p.code == -32602, "name with a NUL: %lld %s", (long long)p.code,
                p.text);
 
@@ -286,9 +135,9 @@ int main(int argc, char **argv) {
     K.workers[0].gen = bare; /* read on the loop only at submit: nothing in flight now */
     uint64_t took[5] = {0};
     for (int i = 0; bare && i < 5; i++) {
-        start_call(&p, "tools/call", "echo", 4, "{\"message\":\"prep\"}", "12", NULL);
+        probe_start(&p, "tools/call", "echo", 4, "{\"message\":\"prep\"}", "12", NULL);
         p.from_prepare = true;
-        wait_call(&p);
+        probe_wait(&p);
         MCPG_CHECK(!p.is_error, "prepare-phase submit: %s", p.text);
         took[i] = p.t_done - p.t_submit;
         for (int j = i; j > 0 && took[j] < took[j - 1]; j--) { /* keep it sorted */
