@@ -98,7 +98,8 @@ static void *resume_later(void *arg) {
     free(arg);
     nap_ms(r.ms);
     const mcpg_host *h = r.b->host;
-    h->call_result(r.p->call, "{\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}", 48);
+    static const char result[] = "{\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}";
+    h->call_result(r.p->call, result, sizeof result - 1);
     atomic_store(&r.p->resumed, 1);
     note(r.b, "resumed_us", (long long)h->mono_us());
     h->call_resume(r.p->call, MCPG_CONTINUE);
