@@ -206,6 +206,7 @@ static int host_work_submit(mcpg_instance *self, mcpg_worker *w, uint64_t timeou
              "work_submit off worker %u's loop thread (module bug): refused", w->index);
         return MCPG_ESTATE;
     }
+    if (w->stopped) return MCPG_ESTATE; /* its done() could never run */
     module_work *mw = calloc(1, sizeof *mw);
     if (!mw) return MCPG_ENOMEM;
     mw->job.run = work_run;

@@ -207,17 +207,25 @@ generation *kernel_up(const char *dir, const char *name, const char *manifest_te
     return g;
 }
 
-void kernel_down(void) {
+void kernel_down_keep_gen(void) {
     workers_drain();
     for (int i = 0; i < 300 && !workers_idle(); i++) usleep(10000);
     workers_stop();
     pool_stop();
     generation_stop(K.gen);
     workers_free();
+}
+
+void kernel_free_gen(void) {
     generation_free(K.gen);
     manifest_free(K.m);
     K.gen = NULL;
     K.m = NULL;
+}
+
+void kernel_down(void) {
+    kernel_down_keep_gen();
+    kernel_free_gen();
 }
 
 int count_lines(const char *path, const char *needle1, const char *needle2) {

@@ -53,6 +53,9 @@ generation *kernel_generation(const char *dir, const char *name, const char *man
                               const char *modules_dir, manifest **m_out);
 /* Drain, stop the loops and the pool, stop and free K.gen and its manifest. */
 void kernel_down(void);
+/* The same in two steps, to look at the stopped generation in between. */
+void kernel_down_keep_gen(void);
+void kernel_free_gen(void);
 
 /* Lines of the file at path holding needle (and needle2 when not NULL); -1
  * when it cannot be read. */

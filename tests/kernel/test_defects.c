@@ -208,6 +208,56 @@ static void stale_handle_refused(void) {
     scenario_end(&s);
 }
 
+/* 6. At stop, module work still queued gets done(MCPG_ECANCELED) on its
+ * loop, work_submit off the loop is refused, and a timer a module left
+ * running is closed and freed (ASan's leak check sees it). */
+static atomic_int works_cancelled, works_other;
+
+static void work_nap(void *arg) {
+    (void)arg;
+    usleep(300 * 1000);
+}
+
+static void work_done(void *arg, int status) {
+    (void)arg;
+    if (worker_self() == &K.workers[0] && status == MCPG_ECANCELED)
+        atomic_fetch_add(&works_cancelled, 1);
+    else
+        atomic_fetch_add(&works_other, 1);
+}
+
+static void never(void *arg) { (void)arg; }
+
+static mcpg_instance *base_mock(void) {
+    for (size_t i = 0; i < K.gen->n_instances; i++)
+        if (strcmp(K.gen->instances[i]->name, "mock") == 0) return K.gen->instances[i];
+    return NULL;
+}
+
+static int submitted_on_loop;
+
+static void submit_works_and_leave_a_timer(void *arg) {
+    mcpg_instance *inst = arg;
+    for (int i = 0; i < 4; i++)
+        if (HOST.work_submit(inst, &K.workers[0], 0, work_nap, work_done, NULL) == 0)
+            submitted_on_loop++;
+    mcpg_timer *t;
+    MCPG_CHECK(HOST.timer_start(inst, &K.workers[0], 60000, 60000, never, NULL, &t) == 0,
+               "timer");
+}
+
+static void stop_with_work_and_timers(void) {
+    mcpg_instance *inst = base_mock();
+    MCPG_REQUIRE(inst, "the base generation's mock");
+    int rc = HOST.work_submit(inst, &K.workers[0], 0, work_nap, work_done, NULL);
+    MCPG_CHECK(rc == MCPG_ESTATE, "work_submit off the loop answered %d", rc);
+    probe_on_loop(submit_works_and_leave_a_timer, inst);
+    MCPG_CHECK(submitted_on_loop == 4 && atomic_load(&inst->work_in_flight) == 4,
+               "4 works submitted (%d), counted on the instance (%d)", submitted_on_loop,
+               atomic_load(&inst->work_in_flight));
+    usleep(50 * 1000); /* the pool's 2 threads take 2 of them; 2 stay queued */
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_defects MODULES_DIR\n");
@@ -227,7 +277,16 @@ int main(int argc, char **argv) {
     cancel_inline_after_resume();
     limits_held_until_backend_ends();
     stale_handle_refused();
-    kernel_down();
+    stop_with_work_and_timers();
+    mcpg_instance *mock = base_mock();
+    kernel_down_keep_gen();
+    MCPG_CHECK(atomic_load(&works_cancelled) == 2 && atomic_load(&works_other) == 0,
+               "done(ECANCELED) on the loop for the queued works: %d (other answers: %d)",
+               atomic_load(&works_cancelled), atomic_load(&works_other));
+    MCPG_CHECK(atomic_load(&mock->work_in_flight) == 0 && atomic_load(&mock->live_timers) == 0,
+               "the instance is quiet: %d work(s), %d timer(s)",
+               atomic_load(&mock->work_in_flight), atomic_load(&mock->live_timers));
+    kernel_free_gen();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
