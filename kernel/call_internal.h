@@ -81,6 +81,7 @@ struct mcpg_call {
      * reaches the loop). The call is recycled when the count reaches zero. */
     int refs;
     bool backend_failed, denied;
+    bool answered;               /* complete() has run */
     atomic_bool cancelled;       /* set on the loop, read by a pool backend too */
     uint64_t t0, tb0, tb1;
     uint64_t event_seq;          /* the audit event being emitted: one seq and */

@@ -21,6 +21,7 @@ static void pool_deadlines_remove(mcpg_call *c);
 
 static void deliver_on_loop(void *arg) {
     mcpg_call *c = arg;
+    assert(atomic_load(&c->loop_op.state) == OP_IDLE); /* the resume took the op */
     pipeline_continue(c, (mcpg_status)c->delivered);
 }
 

@@ -65,6 +65,8 @@ void pipeline_release_limits(mcpg_call *c) {
 }
 
 static void finish(mcpg_call *c) {
+    assert(!c->answered); /* complete() runs exactly once */
+    c->answered = true;
     c->phase = PH_COMPLETE;
     /* a backend still on the pool (timed out) holds its limits until it
      * ends: dispatch.c releases them then */
@@ -272,6 +274,7 @@ static void on_status(mcpg_call *c, mcpg_status st) {
 void pipeline_run(mcpg_call *c) { run(c); }
 
 void pipeline_continue(mcpg_call *c, mcpg_status st) {
+    assert(!c->answered && c->refs > 0);
     on_status(c, st);
     run(c);
 }
