@@ -8,6 +8,8 @@
  * and a cancel op that writes cancel_after_resume=0|1. */
 #include <mcpg/sdk.h>
 
+#include "fx_common.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -45,11 +47,6 @@ static void note(bugs *b, const char *key, long long v) {
     if (!f) return;
     fprintf(f, "%s=%lld\n", key, v);
     fclose(f);
-}
-
-static void nap_ms(long long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static long long arg_ms(bugs *b, mcpg_call *call) {
@@ -96,7 +93,7 @@ typedef struct resumer {
 static void *resume_later(void *arg) {
     resumer r = *(resumer *)arg;
     free(arg);
-    nap_ms(r.ms);
+    fx_nap_ms(r.ms);
     const mcpg_host *h = r.b->host;
     static const char result[] = "{\"content\":[{\"type\":\"text\",\"text\":\"resumed\"}]}";
     h->call_result(r.p->call, result, sizeof result - 1);
@@ -118,13 +115,7 @@ static mcpg_status pend(bugs *b, mcpg_call *call) {
     p->call = call;
     atomic_store(&p->resumed, 0);
     *r = (resumer){b, p, arg_ms(b, call)};
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, resume_later, r);
-    pthread_attr_destroy(&attr);
-    if (rc) {
+    if (fx_detached(resume_later, r) != 0) {
         free(r);
         return mcpg_result_errorf(b->host, call, MCPG_RPC_INTERNAL_ERROR, "no thread");
     }
@@ -145,7 +136,7 @@ static mcpg_status bugs_call(void *inst, mcpg_call *call) {
         return mcpg_result_text(h, call, "mine", 4, 0);
     }
     if (strcmp(tool, "block") == 0) {
-        nap_ms(arg_ms(b, call));
+        fx_nap_ms(arg_ms(b, call));
         note(b, "backend_end_us", (long long)h->mono_us());
         return mcpg_result_text(h, call, "blocked", 7, 0);
     }

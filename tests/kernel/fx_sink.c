@@ -6,6 +6,8 @@
  * "allowed" events pass at once in block and async modes. */
 #include <mcpg/sdk.h>
 
+#include "fx_common.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +32,6 @@ typedef struct sink {
     const sink_cfg *cfg;
 } sink;
 
-static void nap_ms(long long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static int sink_create(const mcpg_host *host, mcpg_instance *self, const void *cfg, void **out) {
     (void)self;
     sink *s = host->calloc(1, sizeof *s);
@@ -58,7 +55,7 @@ typedef struct later {
 static void *durable_later(void *arg) {
     later l = *(later *)arg;
     free(arg);
-    nap_ms(l.s->cfg->delay_ms);
+    fx_nap_ms(l.s->cfg->delay_ms);
     FILE *f = l.s->cfg->path ? fopen(l.s->cfg->path, "a") : NULL;
     if (f) {
         fprintf(f, "durable_us=%llu\n", (unsigned long long)l.s->host->mono_us());
@@ -72,13 +69,7 @@ static mcpg_status later_resume(sink *s, mcpg_call *call) {
     later *l = malloc(sizeof *l);
     if (!l) return MCPG_DENY;
     *l = (later){s, call};
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, durable_later, l);
-    pthread_attr_destroy(&attr);
-    if (rc) {
+    if (fx_detached(durable_later, l) != 0) {
         free(l);
         return MCPG_DENY;
     }
@@ -90,7 +81,7 @@ static mcpg_status sink_emit(void *inst, mcpg_call *call, const mcpg_audit_event
     if (strcmp(s->cfg->mode, "deny_silent") == 0) return MCPG_DENY;
     if (strstr(ev->name, ".allowed")) return MCPG_CONTINUE;
     if (strcmp(s->cfg->mode, "block") == 0) {
-        nap_ms(s->cfg->delay_ms);
+        fx_nap_ms(s->cfg->delay_ms);
         return MCPG_CONTINUE;
     }
     return later_resume(s, call);
