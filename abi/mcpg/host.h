@@ -75,19 +75,25 @@ struct mcpg_host {
      * cb runs on w's loop after timeout_ms, then every repeat_ms if > 0.
      * timer_stop (same thread) guarantees cb never runs again and frees the
      * timer; a one-shot timer that has fired is still the module's until it
-     * calls timer_stop (from its callback is fine). Timers not stopped when
-     * the instance stops are cancelled by the kernel and logged as a bug. */
+     * calls timer_stop (from its callback is fine). A timer still running
+     * on w after every worker_stop has run is closed and freed by the
+     * kernel and logged as a module bug. (start() runs on the main thread:
+     * per-loop timers begin in worker_start.) */
     int (*timer_start)(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
                        uint64_t repeat_ms, void (*cb)(void *arg), void *arg,
                        mcpg_timer **timer_out);
     void (*timer_stop)(mcpg_timer *timer);
 
     /* ---- the bounded worker pool, for blocking work ----
-     * work(arg) runs on a pool thread. done(arg, status) runs exactly once on
-     * w's loop: status 0 after work returned, MCPG_ETIMEDOUT if timeout_ms
-     * (0 = none) passed before work started. Only when the gateway stops
-     * with the work still queued may done not run (the loop has ended). Fails
-     * with MCPG_EAGAIN when the queue is full (done is then never called). */
+     * Call it on w's loop thread (else MCPG_ESTATE). work(arg) runs on a pool
+     * thread. done(arg, status) runs once on w's loop: status 0 after work
+     * returned, MCPG_ETIMEDOUT if timeout_ms (0 = none) passed before work
+     * started, MCPG_ECANCELED when w's loop stopped before work started (at
+     * the gateway's stop, before any worker_stop). Work still running when
+     * its loop stops finishes, but its done() does not run: there is no loop
+     * left. Fails with MCPG_EAGAIN when the queue is full, MCPG_ESTATE once
+     * w has stopped (done is then never called). The kernel counts each
+     * instance's work until its done() ran. */
     int (*work_submit)(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
                        void (*work)(void *arg), void (*done)(void *arg, int status),
                        void *arg);
@@ -119,11 +125,13 @@ struct mcpg_host {
 
     /* ---- calls, from the transport's side (on the worker's loop) ---- */
     /* Start a call on worker w. On success the desc's complete() will be
-     * called exactly once. Fails with MCPG_EUNAVAIL while draining and
-     * MCPG_EAGAIN when the worker's call table is full. */
+     * called exactly once, with the same handle as *call_out. Fails with
+     * MCPG_EUNAVAIL while draining and MCPG_EAGAIN when the worker's call
+     * table is full. */
     int (*call_submit)(mcpg_worker *w, const mcpg_call_desc *desc, mcpg_call **call_out);
-    /* The client went away: stages and the backend are told (backend cancel),
-     * the call still completes. */
+    /* The client went away: call_cancelled() says so from now on, and a
+     * backend whose op is pending gets its cancel op; the call still
+     * completes. */
     void (*call_cancel)(mcpg_call *call);
     void (*call_outcome)(mcpg_call *call, mcpg_call_outcome *out);
     void (*call_release)(mcpg_call *call);
@@ -132,7 +140,10 @@ struct mcpg_host {
      * An op may use these slots from the thread it runs on (a pool thread for
      * a backend not dispatched inline) and, while the call is PENDING on it,
      * from any one thread at a time: the kernel does not touch the call
-     * until the op resumes it. call_resume itself is any-thread. */
+     * until the op resumes it. call_resume itself is any-thread. With a
+     * handle whose call has ended each slot logs a module bug and does
+     * nothing: pointers come back NULL (call_args "{}", call_result_buf a
+     * buffer nobody reads), ints MCPG_ESTATE, call_cancelled 1. */
     mcpg_worker *(*call_worker)(mcpg_call *call);
     uint32_t (*call_method)(mcpg_call *call);         /* mcpg_method */
     uint32_t (*call_wire)(mcpg_call *call);           /* mcpg_wire */
@@ -162,8 +173,11 @@ struct mcpg_host {
                       const char *data_json);
     /* Ask the transport for an HTTP status (429, 503) and Retry-After. */
     void (*call_set_http)(mcpg_call *call, int http_status, uint32_t retry_after_s);
-    /* Any thread: finish a stage that answered PENDING. Exactly once per
-     * PENDING; off the call's loop it is queued to that loop. */
+    /* Any thread: finish the op that answered PENDING, the one this handle
+     * was given to (a resume never finishes another stage's op). Exactly
+     * once per PENDING, with CONTINUE or DENY; off the call's loop it is
+     * queued to that loop. A resume whose op is not pending is logged as a
+     * module bug and ignored. */
     void (*call_resume)(mcpg_call *call, mcpg_status status);
     int (*call_cancelled)(mcpg_call *call);
 

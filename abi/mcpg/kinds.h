@@ -9,8 +9,13 @@
  * used with inline_dispatch). An op that answers MCPG_PENDING finishes later
  * with host->call_resume() (callable from any thread).
  *
- * `instance` is always the pointer create() returned. `call` is borrowed for
- * the op; it stays valid until the op's stage has answered (resume included).
+ * `instance` is always the pointer create() returned. `call` is a handle
+ * borrowed for the op: it stays valid until the op has answered (its resume
+ * included). It names the op too: host->call_resume(call, ...) finishes the
+ * op this handle was given to and no other. A handle used after its call
+ * has ended is refused by every host slot (logged as a module bug), never
+ * taken for another client's call; keep per-call state in host->call_slot,
+ * not in a handle kept across ops.
  */
 #ifndef MCPG_KINDS_H
 #define MCPG_KINDS_H
@@ -50,7 +55,9 @@ typedef struct mcpg_policy_ops {
     uint32_t size, version;
     mcpg_status (*check)(void *instance, mcpg_call *call); /* mandatory */
     /* Optional: whether a listed item is visible to the call's principal, for
-     * filtered lists. kind is "tool", "resource" or "prompt". */
+     * filtered lists. kind is "tool", "resource" or "prompt". Reserved: this
+     * kernel does not call it yet; lists are the same for every caller until
+     * per-principal filtering lands with identity and policy. */
     int (*visible)(void *instance, mcpg_call *call, const char *kind, const char *name);
 } mcpg_policy_ops;
 
@@ -66,7 +73,8 @@ typedef struct mcpg_limits_ops {
  * emit() answers CONTINUE when the event is as durable as the sink promises
  * (immediately for a non-durable sink), PENDING when it will say so later
  * through host->call_resume(call, CONTINUE), or DENY (with call_error) when it
- * cannot record the event: the call then fails closed. */
+ * cannot record the event: the call then fails closed. A DENY without an
+ * error is a module bug: the call fails with -32000 and HTTP 503. */
 typedef struct mcpg_audit_ops {
     uint32_t size, version;
     mcpg_status (*emit)(void *instance, mcpg_call *call, const mcpg_audit_event *event);
@@ -147,7 +155,15 @@ typedef struct mcpg_backend_ops {
     int (*list_prompts)(void *instance, mcpg_buf *out);
     mcpg_status (*get_prompt)(void *instance, mcpg_call *call);
     mcpg_status (*complete)(void *instance, mcpg_call *call);
-    /* Optional: a closed stream or a cancelled request; the call still answers. */
+    /* Optional: the client went away (a closed connection or stream, a
+     * cancelled request). Called on the call's loop thread, at most once per
+     * call, and only while the backend's op is pending: it returned PENDING
+     * and has not resumed yet (on either dispatch mode). The call must still
+     * be resumed, usually with DENY. An op that is still running on a pool
+     * thread when the client leaves is not called here: it sees
+     * host->call_cancelled(call). A backend resuming from another thread may
+     * see cancel run while it resumes: after its resume it must not touch
+     * the call, and cancel must not either once it knows it resumed. */
     void (*cancel)(void *instance, mcpg_call *call);
 } mcpg_backend_ops;
 
