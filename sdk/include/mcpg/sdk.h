@@ -51,21 +51,29 @@ extern "C" {
 /* The {size, version} head of an ops table. */
 #define MCPG_OPS_HEAD(type) .size = (uint32_t)sizeof(type), .version = 1
 
-/* Config schema entries. `def` is JSON text or NULL. */
+/* Config schema entries. `def` is JSON text or NULL. INT bounds are
+ * integers, DOUBLE bounds doubles (0.5, 2.5); a field is bounded when
+ * lo < hi. Each entry records its own size, so the kernel reads the table at
+ * the stride it was built with (see mcpg_config_field); fields added to the
+ * entry later default to 0/NULL. */
+#define MCPG__CFG(k_, t_, fl_, off_, def_, lo_, hi_, dlo_, dhi_, values_, help_)             \
+    { .key = (k_), .type = (t_), .flags = (fl_), .offset = (off_), .default_json = (def_),  \
+      .min = (lo_), .max = (hi_), .enum_values = (values_), .help = (help_),                 \
+      .size = (uint32_t)sizeof(mcpg_config_field), .dmin = (dlo_), .dmax = (dhi_) }
 #define MCPG_CFG_BOOL_FIELD(st, f, key, def, help) \
-    { key, MCPG_CFG_BOOL, 0, offsetof(st, f), def, 0, 0, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_BOOL, 0, offsetof(st, f), def, 0, 0, 0, 0, NULL, help)
 #define MCPG_CFG_INT_FIELD(st, f, key, def, lo, hi, help) \
-    { key, MCPG_CFG_INT, 0, offsetof(st, f), def, lo, hi, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_INT, 0, offsetof(st, f), def, lo, hi, 0, 0, NULL, help)
 #define MCPG_CFG_DOUBLE_FIELD(st, f, key, def, lo, hi, help) \
-    { key, MCPG_CFG_DOUBLE, 0, offsetof(st, f), def, lo, hi, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_DOUBLE, 0, offsetof(st, f), def, 0, 0, lo, hi, NULL, help)
 #define MCPG_CFG_STRING_FIELD(st, f, key, def, help) \
-    { key, MCPG_CFG_STRING, 0, offsetof(st, f), def, 0, 0, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_STRING, 0, offsetof(st, f), def, 0, 0, 0, 0, NULL, help)
 #define MCPG_CFG_REQUIRED_STRING_FIELD(st, f, key, help) \
-    { key, MCPG_CFG_STRING, MCPG_CFG_REQUIRED, offsetof(st, f), NULL, 0, 0, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_STRING, MCPG_CFG_REQUIRED, offsetof(st, f), NULL, 0, 0, 0, 0, NULL, help)
 #define MCPG_CFG_JSON_FIELD(st, f, key, def, help) \
-    { key, MCPG_CFG_JSON, 0, offsetof(st, f), def, 0, 0, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_JSON, 0, offsetof(st, f), def, 0, 0, 0, 0, NULL, help)
 #define MCPG_CFG_ENUM_FIELD(st, f, key, def, values, help) \
-    { key, MCPG_CFG_ENUM, 0, offsetof(st, f), def, 0, 0, values, help }
+    MCPG__CFG(key, MCPG_CFG_ENUM, 0, offsetof(st, f), def, 0, 0, 0, 0, values, help)
 
 /* ---- names ----
  * Every name a client sees (tools, prompts, instances) must fit
