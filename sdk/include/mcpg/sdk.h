@@ -68,8 +68,9 @@ extern "C" {
     MCPG__CFG(key, MCPG_CFG_DOUBLE, 0, offsetof(st, f), def, 0, 0, lo, hi, NULL, help)
 #define MCPG_CFG_STRING_FIELD(st, f, key, def, help) \
     MCPG__CFG(key, MCPG_CFG_STRING, 0, offsetof(st, f), def, 0, 0, 0, 0, NULL, help)
-#define MCPG_CFG_REQUIRED_STRING_FIELD(st, f, key, help) \
-    MCPG__CFG(key, MCPG_CFG_STRING, MCPG_CFG_REQUIRED, offsetof(st, f), NULL, 0, 0, 0, 0, NULL, help)
+#define MCPG_CFG_REQUIRED_STRING_FIELD(st, f, key, help)                                   \
+    MCPG__CFG(key, MCPG_CFG_STRING, MCPG_CFG_REQUIRED, offsetof(st, f), NULL, 0, 0, 0, 0, NULL, \
+              help)
 #define MCPG_CFG_JSON_FIELD(st, f, key, def, help) \
     MCPG__CFG(key, MCPG_CFG_JSON, 0, offsetof(st, f), def, 0, 0, 0, 0, NULL, help)
 #define MCPG_CFG_ENUM_FIELD(st, f, key, def, values, help) \
