@@ -96,9 +96,11 @@ mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t c
                                const char *fmt, ...) MCPG_PRINTF(4, 5);
 
 /* ---- module descriptors ----
- * The checks the kernel's loader makes (magic, ABI major/minor, sizes, kind,
- * name, lifecycle and mandatory ops, config fields inside config_size): 0,
- * or MCPG_EABI with one line saying what is wrong in err. */
+ * The checks the kernel's loader makes (magic, ABI major/minor, each table
+ * at least its ABI 1.0 size, kind, name, lifecycle and mandatory ops, config
+ * entries with a valid size and inside config_size): 0, or MCPG_EABI with one
+ * line saying what is wrong, with the sizes or versions found and expected,
+ * in err. Reads no slot past a table's own size. */
 int mcpg_module_check(const mcpg_module *d, char *err, size_t errcap);
 /* "backend", "audit", ...; NULL for an unknown kind. */
 const char *mcpg_kind_name(uint32_t kind);
