@@ -238,8 +238,9 @@ static void log_started(const generation *g, const mcpg_instance *inst) {
 int generation_start(generation *g) {
     for (size_t i = 0; i < g->n_instances; i++) {
         mcpg_instance *inst = g->instances[i];
-        if (inst->desc->lifecycle->start) {
-            int rc = inst->desc->lifecycle->start(inst->state);
+        const mcpg_lifecycle_ops *lc = inst->desc->lifecycle;
+        if (MCPG_HAS(lc, start)) {
+            int rc = lc->start(inst->state);
             if (rc) {
                 klog(MCPG_LOG_ERROR, inst->stamp, "start failed: %s", mcpg_strerror(rc));
                 return rc;
@@ -257,7 +258,8 @@ void generation_stop_kind(generation *g, uint32_t kind) {
     for (size_t i = g->n_instances; i-- > 0;) {
         mcpg_instance *inst = g->instances[i];
         if (!inst->started || (kind && inst->desc->kind != kind)) continue;
-        if (inst->desc->lifecycle->stop) inst->desc->lifecycle->stop(inst->state);
+        const mcpg_lifecycle_ops *lc = inst->desc->lifecycle;
+        if (MCPG_HAS(lc, stop)) lc->stop(inst->state);
         inst->started = false;
         instance_timers_cancel(inst);
     }

@@ -428,7 +428,7 @@ static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
     cfg_err_ctx ec = {c, config_path};
     size_t len = d->config_json ? strlen(d->config_json) : 0;
     int bad = mcpg_config_parse(desc->config, d->config_json, len, d->config, on_config_error, &ec);
-    if (!bad && desc->lifecycle->validate) {
+    if (!bad && MCPG_HAS(desc->lifecycle, validate)) {
         struct mcpg_report rep = {c->errs, c->file, ""};
         snprintf(rep.prefix, sizeof rep.prefix, "%s", config_path);
         desc->lifecycle->validate(&HOST, d->config, &rep);

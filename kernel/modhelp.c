@@ -24,8 +24,9 @@ static const char *type_name(uint32_t t) {
 static void print_field(const mcpg_config_field *f) {
     printf("  %s (%s", f->key, type_name(f->type));
     if (f->type == MCPG_CFG_ENUM && f->enum_values) printf(" %s", f->enum_values);
-    if ((f->type == MCPG_CFG_INT || f->type == MCPG_CFG_DOUBLE) && f->min < f->max)
+    if (f->type == MCPG_CFG_INT && f->min < f->max)
         printf(", %lld..%lld", (long long)f->min, (long long)f->max);
+    if (f->type == MCPG_CFG_DOUBLE && f->dmin < f->dmax) printf(", %g..%g", f->dmin, f->dmax);
     if (f->flags & MCPG_CFG_REQUIRED) printf(", required");
     else if (f->default_json) printf(", default %s", f->default_json);
     printf(")\n      %s\n", f->help ? f->help : "");
@@ -40,12 +41,13 @@ static void print_module(const image *im) {
     if (d->flags & MCPG_MOD_OWNS_THREADS) printf("  starts threads of its own\n");
     if (d->flags & MCPG_MOD_DURABLE) printf("  durable: a call waits until its events are on disk\n");
     printf("  file: %s\n", im->src_path);
-    if (!d->config || !d->config->key) {
+    const mcpg_config_field *first = mcpg_config_first(d->config);
+    if (!first) {
         printf("config: no keys\n");
         return;
     }
     printf("config (%s):\n", d->kind == MCPG_KIND_TRANSPORT ? "gateway.server" : "modules[].config");
-    for (const mcpg_config_field *f = d->config; f->key; f++) print_field(f);
+    for (const mcpg_config_field *f = first; f; f = mcpg_config_next(f)) print_field(f);
 }
 
 int module_help(const char *name, const char *exe_dir) {

@@ -8,6 +8,7 @@
 #include "json.h"
 #include "kinds.h"
 #include "host.h"
+#include "sizes.h"
 
 #ifdef __cplusplus
 extern "C" {

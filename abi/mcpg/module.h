@@ -6,9 +6,18 @@
  *
  * Compatibility (checked by the kernel before anything else is read):
  *   magic == MCPG_MODULE_MAGIC, abi_major == kernel major, abi_minor <= kernel
- *   minor, size >= the v1.0 descriptor size, and every ops table's size >= its
- *   v1.0 size. Structs grow only at their end; enums are append-only; no #ifdef
- *   changes a struct in this directory.
+ *   minor, and every sized table at least its ABI 1.0 size: the descriptor
+ *   (MCPG_MODULE_SIZE_1_0), the lifecycle table (MCPG_LIFECYCLE_OPS_SIZE_1_0),
+ *   the kind's ops table (MCPG_<KIND>_OPS_SIZE_1_0 in sizes.h) and each config
+ *   schema entry (MCPG_CONFIG_FIELD_SIZE_1_0). A 1.0 size ends at the table's
+ *   last mandatory 1.0 slot, so it never changes: a table built against older
+ *   headers is accepted, however much the struct has grown since.
+ *
+ * Growth: structs grow only at their end; enums are append-only; no #ifdef
+ * changes a struct in this directory. A slot past a table's 1.0 size, and
+ * any optional op, is read only through MCPG_HAS(table, slot), which looks at
+ * the table's own `size` first: the kernel does so with a module's tables,
+ * and a module built against newer headers with the kernel's.
  */
 #ifndef MCPG_MODULE_H
 #define MCPG_MODULE_H
@@ -58,19 +67,28 @@ typedef enum mcpg_config_type {
 
 #define MCPG_CFG_REQUIRED (1u << 0) /* the key must be present */
 
+/* One schema entry. A schema is an array of them ended by MCPG_CONFIG_END;
+ * write the entries with the SDK's MCPG_CFG_*_FIELD macros, which fill
+ * `size`. The array grows like every ABI struct, at the end of each entry:
+ * readers step from one entry to the next by the entry's own `size`
+ * (mcpg_config_first/next below), never by their sizeof, so a schema built
+ * against older or newer headers is read at its own stride. */
 typedef struct mcpg_config_field {
-    const char *key;           /* e.g. "latency_ms"; must fit [a-z0-9_]+ */
+    const char *key;           /* e.g. "latency_ms"; must fit [a-z0-9_]+; NULL ends the table */
     uint32_t type;             /* mcpg_config_type */
     uint32_t flags;            /* MCPG_CFG_REQUIRED */
     size_t offset;             /* offsetof(the module's config struct, field) */
     const char *default_json;  /* default as JSON text ("0", "true", "\"x\""), or NULL */
-    int64_t min, max;          /* inclusive bounds for INT/DOUBLE when min < max */
+    int64_t min, max;          /* INT only: inclusive bounds, checked when min < max */
     const char *enum_values;   /* MCPG_CFG_ENUM only: "a|b|c" */
     const char *help;          /* one line for `mcpg --help-module` */
+    uint32_t size;             /* sizeof(mcpg_config_field) at build time: the stride */
+    uint32_t reserved;         /* 0 */
+    double dmin, dmax;         /* DOUBLE only: inclusive bounds, checked when dmin < dmax */
 } mcpg_config_field;
 
 /* A table ends with an entry whose key is NULL. */
-#define MCPG_CONFIG_END { NULL, 0, 0, 0, NULL, 0, 0, NULL, NULL }
+#define MCPG_CONFIG_END { .key = NULL, .size = (uint32_t)sizeof(mcpg_config_field) }
 
 /* ---- lifecycle, common to every kind ---------------------------------- */
 
@@ -151,9 +169,9 @@ typedef struct mcpg_ops_header {
     uint32_t version;
 } mcpg_ops_header;
 
-/* True when the table `tbl` (any ABI struct that starts with a uint32_t
- * size: the descriptor, an ops table, the host table, a call desc or
- * outcome) is large enough to hold `slot` and, for a pointer slot, the slot
+/* True when the table `tbl` (any ABI struct with a uint32_t size: the
+ * descriptor, an ops table, a config schema entry, the host table, a call
+ * desc or outcome) is large enough to hold `slot` and, for a pointer slot, the slot
  * is set. This is the one way to ask: a table built against older headers
  * ends earlier, and reading past its size reads whatever follows it.
  *   if (MCPG_HAS(ops, cancel)) ops->cancel(state, call);
@@ -162,5 +180,57 @@ typedef struct mcpg_ops_header {
     ((size_t)((const char *)&(tbl)->slot - (const char *)(tbl)) + sizeof((tbl)->slot) <= \
      (size_t)(tbl)->size)
 #define MCPG_HAS(tbl, slot) (MCPG_HAS_FIELD(tbl, slot) && (tbl)->slot)
+
+/* ---- ABI 1.0 sizes -------------------------------------------------------
+ * The least `size` the kernel accepts for each table: the end of its last
+ * mandatory ABI 1.0 slot. Each is written from the 1.0 slots' types alone, so
+ * appending a slot cannot move it, and pinned to the live struct, so
+ * inserting or retyping a 1.0 slot does not compile. The kinds' ops tables
+ * have theirs in sizes.h. */
+
+#ifdef __cplusplus
+#define MCPG__STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#define MCPG__ALIGNOF(type) alignof(type)
+#else
+#define MCPG__STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#define MCPG__ALIGNOF(type) _Alignof(type)
+#endif
+#define MCPG__ALIGN_UP(n, a) (((n) + (a) - 1) / (a) * (a))
+
+/* size_1_0 is where slot `last` of `type` ends. */
+#define MCPG__PIN_1_0(size_1_0, type, last)                                          \
+    MCPG__STATIC_ASSERT((size_1_0) == offsetof(type, last) + sizeof(((type *)0)->last), \
+                        #type " changed before its last ABI 1.0 slot " #last           \
+                        " (structs grow only at their end)")
+
+/* magic, abi_major+abi_minor, size, kind; name, version, build_id,
+ * description; flags; config; config_size, reserved0; lifecycle, ops */
+#define MCPG_MODULE_SIZE_1_0 \
+    (6 * sizeof(uint32_t) + 7 * sizeof(const void *) + sizeof(uint64_t))
+MCPG__PIN_1_0(MCPG_MODULE_SIZE_1_0, mcpg_module, ops);
+
+/* {size, version}; validate, create, start, stop, destroy */
+#define MCPG_LIFECYCLE_OPS_SIZE_1_0 (2 * sizeof(uint32_t) + 5 * sizeof(void (*)(void)))
+MCPG__PIN_1_0(MCPG_LIFECYCLE_OPS_SIZE_1_0, mcpg_lifecycle_ops, destroy);
+
+/* key, type, flags, offset, default_json; min (int64_t-aligned, which 32-bit
+ * ARM pads for), max, enum_values, help, size, reserved, dmin, dmax */
+#define MCPG_CONFIG_FIELD_SIZE_1_0                                                      \
+    (MCPG__ALIGN_UP(2 * sizeof(const char *) + 2 * sizeof(uint32_t) + sizeof(size_t), \
+                    MCPG__ALIGNOF(int64_t)) +                                           \
+     2 * sizeof(int64_t) + 2 * sizeof(const char *) + 2 * sizeof(uint32_t) +            \
+     2 * sizeof(double))
+MCPG__PIN_1_0(MCPG_CONFIG_FIELD_SIZE_1_0, mcpg_config_field, dmax);
+
+/* Walk a schema, entry by entry:
+ *   for (const mcpg_config_field *f = mcpg_config_first(schema); f; f = mcpg_config_next(f))
+ * Each step is the entry's own `size`. The walk ends at MCPG_CONFIG_END, and
+ * early at an entry smaller than ABI 1.0's, which mcpg_module_check refuses. */
+static inline const mcpg_config_field *mcpg_config_first(const mcpg_config_field *f) {
+    return f && f->key && f->size >= MCPG_CONFIG_FIELD_SIZE_1_0 ? f : NULL;
+}
+static inline const mcpg_config_field *mcpg_config_next(const mcpg_config_field *f) {
+    return mcpg_config_first((const mcpg_config_field *)(const void *)((const char *)f + f->size));
+}
 
 #endif

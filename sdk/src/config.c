@@ -1,7 +1,9 @@
 /* Declarative config: parse an instance's "config" object against the
  * module's field table (nginx-style directives as data). The kernel, the
  * fake host and --check all use this one parser, so a manifest that passes
- * --check is exactly what create() will see. Startup only: jansson is fine. */
+ * --check is exactly what create() will see. Startup only: jansson is fine.
+ * The table is walked with mcpg_config_first/next: by each entry's own size,
+ * which is the module's sizeof, not ours. */
 #include <mcpg/sdk.h>
 
 #include <jansson.h>
@@ -28,7 +30,7 @@ static void problem(report *r, const char *key, const char *fmt, ...) {
 }
 
 static const mcpg_config_field *find_field(const mcpg_config_field *fields, const char *key) {
-    for (const mcpg_config_field *f = fields; f && f->key; f++)
+    for (const mcpg_config_field *f = mcpg_config_first(fields); f; f = mcpg_config_next(f))
         if (strcmp(f->key, key) == 0) return f;
     return NULL;
 }
@@ -36,7 +38,9 @@ static const mcpg_config_field *find_field(const mcpg_config_field *fields, cons
 static void unknown_key(report *r, const mcpg_config_field *fields, const char *key) {
     const char *names[128];
     size_t n = 0;
-    for (const mcpg_config_field *f = fields; f && f->key && n < 128; f++) names[n++] = f->key;
+    for (const mcpg_config_field *f = mcpg_config_first(fields); f && n < 128;
+         f = mcpg_config_next(f))
+        names[n++] = f->key;
     const char *hint = mcpg_did_you_mean(key, names, n);
     if (hint)
         problem(r, key, "unknown key (did you mean \"%s\"?)", hint);
@@ -69,8 +73,6 @@ static void enum_list(const char *values, char *out, size_t cap) {
     out[o] = '\0';
 }
 
-static int bounded(const mcpg_config_field *f) { return f->min < f->max; }
-
 static void set_value(report *r, const mcpg_config_field *f, json_t *v, char *base) {
     char *slot = base + f->offset;
     switch (f->type) {
@@ -81,7 +83,7 @@ static void set_value(report *r, const mcpg_config_field *f, json_t *v, char *ba
     case MCPG_CFG_INT: {
         if (!json_is_integer(v)) return problem(r, f->key, "expected an integer");
         json_int_t x = json_integer_value(v);
-        if (bounded(f) && (x < f->min || x > f->max))
+        if (f->min < f->max && (x < f->min || x > f->max))
             return problem(r, f->key, "must be between %lld and %lld", (long long)f->min,
                            (long long)f->max);
         *(int64_t *)(void *)slot = (int64_t)x;
@@ -90,9 +92,8 @@ static void set_value(report *r, const mcpg_config_field *f, json_t *v, char *ba
     case MCPG_CFG_DOUBLE: {
         if (!json_is_number(v)) return problem(r, f->key, "expected a number");
         double x = json_number_value(v);
-        if (bounded(f) && (x < (double)f->min || x > (double)f->max))
-            return problem(r, f->key, "must be between %lld and %lld", (long long)f->min,
-                           (long long)f->max);
+        if (f->dmin < f->dmax && (x < f->dmin || x > f->dmax))
+            return problem(r, f->key, "must be between %g and %g", f->dmin, f->dmax);
         *(double *)(void *)slot = x;
         return;
     }
@@ -122,7 +123,7 @@ static void set_value(report *r, const mcpg_config_field *f, json_t *v, char *ba
 }
 
 static void apply_defaults(report *r, const mcpg_config_field *fields, char *base) {
-    for (const mcpg_config_field *f = fields; f && f->key; f++) {
+    for (const mcpg_config_field *f = mcpg_config_first(fields); f; f = mcpg_config_next(f)) {
         if (!f->default_json) continue;
         json_error_t e;
         json_t *v = json_loads(f->default_json, JSON_DECODE_ANY, &e);
@@ -165,7 +166,7 @@ int mcpg_config_parse(const mcpg_config_field *fields, const char *json, size_t 
                 set_value(&r, f, v, base);
         }
     }
-    for (const mcpg_config_field *f = fields; f && f->key; f++)
+    for (const mcpg_config_field *f = mcpg_config_first(fields); f; f = mcpg_config_next(f))
         if ((f->flags & MCPG_CFG_REQUIRED) && !(root && json_object_get(root, f->key)))
             problem(&r, f->key, "is required");
     json_decref(root);
@@ -174,7 +175,7 @@ int mcpg_config_parse(const mcpg_config_field *fields, const char *json, size_t 
 
 void mcpg_config_free(const mcpg_config_field *fields, void *out) {
     char *base = out;
-    for (const mcpg_config_field *f = fields; f && f->key; f++) {
+    for (const mcpg_config_field *f = mcpg_config_first(fields); f; f = mcpg_config_next(f)) {
         if (f->type != MCPG_CFG_STRING && f->type != MCPG_CFG_ENUM && f->type != MCPG_CFG_JSON)
             continue;
         char **dst = (char **)(void *)(base + f->offset);

@@ -38,21 +38,23 @@ static const op_rule backend_ops[] = {OP(mcpg_backend_ops, list_tools),
 static const op_rule metrics_ops[] = {OP(mcpg_metrics_ops, render), {NULL, 0}};
 #undef OP
 
-/* The v1.0 size of each kind's table: a module's table must be at least this. */
-static size_t kind_ops_size(uint32_t kind, const op_rule **rules) {
-    switch (kind) {
-    case MCPG_KIND_TRANSPORT: *rules = transport_ops; return sizeof(mcpg_transport_ops);
-    case MCPG_KIND_IDENTITY: *rules = identity_ops; return sizeof(mcpg_identity_ops);
-    case MCPG_KIND_POLICY: *rules = policy_ops; return sizeof(mcpg_policy_ops);
-    case MCPG_KIND_LIMITS: *rules = limits_ops; return sizeof(mcpg_limits_ops);
-    case MCPG_KIND_AUDIT: *rules = audit_ops; return sizeof(mcpg_audit_ops);
-    case MCPG_KIND_COORDINATOR: *rules = coordinator_ops; return sizeof(mcpg_coordinator_ops);
-    case MCPG_KIND_EVENTS: *rules = events_ops; return sizeof(mcpg_events_ops);
-    case MCPG_KIND_BACKEND: *rules = backend_ops; return sizeof(mcpg_backend_ops);
-    case MCPG_KIND_METRICS: *rules = metrics_ops; return sizeof(mcpg_metrics_ops);
-    default: *rules = NULL; return 0;
-    }
-}
+/* Each kind's mandatory ops and the least size of its table (sizes.h). */
+typedef struct kind_rule {
+    const op_rule *ops;
+    size_t size_1_0;
+} kind_rule;
+
+static const kind_rule kind_rules[] = {
+    [MCPG_KIND_TRANSPORT] = {transport_ops, MCPG_TRANSPORT_OPS_SIZE_1_0},
+    [MCPG_KIND_IDENTITY] = {identity_ops, MCPG_IDENTITY_OPS_SIZE_1_0},
+    [MCPG_KIND_POLICY] = {policy_ops, MCPG_POLICY_OPS_SIZE_1_0},
+    [MCPG_KIND_LIMITS] = {limits_ops, MCPG_LIMITS_OPS_SIZE_1_0},
+    [MCPG_KIND_AUDIT] = {audit_ops, MCPG_AUDIT_OPS_SIZE_1_0},
+    [MCPG_KIND_COORDINATOR] = {coordinator_ops, MCPG_COORDINATOR_OPS_SIZE_1_0},
+    [MCPG_KIND_EVENTS] = {events_ops, MCPG_EVENTS_OPS_SIZE_1_0},
+    [MCPG_KIND_BACKEND] = {backend_ops, MCPG_BACKEND_OPS_SIZE_1_0},
+    [MCPG_KIND_METRICS] = {metrics_ops, MCPG_METRICS_OPS_SIZE_1_0},
+};
 
 /* What a config field of each type occupies in the module's config struct. */
 static size_t config_type_size(uint32_t type) {
@@ -67,49 +69,99 @@ static size_t config_type_size(uint32_t type) {
     }
 }
 
-/* The host allocates config_size bytes and the schema's parser writes at
- * each field's offset: a field outside the struct (a module that forgot to
- * set config_size) would overwrite the host's heap. */
-static int check_config_schema(const mcpg_module *d, char *err, size_t errcap) {
-    for (const mcpg_config_field *f = d->config; f && f->key; f++) {
-        size_t n = config_type_size(f->type);
-        if (!n) {
-            snprintf(err, errcap, "config field \"%s\" has unknown type %u", f->key, f->type);
-            return MCPG_EABI;
-        }
-        if (f->offset > d->config_size || n > d->config_size - f->offset) {
-            snprintf(err, errcap,
-                     "config field \"%s\" (offset %zu, %zu bytes) lies outside config_size %u",
-                     f->key, f->offset, n, d->config_size);
-            return MCPG_EABI;
-        }
+/* A schema is walked by each entry's own size, so a size too small to hold
+ * the 1.0 fields (a table not written with the SDK's macros), or one that
+ * would misalign the next entry, is refused before the walk relies on it.
+ * The host allocates config_size bytes and the parser writes at each field's
+ * offset: a field outside the struct (a module that forgot to set
+ * config_size) would overwrite the host's heap. */
+static int check_config_field(const mcpg_module *d, const mcpg_config_field *f, char *err,
+                              size_t errcap) {
+    const size_t align = MCPG__ALIGNOF(mcpg_config_field);
+    if (f->size < MCPG_CONFIG_FIELD_SIZE_1_0 || f->size % align) {
+        snprintf(err, errcap,
+                 "config field \"%s\" has size %u, ABI 1.0 needs at least %zu in steps of %zu "
+                 "(write the schema with the MCPG_CFG_*_FIELD macros)",
+                 f->key, f->size, (size_t)MCPG_CONFIG_FIELD_SIZE_1_0, align);
+        return MCPG_EABI;
+    }
+    size_t n = config_type_size(f->type);
+    if (!n) {
+        snprintf(err, errcap, "config field \"%s\" has unknown type %u", f->key, f->type);
+        return MCPG_EABI;
+    }
+    if (f->offset > d->config_size || n > d->config_size - f->offset) {
+        snprintf(err, errcap,
+                 "config field \"%s\" (offset %zu, %zu bytes) lies outside config_size %u",
+                 f->key, f->offset, n, d->config_size);
+        return MCPG_EABI;
     }
     return 0;
+}
+
+static int check_config_schema(const mcpg_module *d, char *err, size_t errcap) {
+    for (const mcpg_config_field *f = d->config; f && f->key;
+         f = (const mcpg_config_field *)(const void *)((const char *)f + f->size)) {
+        int rc = check_config_field(d, f, err, errcap);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* A function-pointer slot at `offset` is set, read only if the table's own
+ * size covers it. */
+static int slot_set(const mcpg_ops_header *h, size_t offset) {
+    void *fn = NULL;
+    if (offset + sizeof fn > h->size) return 0;
+    memcpy(&fn, (const char *)h + offset, sizeof fn);
+    return fn != NULL;
 }
 
 static int check_ops(const mcpg_module *d, char *err, size_t errcap) {
-    const op_rule *rules;
-    size_t need = kind_ops_size(d->kind, &rules);
+    const size_t n_kinds = sizeof kind_rules / sizeof kind_rules[0];
+    const kind_rule *k = d->kind < n_kinds ? &kind_rules[d->kind] : NULL;
     const mcpg_ops_header *h = d->ops;
-    if (!h || h->size < need) {
-        snprintf(err, errcap, "%s ops table is %s (ABI 1.0 needs %zu bytes)",
-                 mcpg_kind_name(d->kind), h ? "too small" : "missing", need);
+    const char *kind = mcpg_kind_name(d->kind);
+    if (!k || !k->ops) {
+        snprintf(err, errcap, "no ops rules for module kind %u", d->kind);
         return MCPG_EABI;
     }
-    for (const op_rule *r = rules; r->name; r++) {
-        void *fn;
-        memcpy(&fn, (const char *)h + r->offset, sizeof fn); /* a function pointer slot */
-        if (!fn) {
-            snprintf(err, errcap, "mandatory op %s.%s is missing", mcpg_kind_name(d->kind),
-                     r->name);
+    if (!h) {
+        snprintf(err, errcap, "%s ops table is missing", kind);
+        return MCPG_EABI;
+    }
+    if (h->size < k->size_1_0) {
+        snprintf(err, errcap, "%s ops table is %u bytes, ABI 1.0 needs at least %zu", kind,
+                 h->size, k->size_1_0);
+        return MCPG_EABI;
+    }
+    for (const op_rule *r = k->ops; r->name; r++) {
+        if (!slot_set(h, r->offset)) {
+            snprintf(err, errcap, "mandatory op %s.%s is missing", kind, r->name);
             return MCPG_EABI;
         }
     }
     return 0;
 }
 
-int mcpg_module_check(const mcpg_module *d, char *err, size_t errcap) {
-    const mcpg_lifecycle_ops *lc = d ? d->lifecycle : NULL;
+static int check_lifecycle(const mcpg_lifecycle_ops *lc, char *err, size_t errcap) {
+    if (!lc) {
+        snprintf(err, errcap, "lifecycle table is missing");
+    } else if (lc->size < MCPG_LIFECYCLE_OPS_SIZE_1_0) {
+        snprintf(err, errcap, "lifecycle table is %u bytes, ABI 1.0 needs at least %zu",
+                 lc->size, (size_t)MCPG_LIFECYCLE_OPS_SIZE_1_0);
+    } else if (!MCPG_HAS(lc, create) || !MCPG_HAS(lc, destroy)) {
+        snprintf(err, errcap, "mandatory op lifecycle.%s is missing",
+                 !MCPG_HAS(lc, create) ? "create" : "destroy");
+    } else {
+        return 0;
+    }
+    return MCPG_EABI;
+}
+
+/* The fields every version has (magic, the ABI version, size) first; the
+ * rest only once the size says the descriptor holds them. */
+static int check_head(const mcpg_module *d, char *err, size_t errcap) {
     if (!d) {
         snprintf(err, errcap, "no descriptor");
     } else if (d->magic != MCPG_MODULE_MAGIC) {
@@ -120,20 +172,23 @@ int mcpg_module_check(const mcpg_module *d, char *err, size_t errcap) {
     } else if (d->abi_minor > MCPG_ABI_MINOR) {
         snprintf(err, errcap, "built for ABI %u.%u, this kernel is %u.%u (minor too new)",
                  d->abi_major, d->abi_minor, MCPG_ABI_MAJOR, MCPG_ABI_MINOR);
-    } else if (d->size < sizeof(mcpg_module)) {
+    } else if (d->size < MCPG_MODULE_SIZE_1_0) {
         snprintf(err, errcap, "descriptor is %u bytes, ABI 1.0 needs at least %zu", d->size,
-                 sizeof(mcpg_module));
+                 (size_t)MCPG_MODULE_SIZE_1_0);
     } else if (!mcpg_kind_name(d->kind)) {
         snprintf(err, errcap, "unknown module kind %u", d->kind);
     } else if (!d->name || !*d->name) {
         snprintf(err, errcap, "the descriptor has no name");
-    } else if (!lc || lc->size < sizeof(mcpg_lifecycle_ops) || !lc->create || !lc->destroy) {
-        snprintf(err, errcap, "mandatory op lifecycle.%s is missing",
-                 !lc || lc->size < sizeof(mcpg_lifecycle_ops) ? "(table)"
-                                                              : (!lc->create ? "create" : "destroy"));
     } else {
-        int rc = check_config_schema(d, err, errcap);
-        return rc ? rc : check_ops(d, err, errcap);
+        return 0;
     }
     return MCPG_EABI;
+}
+
+int mcpg_module_check(const mcpg_module *d, char *err, size_t errcap) {
+    int rc = check_head(d, err, errcap);
+    if (!rc) rc = check_lifecycle(d->lifecycle, err, errcap);
+    if (!rc) rc = check_config_schema(d, err, errcap);
+    if (!rc) rc = check_ops(d, err, errcap);
+    return rc;
 }

@@ -68,7 +68,8 @@ static const mcpg_backend_ops fx_ops = {
 
 #ifdef FIXTURE_CONFIG_OVERFLOW
 static const mcpg_config_field fx_config[] = {
-    {"limit", MCPG_CFG_INT, 0, 0, "7", 0, 0, NULL, "an int64 the struct has no room for"},
+    {.key = "limit", .type = MCPG_CFG_INT, .offset = 0, .default_json = "7",
+     .help = "an int64 the struct has no room for", .size = sizeof(mcpg_config_field)},
     MCPG_CONFIG_END};
 #endif
 

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """The kernel refuses bad modules at start, with one line naming the file and
-what is wrong, and never listens; it loads a valid fixture module and serves it.
+what is wrong, and never listens; it loads valid fixture modules and serves
+them: one built like any module today, and one whose every table is its ABI
+1.0 size (fixture_v1_0.c), as a module built before the structs grew is.
 
 Each fixture (built by tests/abi/CMakeLists.txt) is copied with transport_http.so
 into a private module folder that the manifest names as gateway.module_dir; the
 manifest has one backend instance of the fixture."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +36,24 @@ REFUSED = {
     "abi_bad_magic": ["bad magic 0x12345678", "expected 0x6d637067"],
     "abi_config_overflow": ['config field "limit"', "outside config_size 4"],
 }
+
+
+def abi_version(source):
+    """(major, minor) of the ABI headers in the source tree."""
+    with open(os.path.join(source, "abi", "mcpg", "module.h")) as f:
+        text = f.read()
+    major = re.search(r"(?m)^#define MCPG_ABI_MAJOR (\d+)$", text)
+    minor = re.search(r"(?m)^#define MCPG_ABI_MINOR (\d+)$", text)
+    check(major and minor, "no MCPG_ABI_MAJOR/MINOR in module.h")
+    return int(major.group(1)), int(minor.group(1))
+
+
+def refused_grown(source):
+    """abi_grown_minor.so (tests/abi/growth) was built against the ABI grown by
+    one minor: today's kernel refuses it, naming both versions."""
+    major, minor = abi_version(source)
+    return ["built for ABI %d.%d" % (major, minor + 1), "this kernel is %d.%d" % (major, minor),
+            "minor too new"]
 
 
 def exported_symbols(path):
@@ -68,11 +89,14 @@ def main():
         shutil.copy(transport, d)
         return d
 
-    def manifest_for(fixture, module_dir):
+    def manifest_for(fixture, module_dir, config=None):
+        instance = {"name": "fx", "module": fixture}
+        if config is not None:
+            instance["config"] = config
         return {
             "gateway": {"module_dir": module_dir, "workers": 1},
             "cluster": {"kind": "single_node"},
-            "modules": [{"name": "fx", "module": fixture}],
+            "modules": [instance],
             "pipeline": {"identity": [], "policy": [], "limits": [], "audit": []},
             "bindings": [{"backend": "fx"}],
         }
@@ -134,8 +158,7 @@ def main():
             return
         check("mcpg_module_entry" not in syms, "abi_no_entry.so exports mcpg_module_entry")
         for f in ("abi_wrong_major", "abi_newer_minor", "abi_missing_op", "abi_bad_magic",
-                  "abi_config_overflow",
-                  "abi_good"):
+                  "abi_config_overflow", "abi_good", "abi_v1_0", "abi_grown_minor"):
             syms = exported_symbols(os.path.join(fixtures, f + ".so"))
             check("mcpg_module_entry" in syms, "%s.so must export mcpg_module_entry" % f)
         syms = [s for s in exported_symbols(os.path.join(fixtures, "abi_good.so"))
@@ -155,10 +178,36 @@ def main():
             check_eq(result.get("content"), [{"type": "text", "text": "pong"}],
                      "fixture_ping content")
 
+    def t_v1_0_module_loads():
+        mdir = module_dir_with("abi_v1_0")
+        manifest = manifest_for("abi_v1_0", mdir, config={"limit": 3, "ratio": 0.75})
+        gw = Gateway(ctx, manifest=manifest, name="abi_v1_0")
+        with gw:
+            r = send_one(gw.port, stateless_request(gw.port, "tools/list", {}, id=1))
+            result = expect_result(r, r.rpc(), 1, "tools/list")
+            names = [t.get("name") for t in result.get("tools", [])]
+            check_eq(names, ["v1_ping"], "tools of the abi_v1_0 fixture")
+            r, rpc = call_tool(gw.port, "v1_ping", {}, id=2)
+            result = expect_result(r, rpc, 2, "tools/call v1_ping")
+            check_eq(result.get("content"), [{"type": "text", "text": "limit=3 ratio=0.75"}],
+                     "v1_ping content (its config, read at the 1.0 stride)")
+
+    def t_v1_0_double_bounds():
+        mdir = module_dir_with("abi_v1_0")
+        manifest = manifest_for("abi_v1_0", mdir, config={"ratio": 2.6})
+        path = ctx.write_manifest(manifest, "abi_v1_0_bounds.json")
+        rc, out, err = run_cli(ctx, ["--check", "--config", path])
+        check_eq(rc, 2, "--check exit code (output:\n%s)" % (out + err))
+        check("config.ratio: must be between 0.5 and 2.5" in out + err,
+              "--check must give the double bounds: %r" % (out + err))
+
     tests = [("fixtures export what they claim", t_fixtures_are_what_they_claim)]
-    for fixture, parts in REFUSED.items():
+    refusals = dict(REFUSED, abi_grown_minor=refused_grown(ctx.source))
+    for fixture, parts in refusals.items():
         tests.append(("refuses %s.so" % fixture, refused(fixture, parts)))
     tests.append(("loads and serves abi_good.so", t_good_module_loads))
+    tests.append(("loads and serves abi_v1_0.so (1.0-sized tables)", t_v1_0_module_loads))
+    tests.append(("abi_v1_0.so: DOUBLE bounds 0.5..2.5", t_v1_0_double_bounds))
     return run_tests(tests, ctx)
 
 

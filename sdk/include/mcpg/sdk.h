@@ -51,21 +51,30 @@ extern "C" {
 /* The {size, version} head of an ops table. */
 #define MCPG_OPS_HEAD(type) .size = (uint32_t)sizeof(type), .version = 1
 
-/* Config schema entries. `def` is JSON text or NULL. */
+/* Config schema entries. `def` is JSON text or NULL. INT bounds are
+ * integers, DOUBLE bounds doubles (0.5, 2.5); a field is bounded when
+ * lo < hi. Each entry records its own size, so the kernel reads the table at
+ * the stride it was built with (see mcpg_config_field); fields added to the
+ * entry later default to 0/NULL. */
+#define MCPG__CFG(k_, t_, fl_, off_, def_, lo_, hi_, dlo_, dhi_, values_, help_)             \
+    { .key = (k_), .type = (t_), .flags = (fl_), .offset = (off_), .default_json = (def_),  \
+      .min = (lo_), .max = (hi_), .enum_values = (values_), .help = (help_),                 \
+      .size = (uint32_t)sizeof(mcpg_config_field), .dmin = (dlo_), .dmax = (dhi_) }
 #define MCPG_CFG_BOOL_FIELD(st, f, key, def, help) \
-    { key, MCPG_CFG_BOOL, 0, offsetof(st, f), def, 0, 0, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_BOOL, 0, offsetof(st, f), def, 0, 0, 0, 0, NULL, help)
 #define MCPG_CFG_INT_FIELD(st, f, key, def, lo, hi, help) \
-    { key, MCPG_CFG_INT, 0, offsetof(st, f), def, lo, hi, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_INT, 0, offsetof(st, f), def, lo, hi, 0, 0, NULL, help)
 #define MCPG_CFG_DOUBLE_FIELD(st, f, key, def, lo, hi, help) \
-    { key, MCPG_CFG_DOUBLE, 0, offsetof(st, f), def, lo, hi, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_DOUBLE, 0, offsetof(st, f), def, 0, 0, lo, hi, NULL, help)
 #define MCPG_CFG_STRING_FIELD(st, f, key, def, help) \
-    { key, MCPG_CFG_STRING, 0, offsetof(st, f), def, 0, 0, NULL, help }
-#define MCPG_CFG_REQUIRED_STRING_FIELD(st, f, key, help) \
-    { key, MCPG_CFG_STRING, MCPG_CFG_REQUIRED, offsetof(st, f), NULL, 0, 0, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_STRING, 0, offsetof(st, f), def, 0, 0, 0, 0, NULL, help)
+#define MCPG_CFG_REQUIRED_STRING_FIELD(st, f, key, help)                                   \
+    MCPG__CFG(key, MCPG_CFG_STRING, MCPG_CFG_REQUIRED, offsetof(st, f), NULL, 0, 0, 0, 0, NULL, \
+              help)
 #define MCPG_CFG_JSON_FIELD(st, f, key, def, help) \
-    { key, MCPG_CFG_JSON, 0, offsetof(st, f), def, 0, 0, NULL, help }
+    MCPG__CFG(key, MCPG_CFG_JSON, 0, offsetof(st, f), def, 0, 0, 0, 0, NULL, help)
 #define MCPG_CFG_ENUM_FIELD(st, f, key, def, values, help) \
-    { key, MCPG_CFG_ENUM, 0, offsetof(st, f), def, 0, 0, values, help }
+    MCPG__CFG(key, MCPG_CFG_ENUM, 0, offsetof(st, f), def, 0, 0, 0, 0, values, help)
 
 /* ---- names ----
  * Every name a client sees (tools, prompts, instances) must fit
@@ -87,9 +96,11 @@ mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t c
                                const char *fmt, ...) MCPG_PRINTF(4, 5);
 
 /* ---- module descriptors ----
- * The checks the kernel's loader makes (magic, ABI major/minor, sizes, kind,
- * name, lifecycle and mandatory ops, config fields inside config_size): 0,
- * or MCPG_EABI with one line saying what is wrong in err. */
+ * The checks the kernel's loader makes (magic, ABI major/minor, each table
+ * at least its ABI 1.0 size, kind, name, lifecycle and mandatory ops, config
+ * entries with a valid size and inside config_size): 0, or MCPG_EABI with one
+ * line saying what is wrong, with the sizes or versions found and expected,
+ * in err. Reads no slot past a table's own size. */
 int mcpg_module_check(const mcpg_module *d, char *err, size_t errcap);
 /* "backend", "audit", ...; NULL for an unknown kind. */
 const char *mcpg_kind_name(uint32_t kind);
