@@ -178,9 +178,7 @@ void calls_free_worker(mcpg_worker *w) {
 /* ---- the transport's side ---- */
 
 static bool desc_valid(const mcpg_call_desc *d) {
-    /* the v1.0 desc ends with complete(), which is called unconditionally */
-    return d->size >= offsetof(mcpg_call_desc, complete) + sizeof d->complete && d->complete &&
-           d->method;
+    return d->size >= MCPG_CALL_DESC_SIZE_1_0 && d->complete && d->method;
 }
 
 int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {

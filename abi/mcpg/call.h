@@ -84,7 +84,7 @@ typedef const char *(*mcpg_header_fn)(void *transport_ctx, const char *lname,
  * request's bytes alive until then. */
 typedef struct mcpg_call_desc {
     uint32_t size;            /* sizeof(mcpg_call_desc) as the transport knows it; at
-                                 least MCPG_CALL_DESC_SIZE_1_0 */
+                                 least MCPG_CALL_DESC_SIZE_1_0 (sizes.h) */
     uint32_t wire;            /* mcpg_wire */
     const char *method;       /* "tools/call" (not NUL-terminated: method_len) */
     size_t method_len;
@@ -123,14 +123,6 @@ typedef struct mcpg_call_outcome {
     uint32_t retry_after_s;   /* with 429/503: Retry-After, 0 = none */
 } mcpg_call_outcome;
 
-/* The ABI 1.0 sizes of the structs above, frozen: a struct declaring less is
- * refused, one declaring more is read up to what this side knows. Fields
- * added later are read only after MCPG_HAS_FIELD(struct, field). */
-#define MCPG_CALL_DESC_SIZE_1_0 \
-    ((uint32_t)(offsetof(mcpg_call_desc, complete) + sizeof(void (*)(void))))
-#define MCPG_CALL_OUTCOME_SIZE_1_0 \
-    ((uint32_t)(offsetof(mcpg_call_outcome, retry_after_s) + sizeof(uint32_t)))
-
 /* An audit event, handed to audit sinks. Borrowed for the emit() call only:
  * a sink that writes later copies (formats) it before returning. */
 typedef struct mcpg_audit_event {
@@ -157,8 +149,5 @@ typedef struct mcpg_audit_event {
     uint64_t latency_us;      /* completed/failed: time since the call entered */
     uint64_t backend_us;      /* completed/failed: time spent in the backend */
 } mcpg_audit_event;
-
-#define MCPG_AUDIT_EVENT_SIZE_1_0 \
-    ((uint32_t)(offsetof(mcpg_audit_event, backend_us) + sizeof(uint64_t)))
 
 #endif

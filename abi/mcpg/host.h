@@ -186,11 +186,6 @@ struct mcpg_host {
     const char *(*gateway_name)(void);
 };
 
-/* The ABI 1.0 host table ends with gateway_name: a kernel's table is at
- * least this large. */
-#define MCPG_HOST_SIZE_1_0 \
-    ((uint32_t)(offsetof(mcpg_host, gateway_name) + sizeof(const char *(*)(void))))
-
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */
 #define MCPG_HOST_HAS(host, slot) MCPG_HAS(host, slot)
 

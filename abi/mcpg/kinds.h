@@ -93,9 +93,6 @@ typedef struct mcpg_coord_value {
     int64_t number;     /* incr result */
 } mcpg_coord_value;
 
-#define MCPG_COORD_VALUE_SIZE_1_0 \
-    ((uint32_t)(offsetof(mcpg_coord_value, number) + sizeof(int64_t)))
-
 typedef void (*mcpg_coord_cb)(void *arg, int status, const mcpg_coord_value *value);
 typedef void (*mcpg_coord_msg_cb)(void *arg, const char *subject, const char *data, size_t len);
 typedef struct mcpg_coord_sub mcpg_coord_sub;
