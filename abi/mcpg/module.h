@@ -110,13 +110,15 @@ typedef struct mcpg_lifecycle_ops {
     /* Mandatory. Build an instance. `host` and `self` are borrowed for the
      * instance's whole life; `config` is borrowed for the instance's life too.
      * On success *instance_out is the module's state pointer, passed back to
-     * every op. Must not start threads or timers (start does). */
+     * every op. Must not start threads (start does) or timers (worker_start
+     * does). */
     int (*create)(const mcpg_host *host, mcpg_instance *self, const void *config,
                   void **instance_out);
 
     /* Optional. Called once the whole generation is built, before it serves.
-     * May start threads (declare MCPG_MOD_OWNS_THREADS) and timers. A failure
-     * refuses the generation. */
+     * May start threads (declare MCPG_MOD_OWNS_THREADS). It runs on the main
+     * thread, where timers cannot start: per-loop timers begin in
+     * worker_start. A failure refuses the generation. */
     int (*start)(void *instance);
 
     /* Optional. The generation has drained: no call will enter this instance
@@ -150,7 +152,8 @@ typedef struct mcpg_module {
     uint32_t kind;                /* mcpg_kind */
     const char *name;             /* "backend_mock"; matches the file name */
     const char *version;          /* the module's own version, free form */
-    const char *build_id;         /* unique per build: names the runtime copy at reload */
+    const char *build_id;         /* unique per build, for logs and --help-module (the
+                                     runtime copy is named by the file's content hash) */
     const char *description;      /* one line */
     uint64_t flags;               /* MCPG_MOD_* */
     const mcpg_config_field *config; /* schema, ended by MCPG_CONFIG_END; NULL = no keys */
