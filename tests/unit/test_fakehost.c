@@ -1,17 +1,30 @@
-/* Unit tests of the fake host (sdk/src/fakehost.c), driven by two small
+/* Unit tests of the fake host (sdk/src/fakehost*.c), driven by small
  * modules defined here: a backend whose tools answer in every way the ABI
  * allows (at once, from a timer, from its own thread, from the pool, resumed
- * before returning) and an identity stage. Plus deliberately broken
- * descriptors and misbehaviours the fake host must catch. */
+ * before returning), an identity stage, an audit sink and a transport. Plus
+ * deliberately broken descriptors and misbehaviours the fake host must
+ * catch, and the points where it must behave as the kernel does: call
+ * handles, a DENY without an error, cancel, optional ops, sized structs.
+ *
+ * It reads call handles with the SDK's handshake.h, which the kernel and the
+ * fake host share. */
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
+
+#include "handshake.h"
 
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -43,6 +56,8 @@ typedef struct tb {
     int thr_live;
     int ran_off_loop;        /* the last call_tool ran with no current worker */
     int work_outstanding;
+    mcpg_call *last_call;    /* the handle the last call_tool was given */
+    int saw_cancelled;       /* what call_cancelled said inside the last "block" */
 } tb;
 
 /* State of one asynchronous answer. */
@@ -225,9 +240,21 @@ static mcpg_status tb_async(tb *t, mcpg_call *call, const char *mode) {
     return MCPG_PENDING;
 }
 
+/* "block": hold the pool thread until the test says go, so it can act while
+ * the op is running (not pending). */
+static atomic_int block_entered, block_go;
+
+static mcpg_status tb_block(tb *t, mcpg_call *call) {
+    atomic_store(&block_entered, 1);
+    while (!atomic_load(&block_go)) sleep_ms(1);
+    t->saw_cancelled = t->host->call_cancelled(call);
+    return tb_answer(t, call) ? MCPG_DENY : MCPG_CONTINUE;
+}
+
 static mcpg_status tb_call_tool(void *inst, mcpg_call *call) {
     tb *t = inst;
     const mcpg_host *h = t->host;
+    t->last_call = call;
     const char *tool = h->call_target(call);
     t->ran_off_loop = h->worker_current() == NULL;
     size_t alen;
@@ -247,6 +274,7 @@ static mcpg_status tb_call_tool(void *inst, mcpg_call *call) {
         return MCPG_DENY;
     }
     if (strcmp(m, "sync") == 0) return tb_answer(t, call) ? MCPG_DENY : MCPG_CONTINUE;
+    if (strcmp(m, "block") == 0) return tb_block(t, call);
     if (strcmp(m, "early") == 0 || strcmp(m, "twice") == 0) {
         tb_answer(t, call);
         h->call_resume(call, MCPG_CONTINUE); /* before returning PENDING: allowed */
@@ -256,9 +284,24 @@ static mcpg_status tb_call_tool(void *inst, mcpg_call *call) {
     return tb_async(t, call, m);
 }
 
+static int worker_starts, worker_stops;
+
+static void tb_worker_start(void *inst, mcpg_worker *w) {
+    (void)inst;
+    (void)w;
+    worker_starts++;
+}
+
+static void tb_worker_stop(void *inst, mcpg_worker *w) {
+    (void)inst;
+    (void)w;
+    worker_stops++;
+}
+
 static const mcpg_lifecycle_ops tb_lifecycle = {
     .size = sizeof(mcpg_lifecycle_ops), .version = 1, .validate = tb_validate,
-    .create = tb_create, .start = tb_start, .stop = tb_stop, .destroy = tb_destroy};
+    .create = tb_create, .start = tb_start, .stop = tb_stop, .destroy = tb_destroy,
+    .worker_start = tb_worker_start, .worker_stop = tb_worker_stop};
 static int cancels; /* how often cancel() was called */
 
 static void tb_cancel(void *inst, mcpg_call *call) {
@@ -300,6 +343,8 @@ static void ti_destroy(void *inst) {
     t->host->free(t);
 }
 
+static mcpg_call *ti_held; /* "Bearer later": the handle, for the test to resume */
+
 static mcpg_status ti_authenticate(void *inst, mcpg_call *call) {
     ti *t = inst;
     const mcpg_host *h = t->host;
@@ -311,6 +356,11 @@ static mcpg_status ti_authenticate(void *inst, mcpg_call *call) {
     if (n == 9 && memcmp(auth, "Bearer ok", 9) == 0) {
         h->call_set_identity(call, "alice", "t1", "admin,dev");
         return MCPG_CONTINUE;
+    }
+    if (n == 11 && memcmp(auth, "Bearer bare", 11) == 0) return MCPG_DENY; /* a bug, on purpose */
+    if (n == 12 && memcmp(auth, "Bearer later", 12) == 0) {
+        ti_held = call;
+        return MCPG_PENDING;
     }
     h->call_error(call, MCPG_RPC_INVALID_REQUEST, "bad token", NULL);
     h->call_set_http(call, 401, 0);
@@ -326,6 +376,143 @@ static const mcpg_module ti_module = {
     .magic = MCPG_MODULE_MAGIC, .abi_major = MCPG_ABI_MAJOR, .abi_minor = MCPG_ABI_MINOR,
     .size = sizeof(mcpg_module), .kind = MCPG_KIND_IDENTITY, .name = "identity_t",
     .version = "1", .build_id = "test", .lifecycle = &ti_lifecycle, .ops = &ti_ops};
+
+/* ---- the test audit sink: refuses, later, without saying why (a bug) ------ */
+
+typedef struct ta {
+    const mcpg_host *host;
+    mcpg_post post;
+    mcpg_call *call;
+} ta;
+
+static int ta_create(const mcpg_host *host, mcpg_instance *self, const void *config,
+                     void **out) {
+    (void)self;
+    (void)config;
+    ta *a = host->calloc(1, sizeof *a);
+    if (!a) return MCPG_ENOMEM;
+    a->host = host;
+    *out = a;
+    return 0;
+}
+
+static void ta_destroy(void *inst) {
+    ta *a = inst;
+    a->host->free(a);
+}
+
+static void ta_refuse(void *arg) {
+    ta *a = arg;
+    a->host->call_resume(a->call, MCPG_DENY); /* no call_error first */
+}
+
+static mcpg_status ta_emit(void *inst, mcpg_call *call, const mcpg_audit_event *ev) {
+    ta *a = inst;
+    (void)ev;
+    a->call = call;
+    a->post.fn = ta_refuse;
+    a->post.arg = a;
+    a->host->worker_post(a->host->call_worker(call), &a->post);
+    return MCPG_PENDING;
+}
+
+static const mcpg_lifecycle_ops ta_lifecycle = {.size = sizeof(mcpg_lifecycle_ops),
+                                                .version = 1, .create = ta_create,
+                                                .destroy = ta_destroy};
+static const mcpg_audit_ops ta_ops = {MCPG_OPS_HEAD(mcpg_audit_ops), .emit = ta_emit};
+static const mcpg_module ta_module = {
+    .magic = MCPG_MODULE_MAGIC, .abi_major = MCPG_ABI_MAJOR, .abi_minor = MCPG_ABI_MINOR,
+    .size = sizeof(mcpg_module), .kind = MCPG_KIND_AUDIT, .name = "audit_t",
+    .version = "1", .build_id = "test", .lifecycle = &ta_lifecycle, .ops = &ta_ops};
+
+/* ---- the test transport: one call per connection, its answer written back -- */
+
+typedef struct tt {
+    const mcpg_host *host;
+    int open, adopted, draining;
+} tt;
+
+typedef struct tt_conn {
+    tt *t;
+    int fd;
+    mcpg_call_desc d;
+} tt_conn;
+
+static int tt_create(const mcpg_host *host, mcpg_instance *self, const void *config,
+                     void **out) {
+    (void)self;
+    (void)config;
+    tt *t = host->calloc(1, sizeof *t);
+    if (!t) return MCPG_ENOMEM;
+    t->host = host;
+    *out = t;
+    return 0;
+}
+
+static void tt_destroy(void *inst) {
+    tt *t = inst;
+    t->host->free(t);
+}
+
+/* The answer's text, then the connection closes. */
+static void tt_complete(void *ctx, mcpg_call *call) {
+    tt_conn *k = ctx;
+    const mcpg_host *h = k->t->host;
+    mcpg_call_outcome o = {.size = sizeof o};
+    h->call_outcome(call, &o);
+    const char *text = o.is_error ? o.error_message : o.result;
+    ssize_t w = write(k->fd, text, strlen(text));
+    (void)w;
+    close(k->fd);
+    h->call_release(call);
+    k->t->open--;
+    h->free(k);
+}
+
+/* The name of the one tool called is the connection's number: "c1", "c2"... */
+static int tt_adopt(void *inst, mcpg_worker *w, int fd) {
+    static const char *const names[] = {"c1", "c2", "c3", "c4"};
+    tt *t = inst;
+    if (t->draining) return MCPG_EUNAVAIL;
+    tt_conn *k = t->host->calloc(1, sizeof *k);
+    if (!k) return MCPG_ENOMEM;
+    k->t = t;
+    k->fd = fd;
+    k->d = (mcpg_call_desc){.size = sizeof k->d, .wire = MCPG_WIRE_STATELESS,
+                            .method = "tools/call", .method_len = 10, .id_json = "1",
+                            .id_len = 1, .transport_ctx = k, .complete = tt_complete};
+    k->d.name = names[t->adopted++ % 4];
+    k->d.name_len = 2;
+    mcpg_call *c;
+    t->open++;
+    int rc = t->host->call_submit(w, &k->d, &c);
+    if (rc) {
+        t->open--;
+        t->host->free(k);
+    }
+    return rc;
+}
+
+static void tt_drain(void *inst, mcpg_worker *w) {
+    (void)w;
+    ((tt *)inst)->draining = 1;
+}
+
+static uint32_t tt_conn_count(void *inst, mcpg_worker *w) {
+    (void)w;
+    return (uint32_t)((tt *)inst)->open;
+}
+
+static const mcpg_lifecycle_ops tt_lifecycle = {.size = sizeof(mcpg_lifecycle_ops),
+                                                .version = 1, .create = tt_create,
+                                                .destroy = tt_destroy};
+static const mcpg_transport_ops tt_ops = {MCPG_OPS_HEAD(mcpg_transport_ops),
+                                          .conn_adopt = tt_adopt, .drain = tt_drain,
+                                          .conn_count = tt_conn_count};
+static const mcpg_module tt_module = {
+    .magic = MCPG_MODULE_MAGIC, .abi_major = MCPG_ABI_MAJOR, .abi_minor = MCPG_ABI_MINOR,
+    .size = sizeof(mcpg_module), .kind = MCPG_KIND_TRANSPORT, .name = "transport_t",
+    .version = "1", .build_id = "test", .lifecycle = &tt_lifecycle, .ops = &tt_ops};
 
 /* ---- tests ---------------------------------------------------------------- */
 
@@ -474,22 +661,6 @@ static void test_backend(mcpg_fakehost *fh) {
     MCPG_CHECK(mcpg_fakehost_wait(fh, c, 20) == MCPG_ETIMEDOUT, "wait times out");
     MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE, "then the answer comes");
     mcpg_fakehost_call_free(fh, c);
-
-    /* call_cancel reaches the backend's cancel op only for a call held on the
-     * loop (inline), as in the kernel; before, it was also called while the op
-     * ran on a pool thread */
-    const mcpg_host *h = mcpg_fakehost_host(fh);
-    for (int inl = 0; inl < 2; inl++) {
-        mcpg_fakehost_set_inline(inst, inl);
-        cancels = 0;
-        c = greet(fh, "slow");
-        MCPG_CHECK(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "slow is pending");
-        h->call_cancel(c);
-        MCPG_CHECK(h->call_cancelled(c) == 1, "the call knows it was cancelled");
-        MCPG_CHECK(cancels == inl, "inline %d: cancel() called %d times", inl, cancels);
-        MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE, "it still answers");
-        mcpg_fakehost_call_free(fh, c);
-    }
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
@@ -505,13 +676,6 @@ static void test_backend_errors(mcpg_fakehost *fh) {
                    !strcmp(o.error_message, "bad arguments") && o.error_data &&
                    !strcmp(o.error_data, "{\"field\":\"who\"}") && !mcpg_fakehost_result(c),
                "the error as set");
-    mcpg_fakehost_call_free(fh, c);
-
-    c = mcpg_fakehost_call_new(fh, "tools/call", "deny_bare", NULL, NULL);
-    MCPG_CHECK(mcpg_fakehost_run(fh, inst, c, 1000) == MCPG_DENY, "bare deny");
-    MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INTERNAL_ERROR &&
-                   !strcmp(mcpg_fakehost_error_message(c), "backend failed"),
-               "the kernel's default");
     mcpg_fakehost_call_free(fh, c);
 
     c = mcpg_fakehost_call_new(fh, "resources/read", "file:///x", NULL, NULL);
@@ -686,6 +850,415 @@ static void test_free_reports(void) {
     MCPG_CHECK(problems == 2, "an instance and a call left: %d problems", problems);
 }
 
+/* ---- as the kernel: call handles ---- */
+
+/* Every op gets the handle of its stage and of the call's life; the test's
+ * own handle is the transport's. */
+static void test_handle_stages(mcpg_fakehost *fh) {
+    mcpg_instance *be, *id;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tb_module, "hs", NULL, &be) == 0, "load backend");
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &ti_module, "hid", NULL, &id) == 0, "load identity");
+    tb *t = mcpg_fakehost_state(be);
+    for (int inl = 0; inl < 2; inl++) {
+        mcpg_fakehost_set_inline(be, inl);
+        mcpg_call *c = greet(fh, "sync");
+        MCPG_CHECK(call_handle_stage(c) == CALL_STAGE_TRANSPORT && call_handle_serial(c) != 0,
+                   "the test's handle: the transport's stage, a live serial");
+        MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE, "run");
+        MCPG_CHECK(call_handle_stage(t->last_call) == CALL_STAGE_BACKEND &&
+                       call_handle_object(t->last_call) == call_handle_object(c) &&
+                       call_handle_serial(t->last_call) == call_handle_serial(c),
+                   "inline %d: call_tool got the backend's handle of this life", inl);
+        mcpg_fakehost_call_free(fh, c);
+    }
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "greet", NULL, NULL);
+    mcpg_fakehost_call_set_header(c, "authorization", "Bearer later");
+    MCPG_CHECK(mcpg_fakehost_dispatch(fh, id, c) == MCPG_PENDING, "identity pending");
+    MCPG_CHECK(call_handle_stage(ti_held) == CALL_STAGE_IDENTITY &&
+                   mcpg_fakehost_op_call(id, c) == ti_held,
+               "authenticate got the identity stage's handle (as op_call says)");
+    mcpg_fakehost_host(fh)->call_resume(ti_held, MCPG_CONTINUE);
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 1000) == MCPG_CONTINUE, "resumed");
+    mcpg_fakehost_call_free(fh, c);
+    mcpg_fakehost_unload(fh, be);
+    mcpg_fakehost_unload(fh, id);
+}
+
+/* Every slot refuses a handle whose call has ended, whether or not the
+ * object was reused since, answering as fits the slot and counting a
+ * failure each time. */
+static void expect_stale(mcpg_fakehost *fh, mcpg_call *old, const char *when) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    size_t n = 99;
+    mcpg_call_outcome o;
+    memset(&o, 0x5a, sizeof o);
+    o.size = sizeof o;
+    MCPG_CHECK(h->call_target(old) == NULL && h->call_worker(old) == NULL &&
+                   h->call_method(old) == 0 && h->call_principal(old) == NULL,
+               "%s: getters answer nothing", when);
+    MCPG_CHECK(h->call_args(old, &n) == NULL && n == 0, "%s: call_args", when);
+    MCPG_CHECK(h->call_result_buf(old) == NULL && h->call_slot(old, NULL) == NULL,
+               "%s: no buffer, no slot", when);
+    MCPG_CHECK(h->call_result(old, "{}", 2) == MCPG_ESTATE &&
+                   h->call_error(old, 1, "x", NULL) == MCPG_ESTATE &&
+                   h->call_set_identity(old, "p", NULL, NULL) == MCPG_ESTATE,
+               "%s: setters refused", when);
+    MCPG_CHECK(h->call_cancelled(old) == 0, "%s: not cancelled", when);
+    h->call_resume(old, MCPG_CONTINUE);
+    h->call_outcome(old, &o);
+    MCPG_CHECK(o.is_error == 0x5a5a5a5a, "%s: call_outcome wrote nothing", when);
+    h->call_release(old);
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 14, "%s: every slot counted", when);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "stale call handle (module bug)"), "%s: logged",
+               when);
+}
+
+static void test_stale_handles(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_call *old = greet(fh, "sync");
+    uint16_t serial = call_handle_serial(old);
+    mcpg_fakehost_call_free(fh, old);
+    mcpg_fakehost_log_clear(fh);
+    expect_stale(fh, old, "ended");
+    /* the object is reused newest-first: its next life has the next serial */
+    mcpg_call *c = greet(fh, "sync");
+    MCPG_CHECK(call_handle_object(c) == call_handle_object(old) &&
+                   call_handle_serial(c) == call_serial_next(serial),
+               "the same object, serial %u after %u", call_handle_serial(c), serial);
+    expect_stale(fh, old, "reused");
+    MCPG_CHECK(!strcmp(h->call_target(c), "greet") && !h->call_cancelled(c),
+               "the new call is untouched by the stale handle");
+    for (int i = 0; i < 3; i++) { /* the serial moves on at every life, never back */
+        serial = call_handle_serial(c);
+        mcpg_fakehost_call_free(fh, c);
+        c = greet(fh, "sync");
+        MCPG_CHECK(call_handle_serial(c) == call_serial_next(serial), "life %d: serial", i);
+    }
+    mcpg_fakehost_call_free(fh, c);
+    MCPG_CHECK(h->call_target(NULL) == NULL && mcpg_fakehost_take_failures(fh) == 1,
+               "no handle at all is a failure too");
+}
+
+/* A resume finishes only the pending op of its handle's stage. */
+static void test_staged_resume(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_instance *id;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &ti_module, "sr", NULL, &id) == 0, "load");
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "x", NULL, NULL);
+    mcpg_fakehost_call_set_header(c, "authorization", "Bearer later");
+    MCPG_CHECK(mcpg_fakehost_dispatch(fh, id, c) == MCPG_PENDING, "pending");
+    MCPG_CHECK(mcpg_fakehost_pending(c), "its op awaits its resume");
+    mcpg_fakehost_log_clear(fh);
+    h->call_resume(c, MCPG_CONTINUE); /* the transport's handle */
+    h->call_resume(call_handle_make(call_handle_object(c), CALL_STAGE_BACKEND,
+                                    call_handle_serial(c)),
+                   MCPG_CONTINUE);
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 2 &&
+                   mcpg_fakehost_log_contains(fh, "call_resume on a call that is not pending"),
+               "resumes of other stages are refused");
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 30) == MCPG_ETIMEDOUT, "and finished nothing");
+    h->call_resume(ti_held, MCPG_CONTINUE);
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 1000) == MCPG_CONTINUE, "its own stage's does");
+    h->call_resume(ti_held, MCPG_CONTINUE);
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1, "once");
+    mcpg_fakehost_call_free(fh, c);
+    mcpg_fakehost_unload(fh, id);
+}
+
+/* ---- as the kernel: a DENY without an error ---- */
+
+static void expect_bare_deny(mcpg_fakehost *fh, mcpg_call *c, const char *msg) {
+    mcpg_call_outcome o;
+    mcpg_fakehost_outcome(c, &o);
+    MCPG_CHECK(o.is_error && o.error_code == MCPG_RPC_SERVER_ERROR && o.http_status == 503 &&
+                   !strcmp(o.error_message, msg),
+               "want -32000/503 \"%s\", got %lld/%d \"%s\"", msg, (long long)o.error_code,
+               o.http_status, o.is_error ? o.error_message : "");
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1 &&
+                   mcpg_fakehost_log_contains(fh, "answered DENY without host->call_error"),
+               "%s: counted and logged", msg);
+    mcpg_fakehost_call_free(fh, c);
+}
+
+static void test_deny_without_error(mcpg_fakehost *fh) {
+    mcpg_instance *be, *id, *au;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tb_module, "bare", NULL, &be) == 0, "load backend");
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &ti_module, "idb", NULL, &id) == 0, "load identity");
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &ta_module, "sink", NULL, &au) == 0, "load audit");
+    for (int inl = 0; inl < 2; inl++) {
+        mcpg_fakehost_set_inline(be, inl);
+        mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "deny_bare", NULL, NULL);
+        MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_DENY, "inline %d: denied", inl);
+        expect_bare_deny(fh, c, "backend \"bare\" refused without an error (module bug)");
+    }
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "x", NULL, NULL);
+    mcpg_fakehost_call_set_header(c, "authorization", "Bearer bare");
+    MCPG_CHECK(mcpg_fakehost_run(fh, id, c, 1000) == MCPG_DENY, "identity denied");
+    expect_bare_deny(fh, c, "identity \"idb\" refused without an error (module bug)");
+    c = mcpg_fakehost_call_new(fh, "tools/call", "x", NULL, NULL);
+    MCPG_CHECK(mcpg_fakehost_run(fh, au, c, 1000) == MCPG_DENY, "audit refused by a resume");
+    expect_bare_deny(fh, c, "audit sink \"sink\" refused without an error (module bug)");
+    mcpg_fakehost_unload(fh, be);
+    mcpg_fakehost_unload(fh, id);
+    mcpg_fakehost_unload(fh, au);
+}
+
+/* ---- as the kernel: cancel ---- */
+
+static int op_pending(void *arg) { return mcpg_fakehost_pending(arg); }
+
+/* A pending op is told once, on the loop, whether it runs inline or on the
+ * pool; the call answers on its own all the same. */
+static void cancel_pending(mcpg_fakehost *fh, mcpg_instance *be, int inl, int want) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_fakehost_set_inline(be, inl);
+    cancels = 0;
+    mcpg_call *c = greet(fh, "slow");
+    MCPG_CHECK(mcpg_fakehost_dispatch(fh, be, c) == MCPG_PENDING, "slow is pending");
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, op_pending, c, 5000) == 0, "its op returned PENDING");
+    h->call_cancel(c);
+    h->call_cancel(c);
+    MCPG_CHECK(h->call_cancelled(c) == 1, "the call knows it was cancelled");
+    MCPG_CHECK(cancels == want, "inline %d: cancel() called %d times, want %d", inl, cancels,
+               want);
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE, "it still answers");
+    h->call_cancel(c);
+    MCPG_CHECK(cancels == want, "not once it has answered");
+    mcpg_fakehost_call_free(fh, c);
+}
+
+static void test_cancel(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_instance *be;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tb_module, "cx", NULL, &be) == 0, "load");
+    cancel_pending(fh, be, 0, 1);
+    cancel_pending(fh, be, 1, 1);
+    /* an op still running on its pool thread is not told: it can ask */
+    tb *t = mcpg_fakehost_state(be);
+    mcpg_fakehost_set_inline(be, 0);
+    atomic_store(&block_entered, 0);
+    atomic_store(&block_go, 0);
+    cancels = 0;
+    mcpg_call *c = greet(fh, "block");
+    MCPG_CHECK(mcpg_fakehost_dispatch(fh, be, c) == MCPG_PENDING, "on the pool");
+    while (!atomic_load(&block_entered)) sleep_ms(1);
+    h->call_cancel(c);
+    atomic_store(&block_go, 1);
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE, "answered");
+    MCPG_CHECK(cancels == 0 && t->saw_cancelled == 1,
+               "a running op is not told (cancel %d) but sees the flag (%d)", cancels,
+               t->saw_cancelled);
+    mcpg_fakehost_call_free(fh, c);
+    mcpg_fakehost_unload(fh, be);
+}
+
+/* ---- as the kernel: optional ops only when their table has them ---- */
+
+static mcpg_backend_ops tb_ops_short;
+static mcpg_lifecycle_ops tb_lifecycle_short;
+
+/* Tables built against older headers end earlier: what follows their size
+ * is not theirs. Shrunk after load (the loader wants 1.0's size), a set slot
+ * past the size must not be called. */
+static void test_optional_ops(mcpg_fakehost *fh) {
+    tb_ops_short = tb_ops;
+    tb_lifecycle_short = tb_lifecycle;
+    mcpg_module m = tb_module;
+    m.ops = &tb_ops_short;
+    m.lifecycle = &tb_lifecycle_short;
+    mcpg_instance *be;
+    worker_starts = worker_stops = 0;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &m, "short", NULL, &be) == 0, "load");
+    MCPG_CHECK(worker_starts == 1, "worker_start ran at load");
+    tb_ops_short.size = (uint32_t)offsetof(mcpg_backend_ops, cancel);
+    cancel_pending(fh, be, 1, 0);
+    tb_ops_short.size = sizeof tb_ops_short;
+    tb_ops_short.cancel = NULL;
+    cancel_pending(fh, be, 1, 0);
+    tb_lifecycle_short.size = (uint32_t)offsetof(mcpg_lifecycle_ops, worker_stop);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, be) == 0, "unload");
+    MCPG_CHECK(worker_stops == 0, "worker_stop past the table's size: not called");
+}
+
+/* ---- as the kernel: sized structs ---- */
+
+typedef struct outcome_box {
+    mcpg_call_outcome o;
+    unsigned char after[32]; /* what a caller with newer headers knows more */
+} outcome_box;
+
+static int untouched(const unsigned char *p, size_t n, unsigned char v) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v) return 0;
+    return 1;
+}
+
+static void test_outcome_size(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "x", NULL, NULL);
+    h->call_result(c, "{\"r\":1}", 7);
+    h->call_set_http(c, 202, 0);
+    outcome_box b;
+    memset(&b, 0xab, sizeof b);
+    b.o.size = sizeof b.o;
+    h->call_outcome(c, &b.o);
+    MCPG_CHECK(b.o.is_error == 0 && b.o.result_len == 7 && b.o.http_status == 202 &&
+                   b.o.size == sizeof b.o,
+               "this build's outcome filled");
+    MCPG_CHECK(untouched(b.after, sizeof b.after, 0xab), "nothing written past its size");
+    memset(&b, 0xab, sizeof b);
+    b.o.size = sizeof b;
+    h->call_outcome(c, &b.o);
+    MCPG_CHECK(b.o.result_len == 7 && b.o.size == sizeof b &&
+                   untouched(b.after, sizeof b.after, 0xab),
+               "a newer caller: what this host does not know is left as the caller set it");
+    memset(&b, 0xab, sizeof b);
+    b.o.size = (uint32_t)offsetof(mcpg_call_outcome, retry_after_s);
+    h->call_outcome(c, &b.o);
+    MCPG_CHECK(untouched((const unsigned char *)&b.o.is_error,
+                         sizeof b.o - offsetof(mcpg_call_outcome, is_error), 0xab),
+               "smaller than ABI 1.0's: refused, nothing written");
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1 &&
+                   mcpg_fakehost_log_contains(fh, "smaller than the ABI 1.0 outcome"),
+               "and counted");
+    mcpg_fakehost_call_free(fh, c);
+}
+
+typedef struct desc_box {
+    mcpg_call_desc d;
+    unsigned char after[32];
+} desc_box;
+
+static void b_complete(void *ctx, mcpg_call *call) { *(mcpg_call **)ctx = call; }
+
+static void test_desc_size(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_call *done = NULL, *c = NULL;
+    desc_box b;
+    memset(&b, 0xcd, sizeof b); /* a newer transport's fields this host cannot know */
+    b.d = (mcpg_call_desc){.size = sizeof b, .wire = MCPG_WIRE_STATELESS, .method = "ping",
+                           .method_len = 4, .transport_ctx = &done, .complete = b_complete};
+    MCPG_CHECK(h->call_submit(h->worker_current(), &b.d, &c) == 0 && done == c,
+               "a longer desc is read up to this host's size");
+    h->call_release(c);
+    b.d.size = (uint32_t)offsetof(mcpg_call_desc, complete);
+    MCPG_CHECK(h->call_submit(h->worker_current(), &b.d, &c) == MCPG_EINVAL,
+               "one shorter than ABI 1.0's is refused");
+}
+
+/* ---- the loop on its own thread, a transport over TCP ---- */
+
+/* c1: at once; c2: 20 ms later, an error; c3: refused. */
+static void tt_plan(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_fakehost_plan *plan) {
+    const mcpg_host *h = arg;
+    if (d->name[1] == '3') {
+        plan->answer = MCPG_FAKEHOST_REFUSE;
+        plan->refuse_with = MCPG_EUNAVAIL;
+    } else if (d->name[1] == '2') {
+        h->call_error(call, MCPG_RPC_SERVER_ERROR, "later", NULL);
+        h->call_set_http(call, 503, 2);
+        plan->answer = MCPG_FAKEHOST_LATER;
+        plan->delay_ms = 20;
+    } else {
+        h->call_result(call, "now", 3);
+        plan->answer = MCPG_FAKEHOST_NOW;
+    }
+}
+
+/* Connect, read until the server closes: what it wrote. */
+static const char *fetch(uint16_t port) {
+    static char buf[256];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    size_t n = 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+        struct pollfd p = {fd, POLLIN, 0};
+        ssize_t r = 1;
+        while (r > 0 && n < sizeof buf - 1 && poll(&p, 1, 2000) == 1)
+            if ((r = read(fd, buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+    }
+    buf[n] = '\0';
+    close(fd);
+    return buf;
+}
+
+typedef struct on_loop_probe {
+    mcpg_fakehost *fh;
+    pthread_t caller;
+    int saw_worker, other_thread;
+} on_loop_probe;
+
+static void probe_loop(void *arg) {
+    on_loop_probe *p = arg;
+    p->saw_worker = mcpg_fakehost_host(p->fh)->worker_current() != NULL;
+    p->other_thread = !pthread_equal(p->caller, pthread_self());
+}
+
+static void test_threaded(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_fakehost_stats s0, s;
+    mcpg_fakehost_get_stats(fh, &s0);
+    mcpg_instance *tr;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tt_module, "tr", NULL, &tr) == 0, "load");
+    mcpg_fakehost_on_submit(fh, tt_plan, (void *)h);
+    uint16_t port = 0;
+    MCPG_REQUIRE(mcpg_fakehost_listen(fh, tr, &port) == 0 && port, "listen");
+    MCPG_REQUIRE(mcpg_fakehost_start_thread(fh) == 0, "start_thread");
+    MCPG_CHECK(h->worker_current() == NULL, "this thread is no longer the loop's");
+    on_loop_probe p = {fh, pthread_self(), 0, 0};
+    MCPG_CHECK(mcpg_fakehost_run_on_loop(fh, probe_loop, &p) == 0 && p.saw_worker &&
+                   p.other_thread,
+               "run_on_loop: on the loop's own thread");
+    MCPG_CHECK(!strcmp(fetch(port), "now"), "answered inside call_submit");
+    MCPG_CHECK(!strcmp(fetch(port), "later"), "answered later, with its error");
+    MCPG_CHECK(!strcmp(fetch(port), ""), "refused by the hook: the transport refuses, closed");
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, NULL, NULL, 1) == MCPG_ESTATE &&
+                   mcpg_fakehost_take_failures(fh) == 1,
+               "the loop cannot be turned from here meanwhile");
+    MCPG_CHECK(mcpg_fakehost_conn_count(fh, tr) == 0, "conn_count, from this thread");
+    mcpg_fakehost_drain(fh, tr);
+    MCPG_CHECK(!strcmp(fetch(port), ""), "after drain: refused");
+    MCPG_CHECK(mcpg_fakehost_stop_thread(fh) == 0, "stop_thread");
+    MCPG_CHECK(h->worker_current() == mcpg_fakehost_worker(fh), "this thread turns it again");
+    mcpg_fakehost_get_stats(fh, &s);
+    MCPG_CHECK(s.accepted - s0.accepted == 4 && s.adopt_refused - s0.adopt_refused == 2,
+               "accepted %ld, refused %ld", s.accepted - s0.accepted,
+               s.adopt_refused - s0.adopt_refused);
+    MCPG_CHECK(s.submitted - s0.submitted == 2 && s.refused - s0.refused == 1 &&
+                   s.completed - s0.completed == 2 &&
+                   s.completed_in_submit - s0.completed_in_submit == 1 &&
+                   s.released - s0.released == 2,
+               "calls: %ld submitted, %ld refused, %ld completed (%ld in submit), %ld released",
+               s.submitted - s0.submitted, s.refused - s0.refused, s.completed - s0.completed,
+               s.completed_in_submit - s0.completed_in_submit, s.released - s0.released);
+    MCPG_CHECK(s.host_allocs - s0.host_allocs == 1, "the instance's state: %ld",
+               s.host_allocs - s0.host_allocs);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, tr) == 0, "unload");
+    mcpg_fakehost_get_stats(fh, &s);
+    MCPG_CHECK(s.host_allocs == s0.host_allocs, "every host allocation freed");
+    mcpg_fakehost_on_submit(fh, NULL, NULL);
+}
+
+/* Modules' own buffers are counted; the host's are not. */
+static void test_buf_stats(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_fakehost_stats s0, s;
+    mcpg_fakehost_get_stats(fh, &s0);
+    mcpg_buf own = {0};
+    h->buf_printf(&own, "%0*d", 1000, 7);
+    mcpg_fakehost_get_stats(fh, &s);
+    MCPG_CHECK(s.buf_bytes - s0.buf_bytes == (long)own.cap && own.len == 1000, "grown: %ld",
+               s.buf_bytes - s0.buf_bytes);
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "x", NULL, NULL);
+    h->buf_append(h->call_result_buf(c), own.data, own.len);
+    h->buf_free(&own);
+    mcpg_fakehost_get_stats(fh, &s);
+    MCPG_CHECK(s.buf_bytes == s0.buf_bytes, "freed; a call's result not counted: %ld",
+               s.buf_bytes - s0.buf_bytes);
+    mcpg_fakehost_call_free(fh, c);
+}
+
 static void test_threads_off_loop(mcpg_fakehost *fh);
 
 int main(void) {
@@ -702,6 +1275,16 @@ int main(void) {
     test_backend_errors(fh);
     test_identity(fh);
     test_transport_side(fh);
+    test_handle_stages(fh);
+    test_stale_handles(fh);
+    test_staged_resume(fh);
+    test_deny_without_error(fh);
+    test_cancel(fh);
+    test_optional_ops(fh);
+    test_outcome_size(fh);
+    test_desc_size(fh);
+    test_buf_stats(fh);
+    test_threaded(fh);
     test_unload_checks(fh);
     test_work_timeout(fh);
     test_threads_off_loop(fh);

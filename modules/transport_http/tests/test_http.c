@@ -1,11 +1,26 @@
-/* Socket test: the real transport_http.so behind the fake kernel, driven by a
- * raw TCP client. Covers routes, the wire's errors, pipelining order, split
- * writes, Connection: close, HTTP/1.0, malformed input, limits, 100-continue,
- * a client that leaves with a call in flight, the idle timeout, the
- * connection cap and drain; ends by proving the module left nothing behind. */
+/* Socket test: the real transport_http.so in the SDK's fake host, its loop on
+ * a thread of its own, driven by raw TCP clients from this thread. Covers
+ * routes, the wire's errors, pipelining order, split writes, Connection:
+ * close, HTTP/1.0, malformed input, limits, 100-continue, a client that
+ * leaves with a call in flight, the idle timeout, the connection cap and
+ * drain; ends by proving the module left nothing behind and the fake host
+ * saw no module bug.
+ *
+ * Calls are answered by a submit hook (plan_call), chosen by the tool name:
+ *   echo     completes inside call_submit (re-entrant complete)
+ *   async    completes on a later loop turn
+ *   slow     completes after 150 ms (cancel is recorded, it still completes)
+ *   limited  completes with an error and HTTP 429, Retry-After 7
+ *   busy     call_submit fails with MCPG_EAGAIN
+ *   draining call_submit fails with MCPG_EUNAVAIL
+ *   other    completes with -32602 "Unknown tool" (HTTP 200), as the kernel does
+ *   big      completes inside call_submit with a 300 000-byte text
+ *   huge     completes inside call_submit with a 4 000 000-byte text
+ *   tools/list completes with {"tools":[{"name":"echo"}]} */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <mcpg/check.h>
+#include <mcpg/fakehost.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -18,13 +33,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_kernel.h"
-
 #ifndef TH_MODULE_PATH
 #error TH_MODULE_PATH must name transport_http.so
 #endif
 
 static int port;
+static mcpg_fakehost *fh;
+static mcpg_instance *http; /* the transport */
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -184,10 +199,121 @@ static resp *roundtrip(const char *req) {
     return &r;
 }
 
+/* ---- the host: the fake host, and how it answers calls ------------------------------- */
+
+static int name_is(const mcpg_call_desc *d, const char *s) {
+    return d->name && d->name_len == strlen(s) && !memcmp(d->name, s, d->name_len);
+}
+
+static int method_is(const mcpg_call_desc *d, const char *s) {
+    return d->method_len == strlen(s) && !memcmp(d->method, s, d->method_len);
+}
+
+/* {"content":[{"type":"text","text":"Echo: <message>"}],"args":<arguments>,"hdr":"<Mcp-Name>"}:
+ * the arguments and the Mcp-Name header (through the transport's header
+ * callback) come back, and a wire_probe.py echo reads like backend_mock's. */
+static void set_echo(const mcpg_host *h, mcpg_call *call) {
+    size_t alen = 0, hlen = 0;
+    const char *args = h->call_args(call, &alen);
+    char msg[256] = "", text[300];
+    mcpg_json_span v;
+    if (h->json_object_get(args, alen, "message", &v) == 1 &&
+        h->json_string_decode(&v, msg, sizeof msg, NULL) < 0)
+        msg[0] = '\0';
+    snprintf(text, sizeof text, "Echo: %s", msg);
+    const char *hdr = h->call_header(call, "mcp-name", &hlen);
+    mcpg_buf b = {0};
+    mcpg_buf_puts(&b, "{\"content\":[{\"type\":\"text\",\"text\":");
+    mcpg_buf_append_json_string(&b, text, strlen(text));
+    mcpg_buf_puts(&b, "}],\"args\":");
+    mcpg_buf_append(&b, args, alen);
+    mcpg_buf_puts(&b, ",\"hdr\":");
+    mcpg_buf_append_json_string(&b, hdr ? hdr : "", hdr ? hlen : 0);
+    mcpg_buf_puts(&b, "}");
+    h->call_result(call, b.data, b.len);
+    mcpg_buf_free(&b);
+}
+
+/* A text of `pad` bytes, written into the call's own buffer through the host
+ * (the host's, so buf_bytes must not count it). */
+static void set_padded(const mcpg_host *h, mcpg_call *call, size_t pad) {
+    static const char head[] = "{\"content\":[{\"type\":\"text\",\"text\":\"", tail[] = "\"}]}";
+    mcpg_buf *b = h->call_result_buf(call);
+    if (!b || h->buf_reserve(b, sizeof head + pad + sizeof tail)) return;
+    h->buf_append(b, head, sizeof head - 1);
+    memset(b->data + b->len, 'x', pad);
+    b->len += pad;
+    h->buf_append(b, tail, sizeof tail - 1);
+}
+
+static void set_unknown(const mcpg_host *h, mcpg_call *call, const mcpg_call_desc *d) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "Unknown tool: %.*s", (int)(d->name ? d->name_len : 0),
+             d->name ? d->name : "");
+    h->call_error(call, MCPG_RPC_INVALID_PARAMS, msg, NULL);
+}
+
+/* The submit hook: what each tool name gets (see the top of this file). */
+static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_fakehost_plan *plan) {
+    const mcpg_host *h = arg;
+    plan->answer = MCPG_FAKEHOST_LATER; /* delay 0: a later loop turn */
+    if (name_is(d, "busy") || name_is(d, "draining")) {
+        plan->answer = MCPG_FAKEHOST_REFUSE;
+        plan->refuse_with = name_is(d, "busy") ? MCPG_EAGAIN : MCPG_EUNAVAIL;
+    } else if (method_is(d, "tools/list")) {
+        h->call_result(call, "{\"tools\":[{\"name\":\"echo\"}]}", 27);
+    } else if (name_is(d, "big") || name_is(d, "huge")) {
+        set_padded(h, call, name_is(d, "big") ? 300000 : 4000000);
+        plan->answer = MCPG_FAKEHOST_NOW;
+    } else if (name_is(d, "limited")) {
+        h->call_error(call, MCPG_RPC_SERVER_ERROR, "rate limited \"now\"", NULL);
+        h->call_set_http(call, 429, 7);
+    } else if (name_is(d, "echo") || name_is(d, "async") || name_is(d, "slow")) {
+        set_echo(h, call);
+        if (name_is(d, "echo")) plan->answer = MCPG_FAKEHOST_NOW;
+        if (name_is(d, "slow")) plan->delay_ms = 150;
+    } else {
+        set_unknown(h, call, d);
+        plan->answer = MCPG_FAKEHOST_NOW;
+    }
+}
+
+/* Load the transport with config_json, listen, and turn the loop on its own
+ * thread. Returns the port, or -1. */
+static int start(const char *config_json) {
+    fh = mcpg_fakehost_new();
+    if (!fh) return -1;
+    mcpg_fakehost_set_gateway(fh, "test-gw", "9.9.9");
+    if (mcpg_fakehost_load_file(fh, TH_MODULE_PATH, "http", config_json, &http) != 0) {
+        fprintf(stderr, "load: %s%s", mcpg_fakehost_report_text(fh), mcpg_fakehost_log_text(fh));
+        return -1;
+    }
+    mcpg_fakehost_on_submit(fh, plan_call, mcpg_fakehost_host(fh));
+    uint16_t p = 0;
+    if (mcpg_fakehost_listen(fh, http, &p) != 0 || mcpg_fakehost_start_thread(fh) != 0) return -1;
+    return p;
+}
+
+/* Bring the loop home, unload, free: the fake host's count of problems. */
+static int stop(mcpg_fakehost_stats *after_unload) {
+    mcpg_fakehost_stop_thread(fh);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, http) == 0, "unload");
+    if (after_unload) mcpg_fakehost_get_stats(fh, after_unload);
+    return mcpg_fakehost_free(fh);
+}
+
+static uint32_t conn_count(void) { return mcpg_fakehost_conn_count(fh, http); }
+
+static mcpg_fakehost_stats stats(void) {
+    mcpg_fakehost_stats s;
+    mcpg_fakehost_get_stats(fh, &s);
+    return s;
+}
+
 /* ---- tests --------------------------------------------------------------------------- */
 
 static void wait_count(uint32_t want, int timeout_ms) {
-    for (int i = 0; i < timeout_ms / 10 && fk_conn_count() != want; i++) sleep_ms(10);
+    for (int i = 0; i < timeout_ms / 10 && conn_count() != want; i++) sleep_ms(10);
 }
 
 
@@ -426,7 +552,7 @@ static void test_large_answers(void) {
     MCPG_CHECK(k.answers == 2, "echo after huge: %d answers, %zu bytes, eof %d, head %.*s", k.answers, k.bytes, eof,
                (int)k.hlen, k.head);
     sleep_ms(50);
-    fk_stats st = fk_get_stats();
+    mcpg_fakehost_stats st = stats();
     MCPG_CHECK(st.buf_bytes < 1024 * 1024, "buffers held by the module after a 4 MB answer: %ld bytes",
                st.buf_bytes);
     close(fd);
@@ -437,7 +563,7 @@ static void test_large_answers(void) {
     cli_send(fd, req, post_call(req, sizeof req, 3, "huge", NULL));
     wait_count(1, 1000);
     wait_count(0, 3000);
-    MCPG_CHECK(fk_conn_count() == 0, "a stalled reader is closed: %u open", fk_conn_count());
+    MCPG_CHECK(conn_count() == 0, "a stalled reader is closed: %u open", conn_count());
     close(fd);
 }
 
@@ -589,7 +715,7 @@ static void test_connection_handling(void) {
 }
 
 static void test_client_leaves(void) {
-    fk_stats before = fk_get_stats();
+    mcpg_fakehost_stats before = stats();
     char req[4096];
     size_t n = post_call(req, sizeof req, 1, "slow", NULL);
     n += post_call(req + n, sizeof req - n, 2, "slow", NULL);
@@ -597,22 +723,22 @@ static void test_client_leaves(void) {
     cli_send(fd, req, n);
     sleep_ms(30);
     close(fd);
-    fk_stats after = fk_get_stats();
+    mcpg_fakehost_stats after = stats();
     for (int i = 0; i < 300 && after.released != after.submitted; i++) { /* slow: 150 ms */
         sleep_ms(10);
-        after = fk_get_stats();
+        after = stats();
     }
-    MCPG_CHECK(after.cancelled - before.cancelled == 2, "cancelled %d", after.cancelled - before.cancelled);
-    MCPG_CHECK(after.released == after.submitted, "released %d of %d", after.released, after.submitted);
+    MCPG_CHECK(after.cancelled - before.cancelled == 2, "cancelled %ld", after.cancelled - before.cancelled);
+    MCPG_CHECK(after.released == after.submitted, "released %ld of %ld", after.released, after.submitted);
     wait_count(0, 1000);
-    MCPG_CHECK(fk_conn_count() == 0, "connection freed after its calls completed: %u", fk_conn_count());
+    MCPG_CHECK(conn_count() == 0, "connection freed after its calls completed: %u", conn_count());
 }
 
 static void test_idle_timeout(void) {
     int fd = cli_connect();
     conn_in *ci = cin_new(fd);
     wait_count(1, 1000);
-    MCPG_CHECK(fk_conn_count() == 1, "one connection: %u", fk_conn_count());
+    MCPG_CHECK(conn_count() == 1, "one connection: %u", conn_count());
     MCPG_CHECK(closed_by_server(ci, 1500), "idle connection closed (idle_timeout_ms 300)");
     cin_free(ci);
     /* a request trickled byte by byte must still arrive within the timeout */
@@ -635,7 +761,7 @@ static void test_conn_cap(void) {
     int fds[32];
     for (int i = 0; i < 32; i++) fds[i] = cli_connect();
     wait_count(32, 2000);
-    MCPG_CHECK(fk_conn_count() == 32, "32 open: %u", fk_conn_count());
+    MCPG_CHECK(conn_count() == 32, "32 open: %u", conn_count());
     int extra = cli_connect();
     conn_in *ci = cin_new(extra);
     MCPG_CHECK(closed_by_server(ci, 1000), "33rd closed at once");
@@ -648,8 +774,8 @@ static void test_conn_cap(void) {
     free(c0);
     for (int i = 0; i < 32; i++) close(fds[i]);
     wait_count(0, 1000);
-    fk_stats s = fk_get_stats();
-    MCPG_CHECK(s.adopt_refused >= 1, "refused %d", s.adopt_refused);
+    mcpg_fakehost_stats s = stats();
+    MCPG_CHECK(s.adopt_refused >= 1, "refused %ld", s.adopt_refused);
 }
 
 static void test_drain(void) {
@@ -660,7 +786,7 @@ static void test_drain(void) {
     char req[4096];
     cli_send(busy, req, post_call(req, sizeof req, 77, "slow", NULL));
     sleep_ms(30);
-    fk_drain();
+    mcpg_fakehost_drain(fh, http);
     MCPG_CHECK(closed_by_server(ci_idle, 500), "idle connection closed at drain");
     resp r;
     MCPG_CHECK(next_resp(ci_busy, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":77"), "in-flight answered");
@@ -670,7 +796,7 @@ static void test_drain(void) {
     cin_free(ci_idle);
     cin_free(ci_busy);
     wait_count(0, 3000);
-    MCPG_CHECK(fk_conn_count() == 0, "drained: %u", fk_conn_count());
+    MCPG_CHECK(conn_count() == 0, "drained: %u", conn_count());
     /* a new connection after drain is refused */
     int late = cli_connect();
     conn_in *ci = cin_new(late);
@@ -680,31 +806,33 @@ static void test_drain(void) {
 
 /* --serve [CONFIG_JSON]: keep serving on a printed port until SIGINT or
  * SIGTERM, to measure or profile the transport alone (mcpg-load against the
- * fake kernel's inline echo). */
+ * hook's inline echo) or probe it (wire_probe.py --serve). Exits 0 when the
+ * fake host saw nothing wrong. */
 static int serve(const char *config) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* before the loop thread starts */
-    port = fk_start(TH_MODULE_PATH, config ? config : "{\"access_log\":false}");
+    port = start(config ? config : "{\"access_log\":false}");
     if (port < 0) return 1;
     printf("%d\n", port);
     fflush(stdout);
     int sig;
     sigwait(&set, &sig);
-    fk_drain();
+    mcpg_fakehost_drain(fh, http);
     wait_count(0, 5000);
-    return fk_stop() == 0 ? 0 : 1;
+    int problems = stop(NULL);
+    if (problems) fprintf(stderr, "fake host: %d problem(s)\n", problems);
+    return problems == 0 && MCPG_CHECK_EXIT("test_http --serve") == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--serve")) return serve(argc > 2 ? argv[2] : NULL);
-    port = fk_start(TH_MODULE_PATH,
-                    "{\"max_header_bytes\":2048,\"max_body_bytes\":4096,"
-                    "\"idle_timeout_ms\":300,\"max_connections_per_worker\":32,\"access_log\":true}");
+    port = start("{\"max_header_bytes\":2048,\"max_body_bytes\":4096,"
+                 "\"idle_timeout_ms\":300,\"max_connections_per_worker\":32,\"access_log\":true}");
     if (port < 0) {
-        fprintf(stderr, "fake kernel did not start\n");
+        fprintf(stderr, "the fake host did not start the transport\n");
         return 1;
     }
     test_routes();
@@ -716,12 +844,13 @@ int main(int argc, char **argv) {
     test_idle_timeout();
     test_conn_cap();
     test_drain();
-    fk_stats s = fk_get_stats();
-    MCPG_CHECK(s.released == s.submitted, "every call released: %d/%d", s.released, s.submitted);
-    MCPG_CHECK(s.reentrant_completions > 0, "re-entrant completions exercised");
-    int rc = fk_stop();
-    MCPG_CHECK(rc == 0, "loop closed cleanly (no handle left behind): %d", rc);
-    s = fk_stats_after_stop();
+    mcpg_fakehost_stats s = stats();
+    MCPG_CHECK(s.released == s.submitted, "every call released: %ld/%ld", s.released, s.submitted);
+    MCPG_CHECK(s.completed == s.submitted, "every call completed: %ld/%ld", s.completed, s.submitted);
+    MCPG_CHECK(s.completed_in_submit > 0, "re-entrant completions exercised");
+    int problems = stop(&s);
+    MCPG_CHECK(problems == 0, "loop closed cleanly (no handle left behind), no module bug: %d problem(s)",
+               problems);
     MCPG_CHECK(s.host_allocs == 0, "host allocations left: %ld", s.host_allocs);
     return MCPG_CHECK_EXIT("test_http");
 }

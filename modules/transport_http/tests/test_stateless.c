@@ -1,8 +1,8 @@
 /* Unit test: the stateless wire's request checks and the response builders,
- * without sockets or a kernel. The host table carries only what those pure
- * files use (the SDK's JSON scanner and buffers). */
+ * without sockets or a kernel: what those pure files use of the host (the
+ * JSON scanner, buffers) is the SDK fake host's table. */
 #include <mcpg/check.h>
-#include <mcpg/sdk.h>
+#include <mcpg/fakehost.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,22 +10,7 @@
 #include "mcp_stateless.h"
 #include "response.h"
 
-static mcpg_host host;
-
-static void host_init(void) {
-    host.size = sizeof host;
-    host.buf_reserve = mcpg_buf_reserve;
-    host.buf_append = mcpg_buf_append;
-    host.buf_append_json_string = mcpg_buf_append_json_string;
-    host.buf_free = mcpg_buf_free;
-    host.json_validate = mcpg_json_validate;
-    host.json_object_get = mcpg_json_object_get;
-    host.json_object_next = mcpg_json_object_next;
-    host.json_array_next = mcpg_json_array_next;
-    host.json_string_eq = mcpg_json_string_eq;
-    host.json_string_decode = mcpg_json_string_decode;
-    host.json_int64 = mcpg_json_int64;
-}
+static const mcpg_host *host;
 
 static th_hval hv(const char *s) {
     th_hval v = {0};
@@ -53,7 +38,7 @@ static th_mcp_headers good_headers(const char *method, const char *name) {
 static th_mcp_verdict check(const th_mcp_headers *h, const char *body) {
     static char name_buf[TH_NAME_MAX];
     th_mcp_verdict v;
-    th_mcp_check(&host, h, body, strlen(body), name_buf, &v);
+    th_mcp_check(host, h, body, strlen(body), name_buf, &v);
     return v;
 }
 
@@ -270,7 +255,7 @@ static char *join(const th_piece *p, size_t n) {
 
 static void expect_result(const char *result, unsigned stamp, const char *want) {
     th_piece body[TH_MAX_PIECES];
-    size_t n = th_rpc_result_body(&host, body, TH_LIT("1"), (th_piece){result, strlen(result)}, stamp);
+    size_t n = th_rpc_result_body(host, body, TH_LIT("1"), (th_piece){result, strlen(result)}, stamp);
     char *got = join(body, n);
     MCPG_CHECK(!strcmp(got, want), "result %s\n   got  %s\n   want %s", result, got, want);
     MCPG_CHECK(mcpg_json_validate(got, strlen(got)) == 0, "valid JSON: %s", got);
@@ -306,7 +291,7 @@ static void test_results(void) {
     th_resp_head hd = {.status = 503, .retry_after_s = 1, .json = 1, .close = 1, .date = "D"};
     th_piece b = TH_LIT("{}");
     size_t blen = 0;
-    MCPG_CHECK(th_resp_append(&host, &out, &hd, &b, 1, &blen) == 0, "append");
+    MCPG_CHECK(th_resp_append(host, &out, &hd, &b, 1, &blen) == 0, "append");
     MCPG_CHECK(!strcmp(out.data, "HTTP/1.1 503 Service Unavailable\r\nDate: D\r\nContent-Type: application/json\r\n"
                                  "Content-Length: 2\r\nConnection: close\r\nRetry-After: 1\r\n\r\n{}"),
                "head %s", out.data);
@@ -315,7 +300,9 @@ static void test_results(void) {
 }
 
 int main(void) {
-    host_init();
+    mcpg_fakehost *fh = mcpg_fakehost_new();
+    MCPG_REQUIRE(fh, "mcpg_fakehost_new");
+    host = mcpg_fakehost_host(fh);
     test_good_requests();
     test_http_level();
     test_json_rpc_shape();
@@ -323,5 +310,7 @@ int main(void) {
     test_methods();
     test_header_grammar();
     test_results();
+    int problems = mcpg_fakehost_free(fh);
+    MCPG_CHECK(problems == 0, "fake host: %d problem(s)", problems);
     return MCPG_CHECK_EXIT("test_stateless");
 }

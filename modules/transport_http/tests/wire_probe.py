@@ -4,10 +4,13 @@
     wire_probe.py --url 127.0.0.1:8787              probe a running gateway
     wire_probe.py --mcpg build/bin/mcpg --config conf/bench.json
                                                     start one on a free port, probe, stop it
+    wire_probe.py --serve build/bin/test_th_http    the transport alone in the SDK's fake
+                                                    host (`test_th_http --serve` prints its
+                                                    port), probed and stopped the same way
 
 Sends what curl cannot: pipelined batches, requests split at every byte,
 malformed framing, oversized headers and bodies, a client that leaves with
-a call in flight. Expects the bench manifest's backend_mock `echo` tool.
+a call in flight. Expects an `echo` tool answering like backend_mock's.
 Exits 1 on the first failed check (after stopping what it started).
 """
 import argparse
@@ -193,32 +196,51 @@ def free_port():
     return p
 
 
+def start_gateway(a):
+    """The real gateway on a free port: (process, address)."""
+    port = free_port()
+    tmp = tempfile.mkdtemp(prefix="th-probe.")
+    env = dict(os.environ, MCPG_AUDIT_FILE=os.path.join(tmp, "audit.jsonl"))
+    err = open(os.path.join(tmp, "stderr"), "wb")
+    proc = subprocess.Popen([a.mcpg, "--config", a.config, "--listen", "127.0.0.1:%d" % port],
+                            env=env, stdout=err, stderr=err)
+    addr = ("127.0.0.1", port)
+    for _ in range(100):
+        try:
+            socket.create_connection(addr, timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return proc, addr
+
+
+def start_served(a):
+    """`PROGRAM --serve`, which prints the port it listens on: (process, address)."""
+    proc = subprocess.Popen([a.serve, "--serve"], stdout=subprocess.PIPE)
+    line = proc.stdout.readline().decode().strip()
+    if not line.isdigit():
+        proc.kill()
+        proc.wait()
+        raise SystemExit("%s --serve printed no port: %r" % (a.serve, line))
+    return proc, ("127.0.0.1", int(line))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", help="HOST:PORT of a running gateway")
     ap.add_argument("--mcpg")
     ap.add_argument("--config")
+    ap.add_argument("--serve", help="a program that serves with --serve and prints its port")
     a = ap.parse_args()
     proc = None
-    tmp = None
     try:
         if a.url:
             host, port = a.url.rsplit(":", 1)
             addr = (host, int(port))
+        elif a.serve:
+            proc, addr = start_served(a)
         else:
-            port = free_port()
-            tmp = tempfile.mkdtemp(prefix="th-probe.")
-            env = dict(os.environ, MCPG_AUDIT_FILE=os.path.join(tmp, "audit.jsonl"))
-            err = open(os.path.join(tmp, "stderr"), "wb")
-            proc = subprocess.Popen([a.mcpg, "--config", a.config, "--listen", "127.0.0.1:%d" % port],
-                                    env=env, stdout=err, stderr=err)
-            addr = ("127.0.0.1", port)
-            for _ in range(100):
-                try:
-                    socket.create_connection(addr, timeout=0.1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            proc, addr = start_gateway(a)
         probe(addr)
         if proc:
             check(proc.poll() is None, "gateway still running")
@@ -227,11 +249,11 @@ def main():
             proc.send_signal(signal.SIGTERM)
             try:
                 rc = proc.wait(15)
-                check(rc == 0, "gateway exited 0 on SIGTERM (rc %s)" % rc)
+                check(rc == 0, "exited 0 on SIGTERM (rc %s)" % rc)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-                check(False, "gateway did not exit on SIGTERM")
+                check(False, "did not exit on SIGTERM")
     print("wire_probe: %s" % ("ok" if not FAILS else "%d failure(s)" % len(FAILS)))
     return 1 if FAILS else 0
 

@@ -1,4 +1,4 @@
-/* mcpg fake host: run a module's ops in a unit test, without the kernel.
+/* mcpg fake host: run a module in a unit test, without the kernel.
  *
  *   mcpg_fakehost *fh = mcpg_fakehost_new();
  *   mcpg_instance *inst;
@@ -13,21 +13,46 @@
  *
  * The host table is a real one: one worker backed by a real uv loop (posts,
  * timers, the pool through uv_queue_work, call_resume from any thread), the
- * SDK's buffers and JSON scanner, logging captured in memory. The loop runs
- * only inside the mcpg_fakehost_* calls that say so (wait, run, run_for,
- * run_until), on the thread that called mcpg_fakehost_new: that thread is the
- * worker's loop thread. Every mcpg_fakehost_* function is called on it, and
- * never from inside a callback the loop is running.
+ * SDK's buffers and JSON scanner, logging captured in memory. Where a module
+ * could tell the difference it behaves as the kernel, with the kernel's own
+ * code where they share it (descriptor checks, config parsing, method names,
+ * the resume handshake and call handles):
+ *  - A module's op gets a call handle naming the call and its stage; a
+ *    handle kept past its call's life is refused by every slot, and
+ *    call_resume finishes only the pending op of its handle's stage.
+ *  - A backend's call ops run on a pool thread unless the instance is set
+ *    inline (mcpg_fakehost_set_inline), so its thread-safety is exercised;
+ *    call_cancel tells a backend whose op is pending (cancel op), either way.
+ *  - An op that answers DENY without call_error fails the call with -32000
+ *    and HTTP 503, naming the instance.
+ *  - Optional ops and slots are used only when their table says it has them
+ *    (MCPG_HAS); call_outcome fills only what the caller's out->size holds.
  *
- * Like the kernel, the fake host runs a backend's call ops on a pool thread
- * unless the instance is set inline (mcpg_fakehost_set_inline), so a module's
- * thread-safety claims are exercised.
+ * The loop runs in one of two ways:
+ *  - In the test's thread (the default): it turns only inside the calls that
+ *    say so (wait, run, run_for, run_until, unload, free), on the thread that
+ *    called mcpg_fakehost_new. That thread is the worker's loop thread: every
+ *    mcpg_fakehost_* function is called on it, and the ones that turn the
+ *    loop never from inside a callback the loop is running.
+ *  - On a thread of its own, between mcpg_fakehost_start_thread and
+ *    mcpg_fakehost_stop_thread: for a transport served over real sockets
+ *    (mcpg_fakehost_listen), driven by clients in the test's thread.
+ *    Meanwhile the test uses the functions marked "any thread", and reaches
+ *    everything else through mcpg_fakehost_run_on_loop.
+ *
+ * A transport test routes host->call_submit to a backend
+ * (mcpg_fakehost_route), or decides per call with a submit hook
+ * (mcpg_fakehost_on_submit): answered inside call_submit, on a later loop
+ * turn or after a delay, refused, with any result, error, HTTP status and
+ * Retry-After. mcpg_fakehost_get_stats counts what crossed the table.
  *
  * What it counts as a module bug (mcpg_fakehost_failures; each is logged):
- * call_resume on a call that is not pending or with MCPG_PENDING, an op
- * answering something that is not an mcpg_status, timers left running after
- * stop, a list op whose output is not a JSON array, loop-thread-only slots
- * called from another thread. mcpg_fakehost_free adds what was left behind
+ * a stale call handle, call_resume on a call that is not pending (or with
+ * MCPG_PENDING), an op answering something that is not an mcpg_status, a
+ * DENY without an error, call_release before complete(), call_outcome with
+ * an out->size smaller than ABI 1.0's, timers left running after stop, a
+ * list op whose output is not a JSON array, loop-thread-only slots called
+ * from another thread. mcpg_fakehost_free adds what was left behind
  * (instances, calls, open uv handles) and returns the total.
  *
  * Ownership: strings passed in are copied unless said otherwise; pointers
@@ -52,11 +77,12 @@ typedef struct mcpg_fakehost mcpg_fakehost;
  * worker_at, worker_current) take no context, so there is one per process. */
 mcpg_fakehost *mcpg_fakehost_new(void);
 
-/* Unload what is still loaded, free what is left, close the loop. Returns the
- * number of problems over the fake host's life: failures not taken with
- * mcpg_fakehost_take_failures, plus one per instance still loaded, call not
- * freed, work still queued or uv handle left open on the loop (then the loop
- * cannot be closed and its memory is deliberately leaked). 0 means clean. */
+/* Unload what is still loaded, free what is left, close the loop (a loop
+ * thread is stopped first). Returns the number of problems over the fake
+ * host's life: failures not taken with mcpg_fakehost_take_failures, plus one
+ * per instance still loaded, call not freed or released, work still queued
+ * or uv handle left open on the loop (then the loop cannot be closed and its
+ * memory is deliberately leaked). 0 means clean. */
 int mcpg_fakehost_free(mcpg_fakehost *fh);
 
 /* The host table handed to modules. Writable, so a test can play an older
@@ -66,7 +92,7 @@ mcpg_host *mcpg_fakehost_host(mcpg_fakehost *fh);
 mcpg_worker *mcpg_fakehost_worker(mcpg_fakehost *fh);
 
 /* Module bugs detected so far; take_ returns the count and resets it (for a
- * test that provokes one on purpose). */
+ * test that provokes one on purpose). Any thread. */
 int mcpg_fakehost_failures(mcpg_fakehost *fh);
 int mcpg_fakehost_take_failures(mcpg_fakehost *fh);
 
@@ -79,7 +105,7 @@ void mcpg_fakehost_set_log_level(mcpg_fakehost *fh, int level);
 void mcpg_fakehost_set_quiet(mcpg_fakehost *fh, int quiet);
 /* Everything kept so far (never NULL); borrowed until the next log or clear. */
 const char *mcpg_fakehost_log_text(mcpg_fakehost *fh);
-int mcpg_fakehost_log_contains(mcpg_fakehost *fh, const char *needle);
+int mcpg_fakehost_log_contains(mcpg_fakehost *fh, const char *needle); /* any thread */
 void mcpg_fakehost_log_clear(mcpg_fakehost *fh);
 
 /* Config problems from the last load/check: schema errors and validate()'s
@@ -106,10 +132,13 @@ int mcpg_fakehost_load_file(mcpg_fakehost *fh, const char *so_path, const char *
  * MCPG_EABI / MCPG_ECONFIG. */
 int mcpg_fakehost_check(mcpg_fakehost *fh, const mcpg_module *m, const char *config_json);
 
-/* stop; then the instance's queued pool work is cancelled (done runs with
- * MCPG_ECANCELED) and running work is waited for; then destroy. Timers it
- * left running are cancelled and counted as failures: returns MCPG_ESTATE
- * then, else 0. inst is freed either way. */
+/* As the kernel's shutdown: a listener's socket is closed, then
+ * worker_stop and stop; then the instance's queued pool work is cancelled
+ * (done runs with MCPG_ECANCELED) and running work is waited for; then
+ * destroy. Timers it left running are cancelled and counted as failures:
+ * returns MCPG_ESTATE then, else 0; inst is freed either way. It turns the
+ * loop: MCPG_EINVAL (nothing done) from inside a loop callback or while the
+ * loop has its own thread. */
 int mcpg_fakehost_unload(mcpg_fakehost *fh, mcpg_instance *inst);
 
 void *mcpg_fakehost_state(mcpg_instance *inst);        /* what create() returned */
@@ -126,7 +155,13 @@ int mcpg_fakehost_set_inline(mcpg_instance *inst, int on);
  * backend knows it (or NULL); args_json the arguments object (NULL means {});
  * id_json the JSON-RPC id's text (NULL means 1). params is built from them:
  * {"name":target,"arguments":args} for tools/call and prompts/get,
- * {"uri":target} for the resources/... methods, else args itself. NULL when out of memory. */
+ * {"uri":target} for the resources/... methods, else args itself. NULL when
+ * out of memory.
+ *
+ * What it returns is the test's handle to the call: pass it to these
+ * functions and to host slots. An op receives a handle of its own stage
+ * (mcpg_fakehost_op_call); every handle is refused, as a module bug, once
+ * the call is freed, even when the object has since been reused. */
 mcpg_call *mcpg_fakehost_call_new(mcpg_fakehost *fh, const char *method, const char *target,
                                   const char *args_json, const char *id_json);
 int mcpg_fakehost_call_set_header(mcpg_call *call, const char *lname, const char *value);
@@ -147,10 +182,17 @@ int mcpg_fakehost_emit(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call,
                        const mcpg_audit_event *event);
 /* For ops dispatch does not cover (events webhook, a policy's visible):
  *   mcpg_fakehost_op_begin(fh, inst, call);
- *   int st = mcpg_fakehost_op_end(fh, call, ops->webhook(state, call, "src"));
+ *   mcpg_call *h = mcpg_fakehost_op_call(inst, call);
+ *   int st = mcpg_fakehost_op_end(fh, call, ops->webhook(state, h, "src"));
  * op_end settles a PENDING answer against a call_resume that came early. */
 int mcpg_fakehost_op_begin(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call);
 int mcpg_fakehost_op_end(mcpg_fakehost *fh, mcpg_call *call, int status);
+/* The handle inst's op gets for call: its stage's (a resume with it
+ * finishes that op, not another's). NULL for a stale call. */
+mcpg_call *mcpg_fakehost_op_call(mcpg_instance *inst, mcpg_call *call);
+/* 1 while the call's op has answered PENDING and its resume has not been
+ * taken: the moment call_cancel reaches a backend's cancel op. */
+int mcpg_fakehost_pending(mcpg_call *call);
 /* Run the loop until the call's op has answered (call_resume arrived, or the
  * pool op returned), at most timeout_ms. Returns the final mcpg_status (again,
  * for an op that answered at once), MCPG_ETIMEDOUT, or MCPG_ESTATE when no op
@@ -162,7 +204,8 @@ int mcpg_fakehost_run(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call,
 /* A limits instance's release for a call acquire admitted (if it has one). */
 void mcpg_fakehost_release(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call);
 
-/* The call's outcome as a transport would read it (host->call_outcome). */
+/* The call's whole outcome (out->size is set to this build's), as
+ * host->call_outcome gives it to a transport built with these headers. */
 void mcpg_fakehost_outcome(mcpg_call *call, mcpg_call_outcome *out);
 /* The result object's text (NUL-terminated; "{}" when none was set), or
  * NULL when the call has an error. */
@@ -178,18 +221,93 @@ int mcpg_fakehost_list(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_method which
                        mcpg_buf *out);
 
 /* ---- the transport's side ----
- * host->call_submit works too: tools/list is answered from the routed
- * backend's list_tools ({"tools":[...]}), calls go to its ops, the rest is
- * "method not found"; complete() runs on the loop as in the kernel. */
+ * host->call_submit works: tools/list is answered from the routed backend's
+ * list_tools ({"tools":[...]}), calls go to its ops, the rest is "method not
+ * found"; complete() runs on the loop as in the kernel, with the handle
+ * call_submit gave out. */
 void mcpg_fakehost_route(mcpg_fakehost *fh, mcpg_instance *backend);
+
+/* How call_submit answers one call (the submit hook's choice). */
+typedef enum mcpg_fakehost_answer {
+    MCPG_FAKEHOST_ROUTE = 0, /* as without a hook: the routed backend answers */
+    MCPG_FAKEHOST_NOW,       /* complete() runs inside call_submit */
+    MCPG_FAKEHOST_LATER,     /* complete() runs delay_ms later (0: on a later loop turn) */
+    MCPG_FAKEHOST_REFUSE     /* call_submit fails with refuse_with; complete() never runs */
+} mcpg_fakehost_answer;
+
+typedef struct mcpg_fakehost_plan {
+    mcpg_fakehost_answer answer; /* MCPG_FAKEHOST_ROUTE unless the hook says */
+    uint64_t delay_ms;           /* MCPG_FAKEHOST_LATER */
+    int refuse_with;             /* MCPG_FAKEHOST_REFUSE: MCPG_EAGAIN (the default),
+                                    MCPG_EUNAVAIL, ... */
+} mcpg_fakehost_plan;
+
+/* Runs inside call_submit, on the loop, once the call is made: it reads the
+ * desc (borrowed for the hook), sets the outcome with the host's slots on
+ * `call` (call_result, call_result_buf, call_error, call_set_http) and says
+ * in plan when complete() runs. */
+typedef void (*mcpg_fakehost_submit_fn)(void *arg, mcpg_call *call, const mcpg_call_desc *desc,
+                                        mcpg_fakehost_plan *plan);
+/* NULL fn: no hook (every call routed). */
+void mcpg_fakehost_on_submit(mcpg_fakehost *fh, mcpg_fakehost_submit_fn fn, void *arg);
+
+/* What host->gateway_name and ->gateway_version answer (copied; NULL: the
+ * fake host's own, "mcpg-fakehost" and "fakehost"). */
+void mcpg_fakehost_set_gateway(mcpg_fakehost *fh, const char *name, const char *version);
+
+/* Listen on 127.0.0.1 at a free port (*port_out) and hand each accepted
+ * connection to the transport's conn_adopt on the worker, as the kernel does:
+ * non-blocking, TCP_NODELAY; a refused one is closed. The socket is closed
+ * when the instance is unloaded. On the loop's thread. */
+int mcpg_fakehost_listen(mcpg_fakehost *fh, mcpg_instance *transport, uint16_t *port_out);
+/* Any thread: the transport's drain op on the worker, as the kernel's drain;
+ * from then on call_submit answers MCPG_EUNAVAIL. The listener stays, so a
+ * test sees the transport refuse later connections. */
+void mcpg_fakehost_drain(mcpg_fakehost *fh, mcpg_instance *transport);
+/* Any thread: the transport's conn_count op on the worker. */
+uint32_t mcpg_fakehost_conn_count(mcpg_fakehost *fh, mcpg_instance *transport);
+
+/* What crossed the host table since mcpg_fakehost_new. */
+typedef struct mcpg_fakehost_stats {
+    long submitted;           /* calls host->call_submit took */
+    long refused;             /* calls it refused (the hook's choice, draining, table full) */
+    long completed;           /* complete() callbacks made */
+    long completed_in_submit; /* of those, inside call_submit */
+    long released;            /* host->call_release */
+    long cancelled;           /* host->call_cancel */
+    long accepted;            /* connections the listener handed to conn_adopt */
+    long adopt_refused;       /* of those, refused by it (and closed) */
+    long host_allocs;         /* host->alloc, calloc, realloc(NULL) less host->free */
+    long buf_bytes;           /* capacity of the buffers modules own: grown through
+                                 host->buf_*, less what host->buf_free gave back (a
+                                 call's result and a list op's output are the host's
+                                 and not counted) */
+} mcpg_fakehost_stats;
+/* Any thread. */
+void mcpg_fakehost_get_stats(mcpg_fakehost *fh, mcpg_fakehost_stats *out);
 
 /* ---- the loop ---- */
 
 /* Turn the loop for `ms` milliseconds (timers, posts, pool completions). */
 void mcpg_fakehost_run_for(mcpg_fakehost *fh, uint64_t ms);
-/* Turn it until done(arg) is true or timeout_ms passed: 0 or MCPG_ETIMEDOUT. */
+/* Turn it until done(arg) is true or timeout_ms passed: 0 or MCPG_ETIMEDOUT
+ * (MCPG_ESTATE, a failure, inside a loop callback or off the loop's thread). */
 int mcpg_fakehost_run_until(mcpg_fakehost *fh, int (*done)(void *arg), void *arg,
                             uint64_t timeout_ms);
+
+/* Run the loop on a thread of its own, until stop_thread. Called on the
+ * loop's thread (the test's), not inside a callback: 0, MCPG_ESTATE, or
+ * MCPG_ENOMEM when the thread cannot start. Load what the loop needs first:
+ * load and unload run on the loop's thread. */
+int mcpg_fakehost_start_thread(mcpg_fakehost *fh);
+/* Any thread but the loop's: end the loop's thread once its current turn is
+ * done; the caller's thread is the loop's thread from then on. */
+int mcpg_fakehost_stop_thread(mcpg_fakehost *fh);
+/* Any thread: run fn(arg) on the loop's thread and wait until it has run
+ * (on the loop's thread: at once). fn may use loop-thread slots and
+ * mcpg_fakehost_* functions, but not the ones that turn the loop. 0, or
+ * MCPG_ESTATE when no thread turns the loop. */
+int mcpg_fakehost_run_on_loop(mcpg_fakehost *fh, void (*fn)(void *arg), void *arg);
 
 #ifdef __cplusplus
 }
