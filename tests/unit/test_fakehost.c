@@ -551,7 +551,9 @@ static void test_descriptors(mcpg_fakehost *fh) {
                    mcpg_fakehost_log_contains(fh, "lies outside config_size"),
                "the log names the field: %s", mcpg_fakehost_log_text(fh));
     static const mcpg_config_field odd_fields[] = {
-        {"odd", 99, 0, 0, NULL, 0, 0, NULL, "a type no kernel knows"}, MCPG_CONFIG_END};
+        {.key = "odd", .type = 99, .help = "a type no kernel knows",
+         .size = sizeof(mcpg_config_field)},
+        MCPG_CONFIG_END};
     bad = tb_module;
     bad.config = odd_fields;
     MCPG_CHECK(mcpg_fakehost_check(fh, &bad, NULL) == MCPG_EABI, "unknown field type");
