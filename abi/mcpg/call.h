@@ -105,6 +105,24 @@ typedef struct mcpg_call_desc {
      * may run before call_submit returns (a call answered at once). The
      * transport then calls host->call_release(call). */
     void (*complete)(void *transport_ctx, mcpg_call *call);
+
+    /* ---- ABI 1.1 (read only when MCPG_HAS_FIELD says the transport has it) ---- */
+    /* Optional: one JSON-RPC message for this call's client before its outcome
+     * (a notification such as notifications/progress, or a request from the
+     * server such as sampling/createMessage), complete and framed by the
+     * kernel; on the call's loop, in the order the backend sent them. `json`
+     * is borrowed for the callback. Returns 0 when it will be delivered (or
+     * kept for a stream that resumes), MCPG_ENOTSUP when this call's answer
+     * cannot carry messages (the sender is told so). NULL: never. */
+    int (*message)(void *transport_ctx, mcpg_call *call, const char *json, size_t len);
+    /* The client's capabilities object as JSON text (the stateless wire's
+     * _meta clientCapabilities, the legacy wire's initialize capabilities),
+     * and the protocol version the call speaks ("2026-07-28", "2025-11-25");
+     * each NULL when unknown. */
+    const char *client_caps_json;
+    size_t client_caps_len;
+    const char *protocol_version;
+    size_t protocol_version_len;
 } mcpg_call_desc;
 
 /* The outcome of a call, read by the transport in `complete`. Every pointer is
@@ -121,7 +139,39 @@ typedef struct mcpg_call_outcome {
     size_t error_data_len;
     int http_status;          /* 0: the wire's default; else e.g. 429, 503 */
     uint32_t retry_after_s;   /* with 429/503: Retry-After, 0 = none */
+    /* ---- ABI 1.1 ---- */
+    uint32_t result_type;     /* mcpg_result_type of `result` (!is_error) */
 } mcpg_call_outcome;
+
+/* What a result is (2026-07-28 `resultType`). Append only. */
+typedef enum mcpg_result_type {
+    MCPG_RESULT_COMPLETE = 0,
+    MCPG_RESULT_INPUT_REQUIRED = 1, /* inputRequests/requestState: the client retries */
+    MCPG_RESULT_TASK = 2            /* a task was created (tasks extension) */
+} mcpg_result_type;
+
+/* A client's answer to a request the server sent it (host->call_request).
+ * Borrowed for the callback. */
+typedef struct mcpg_reply {
+    uint32_t size;
+    int status;               /* 0: the client answered (result or error below);
+                                 MCPG_ETIMEDOUT, MCPG_ECANCELED (the call ended first),
+                                 MCPG_EUNAVAIL (the client's stream went away) */
+    int is_error;
+    const char *result_json;  /* the result object's text (!is_error) */
+    size_t result_len;
+    int64_t error_code;       /* is_error */
+    const char *error_message;/* NUL-terminated, is_error */
+    const char *error_data;   /* JSON text or NULL */
+    size_t error_data_len;
+} mcpg_reply;
+
+typedef void (*mcpg_reply_fn)(void *arg, const mcpg_reply *reply);
+
+/* Lists a backend can announce as changed (host->lists_changed). */
+#define MCPG_LIST_TOOLS     (1u << 0)
+#define MCPG_LIST_RESOURCES (1u << 1)
+#define MCPG_LIST_PROMPTS   (1u << 2)
 
 /* An audit event, handed to audit sinks. Borrowed for the emit() call only:
  * a sink that writes later copies (formats) it before returning. */

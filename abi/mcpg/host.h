@@ -14,6 +14,7 @@
 #include "module.h"
 #include "call.h"
 #include "json.h"
+#include "kinds.h"
 
 #if defined(__GNUC__)
 #define MCPG_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -184,6 +185,62 @@ struct mcpg_host {
     /* ---- the gateway (any thread) ---- */
     /* gateway.name from the manifest: the server name clients are told. */
     const char *(*gateway_name)(void);
+
+    /* ======== ABI 1.1: check MCPG_HOST_HAS(host, slot) before use ======== */
+
+    /* ---- a call's messages before its outcome (from a stage or backend) ----
+     * Any thread, while the op is running or pending. */
+    /* A notification to the call's client (notifications/progress,
+     * notifications/message), framed by the kernel; params_json is the
+     * params object's text or NULL; copied. 0 when queued (delivered in
+     * order, before the outcome), MCPG_ENOTSUP when the call's answer cannot
+     * carry messages, MCPG_EAGAIN when the call already has too many waiting
+     * (the bound is the kernel's: dropping is the backend's choice). */
+    int (*call_notify)(mcpg_call *call, const char *method, const char *params_json,
+                       size_t params_len);
+    /* A request to the call's client (sampling/createMessage,
+     * elicitation/create, roots/list): the kernel mints its id, sends it on
+     * the call's stream and routes the client's answer back. fn(arg, reply)
+     * runs exactly once on the call's loop: the answer, MCPG_ETIMEDOUT after
+     * timeout_ms (0 = the call's own deadline), or MCPG_ECANCELED when the
+     * call ends first. Returns 0, or MCPG_ENOTSUP (the stateless wire: answer
+     * MCPG_RESULT_INPUT_REQUIRED instead; or an answer that cannot carry
+     * messages), MCPG_EAGAIN (too many outstanding); then fn is never called. */
+    int (*call_request)(mcpg_call *call, const char *method, const char *params_json,
+                        size_t params_len, uint64_t timeout_ms, mcpg_reply_fn fn, void *arg);
+    /* What the result set with call_result is (mcpg_result_type). */
+    void (*call_set_result_type)(mcpg_call *call, uint32_t result_type);
+    /* The legacy wire's session id, the client's capabilities (JSON object
+     * text) and the call's protocol version; NULL when unknown. Borrowed
+     * until the op answers. */
+    const char *(*call_session)(mcpg_call *call, size_t *len_out);
+    const char *(*call_client_capabilities)(mcpg_call *call, size_t *len_out);
+    const char *(*call_protocol_version)(mcpg_call *call, size_t *len_out);
+
+    /* ---- a backend's news, outside any call (any thread) ---- */
+    /* Its lists changed (MCPG_LIST_* bits): clients that listen are told. */
+    void (*lists_changed)(mcpg_instance *self, uint32_t lists);
+    /* One of its resources changed: each subscriber is told once. */
+    void (*resource_updated)(mcpg_instance *self, const char *uri, size_t uri_len);
+
+    /* ---- the transport's side ---- */
+    /* A client's JSON-RPC response (body: the whole response object) to a
+     * request the server sent on a call's stream; on w's loop. It reaches
+     * the call that asked, on whichever loop that is, when `session`
+     * (the legacy wire's session id) is the asking call's. 0 when taken,
+     * MCPG_ENOENT when no such request is outstanding (answered, timed out,
+     * or another session's), MCPG_EPROTO when body is not a response. */
+    int (*reply_submit)(mcpg_worker *w, const char *session, size_t session_len,
+                        const char *body, size_t len);
+    /* A client subscribed to (on 1) or unsubscribed from (on 0) a resource:
+     * the backend that owns it is told (mcpg_backend_ops.subscribe). On a
+     * loop thread. 0, or MCPG_ENOENT when no backend owns uri. */
+    int (*resource_subscribe)(mcpg_worker *w, const char *uri, size_t uri_len, int on);
+
+    /* ---- fleet state (any loop thread) ---- */
+    /* The gateway's coordinator (cluster.kind): its ops and the instance to
+     * pass them; NULL (and *instance_out NULL) when the manifest has none. */
+    const mcpg_coordinator_ops *(*coordinator)(void **instance_out);
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */

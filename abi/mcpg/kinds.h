@@ -39,6 +39,14 @@ typedef struct mcpg_transport_ops {
     /* Mandatory. How many connections this instance still has open on `w`;
      * the kernel waits for 0 (or its drain deadline) before stopping. */
     uint32_t (*conn_count)(void *instance, mcpg_worker *w);
+    /* ---- ABI 1.1 ---- */
+    /* Optional: news for clients that is not part of any call, on each
+     * worker's loop thread: method is notifications/tools/list_changed,
+     * notifications/resources/list_changed, notifications/prompts/list_changed
+     * or notifications/resources/updated (then uri is set, else NULL).
+     * Borrowed for the call. The transport tells its listening streams. */
+    void (*news)(void *instance, mcpg_worker *w, const char *method, const char *uri,
+                 size_t uri_len);
 } mcpg_transport_ops;
 
 /* ---- identity: who is calling ------------------------------------------
@@ -162,6 +170,12 @@ typedef struct mcpg_backend_ops {
      * see cancel run while it resumes: after its resume it must not touch
      * the call, and cancel must not either once it knows it resumed. */
     void (*cancel)(void *instance, mcpg_call *call);
+    /* ---- ABI 1.1 ---- */
+    /* Optional: the first client subscribed to one of its resources (on 1),
+     * or the last one left (on 0); on a loop thread. A backend that learns of
+     * changes by itself (an upstream's own subscription) starts or stops
+     * watching; it reports changes with host->resource_updated either way. */
+    void (*subscribe)(void *instance, const char *uri, int on);
 } mcpg_backend_ops;
 
 /* ---- metrics exporters ------------------------------------------------ */

@@ -18,19 +18,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from gateway import (Context, Gateway, _child_setup, call_tool, check, check_eq,  # noqa: E402
                      expect_result, fail, free_port, parse_args, port_is_listening,
-                     run_cli, run_tests, sanitizer_lines, send_one, stateless_request,
+                     abi_version, run_cli, run_tests, sanitizer_lines, send_one, stateless_request,
                      STOP_TIMEOUT)
 
 # fixture -> the parts its one refusal line must contain (the agreed forms:
 #   mcpg: FILE.so: ABI major 2, this kernel is 1: rebuild the module against ABI 1.x
-#   mcpg: FILE.so: built for ABI 1.99, this kernel is 1.0 (minor too new)
+#   mcpg: FILE.so: built for ABI 1.99, this kernel is 1.<minor> (minor too new)
 #   mcpg: FILE.so: no symbol mcpg_module_entry (not an mcpg module)
 #   mcpg: FILE.so: mandatory op backend.call_tool is missing
 #   mcpg: FILE.so: bad magic 0x... (expected 0x6d637067)
 #   mcpg: FILE.so: config field "limit" (offset 0, 8 bytes) lies outside config_size 4)
 REFUSED = {
     "abi_wrong_major": ["ABI major 2", "this kernel is 1", "ABI 1.x"],
-    "abi_newer_minor": ["ABI 1.99", "this kernel is 1.0", "minor too new"],
+    "abi_newer_minor": ["ABI 1.99", "this kernel is {abi}", "minor too new"],
     "abi_no_entry": ["no symbol mcpg_module_entry", "not an mcpg module"],
     "abi_missing_op": ["mandatory op backend.call_tool is missing"],
     "abi_bad_magic": ["bad magic 0x12345678", "expected 0x6d637067"],
@@ -143,7 +143,7 @@ def main():
             check(("/" + so + ": ") in line or line.startswith(so + ": "),
                   "the line must name the file as '.../%s: ': %r" % (so, line))
             what = line.split(so + ": ", 1)[1]
-            for part in parts:
+            for part in (p.format(abi=abi_version(ctx.source)) for p in parts):
                 check(part in what, "the line must say %r after the file name: %r" % (part, line))
             # --check refuses the same manifest (exit 2) and names the file too.
             rc, out, err = run_cli(ctx, ["--check", "--config", path])

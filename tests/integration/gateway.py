@@ -20,6 +20,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -48,6 +49,15 @@ SANITIZER_MARKERS = (
 START_TIMEOUT = float(os.environ.get("MCPG_TEST_START_TIMEOUT", "30"))
 STOP_TIMEOUT = float(os.environ.get("MCPG_TEST_STOP_TIMEOUT", "30"))
 IO_TIMEOUT = float(os.environ.get("MCPG_TEST_IO_TIMEOUT", "15"))
+
+
+def abi_version(source):
+    """'MAJOR.MINOR' as abi/mcpg/module.h defines it."""
+    with open(os.path.join(source, "abi", "mcpg", "module.h")) as f:
+        text = f.read()
+    major = re.search(r"#define MCPG_ABI_MAJOR (\d+)", text).group(1)
+    minor = re.search(r"#define MCPG_ABI_MINOR (\d+)", text).group(1)
+    return "%s.%s" % (major, minor)
 
 
 class TestFailure(AssertionError):
