@@ -52,12 +52,14 @@ IO_TIMEOUT = float(os.environ.get("MCPG_TEST_IO_TIMEOUT", "15"))
 
 
 def abi_version(source):
-    """'MAJOR.MINOR' as abi/mcpg/module.h defines it."""
+    """(major, minor) of the ABI headers in the source tree."""
     with open(os.path.join(source, "abi", "mcpg", "module.h")) as f:
         text = f.read()
-    major = re.search(r"#define MCPG_ABI_MAJOR (\d+)", text).group(1)
-    minor = re.search(r"#define MCPG_ABI_MINOR (\d+)", text).group(1)
-    return "%s.%s" % (major, minor)
+    major = re.search(r"(?m)^#define MCPG_ABI_MAJOR (\d+)$", text)
+    minor = re.search(r"(?m)^#define MCPG_ABI_MINOR (\d+)$", text)
+    if not (major and minor):
+        raise AssertionError("no MCPG_ABI_MAJOR/MINOR in abi/mcpg/module.h")
+    return int(major.group(1)), int(minor.group(1))
 
 
 class TestFailure(AssertionError):

@@ -121,7 +121,7 @@ def main():
             m = re.search(r"project\(\s*mcpg\s+VERSION\s+([0-9][0-9.]*)", f.read())
         check(m, "no project VERSION in CMakeLists.txt")
         check(m.group(1) in text, "--version must print %s: %r" % (m.group(1), text))
-        abi = "ABI " + abi_version(ctx.source)
+        abi = "ABI %d.%d" % abi_version(ctx.source)
         check(abi in text, "--version must print %r: %r" % (abi, text))
 
     def m_listen_empty(m):
@@ -134,7 +134,7 @@ def main():
     def t_help_module():
         rc, out, err = run_cli(ctx, ["--help-module", "backend_mock"])
         check_eq(rc, 0, "--help-module backend_mock exit code (%s)" % err)
-        check("backend module, ABI " + abi_version(ctx.source) in out,
+        check("backend module, ABI %d.%d" % abi_version(ctx.source) in out,
               "kind and the ABI it was built for in: %r" % out)
         check("tools (JSON" in out and "stats_tool (boolean, default false)" in out,
               "config keys from the schema in: %r" % out)
