@@ -8,7 +8,6 @@ Each fixture (built by tests/abi/CMakeLists.txt) is copied with transport_http.s
 into a private module folder that the manifest names as gateway.module_dir; the
 manifest has one backend instance of the fixture."""
 import os
-import re
 import shutil
 import subprocess
 import sys
