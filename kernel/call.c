@@ -64,6 +64,7 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
 /* Zero every field but the buffers, which keep their memory (emptied). */
 static void call_reset(mcpg_call *c) {
     mcpg_buf keep_result = c->result, keep_data = c->err_data, keep_req = c->pool.req_copy;
+    mcpg_buf keep_target = c->target_copy;
     uint32_t keep_slots = c->n_slots;
     uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
@@ -71,11 +72,15 @@ static void call_reset(mcpg_call *c) {
     c->result = keep_result;
     c->err_data = keep_data;
     c->pool.req_copy = keep_req;
+    c->target_copy = keep_target;
+    c->target_copy.len = 0;
+    c->list_kind = -1;
     c->result.len = 0;
     c->err_data.len = 0;
     c->pool.req_copy.len = 0;
     c->n_slots = keep_slots;
     pthread_mutex_init(&c->pool.hdr_lock, NULL);
+    msgs_init(c);
 }
 
 static void live_add(mcpg_call *c, mcpg_worker *w) {
@@ -101,6 +106,7 @@ static mcpg_call *call_alloc(mcpg_worker *w, uint32_t n_slots) {
 
 static void call_free(mcpg_call *c) {
     mcpg_buf_free(&c->result);
+    mcpg_buf_free(&c->target_copy);
     mcpg_buf_free(&c->err_data);
     mcpg_buf_free(&c->pool.req_copy);
     free(c);
@@ -127,10 +133,11 @@ static void call_clear(mcpg_call *c) {
     free_identity(c);
     free_header_copies(c);
     pthread_mutex_destroy(&c->pool.hdr_lock);
+    msgs_destroy(c);
     atomic_fetch_sub(&c->gen->refs, 1);
 }
 
-static void call_recycle(mcpg_call *c) {
+void call_recycle(mcpg_call *c) {
     mcpg_worker *w = c->w;
     call_clear(c);
     /* from here on every handle of the life that ended is refused */
@@ -148,7 +155,7 @@ static void call_recycle(mcpg_call *c) {
 
 void call_unref(mcpg_call *c) {
     assert(c->refs > 0);
-    if (--c->refs == 0) call_recycle(c);
+    if (--c->refs == 0 && !msgs_defer_recycle(c)) call_recycle(c);
 }
 
 /* At exit, once the loops and the pool have ended: calls the drain deadline
@@ -177,6 +184,70 @@ void calls_free_worker(mcpg_worker *w) {
 
 /* ---- the transport's side ---- */
 
+/* ---- where a call goes ---- */
+
+/* The item as the backend knows it, copied from the client's request: a
+ * resource uri matched by a template is the backend's to read as sent. */
+static void target_from_request(mcpg_call *c, const char *s, size_t n) {
+    c->target_copy.len = 0;
+    if (mcpg_buf_append(&c->target_copy, s, n) == 0) c->target = c->target_copy.data;
+    else c->route = NULL; /* out of memory: answered as not found */
+}
+
+/* completion/complete names what it completes in params.ref: a prompt by
+ * name, or a resource (template) by uri. */
+static void route_completion(mcpg_call *c) {
+    mcpg_json_span ref, type, id;
+    const char *p = c->d.params_json;
+    size_t n = c->d.params_len;
+    if (!p || mcpg_json_object_get(p, n, "ref", &ref) != 1 || ref.type != MCPG_JSON_OBJECT ||
+        mcpg_json_object_get(ref.p, ref.n, "type", &type) != 1)
+        return;
+    bool prompt = mcpg_json_string_eq(&type, "ref/prompt", 10) == 1;
+    if (mcpg_json_object_get(ref.p, ref.n, prompt ? "name" : "uri", &id) != 1 ||
+        id.type != MCPG_JSON_STRING || id.escaped)
+        return;
+    if (prompt) {
+        c->route = catalog_find(c->gen, CAT_PROMPTS, id.p, id.n);
+        if (c->route) c->target = c->route->target;
+        return;
+    }
+    c->route = catalog_find_resource(c->gen, id.p, id.n);
+    if (!c->route) c->route = catalog_find(c->gen, CAT_TEMPLATES, id.p, id.n);
+    if (c->route) target_from_request(c, id.p, id.n);
+}
+
+static int list_kind_of(uint32_t method) {
+    switch (method) {
+    case MCPG_METHOD_TOOLS_LIST: return CAT_TOOLS;
+    case MCPG_METHOD_PROMPTS_LIST: return CAT_PROMPTS;
+    case MCPG_METHOD_RESOURCES_LIST: return CAT_RESOURCES;
+    case MCPG_METHOD_RESOURCES_TEMPLATES_LIST: return CAT_TEMPLATES;
+    default: return -1;
+    }
+}
+
+static void call_route(mcpg_call *c) {
+    const mcpg_call_desc *d = &c->d;
+    c->list_kind = list_kind_of(c->method);
+    switch (c->method) {
+    case MCPG_METHOD_TOOLS_CALL:
+    case MCPG_METHOD_PROMPTS_GET:
+        c->route = d->name ? catalog_find(c->gen, c->method == MCPG_METHOD_TOOLS_CALL
+                                                      ? CAT_TOOLS : CAT_PROMPTS,
+                                          d->name, d->name_len)
+                           : NULL;
+        if (c->route) c->target = c->route->target;
+        return;
+    case MCPG_METHOD_RESOURCES_READ:
+        c->route = d->name ? catalog_find_resource(c->gen, d->name, d->name_len) : NULL;
+        if (c->route) target_from_request(c, d->name, d->name_len);
+        return;
+    case MCPG_METHOD_COMPLETION_COMPLETE: route_completion(c); return;
+    default: return;
+    }
+}
+
 static bool desc_valid(const mcpg_call_desc *d) {
     return d->size >= MCPG_CALL_DESC_SIZE_1_0 && d->complete && d->method;
 }
@@ -197,10 +268,13 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
     c->method = mcpg_method_of(d->method, d->method_len);
     atomic_fetch_add(&w->calls_in_flight, 1);
     *out = call_handle(c, CALL_STAGE_TRANSPORT);
-    /* An unknown tool is answered after identity and policy (see pipeline.c),
-     * so a caller who may not call anything cannot probe which tools exist. */
-    if (c->method == MCPG_METHOD_TOOLS_CALL)
-        c->route = d->name ? generation_route(g, d->name, d->name_len) : NULL;
+    if (d->session_id && d->session_id_len < sizeof c->session) {
+        memcpy(c->session, d->session_id, d->session_id_len);
+        c->session[d->session_id_len] = '\0';
+    }
+    /* An unknown name is answered after identity and policy (see pipeline.c),
+     * so a caller who may not call anything cannot probe what exists. */
+    call_route(c);
     pipeline_run(c);
     return 0;
 }
@@ -224,13 +298,14 @@ static void outcome_fill(mcpg_call *c, mcpg_call_outcome *o) {
             o->error_data = c->err_data.len ? c->err_data.data : NULL;
             o->error_data_len = c->err_data.len;
         }
-    } else if (c->method == MCPG_METHOD_TOOLS_LIST) {
-        o->result = c->gen->tools_list;
-        o->result_len = c->gen->tools_list_len;
+    } else if (c->borrowed) {
+        o->result = c->borrowed->data;
+        o->result_len = c->borrowed->len;
     } else {
         o->http_status = c->http_status;
         o->result = c->result.len ? c->result.data : "{}";
         o->result_len = c->result.len ? c->result.len : 2;
+        o->result_type = c->result_type;
     }
 }
 
@@ -279,7 +354,7 @@ uint32_t host_call_wire(mcpg_call *h) {
 
 const char *host_call_target(mcpg_call *h) {
     mcpg_call *c = call_of(h, "call_target");
-    return c && c->route ? c->route->target : NULL;
+    return c && c->route ? c->target : NULL;
 }
 
 const char *host_call_args(mcpg_call *h, size_t *len) {
@@ -389,4 +464,41 @@ void host_call_set_http(mcpg_call *h, int http_status, uint32_t retry_after_s) {
 int host_call_cancelled(mcpg_call *h) {
     mcpg_call *c = call_of(h, "call_cancelled");
     return c ? atomic_load(&c->cancelled) : 1;
+}
+
+/* ---- ABI 1.1 accessors ---- */
+
+void host_call_set_result_type(mcpg_call *h, uint32_t type) {
+    mcpg_call *c = call_of(h, "call_set_result_type");
+    if (c) c->result_type = type;
+}
+
+/* A 1.1 desc field, when the transport's desc has it. */
+#define DESC_TEXT(c, field, lenfield, len)                                                  \
+    ((MCPG_HAS_FIELD(&(c)->d, lenfield) && (c)->d.field) ? ((len) ? *(len) = (c)->d.lenfield : 0, \
+                                                             (c)->d.field)                  \
+                                                          : ((len) ? *(len) = 0 : 0, (const char *)NULL))
+
+const char *host_call_session(mcpg_call *h, size_t *len) {
+    mcpg_call *c = call_of(h, "call_session");
+    if (len) *len = c && c->d.session_id ? c->d.session_id_len : 0;
+    return c ? c->d.session_id : NULL;
+}
+
+const char *host_call_client_capabilities(mcpg_call *h, size_t *len) {
+    mcpg_call *c = call_of(h, "call_client_capabilities");
+    if (!c) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    return DESC_TEXT(c, client_caps_json, client_caps_len, len);
+}
+
+const char *host_call_protocol_version(mcpg_call *h, size_t *len) {
+    mcpg_call *c = call_of(h, "call_protocol_version");
+    if (!c) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    return DESC_TEXT(c, protocol_version, protocol_version_len, len);
 }

@@ -55,6 +55,37 @@ typedef struct call_pool {
     hdr_copy *hdr_copies;
 } call_pool;
 
+/* A message for the call's client before its outcome, queued when it was
+ * sent off the call's loop (messages.c). */
+typedef struct call_msg {
+    struct call_msg *next;
+    size_t len;
+    char json[];
+} call_msg;
+
+/* A request the server sent the call's client, awaiting its answer. */
+typedef struct call_ask {
+    uint64_t seq;                /* in its minted id: "mcpg-<worker>-<seq>" */
+    mcpg_reply_fn fn;
+    void *arg;
+    uint64_t deadline_us;
+    bool active;
+} call_ask;
+
+#define CALL_MAX_ASKS 4          /* server-to-client requests outstanding per call */
+#define CALL_MAX_MSGS 256        /* messages queued off the loop per call */
+
+typedef struct call_msgs {
+    pthread_mutex_t lock;        /* the queue, the asks, `closed` */
+    call_msg *head, *tail;
+    unsigned count;
+    bool posted;                 /* post is in the loop's queue */
+    bool closed;                 /* answered: no more messages */
+    bool recycle_deferred;       /* refs reached 0 while post was queued */
+    mcpg_post post;
+    call_ask asks[CALL_MAX_ASKS];
+} call_msgs;
+
 struct mcpg_call {
     /* This object's current life, in every handle given out for it; moved
      * on when the object is recycled, so a handle kept too long is refused
@@ -67,7 +98,11 @@ struct mcpg_call {
     generation *gen;
     mcpg_call_desc d;
     uint32_t method;
-    const tool_route *route;
+    const route *route;          /* the backend and its name for the item (NULL: unknown) */
+    const char *target;          /* the item as the backend knows it (route->target or target_copy) */
+    int list_kind;               /* CAT_* for a list method answered by the kernel, else -1 */
+    const mcpg_buf *borrowed;    /* a whole list answer the generation keeps (lists) */
+    uint32_t result_type;        /* mcpg_result_type */
     int phase;
     size_t idx;
     size_t limits_acquired;
@@ -88,6 +123,9 @@ struct mcpg_call {
     int64_t event_time_us;       /* one time for every sink that records it */
     char *principal, *tenant, *roles;
     mcpg_buf result;
+    mcpg_buf target_copy;        /* a resource uri as the client sent it (kept across recycling) */
+    char session[80];            /* the legacy wire's session id, NUL-terminated (audit) */
+    call_msgs msgs;              /* messages before the outcome (messages.c) */
     bool is_error;
     int64_t err_code;
     char err_msg[256];
@@ -141,6 +179,16 @@ static inline bool call_error_of(mcpg_call *c, int64_t *code, const char **msg) 
     *msg = c->err_msg;
     return c->is_error;
 }
+
+/* ---- messages.c ---- */
+void msgs_init(mcpg_call *c);     /* a new life */
+void msgs_flush(mcpg_call *c);    /* on the loop: deliver what was queued, in order */
+void msgs_close(mcpg_call *c);    /* on the loop, as the call is answered */
+void msgs_destroy(mcpg_call *c);
+/* On the loop, refs at 0: true when a queued post still points at the call
+ * (it recycles the call when it runs). */
+bool msgs_defer_recycle(mcpg_call *c);
+void call_recycle(mcpg_call *c);
 
 /* ---- pipeline.c ---- */
 void pipeline_run(mcpg_call *c); /* from the call's phase on, until an op is pending */

@@ -47,6 +47,7 @@ static void pool_answer_on_loop(void *arg) {
         return;
     }
     c->refs--; /* the pool's reference; the transport still holds one */
+    msgs_flush(c);
     explain_skipped(c);
     pipeline_continue(c, (mcpg_status)c->pool.delivered);
 }
@@ -190,6 +191,22 @@ void calls_give_up_backends(mcpg_worker *w) {
     }
 }
 
+/* ---- the backend's op for a method ---- */
+
+typedef mcpg_status (*backend_op)(void *instance, mcpg_call *call);
+
+/* The backend's op for the call's method; NULL when it does not offer it. */
+static backend_op op_for(const mcpg_instance *be, uint32_t method) {
+    const mcpg_backend_ops *ops = be->desc->ops;
+    switch (method) {
+    case MCPG_METHOD_TOOLS_CALL: return ops->call_tool;
+    case MCPG_METHOD_RESOURCES_READ: return MCPG_HAS(ops, read_resource) ? ops->read_resource : NULL;
+    case MCPG_METHOD_PROMPTS_GET: return MCPG_HAS(ops, get_prompt) ? ops->get_prompt : NULL;
+    case MCPG_METHOD_COMPLETION_COMPLETE: return MCPG_HAS(ops, complete) ? ops->complete : NULL;
+    default: return NULL;
+    }
+}
+
 /* ---- the pool job's callbacks ---- */
 
 static mcpg_call *call_of_job(pool_job *j) {
@@ -207,9 +224,9 @@ static void pool_run(pool_job *j) {
         return;
     }
     mcpg_instance *be = c->route->backend;
-    const mcpg_backend_ops *ops = be->desc->ops;
     op_begin(&c->pool.op);
-    mcpg_status st = op_settle(&c->pool.op, ops->call_tool(be->state, call_handle(c, CALL_STAGE_BACKEND)));
+    mcpg_status st = op_settle(&c->pool.op,
+                               op_for(be, c->method)(be->state, call_handle(c, CALL_STAGE_BACKEND)));
     if (st != MCPG_PENDING) deliver_pool(c, st);
 }
 
@@ -249,13 +266,18 @@ static int copy_request(mcpg_call *c) {
     mcpg_call_desc *d = &c->d;
     mcpg_buf *b = &c->pool.req_copy;
     b->len = 0;
-    if (mcpg_buf_reserve(b, d->params_len + d->args_len + d->id_len + 3)) return MCPG_ENOMEM;
+    size_t need = d->params_len + d->args_len + d->id_len + d->session_id_len +
+                  d->client_caps_len + d->protocol_version_len + 6;
+    if (mcpg_buf_reserve(b, need)) return MCPG_ENOMEM;
     d->params_json = keep_copy(b, d->params_json, d->params_len);
     d->args_json = keep_copy(b, d->args_json, d->args_len);
     d->id_json = keep_copy(b, d->id_json, d->id_len);
-    d->name = NULL; /* read at submit only; the route holds the names */
+    d->session_id = keep_copy(b, d->session_id, d->session_id_len);
+    /* the 1.1 fields are zero when the transport's desc has none */
+    d->client_caps_json = keep_copy(b, d->client_caps_json, d->client_caps_len);
+    d->protocol_version = keep_copy(b, d->protocol_version, d->protocol_version_len);
+    d->name = NULL; /* read at submit only; the route and target_copy hold the names */
     d->method = NULL;
-    d->session_id = NULL;
     return 0;
 }
 
@@ -288,10 +310,9 @@ void pool_request_gone(mcpg_call *c) {
 
 /* ---- dispatching the backend ---- */
 
-static mcpg_status dispatch_inline(mcpg_call *c, mcpg_instance *be) {
-    const mcpg_backend_ops *ops = be->desc->ops;
+static mcpg_status dispatch_inline(mcpg_call *c, mcpg_instance *be, backend_op op) {
     loop_op_begin(c, CALL_STAGE_BACKEND);
-    return op_settle(&c->loop_op, ops->call_tool(be->state, call_handle(c, CALL_STAGE_BACKEND)));
+    return op_settle(&c->loop_op, op(be->state, call_handle(c, CALL_STAGE_BACKEND)));
 }
 
 static mcpg_status dispatch_to_pool(mcpg_call *c, mcpg_instance *be) {
@@ -314,5 +335,11 @@ static mcpg_status dispatch_to_pool(mcpg_call *c, mcpg_instance *be) {
 mcpg_status dispatch_backend(mcpg_call *c) {
     mcpg_instance *be = c->route->backend;
     c->tb0 = mono_us();
-    return be->inline_dispatch ? dispatch_inline(c, be) : dispatch_to_pool(c, be);
+    backend_op op = op_for(be, c->method);
+    if (!op) {
+        call_set_error(c, MCPG_RPC_METHOD_NOT_FOUND, 0, "Method not found: %s (backend \"%s\" "
+                       "does not offer it)", mcpg_method_name(c->method), be->name);
+        return MCPG_DENY;
+    }
+    return be->inline_dispatch ? dispatch_inline(c, be, op) : dispatch_to_pool(c, be);
 }

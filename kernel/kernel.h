@@ -84,6 +84,7 @@ typedef struct manifest {
     int64_t drain_timeout_ms;
     int64_t max_calls_per_worker;
     int64_t pool_threads, pool_queue;
+    int64_t list_page_size;  /* items per page of a merged list */
     decl_instance transport; /* gateway.server is its config */
     decl_instance *instances; size_t n_instances;
     char **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
@@ -116,28 +117,50 @@ struct mcpg_instance {
     struct generation *gen;
 };
 
-typedef struct tool_route {
+/* Where a name a client uses goes: a tool or prompt by its client name, a
+ * resource by its uri, a template by its uriTemplate. */
+typedef struct route {
     char *client_name;      /* what clients call */
     char *target;           /* the backend's own name */
     mcpg_instance *backend;
-} tool_route;
+} route;
+
+/* What the backends offer, of one kind, merged (kernel/catalog.c). */
+enum { CAT_TOOLS, CAT_PROMPTS, CAT_RESOURCES, CAT_TEMPLATES, CAT_COUNT };
+typedef struct cat_span { size_t off, len; } cat_span;
+typedef struct catalog {
+    route *routes; size_t n_routes; /* sorted by client_name (templates: listed order) */
+    mcpg_buf list;                  /* the merged items: [{...},{...}] */
+    cat_span *items; size_t n_items, items_cap; /* each item's place in list */
+    mcpg_buf answer;                /* the whole list as one answer: {"tools":[...]} */
+} catalog;
 
 typedef struct generation {
     uint32_t id;
     mcpg_instance **instances; size_t n_instances; /* every instance, transport first */
     mcpg_instance *transport;
     mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
-    tool_route *routes; size_t n_routes;           /* sorted by client_name */
-    char *tools_list; size_t tools_list_len;        /* {"tools":[...]} */
+    catalog cat[CAT_COUNT];
+    mcpg_instance *coordinator;   /* the gateway's (host->coordinator), or NULL */
     atomic_long refs;
 } generation;
+
+void catalog_build(generation *g, manifest *m, errlist *errs);
+void catalog_free(generation *g);
+const route *catalog_find(const generation *g, int kind, const char *name, size_t len);
+/* A resource's route: its exact uri, else the first template that matches. */
+const route *catalog_find_resource(const generation *g, const char *uri, size_t len);
+/* One page of a merged list into out (cursor NULL: the first). MCPG_EINVAL
+ * for a cursor this list never gave. */
+int catalog_page(const generation *g, int kind, const char *cursor, size_t cursor_len,
+                 size_t page, mcpg_buf *out);
+const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... */
 
 generation *generation_build(manifest *m, errlist *errs);
 int generation_start(generation *g);
 void generation_stop(generation *g);
 void generation_stop_kind(generation *g, uint32_t kind);
 void generation_free(generation *g);
-const tool_route *generation_route(const generation *g, const char *name, size_t len);
 
 /* ---- workers ---- */
 typedef struct worker worker;
@@ -164,6 +187,7 @@ struct mcpg_worker {
     uv_timer_t drain_timer;
     mcpg_call *pool_deadlines; /* calls whose backend is on the pool, for their timeouts */
     uv_timer_t pool_deadline_timer;
+    uv_timer_t asks_timer;   /* requests to clients that were never answered */
     struct pool_job *jobs_head, *jobs_tail; /* to hand to the pool this turn */
     struct module_work *works; /* host->work_submit'ed here, done() not yet run (loop only) */
     uv_check_t jobs_flush;
@@ -177,6 +201,7 @@ typedef struct kernel {
     atomic_uint_fast64_t audit_seq;
     atomic_bool draining;
     uint64_t max_calls_per_worker;
+    uint64_t list_page_size;   /* items per page of a merged list (0: 500) */
 } kernel;
 
 extern kernel K; /* the one kernel of this process (the kernel is not a module) */
@@ -245,6 +270,22 @@ void host_call_set_http(mcpg_call *c, int http_status, uint32_t retry_after_s);
 int host_call_cancelled(mcpg_call *c);
 void host_report_error(mcpg_report *rep, const char *key_path, const char *fmt, ...)
     MCPG_PRINTF(3, 4);
+/* ABI 1.1 (call.c, messages.c, news.c) */
+void host_call_set_result_type(mcpg_call *c, uint32_t type);
+const char *host_call_session(mcpg_call *c, size_t *len);
+const char *host_call_client_capabilities(mcpg_call *c, size_t *len);
+const char *host_call_protocol_version(mcpg_call *c, size_t *len);
+int host_call_notify(mcpg_call *c, const char *method, const char *params, size_t plen);
+int host_call_request(mcpg_call *c, const char *method, const char *params, size_t plen,
+                      uint64_t timeout_ms, mcpg_reply_fn fn, void *arg);
+int host_reply_submit(mcpg_worker *w, const char *session, size_t slen, const char *body,
+                      size_t len);
+void host_lists_changed(mcpg_instance *self, uint32_t lists);
+void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
+int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
+const mcpg_coordinator_ops *host_coordinator(void **instance_out);
+void asks_expire(mcpg_worker *w); /* requests to clients past their deadline (messages.c) */
+void asks_free(mcpg_worker *w);
 
 
 extern const mcpg_host HOST;

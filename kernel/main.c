@@ -200,6 +200,7 @@ static int serve(manifest *m) {
     errlist errs = {0};
     K.m = m;
     K.max_calls_per_worker = (uint64_t)m->max_calls_per_worker;
+    K.list_page_size = (uint64_t)m->list_page_size;
     if (workers_bind(m, &errs) == 0) K.gen = generation_build(m, &errs);
     if (errs.count) {
         errlist_print(&errs);

@@ -193,7 +193,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
                           const char *exe_dir) {
     static const char *const keys[] = {"name", "listen", "workers", "module_dir", "runtime_dir",
                                        "log_level", "drain_timeout_ms", "max_calls_per_worker",
-                                       "pool", "transport", "server"};
+                                       "pool", "transport", "server", "list_page_size"};
     manifest *m = c->m;
     json_t *gw = get_object(c, root, "gateway", "gateway");
     json_t *empty = json_object();
@@ -222,6 +222,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     m->drain_timeout_ms = get_int(c, gw, "drain_timeout_ms", "gateway", 10000, 0, 3600000);
     m->max_calls_per_worker =
         get_int(c, gw, "max_calls_per_worker", "gateway", 4096, 1, 1 << 24);
+    m->list_page_size = get_int(c, gw, "list_page_size", "gateway", 500, 1, 100000);
     json_t *pool = get_object(c, gw, "pool", "gateway.pool");
     if (pool) {
         static const char *const pkeys[] = {"threads", "queue"};
@@ -436,6 +437,14 @@ static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
     (void)path_base;
 }
 
+static size_t coordinators_before(const manifest *m, size_t i) {
+    size_t n = 0;
+    for (size_t j = 0; j < i; j++)
+        if (m->instances[j].image && m->instances[j].image->desc->kind == MCPG_KIND_COORDINATOR)
+            n++;
+    return n;
+}
+
 static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     if (!d->image) return;
     uint32_t kind = d->image->desc->kind;
@@ -443,8 +452,9 @@ static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     snprintf(p, sizeof p, "modules[%zu].module", i);
     if (kind == MCPG_KIND_TRANSPORT)
         err(c, p, "\"%s\" is a transport: choose it with gateway.transport", d->module);
-    else if (kind == MCPG_KIND_COORDINATOR || kind == MCPG_KIND_EVENTS ||
-             kind == MCPG_KIND_METRICS)
+    else if (kind == MCPG_KIND_COORDINATOR && coordinators_before(c->m, i))
+        err(c, p, "\"%s\" is a second coordinator: a gateway has one (cluster.kind)", d->module);
+    else if (kind == MCPG_KIND_EVENTS || kind == MCPG_KIND_METRICS)
         err(c, p, "\"%s\" is a %s module; this kernel does not run %s modules yet", d->module,
             kind_name(kind), kind_name(kind));
     snprintf(p, sizeof p, "modules[%zu].inline_dispatch", i);
@@ -482,6 +492,25 @@ static void check_references(mctx *c) {
     }
 }
 
+/* The gateway's coordinator (host->coordinator): one declared in "modules",
+ * else, on a single node, coordinator_memory when the build has it, as the
+ * instance "cluster". */
+static void add_default_coordinator(mctx *c) {
+    manifest *m = c->m;
+    for (size_t i = 0; i < m->n_instances; i++)
+        if (m->instances[i].image && m->instances[i].image->desc->kind == MCPG_KIND_COORDINATOR)
+            return;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/coordinator_memory.so", m->module_dir);
+    if (access(path, R_OK) != 0 || find_instance(m, "cluster")) return;
+    m->instances = realloc(m->instances, (m->n_instances + 1) * sizeof *m->instances);
+    decl_instance *d = &m->instances[m->n_instances++];
+    memset(d, 0, sizeof *d);
+    d->name = strdup("cluster");
+    d->module = strdup("coordinator_memory");
+    resolve_instance(c, d, "cluster", "cluster.kind", "cluster");
+}
+
 static void resolve_all(mctx *c) {
     manifest *m = c->m;
     if (prepare_runtime_dir(c)) return;
@@ -497,6 +526,7 @@ static void resolve_all(mctx *c) {
         resolve_instance(c, &m->instances[i], bp, mp, cp);
         check_instance_kind(c, &m->instances[i], i);
     }
+    add_default_coordinator(c);
     check_references(c);
 }
 

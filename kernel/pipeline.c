@@ -45,6 +45,7 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     ev.backend = c->route ? c->route->backend->name : NULL;
     ev.principal = c->principal;
     ev.tenant = c->tenant;
+    ev.session = c->session[0] ? c->session : NULL;
     ev.wire = c->d.wire;
     ev.generation = c->gen->id;
     if (c->phase == PH_AUDIT_DONE) audit_outcome(c, &ev);
@@ -74,17 +75,72 @@ static void finish(mcpg_call *c) {
     atomic_fetch_sub(&c->w->calls_in_flight, 1);
     /* detached: the backend may be looking up a header */
     if (c->pool.queued_or_running) pool_request_gone(c);
+    msgs_close(c); /* what the backend sent goes out before the answer */
     c->d.complete(c->d.transport_ctx, call_handle(c, CALL_STAGE_TRANSPORT));
 }
 
-static void answer_locally(mcpg_call *c) {
-    if (c->method == MCPG_METHOD_TOOLS_LIST) {
-        /* the merged list is the generation's, borrowed while the call pins it */
-        c->result.len = 0;
+/* params.cursor of a list call: 1 with its text, 0 without, -1 malformed. */
+static int list_cursor(mcpg_call *c, const char **p, size_t *n) {
+    mcpg_json_span cur;
+    if (!c->d.params_json) return 0;
+    int r = mcpg_json_object_get(c->d.params_json, c->d.params_len, "cursor", &cur);
+    if (r != 1 || cur.type == MCPG_JSON_NULL) return r < 0 ? -1 : 0;
+    if (cur.type != MCPG_JSON_STRING || cur.escaped) return -1;
+    *p = cur.p;
+    *n = cur.n;
+    return 1;
+}
+
+/* A merged list: the whole answer the generation keeps (borrowed while the
+ * call pins it) when it fits one page, else the page the cursor names. */
+static void answer_list(mcpg_call *c) {
+    const catalog *cat = &c->gen->cat[c->list_kind];
+    const char *cur = NULL;
+    size_t cur_n = 0;
+    int has = list_cursor(c, &cur, &cur_n);
+    size_t page = K.list_page_size ? (size_t)K.list_page_size : 500;
+    if (has == 0 && cat->n_items <= page) {
+        c->borrowed = &cat->answer;
         return;
     }
-    call_set_error(c, MCPG_RPC_METHOD_NOT_FOUND, 404, "Method not found: %s",
+    if (has < 0 || catalog_page(c->gen, c->list_kind, cur, cur_n, page, &c->result) != 0)
+        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: unknown cursor");
+}
+
+static void answer_locally(mcpg_call *c) {
+    if (c->list_kind >= 0) {
+        answer_list(c);
+        return;
+    }
+    int http = c->d.wire == MCPG_WIRE_STATELESS ? 404 : 0;
+    call_set_error(c, MCPG_RPC_METHOD_NOT_FOUND, http, "Method not found: %s",
                    c->method ? mcpg_method_name(c->method) : "(unknown)");
+}
+
+/* Methods a backend answers (the others the kernel answers itself). */
+static bool dispatched(uint32_t method) {
+    return method == MCPG_METHOD_TOOLS_CALL || method == MCPG_METHOD_PROMPTS_GET ||
+           method == MCPG_METHOD_RESOURCES_READ || method == MCPG_METHOD_COMPLETION_COMPLETE;
+}
+
+/* The answer for a name no backend offers. */
+static void not_found(mcpg_call *c) {
+    int n = (int)(c->d.name ? c->d.name_len : 0);
+    const char *name = c->d.name ? c->d.name : "";
+    switch (c->method) {
+    case MCPG_METHOD_TOOLS_CALL:
+        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Unknown tool: %.*s", n, name);
+        break;
+    case MCPG_METHOD_PROMPTS_GET:
+        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Unknown prompt: %.*s", n, name);
+        break;
+    case MCPG_METHOD_RESOURCES_READ:
+        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Resource not found: %.*s", n, name);
+        break;
+    default:
+        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0,
+                       "Invalid params: ref names no prompt or resource this server offers");
+    }
 }
 
 /* ---- running the current phase ---- */
@@ -112,13 +168,14 @@ static mcpg_status stage_op(mcpg_call *c, int stage, mcpg_instance *inst) {
 
 /* Where a call goes once identity, policy or limits has let it through. */
 static void after_stage(mcpg_call *c) {
-    bool tool_call = c->method == MCPG_METHOD_TOOLS_CALL;
-    if (tool_call && c->phase == PH_POLICY && !c->route) {
-        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Unknown tool: %.*s",
-                       (int)(c->d.name ? c->d.name_len : 0), c->d.name ? c->d.name : "");
+    bool to_backend = dispatched(c->method);
+    if (to_backend && c->phase == PH_POLICY && !c->route) {
+        not_found(c);
         c->phase = PH_COMPLETE;
-    } else if (tool_call) {
-        c->phase++;
+    } else if (c->method == MCPG_METHOD_TOOLS_CALL) {
+        c->phase++; /* tool calls are limited and audited */
+    } else if (to_backend && c->phase == PH_POLICY) {
+        c->phase = PH_BACKEND;
     } else if (c->phase == PH_IDENTITY) {
         c->phase = PH_POLICY; /* lists are filtered by policy, not limited */
     } else {
@@ -240,7 +297,8 @@ static void on_audit_status(mcpg_call *c, mcpg_status st) {
 static void on_backend_status(mcpg_call *c, mcpg_status st) {
     c->tb1 = mono_us();
     if (st == MCPG_DENY) c->backend_failed = true;
-    c->phase = c->gen->n_stage[STAGE_AUDIT] ? PH_AUDIT_DONE : PH_COMPLETE;
+    bool audited = c->method == MCPG_METHOD_TOOLS_CALL && c->gen->n_stage[STAGE_AUDIT];
+    c->phase = audited ? PH_AUDIT_DONE : PH_COMPLETE;
     c->idx = 0;
 }
 
@@ -275,6 +333,7 @@ void pipeline_run(mcpg_call *c) { run(c); }
 
 void pipeline_continue(mcpg_call *c, mcpg_status st) {
     assert(!c->answered && c->refs > 0);
+    msgs_flush(c); /* sent before the op answered: delivered before what follows */
     on_status(c, st);
     run(c);
 }

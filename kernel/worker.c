@@ -270,6 +270,8 @@ static void begin_on_loop(void *arg) {
         uv_poll_start(&w->listen_polls[l], UV_READABLE, on_accept);
 }
 
+static void on_asks_timer(uv_timer_t *t) { asks_expire(t->data); }
+
 static mcpg_post begin_posts[MCPG_MAX_WORKERS];
 
 int workers_start(void) {
@@ -284,6 +286,10 @@ int workers_start(void) {
         w->drain_timer.data = w;
         uv_timer_init(&w->loop, &w->pool_deadline_timer);
         w->pool_deadline_timer.data = w;
+        uv_timer_init(&w->loop, &w->asks_timer);
+        w->asks_timer.data = w;
+        uv_timer_start(&w->asks_timer, on_asks_timer, 250, 250);
+        uv_unref((uv_handle_t *)&w->asks_timer); /* never what keeps a loop alive */
         uv_check_init(&w->loop, &w->jobs_flush);
         w->jobs_flush.data = w;
         uv_idle_init(&w->loop, &w->jobs_awake);
@@ -408,6 +414,7 @@ void workers_free(void) {
     for (uint32_t i = 0; i < K.n_workers; i++) {
         calls_free_abandoned(&K.workers[i]);
         module_work_free_left(&K.workers[i]);
+        asks_free(&K.workers[i]);
         pthread_mutex_destroy(&K.workers[i].post_lock);
     }
     free(K.workers);

@@ -1,0 +1,303 @@
+/* The catalog: what the backends of a generation offer, merged as one MCP
+ * server. For each kind (tools, prompts, resources, resource templates) the
+ * bindings are applied once, when the generation is built: the routes a call
+ * is sent by (name → backend and the backend's own name) and the merged list
+ * clients page through. Nothing here runs per call except the lookups. */
+#include "kernel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What differs between the four kinds. */
+typedef struct cat_kind {
+    const char *noun;      /* in error lines: "tool" */
+    const char *key;       /* the item's identifying member: "name", "uri", "uriTemplate" */
+    const char *answer;    /* the list result's member: "tools" */
+    bool prefixed;         /* the binding's prefix applies, and names must be valid */
+    int (*list_op)(const mcpg_backend_ops *ops, void *state, mcpg_buf *out);
+} cat_kind;
+
+static int list_tools(const mcpg_backend_ops *o, void *s, mcpg_buf *b) {
+    return o->list_tools(s, b);
+}
+static int list_prompts(const mcpg_backend_ops *o, void *s, mcpg_buf *b) {
+    return MCPG_HAS(o, list_prompts) ? o->list_prompts(s, b) : 1;
+}
+static int list_resources(const mcpg_backend_ops *o, void *s, mcpg_buf *b) {
+    return MCPG_HAS(o, list_resources) ? o->list_resources(s, b) : 1;
+}
+static int list_templates(const mcpg_backend_ops *o, void *s, mcpg_buf *b) {
+    return MCPG_HAS(o, list_resource_templates) ? o->list_resource_templates(s, b) : 1;
+}
+
+static const cat_kind KINDS[CAT_COUNT] = {
+    [CAT_TOOLS] = {"tool", "name", "tools", true, list_tools},
+    [CAT_PROMPTS] = {"prompt", "name", "prompts", true, list_prompts},
+    [CAT_RESOURCES] = {"resource", "uri", "resources", false, list_resources},
+    [CAT_TEMPLATES] = {"resource template", "uriTemplate", "resourceTemplates", false,
+                       list_templates},
+};
+
+const char *catalog_answer_key(int kind) { return KINDS[kind].answer; }
+
+/* ---- building ---- */
+
+typedef struct build_ctx {
+    generation *g;
+    errlist *errs;
+    const char *file;
+    const char *where;
+    int kind;
+    size_t cap;
+} build_ctx;
+
+static bool in_list(char **list, size_t n, const char *s, size_t len) {
+    for (size_t i = 0; i < n; i++)
+        if (strlen(list[i]) == len && memcmp(list[i], s, len) == 0) return true;
+    return false;
+}
+
+/* Append one item to the merged list, its identifying member rewritten to
+ * what clients see; remember where it lies, for paging. */
+static void emit_item(catalog *cat, const mcpg_json_span *item, const char *key,
+                      const char *client) {
+    mcpg_buf *out = &cat->list;
+    if (cat->n_items == cat->items_cap) {
+        cat->items_cap = cat->items_cap ? cat->items_cap * 2 : 16;
+        cat->items = realloc(cat->items, cat->items_cap * sizeof *cat->items);
+    }
+    size_t start = out->len + (out->len > 1 ? 1 : 0);
+    mcpg_buf_puts(out, out->len > 1 ? ",{\"" : "{\"");
+    mcpg_buf_puts(out, key);
+    mcpg_buf_puts(out, "\":");
+    mcpg_buf_append_json_string(out, client, strlen(client));
+    size_t it = 0;
+    mcpg_json_span k, v;
+    while (mcpg_json_object_next(item->p, item->n, &it, &k, &v) == 1) {
+        if (mcpg_json_string_eq(&k, key, strlen(key))) continue;
+        mcpg_buf_append(out, ",\"", 2);
+        mcpg_buf_append(out, k.p, k.n);
+        mcpg_buf_append(out, "\":", 2);
+        if (v.type == MCPG_JSON_STRING) mcpg_buf_append(out, v.p - 1, v.n + 2);
+        else mcpg_buf_append(out, v.p, v.n);
+    }
+    mcpg_buf_puts(out, "}");
+    cat->items[cat->n_items++] = (cat_span){start, out->len - start};
+}
+
+static route *route_add(build_ctx *bc, mcpg_instance *be, const char *client,
+                        const char *target) {
+    catalog *cat = &bc->g->cat[bc->kind];
+    for (size_t i = 0; i < cat->n_routes; i++)
+        if (strcmp(cat->routes[i].client_name, client) == 0) {
+            errlist_add(bc->errs, bc->file, bc->where,
+                        "%s \"%s\" is offered twice (by \"%s\" and \"%s\")%s", KINDS[bc->kind].noun,
+                        client, cat->routes[i].backend->name, be->name,
+                        KINDS[bc->kind].prefixed ? ": use a prefix" : "");
+            return NULL;
+        }
+    if (cat->n_routes == bc->cap) {
+        bc->cap = bc->cap ? bc->cap * 2 : 16;
+        cat->routes = realloc(cat->routes, bc->cap * sizeof *cat->routes);
+    }
+    route *r = &cat->routes[cat->n_routes++];
+    r->client_name = strdup(client);
+    r->target = strdup(target);
+    r->backend = be;
+    return r;
+}
+
+/* The name clients see for `target`, or false (reported) when it is not a
+ * valid name. */
+static bool client_name(build_ctx *bc, const decl_binding *b, const char *target, char *out,
+                        size_t cap) {
+    if (!KINDS[bc->kind].prefixed) {
+        snprintf(out, cap, "%s", target);
+        return true;
+    }
+    if (b && b->prefix[0]) snprintf(out, cap, "%s%s%s", b->prefix, b->separator, target);
+    else snprintf(out, cap, "%s", target);
+    if (mcpg_name_valid(out, strlen(out))) return true;
+    errlist_add(bc->errs, bc->file, bc->where,
+                "%s \"%s\" would be named \"%s\", which does not match ^[a-zA-Z0-9_-]{1,64}$",
+                KINDS[bc->kind].noun, target, out);
+    return false;
+}
+
+static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
+                     const mcpg_json_span *item) {
+    const cat_kind *k = &KINDS[bc->kind];
+    mcpg_json_span id;
+    char target[4096];
+    size_t tlen;
+    if (mcpg_json_object_get(item->p, item->n, k->key, &id) != 1 ||
+        mcpg_json_string_decode(&id, target, sizeof target, &tlen) != 0 || tlen == 0) {
+        errlist_add(bc->errs, bc->file, bc->where, "backend \"%s\" lists a %s without a valid %s",
+                    be->name, k->noun, k->key);
+        return;
+    }
+    if (k->prefixed && b && b->n_allow && !in_list(b->allow, b->n_allow, target, tlen)) return;
+    if (k->prefixed && b && in_list(b->deny, b->n_deny, target, tlen)) return;
+    char client[4200];
+    if (!client_name(bc, b, target, client, sizeof client)) return;
+    if (route_add(bc, be, client, target)) emit_item(&bc->g->cat[bc->kind], item, k->key, client);
+}
+
+static void bind_kind(build_ctx *bc, mcpg_instance *be, const decl_binding *b) {
+    const mcpg_backend_ops *ops = be->desc->ops;
+    mcpg_buf items = {0};
+    int rc = KINDS[bc->kind].list_op(ops, be->state, &items);
+    if (rc == 1) return; /* the backend offers none of this kind */
+    if (rc != 0 || !items.data) {
+        errlist_add(bc->errs, bc->file, bc->where, "backend \"%s\" could not list its %ss",
+                    be->name, KINDS[bc->kind].noun);
+        mcpg_buf_free(&items);
+        return;
+    }
+    size_t it = 0;
+    mcpg_json_span item;
+    int r;
+    while ((r = mcpg_json_array_next(items.data, items.len, &it, &item)) == 1)
+        if (item.type == MCPG_JSON_OBJECT) add_item(bc, be, b, &item);
+    if (r < 0)
+        errlist_add(bc->errs, bc->file, bc->where, "backend \"%s\" listed malformed %s JSON",
+                    be->name, KINDS[bc->kind].noun);
+    mcpg_buf_free(&items);
+}
+
+static int cmp_route(const void *a, const void *b) {
+    return strcmp(((const route *)a)->client_name, ((const route *)b)->client_name);
+}
+
+/* The whole first page, kept ready: {"tools":[...]} */
+static void finish_kind(catalog *cat, int kind) {
+    mcpg_buf_puts(&cat->list, "]");
+    mcpg_buf_puts(&cat->answer, "{\"");
+    mcpg_buf_puts(&cat->answer, KINDS[kind].answer);
+    mcpg_buf_puts(&cat->answer, "\":");
+    mcpg_buf_append(&cat->answer, cat->list.data, cat->list.len);
+    mcpg_buf_puts(&cat->answer, "}");
+    if (cat->n_routes > 1 && kind != CAT_TEMPLATES) /* templates keep their order: first match wins */
+        qsort(cat->routes, cat->n_routes, sizeof *cat->routes, cmp_route);
+}
+
+static void bind_all(generation *g, manifest *m, errlist *errs, int kind) {
+    build_ctx bc = {g, errs, m->path, NULL, kind, 0};
+    mcpg_buf_puts(&g->cat[kind].list, "[");
+    char where[96];
+    if (m->default_bindings) {
+        for (size_t i = 0; i < g->n_instances; i++)
+            if (g->instances[i]->desc->kind == MCPG_KIND_BACKEND) {
+                snprintf(where, sizeof where, "modules[%u]", g->instances[i]->slot - 1);
+                bc.where = where;
+                bind_kind(&bc, g->instances[i], NULL);
+            }
+    }
+    for (size_t i = 0; i < m->n_bindings; i++) {
+        snprintf(where, sizeof where, "bindings[%zu]", i);
+        bc.where = where;
+        for (size_t j = 0; j < g->n_instances; j++)
+            if (strcmp(g->instances[j]->name, m->bindings[i].backend) == 0)
+                bind_kind(&bc, g->instances[j], &m->bindings[i]);
+    }
+    finish_kind(&g->cat[kind], kind);
+}
+
+void catalog_build(generation *g, manifest *m, errlist *errs) {
+    for (int k = 0; k < CAT_COUNT; k++) bind_all(g, m, errs, k);
+}
+
+void catalog_free(generation *g) {
+    for (int k = 0; k < CAT_COUNT; k++) {
+        catalog *cat = &g->cat[k];
+        for (size_t i = 0; i < cat->n_routes; i++) {
+            free(cat->routes[i].client_name);
+            free(cat->routes[i].target);
+        }
+        free(cat->routes);
+        free(cat->items);
+        mcpg_buf_free(&cat->list);
+        mcpg_buf_free(&cat->answer);
+    }
+}
+
+/* ---- lookups (per call) ---- */
+
+/* name is (pointer, length) from a client and may hold a NUL: compare bytes
+ * with the length as tie-break (the order strcmp sorted the routes in),
+ * never read a route's name past its end. */
+const route *catalog_find(const generation *g, int kind, const char *name, size_t len) {
+    const catalog *cat = &g->cat[kind];
+    size_t lo = 0, hi = cat->n_routes;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const char *cn = cat->routes[mid].client_name;
+        size_t cl = strlen(cn);
+        int c = memcmp(cn, name, cl < len ? cl : len);
+        if (c == 0) c = (cl > len) - (cl < len);
+        if (c == 0) return &cat->routes[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* Does uri[0..n) match an RFC 6570 template (level 1 and 2 expressions)?
+ * {var} matches one or more characters other than '/', '?' and '#'; {+var}
+ * and {#var} match any (non-empty) run. Literal text matches itself. */
+static bool template_match(const char *t, const char *u, size_t n) {
+    while (*t) {
+        if (*t != '{') {
+            if (!n || *t != *u) return false;
+            t++, u++, n--;
+            continue;
+        }
+        const char *close = strchr(t, '}');
+        if (!close) return false;
+        bool reserved = t[1] == '+' || t[1] == '#';
+        const char *rest = close + 1;
+        for (size_t take = 1; take <= n; take++) {
+            char ch = u[take - 1];
+            if (!reserved && (ch == '/' || ch == '?' || ch == '#')) break;
+            if (template_match(rest, u + take, n - take)) return true;
+        }
+        return false;
+    }
+    return n == 0;
+}
+
+const route *catalog_find_resource(const generation *g, const char *uri, size_t len) {
+    const route *r = catalog_find(g, CAT_RESOURCES, uri, len);
+    if (r) return r;
+    const catalog *t = &g->cat[CAT_TEMPLATES];
+    for (size_t i = 0; i < t->n_routes; i++)
+        if (template_match(t->routes[i].target, uri, len)) return &t->routes[i];
+    return NULL;
+}
+
+/* A page of a merged list, into out: {"tools":[items from..],"nextCursor":".."}.
+ * The cursor is the offset of the page's first item, as decimal text. */
+int catalog_page(const generation *g, int kind, const char *cursor, size_t cursor_len,
+                 size_t page, mcpg_buf *out) {
+    const catalog *cat = &g->cat[kind];
+    size_t from = 0;
+    if (cursor) {
+        if (!cursor_len || cursor_len > 18) return MCPG_EINVAL;
+        for (size_t i = 0; i < cursor_len; i++) {
+            if (cursor[i] < '0' || cursor[i] > '9') return MCPG_EINVAL;
+            from = from * 10 + (size_t)(cursor[i] - '0');
+        }
+        if (from > cat->n_items) return MCPG_EINVAL;
+    }
+    size_t to = from + page < cat->n_items ? from + page : cat->n_items;
+    out->len = 0;
+    mcpg_buf_printf(out, "{\"%s\":[", KINDS[kind].answer);
+    for (size_t i = from; i < to; i++) {
+        if (i > from) mcpg_buf_append(out, ",", 1);
+        mcpg_buf_append(out, cat->list.data + cat->items[i].off, cat->items[i].len);
+    }
+    mcpg_buf_append(out, "]", 1);
+    if (to < cat->n_items) mcpg_buf_printf(out, ",\"nextCursor\":\"%zu\"", to);
+    return mcpg_buf_append(out, "}", 1);
+}

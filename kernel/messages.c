@@ -1,0 +1,407 @@
+/* Messages a call's backend sends its client before the outcome (ABI 1.1):
+ * notifications (progress, log lines) and requests (sampling, elicitation,
+ * roots) whose answers come back in a later POST, maybe on another loop.
+ *
+ * Order is the contract: the client sees a call's messages in the order the
+ * backend sent them, and all of them before the outcome. Sent on the call's
+ * loop with nothing queued, a message goes to the transport at once; sent
+ * from any other thread it is queued on the call and the loop is posted to;
+ * the queue is flushed before the call moves on (pipeline_continue, a pool
+ * answer) and when it is answered (msgs_close). A post still queued when the
+ * call's last reference goes keeps the object until it has run.
+ *
+ * A request's id is minted as "mcpg-<worker>-<seq>": the worker of the call
+ * that asked, so a reply arriving on any loop is posted to the right one,
+ * where the worker's list of outstanding requests finds the call. */
+#include "call_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the queue ---- */
+
+void msgs_init(mcpg_call *c) { pthread_mutex_init(&c->msgs.lock, NULL); }
+
+void msgs_destroy(mcpg_call *c) {
+    for (call_msg *m = c->msgs.head, *next; m; m = next) {
+        next = m->next;
+        free(m);
+    }
+    c->msgs.head = c->msgs.tail = NULL;
+    pthread_mutex_destroy(&c->msgs.lock);
+}
+
+static bool can_carry(const mcpg_call *c) { return MCPG_HAS(&c->d, message); }
+
+/* Register a request message's id in the worker's list (on the loop). */
+static void asks_register(mcpg_call *c, const char *json, size_t len);
+
+static void deliver_one(mcpg_call *c, const char *json, size_t len) {
+    asks_register(c, json, len);
+    int rc = c->d.message(c->d.transport_ctx, call_handle(c, CALL_STAGE_TRANSPORT), json, len);
+    if (rc != 0)
+        klog(MCPG_LOG_DEBUG, "kernel", "a message for call %s was not delivered: %s",
+             c->d.id_json ? "in flight" : "?", mcpg_strerror(rc));
+}
+
+void msgs_flush(mcpg_call *c) {
+    pthread_mutex_lock(&c->msgs.lock);
+    call_msg *m = c->msgs.head;
+    c->msgs.head = c->msgs.tail = NULL;
+    c->msgs.count = 0;
+    pthread_mutex_unlock(&c->msgs.lock);
+    while (m) {
+        call_msg *next = m->next;
+        if (!c->answered) deliver_one(c, m->json, m->len);
+        free(m);
+        m = next;
+    }
+}
+
+static void flush_on_loop(void *arg) {
+    mcpg_call *c = arg;
+    pthread_mutex_lock(&c->msgs.lock);
+    c->msgs.posted = false;
+    bool recycle = c->msgs.recycle_deferred;
+    pthread_mutex_unlock(&c->msgs.lock);
+    if (recycle) {
+        msgs_flush(c); /* answered long ago: only frees */
+        call_recycle(c);
+        return;
+    }
+    msgs_flush(c);
+}
+
+bool msgs_defer_recycle(mcpg_call *c) {
+    pthread_mutex_lock(&c->msgs.lock);
+    bool defer = c->msgs.posted;
+    c->msgs.recycle_deferred = defer;
+    pthread_mutex_unlock(&c->msgs.lock);
+    return defer;
+}
+
+static void fail_asks(mcpg_call *c, int status);
+
+void msgs_close(mcpg_call *c) {
+    msgs_flush(c);
+    pthread_mutex_lock(&c->msgs.lock);
+    c->msgs.closed = true;
+    pthread_mutex_unlock(&c->msgs.lock);
+    fail_asks(c, MCPG_ECANCELED);
+}
+
+/* Send (on the loop with an empty queue) or queue one framed message. */
+static int send_msg(mcpg_call *c, mcpg_buf *framed) {
+    bool on_loop = worker_self() == c->w;
+    pthread_mutex_lock(&c->msgs.lock);
+    if (c->msgs.closed) {
+        pthread_mutex_unlock(&c->msgs.lock);
+        return MCPG_ESTATE;
+    }
+    if (on_loop && !c->msgs.head) {
+        pthread_mutex_unlock(&c->msgs.lock);
+        deliver_one(c, framed->data, framed->len);
+        return 0;
+    }
+    if (c->msgs.count >= CALL_MAX_MSGS) {
+        pthread_mutex_unlock(&c->msgs.lock);
+        return MCPG_EAGAIN;
+    }
+    call_msg *m = malloc(sizeof *m + framed->len + 1);
+    if (!m) {
+        pthread_mutex_unlock(&c->msgs.lock);
+        return MCPG_ENOMEM;
+    }
+    memcpy(m->json, framed->data, framed->len + 1);
+    m->len = framed->len;
+    m->next = NULL;
+    if (c->msgs.tail) c->msgs.tail->next = m;
+    else c->msgs.head = m;
+    c->msgs.tail = m;
+    c->msgs.count++;
+    bool post = !c->msgs.posted;
+    c->msgs.posted = true;
+    pthread_mutex_unlock(&c->msgs.lock);
+    if (post) {
+        c->msgs.post.fn = flush_on_loop;
+        c->msgs.post.arg = c;
+        if (worker_post(c->w, &c->msgs.post) != 0) {
+            pthread_mutex_lock(&c->msgs.lock);
+            c->msgs.posted = false; /* the loop has stopped: nothing will read the queue */
+            pthread_mutex_unlock(&c->msgs.lock);
+        }
+    }
+    return 0;
+}
+
+/* {"jsonrpc":"2.0",["id":"mcpg-W-N",]"method":M[,"params":P]} */
+static int frame(mcpg_buf *b, const char *id, const char *method, const char *params,
+                 size_t plen) {
+    int rc = mcpg_buf_puts(b, "{\"jsonrpc\":\"2.0\",");
+    if (id) rc |= mcpg_buf_printf(b, "\"id\":\"%s\",", id);
+    rc |= mcpg_buf_puts(b, "\"method\":");
+    rc |= mcpg_buf_append_json_string(b, method, strlen(method));
+    if (params && plen) {
+        rc |= mcpg_buf_puts(b, ",\"params\":");
+        rc |= mcpg_buf_append(b, params, plen);
+    }
+    rc |= mcpg_buf_puts(b, "}");
+    return rc ? MCPG_ENOMEM : 0;
+}
+
+static bool params_ok(const char *params, size_t plen) {
+    mcpg_json_span v;
+    size_t pos = 0;
+    if (!params || !plen) return true;
+    return mcpg_json_value(params, plen, &pos, &v) == 1 && v.type == MCPG_JSON_OBJECT;
+}
+
+int host_call_notify(mcpg_call *h, const char *method, const char *params, size_t plen) {
+    mcpg_call *c = call_of(h, "call_notify");
+    if (!c) return MCPG_ESTATE;
+    if (!method || !params_ok(params, plen)) return MCPG_EINVAL;
+    if (!can_carry(c)) return MCPG_ENOTSUP;
+    mcpg_buf b = {0};
+    int rc = frame(&b, NULL, method, params, plen);
+    if (rc == 0) rc = send_msg(c, &b);
+    mcpg_buf_free(&b);
+    return rc;
+}
+
+/* ---- requests to the client, and their replies ---- */
+
+static atomic_uint_fast64_t ask_seq;
+
+/* The worker's requests awaiting a reply: (seq, call, serial, slot). */
+typedef struct ask_entry {
+    uint64_t seq;
+    mcpg_call *call;
+    uint16_t serial;
+    unsigned slot;
+} ask_entry;
+
+typedef struct ask_table {
+    ask_entry *v;
+    size_t n, cap;
+} ask_table;
+
+static ask_table tables[MCPG_MAX_WORKERS]; /* by worker index, each touched by its loop only */
+
+int host_call_request(mcpg_call *h, const char *method, const char *params, size_t plen,
+                      uint64_t timeout_ms, mcpg_reply_fn fn, void *arg) {
+    mcpg_call *c = call_of(h, "call_request");
+    if (!c) return MCPG_ESTATE;
+    if (!method || !fn || !params_ok(params, plen)) return MCPG_EINVAL;
+    if (!can_carry(c) || c->d.wire == MCPG_WIRE_STATELESS) return MCPG_ENOTSUP;
+    uint64_t seq = atomic_fetch_add(&ask_seq, 1) + 1;
+    uint64_t wait_ms = timeout_ms ? timeout_ms
+                                  : (c->route && c->route->backend->timeout_ms
+                                         ? c->route->backend->timeout_ms : 60000);
+    pthread_mutex_lock(&c->msgs.lock);
+    call_ask *a = NULL;
+    for (unsigned i = 0; i < CALL_MAX_ASKS && !a; i++)
+        if (!c->msgs.asks[i].active) a = &c->msgs.asks[i];
+    if (a) *a = (call_ask){seq, fn, arg, mono_us() + wait_ms * 1000, true};
+    pthread_mutex_unlock(&c->msgs.lock);
+    if (!a) return MCPG_EAGAIN;
+    char id[48];
+    snprintf(id, sizeof id, "mcpg-%u-%llu", c->w->index, (unsigned long long)seq);
+    mcpg_buf b = {0};
+    int rc = frame(&b, id, method, params, plen);
+    if (rc == 0) rc = send_msg(c, &b);
+    mcpg_buf_free(&b);
+    if (rc != 0) {
+        pthread_mutex_lock(&c->msgs.lock);
+        a->active = false;
+        pthread_mutex_unlock(&c->msgs.lock);
+    }
+    return rc;
+}
+
+/* "mcpg-W-N" → W and N; false when the text is not one of our ids. */
+static bool parse_id(const char *s, size_t n, unsigned *w, uint64_t *seq) {
+    if (n < 8 || memcmp(s, "mcpg-", 5) != 0) return false;
+    size_t i = 5;
+    unsigned long long a = 0, b = 0;
+    if (i >= n || s[i] < '0' || s[i] > '9') return false;
+    while (i < n && s[i] >= '0' && s[i] <= '9' && a < 100000) a = a * 10 + (unsigned)(s[i++] - '0');
+    if (i >= n || s[i++] != '-' || i >= n) return false;
+    while (i < n && s[i] >= '0' && s[i] <= '9' && b < (1ull << 60)) b = b * 10 + (unsigned)(s[i++] - '0');
+    if (i != n) return false;
+    *w = (unsigned)a;
+    *seq = b;
+    return true;
+}
+
+static void table_add(mcpg_worker *w, ask_entry e) {
+    ask_table *t = &tables[w->index];
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        ask_entry *v = realloc(t->v, cap * sizeof *v);
+        if (!v) return; /* the request then times out on its call */
+        t->v = v;
+        t->cap = cap;
+    }
+    t->v[t->n++] = e;
+}
+
+static void table_remove(mcpg_worker *w, uint64_t seq) {
+    ask_table *t = &tables[w->index];
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].seq == seq) {
+            t->v[i] = t->v[--t->n];
+            return;
+        }
+}
+
+static void asks_register(mcpg_call *c, const char *json, size_t len) {
+    mcpg_json_span id;
+    unsigned wi;
+    uint64_t seq;
+    if (mcpg_json_object_get(json, len, "id", &id) != 1 || id.type != MCPG_JSON_STRING ||
+        !parse_id(id.p, id.n, &wi, &seq))
+        return; /* a notification */
+    pthread_mutex_lock(&c->msgs.lock);
+    for (unsigned i = 0; i < CALL_MAX_ASKS; i++)
+        if (c->msgs.asks[i].active && c->msgs.asks[i].seq == seq)
+            table_add(c->w, (ask_entry){seq, c, atomic_load(&c->serial), i});
+    pthread_mutex_unlock(&c->msgs.lock);
+}
+
+/* Run the ask's fn once with `reply`, on the call's loop. */
+static void answer_ask(mcpg_call *c, unsigned slot, const mcpg_reply *reply) {
+    pthread_mutex_lock(&c->msgs.lock);
+    call_ask a = c->msgs.asks[slot];
+    c->msgs.asks[slot].active = false;
+    pthread_mutex_unlock(&c->msgs.lock);
+    if (!a.active) return;
+    table_remove(c->w, a.seq);
+    a.fn(a.arg, reply);
+}
+
+static void fail_asks(mcpg_call *c, int status) {
+    mcpg_reply r = {.size = sizeof r, .status = status};
+    for (unsigned i = 0; i < CALL_MAX_ASKS; i++) answer_ask(c, i, &r);
+}
+
+/* An entry still waiting: its call alive in the same life, its ask active. */
+static bool ask_waiting(const ask_entry *e, uint64_t *deadline) {
+    mcpg_call *c = e->call;
+    if (atomic_load(&c->serial) != e->serial) return false;
+    pthread_mutex_lock(&c->msgs.lock);
+    const call_ask *a = &c->msgs.asks[e->slot];
+    bool waiting = a->active && a->seq == e->seq;
+    *deadline = a->deadline_us;
+    pthread_mutex_unlock(&c->msgs.lock);
+    return waiting;
+}
+
+/* On a loop, periodically: requests whose client never answered. An entry
+ * is taken off the list before its fn runs (which may ask again). */
+void asks_expire(mcpg_worker *w) {
+    ask_table *t = &tables[w->index];
+    uint64_t now = mono_us();
+    size_t i = 0;
+    while (i < t->n) {
+        ask_entry e = t->v[i];
+        uint64_t deadline = 0;
+        bool waiting = ask_waiting(&e, &deadline);
+        if (waiting && now < deadline) {
+            i++;
+            continue;
+        }
+        t->v[i] = t->v[--t->n];
+        if (!waiting) continue;
+        mcpg_reply r = {.size = sizeof r, .status = MCPG_ETIMEDOUT};
+        answer_ask(e.call, e.slot, &r);
+    }
+}
+
+void asks_free(mcpg_worker *w) {
+    free(tables[w->index].v);
+    tables[w->index] = (ask_table){0};
+}
+
+/* A reply travelling to the loop of the call that asked. */
+typedef struct reply_job {
+    mcpg_post post;
+    mcpg_worker *w;
+    uint64_t seq;
+    size_t session_len, body_len;
+    char data[]; /* session, then body */
+} reply_job;
+
+static void fill_reply(const char *body, size_t n, mcpg_reply *r, char *msg, size_t msgcap) {
+    mcpg_json_span v, e;
+    *r = (mcpg_reply){.size = sizeof *r};
+    if (mcpg_json_object_get(body, n, "result", &v) == 1) {
+        r->result_json = v.p;
+        r->result_len = v.n;
+        return;
+    }
+    r->is_error = 1;
+    r->error_message = msg;
+    msg[0] = '\0';
+    if (mcpg_json_object_get(body, n, "error", &e) != 1 || e.type != MCPG_JSON_OBJECT) return;
+    if (mcpg_json_object_get(e.p, e.n, "code", &v) == 1) mcpg_json_int64(&v, &r->error_code);
+    if (mcpg_json_object_get(e.p, e.n, "message", &v) == 1 && v.type == MCPG_JSON_STRING)
+        mcpg_json_string_decode(&v, msg, msgcap, NULL);
+    if (mcpg_json_object_get(e.p, e.n, "data", &v) == 1) {
+        r->error_data = v.p;
+        r->error_data_len = v.n;
+    }
+}
+
+/* On the asking call's loop. */
+static void reply_arrived(void *arg) {
+    reply_job *j = arg;
+    ask_table *t = &tables[j->w->index];
+    for (size_t i = 0; i < t->n; i++) {
+        ask_entry e = t->v[i];
+        if (e.seq != j->seq) continue;
+        mcpg_call *c = e.call;
+        size_t sl = strlen(c->session);
+        bool same = atomic_load(&c->serial) == e.serial && sl == j->session_len &&
+                    memcmp(c->session, j->data, sl) == 0;
+        if (same) {
+            char msg[256];
+            mcpg_reply r;
+            fill_reply(j->data + j->session_len, j->body_len, &r, msg, sizeof msg);
+            answer_ask(c, e.slot, &r);
+        }
+        break;
+    }
+    free(j);
+}
+
+int host_reply_submit(mcpg_worker *w, const char *session, size_t slen, const char *body,
+                      size_t len) {
+    (void)w;
+    mcpg_json_span id, v;
+    unsigned wi;
+    uint64_t seq;
+    if (!body || mcpg_json_validate(body, len) != 0 ||
+        mcpg_json_object_get(body, len, "id", &id) != 1 ||
+        (mcpg_json_object_get(body, len, "result", &v) != 1 &&
+         mcpg_json_object_get(body, len, "error", &v) != 1))
+        return MCPG_EPROTO;
+    if (id.type != MCPG_JSON_STRING || !parse_id(id.p, id.n, &wi, &seq) || wi >= K.n_workers)
+        return MCPG_ENOENT;
+    reply_job *j = malloc(sizeof *j + slen + len + 1);
+    if (!j) return MCPG_ENOMEM;
+    j->w = &K.workers[wi];
+    j->seq = seq;
+    j->session_len = session ? slen : 0;
+    j->body_len = len;
+    if (j->session_len) memcpy(j->data, session, slen);
+    memcpy(j->data + j->session_len, body, len);
+    j->data[j->session_len + len] = '\0';
+    j->post.fn = reply_arrived;
+    j->post.arg = j;
+    if (worker_post(j->w, &j->post) != 0) {
+        free(j);
+        return MCPG_EUNAVAIL;
+    }
+    return 0;
+}
