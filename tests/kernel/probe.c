@@ -31,11 +31,30 @@ static const char *probe_header(void *ctx, const char *lname, size_t *len) {
     return p->user;
 }
 
+static void msgs_add(probe *p, const char *s, size_t n) {
+    if (p->msgs_len + n + 2 > sizeof p->msgs) return;
+    memcpy(p->msgs + p->msgs_len, s, n);
+    p->msgs_len += n;
+    p->msgs[p->msgs_len++] = '\n';
+    p->msgs[p->msgs_len] = '\0';
+}
+
+/* desc.message: on the call's loop, before the outcome. */
+static int probe_message(void *ctx, mcpg_call *call, const char *json, size_t len) {
+    probe *p = ctx;
+    (void)call;
+    pthread_mutex_lock(&p->lock);
+    msgs_add(p, json, len);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
 static void probe_complete(void *ctx, mcpg_call *call) {
     probe *p = ctx;
     mcpg_call_outcome o = {.size = sizeof o};
     call_outcome(call, &o);
     pthread_mutex_lock(&p->lock);
+    msgs_add(p, "OUTCOME", 7);
     p->is_error = o.is_error;
     p->code = o.error_code;
     p->http = o.http_status;
@@ -104,9 +123,16 @@ void probe_start(probe *p, const char *method, const char *tool, size_t tool_len
                                .name = p->name, .name_len = tool ? tool_len : 0,
                                .args_json = p->args, .args_len = args ? strlen(args) : 0,
                                .id_json = p->id, .id_len = strlen(id), .transport_ctx = p,
-                               .header = probe_header, .complete = probe_complete};
+                               .header = probe_header, .complete = probe_complete,
+                               .message = probe_message};
     p->post.fn = submit_on_loop;
     p->post.arg = p;
+}
+
+void probe_legacy(probe *p, const char *session) {
+    p->desc.wire = MCPG_WIRE_LEGACY;
+    p->desc.session_id = session;
+    p->desc.session_id_len = strlen(session);
 }
 
 void probe_submit(probe *p) { worker_post(&K.workers[0], &p->post); }

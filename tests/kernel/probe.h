@@ -24,7 +24,12 @@ typedef struct probe {
     int http;
     uint64_t t_submit, t_done;     /* mono_us */
     char text[4096];
+    char msgs[8192];               /* messages before the outcome, one a line, then "OUTCOME" */
+    size_t msgs_len;
 } probe;
+
+/* Make the prepared call come in on the legacy wire with this session. */
+void probe_legacy(probe *p, const char *session);
 
 /* Prepare a call (tool may hold a NUL: tool_len says how long it is). */
 void probe_start(probe *p, const char *method, const char *tool, size_t tool_len,

@@ -1,0 +1,212 @@
+/* Kernel unit test, ABI 1.1: every method routed to the backend that offers
+ * the item (prompts by name, resources by uri then template, completions by
+ * ref), merged lists paged, a call's messages delivered in order before its
+ * outcome (from the op on the loop, and from another thread), requests to
+ * the client answered through reply_submit (the right session only; else
+ * they time out), stateless calls refused requests, subscriptions reaching
+ * the backend. The fixture is fx_rich. */
+#include "probe.h"
+
+#include <mcpg/check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/mcpg-messages-XXXXXX";
+static char subs[600];
+
+static void run(probe *p, const char *method, const char *name, const char *params,
+                const char *session) {
+    probe_start(p, method, name, name ? strlen(name) : 0, NULL, "1", NULL);
+    p->desc.params_json = params;
+    p->desc.params_len = params ? strlen(params) : 0;
+    if (session) probe_legacy(p, session);
+    probe_wait(p);
+}
+
+static void lists(void) {
+    probe p;
+    run(&p, "tools/list", NULL, NULL, NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "\"note3\"") && strstr(p.text, "\"note_later\"") &&
+                   !strstr(p.text, "\"ask\"") && strstr(p.text, "\"nextCursor\":\"2\""),
+               "first page of 2: %s", p.text);
+    run(&p, "tools/list", NULL, "{\"cursor\":\"2\"}", NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "\"ask\"") && !strstr(p.text, "nextCursor"),
+               "last page: %s", p.text);
+    run(&p, "tools/list", NULL, "{\"cursor\":\"zz\"}", NULL);
+    MCPG_CHECK(p.is_error && p.code == -32602, "bad cursor: %lld %s", (long long)p.code, p.text);
+    run(&p, "prompts/list", NULL, NULL, NULL);
+    MCPG_CHECK(!p.is_error && !strncmp(p.text, "{\"prompts\":[{\"name\":\"greet\"", 27) &&
+                   strstr(p.text, "\"plain\"") && !strstr(p.text, "nextCursor"),
+               "prompts: %s", p.text);
+    run(&p, "resources/list", NULL, NULL, NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "{\"resources\":[{\"uri\":\"test://a\""),
+               "resources: %s", p.text);
+    run(&p, "resources/templates/list", NULL, NULL, NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "{\"resourceTemplates\":[{\"uriTemplate\":\"test://t/{id}/x\""),
+               "templates: %s", p.text);
+}
+
+static void expect_text(const char *method, const char *name, const char *params,
+                        const char *want) {
+    probe p;
+    run(&p, method, name, params, NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, want), "%s %s: %s (want %s)", method,
+               name ? name : params, p.text, want);
+}
+
+static void expect_error(const char *method, const char *name, const char *params,
+                         int64_t code, const char *want) {
+    probe p;
+    run(&p, method, name, params, NULL);
+    MCPG_CHECK(p.is_error && p.code == code && strstr(p.text, want), "%s %s: %lld %s", method,
+               name ? name : params, (long long)p.code, p.text);
+}
+
+static void routing(void) {
+    expect_text("prompts/get", "greet", "{\"name\":\"greet\"}", "prompt greet");
+    expect_error("prompts/get", "nope", "{\"name\":\"nope\"}", -32602, "Unknown prompt: nope");
+    expect_text("resources/read", "test://a", "{\"uri\":\"test://a\"}", "read test://a");
+    expect_text("resources/read", "test://t/42/x", "{\"uri\":\"test://t/42/x\"}",
+                "read test://t/42/x");
+    expect_error("resources/read", "test://t/4/2/x", "{\"uri\":\"test://t/4/2/x\"}", -32602,
+                 "Resource not found");
+    expect_error("resources/read", "test://zz", "{\"uri\":\"test://zz\"}", -32602,
+                 "Resource not found: test://zz");
+    expect_text("completion/complete", NULL,
+                "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"greet\"},\"argument\":{\"name\":\"a\",\"value\":\"\"}}",
+                "complete greet");
+    expect_text("completion/complete", NULL,
+                "{\"ref\":{\"type\":\"ref/resource\",\"uri\":\"test://t/{id}/x\"},\"argument\":{\"name\":\"id\",\"value\":\"\"}}",
+                "complete test://t/{id}/x");
+    expect_error("completion/complete", NULL, "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"no\"}}",
+                 -32602, "ref names no prompt");
+    expect_error("ping", NULL, NULL, -32601, "Method not found");
+}
+
+/* The lines of msgs, in order, must start with these (NULL-ended). */
+static bool msgs_are(const probe *p, const char *const *want) {
+    const char *s = p->msgs;
+    for (size_t i = 0; want[i]; i++) {
+        const char *nl = strchr(s, '\n');
+        if (!nl || !strstr(s, want[i]) || strstr(s, want[i]) > nl) return false;
+        s = nl + 1;
+    }
+    return *s == '\0';
+}
+
+static void notifications(void) {
+    probe p;
+    run(&p, "tools/call", "note3", "{\"name\":\"note3\"}", NULL);
+    const char *const three[] = {"\"progress\":1", "\"progress\":2", "\"progress\":3", "OUTCOME",
+                                 NULL};
+    MCPG_CHECK(!p.is_error && msgs_are(&p, three), "from the op, in order, then the outcome:\n%s",
+               p.msgs);
+    MCPG_CHECK(strstr(p.msgs, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+                              "\"params\":{\"progressToken\":\"t\",\"progress\":1}}") != NULL,
+               "framed as a JSON-RPC notification:\n%s", p.msgs);
+    run(&p, "tools/call", "note_later", "{\"name\":\"note_later\"}", NULL);
+    const char *const two[] = {"\"progress\":1", "\"progress\":2", "OUTCOME", NULL};
+    MCPG_CHECK(!p.is_error && strstr(p.text, "later") && msgs_are(&p, two),
+               "from another thread, in order, then the outcome:\n%s", p.msgs);
+}
+
+typedef struct reply_arg {
+    const char *session;
+    char body[256];
+    int rc;
+} reply_arg;
+
+static void reply_on_loop(void *arg) {
+    reply_arg *r = arg;
+    r->rc = HOST.reply_submit(&K.workers[0], r->session, strlen(r->session), r->body,
+                              strlen(r->body));
+}
+
+/* Wait for the request line, answer it from session `as`. */
+static void answer_ask(probe *p, const char *as, int *rc_out) {
+    const char *id = NULL;
+    for (int i = 0; i < 200 && !id; i++) {
+        pthread_mutex_lock(&p->lock);
+        id = strstr(p->msgs, "\"id\":\"mcpg-");
+        pthread_mutex_unlock(&p->lock);
+        if (!id) usleep(5000);
+    }
+    MCPG_REQUIRE(id, "the request reached the client: %s", p->msgs);
+    char mid[48] = "";
+    sscanf(id, "\"id\":\"%47[^\"]", mid);
+    reply_arg r = {.session = as};
+    snprintf(r.body, sizeof r.body, "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"roots\":[]}}",
+             mid);
+    probe_on_loop(reply_on_loop, &r);
+    *rc_out = r.rc;
+}
+
+static void requests(void) {
+    probe p;
+    run(&p, "tools/call", "ask", "{\"name\":\"ask\"}", NULL);
+    MCPG_CHECK(strstr(p.text, "not asked: MCPG_ENOTSUP"), "no requests on the stateless wire: %s",
+               p.text);
+
+    int rc;
+    probe_start(&p, "tools/call", "ask", 3, NULL, "2", NULL);
+    probe_legacy(&p, "s-1");
+    probe_submit(&p);
+    answer_ask(&p, "s-1", &rc);
+    probe_join(&p);
+    MCPG_CHECK(rc == 0 && strstr(p.text, "reply {\\\"roots\\\":[]}"), "answered: rc %d, %s", rc,
+               p.text);
+    MCPG_CHECK(strstr(p.msgs, "\"method\":\"roots/list\"") && strstr(p.msgs, "OUTCOME"),
+               "request then outcome: %s", p.msgs);
+
+    probe_start(&p, "tools/call", "ask", 3, NULL, "3", NULL);
+    probe_legacy(&p, "s-2");
+    probe_submit(&p);
+    answer_ask(&p, "someone-else", &rc);
+    probe_join(&p);
+    MCPG_CHECK(strstr(p.text, "status -6"), "another session's answer is not taken: %s (it "
+               "times out)", p.text);
+}
+
+static void sub_on_loop(void *arg) {
+    int *rc = arg;
+    rc[0] = HOST.resource_subscribe(&K.workers[0], "test://t/7/x", 12, 1);
+    rc[1] = HOST.resource_subscribe(&K.workers[0], "test://nope", 11, 1);
+}
+
+static void subscriptions(void) {
+    int rc[2];
+    probe_on_loop(sub_on_loop, rc);
+    MCPG_CHECK(rc[0] == 0 && count_lines(subs, "sub=test://t/7/x:1", NULL) == 1,
+               "subscribe reached the backend: %d", rc[0]);
+    MCPG_CHECK(rc[1] == MCPG_ENOENT, "no backend owns test://nope: %d", rc[1]);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_messages MODULES_DIR\n");
+        return 2;
+    }
+    if (!mkdtemp(dir)) return 2;
+    snprintf(subs, sizeof subs, "%s/subs.txt", dir);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"gateway\":{\"workers\":1,\"module_dir\":\"%s\",\"log_level\":\"error\","
+             "\"list_page_size\":2,\"server\":{\"access_log\":false}},"
+             "\"modules\":[{\"name\":\"rich\",\"module\":\"fx_rich\",\"inline_dispatch\":true,"
+             "\"config\":{\"path\":\"%s\"}}]}",
+             argv[1], subs);
+    MCPG_REQUIRE(kernel_up(dir, "rich.json", text, argv[1]), "kernel");
+    K.list_page_size = 2;
+    lists();
+    routing();
+    notifications();
+    requests();
+    subscriptions();
+    kernel_down();
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return MCPG_CHECK_EXIT("test_messages");
+}
