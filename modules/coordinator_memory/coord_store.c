@@ -527,7 +527,7 @@ static int scan_shard(cm_shard *sh, const mcpg_host *h, const char *prefix, size
                       uint64_t now_us, size_t max_items, cm_scan_out *out) {
     for (size_t b = 0; b <= sh->mask; b++)
         for (const cm_entry *e = sh->buckets[b]; e; e = e->next) {
-            if (e->klen < plen || memcmp(e->bytes, prefix, plen) != 0) continue;
+            if (e->klen < plen || (plen && memcmp(e->bytes, prefix, plen) != 0)) continue;
             if (entry_expired(e, now_us)) continue;
             if (out->n == max_items) return MCPG_ERANGE;
             int rc = scan_add(h, out, e);
@@ -553,6 +553,6 @@ int cm_store_scan(cm_store *s, const char *prefix, size_t plen, uint64_t now_us,
         rc = scan_shard(sh, s->h, prefix, plen, now_us, max_items, out);
         pthread_mutex_unlock(&sh->mu);
     }
-    if (rc == 0) qsort_r(out->items, out->n, sizeof *out->items, item_cmp, out->keys);
+    if (rc == 0 && out->n > 1) qsort_r(out->items, out->n, sizeof *out->items, item_cmp, out->keys);
     return rc;
 }
