@@ -291,7 +291,7 @@ int cm_subscribe(cm_pubsub *ps, mcpg_worker *w, const char *subject, size_t n,
 
 void cm_unsubscribe(cm_pubsub *ps, cm_sub *sub) {
     pthread_mutex_lock(&ps->mu);
-    if (atomic_load(&sub->cancelled)) { /* twice: a caller's bug, kept harmless */
+    if (atomic_load(&sub->cancelled)) { /* twice while its delivery holds it: a caller's bug */
         pthread_mutex_unlock(&ps->mu);
         return;
     }
