@@ -243,6 +243,22 @@ int mcpg_fakehost_call_set_header(mcpg_call *call, const char *lname, const char
     return 0;
 }
 
+int mcpg_fakehost_call_set_params(mcpg_call *call, const char *params_json) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_params");
+    if (!c) return MCPG_ESTATE;
+    size_t n = params_json ? strlen(params_json) : 0, pos = 0;
+    mcpg_json_span v;
+    if (!params_json || mcpg_json_value(params_json, n, &pos, &v) != 1 ||
+        v.type != MCPG_JSON_OBJECT || mcpg_json_validate(params_json, n) != 0)
+        return MCPG_EINVAL;
+    char *p = fh_dup_n(params_json, n);
+    if (!p) return MCPG_ENOMEM;
+    free(c->params);
+    c->params = p;
+    c->params_len = n;
+    return 0;
+}
+
 void mcpg_fakehost_call_set_wire(mcpg_call *call, mcpg_wire wire) {
     fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_wire");
     if (c) c->wire = wire;

@@ -165,6 +165,10 @@ int mcpg_fakehost_set_inline(mcpg_instance *inst, int on);
 mcpg_call *mcpg_fakehost_call_new(mcpg_fakehost *fh, const char *method, const char *target,
                                   const char *args_json, const char *id_json);
 int mcpg_fakehost_call_set_header(mcpg_call *call, const char *lname, const char *value);
+/* Replace the params call_new built (host->call_params), e.g. to add _meta,
+ * inputResponses or requestState; the arguments stay as given. 0,
+ * MCPG_EINVAL when params_json is not a JSON object, MCPG_ENOMEM. */
+int mcpg_fakehost_call_set_params(mcpg_call *call, const char *params_json);
 void mcpg_fakehost_call_set_wire(mcpg_call *call, mcpg_wire wire);
 /* Free a call. One still running or pending is a failure and is leaked
  * instead (an op may still hold it). */
