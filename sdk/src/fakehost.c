@@ -625,7 +625,11 @@ static mcpg_instance *instance_new(mcpg_fakehost *fh, const mcpg_module *m, cons
 static void instance_free(mcpg_instance *inst) {
     *inst->pprev = inst->next;
     if (inst->next) inst->next->pprev = inst->pprev;
-    if (inst->fh->route == inst) inst->fh->route = NULL;
+    if (inst->fh->route == inst) {
+        inst->fh->route = NULL;
+        fh_subs_free(inst->fh); /* they were that backend's */
+    }
+    if (inst->fh->coordinator == inst) inst->fh->coordinator = NULL;
     config_release(inst->m, inst->config);
     if (inst->dl) dlclose(inst->dl);
     free(inst->name);
@@ -915,6 +919,8 @@ static void name_handle(uv_handle_t *h, void *arg) {
                 uv_handle_type_name(h->type));
 }
 
+void fh_run_posts(mcpg_fakehost *fh) { on_wake(&fh->wake); }
+
 static int no_orphan_work(void *arg) { return ((mcpg_fakehost *)arg)->orphan_work == NULL; }
 
 /* Everything not tied to an instance: work and timers started with
@@ -930,6 +936,8 @@ static int free_leftovers(mcpg_fakehost *fh) {
         timer_release(fh->orphan_timers);
     }
     fh_laters_cancel(fh);
+    fh_run_posts(fh); /* posts may name calls: run them while the calls exist */
+    fh_subs_free(fh);
     return fh_calls_free(fh);
 }
 
@@ -973,6 +981,7 @@ int mcpg_fakehost_free(mcpg_fakehost *fh) {
     if (busy) return problems; /* leaked on purpose: the loop or an op still references memory */
     mcpg_buf_free(&fh->log);
     mcpg_buf_free(&fh->report);
+    mcpg_buf_free(&fh->news);
     free(fh->gateway_name);
     free(fh->gateway_version);
     pthread_cond_destroy(&fh->cond);

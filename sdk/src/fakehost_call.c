@@ -144,6 +144,10 @@ void fh_call_retire(fh_call *c) {
     free(c->tenant);
     free(c->roles);
     free(c->err_msg);
+    free(c->session);
+    free(c->caps);
+    free(c->version);
+    fh_call_free_messages(c);
     mcpg_buf_free(&c->result);
     mcpg_buf_free(&c->err_data);
     c->next = fh->free_calls;
@@ -239,6 +243,22 @@ int mcpg_fakehost_call_set_header(mcpg_call *call, const char *lname, const char
     return 0;
 }
 
+int mcpg_fakehost_call_set_params(mcpg_call *call, const char *params_json) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_params");
+    if (!c) return MCPG_ESTATE;
+    size_t n = params_json ? strlen(params_json) : 0, pos = 0;
+    mcpg_json_span v;
+    if (!params_json || mcpg_json_value(params_json, n, &pos, &v) != 1 ||
+        v.type != MCPG_JSON_OBJECT || mcpg_json_validate(params_json, n) != 0)
+        return MCPG_EINVAL;
+    char *p = fh_dup_n(params_json, n);
+    if (!p) return MCPG_ENOMEM;
+    free(c->params);
+    c->params = p;
+    c->params_len = n;
+    return 0;
+}
+
 void mcpg_fakehost_call_set_wire(mcpg_call *call, mcpg_wire wire) {
     fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_wire");
     if (c) c->wire = wire;
@@ -271,6 +291,7 @@ void fh_call_outcome(fh_call *c, mcpg_call_outcome *o) {
     }
     o->result = c->result.len ? c->result.data : "{}";
     o->result_len = c->result.len ? c->result.len : 2;
+    o->result_type = c->result_type;
 }
 
 void mcpg_fakehost_outcome(mcpg_call *call, mcpg_call_outcome *o) {
@@ -481,6 +502,7 @@ void fh_call_finish(fh_call *c, int st) {
     c->answered = 1;
     c->final_status = st;
     if (st == MCPG_DENY && !c->is_error) deny_without_error(c);
+    fh_call_end_requests(c); /* its messages first, then its outcome */
     if (!c->on_pool) fh_complete_submitted(c); /* else once the pool has let go of it */
 }
 
@@ -792,4 +814,433 @@ void fh_call_slots(mcpg_host *h) {
     h->call_set_http = host_call_set_http;
     h->call_resume = host_call_resume;
     h->call_cancelled = host_call_cancelled;
+    fh_message_slots(h);
+}
+
+/* ======== ABI 1.1: a call's messages before its outcome ====================
+ *
+ * As the kernel: a backend (any thread, while its op runs or is pending)
+ * sends notifications and requests; each is framed as JSON-RPC, kept in the
+ * call's list in order (tests read it) and handed to the call's transport on
+ * the loop (desc->message), all of them before complete(). A request gets an
+ * id minted here, a timer once sent, and exactly one reply on the loop: the
+ * client's answer, MCPG_ETIMEDOUT, or MCPG_ECANCELED when the call ends
+ * first. The list is guarded by fh->lock; delivery and replies are the
+ * loop's. */
+
+struct fh_request {
+    fh_call *c;
+    int index;        /* the call's n-th request, from 0 */
+    char id[48];      /* minted: "mcpg-<worker>-<n>" */
+    mcpg_reply_fn fn;
+    void *arg;
+    uint64_t timeout_ms;
+    uv_timer_t timer;
+    int armed;        /* the timer is initialised (closed before the free) */
+};
+
+/* Unique in the process, as the kernel's are across its loops. */
+static atomic_ulong request_serial;
+
+/* A flush asked from off the loop: carried to it by a node of its own, so
+ * any number may be queued; it checks the call's life when it runs. */
+typedef struct flush_post {
+    mcpg_post node;
+    fh_call *c;
+    uint16_t serial;
+} flush_post;
+
+static void flush_posted(void *arg) {
+    flush_post *p = arg;
+    if (atomic_load(&p->c->alive) == p->serial) fh_call_flush(p->c);
+    free(p);
+}
+
+static void flush_soon(fh_call *c) {
+    flush_post *p = calloc(1, sizeof *p);
+    if (!p) return; /* delivered at the call's end all the same */
+    *p = (flush_post){.node = {.fn = flush_posted, .arg = p}, .c = c, .serial = c->serial};
+    if (fh_post(&c->fh->worker, &p->node) != 0) free(p);
+}
+
+/* The messages may go out: its op is running or pending. */
+static int op_live(fh_call *c) { return op_outstanding(&c->op); }
+
+/* Whether the call's answer can carry messages at all. */
+static int can_carry(const fh_call *c) {
+    if (c->submitted) return c->d.message != NULL; /* zero unless the desc is 1.1 */
+    return !c->no_messages;
+}
+
+static int frame(mcpg_buf *b, const char *id, const char *method, const char *params,
+                 size_t plen) {
+    int rc = mcpg_buf_puts(b, "{\"jsonrpc\":\"2.0\",");
+    if (id) rc |= mcpg_buf_printf(b, "\"id\":\"%s\",", id);
+    rc |= mcpg_buf_puts(b, "\"method\":");
+    rc |= mcpg_buf_append_json_string(b, method, strlen(method));
+    if (params) {
+        rc |= mcpg_buf_puts(b, ",\"params\":");
+        rc |= mcpg_buf_append(b, params, plen);
+    }
+    return rc | mcpg_buf_puts(b, "}");
+}
+
+/* Append one framed message (taking b's text) under the lock. */
+static int msg_add(fh_call *c, mcpg_buf *b, fh_request *req) {
+    mcpg_fakehost *fh = c->fh;
+    int rc = 0;
+    pthread_mutex_lock(&fh->lock);
+    if (c->n_msgs >= FH_MSG_MAX || (req && c->outstanding >= FH_REQ_MAX)) {
+        rc = MCPG_EAGAIN;
+    } else if (c->n_msgs == c->cap_msgs) {
+        int cap = c->cap_msgs ? 2 * c->cap_msgs : 8;
+        fh_msg *m = realloc(c->msgs, (size_t)cap * sizeof *m);
+        if (!m) rc = MCPG_ENOMEM;
+        else {
+            c->msgs = m;
+            c->cap_msgs = cap;
+        }
+    }
+    if (rc == 0) {
+        c->msgs[c->n_msgs++] = (fh_msg){.json = b->data, .len = b->len, .req = req};
+        if (req) {
+            req->index = c->n_requests++;
+            c->outstanding++;
+        }
+        *b = (mcpg_buf){0};
+    }
+    pthread_mutex_unlock(&fh->lock);
+    return rc;
+}
+
+/* What both slots check first: 0, or why the message cannot go. */
+static int send_check(fh_call *c, const char *slot, const char *method, const char *params,
+                      size_t plen) {
+    if (!method || (params && mcpg_json_validate(params, plen) != 0)) {
+        fh_fail(c->fh, "host->%s: %s (module bug)", slot,
+                method ? "params_json is not valid JSON" : "no method");
+        return MCPG_EINVAL;
+    }
+    if (!op_live(c)) {
+        fh_fail(c->fh, "host->%s on a call whose op is neither running nor pending (module bug)",
+                slot);
+        return MCPG_ESTATE;
+    }
+    return can_carry(c) ? 0 : MCPG_ENOTSUP;
+}
+
+static int host_call_notify(mcpg_call *h, const char *method, const char *params,
+                            size_t plen) {
+    CALL_OR(h, "call_notify", MCPG_ESTATE);
+    int rc = send_check(c, "call_notify", method, params, plen);
+    if (rc) return rc;
+    mcpg_buf b = {0};
+    if (frame(&b, NULL, method, params, plen)) rc = MCPG_ENOMEM;
+    if (rc == 0) rc = msg_add(c, &b, NULL);
+    mcpg_buf_free(&b);
+    if (rc == 0) flush_soon(c);
+    return rc;
+}
+
+static int host_call_request(mcpg_call *h, const char *method, const char *params,
+                             size_t plen, uint64_t timeout_ms, mcpg_reply_fn fn, void *arg) {
+    CALL_OR(h, "call_request", MCPG_ESTATE);
+    if (!fn) return MCPG_EINVAL;
+    int rc = send_check(c, "call_request", method, params, plen);
+    if (rc) return rc;
+    if (c->wire == MCPG_WIRE_STATELESS) return MCPG_ENOTSUP; /* input_required instead */
+    fh_request *r = calloc(1, sizeof *r);
+    if (!r) return MCPG_ENOMEM;
+    *r = (fh_request){.c = c, .fn = fn, .arg = arg,
+                      .timeout_ms = timeout_ms ? timeout_ms : FH_REQUEST_MS};
+    snprintf(r->id, sizeof r->id, "mcpg-0-%lu", atomic_fetch_add(&request_serial, 1) + 1);
+    mcpg_buf b = {0};
+    if (frame(&b, r->id, method, params, plen)) rc = MCPG_ENOMEM;
+    if (rc == 0) rc = msg_add(c, &b, r);
+    mcpg_buf_free(&b);
+    if (rc) {
+        free(r); /* fn is never called */
+        return rc;
+    }
+    flush_soon(c);
+    return 0;
+}
+
+/* ---- replies (loop thread) ---- */
+
+static void request_closed(uv_handle_t *t) { free(t->data); }
+
+/* Unlink r from its call's list: its reply is being given. */
+static void request_unlink(fh_request *r) {
+    fh_call *c = r->c;
+    pthread_mutex_lock(&c->fh->lock);
+    for (int i = 0; i < c->n_msgs; i++)
+        if (c->msgs[i].req == r) c->msgs[i].req = NULL;
+    c->outstanding--;
+    pthread_mutex_unlock(&c->fh->lock);
+}
+
+void fh_request_answer(fh_request *r, const mcpg_reply *reply) {
+    request_unlink(r);
+    if (r->armed) uv_timer_stop(&r->timer);
+    r->fn(r->arg, reply); /* after the unlink: fn may ask again */
+    if (!r->armed) {
+        free(r);
+        return;
+    }
+    r->timer.data = r;
+    uv_close((uv_handle_t *)&r->timer, request_closed);
+}
+
+static void request_status(fh_request *r, int status) {
+    mcpg_reply reply = {.size = sizeof reply, .status = status};
+    fh_request_answer(r, &reply);
+}
+
+static void request_timed_out(uv_timer_t *t) { request_status(t->data, MCPG_ETIMEDOUT); }
+
+/* Sent: its time runs from now. */
+static void request_arm(fh_request *r) {
+    mcpg_fakehost *fh = r->c->fh;
+    uv_timer_init(&fh->loop, &r->timer);
+    r->timer.data = r;
+    r->armed = 1;
+    uv_update_time(&fh->loop);
+    uv_timer_start(&r->timer, request_timed_out, r->timeout_ms, 0);
+}
+
+/* The next message not handed on yet (its index in *at), or 0. */
+static int next_undelivered(fh_call *c, fh_msg *out, int *at) {
+    pthread_mutex_lock(&c->fh->lock);
+    int more = c->delivered < c->n_msgs;
+    if (more) {
+        *at = c->delivered++;
+        *out = c->msgs[*at];
+    }
+    pthread_mutex_unlock(&c->fh->lock);
+    return more;
+}
+
+/* Still waiting: a transport may have had its answer inside message(). */
+static int still_waiting(fh_call *c, int at, const fh_request *r) {
+    pthread_mutex_lock(&c->fh->lock);
+    int yes = c->msgs[at].req == r;
+    pthread_mutex_unlock(&c->fh->lock);
+    return yes;
+}
+
+void fh_call_flush(fh_call *c) {
+    fh_msg m;
+    int at;
+    while (next_undelivered(c, &m, &at)) {
+        int rc = 0;
+        if (c->submitted && c->d.message)
+            rc = c->d.message(c->d.transport_ctx, fh_handle(c, CALL_STAGE_TRANSPORT), m.json,
+                              m.len);
+        if (rc && !m.req) fh_note(c->fh, "the transport refused a notification: %s", m.json);
+        if (!m.req || !still_waiting(c, at, m.req)) continue;
+        if (rc) request_status(m.req, MCPG_ENOTSUP); /* its answer cannot carry it after all */
+        else request_arm(m.req);
+    }
+}
+
+/* The first request of c still waiting, or NULL. */
+static fh_request *first_waiting(fh_call *c) {
+    fh_request *r = NULL;
+    pthread_mutex_lock(&c->fh->lock);
+    for (int i = 0; i < c->n_msgs && !r; i++) r = c->msgs[i].req;
+    pthread_mutex_unlock(&c->fh->lock);
+    return r;
+}
+
+void fh_call_end_requests(fh_call *c) {
+    fh_call_flush(c);
+    for (fh_request *r; (r = first_waiting(c));) request_status(r, MCPG_ECANCELED);
+}
+
+void fh_call_free_messages(fh_call *c) {
+    for (fh_request *r; (r = first_waiting(c));) {
+        fh_fail(c->fh, "a request of a call was still waiting when the call was freed");
+        request_status(r, MCPG_ECANCELED);
+    }
+    for (int i = 0; i < c->n_msgs; i++) free(c->msgs[i].json);
+    free(c->msgs);
+    c->msgs = NULL;
+    c->n_msgs = c->cap_msgs = c->n_requests = c->outstanding = c->delivered = 0;
+    mcpg_buf_free(&c->msgs_text);
+}
+
+fh_request *fh_request_find(mcpg_fakehost *fh, const char *id, fh_call **call_out) {
+    for (fh_call *c = fh->calls; c; c = c->next) {
+        fh_request *found = NULL;
+        pthread_mutex_lock(&fh->lock);
+        for (int i = 0; i < c->n_msgs && !found; i++)
+            if (c->msgs[i].req && strcmp(c->msgs[i].req->id, id) == 0) found = c->msgs[i].req;
+        pthread_mutex_unlock(&fh->lock);
+        if (found) {
+            *call_out = c;
+            return found;
+        }
+    }
+    return NULL;
+}
+
+/* ---- what the call says about its client ---- */
+
+static void host_call_set_result_type(mcpg_call *h, uint32_t type) {
+    fh_call *c = fh_call_of(h, "host->call_set_result_type");
+    if (c) c->result_type = type;
+}
+
+static const char *host_call_session(mcpg_call *h, size_t *len) {
+    fh_call *c = fh_call_of(h, "host->call_session");
+    const char *s = c ? c->session : NULL;
+    return text_out(s, s ? strlen(s) : 0, len);
+}
+
+static const char *host_call_client_capabilities(mcpg_call *h, size_t *len) {
+    fh_call *c = fh_call_of(h, "host->call_client_capabilities");
+    const char *s = c ? c->caps : NULL;
+    return text_out(s, s ? strlen(s) : 0, len);
+}
+
+static const char *host_call_protocol_version(mcpg_call *h, size_t *len) {
+    fh_call *c = fh_call_of(h, "host->call_protocol_version");
+    const char *s = c ? c->version : NULL;
+    return text_out(s, s ? strlen(s) : 0, len);
+}
+
+/* ---- the test's side ---- */
+
+static int set_text(char **dst, const char *s) {
+    char *p = s ? fh_dup_or_null(s) : NULL;
+    if (s && !p) return MCPG_ENOMEM;
+    free(*dst);
+    *dst = p;
+    return 0;
+}
+
+int mcpg_fakehost_call_set_session(mcpg_call *call, const char *session_id) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_session");
+    return c ? set_text(&c->session, session_id) : MCPG_ESTATE;
+}
+
+int mcpg_fakehost_call_set_caps(mcpg_call *call, const char *caps_json) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_caps");
+    if (!c) return MCPG_ESTATE;
+    if (caps_json && mcpg_json_validate(caps_json, strlen(caps_json)) != 0) return MCPG_EINVAL;
+    return set_text(&c->caps, caps_json);
+}
+
+int mcpg_fakehost_call_set_version(mcpg_call *call, const char *protocol_version) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_version");
+    return c ? set_text(&c->version, protocol_version) : MCPG_ESTATE;
+}
+
+void mcpg_fakehost_call_set_streaming(mcpg_call *call, int can_carry_messages) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_streaming");
+    if (c) c->no_messages = !can_carry_messages;
+}
+
+int mcpg_fakehost_message_count(mcpg_call *call) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_message_count");
+    if (!c) return 0;
+    pthread_mutex_lock(&c->fh->lock);
+    int n = c->n_msgs;
+    pthread_mutex_unlock(&c->fh->lock);
+    return n;
+}
+
+const char *mcpg_fakehost_message(mcpg_call *call, int i) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_message");
+    if (!c) return NULL;
+    pthread_mutex_lock(&c->fh->lock);
+    const char *m = i >= 0 && i < c->n_msgs ? c->msgs[i].json : NULL;
+    pthread_mutex_unlock(&c->fh->lock);
+    return m;
+}
+
+const char *mcpg_fakehost_messages(mcpg_call *call) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_messages");
+    if (!c) return "";
+    pthread_mutex_lock(&c->fh->lock);
+    c->msgs_text.len = 0;
+    int rc = mcpg_buf_puts(&c->msgs_text, "");
+    for (int i = 0; i < c->n_msgs && !rc; i++)
+        rc = mcpg_buf_printf(&c->msgs_text, "%s%s", i ? "\n" : "", c->msgs[i].json);
+    pthread_mutex_unlock(&c->fh->lock);
+    return c->msgs_text.data ? c->msgs_text.data : "";
+}
+
+/* The call's request number `index`, still waiting; NULL if none. */
+static fh_request *request_at(fh_call *c, int index) {
+    fh_request *r = NULL;
+    pthread_mutex_lock(&c->fh->lock);
+    for (int i = 0; i < c->n_msgs && !r; i++)
+        if (c->msgs[i].req && c->msgs[i].req->index == index) r = c->msgs[i].req;
+    pthread_mutex_unlock(&c->fh->lock);
+    return r;
+}
+
+const char *mcpg_fakehost_request_id(mcpg_call *call, int index) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_request_id");
+    fh_request *r = c ? request_at(c, index) : NULL;
+    return r ? r->id : NULL;
+}
+
+typedef struct test_reply {
+    fh_call *c;
+    int index, rc;
+    mcpg_reply reply;
+} test_reply;
+
+static void reply_on_loop(void *arg) {
+    test_reply *t = arg;
+    fh_call_flush(t->c); /* a request not handed on yet is sent first */
+    fh_request *r = request_at(t->c, t->index);
+    if (!r) {
+        t->rc = MCPG_ENOENT;
+        return;
+    }
+    fh_request_answer(r, &t->reply);
+}
+
+static int test_answer(mcpg_fakehost *fh, mcpg_call *call, int index, const mcpg_reply *reply) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_reply");
+    if (!c) return MCPG_ESTATE;
+    test_reply t = {.c = c, .index = index, .reply = *reply};
+    int rc = mcpg_fakehost_run_on_loop(fh, reply_on_loop, &t);
+    return rc ? rc : t.rc;
+}
+
+int mcpg_fakehost_reply(mcpg_fakehost *fh, mcpg_call *call, int request_index,
+                        const char *result_json) {
+    if (!result_json || mcpg_json_validate(result_json, strlen(result_json)) != 0)
+        return MCPG_EINVAL;
+    mcpg_reply reply = {.size = sizeof reply, .result_json = result_json,
+                        .result_len = strlen(result_json)};
+    return test_answer(fh, call, request_index, &reply);
+}
+
+int mcpg_fakehost_reply_error(mcpg_fakehost *fh, mcpg_call *call, int request_index,
+                              int64_t code, const char *message, const char *data_json) {
+    mcpg_reply reply = {.size = sizeof reply, .is_error = 1, .error_code = code,
+                        .error_message = message ? message : "",
+                        .error_data = data_json, .error_data_len = data_json ? strlen(data_json) : 0};
+    return test_answer(fh, call, request_index, &reply);
+}
+
+int mcpg_fakehost_reply_status(mcpg_fakehost *fh, mcpg_call *call, int request_index,
+                               int status) {
+    mcpg_reply reply = {.size = sizeof reply, .status = status};
+    return test_answer(fh, call, request_index, &reply);
+}
+
+void fh_message_slots(mcpg_host *h) {
+    h->call_notify = host_call_notify;
+    h->call_request = host_call_request;
+    h->call_set_result_type = host_call_set_result_type;
+    h->call_session = host_call_session;
+    h->call_client_capabilities = host_call_client_capabilities;
+    h->call_protocol_version = host_call_protocol_version;
 }

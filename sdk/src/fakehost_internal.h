@@ -3,9 +3,12 @@
  *                         (in the test's thread or its own), timers, the pool,
  *                         memory and buffer slots, instances, list ops
  *   fakehost_call.c       the call object: slabs, handles, what stages and
- *                         backends read and write on it, running their ops
+ *                         backends read and write on it, running their ops,
+ *                         the messages it sends its client before its outcome
+ *                         (notifications, requests and their replies)
  *   fakehost_transport.c  the transport's side: call_submit and its hook,
- *                         the listener, drain, stats
+ *                         the listener, drain, stats; replies and
+ *                         subscriptions from clients, backends' news
  * Internal to the SDK: not installed. */
 #ifndef MCPG_FAKEHOST_INTERNAL_H
 #define MCPG_FAKEHOST_INTERNAL_H
@@ -23,12 +26,25 @@
 #define FH_DRAIN_MS 10000    /* how long unload waits for an instance's running work */
 #define FH_SLAB_CALLS 256    /* call objects per slab */
 #define FH_MAX_SLABS 64      /* then call_submit answers MCPG_EAGAIN, call_new NULL */
+#define FH_MSG_MAX 256       /* messages one call may send before its outcome: then MCPG_EAGAIN */
+#define FH_REQ_MAX 16        /* requests one call may have outstanding: then MCPG_EAGAIN */
+#define FH_REQUEST_MS 30000  /* a request's timeout when it gives none (the call's deadline) */
 
 typedef struct fh_work fh_work;
 typedef struct fh_header fh_header;
 typedef struct fh_call fh_call;
 typedef struct fh_later fh_later;
 typedef struct fh_listener fh_listener;
+typedef struct fh_request fh_request;
+typedef struct fh_sub fh_sub;
+
+/* One message a call sent its client before its outcome, framed as the
+ * kernel frames it; req is set while it is a request still waiting. */
+typedef struct fh_msg {
+    char *json;
+    size_t len;
+    fh_request *req;
+} fh_msg;
 
 struct mcpg_worker {
     mcpg_fakehost *fh;
@@ -117,6 +133,14 @@ struct fh_call {
     int submitted, completed, in_submit;
     mcpg_call_desc d;
     void *slots[FH_MAX_SLOTS];
+    /* ABI 1.1: what the call says about its client, and what it sent it */
+    uint32_t result_type;
+    char *session, *caps, *version;
+    int no_messages;  /* the test says its answer cannot carry messages */
+    fh_msg *msgs;     /* msgs, n_msgs, cap_msgs, n_requests, outstanding: under fh->lock */
+    int n_msgs, cap_msgs, n_requests, outstanding;
+    int delivered;    /* loop thread: messages handed on so far */
+    mcpg_buf msgs_text;
 };
 
 /* What the transport's side counts (mcpg_fakehost_stats), any thread. */
@@ -159,6 +183,10 @@ struct mcpg_fakehost {
     int draining;
     char *gateway_name, *gateway_version;
     fh_stats st;
+    /* ABI 1.1: backends' news, subscriptions, the coordinator */
+    mcpg_buf news;                  /* one line per piece of news, under lock */
+    fh_sub *subs;                   /* resource subscriptions by uri, loop thread */
+    mcpg_instance *coordinator;
 };
 
 extern mcpg_fakehost *_Atomic fh_the;
@@ -180,6 +208,7 @@ void fh_stat_add(atomic_long *counter, long n);
 
 /* ---- fakehost_call.c ---- */
 void fh_call_slots(mcpg_host *h);
+void fh_message_slots(mcpg_host *h);
 /* The object a handle names while its life lasts; else NULL, and a stale
  * or NULL handle is logged and counted as the module bug it is. */
 fh_call *fh_call_of(mcpg_call *h, const char *slot);
@@ -196,11 +225,24 @@ int fh_call_dispatch(mcpg_fakehost *fh, mcpg_instance *inst, fh_call *c);
 void fh_calls_forget(mcpg_fakehost *fh, mcpg_instance *inst);
 int fh_calls_free(mcpg_fakehost *fh);
 int fh_host_owned(mcpg_fakehost *fh, const mcpg_buf *b);
+/* The call's messages: handed to its transport, its requests armed, then
+ * (at its end) those still waiting answered MCPG_ECANCELED. Loop thread. */
+void fh_call_flush(fh_call *c);
+void fh_call_end_requests(fh_call *c);
+void fh_call_free_messages(fh_call *c);
+/* The waiting request with this minted id, with its call; NULL if none. */
+fh_request *fh_request_find(mcpg_fakehost *fh, const char *id, fh_call **call_out);
+/* Answer a waiting request (loop thread): what the client said. */
+void fh_request_answer(fh_request *r, const mcpg_reply *reply);
 
 /* ---- fakehost_transport.c ---- */
 void fh_transport_slots(mcpg_host *h);
 void fh_complete_submitted(fh_call *c);
 void fh_listener_close(mcpg_instance *inst);
 void fh_laters_cancel(mcpg_fakehost *fh);
+void fh_news_slots(mcpg_host *h);
+void fh_subs_free(mcpg_fakehost *fh);
+/* Run what was posted to the loop so far (before the calls are freed). */
+void fh_run_posts(mcpg_fakehost *fh);
 
 #endif

@@ -31,6 +31,8 @@ struct fh_listener {
     mcpg_instance *inst;
 };
 
+static int is_transport(const mcpg_instance *inst);
+
 /* ---- completing a submitted call ------------------------------------------- */
 
 /* On the loop. The transport usually releases the call inside complete():
@@ -82,13 +84,25 @@ void fh_laters_cancel(mcpg_fakehost *fh) {
 
 /* ---- call_submit ------------------------------------------------------------ */
 
-/* tools/list from the routed backend's list_tools, as {"tools":[...]}. */
-static void answer_tools_list(mcpg_fakehost *fh, fh_call *c) {
+/* The list methods, from the routed backend's list ops, as the kernel
+ * answers them: {"tools":[...]}, {"resources":[...]}, ... */
+static const char *list_key(uint32_t method) {
+    switch (method) {
+    case MCPG_METHOD_TOOLS_LIST: return "tools";
+    case MCPG_METHOD_RESOURCES_LIST: return "resources";
+    case MCPG_METHOD_RESOURCES_TEMPLATES_LIST: return "resourceTemplates";
+    case MCPG_METHOD_PROMPTS_LIST: return "prompts";
+    default: return NULL;
+    }
+}
+
+static void answer_list(mcpg_fakehost *fh, fh_call *c, const char *key) {
     mcpg_buf list = {0};
-    int rc = fh->route ? mcpg_fakehost_list(fh, fh->route, MCPG_METHOD_TOOLS_LIST, &list) : 0;
+    int rc = fh->route ? mcpg_fakehost_list(fh, fh->route, c->method_id, &list) : 0;
+    if (rc == MCPG_ENOTSUP) rc = 0; /* a backend without the op lists nothing */
     if (rc)
-        fh_call_error(c, MCPG_RPC_INTERNAL_ERROR, "list_tools failed", NULL);
-    else if (mcpg_buf_printf(&c->result, "{\"tools\":%s}", list.len ? list.data : "[]"))
+        fh_call_error(c, MCPG_RPC_INTERNAL_ERROR, "a list op failed", NULL);
+    else if (mcpg_buf_printf(&c->result, "{\"%s\":%s}", key, list.len ? list.data : "[]"))
         fh_call_error(c, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
     mcpg_buf_free(&list);
     c->dispatched = 1;
@@ -96,8 +110,9 @@ static void answer_tools_list(mcpg_fakehost *fh, fh_call *c) {
 }
 
 static void route_submitted(mcpg_fakehost *fh, fh_call *c) {
-    if (c->method_id == MCPG_METHOD_TOOLS_LIST) {
-        answer_tools_list(fh, c);
+    const char *key = list_key(c->method_id);
+    if (key) {
+        answer_list(fh, c, key);
         return;
     }
     int st = fh->route ? fh_call_dispatch(fh, fh->route, c) : MCPG_ENOTSUP;
@@ -144,6 +159,15 @@ static fh_call *submit_make(mcpg_fakehost *fh, const mcpg_call_desc *d) {
     memcpy(&c->d, d, n); /* c->d was zeroed with the object */
     c->wire = d->wire;
     c->submitted = 1;
+    /* what the call says about its client, copied (the desc's are the transport's) */
+    if ((d->session_id && !(c->session = fh_dup_n(d->session_id, d->session_id_len))) ||
+        (c->d.client_caps_json &&
+         !(c->caps = fh_dup_n(c->d.client_caps_json, c->d.client_caps_len))) ||
+        (c->d.protocol_version &&
+         !(c->version = fh_dup_n(c->d.protocol_version, c->d.protocol_version_len)))) {
+        fh_call_retire(c);
+        return NULL;
+    }
     if (d->params_json) { /* the transport's own text, as the kernel hands it on */
         char *p = fh_dup_n(d->params_json, d->params_len);
         if (!p) {
@@ -220,6 +244,7 @@ static void outcome_put(mcpg_call_outcome *out, const mcpg_call_outcome *in) {
     PUT(error_data_len);
     PUT(http_status);
     PUT(retry_after_s);
+    PUT(result_type);
 #undef PUT
 }
 
@@ -245,11 +270,293 @@ static void host_call_release(mcpg_call *h) {
     mcpg_fakehost_call_free(c->fh, h);
 }
 
+/* ---- replies from clients (ABI 1.1) ------------------------------------------ */
+
+/* The string id of a response body, decoded into id (cap bytes): 1, or 0
+ * when it has none; MCPG_EPROTO when the body is not a response. */
+static int response_id(const char *body, size_t len, char *id, size_t cap) {
+    mcpg_json_span v, idv;
+    size_t pos = 0;
+    if (mcpg_json_value(body, len, &pos, &v) != 1 || v.type != MCPG_JSON_OBJECT ||
+        mcpg_json_validate(body, len) != 0)
+        return MCPG_EPROTO;
+    if (mcpg_json_object_get(body, len, "method", &v) == 1) return MCPG_EPROTO;
+    if (mcpg_json_object_get(body, len, "result", &v) != 1 &&
+        mcpg_json_object_get(body, len, "error", &v) != 1)
+        return MCPG_EPROTO;
+    if (mcpg_json_object_get(body, len, "id", &idv) != 1) return MCPG_EPROTO;
+    if (idv.type != MCPG_JSON_STRING || mcpg_json_string_decode(&idv, id, cap, NULL) < 0)
+        return 0; /* not an id this host minted */
+    return 1;
+}
+
+/* The reply a response body carries (pointers into body). */
+static void reply_of(const char *body, size_t len, mcpg_reply *r, char *msg, size_t cap) {
+    mcpg_json_span v, f;
+    *r = (mcpg_reply){.size = sizeof *r};
+    if (mcpg_json_object_get(body, len, "result", &v) == 1) {
+        r->result_json = v.p;
+        r->result_len = v.n;
+        return;
+    }
+    mcpg_json_object_get(body, len, "error", &v);
+    r->is_error = 1;
+    r->error_message = msg;
+    msg[0] = '\0';
+    if (v.type != MCPG_JSON_OBJECT) return;
+    if (mcpg_json_object_get(v.p, v.n, "code", &f) == 1) mcpg_json_int64(&f, &r->error_code);
+    if (mcpg_json_object_get(v.p, v.n, "message", &f) == 1)
+        mcpg_json_string_decode(&f, msg, cap, NULL);
+    if (mcpg_json_object_get(v.p, v.n, "data", &f) == 1) {
+        r->error_data = f.p;
+        r->error_data_len = f.n;
+    }
+}
+
+static int same_session(const fh_call *c, const char *s, size_t n) {
+    size_t have = c->session ? strlen(c->session) : 0;
+    return have == (s ? n : 0) && (have == 0 || memcmp(c->session, s, n) == 0);
+}
+
+/* As the kernel: the response reaches the call that asked when it comes
+ * from the asking call's session; the reply runs on the loop (here, at
+ * once: this host has one). */
+static int host_reply_submit(mcpg_worker *w, const char *session, size_t session_len,
+                             const char *body, size_t len) {
+    mcpg_fakehost *fh = fh_the;
+    int rc = fh_loop_only(fh, w, "host->reply_submit");
+    if (rc) return rc;
+    char id[64], msg[512];
+    if (!body) return MCPG_EPROTO;
+    rc = response_id(body, len, id, sizeof id);
+    if (rc <= 0) return rc ? rc : MCPG_ENOENT;
+    fh_call *c = NULL;
+    fh_request *r = fh_request_find(fh, id, &c);
+    if (!r || !same_session(c, session, session_len)) return MCPG_ENOENT;
+    mcpg_reply reply;
+    reply_of(body, len, &reply, msg, sizeof msg);
+    fh_request_answer(r, &reply);
+    return 0;
+}
+
+/* ---- resource subscriptions (ABI 1.1) ------------------------------------------ */
+
+/* One uri some client subscribed to, and how many did. */
+struct fh_sub {
+    fh_sub *next;
+    int count;
+    char uri[];
+};
+
+/* A uri matches a template when each {var} stands for a non-empty run
+ * without '/' and the rest is equal (the simple expansions MCP uses). */
+static int template_match(const char *t, size_t tn, const char *u, size_t un) {
+    size_t i = 0, j = 0;
+    while (i < tn) {
+        if (t[i] != '{') {
+            if (j >= un || t[i] != u[j]) return 0;
+            i++, j++;
+            continue;
+        }
+        while (i < tn && t[i] != '}') i++;
+        i++;
+        size_t start = j;
+        char stop = i < tn ? t[i] : '\0';
+        while (j < un && u[j] != '/' && (stop == '\0' || u[j] != stop)) j++;
+        if (j == start) return 0;
+    }
+    return j == un;
+}
+
+/* Whether a listed array (of resources or templates) names uri under key. */
+static int list_names(const mcpg_buf *list, const char *key, int templ, const char *uri,
+                      size_t n) {
+    size_t it = 0;
+    mcpg_json_span item, v;
+    while (list->data && mcpg_json_array_next(list->data, list->len, &it, &item) == 1) {
+        if (mcpg_json_object_get(item.p, item.n, key, &v) != 1 || v.type != MCPG_JSON_STRING)
+            continue;
+        char text[1024];
+        size_t tn;
+        if (mcpg_json_string_decode(&v, text, sizeof text, &tn) < 0) continue;
+        if (templ ? template_match(text, tn, uri, n) : (tn == n && memcmp(text, uri, n) == 0))
+            return 1;
+    }
+    return 0;
+}
+
+static int backend_owns(mcpg_fakehost *fh, const char *uri, size_t n) {
+    mcpg_buf list = {0};
+    int owns = 0;
+    if (mcpg_fakehost_list(fh, fh->route, MCPG_METHOD_RESOURCES_LIST, &list) == 0)
+        owns = list_names(&list, "uri", 0, uri, n);
+    list.len = 0;
+    if (!owns && mcpg_fakehost_list(fh, fh->route, MCPG_METHOD_RESOURCES_TEMPLATES_LIST,
+                                    &list) == 0)
+        owns = list_names(&list, "uriTemplate", 1, uri, n);
+    mcpg_buf_free(&list);
+    return owns;
+}
+
+static fh_sub **sub_find(mcpg_fakehost *fh, const char *uri, size_t n) {
+    fh_sub **pp = &fh->subs;
+    while (*pp && !(strlen((*pp)->uri) == n && memcmp((*pp)->uri, uri, n) == 0))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static void tell_backend(mcpg_fakehost *fh, const char *uri, int on) {
+    const mcpg_backend_ops *o = fh->route->m->ops;
+    if (MCPG_HAS(o, subscribe)) o->subscribe(fh->route->state, uri, on);
+}
+
+/* As the kernel: the routed backend hears of the first subscriber and of
+ * the last one leaving, not of each. */
+static int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t n, int on) {
+    mcpg_fakehost *fh = fh_the;
+    int rc = fh_loop_only(fh, w, "host->resource_subscribe");
+    if (rc) return rc;
+    if (!uri || !fh->route || !backend_owns(fh, uri, n)) return MCPG_ENOENT;
+    fh_sub **pp = sub_find(fh, uri, n), *s = *pp;
+    if (on) {
+        if (!s) {
+            if (!(s = calloc(1, sizeof *s + n + 1))) return MCPG_ENOMEM;
+            memcpy(s->uri, uri, n);
+            *pp = s;
+        }
+        if (s->count++ == 0) tell_backend(fh, s->uri, 1);
+        return 0;
+    }
+    if (!s) return 0; /* nobody was subscribed: nothing to tell */
+    if (--s->count == 0) {
+        *pp = s->next;
+        tell_backend(fh, s->uri, 0);
+        free(s);
+    }
+    return 0;
+}
+
+void fh_subs_free(mcpg_fakehost *fh) {
+    while (fh->subs) {
+        fh_sub *s = fh->subs;
+        fh->subs = s->next;
+        free(s);
+    }
+}
+
+/* ---- backends' news (ABI 1.1) --------------------------------------------------- */
+
+/* A piece of news carried to the loop, where every transport hears it. */
+typedef struct news_post {
+    mcpg_post node;
+    mcpg_fakehost *fh;
+    const char *method;
+    char uri[]; /* "" when none */
+} news_post;
+
+static void news_to(mcpg_instance *t, const char *method, const char *uri) {
+    const mcpg_transport_ops *o = t->m->ops;
+    if (t->m->kind != MCPG_KIND_TRANSPORT || !MCPG_HAS(o, news)) return;
+    o->news(t->state, &t->fh->worker, method, *uri ? uri : NULL, strlen(uri));
+}
+
+static void news_posted(void *arg) {
+    news_post *p = arg;
+    for (mcpg_instance *t = p->fh->instances; t; t = t->next) news_to(t, p->method, p->uri);
+    free(p);
+}
+
+/* Record it (tests count it), then tell the transports on the loop. */
+static void news_add(mcpg_fakehost *fh, const char *method, const char *uri, size_t n) {
+    pthread_mutex_lock(&fh->lock);
+    mcpg_buf_printf(&fh->news, "%s %.*s\n", method, (int)n, uri ? uri : "");
+    pthread_mutex_unlock(&fh->lock);
+    news_post *p = calloc(1, sizeof *p + n + 1);
+    if (!p) return;
+    *p = (news_post){.node = {.fn = news_posted}, .fh = fh, .method = method};
+    p->node.arg = p;
+    if (n) memcpy(p->uri, uri, n);
+    if (fh_post(&fh->worker, &p->node) != 0) free(p);
+}
+
+static void host_lists_changed(mcpg_instance *self, uint32_t lists) {
+    mcpg_fakehost *fh = self ? self->fh : fh_the;
+    if (!fh) return;
+    if (lists & MCPG_LIST_TOOLS) news_add(fh, "notifications/tools/list_changed", NULL, 0);
+    if (lists & MCPG_LIST_RESOURCES)
+        news_add(fh, "notifications/resources/list_changed", NULL, 0);
+    if (lists & MCPG_LIST_PROMPTS) news_add(fh, "notifications/prompts/list_changed", NULL, 0);
+}
+
+static void host_resource_updated(mcpg_instance *self, const char *uri, size_t n) {
+    mcpg_fakehost *fh = self ? self->fh : fh_the;
+    if (!fh || !uri) return;
+    news_add(fh, "notifications/resources/updated", uri, n);
+}
+
+int mcpg_fakehost_news_count(mcpg_fakehost *fh, const char *method, const char *uri) {
+    int count = 0;
+    pthread_mutex_lock(&fh->lock);
+    for (const char *line = fh->news.data; line && *line;) {
+        const char *end = strchr(line, '\n'), *sp = strchr(line, ' ');
+        size_t ml = (size_t)(sp - line), ul = (size_t)(end - sp - 1);
+        if ((!method || (strlen(method) == ml && !strncmp(line, method, ml))) &&
+            (!uri || (strlen(uri) == ul && !strncmp(sp + 1, uri, ul))))
+            count++;
+        line = end + 1;
+    }
+    pthread_mutex_unlock(&fh->lock);
+    return count;
+}
+
+typedef struct news_call {
+    mcpg_instance *t;
+    const char *method, *uri;
+} news_call;
+
+static void news_on_loop(void *arg) {
+    news_call *n = arg;
+    news_to(n->t, n->method, n->uri ? n->uri : "");
+}
+
+int mcpg_fakehost_news(mcpg_fakehost *fh, mcpg_instance *transport, const char *method,
+                       const char *uri) {
+    if (!is_transport(transport) || !method) return MCPG_EINVAL;
+    const mcpg_transport_ops *o = transport->m->ops;
+    if (!MCPG_HAS(o, news)) return MCPG_ENOTSUP;
+    news_call n = {transport, method, uri};
+    return mcpg_fakehost_run_on_loop(fh, news_on_loop, &n);
+}
+
+/* ---- the coordinator (ABI 1.1) ----------------------------------------------------- */
+
+static const mcpg_coordinator_ops *host_coordinator(void **instance_out) {
+    mcpg_fakehost *fh = fh_the;
+    mcpg_instance *co = fh ? fh->coordinator : NULL;
+    if (instance_out) *instance_out = co ? co->state : NULL;
+    return co ? co->m->ops : NULL;
+}
+
+int mcpg_fakehost_set_coordinator(mcpg_fakehost *fh, mcpg_instance *coordinator) {
+    if (coordinator && coordinator->m->kind != MCPG_KIND_COORDINATOR) return MCPG_EINVAL;
+    fh->coordinator = coordinator;
+    return 0;
+}
+
+void fh_news_slots(mcpg_host *h) {
+    h->reply_submit = host_reply_submit;
+    h->resource_subscribe = host_resource_subscribe;
+    h->lists_changed = host_lists_changed;
+    h->resource_updated = host_resource_updated;
+    h->coordinator = host_coordinator;
+}
+
 void fh_transport_slots(mcpg_host *h) {
     h->call_submit = host_call_submit;
     h->call_cancel = host_call_cancel;
     h->call_outcome = host_call_outcome;
     h->call_release = host_call_release;
+    fh_news_slots(h);
 }
 
 /* ---- the listener --------------------------------------------------------------- */

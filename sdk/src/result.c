@@ -19,6 +19,26 @@ mcpg_status mcpg_result_text(const mcpg_host *host, mcpg_call *call, const char 
     return MCPG_DENY;
 }
 
+mcpg_status mcpg_result_input_required(const mcpg_host *host, mcpg_call *call,
+                                       const char *requests_json, size_t requests_len,
+                                       const char *state, size_t state_len) {
+    int typed = MCPG_HOST_HAS(host, call_set_result_type);
+    mcpg_buf *out = host->call_result_buf(call);
+    int rc = !out || host->buf_append(out, "{\"inputRequests\":", 17) ||
+             host->buf_append(out, requests_json, requests_len);
+    if (!rc && state)
+        rc = host->buf_append(out, ",\"requestState\":", 16) ||
+             host->buf_append_json_string(out, state, state_len);
+    if (!rc && !typed) rc = host->buf_append(out, ",\"resultType\":\"input_required\"", 30);
+    if (!rc) rc = host->buf_append(out, "}", 1);
+    if (rc) {
+        host->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
+        return MCPG_DENY;
+    }
+    if (typed) host->call_set_result_type(call, MCPG_RESULT_INPUT_REQUIRED);
+    return MCPG_CONTINUE;
+}
+
 mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t code,
                                const char *fmt, ...) {
     char msg[512];

@@ -430,6 +430,8 @@ static const mcpg_module ta_module = {
 typedef struct tt {
     const mcpg_host *host;
     int open, adopted, draining;
+    int news;              /* news op calls */
+    char last_news[160];   /* "method uri" of the last */
 } tt;
 
 typedef struct tt_conn {
@@ -506,9 +508,19 @@ static uint32_t tt_conn_count(void *inst, mcpg_worker *w) {
 static const mcpg_lifecycle_ops tt_lifecycle = {.size = sizeof(mcpg_lifecycle_ops),
                                                 .version = 1, .create = tt_create,
                                                 .destroy = tt_destroy};
+/* News outside any call: counted, the last one kept. */
+static void tt_news(void *inst, mcpg_worker *w, const char *method, const char *uri,
+                    size_t uri_len) {
+    tt *t = inst;
+    (void)w;
+    t->news++;
+    snprintf(t->last_news, sizeof t->last_news, "%s %.*s", method, (int)(uri ? uri_len : 0),
+             uri ? uri : "");
+}
+
 static const mcpg_transport_ops tt_ops = {MCPG_OPS_HEAD(mcpg_transport_ops),
                                           .conn_adopt = tt_adopt, .drain = tt_drain,
-                                          .conn_count = tt_conn_count};
+                                          .conn_count = tt_conn_count, .news = tt_news};
 static const mcpg_module tt_module = {
     .magic = MCPG_MODULE_MAGIC, .abi_major = MCPG_ABI_MAJOR, .abi_minor = MCPG_ABI_MINOR,
     .size = sizeof(mcpg_module), .kind = MCPG_KIND_TRANSPORT, .name = "transport_t",
@@ -1262,6 +1274,12 @@ static void test_buf_stats(mcpg_fakehost *fh) {
 }
 
 static void test_threads_off_loop(mcpg_fakehost *fh);
+static void test_messages(mcpg_fakehost *fh);
+static void test_message_replies(mcpg_fakehost *fh);
+static void test_transport_messages(mcpg_fakehost *fh);
+static void test_news(mcpg_fakehost *fh);
+static void test_subscribe(mcpg_fakehost *fh);
+static void test_coordinator(mcpg_fakehost *fh);
 
 int main(void) {
     setenv("UV_THREADPOOL_SIZE", "1", 1); /* before libuv's pool starts */
@@ -1285,6 +1303,13 @@ int main(void) {
     test_optional_ops(fh);
     test_outcome_size(fh);
     test_desc_size(fh);
+    test_messages(fh);
+    test_message_replies(fh);
+    test_transport_messages(fh);
+    test_news(fh);
+    test_subscribe(fh);
+    test_coordinator(fh);
+    /* after these the fake host is draining: call_submit refuses */
     test_buf_stats(fh);
     test_threaded(fh);
     test_unload_checks(fh);
@@ -1312,4 +1337,532 @@ static void test_threads_off_loop(mcpg_fakehost *fh) {
     pthread_join(th, &rc);
     MCPG_CHECK((intptr_t)rc == MCPG_ESTATE, "timer_start off the loop refused");
     MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1, "and counted");
+}
+
+/* ======== ABI 1.1 ========================================================= */
+
+/* A backend that talks to its caller before answering: tool "talk" sends a
+ * progress notification and, with "ask", a sampling request whose reply
+ * becomes its result; "typed" answers input_required; "who" says what the
+ * call says about its client; "changed" announces list changes and an
+ * updated resource; "late" keeps its handle and notifies after answering. */
+typedef struct tk {
+    const mcpg_host *host;
+    mcpg_instance *self;
+    int subscribes, unsubscribes, cancelled_replies;
+    char last_sub[64];
+    mcpg_call *late;
+} tk;
+
+typedef struct tk_wait {
+    tk *m;
+    mcpg_call *call;
+    int resumed; /* cancel answered for it: the reply only frees */
+} tk_wait;
+
+static int tk_create(const mcpg_host *host, mcpg_instance *self, const void *config,
+                     void **out) {
+    (void)config;
+    tk *m = calloc(1, sizeof *m);
+    if (!m) return MCPG_ENOMEM;
+    m->host = host;
+    m->self = self;
+    *out = m;
+    return 0;
+}
+
+static void tk_destroy(void *inst) { free(inst); }
+
+static int tk_list_tools(void *inst, mcpg_buf *out) {
+    tk *m = inst;
+    return m->host->buf_printf(out, "[{\"name\":\"talk\",\"inputSchema\":{\"type\":\"object\"}}]");
+}
+
+static int tk_list_resources(void *inst, mcpg_buf *out) {
+    tk *m = inst;
+    return m->host->buf_printf(out, "[{\"uri\":\"test://r\",\"name\":\"r\"}]");
+}
+
+static int tk_list_templates(void *inst, mcpg_buf *out) {
+    tk *m = inst;
+    return m->host->buf_printf(out, "[{\"uriTemplate\":\"test://t/{id}/data\",\"name\":\"t\"}]");
+}
+
+static mcpg_status tk_text(tk *m, mcpg_call *call, const char *text) {
+    return mcpg_result_text(m->host, call, text, strlen(text), 0);
+}
+
+/* On the loop: the client's answer (or why there is none) is the result. */
+static void tk_replied(void *arg, const mcpg_reply *r) {
+    tk_wait *w = arg;
+    tk *m = w->m;
+    if (r->status == MCPG_ECANCELED) m->cancelled_replies++;
+    if (w->resumed) {
+        free(w);
+        return;
+    }
+    char text[256];
+    snprintf(text, sizeof text, "status %d result %.*s error %lld %s", r->status,
+             (int)r->result_len, r->result_json ? r->result_json : "", (long long)r->error_code,
+             r->is_error ? r->error_message : "");
+    *m->host->call_slot(w->call, m->self) = NULL;
+    tk_text(m, w->call, text);
+    mcpg_call *call = w->call;
+    free(w);
+    m->host->call_resume(call, MCPG_CONTINUE);
+}
+
+static mcpg_status tk_talk(tk *m, mcpg_call *call, int ask, int64_t timeout_ms) {
+    const mcpg_host *h = m->host;
+    static const char progress[] = "{\"progressToken\":\"p\",\"progress\":1}";
+    int rc = h->call_notify(call, "notifications/progress", progress, sizeof progress - 1);
+    char text[64];
+    if (rc || !ask) {
+        snprintf(text, sizeof text, "notify %d", rc);
+        return tk_text(m, call, text);
+    }
+    tk_wait *w = calloc(1, sizeof *w);
+    w->m = m;
+    w->call = call;
+    rc = h->call_request(call, "sampling/createMessage", "{\"maxTokens\":5}", 15,
+                         (uint64_t)timeout_ms, tk_replied, w);
+    if (rc) {
+        free(w);
+        snprintf(text, sizeof text, "request %d", rc);
+        return tk_text(m, call, text);
+    }
+    *h->call_slot(call, m->self) = w;
+    return MCPG_PENDING;
+}
+
+static mcpg_status tk_who(tk *m, mcpg_call *call) {
+    const mcpg_host *h = m->host;
+    size_t a, b, c;
+    const char *s = h->call_session(call, &a), *caps = h->call_client_capabilities(call, &b),
+               *v = h->call_protocol_version(call, &c);
+    char text[256];
+    snprintf(text, sizeof text, "%.*s|%.*s|%.*s", s ? (int)a : 1, s ? s : "-",
+             caps ? (int)b : 1, caps ? caps : "-", v ? (int)c : 1, v ? v : "-");
+    return tk_text(m, call, text);
+}
+
+static mcpg_status tk_call_tool(void *inst, mcpg_call *call) {
+    tk *m = inst;
+    const mcpg_host *h = m->host;
+    size_t n;
+    const char *args = h->call_args(call, &n);
+    mcpg_json_span v;
+    int64_t timeout = 0;
+    if (h->json_object_get(args, n, "timeout", &v) == 1) h->json_int64(&v, &timeout);
+    char what[16] = "talk";
+    if (h->json_object_get(args, n, "what", &v) == 1)
+        h->json_string_decode(&v, what, sizeof what, NULL);
+    if (!strcmp(what, "typed")) {
+        h->call_set_result_type(call, MCPG_RESULT_INPUT_REQUIRED);
+        return tk_text(m, call, "typed");
+    }
+    if (!strcmp(what, "who")) return tk_who(m, call);
+    if (!strcmp(what, "changed")) {
+        h->lists_changed(m->self, MCPG_LIST_TOOLS | MCPG_LIST_PROMPTS);
+        h->resource_updated(m->self, "test://r", 8);
+        return tk_text(m, call, "changed");
+    }
+    if (!strcmp(what, "late")) {
+        m->late = call;
+        return tk_text(m, call, "late");
+    }
+    return tk_talk(m, call, !strcmp(what, "ask"), timeout);
+}
+
+/* The client left while the request waited: answer now; the request itself
+ * is then answered MCPG_ECANCELED by the host, and frees the wait. */
+static void tk_cancel(void *inst, mcpg_call *call) {
+    tk *m = inst;
+    void **slot = m->host->call_slot(call, m->self);
+    tk_wait *w = slot ? *slot : NULL;
+    if (!w) return;
+    w->resumed = 1;
+    *slot = NULL;
+    m->host->call_error(call, MCPG_RPC_SERVER_ERROR, "cancelled", NULL);
+    m->host->call_resume(call, MCPG_DENY);
+}
+
+static void tk_subscribe(void *inst, const char *uri, int on) {
+    tk *m = inst;
+    if (on) m->subscribes++;
+    else m->unsubscribes++;
+    snprintf(m->last_sub, sizeof m->last_sub, "%s", uri);
+}
+
+static const mcpg_lifecycle_ops tk_lifecycle = {.size = sizeof(mcpg_lifecycle_ops),
+                                                .version = 1, .create = tk_create,
+                                                .destroy = tk_destroy};
+static const mcpg_backend_ops tk_ops = {MCPG_OPS_HEAD(mcpg_backend_ops),
+                                        .list_tools = tk_list_tools,
+                                        .call_tool = tk_call_tool,
+                                        .list_resources = tk_list_resources,
+                                        .list_resource_templates = tk_list_templates,
+                                        .cancel = tk_cancel, .subscribe = tk_subscribe};
+static const mcpg_module tk_module = {
+    .magic = MCPG_MODULE_MAGIC, .abi_major = MCPG_ABI_MAJOR, .abi_minor = MCPG_ABI_MINOR,
+    .size = sizeof(mcpg_module), .kind = MCPG_KIND_BACKEND, .name = "backend_talk",
+    .version = "1", .build_id = "test", .flags = MCPG_MOD_INLINE_SAFE,
+    .lifecycle = &tk_lifecycle, .ops = &tk_ops};
+
+static mcpg_call *talk(mcpg_fakehost *fh, const char *args, mcpg_wire wire) {
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "talk", args, "3");
+    MCPG_REQUIRE(c, "call_new");
+    mcpg_fakehost_call_set_wire(c, wire);
+    return c;
+}
+
+/* The result's one text item, decoded enough for these tests. */
+static int result_has(mcpg_call *c, const char *needle) {
+    const char *r = mcpg_fakehost_result(c);
+    return r && strstr(r, needle) != NULL;
+}
+
+static void test_messages(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    MCPG_CHECK(MCPG_HOST_HAS(h, call_notify) && MCPG_HOST_HAS(h, coordinator),
+               "the 1.1 slots are there");
+    mcpg_instance *be;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tk_module, "talk", NULL, &be) == 0, "load");
+    for (int inl = 0; inl < 2; inl++) {
+        mcpg_fakehost_set_inline(be, inl);
+        mcpg_call *c = talk(fh, "{\"what\":\"talk\"}", MCPG_WIRE_STATELESS);
+        MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE && result_has(c, "notify 0"),
+                   "inline %d: a notification on the stateless wire is fine", inl);
+        MCPG_CHECK(mcpg_fakehost_message_count(c) == 1 &&
+                       !strcmp(mcpg_fakehost_message(c, 0),
+                               "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+                               "\"params\":{\"progressToken\":\"p\",\"progress\":1}}"),
+                   "framed as JSON-RPC: %s", mcpg_fakehost_messages(c));
+        MCPG_CHECK(mcpg_fakehost_message(c, 1) == NULL, "one only");
+        mcpg_fakehost_call_free(fh, c);
+
+        c = talk(fh, "{\"what\":\"ask\"}", MCPG_WIRE_STATELESS);
+        MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE &&
+                       result_has(c, "request -9"), "inline %d: no request on the stateless wire: %s",
+                   inl, mcpg_fakehost_result(c));
+        MCPG_CHECK(mcpg_fakehost_message_count(c) == 1, "the refused request is not kept");
+        mcpg_fakehost_call_free(fh, c);
+    }
+    mcpg_call *c = talk(fh, "{\"what\":\"talk\"}", MCPG_WIRE_LEGACY);
+    mcpg_fakehost_call_set_streaming(c, 0);
+    MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE && result_has(c, "notify -9"),
+               "an answer that cannot carry messages: ENOTSUP");
+    MCPG_CHECK(mcpg_fakehost_message_count(c) == 0, "nothing kept");
+    mcpg_fakehost_call_free(fh, c);
+
+    c = talk(fh, "{\"what\":\"typed\"}", MCPG_WIRE_STATELESS);
+    mcpg_call_outcome o;
+    MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE, "typed");
+    mcpg_fakehost_outcome(c, &o);
+    MCPG_CHECK(o.result_type == MCPG_RESULT_INPUT_REQUIRED, "result type %u", o.result_type);
+    mcpg_fakehost_call_free(fh, c);
+
+    c = talk(fh, "{\"what\":\"who\"}", MCPG_WIRE_LEGACY);
+    MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE && result_has(c, "-|-|-"),
+               "unknown until set: %s", mcpg_fakehost_result(c));
+    mcpg_fakehost_call_free(fh, c);
+    c = talk(fh, "{\"what\":\"who\"}", MCPG_WIRE_LEGACY);
+    MCPG_CHECK(mcpg_fakehost_call_set_caps(c, "{bad") == MCPG_EINVAL, "caps must be JSON");
+    mcpg_fakehost_call_set_session(c, "s-1");
+    mcpg_fakehost_call_set_caps(c, "{\"sampling\":{}}");
+    mcpg_fakehost_call_set_version(c, "2025-11-25");
+    MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE &&
+                   result_has(c, "s-1|{\\\"sampling\\\":{}}|2025-11-25"),
+               "as set: %s", mcpg_fakehost_result(c));
+    mcpg_fakehost_call_free(fh, c);
+
+    /* a handle kept past the op's answer: no more messages */
+    mcpg_fakehost_set_inline(be, 1);
+    c = talk(fh, "{\"what\":\"late\"}", MCPG_WIRE_LEGACY);
+    MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE, "late");
+    tk *m = mcpg_fakehost_state(be);
+    MCPG_CHECK(h->call_notify(m->late, "notifications/message", NULL, 0) == MCPG_ESTATE,
+               "a notification after the answer is refused");
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1, "as a module bug");
+    mcpg_fakehost_call_free(fh, c);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, be) == 0, "unload");
+}
+
+static void test_message_replies(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_instance *be;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tk_module, "talk", NULL, &be) == 0, "load");
+    tk *m = mcpg_fakehost_state(be);
+    for (int inl = 0; inl < 2; inl++) {
+        mcpg_fakehost_set_inline(be, inl);
+        mcpg_call *c = talk(fh, "{\"what\":\"ask\"}", MCPG_WIRE_LEGACY);
+        MCPG_CHECK(mcpg_fakehost_dispatch(fh, be, c) == MCPG_PENDING, "waits for its client");
+        MCPG_CHECK(mcpg_fakehost_wait(fh, c, 50) == MCPG_ETIMEDOUT, "until it answers");
+        const char *id = mcpg_fakehost_request_id(c, 0);
+        char want[160];
+        snprintf(want, sizeof want, "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"method\":"
+                 "\"sampling/createMessage\",\"params\":{\"maxTokens\":5}}", id ? id : "?");
+        MCPG_CHECK(id && !strncmp(id, "mcpg-0-", 7) && mcpg_fakehost_message_count(c) == 2 &&
+                       !strcmp(mcpg_fakehost_message(c, 1), want),
+                   "a request with a minted id after the notification: %s",
+                   mcpg_fakehost_messages(c));
+        MCPG_CHECK(mcpg_fakehost_reply(fh, c, 1, "{}") == MCPG_ENOENT, "no request 1");
+        MCPG_CHECK(mcpg_fakehost_reply(fh, c, 0, "{\"model\":\"m\"}") == 0, "answered");
+        MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE &&
+                       result_has(c, "status 0 result {\\\"model\\\":\\\"m\\\"} error 0"),
+                   "the reply reached the backend: %s", mcpg_fakehost_result(c));
+        MCPG_CHECK(mcpg_fakehost_reply(fh, c, 0, "{}") == MCPG_ENOENT, "answered once");
+        MCPG_CHECK(mcpg_fakehost_request_id(c, 0) == NULL, "no longer waiting");
+        mcpg_fakehost_call_free(fh, c);
+    }
+    mcpg_call *c = talk(fh, "{\"what\":\"ask\"}", MCPG_WIRE_LEGACY);
+    mcpg_fakehost_dispatch(fh, be, c);
+    mcpg_fakehost_reply_error(fh, c, 0, -1, "User rejected", "{\"why\":1}");
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_CONTINUE &&
+                   result_has(c, "error -1 User rejected"), "an error reply: %s",
+               mcpg_fakehost_result(c));
+    mcpg_fakehost_call_free(fh, c);
+
+    c = talk(fh, "{\"what\":\"ask\",\"timeout\":30}", MCPG_WIRE_LEGACY);
+    uint64_t t0 = h->mono_us();
+    MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE &&
+                   result_has(c, "status -6"), "times out: %s", mcpg_fakehost_result(c));
+    MCPG_CHECK(h->mono_us() - t0 >= 30000, "after its timeout");
+    mcpg_fakehost_call_free(fh, c);
+
+    c = talk(fh, "{\"what\":\"ask\"}", MCPG_WIRE_LEGACY);
+    mcpg_fakehost_dispatch(fh, be, c);
+    mcpg_fakehost_run_for(fh, 20);
+    int before = m->cancelled_replies;
+    h->call_cancel(c);
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_DENY, "cancel answered it");
+    MCPG_CHECK(m->cancelled_replies == before + 1, "the request got MCPG_ECANCELED");
+    MCPG_CHECK(mcpg_fakehost_reply(fh, c, 0, "{}") == MCPG_ENOENT, "nothing waits any more");
+    mcpg_fakehost_call_free(fh, c);
+    MCPG_CHECK(mcpg_fakehost_failures(fh) == 0, "no failures: %s", mcpg_fakehost_log_text(fh));
+    MCPG_CHECK(mcpg_fakehost_unload(fh, be) == 0, "unload");
+}
+
+/* ---- the transport's side of messages ---- */
+
+typedef struct mctx {
+    int completed, seen_at_complete;
+    char msgs[4][256];
+    int n;
+    mcpg_call_outcome o;
+    char result[512];
+} mctx;
+
+static int m_message(void *ctx, mcpg_call *call, const char *json, size_t len) {
+    mctx *t = ctx;
+    (void)call;
+    if (t->n < 4) snprintf(t->msgs[t->n], sizeof t->msgs[0], "%.*s", (int)len, json);
+    t->n++;
+    return 0;
+}
+
+static void m_complete(void *ctx, mcpg_call *call) {
+    mctx *t = ctx;
+    t->completed++;
+    t->seen_at_complete = t->n;
+    mcpg_fakehost_outcome(call, &t->o);
+    if (t->o.result)
+        snprintf(t->result, sizeof t->result, "%.*s", (int)t->o.result_len, t->o.result);
+}
+
+static int two_messages(void *arg) { return ((mctx *)arg)->n >= 2; }
+static int m_completed(void *arg) { return ((mctx *)arg)->completed > 0; }
+
+static mcpg_call *m_submit(mcpg_fakehost *fh, mctx *t, const char *method, const char *args,
+                           uint32_t size) {
+    mcpg_call_desc d = {.size = size, .wire = MCPG_WIRE_LEGACY, .method = method,
+                        .method_len = strlen(method), .name = "talk", .name_len = 4,
+                        .args_json = args, .args_len = args ? strlen(args) : 0,
+                        .id_json = "9", .id_len = 1, .session_id = "s1", .session_id_len = 2,
+                        .transport_ctx = t, .complete = m_complete, .message = m_message,
+                        .client_caps_json = "{\"elicitation\":{}}", .client_caps_len = 18,
+                        .protocol_version = "2025-11-25", .protocol_version_len = 10};
+    mcpg_call *c = NULL;
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    int rc = h->call_submit(h->worker_current(), &d, &c);
+    MCPG_CHECK(rc == 0 && c, "submit: %d", rc);
+    return c;
+}
+
+static void test_transport_messages(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_worker *w = h->worker_current();
+    mcpg_instance *be;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tk_module, "talk", NULL, &be) == 0, "load");
+    mcpg_fakehost_route(fh, be);
+
+    mctx t = {0};
+    mcpg_call *c = m_submit(fh, &t, "tools/call", "{\"what\":\"ask\"}", sizeof(mcpg_call_desc));
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, two_messages, &t, 5000) == 0 && !t.completed,
+               "the messages reach the transport before the outcome");
+    MCPG_CHECK(!strcmp(t.msgs[0], "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+                                  "\"params\":{\"progressToken\":\"p\",\"progress\":1}}"),
+               "notification: %s", t.msgs[0]);
+    const char *id = mcpg_fakehost_request_id(c, 0);
+    MCPG_REQUIRE(id, "a request waits");
+    MCPG_CHECK(strstr(t.msgs[1], "\"method\":\"sampling/createMessage\"") &&
+                   strstr(t.msgs[1], id), "request: %s", t.msgs[1]);
+    char body[256];
+    snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"a\":1}}", id);
+    MCPG_CHECK(h->reply_submit(w, "s2", 2, body, strlen(body)) == MCPG_ENOENT,
+               "another session's answer does not reach it");
+    static const char req[] = "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"m\"}";
+    static const char unknown[] = "{\"jsonrpc\":\"2.0\",\"id\":\"mcpg-0-0\",\"result\":{}}";
+    MCPG_CHECK(h->reply_submit(w, "s1", 2, req, sizeof req - 1) == MCPG_EPROTO,
+               "a request is not a response");
+    MCPG_CHECK(h->reply_submit(w, "s1", 2, unknown, sizeof unknown - 1) == MCPG_ENOENT,
+               "an unknown id");
+    MCPG_CHECK(h->reply_submit(w, "s1", 2, body, strlen(body)) == 0, "the asker's session");
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, m_completed, &t, 5000) == 0 &&
+                   strstr(t.result, "status 0 result {\\\"a\\\":1}") && t.seen_at_complete == 2,
+               "completed with the reply: %s", t.result);
+    MCPG_CHECK(h->reply_submit(w, "s1", 2, body, strlen(body)) == MCPG_ENOENT, "once");
+    h->call_release(c);
+
+    memset(&t, 0, sizeof t);
+    c = m_submit(fh, &t, "tools/call", "{\"what\":\"who\"}", sizeof(mcpg_call_desc));
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, m_completed, &t, 5000) == 0 &&
+                   strstr(t.result, "s1|{\\\"elicitation\\\":{}}|2025-11-25"),
+               "the desc's session, caps and version: %s", t.result);
+    h->call_release(c);
+
+    memset(&t, 0, sizeof t);
+    c = m_submit(fh, &t, "tools/call", "{\"what\":\"talk\"}", MCPG_CALL_DESC_SIZE_1_0);
+    MCPG_CHECK(mcpg_fakehost_run_until(fh, m_completed, &t, 5000) == 0 &&
+                   strstr(t.result, "notify -9") && t.n == 0,
+               "a 1.0 transport cannot carry messages: %s", t.result);
+    h->call_release(c);
+
+    memset(&t, 0, sizeof t);
+    c = m_submit(fh, &t, "resources/templates/list", NULL, sizeof(mcpg_call_desc));
+    MCPG_CHECK(t.completed && strstr(t.result, "{\"resourceTemplates\":[{\"uriTemplate\""),
+               "lists from the routed backend: %s", t.result);
+    h->call_release(c);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, be) == 0, "unload");
+}
+
+static void test_news(mcpg_fakehost *fh) {
+    mcpg_instance *be, *tr;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tk_module, "talk", NULL, &be) == 0, "load");
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tt_module, "tr", NULL, &tr) == 0, "load transport");
+    tt *t = mcpg_fakehost_state(tr);
+    mcpg_call *c = talk(fh, "{\"what\":\"changed\"}", MCPG_WIRE_STATELESS);
+    MCPG_CHECK(mcpg_fakehost_run(fh, be, c, 5000) == MCPG_CONTINUE, "changed");
+    mcpg_fakehost_call_free(fh, c);
+    MCPG_CHECK(mcpg_fakehost_news_count(fh, "notifications/tools/list_changed", NULL) == 1 &&
+                   mcpg_fakehost_news_count(fh, "notifications/prompts/list_changed", NULL) == 1 &&
+                   mcpg_fakehost_news_count(fh, "notifications/resources/list_changed", NULL) == 0,
+               "one entry per list named");
+    MCPG_CHECK(mcpg_fakehost_news_count(fh, "notifications/resources/updated", "test://r") == 1 &&
+                   mcpg_fakehost_news_count(fh, NULL, "test://x") == 0 &&
+                   mcpg_fakehost_news_count(fh, NULL, NULL) == 3, "and the updated uri");
+    mcpg_fakehost_run_for(fh, 10);
+    MCPG_CHECK(t->news == 3 && !strcmp(t->last_news, "notifications/resources/updated test://r"),
+               "the transport heard each: %d, %s", t->news, t->last_news);
+    MCPG_CHECK(mcpg_fakehost_news(fh, tr, "notifications/tools/list_changed", NULL) == 0 &&
+                   t->news == 4, "driven directly");
+    MCPG_CHECK(mcpg_fakehost_news(fh, be, "x", NULL) == MCPG_EINVAL, "transports only");
+    mcpg_fakehost_unload(fh, tr);
+    mcpg_fakehost_unload(fh, be);
+}
+
+static void test_subscribe(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_worker *w = h->worker_current();
+    mcpg_instance *be;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tk_module, "talk", NULL, &be) == 0, "load");
+    tk *m = mcpg_fakehost_state(be);
+    MCPG_CHECK(h->resource_subscribe(w, "test://r", 8, 1) == MCPG_ENOENT, "no backend routed");
+    mcpg_fakehost_route(fh, be);
+    MCPG_CHECK(h->resource_subscribe(w, "test://r", 8, 1) == 0 &&
+                   h->resource_subscribe(w, "test://r", 8, 1) == 0, "two subscribers");
+    MCPG_CHECK(m->subscribes == 1 && !strcmp(m->last_sub, "test://r"), "the backend hears once");
+    h->resource_subscribe(w, "test://r", 8, 0);
+    MCPG_CHECK(m->unsubscribes == 0, "one is left");
+    h->resource_subscribe(w, "test://r", 8, 0);
+    MCPG_CHECK(m->unsubscribes == 1, "the last one left");
+    MCPG_CHECK(h->resource_subscribe(w, "test://t/5/data", 15, 1) == 0 && m->subscribes == 2 &&
+                   !strcmp(m->last_sub, "test://t/5/data"), "a uri of a template");
+    MCPG_CHECK(h->resource_subscribe(w, "test://t//data", 14, 1) == MCPG_ENOENT &&
+                   h->resource_subscribe(w, "test://nope", 11, 1) == MCPG_ENOENT,
+               "uris it does not own");
+    mcpg_fakehost_unload(fh, be);
+}
+
+/* A coordinator that stores nothing: only its table matters here. */
+static int tc_create(const mcpg_host *host, mcpg_instance *self, const void *config,
+                     void **out) {
+    (void)host, (void)self, (void)config;
+    static int state;
+    *out = &state;
+    return 0;
+}
+static void tc_destroy(void *inst) { (void)inst; }
+static int tc_get(void *i, mcpg_worker *w, const char *k, size_t n, mcpg_coord_cb cb, void *a) {
+    (void)i, (void)w, (void)k, (void)n, (void)cb, (void)a;
+    return MCPG_ENOTSUP;
+}
+static int tc_put(void *i, mcpg_worker *w, const char *k, size_t n, const char *v, size_t vn,
+                  uint64_t ttl, mcpg_coord_cb cb, void *a) {
+    (void)i, (void)w, (void)k, (void)n, (void)v, (void)vn, (void)ttl, (void)cb, (void)a;
+    return MCPG_ENOTSUP;
+}
+static int tc_incr(void *i, mcpg_worker *w, const char *k, size_t n, int64_t d, uint64_t ttl,
+                   mcpg_coord_cb cb, void *a) {
+    (void)i, (void)w, (void)k, (void)n, (void)d, (void)ttl, (void)cb, (void)a;
+    return MCPG_ENOTSUP;
+}
+static int tc_cas(void *i, mcpg_worker *w, const char *k, size_t n, uint64_t rev, const char *v,
+                  size_t vn, uint64_t ttl, mcpg_coord_cb cb, void *a) {
+    (void)rev;
+    return tc_put(i, w, k, n, v, vn, ttl, cb, a);
+}
+static int tc_scan(void *i, mcpg_worker *w, const char *p, size_t n, mcpg_coord_cb each,
+                   mcpg_coord_cb cb, void *a) {
+    (void)each;
+    return tc_get(i, w, p, n, cb, a);
+}
+static int tc_publish(void *i, mcpg_worker *w, const char *s, const char *d, size_t n,
+                      mcpg_coord_cb cb, void *a) {
+    (void)d;
+    return tc_get(i, w, s, n, cb, a);
+}
+static int tc_subscribe(void *i, mcpg_worker *w, const char *s, mcpg_coord_msg_cb cb, void *a,
+                        mcpg_coord_sub **out) {
+    (void)i, (void)w, (void)s, (void)cb, (void)a, (void)out;
+    return MCPG_ENOTSUP;
+}
+static void tc_unsubscribe(void *i, mcpg_coord_sub *sub) { (void)i, (void)sub; }
+static const mcpg_lifecycle_ops tc_lifecycle = {.size = sizeof(mcpg_lifecycle_ops),
+                                                .version = 1, .create = tc_create,
+                                                .destroy = tc_destroy};
+static const mcpg_coordinator_ops tc_ops = {
+    MCPG_OPS_HEAD(mcpg_coordinator_ops), .get = tc_get, .put = tc_put, .incr = tc_incr,
+    .put_if_absent = tc_put, .compare_and_set = tc_cas, .del = tc_get, .scan_prefix = tc_scan,
+    .publish = tc_publish, .subscribe = tc_subscribe, .unsubscribe = tc_unsubscribe};
+static const mcpg_module tc_module = {
+    .magic = MCPG_MODULE_MAGIC, .abi_major = MCPG_ABI_MAJOR, .abi_minor = MCPG_ABI_MINOR,
+    .size = sizeof(mcpg_module), .kind = MCPG_KIND_COORDINATOR, .name = "coordinator_t",
+    .version = "1", .build_id = "test", .lifecycle = &tc_lifecycle, .ops = &tc_ops};
+
+static void test_coordinator(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    void *inst = (void *)1;
+    MCPG_CHECK(h->coordinator(&inst) == NULL && inst == NULL, "none by default");
+    mcpg_instance *co, *be;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tc_module, "co", NULL, &co) == 0, "load");
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, &tk_module, "talk", NULL, &be) == 0, "load");
+    MCPG_CHECK(mcpg_fakehost_set_coordinator(fh, be) == MCPG_EINVAL, "a backend is not one");
+    MCPG_CHECK(mcpg_fakehost_set_coordinator(fh, co) == 0, "set");
+    const mcpg_coordinator_ops *o = h->coordinator(&inst);
+    MCPG_CHECK(o == &tc_ops && inst == mcpg_fakehost_state(co), "its ops and instance");
+    MCPG_CHECK(o->get(inst, h->worker_current(), "k", 1, NULL, NULL) == MCPG_ENOTSUP, "callable");
+    mcpg_fakehost_unload(fh, co);
+    MCPG_CHECK(h->coordinator(&inst) == NULL, "gone with its instance");
+    mcpg_fakehost_unload(fh, be);
 }

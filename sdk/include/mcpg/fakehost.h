@@ -165,6 +165,10 @@ int mcpg_fakehost_set_inline(mcpg_instance *inst, int on);
 mcpg_call *mcpg_fakehost_call_new(mcpg_fakehost *fh, const char *method, const char *target,
                                   const char *args_json, const char *id_json);
 int mcpg_fakehost_call_set_header(mcpg_call *call, const char *lname, const char *value);
+/* Replace the params call_new built (host->call_params), e.g. to add _meta,
+ * inputResponses or requestState; the arguments stay as given. 0,
+ * MCPG_EINVAL when params_json is not a JSON object, MCPG_ENOMEM. */
+int mcpg_fakehost_call_set_params(mcpg_call *call, const char *params_json);
 void mcpg_fakehost_call_set_wire(mcpg_call *call, mcpg_wire wire);
 /* Free a call. One still running or pending is a failure and is leaked
  * instead (an op may still hold it). */
@@ -220,10 +224,86 @@ const char *mcpg_fakehost_error_message(mcpg_call *call); /* NULL when no error 
 int mcpg_fakehost_list(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_method which,
                        mcpg_buf *out);
 
+/* ---- ABI 1.1: what a call says about its client, and what it sends it ----
+ *
+ * host->call_session, ->call_client_capabilities and ->call_protocol_version
+ * answer what the test set here (NULL until then); for a submitted call,
+ * what its desc carried (session_id, client_caps_json, protocol_version).
+ * Copied; 0, MCPG_EINVAL (caps that are not JSON) or MCPG_ENOMEM. */
+int mcpg_fakehost_call_set_session(mcpg_call *call, const char *session_id);
+int mcpg_fakehost_call_set_caps(mcpg_call *call, const char *caps_json);
+int mcpg_fakehost_call_set_version(mcpg_call *call, const char *protocol_version);
+/* 0: this call's answer cannot carry messages (a unary JSON answer):
+ * call_notify and call_request answer MCPG_ENOTSUP. A submitted call can
+ * carry them when its desc has a message callback. Default 1. */
+void mcpg_fakehost_call_set_streaming(mcpg_call *call, int can_carry_messages);
+
+/* host->call_notify and ->call_request behave as the kernel's: allowed
+ * while the call's op runs or is pending (else a failure and MCPG_ESTATE),
+ * from any thread; each message is framed as JSON-RPC, kept in order and
+ * handed on the loop to a submitted call's transport (desc->message), all
+ * before complete():
+ *   {"jsonrpc":"2.0","method":M,"params":P}             (a notification)
+ *   {"jsonrpc":"2.0","id":"mcpg-0-<n>","method":M,"params":P}  (a request)
+ * ("params" left out when NULL). MCPG_ENOTSUP when the answer cannot carry
+ * messages, and for call_request on the stateless wire (the default wire of
+ * mcpg_fakehost_call_new: set MCPG_WIRE_LEGACY to send requests);
+ * MCPG_EAGAIN past FH_MSG_MAX (256) messages or 16 waiting requests.
+ * A request's reply runs once on the loop: the test's (below), a client's
+ * through host->reply_submit, MCPG_ETIMEDOUT after its timeout (0: 30 s),
+ * MCPG_ECANCELED when the call's op answers first (before complete()), or
+ * MCPG_ENOTSUP when the transport's message callback refused it. */
+int mcpg_fakehost_message_count(mcpg_call *call);
+/* Message i (from 0), NUL-terminated; NULL past the end. */
+const char *mcpg_fakehost_message(mcpg_call *call, int i);
+/* All of them so far, one per line ("" when none); borrowed until the next
+ * call of this function on the call. */
+const char *mcpg_fakehost_messages(mcpg_call *call);
+/* The minted id of the call's request number request_index (from 0, in the
+ * order of call_request), while it waits; NULL otherwise. */
+const char *mcpg_fakehost_request_id(mcpg_call *call, int request_index);
+/* Answer the call's request number request_index as its client would: with
+ * a result object's text, a JSON-RPC error, or a status (MCPG_EUNAVAIL: the
+ * client's stream went away). The reply runs on the loop before these
+ * return (any thread, through run_on_loop while the loop has its own).
+ * 0, MCPG_ENOENT when that request is not waiting, MCPG_EINVAL. */
+int mcpg_fakehost_reply(mcpg_fakehost *fh, mcpg_call *call, int request_index,
+                        const char *result_json);
+int mcpg_fakehost_reply_error(mcpg_fakehost *fh, mcpg_call *call, int request_index,
+                              int64_t code, const char *message, const char *data_json);
+int mcpg_fakehost_reply_status(mcpg_fakehost *fh, mcpg_call *call, int request_index,
+                               int status);
+
+/* ---- ABI 1.1: news, subscriptions, the coordinator ----
+ * host->lists_changed and ->resource_updated (any thread) are recorded, one
+ * entry per list and per uri, and handed on the loop to every loaded
+ * transport's news op (method notifications/tools/list_changed, ...,
+ * notifications/resources/updated with the uri). Count them here: method
+ * and uri NULL match any. Any thread. */
+int mcpg_fakehost_news_count(mcpg_fakehost *fh, const char *method, const char *uri);
+/* Drive a transport's news op directly, on the loop (any thread): 0,
+ * MCPG_ENOTSUP without the op, MCPG_EINVAL. */
+int mcpg_fakehost_news(mcpg_fakehost *fh, mcpg_instance *transport, const char *method,
+                       const char *uri);
+/* host->resource_subscribe routes to the routed backend (mcpg_fakehost_route)
+ * when it lists the uri or a template matching it (else MCPG_ENOENT), and
+ * calls its subscribe op for the first subscriber and when the last one
+ * leaves, as the kernel does. host->reply_submit finds the waiting request
+ * by its minted id among all calls, and gives its reply when the session is
+ * the asking call's (else MCPG_ENOENT; MCPG_EPROTO for a body that is not a
+ * JSON-RPC response). */
+
+/* The instance host->coordinator returns (NULL: none, the default). It must
+ * be a loaded coordinator-kind instance: MCPG_EINVAL otherwise. Unloading
+ * it sets none again. */
+int mcpg_fakehost_set_coordinator(mcpg_fakehost *fh, mcpg_instance *coordinator);
+
 /* ---- the transport's side ----
- * host->call_submit works: tools/list is answered from the routed backend's
- * list_tools ({"tools":[...]}), calls go to its ops, the rest is "method not
- * found"; complete() runs on the loop as in the kernel, with the handle
+ * host->call_submit works: tools/list, resources/list,
+ * resources/templates/list and prompts/list are answered from the routed
+ * backend's list ops ({"tools":[...]}, {"resources":[...]},
+ * {"resourceTemplates":[...]}, {"prompts":[...]}), calls go to its ops, the
+ * rest is "method not found"; complete() runs on the loop as in the kernel, with the handle
  * call_submit gave out. */
 void mcpg_fakehost_route(mcpg_fakehost *fh, mcpg_instance *backend);
 

@@ -91,6 +91,19 @@ int mcpg_name_valid(const char *s, size_t n);
  * so a backend can `return mcpg_result_text(...)`. */
 mcpg_status mcpg_result_text(const mcpg_host *host, mcpg_call *call, const char *text,
                              size_t n, int is_error);
+/* mcpg_result_input_required: the call's result becomes the stateless
+ * wire's InputRequiredResult (2026-07-28, SEP-2322):
+ *   {"inputRequests":<requests_json>,"requestState":"<state>"}
+ * (requestState left out when state is NULL), typed
+ * MCPG_RESULT_INPUT_REQUIRED through host->call_set_result_type; a host
+ * without that slot (ABI 1.0) gets "resultType":"input_required" in the
+ * object itself. requests_json is an object's text: {key: {method, params}}.
+ * The client retries the same request with params.inputResponses (the same
+ * keys) and the echoed requestState. MCPG_CONTINUE, or MCPG_DENY with an
+ * internal error when memory ran out. */
+mcpg_status mcpg_result_input_required(const mcpg_host *host, mcpg_call *call,
+                                       const char *requests_json, size_t requests_len,
+                                       const char *state, size_t state_len);
 /* A JSON-RPC error with a printf-style message; returns MCPG_DENY. */
 mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t code,
                                const char *fmt, ...) MCPG_PRINTF(4, 5);
