@@ -59,18 +59,21 @@ else
 fi
 
 # ---- npm packages under test folders -----------------------------------------
-# Later issues (the official MCP TypeScript SDK clients, the conformance suite,
-# Node 22 for it) install npm packages into their own test folder, never
-# globally. Each folder holds a package.json and a package-lock.json with the
-# versions locked; add one line per folder below, e.g.:
-#
-#   npm_ci_in tests/conformance
+# Test folders that need npm packages (the official MCP TypeScript SDK clients,
+# the conformance suite and the Node 22 it needs) install them into the folder,
+# never globally. Each folder holds a package.json and a package-lock.json with
+# the versions locked; one npm_ci_in line per folder below.
 #
 # npm_ci_in runs `npm ci` only when node_modules is missing or older than the
-# lock file, so a second run is fast and offline. The first issue that adds a
-# folder also adds `nodejs npm` to APT_PACKAGES above.
+# lock file, so a second run is quiet, fast and offline. Node.js 20 and its npm
+# come with the machine (a Node.js build that bundles npm): Debian's own `npm`
+# package would pull Debian's Node 18 over it, so it is not in APT_PACKAGES.
 npm_ci_in() {
   local dir=$1
+  command -v npm >/dev/null 2>&1 || {
+    echo "install-deps: npm is missing (needed for $dir); install Node.js 20 with npm" >&2
+    exit 1
+  }
   [ -f "$dir/package-lock.json" ] || { echo "install-deps: $dir has no package-lock.json" >&2; exit 1; }
   if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
     echo "install-deps: npm ci in $dir"
@@ -79,6 +82,8 @@ npm_ci_in() {
   fi
 }
 # ---- npm folders: add below this line -----------------------------------------
+npm_ci_in tests/conformance   # the MCP conformance suite and the Node 22 it runs on
+npm_ci_in tests/clients       # the official TypeScript SDK clients, v1 and v2
 
 # ---- end of npm folders -------------------------------------------------------
 

@@ -2,7 +2,13 @@
  * send the next; on any failure close and connect again.
  *
  * A slot owns one request at a time (closed loop), so its buffers are reused
- * for every call and nothing is allocated per call. */
+ * for every call and nothing is allocated per call.
+ *
+ * On the legacy wire a slot first opens a session (initialize, then
+ * notifications/initialized answered 202) and then sends its calls with the
+ * session's Mcp-Session-Id. The session outlives reconnects (it is HTTP's, not
+ * TCP's); a 404 or a failed handshake ends it and the next send opens another.
+ * Handshake messages are not calls: only their failures are counted. */
 #define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stdio.h>
@@ -113,7 +119,28 @@ static void on_write(uv_write_t *req, int status) {
     }
 }
 
-/* Send the next call: try the write inline (nearly always complete on
+static bool legacy(const load_conn *c) { return c->run->opts->wire == LOAD_WIRE_LEGACY; }
+
+/* The next message of the slot into wbuf: the call, or the handshake step
+ * its session is at. */
+static void format_next(load_conn *c) {
+    load_run *run = c->run;
+    const load_opts *o = run->opts;
+    if (!legacy(c)) {
+        c->wlen = load_request_format(&run->tmpl, c->id, NULL, 0, c->wbuf);
+        return;
+    }
+    if (c->session_len == 0) c->stage = STAGE_INITIALIZE;
+    switch (c->stage) {
+    case STAGE_INITIALIZE: c->wlen = load_initialize_format(o->host_port, o->path, c->id, c->wbuf); break;
+    case STAGE_INITIALIZED:
+        c->wlen = load_initialized_format(o->host_port, o->path, c->session, c->session_len, c->wbuf);
+        break;
+    default: c->wlen = load_request_format(&run->tmpl, c->id, c->session, c->session_len, c->wbuf); break;
+    }
+}
+
+/* Send the next message: try the write inline (nearly always complete on
  * loopback, and no callback to wait for), queue the rest only if needed. */
 static void conn_send(load_conn *c) {
     load_run *run = c->run;
@@ -123,8 +150,8 @@ static void conn_send(load_conn *c) {
         return;
     }
     c->id = run->next_id++;
-    c->wlen = load_request_format(&run->tmpl, c->id, c->wbuf);
-    load_resp_reset(&c->resp, run->opts->max_response);
+    format_next(c);
+    load_resp_reset(&c->resp, run->opts->max_response, legacy(c));
     c->rlen = 0;
     c->in_flight = true;
     c->sent_ns = uv_hrtime();
@@ -148,17 +175,32 @@ static void conn_send(load_conn *c) {
 /* How much of a body an error description quotes (the body is not NUL-terminated). */
 static int shown(size_t len) { return len < 200 ? (int)len : 200; }
 
-/* Judge a complete answer; returns the error kind, or LOAD_ERR_COUNT for good. */
-static load_err_kind judge(load_conn *c, const char *body, size_t len) {
+/* The JSON-RPC response of an answer: the body itself, or the one response
+ * event of an SSE body (NULL when there is none, or more than one). */
+static const char *response_of(load_conn *c, char *body, size_t len, size_t *rlen) {
+    *rlen = len;
+    if (!(c->resp.flags & LOAD_RESP_SSE)) return body;
+    const char *json;
+    return load_sse_response(body, len, &json, rlen) == 1 ? json : NULL;
+}
+
+/* Judge a complete answer; returns the error kind, or LOAD_ERR_COUNT for good.
+ * expect: the --expect text (NULL for handshake answers). An SSE body is
+ * rewritten in place while its response is looked for. */
+static load_err_kind judge(load_conn *c, char *body, size_t len, const char *expect) {
     const load_opts *o = c->run->opts;
     if (c->resp.status != 200) {
         describe_error(c, LOAD_ERR_HTTP_STATUS, "HTTP %d: %.*s", c->resp.status, shown(len), body);
         return LOAD_ERR_HTTP_STATUS;
     }
+    size_t rlen;
+    const char *resp = response_of(c, body, len, &rlen);
     load_rpc_reply r;
     const char *why = NULL;
     load_err_kind k = LOAD_ERR_MISMATCH;
-    if (load_rpc_scan(body, len, &r) < 0)
+    if (!resp)
+        why = "not exactly one JSON-RPC response among the SSE events";
+    else if (load_rpc_scan(resp, rlen, &r) < 0)
         why = "body is not a JSON object";
     else if (r.has_error)
         why = "JSON-RPC error", k = LOAD_ERR_RPC_ERROR;
@@ -168,7 +210,7 @@ static load_err_kind judge(load_conn *c, const char *body, size_t len) {
         why = "id differs";
     else if (r.tool_error)
         why = "result.isError is true", k = LOAD_ERR_TOOL_ERROR;
-    else if (o->expect && !memmem(body, len, o->expect, strlen(o->expect)))
+    else if (expect && !memmem(resp, rlen, expect, strlen(expect)))
         why = "--expect text missing";
     if (!why) return LOAD_ERR_COUNT;
     describe_error(c, k, "%s: %.*s", why, shown(len), body);
@@ -185,16 +227,55 @@ static void print_answer_once(load_conn *c) {
     fputc('\n', stdout);
 }
 
+/* A legacy handshake answer: keep the session from initialize's answer,
+ * expect 202 for notifications/initialized. LOAD_ERR_COUNT when good. */
+static load_err_kind handshake_answer(load_conn *c) {
+    load_resp *r = &c->resp;
+    if (c->stage == STAGE_INITIALIZED) {
+        if (r->status == 202) return c->stage = STAGE_CALLS, LOAD_ERR_COUNT;
+        describe_error(c, LOAD_ERR_HTTP_STATUS, "notifications/initialized answered HTTP %d, not 202", r->status);
+        return LOAD_ERR_HTTP_STATUS;
+    }
+    load_err_kind k = judge(c, c->rbuf + r->head_len, r->body_len, NULL);
+    if (k != LOAD_ERR_COUNT) return k;
+    if (r->session_len == 0) {
+        describe_error(c, LOAD_ERR_MISMATCH, "initialize answered without Mcp-Session-Id");
+        return LOAD_ERR_MISMATCH;
+    }
+    memcpy(c->session, c->rbuf + r->session_off, r->session_len);
+    c->session_len = r->session_len;
+    c->stage = STAGE_INITIALIZED;
+    return LOAD_ERR_COUNT;
+}
+
+/* A failed handshake: count it, end the session, reconnect after a pause. */
+static void handshake_failed(load_conn *c, load_err_kind k) {
+    c->session_len = 0;
+    c->stage = STAGE_NONE;
+    count_error(c, k);
+    conn_drop(c, true);
+}
+
 static void on_answer(load_conn *c) {
     uint64_t now = uv_hrtime();
-    size_t total = c->resp.head_len + c->resp.body_len;
-    load_err_kind k = judge(c, c->rbuf + c->resp.head_len, c->resp.body_len);
+    size_t total = c->resp.wire_len;
+    load_resp_dechunk(&c->resp, c->rbuf);
+    bool is_call = !legacy(c) || c->stage == STAGE_CALLS;
+    load_err_kind k = is_call ? judge(c, c->rbuf + c->resp.head_len, c->resp.body_len, c->run->opts->expect)
+                              : handshake_answer(c);
     c->in_flight = false;
-    if (k == LOAD_ERR_COUNT) {
+    if (!is_call && k != LOAD_ERR_COUNT) {
+        handshake_failed(c, k);
+        return;
+    }
+    if (!is_call) {
+        /* the handshake's next step, or the first call */
+    } else if (k == LOAD_ERR_COUNT) {
         print_answer_once(c);
         count_ok(c, now - c->sent_ns);
     } else {
         count_error(c, k);
+        if (legacy(c) && c->resp.status == 404) c->session_len = 0; /* the session is gone: open another */
     }
     if (c->rlen > total) {
         fail(c, LOAD_ERR_PROTOCOL, "bytes after the answer", 0);
@@ -212,7 +293,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     load_conn *c = h->data;
     size_t limit = LOAD_RESP_HEAD_MAX + c->run->opts->max_response;
     size_t want = c->rcap;
-    if (c->resp.head_len) want = c->resp.head_len + c->resp.body_len; /* exact once known */
+    if (c->resp.head_len && !(c->resp.flags & LOAD_RESP_CHUNKED))
+        want = c->resp.head_len + c->resp.body_len; /* exact once known */
     if (c->rlen == c->rcap && want <= c->rcap) want = c->rcap * 2;
     if (want > limit) want = limit;
     if (want > c->rcap) {
@@ -292,7 +374,7 @@ int load_conn_init(load_run *run, load_conn *c) {
     memset(c, 0, sizeof *c);
     c->run = run;
     c->state = CONN_CLOSED;
-    c->wbuf = malloc(run->tmpl.max_len);
+    c->wbuf = malloc(run->tmpl.max_len > LOAD_HANDSHAKE_MAX ? run->tmpl.max_len : LOAD_HANDSHAKE_MAX);
     c->rcap = READ_BUF_INITIAL;
     c->rbuf = malloc(c->rcap);
     return c->wbuf && c->rbuf ? 0 : -1;

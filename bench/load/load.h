@@ -7,8 +7,9 @@
  * Pieces, each in its own file so later work (open loop, the legacy wire,
  * threads, tool mixes; see roadmap 07) can replace one without the others:
  *   hist.c     log-linear latency histogram
- *   resp.c     incremental HTTP/1.1 response framing
+ *   resp.c     incremental HTTP/1.1 response framing (chunked on the legacy wire)
  *   rpc.c      request text and JSON-RPC answer checks
+ *   sse.c      finding the JSON-RPC response among an SSE answer's events
  *   conn.c     one connection's life: connect, send, read, reconnect
  *   report.c   the human table and the JSON line
  *   main.c     options, phases, progress
@@ -50,6 +51,13 @@ void load_hist_merge(load_hist *dst, const load_hist *src);
 unsigned load_hist_index(uint64_t ns);
 uint64_t load_hist_bucket_high(unsigned idx);
 
+/* ---- which MCP wire ----
+ * stateless: 2026-07-28, every request self-contained (_meta, Mcp-Method).
+ * legacy: 2025-11-25, a session per connection slot (initialize, then
+ * notifications/initialized, then calls carrying Mcp-Session-Id); answers
+ * may be SSE, framed by chunked transfer coding. */
+typedef enum { LOAD_WIRE_STATELESS, LOAD_WIRE_LEGACY } load_wire;
+
 /* ---- HTTP/1.1 response framing ---- */
 enum {
     LOAD_RESP_MORE = 0,      /* need more bytes */
@@ -61,20 +69,40 @@ enum {
 };
 
 #define LOAD_RESP_HEAD_MAX 16384u
-#define LOAD_RESP_CLOSE 0x1u /* "Connection: close" */
+#define LOAD_RESP_CLOSE 0x1u   /* "Connection: close" */
+#define LOAD_RESP_CHUNKED 0x2u /* Transfer-Encoding: chunked (only when allowed) */
+#define LOAD_RESP_SSE 0x4u     /* Content-Type: text/event-stream */
+#define LOAD_SESSION_MAX 128u  /* longest Mcp-Session-Id kept */
 
 typedef struct {
     size_t scan;     /* where the search for the end of the head resumes */
     size_t head_len; /* 0 until the head is complete */
-    size_t body_len;
+    size_t body_len; /* chunked: the decoded bytes so far */
     size_t body_max;
+    size_t wire_len; /* the whole message's bytes in the buffer, once DONE */
+    size_t chunk_at; /* chunked: offset of the next chunk-size line */
+    size_t session_off, session_len; /* Mcp-Session-Id value in the buffer (len 0: none) */
     int status;
     unsigned flags;
+    bool allow_chunked;
 } load_resp;
 
-void load_resp_reset(load_resp *r, size_t body_max);
+/* allow_chunked: decode chunked answers (the legacy wire's SSE) instead of
+ * refusing them with LOAD_RESP_ECHUNKED. */
+void load_resp_reset(load_resp *r, size_t body_max, bool allow_chunked);
 int load_resp_feed(load_resp *r, const char *buf, size_t len);
+/* After DONE on a chunked answer: move the chunks' data together in place,
+ * so the body is buf[head_len .. head_len + body_len). */
+void load_resp_dechunk(load_resp *r, char *buf);
 const char *load_resp_strerror(int rc);
+
+/* ---- SSE answers ----
+ * The data of the one event that is a JSON-RPC response (has "result" or
+ * "error"); events without data (priming, keep-alive) and notifications are
+ * passed over. Multi-line data is joined in place, so body is modified.
+ * Returns 1 with *json and *json_len set, 0 when no event is a response, -1 when
+ * more than one is or an event's data is not a JSON object. */
+int load_sse_response(char *body, size_t len, const char **json, size_t *json_len);
 
 /* ---- JSON-RPC request and answer ---- */
 typedef struct {
@@ -88,11 +116,20 @@ typedef struct {
 } load_request_tmpl;
 
 /* 0, or -1 with a message in err[errlen] (tool name not header-safe, ...). */
-int load_request_tmpl_init(load_request_tmpl *t, const char *host_port, const char *path, const char *tool,
-                           const char *message, char *err, size_t errlen);
+int load_request_tmpl_init(load_request_tmpl *t, load_wire wire, const char *host_port, const char *path,
+                           const char *tool, const char *message, char *err, size_t errlen);
 void load_request_tmpl_free(load_request_tmpl *t);
-/* Write the request for `id` into dst (at least t->max_len bytes); returns its length. */
-size_t load_request_format(const load_request_tmpl *t, uint64_t id, char *dst);
+/* Write the tools/call for `id` into dst (at least t->max_len bytes); returns
+ * its length. session (legacy wire; at most LOAD_SESSION_MAX bytes) adds an
+ * Mcp-Session-Id header; NULL adds none. */
+size_t load_request_format(const load_request_tmpl *t, uint64_t id, const char *session, size_t session_len,
+                           char *dst);
+/* The legacy handshake: initialize (no session yet), then
+ * notifications/initialized on the session. Each fits in LOAD_HANDSHAKE_MAX. */
+#define LOAD_HANDSHAKE_MAX 1024u
+size_t load_initialize_format(const char *host_port, const char *path, uint64_t id, char *dst);
+size_t load_initialized_format(const char *host_port, const char *path, const char *session, size_t session_len,
+                               char *dst);
 
 typedef struct {
     bool has_id;
@@ -132,6 +169,7 @@ const char *load_err_name(load_err_kind k);
 /* ---- the run ---- */
 typedef struct {
     const char *url;
+    load_wire wire;
     char host_port[64];
     char path[256];
     struct sockaddr_in addr;
@@ -164,6 +202,9 @@ typedef struct load_run load_run;
 
 typedef enum { CONN_CLOSED, CONN_CONNECTING, CONN_OPEN, CONN_CLOSING, CONN_BACKOFF } load_conn_state;
 
+/* Where a legacy-wire slot is in its session's life. */
+typedef enum { STAGE_NONE, STAGE_INITIALIZE, STAGE_INITIALIZED, STAGE_CALLS } load_stage;
+
 typedef struct {
     uv_tcp_t tcp;
     uv_connect_t connect_req;
@@ -183,6 +224,9 @@ typedef struct {
     char *rbuf;
     size_t rlen, rcap;
     load_resp resp;
+    load_stage stage; /* legacy wire; kept across reconnects with the session */
+    char session[LOAD_SESSION_MAX];
+    size_t session_len;
 } load_conn;
 
 struct load_run {

@@ -17,8 +17,10 @@
 
 static void usage(FILE *out) {
     fputs("usage: mcpg-load [options]\n"
-          "Closed-loop load on the MCP stateless wire (2026-07-28 tools/call).\n"
+          "Closed-loop load with MCP tools/call, every answer checked.\n"
           "  --url URL            http://IPv4:PORT/PATH (default http://127.0.0.1:8080/mcp)\n"
+          "  --wire W             stateless (2026-07-28, default) or legacy (2025-11-25: a session\n"
+          "                       per connection, opened once; answers as SSE or one JSON body)\n"
           "  -c, --connections N  keep-alive connections, one call in flight each (default 64)\n"
           "  -d, --duration S     measured window in seconds (default 10)\n"
           "  -w, --warmup S       seconds of load before the window, not counted (default 2)\n"
@@ -81,6 +83,7 @@ static int parse_url(load_opts *o, const char *url) {
 
 enum {
     OPT_URL = 256,
+    OPT_WIRE,
     OPT_MAX_CALLS,
     OPT_TOOL,
     OPT_MESSAGE,
@@ -95,6 +98,7 @@ enum {
 
 static const struct option long_opts[] = {
     {"url", required_argument, NULL, OPT_URL},
+    {"wire", required_argument, NULL, OPT_WIRE},
     {"connections", required_argument, NULL, 'c'},
     {"duration", required_argument, NULL, 'd'},
     {"warmup", required_argument, NULL, 'w'},
@@ -118,6 +122,14 @@ static const char *apply_opt(load_opts *o, int ch, const char *arg) {
     uint64_t u;
     switch (ch) {
     case OPT_URL: o->url = arg; return parse_url(o, arg) < 0 ? "--url" : NULL;
+    case OPT_WIRE:
+        if (strcmp(arg, "stateless") == 0)
+            o->wire = LOAD_WIRE_STATELESS;
+        else if (strcmp(arg, "legacy") == 0)
+            o->wire = LOAD_WIRE_LEGACY;
+        else
+            return "--wire";
+        return NULL;
     case 'c':
         if (parse_u64(arg, 1, CONNECTIONS_MAX, &u) < 0) return "--connections";
         o->connections = (unsigned)u;
@@ -282,7 +294,7 @@ static int init_run(load_run *run, const load_opts *o, uv_loop_t *loop) {
         memset(generated, 'x', o->message_size);
         generated[o->message_size] = '\0';
     }
-    int rc = load_request_tmpl_init(&run->tmpl, o->host_port, o->path, o->tool,
+    int rc = load_request_tmpl_init(&run->tmpl, o->wire, o->host_port, o->path, o->tool,
                                     generated ? generated : o->message, err, sizeof err);
     free(generated); /* the template holds its own escaped copy */
     if (rc < 0) {

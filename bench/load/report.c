@@ -76,8 +76,9 @@ void load_report_human(const load_run *run, FILE *out) {
     const load_hist *h = &m->hist;
     double secs = measured_seconds(run);
     char b1[32], b2[32], b3[32], b4[32];
-    fprintf(out, "mcpg-load: %s  tool %s  %u connections  warm-up %.1f s  measured %.2f s\n", run->opts->url,
-            run->opts->tool, run->nconns, run->opts->warmup_s, secs);
+    fprintf(out, "mcpg-load: %s  %s wire  tool %s  %u connections  warm-up %.1f s  measured %.2f s\n",
+            run->opts->url, run->opts->wire == LOAD_WIRE_LEGACY ? "legacy" : "stateless", run->opts->tool,
+            run->nconns, run->opts->warmup_s, secs);
     fprintf(out, "  %12s %10s %8s %9s %9s %9s %9s %9s %9s\n", "calls/s", "ok", "errors", "p50 us", "p90 us",
             "p99 us", "p99.9 us", "max us", "mean us");
     fprintf(out, "  %12.1f %10s %8s %9.0f %9.0f %9.0f %9.0f %9.0f %9.1f\n",
@@ -108,7 +109,8 @@ void load_report_json(const load_run *run, FILE *out) {
     const load_stats *m = &run->measure;
     const load_hist *h = &m->hist;
     double secs = measured_seconds(run);
-    fputs("{\"bench\":\"mcpg-load\",\"wire\":\"stateless\",\"method\":\"tools/call\",\"url\":", out);
+    fprintf(out, "{\"bench\":\"mcpg-load\",\"wire\":\"%s\",\"method\":\"tools/call\",\"url\":",
+            run->opts->wire == LOAD_WIRE_LEGACY ? "legacy" : "stateless");
     json_string(out, run->opts->url);
     fputs(",\"mcp_tool\":", out);
     json_string(out, run->opts->tool);

@@ -3,19 +3,25 @@
  * The caller keeps appending bytes to one buffer and calls load_resp_feed
  * with all of it; the search for the end of the head resumes where it
  * stopped, so a response trickling in byte by byte is scanned once. Only
- * what framing needs is parsed: the status, Content-Length, Connection and
- * the presence of Transfer-Encoding. Chunked answers are refused rather than
- * decoded: our gateway and nginx answer with Content-Length, and a chunked
- * (streamed) answer on this path is itself a finding worth an error. */
+ * what framing needs is parsed: the status, Content-Length, Connection,
+ * Content-Type (is it SSE), Mcp-Session-Id and Transfer-Encoding. On the
+ * stateless wire chunked answers are refused rather than decoded: our gateway
+ * and nginx answer with Content-Length, and a streamed answer there is itself
+ * a finding worth an error. On the legacy wire an SSE answer is streamed, so
+ * chunks are walked as they arrive and joined once the last one is in. */
 #define _GNU_SOURCE /* memmem */
 #include <string.h>
 #include <strings.h>
 
 #include "load.h"
 
-void load_resp_reset(load_resp *r, size_t body_max) {
+/* A chunk-size line longer than this is malformed (hex digits and extensions). */
+#define CHUNK_LINE_MAX 1024u
+
+void load_resp_reset(load_resp *r, size_t body_max, bool allow_chunked) {
     memset(r, 0, sizeof *r);
     r->body_max = body_max;
+    r->allow_chunked = allow_chunked;
 }
 
 const char *load_resp_strerror(int rc) {
@@ -73,7 +79,15 @@ static bool has_close_token(const char *v, size_t n) {
     return false;
 }
 
-static int parse_header(load_resp *r, const char *s, size_t n, bool *have_len) {
+/* The media type, before any parameters, is text/event-stream. */
+static bool is_event_stream(const char *v, size_t n) {
+    const char *semi = memchr(v, ';', n);
+    size_t len = semi ? (size_t)(semi - v) : n;
+    while (len && (v[len - 1] == ' ' || v[len - 1] == '\t')) len--;
+    return name_is(v, len, "text/event-stream");
+}
+
+static int parse_header(load_resp *r, const char *base, const char *s, size_t n, bool *have_len) {
     const char *colon = memchr(s, ':', n);
     if (!colon || colon == s || s[0] == ' ' || s[0] == '\t') return LOAD_RESP_EBAD; /* no obs-fold */
     size_t name_len = (size_t)(colon - s);
@@ -82,8 +96,18 @@ static int parse_header(load_resp *r, const char *s, size_t n, bool *have_len) {
     while (end > v && (end[-1] == ' ' || end[-1] == '\t')) end--;
     size_t vlen = (size_t)(end - v);
     if (name_is(s, name_len, "content-length")) return parse_content_length(r, v, vlen, have_len);
-    if (name_is(s, name_len, "transfer-encoding")) return LOAD_RESP_ECHUNKED;
+    if (name_is(s, name_len, "transfer-encoding")) {
+        /* chunked must be the last coding, and we decode no other */
+        if (!r->allow_chunked || !name_is(v, vlen, "chunked")) return LOAD_RESP_ECHUNKED;
+        r->flags |= LOAD_RESP_CHUNKED;
+    }
     if (name_is(s, name_len, "connection") && has_close_token(v, vlen)) r->flags |= LOAD_RESP_CLOSE;
+    if (name_is(s, name_len, "content-type") && is_event_stream(v, vlen)) r->flags |= LOAD_RESP_SSE;
+    if (name_is(s, name_len, "mcp-session-id")) {
+        if (vlen == 0 || vlen > LOAD_SESSION_MAX) return LOAD_RESP_EBAD;
+        r->session_off = (size_t)(v - base);
+        r->session_len = vlen;
+    }
     return 0;
 }
 
@@ -95,18 +119,87 @@ static int parse_head(load_resp *r, const char *head, size_t head_len) {
         const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
         if (!eol) return LOAD_RESP_EBAD;
         int rc = first ? parse_status_line(r, p, (size_t)(eol - p))
-                       : parse_header(r, p, (size_t)(eol - p), &have_len);
+                       : parse_header(r, head, p, (size_t)(eol - p), &have_len);
         if (rc < 0) return rc;
         first = false;
         p = eol + 2;
     }
     if (first) return LOAD_RESP_EBAD;
     bool bodyless = (r->status >= 100 && r->status < 200) || r->status == 204 || r->status == 304;
-    if (bodyless)
+    if (bodyless) {
         r->body_len = 0;
-    else if (!have_len)
+        r->flags &= ~LOAD_RESP_CHUNKED;
+    } else if (r->flags & LOAD_RESP_CHUNKED) {
+        if (have_len) return LOAD_RESP_EBAD; /* both framings: a smuggling shape */
+        r->body_len = 0;
+    } else if (!have_len) {
         return LOAD_RESP_ENOLEN;
+    }
     return 0;
+}
+
+/* The chunk-size line at p (hex digits, optional ";ext"), up to its CRLF. */
+static int parse_chunk_size(const char *p, size_t n, size_t *size) {
+    size_t v = 0, i = 0;
+    for (; i < n; i++) {
+        char ch = p[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0'
+              : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+              : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (d < 0) break;
+        if (i >= 15) return LOAD_RESP_ETOOBIG;
+        v = v * 16 + (size_t)d;
+    }
+    if (i == 0 || (i < n && p[i] != ';' && p[i] != ' ' && p[i] != '\t')) return LOAD_RESP_EBAD;
+    *size = v;
+    return 0;
+}
+
+/* Walk the chunks that have arrived; DONE once the last chunk and the
+ * trailer section are in (wire_len then covers the whole message). */
+static int feed_chunks(load_resp *r, const char *buf, size_t len) {
+    for (;;) {
+        size_t at = r->chunk_at;
+        const char *eol = len > at ? memmem(buf + at, len - at, "\r\n", 2) : NULL;
+        if (!eol) return len - at > CHUNK_LINE_MAX ? LOAD_RESP_EBAD : LOAD_RESP_MORE;
+        size_t line_len = (size_t)(eol - (buf + at));
+        if (line_len > CHUNK_LINE_MAX) return LOAD_RESP_EBAD;
+        size_t size;
+        int rc = parse_chunk_size(buf + at, line_len, &size);
+        if (rc < 0) return rc;
+        size_t data = at + line_len + 2;
+        if (size == 0) { /* trailers (ignored) end with an empty line */
+            if (len - data >= 2 && memcmp(buf + data, "\r\n", 2) == 0) {
+                r->wire_len = data + 2;
+                return LOAD_RESP_DONE;
+            }
+            const char *end = len > data ? memmem(buf + data, len - data, "\r\n\r\n", 4) : NULL;
+            if (!end) return len - data > LOAD_RESP_HEAD_MAX ? LOAD_RESP_ETOOBIG : LOAD_RESP_MORE;
+            r->wire_len = (size_t)(end - buf) + 4;
+            return LOAD_RESP_DONE;
+        }
+        if (size > r->body_max - r->body_len) return LOAD_RESP_ETOOBIG;
+        if (len < data + size + 2) return LOAD_RESP_MORE;
+        if (memcmp(buf + data + size, "\r\n", 2) != 0) return LOAD_RESP_EBAD;
+        r->body_len += size;
+        r->chunk_at = data + size + 2;
+    }
+}
+
+void load_resp_dechunk(load_resp *r, char *buf) {
+    if (!(r->flags & LOAD_RESP_CHUNKED)) return;
+    size_t at = r->head_len, w = r->head_len;
+    for (;;) { /* already validated by feed_chunks */
+        const char *eol = memmem(buf + at, r->wire_len - at, "\r\n", 2);
+        size_t size;
+        parse_chunk_size(buf + at, (size_t)(eol - (buf + at)), &size);
+        if (size == 0) break;
+        size_t data = (size_t)(eol - buf) + 2;
+        memmove(buf + w, buf + data, size);
+        w += size;
+        at = data + size + 2;
+    }
+    r->body_len = w - r->head_len;
 }
 
 int load_resp_feed(load_resp *r, const char *buf, size_t len) {
@@ -122,6 +215,10 @@ int load_resp_feed(load_resp *r, const char *buf, size_t len) {
         int rc = parse_head(r, buf, head_len);
         if (rc < 0) return rc;
         r->head_len = head_len;
+        r->chunk_at = head_len;
     }
-    return len >= r->head_len + r->body_len ? LOAD_RESP_DONE : LOAD_RESP_MORE;
+    if (r->flags & LOAD_RESP_CHUNKED) return feed_chunks(r, buf, len);
+    if (len < r->head_len + r->body_len) return LOAD_RESP_MORE;
+    r->wire_len = r->head_len + r->body_len;
+    return LOAD_RESP_DONE;
 }

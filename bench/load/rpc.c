@@ -1,4 +1,5 @@
-/* The stateless-wire tools/call request and the check of its answer.
+/* The tools/call request (either wire), the legacy handshake, and the check
+ * of an answer.
  *
  * The request is kept as three fixed pieces around the two things that
  * change per call (Content-Length and the id), so formatting one is two
@@ -14,9 +15,12 @@
 
 #define LOAD_VERSION "0.1"
 #define PROTOCOL_VERSION "2026-07-28"
+#define LEGACY_VERSION "2025-11-25"
 #define MESSAGE_MAX (1u << 20)
 #define TOOL_MAX 128u
 #define JSON_DEPTH_MAX 64
+#define SESSION_HEADER "Mcp-Session-Id: "
+#define CONTENT_LENGTH "Content-Length: "
 
 size_t load_u64_to_dec(uint64_t v, char *dst) {
     char tmp[20];
@@ -75,8 +79,40 @@ static char *xasprintf_len(size_t *len, const char *fmt, ...) {
     return s;
 }
 
-int load_request_tmpl_init(load_request_tmpl *t, const char *host_port, const char *path, const char *tool,
-                           const char *message, char *err, size_t errlen) {
+/* The stateless wire: routing headers and the _meta envelope in every call. */
+static void stateless_pieces(load_request_tmpl *t, const char *host_port, const char *path, const char *tool,
+                             const char *esc) {
+    t->head_prefix = xasprintf_len(
+        &t->head_prefix_len,
+        "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: " PROTOCOL_VERSION "\r\n"
+        "Mcp-Method: tools/call\r\nMcp-Name: %s\r\n",
+        path, host_port, tool);
+    t->body_suffix = xasprintf_len(
+        &t->body_suffix_len,
+        ",\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":{\"message\":\"%s\"},"
+        "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"" PROTOCOL_VERSION "\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},"
+        "\"io.modelcontextprotocol/clientInfo\":{\"name\":\"mcpg-load\",\"version\":\"" LOAD_VERSION "\"}}}}",
+        tool, esc);
+}
+
+/* The legacy wire: the session header goes between these pieces per slot. */
+static void legacy_pieces(load_request_tmpl *t, const char *host_port, const char *path, const char *tool,
+                          const char *esc) {
+    t->head_prefix = xasprintf_len(&t->head_prefix_len,
+                                   "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                                   "Accept: application/json, text/event-stream\r\n"
+                                   "MCP-Protocol-Version: " LEGACY_VERSION "\r\n",
+                                   path, host_port);
+    t->body_suffix = xasprintf_len(
+        &t->body_suffix_len,
+        ",\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":{\"message\":\"%s\"}}}", tool,
+        esc);
+}
+
+int load_request_tmpl_init(load_request_tmpl *t, load_wire wire, const char *host_port, const char *path,
+                           const char *tool, const char *message, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     size_t mlen = strlen(message);
     if (!tool_name_ok(tool)) {
@@ -90,27 +126,19 @@ int load_request_tmpl_init(load_request_tmpl *t, const char *host_port, const ch
     char *esc = malloc(6 * mlen + 1);
     if (!esc) return snprintf(err, errlen, "out of memory"), -1;
     esc[load_json_escape(esc, message, mlen)] = '\0';
-    t->head_prefix = xasprintf_len(
-        &t->head_prefix_len,
-        "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-        "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: " PROTOCOL_VERSION "\r\n"
-        "Mcp-Method: tools/call\r\nMcp-Name: %s\r\nContent-Length: ",
-        path, host_port, tool);
+    if (wire == LOAD_WIRE_LEGACY)
+        legacy_pieces(t, host_port, path, tool, esc);
+    else
+        stateless_pieces(t, host_port, path, tool, esc);
     t->body_prefix = xasprintf_len(&t->body_prefix_len, "{\"jsonrpc\":\"2.0\",\"id\":");
-    t->body_suffix = xasprintf_len(
-        &t->body_suffix_len,
-        ",\"method\":\"tools/call\",\"params\":{\"name\":\"%s\",\"arguments\":{\"message\":\"%s\"},"
-        "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"" PROTOCOL_VERSION "\","
-        "\"io.modelcontextprotocol/clientCapabilities\":{},"
-        "\"io.modelcontextprotocol/clientInfo\":{\"name\":\"mcpg-load\",\"version\":\"" LOAD_VERSION "\"}}}}",
-        tool, esc);
     free(esc);
     if (!t->head_prefix || !t->body_prefix || !t->body_suffix) {
         load_request_tmpl_free(t);
         return snprintf(err, errlen, "out of memory"), -1;
     }
-    /* two 20-digit numbers and "\r\n\r\n" */
-    t->max_len = t->head_prefix_len + t->body_prefix_len + t->body_suffix_len + 20 + 20 + 4;
+    /* the session header, "Content-Length: ", two 20-digit numbers and "\r\n\r\n" */
+    t->max_len = t->head_prefix_len + sizeof SESSION_HEADER + LOAD_SESSION_MAX + 2 + sizeof CONTENT_LENGTH +
+                 t->body_prefix_len + t->body_suffix_len + 20 + 20 + 4;
     return 0;
 }
 
@@ -121,18 +149,62 @@ void load_request_tmpl_free(load_request_tmpl *t) {
     memset(t, 0, sizeof *t);
 }
 
-size_t load_request_format(const load_request_tmpl *t, uint64_t id, char *dst) {
+/* "Mcp-Session-Id: <session>\r\n" at p; returns the bytes written (0 without a session). */
+static size_t put_session(char *p, const char *session, size_t session_len) {
+    if (!session) return 0;
+    if (session_len > LOAD_SESSION_MAX) session_len = LOAD_SESSION_MAX; /* resp.c refuses longer */
+    memcpy(p, SESSION_HEADER, sizeof SESSION_HEADER - 1);
+    memcpy(p + sizeof SESSION_HEADER - 1, session, session_len);
+    memcpy(p + sizeof SESSION_HEADER - 1 + session_len, "\r\n", 2);
+    return sizeof SESSION_HEADER - 1 + session_len + 2;
+}
+
+size_t load_request_format(const load_request_tmpl *t, uint64_t id, const char *session, size_t session_len,
+                           char *dst) {
     char idtxt[20];
     size_t idlen = load_u64_to_dec(id, idtxt);
     size_t body_len = t->body_prefix_len + idlen + t->body_suffix_len;
     char *p = dst;
     memcpy(p, t->head_prefix, t->head_prefix_len), p += t->head_prefix_len;
+    p += put_session(p, session, session_len);
+    memcpy(p, CONTENT_LENGTH, sizeof CONTENT_LENGTH - 1), p += sizeof CONTENT_LENGTH - 1;
     p += load_u64_to_dec(body_len, p);
     memcpy(p, "\r\n\r\n", 4), p += 4;
     memcpy(p, t->body_prefix, t->body_prefix_len), p += t->body_prefix_len;
     memcpy(p, idtxt, idlen), p += idlen;
     memcpy(p, t->body_suffix, t->body_suffix_len), p += t->body_suffix_len;
     return (size_t)(p - dst);
+}
+
+/* The whole request around a body: one handshake message, rare enough that
+ * snprintf is fine. Returns the length (always below LOAD_HANDSHAKE_MAX: the
+ * pieces are bounded by host_port, path and LOAD_SESSION_MAX). */
+static size_t handshake(char *dst, const char *host_port, const char *path, const char *extra_headers,
+                        const char *session, size_t session_len, const char *body) {
+    char sess[sizeof SESSION_HEADER + LOAD_SESSION_MAX + 2];
+    sess[put_session(sess, session, session_len)] = '\0';
+    int n = snprintf(dst, LOAD_HANDSHAKE_MAX,
+                     "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                     "Accept: application/json, text/event-stream\r\n%s%sContent-Length: %zu\r\n\r\n%s",
+                     path, host_port, extra_headers, sess, strlen(body), body);
+    return n < 0 ? 0 : (size_t)n < LOAD_HANDSHAKE_MAX ? (size_t)n : LOAD_HANDSHAKE_MAX - 1;
+}
+
+size_t load_initialize_format(const char *host_port, const char *path, uint64_t id, char *dst) {
+    char body[256];
+    char idtxt[21];
+    idtxt[load_u64_to_dec(id, idtxt)] = '\0';
+    snprintf(body, sizeof body,
+             "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"" LEGACY_VERSION
+             "\",\"capabilities\":{},\"clientInfo\":{\"name\":\"mcpg-load\",\"version\":\"" LOAD_VERSION "\"}}}",
+             idtxt);
+    return handshake(dst, host_port, path, "", NULL, 0, body);
+}
+
+size_t load_initialized_format(const char *host_port, const char *path, const char *session, size_t session_len,
+                               char *dst) {
+    return handshake(dst, host_port, path, "MCP-Protocol-Version: " LEGACY_VERSION "\r\n", session, session_len,
+                     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 }
 
 /* ---- answer scanning ----

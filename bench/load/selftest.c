@@ -1,5 +1,6 @@
-/* Unit tests for mcpg-load's pure pieces: histogram, response framing,
- * answer scanning and request formatting. No sockets; run by ctest. */
+/* Unit tests for mcpg-load's pure pieces: histogram, response framing
+ * (chunked too), SSE answers, answer scanning and request formatting. No
+ * sockets; run by ctest. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +55,9 @@ static void test_hist_percentiles(void) {
 }
 
 /* Feed a response in pieces of `step` bytes, as reads would deliver it. */
-static int feed_in_steps(const char *text, size_t step, load_resp *r) {
+static int feed_steps(const char *text, size_t step, load_resp *r, bool chunked) {
     size_t len = strlen(text);
-    load_resp_reset(r, 1 << 20);
+    load_resp_reset(r, 1 << 20, chunked);
     int rc = LOAD_RESP_MORE;
     for (size_t have = step; rc == LOAD_RESP_MORE; have += step) {
         rc = load_resp_feed(r, text, have < len ? have : len);
@@ -64,6 +65,8 @@ static int feed_in_steps(const char *text, size_t step, load_resp *r) {
     }
     return rc;
 }
+
+static int feed_in_steps(const char *text, size_t step, load_resp *r) { return feed_steps(text, step, r, false); }
 
 static void test_resp(void) {
     const char *ok = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ncontent-length: 5\r\n\r\nhello";
@@ -86,13 +89,89 @@ static void test_resp(void) {
     CHECK(feed_in_steps("HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\nhello", 100, &r) == LOAD_RESP_EBAD);
     CHECK(feed_in_steps("HTTP/2 200 OK\r\nContent-Length: 0\r\n\r\n", 100, &r) == LOAD_RESP_EBAD);
     CHECK(feed_in_steps("HTTP/1.1 204 No Content\r\n\r\n", 100, &r) == LOAD_RESP_DONE);
-    load_resp_reset(&r, 4);
+    load_resp_reset(&r, 4, false);
     CHECK(load_resp_feed(&r, ok, strlen(ok)) == LOAD_RESP_ETOOBIG);
     char *big = malloc(LOAD_RESP_HEAD_MAX + 64);
     memset(big, 'a', LOAD_RESP_HEAD_MAX + 64);
-    load_resp_reset(&r, 1 << 20);
+    load_resp_reset(&r, 1 << 20, false);
     CHECK(load_resp_feed(&r, big, LOAD_RESP_HEAD_MAX + 64) == LOAD_RESP_ETOOBIG);
     free(big);
+}
+
+/* The legacy wire's SSE answer: chunked, walked as it trickles in, joined in
+ * place; the session id and the content type are seen in the head. */
+static void test_resp_chunked(void) {
+    const char *sse = "HTTP/1.1 200 OK\r\nContent-Type: Text/Event-Stream; charset=utf-8\r\n"
+                      "Mcp-Session-Id:  s-123 \r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "7\r\nid: 1\n\n\r\n"
+                      "A;ext=1\r\ndata: {}\n\n\r\n"
+                      "0\r\n\r\n";
+    load_resp r;
+    for (size_t step = 1; step < 20; step++) {
+        CHECK(feed_steps(sse, step, &r, true) == LOAD_RESP_DONE);
+        CHECK(r.status == 200 && r.wire_len == strlen(sse) && r.body_len == 17);
+        CHECK((r.flags & LOAD_RESP_SSE) && (r.flags & LOAD_RESP_CHUNKED));
+        CHECK(r.session_len == 5 && memcmp(sse + r.session_off, "s-123", 5) == 0);
+    }
+    char *buf = strdup(sse);
+    CHECK(feed_steps(buf, 1000, &r, true) == LOAD_RESP_DONE);
+    load_resp_dechunk(&r, buf);
+    CHECK(r.body_len == 17 && memcmp(buf + r.head_len, "id: 1\n\ndata: {}\n\n", 17) == 0);
+    free(buf);
+    /* trailers, then the end */
+    CHECK(feed_steps("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nX-T: 1\r\n\r\n", 3,
+                     &r, true) == LOAD_RESP_DONE);
+    CHECK(r.body_len == 1);
+    /* malformed: no CRLF after the data, a non-hex size, both framings, gzip */
+    CHECK(feed_steps("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nxy\r\n0\r\n\r\n", 100, &r,
+                     true) == LOAD_RESP_EBAD);
+    CHECK(feed_steps("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 100, &r, true) ==
+          LOAD_RESP_EBAD);
+    CHECK(feed_steps("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 100, &r,
+                     true) == LOAD_RESP_EBAD);
+    CHECK(feed_steps("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 100, &r, true) == LOAD_RESP_ECHUNKED);
+    /* the decoded body is bounded like a Content-Length one */
+    load_resp_reset(&r, 4, true);
+    const char *big = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n";
+    CHECK(load_resp_feed(&r, big, strlen(big)) == LOAD_RESP_ETOOBIG);
+    /* a 202 (notifications/initialized) with an empty body */
+    CHECK(feed_steps("HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n", 5, &r, true) == LOAD_RESP_DONE);
+    CHECK(r.status == 202 && r.wire_len == strlen("HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"));
+}
+
+/* load_sse_response on a copy of text; returns its result, the response in out. */
+static int sse(const char *text, char *out, size_t outcap) {
+    char *buf = strdup(text);
+    const char *json = NULL;
+    size_t n = 0;
+    int rc = load_sse_response(buf, strlen(buf), &json, &n);
+    out[0] = '\0';
+    if (rc == 1 && n < outcap) memcpy(out, json, n), out[n] = '\0';
+    free(buf);
+    return rc;
+}
+
+static void test_sse(void) {
+    char out[256];
+    /* priming event, a progress notification, then the response */
+    CHECK(sse("id: 7\nretry: 1000\ndata: \n\n"
+              "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n"
+              "id: 8\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n\n",
+              out, sizeof out) == 1);
+    CHECK(strcmp(out, "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}") == 0);
+    /* CRLF and CR line ends, data split over lines, no space after the colon */
+    CHECK(sse(": keep-alive\r\n\r\ndata:{\"id\":1,\r\ndata: \"result\":{\"ok\":true}}\r\r", out, sizeof out) == 1);
+    CHECK(strcmp(out, "{\"id\":1,\n\"result\":{\"ok\":true}}") == 0);
+    /* the last event may end without a blank line */
+    CHECK(sse("data: {\"id\":2,\"error\":{\"code\":-32602}}", out, sizeof out) == 1);
+    CHECK(strcmp(out, "{\"id\":2,\"error\":{\"code\":-32602}}") == 0);
+    /* none, two, or data that is not JSON */
+    CHECK(sse("id: 1\ndata: \n\n", out, sizeof out) == 0);
+    CHECK(sse("", out, sizeof out) == 0);
+    CHECK(sse("data: {\"id\":1,\"result\":{}}\n\ndata: {\"id\":1,\"result\":{}}\n\n", out, sizeof out) < 0);
+    CHECK(sse("data: not json\n\n", out, sizeof out) < 0);
+    /* "database:" is not a data line */
+    CHECK(sse("database: {\"id\":1,\"result\":{}}\n\n", out, sizeof out) == 0);
 }
 
 static int scan(const char *s, load_rpc_reply *r) { return load_rpc_scan(s, strlen(s), r); }
@@ -120,10 +199,12 @@ static void test_rpc_scan(void) {
 static void test_request(void) {
     load_request_tmpl t;
     char err[128];
-    CHECK(load_request_tmpl_init(&t, "127.0.0.1:1", "/mcp", "bad tool", "m", err, sizeof err) < 0);
-    CHECK(load_request_tmpl_init(&t, "127.0.0.1:1", "/mcp", "echo", "a\"b\\c\n", err, sizeof err) == 0);
+    CHECK(load_request_tmpl_init(&t, LOAD_WIRE_STATELESS, "127.0.0.1:1", "/mcp", "bad tool", "m", err, sizeof err) <
+          0);
+    CHECK(load_request_tmpl_init(&t, LOAD_WIRE_STATELESS, "127.0.0.1:1", "/mcp", "echo", "a\"b\\c\n", err,
+                                 sizeof err) == 0);
     char *buf = malloc(t.max_len);
-    size_t n = load_request_format(&t, 18446744073709551615ull, buf);
+    size_t n = load_request_format(&t, 18446744073709551615ull, NULL, 0, buf);
     CHECK(n <= t.max_len);
     buf[n - 1] = '\0'; /* the body ends with '}' */
     const char *body = strstr(buf, "\r\n\r\n") + 4;
@@ -135,16 +216,56 @@ static void test_request(void) {
     CHECK(strstr(body, "{\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"tools/call\"") == body);
     CHECK(strstr(body, "\"arguments\":{\"message\":\"a\\\"b\\\\c\\u000a\"}"));
     CHECK(strstr(body, "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\""));
+    CHECK(!strstr(buf, "Mcp-Session-Id"));
     free(buf);
     load_request_tmpl_free(&t);
+}
+
+/* A Content-Length header that matches the body after it. */
+static bool length_matches(const char *req) {
+    const char *body = strstr(req, "\r\n\r\n");
+    const char *cl = strstr(req, "Content-Length: ");
+    return body && cl && cl < body && (size_t)atol(cl + 16) == strlen(body + 4);
+}
+
+static void test_request_legacy(void) {
+    load_request_tmpl t;
+    char err[128];
+    CHECK(load_request_tmpl_init(&t, LOAD_WIRE_LEGACY, "127.0.0.1:1", "/mcp", "echo", "hi", err, sizeof err) == 0);
+    char *buf = calloc(1, t.max_len + 1);
+    char sid[LOAD_SESSION_MAX];
+    memset(sid, 's', sizeof sid);
+    size_t n = load_request_format(&t, 5, sid, sizeof sid, buf);
+    CHECK(n <= t.max_len);
+    buf[n] = '\0';
+    CHECK(length_matches(buf));
+    CHECK(strstr(buf, "\r\nMCP-Protocol-Version: 2025-11-25\r\nMcp-Session-Id: ssss"));
+    CHECK(!strstr(buf, "Mcp-Method") && !strstr(buf, "_meta"));
+    CHECK(strstr(buf, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+                      "\"arguments\":{\"message\":\"hi\"}}}"));
+    free(buf);
+    load_request_tmpl_free(&t);
+
+    char hs[LOAD_HANDSHAKE_MAX];
+    n = load_initialize_format("127.0.0.1:1", "/mcp", 9, hs);
+    hs[n] = '\0';
+    CHECK(length_matches(hs) && !strstr(hs, "Mcp-Session-Id"));
+    CHECK(strstr(hs, "\"id\":9,\"method\":\"initialize\"") && strstr(hs, "\"protocolVersion\":\"2025-11-25\""));
+    n = load_initialized_format("127.0.0.1:1", "/mcp", "abc", 3, hs);
+    hs[n] = '\0';
+    CHECK(length_matches(hs) && strstr(hs, "\r\nMcp-Session-Id: abc\r\n"));
+    CHECK(strstr(hs, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"));
 }
 
 int main(void) {
     test_hist_index();
     test_hist_percentiles();
     test_resp();
+    test_resp_chunked();
+    test_sse();
     test_rpc_scan();
     test_request();
+    test_request_legacy();
     if (failures)
         fprintf(stderr, "mcpg-load selftest: %d checks failed\n", failures);
     else

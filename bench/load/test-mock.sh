@@ -16,13 +16,15 @@ start_mock() { # fault args...; sets PORT and MOCK_PID
 }
 stop_mock() { kill "$MOCK_PID" 2>/dev/null; wait "$MOCK_PID" 2>/dev/null; exec 3<&-; MOCK_PID=""; }
 
-# name want_rc want_key [fault kind every] -- a run of 600 calls on 4 connections
+# name want_rc want_key [mock args] -- a run of 600 calls on 4 connections;
+# LOAD_WIRE picks mcpg-load's wire
+LOAD_WIRE=stateless
 check() {
     local name=$1 want_rc=$2 key=$3; shift 3
     start_mock "$@"
     local out rc
-    out=$("$LOAD" --url "http://127.0.0.1:$PORT/mcp" -c 4 -w 0 --max-calls 600 --timeout 0.5 \
-        --expect hello --json -q 2>/dev/null)
+    out=$("$LOAD" --url "http://127.0.0.1:$PORT/mcp" --wire "$LOAD_WIRE" -c 4 -w 0 --max-calls 600 \
+        --timeout 0.5 --expect hello --json -q 2>/dev/null)
     rc=$?
     stop_mock
     local n; n=$(sed -n "s/.*\"$key\":\([0-9]*\).*/\1/p" <<<"$out")
@@ -42,5 +44,12 @@ check chunked 1 err_protocol --fault chunked --every 50
 check drop 1 err_socket --fault drop --every 50
 check close 0 reconnects --fault close --every 50
 check stall 1 err_timeout --fault stall --every 150
+# the session wire: SSE (chunked) and JSON answers, faults inside SSE, a lost session
+LOAD_WIRE=legacy
+check legacy-sse 0 ok --wire legacy
+check legacy-json 0 ok --wire legacy-json
+check legacy-sse-bad-id 1 err_mismatch --wire legacy --fault bad-id --every 50
+check legacy-sse-tool-error 1 err_tool_error --wire legacy --fault tool-error --every 50
+check legacy-forget 1 err_http_status --wire legacy --fault forget --every 50
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
