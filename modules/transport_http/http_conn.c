@@ -9,6 +9,7 @@
  * once-per-turn service pass. */
 #include "internal.h"
 
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #if defined(__linux__)
@@ -337,6 +338,22 @@ void th_conn_service(th_conn *c) {
 
 /* ---- adopt, sweep, drain ------------------------------------------------------- */
 
+/* The address the client reached: a loopback one means the client runs on
+ * this machine (a browser page too), whatever the listener was bound to. */
+static int local_is_loopback(uv_tcp_t *t) {
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len)) return 1; /* unknown: the strict default */
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a)) return 1;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return 1; /* a unix socket: local */
+}
+
 int th_conn_adopt(th_wslot *ws, int fd) {
     const mcpg_host *host = ws->mod->host;
     th_conn *c = host->calloc(1, sizeof *c);
@@ -357,6 +374,7 @@ int th_conn_adopt(th_wslot *ws, int fd) {
         return MCPG_EIO;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
+    c->loopback = (uint8_t)local_is_loopback(&c->tcp);
     llhttp_init(&c->parser, HTTP_REQUEST, &th_parser_settings);
     c->parser.data = c;
     c->last_ms = uv_now(ws->loop);

@@ -23,6 +23,7 @@
 #include <mcpg/sdk.h>
 #include <uv.h>
 
+#include "hygiene.h"
 #include "mcp_stateless.h"
 #include "response.h"
 
@@ -44,6 +45,8 @@ typedef struct th_config {
     int64_t max_header_bytes;
     int64_t idle_timeout_ms;
     int64_t max_connections_per_worker;
+    const char *allowed_hosts;   /* JSON array text, or NULL: the loopback default */
+    const char *allowed_origins; /* JSON array text, or NULL: the loopback default */
 } th_config;
 
 /* The headers the transport itself reads, found once while parsing. */
@@ -54,6 +57,10 @@ enum {
     TH_H_MCP_METHOD,
     TH_H_MCP_NAME,
     TH_H_EXPECT,
+    TH_H_HOST,
+    TH_H_ORIGIN,
+    TH_H_SESSION_ID,
+    TH_H_LAST_EVENT_ID,
     TH_H_COUNT
 };
 
@@ -80,7 +87,7 @@ typedef struct th_req {
     th_hdr hdrs[TH_MAX_HEADERS];
     uint32_t nhdrs;
     uint8_t known[TH_H_COUNT]; /* index + 1 into hdrs, 0 = absent */
-    uint8_t dup_mask;          /* bit per TH_H_*: seen twice */
+    uint16_t dup_mask;         /* bit per TH_H_*: seen twice */
     uint8_t hstate;            /* 0 start, 1 in a field name, 2 in a value */
     uint8_t state;             /* th_req_state */
     uint8_t http_method;       /* llhttp_method_t */
@@ -130,6 +137,7 @@ struct th_conn {
     uint8_t reading, writing, dirty, in_execute;
     uint8_t again;         /* stopped after its share of this turn: service it next turn */
     uint8_t in_lf_ws;      /* the input so far ends in LF + only SP/HT (obs-fold check) */
+    uint8_t loopback;      /* accepted on a loopback address (hygiene.h defaults) */
     const char *in_start;  /* the buffer llhttp_execute is parsing ... */
     uint32_t in_seq;       /* ... and its number, counted per connection */
 };
@@ -169,6 +177,8 @@ struct th_mod {
     th_wslot **slots;
     mcpg_buf discover;   /* server/discover's body after the id */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
+    th_names hosts;      /* gateway.server.allowed_hosts, parsed */
+    th_names origins;    /* gateway.server.allowed_origins, parsed */
 };
 
 /* worker.c */

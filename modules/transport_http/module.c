@@ -19,6 +19,14 @@ static const mcpg_config_field th_schema[] = {
                        "close a connection idle this long (or slower than this to send a request)"),
     MCPG_CFG_INT_FIELD(th_config, max_connections_per_worker, "max_connections_per_worker",
                        "10000", 1, 1000000, "connections beyond this are closed at once"),
+    MCPG_CFG_JSON_FIELD(th_config, allowed_hosts, "allowed_hosts", NULL,
+                        "Host values /mcp accepts (403 else): an array of \"name\" (any port), "
+                        "\"name:port\" or \"*\"; unset: only localhost, 127.0.0.1 and [::1] on a "
+                        "loopback connection, any host otherwise"),
+    MCPG_CFG_JSON_FIELD(th_config, allowed_origins, "allowed_origins", NULL,
+                        "Origin values /mcp accepts (403 else; no Origin is always accepted): an "
+                        "array of \"scheme://host[:port]\" or \"*\"; unset: only http(s) origins on "
+                        "loopback names on a loopback connection, any origin otherwise"),
     MCPG_CONFIG_END};
 
 /* server/discover's body after the id: fixed for the instance's life. */
@@ -61,6 +69,22 @@ static int alog_src_build(th_mod *m) {
 
 static void th_destroy(void *instance);
 
+static int th_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
+    const th_config *cfg = config;
+    int rc = 0;
+    const char *keys[2] = {"allowed_hosts", "allowed_origins"};
+    const char *vals[2] = {cfg->allowed_hosts, cfg->allowed_origins};
+    for (int i = 0; i < 2; i++) {
+        th_names tmp;
+        if (th_names_parse(host, vals[i], &tmp) == MCPG_EINVAL) {
+            host->report_error(rep, keys[i], "must be an array of non-empty strings without spaces");
+            rc = MCPG_ECONFIG;
+        }
+        th_names_free(host, &tmp);
+    }
+    return rc;
+}
+
 static int th_create(const mcpg_host *host, mcpg_instance *self, const void *config,
                      void **instance_out) {
     th_mod *m = host->calloc(1, sizeof *m);
@@ -82,6 +106,8 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
         ws->iso_sec = -1;
         m->slots[i] = ws;
     }
+    if (!rc) rc = th_names_parse(host, m->cfg->allowed_hosts, &m->hosts);
+    if (!rc) rc = th_names_parse(host, m->cfg->allowed_origins, &m->origins);
     if (!rc) rc = th_discover_build(m);
     if (!rc) rc = alog_src_build(m);
     if (rc) {
@@ -100,6 +126,8 @@ static void th_destroy(void *instance) {
     host->free(m->slots);
     host->buf_free(&m->discover);
     host->buf_free(&m->alog_src);
+    th_names_free(host, &m->hosts);
+    th_names_free(host, &m->origins);
     host->free(m);
 }
 
@@ -140,6 +168,7 @@ static uint32_t th_conn_count_op(void *instance, mcpg_worker *w) {
 static const mcpg_lifecycle_ops th_lifecycle = {
     .size = (uint32_t)sizeof(mcpg_lifecycle_ops),
     .version = 1,
+    .validate = th_validate,
     .create = th_create,
     .destroy = th_destroy,
 };

@@ -50,6 +50,10 @@ void th_respond_status_error(th_conn *c, th_req *r, int status) {
         msg = MSG("Service Unavailable: out of memory");
         code = MCPG_RPC_SERVER_ERROR;
         break;
+    case 505:
+        msg = MSG("HTTP Version Not Supported: this server speaks HTTP/1.1 (and 1.0)");
+        code = MCPG_RPC_SERVER_ERROR;
+        break;
     default:
         status = 400;
         msg = MSG("Bad Request: malformed HTTP request");
@@ -232,11 +236,45 @@ static int path_is(const char *url, size_t n, const char *lit, size_t ln) {
     return n == ln && !memcmp(url, lit, ln);
 }
 
+/* Host and Origin (hygiene.h): 1 when the request may reach the MCP
+ * endpoint, else it is answered here. */
+static int hygiene_ok(th_conn *c, th_req *r) {
+    th_mod *m = c->ws->mod;
+    th_hval host, origin;
+    fill_header(r, TH_H_HOST, &host);
+    fill_header(r, TH_H_ORIGIN, &origin);
+    /* A missing Host is let through: every browser sends one, so its absence
+     * is not a rebinding page, and raw clients and probes often omit it. */
+    if (host.dup) {
+        respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                          MSG("Bad Request: more than one Host header"), NULL, 0);
+        return 0;
+    }
+    if (host.present && !th_host_allowed(&m->hosts, c->loopback, host.p, host.n)) {
+        respond_rpc_error(c, r, 403, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                          MSG("Forbidden: Host not allowed (gateway.server.allowed_hosts)"), NULL, 0);
+        return 0;
+    }
+    if (origin.present &&
+        (origin.dup || !th_origin_allowed(&m->origins, c->loopback, origin.p, origin.n))) {
+        respond_rpc_error(c, r, 403, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                          MSG("Forbidden: Origin not allowed (gateway.server.allowed_origins)"), NULL, 0);
+        return 0;
+    }
+    return 1;
+}
+
 void th_route(th_conn *c, th_req *r) {
     const char *url = r->data.data + r->url_off;
     size_t n = r->url_len;
     int get = r->http_method == HTTP_GET || r->http_method == HTTP_HEAD;
-    if (path_is(url, n, "/mcp", 4)) {
+    if (!n || url[0] != '/') {
+        /* absolute-form ("POST http://host/mcp") names a host the Host check
+         * would not see; asterisk-form has nothing here */
+        respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_INVALID_REQUEST,
+                          MSG("Bad Request: only origin-form request targets (/path) are served"), NULL, 0);
+    } else if (path_is(url, n, "/mcp", 4)) {
+        if (!hygiene_ok(c, r)) return;
         if (r->http_method == HTTP_POST) handle_mcp(c, r);
         else respond_not_allowed(c, r, "POST");
     } else if (path_is(url, n, "/healthz", 8)) {

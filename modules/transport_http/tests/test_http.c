@@ -168,7 +168,7 @@ static size_t post_call(char *dst, size_t cap, int id, const char *tool, const c
                       "\"arguments\":{\"n\":%d}," META "}}",
                       id, tool, id);
     return (size_t)snprintf(dst, cap,
-                            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                             "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
                             "Mcp-Method: tools/call\r\nMcp-Name: %s\r\n%sContent-Length: %d\r\n\r\n%s",
                             tool, extra_headers ? extra_headers : "", bl, body);
@@ -318,7 +318,7 @@ static void wait_count(uint32_t want, int timeout_ms) {
 
 
 static void test_routes(void) {
-    resp *r = roundtrip("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    resp *r = roundtrip("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
     MCPG_CHECK(r->status == 200 && !strcmp(r->body, "{\"status\":\"ok\"}"), "healthz %d %s", r->status, r->body);
     MCPG_CHECK(header_of(r, "Date") != NULL, "Date header");
     r = roundtrip("GET /readyz HTTP/1.1\r\n\r\n");

@@ -37,7 +37,7 @@ def call_request(rid, tool="echo", extra=b"", args=None):
     body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
                        "params": {"name": tool, "arguments": args or {"message": "m%s" % rid},
                                   "_meta": META}}, separators=(",", ":")).encode()
-    head = (b"POST /mcp HTTP/1.1\r\nHost: probe\r\nContent-Type: application/json\r\n"
+    head = (b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
             b"Mcp-Method: tools/call\r\nMcp-Name: " + tool.encode() + b"\r\n" + extra +
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
