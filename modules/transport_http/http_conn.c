@@ -8,6 +8,7 @@
  * closing is decided in the read/write callbacks, the sweep, drain, or the
  * once-per-turn service pass. */
 #include "internal.h"
+#include "stream.h"
 
 #include <netinet/in.h>
 #include <string.h>
@@ -49,6 +50,12 @@ void th_conn_advance(th_conn *c) {
         th_req_put(ws, r);
         moved = 1;
     }
+    /* a stream now first in line: what it wrote while waiting goes out */
+    if ((r = c->qhead) && r->sse && r->resp.len) {
+        if (host->buf_append(&c->out, r->resp.data, r->resp.len)) c->close_after = 1;
+        r->resp.len = 0;
+        moved = 1;
+    }
     if (moved) th_mark_dirty(c);
 }
 
@@ -66,6 +73,7 @@ static void conn_free(th_conn *c) {
     while (c->qhead) {
         th_req *r = c->qhead;
         c->qhead = r->next;
+        th_listener_remove(ws, r);
         th_req_put(ws, r);
     }
     host->buf_free(&c->out);
@@ -103,6 +111,7 @@ void th_conn_close(th_conn *c) {
     if (c->closing) return;
     c->closing = 1;
     c->reading = 0;
+    for (th_req *r = c->qhead; r; r = r->next) th_listener_remove(c->ws, r);
     for (th_req *r = c->qhead; r; r = r->next)
         if (r->state == TH_REQ_INFLIGHT && r->call) c->ws->mod->host->call_cancel(r->call);
     /* At shutdown past its drain deadline the kernel closes every handle on
@@ -391,7 +400,7 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
             if (now - c->last_ms >= TH_LINGER_MS) th_conn_close(c);
             continue;
         }
-        if (c->inflight) continue; /* the kernel times calls out, not us */
+        if (c->inflight || c->nstreams) continue; /* the kernel times calls out; streams live */
         /* a request must arrive whole within the idle timeout of its first
          * byte, so trickling bytes cannot hold a connection forever */
         uint64_t since = c->cur ? c->cur_start_ms : c->last_ms;
@@ -418,6 +427,7 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
 
 void th_conn_drain(th_conn *c, int force) {
     if (c->closing) return;
+    if (c->nstreams) th_listeners_end(c->ws, c); /* a listening stream ends with its result */
     if (force || (!c->qhead && !c->out.len && !c->writing)) {
         th_conn_close(c);
         return;

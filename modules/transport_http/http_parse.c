@@ -34,6 +34,9 @@ void th_req_reset(th_req *r) {
     r->resp_bytes = 0;
     r->start_us = 0;
     r->call = NULL;
+    r->sse = r->sse_ok = r->listening = r->lfilter = 0;
+    r->luris_off = r->luris_len = 0;
+    r->lprev = r->lnext = NULL;
 }
 
 static int fail(th_conn *c, int status) {

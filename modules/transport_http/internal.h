@@ -107,6 +107,14 @@ typedef struct th_req {
     size_t resp_bytes;
     uint64_t start_us;
     mcpg_call *call;
+    /* streams (stream.h) */
+    uint8_t sse;               /* the stream's head is written: the answer is a stream */
+    uint8_t sse_ok;            /* the client's Accept allows text/event-stream */
+    uint8_t listening;         /* on the worker's listener list */
+    uint8_t lfilter;           /* TH_LISTEN_* the stream was acknowledged for */
+    uint32_t luris_off, luris_len; /* resourceSubscriptions (raw JSON array) in data */
+    struct th_req *lprev, *lnext;  /* the worker's listeners */
+    uint64_t last_write_ms;    /* loop time of the stream's last bytes (keep-alive) */
     mcpg_call_desc desc;       /* lives as long as the call */
     char name_buf[TH_NAME_MAX];
 } th_req;
@@ -138,6 +146,7 @@ struct th_conn {
     uint8_t again;         /* stopped after its share of this turn: service it next turn */
     uint8_t in_lf_ws;      /* the input so far ends in LF + only SP/HT (obs-fold check) */
     uint8_t loopback;      /* accepted on a loopback address (hygiene.h defaults) */
+    uint32_t nstreams;     /* listening streams open: not idle, ended at drain */
     const char *in_start;  /* the buffer llhttp_execute is parsing ... */
     uint32_t in_seq;       /* ... and its number, counted per connection */
 };
@@ -160,6 +169,10 @@ struct th_wslot {
     uv_idle_t kick;          /* active while connections wait for next turn's service:
                               * an active idle handle keeps the loop from blocking */
     mcpg_buf scratch;        /* escaping a kernel error message */
+    mcpg_buf sse_body;       /* one SSE event's text */
+    mcpg_buf msg_body;       /* one JSON-RPC message assembled from pieces for an event */
+    th_req *listeners;       /* open listening streams (stream.h) */
+    uint64_t keepalive_ms;   /* loop time of the last keep-alive pass */
     mcpg_buf alog;           /* access log lines waiting for the flush */
     uint64_t alog_dropped;
     char date[40];           /* cached Date header value */
@@ -209,9 +222,18 @@ void th_req_reset(th_req *r);
 void th_parse_read_begin(th_conn *c, const char *data);
 int th_parse_read_end(th_conn *c, const char *data, size_t n);
 
+#define TH_LISTEN_TOOLS 1u
+#define TH_LISTEN_RESOURCES 2u
+#define TH_LISTEN_PROMPTS 4u
+
 /* router.c */
 void th_route(th_conn *c, th_req *r);
 void th_respond_status_error(th_conn *c, th_req *r, int status);
+
+/* listen.c */
+void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v);
+void th_listen_stop(th_wslot *ws, th_req *r);
+void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len);
 
 /* access_log.c */
 void th_alog_line(th_wslot *ws, const th_req *r);

@@ -37,7 +37,9 @@ static int th_discover_build(th_mod *m) {
     const char *version = h->gateway_version();
     static const char head[] =
         ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],"
-        "\"capabilities\":{\"tools\":{\"listChanged\":false}},"
+        "\"capabilities\":{\"tools\":{\"listChanged\":true},"
+        "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
+        "\"prompts\":{\"listChanged\":true},\"completions\":{}},"
         "\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
         "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":";
     int rc = h->buf_append(b, head, sizeof head - 1);
@@ -165,6 +167,13 @@ static uint32_t th_conn_count_op(void *instance, mcpg_worker *w) {
     return ws ? ws->nconns + ws->handles_closing : 0;
 }
 
+/* News for listening clients, on each worker's loop (kinds.h). */
+static void th_news_op(void *instance, mcpg_worker *w, const char *method, const char *uri,
+                       size_t uri_len) {
+    th_wslot *ws = th_slot(instance, w);
+    if (ws && method) th_news(ws, method, uri, uri_len);
+}
+
 static const mcpg_lifecycle_ops th_lifecycle = {
     .size = (uint32_t)sizeof(mcpg_lifecycle_ops),
     .version = 1,
@@ -178,6 +187,7 @@ static const mcpg_transport_ops th_ops = {
     .conn_adopt = th_conn_adopt_op,
     .drain = th_drain_op,
     .conn_count = th_conn_count_op,
+    .news = th_news_op,
 };
 
 MCPG_MODULE_DEFINE(MCPG_KIND_TRANSPORT, "transport_http", "0.1.0",

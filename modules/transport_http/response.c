@@ -162,9 +162,10 @@ size_t th_rpc_result_body(const mcpg_host *h, th_piece *out, th_piece id, th_pie
     int empty = s[j - 1] == '{';
     out[k++] = (th_piece){s, body};
 
-    static const th_piece members[3] = {{"\"resultType\":\"complete\"", 23},
-                                        {"\"ttlMs\":0", 9},
-                                        {"\"cacheScope\":\"private\"", 22}};
+    th_piece members[3] = {TH_LIT("\"resultType\":\"complete\""), TH_LIT("\"ttlMs\":0"),
+                           TH_LIT("\"cacheScope\":\"private\"")};
+    if (stamp & TH_STAMP_INPUT_REQUIRED) members[0] = TH_LIT("\"resultType\":\"input_required\"");
+    else if (stamp & TH_STAMP_TASK) members[0] = TH_LIT("\"resultType\":\"task\"");
     unsigned want = 0;
     if (stamp & TH_STAMP_RESULT_TYPE) want |= 1u;
     if (stamp & TH_STAMP_CACHE) want |= 6u;

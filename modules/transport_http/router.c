@@ -4,6 +4,7 @@
  * output buffer when its request is first in line, else into the request's
  * own buffer until the ones before it are answered (pipelining order). */
 #include "internal.h"
+#include "stream.h"
 
 #include <string.h>
 
@@ -93,6 +94,29 @@ static const char *req_header(void *ctx, const char *lname, size_t *len_out) {
     return NULL;
 }
 
+/* The outcome's resultType as stamp bits: a kernel older than ABI 1.1
+ * fills nothing past retry_after_s (out->size says so), which is "complete". */
+static unsigned result_type_stamp(const mcpg_call_outcome *oc) {
+    if (!MCPG_HAS_FIELD(oc, result_type)) return 0;
+    switch (oc->result_type) {
+    case MCPG_RESULT_INPUT_REQUIRED: return TH_STAMP_INPUT_REQUIRED;
+    case MCPG_RESULT_TASK: return TH_STAMP_TASK;
+    default: return 0;
+    }
+}
+
+/* The pieces of a stream's last event, joined (a stream's events are
+ * written whole; the buffer is the worker's, kept warm). */
+static void end_stream(th_conn *c, th_req *r, const th_piece *body, size_t n) {
+    const mcpg_host *host = c->ws->mod->host;
+    mcpg_buf *b = &c->ws->msg_body;
+    b->len = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) rc |= host->buf_append(b, body[i].p, body[i].n);
+    if (rc) c->close_after = 1;
+    th_sse_end(c, r, NULL, 0, rc ? NULL : b->data, b->len);
+}
+
 static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
     const mcpg_host *host = c->ws->mod->host;
     th_piece id = {r->desc.id_json, r->desc.id_len};
@@ -115,9 +139,23 @@ static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
                               &data, oc->error_data && oc->error_data_len ? 1 : 0);
     } else {
         th_piece res = {oc->result, oc->result ? oc->result_len : 0};
-        n = th_rpc_result_body(host, body, id, res, r->stamp);
+        unsigned stamp = r->stamp ? r->stamp | result_type_stamp(oc) : 0;
+        n = th_rpc_result_body(host, body, id, res, stamp);
     }
-    respond(c, r, &hd, body, n);
+    if (r->sse) end_stream(c, r, body, n);
+    else respond(c, r, &hd, body, n);
+}
+
+/* desc.message: a message for the call's client before its outcome. The
+ * answer becomes a stream (its head once), when the client accepts one. */
+static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t len) {
+    th_req *r = ctx;
+    th_conn *c = r->conn;
+    (void)call;
+    if (!r->sse_ok) return MCPG_ENOTSUP;
+    if (c->closing) return 0; /* the call is being cancelled: nobody to tell */
+    int rc = th_sse_event(c, r, NULL, 0, json, len);
+    return rc == MCPG_ENOMEM ? MCPG_EAGAIN : 0;
 }
 
 /* desc.complete: the kernel has the outcome; answer (or just let go if the
@@ -174,6 +212,11 @@ static void submit(th_conn *c, th_req *r, const th_mcp_verdict *v) {
     d->transport_ctx = r;
     d->header = req_header;
     d->complete = on_call_complete;
+    d->message = on_call_message;
+    d->client_caps_json = v->caps.p;
+    d->client_caps_len = v->caps.n;
+    d->protocol_version = v->version.p;
+    d->protocol_version_len = v->version.n;
     r->stamp = v->stamp;
     r->state = TH_REQ_INFLIGHT;
     r->in_submit = 1;
@@ -222,7 +265,19 @@ static void handle_mcp(th_conn *c, th_req *r) {
         respond(c, r, &h, body, 3);
         return;
     }
-    case TH_MCP_SUBMIT: submit(c, r, &v); return;
+    case TH_MCP_SUBMIT:
+        r->sse_ok = (uint8_t)(!hd.accept.present || th_accept_allows_sse(hd.accept.p, hd.accept.n));
+        submit(c, r, &v);
+        return;
+    case TH_MCP_LISTEN:
+        if (hd.accept.present && !th_accept_allows_sse(hd.accept.p, hd.accept.n)) {
+            respond_rpc_error(c, r, 406, 0, v.id, MCPG_RPC_INVALID_REQUEST,
+                              MSG("Not Acceptable: subscriptions/listen answers with "
+                                  "text/event-stream"), NULL, 0);
+            return;
+        }
+        th_listen_start(c, r, &v);
+        return;
     default:
         respond_rpc_error(c, r, v.http_status, 0, v.id, v.code, v.message, v.data, v.ndata);
     }

@@ -9,6 +9,7 @@
  * their close callbacks have run, conn_count() stays above zero so the
  * kernel does not unload the module under them. */
 #include "internal.h"
+#include "stream.h"
 
 #include <string.h>
 #include <time.h>
@@ -57,7 +58,12 @@ static void on_prepare(uv_prepare_t *h) {
 
 static void on_sweep(uv_timer_t *t) {
     th_wslot *ws = t->data;
-    th_conn_sweep(ws, uv_now(ws->loop));
+    uint64_t now = uv_now(ws->loop);
+    th_conn_sweep(ws, now);
+    if (now - ws->keepalive_ms >= 1000) {
+        ws->keepalive_ms = now;
+        th_listeners_keepalive(ws, now);
+    }
 }
 
 int th_worker_start(th_wslot *ws) {
@@ -154,6 +160,8 @@ void th_worker_free(th_wslot *ws) {
         host->free(r);
     }
     host->buf_free(&ws->scratch);
+    host->buf_free(&ws->sse_body);
+    host->buf_free(&ws->msg_body);
     host->buf_free(&ws->alog);
     host->free(ws->rbuf);
     host->free(ws);

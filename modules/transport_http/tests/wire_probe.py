@@ -23,7 +23,8 @@ import sys
 import tempfile
 import time
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}
 FAILS = []
 
 
