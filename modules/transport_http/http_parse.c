@@ -37,6 +37,11 @@ void th_req_reset(th_req *r) {
     r->sse = r->sse_ok = r->listening = r->lfilter = 0;
     r->luris_off = r->luris_len = 0;
     r->lprev = r->lnext = NULL;
+    r->legacy = 0;
+    r->level = -1;
+    r->stream_no = r->ev_seq = 0;
+    r->sid[0] = r->version[0] = '\0';
+    r->extra.len = 0;
 }
 
 static int fail(th_conn *c, int status) {

@@ -25,6 +25,7 @@
 
 #include "hygiene.h"
 #include "mcp_stateless.h"
+#include "session.h"
 #include "response.h"
 
 #define TH_READ_BUF (64 * 1024)          /* per worker, shared by its connections */
@@ -45,6 +46,8 @@ typedef struct th_config {
     int64_t max_header_bytes;
     int64_t idle_timeout_ms;
     int64_t max_connections_per_worker;
+    int64_t max_sessions;
+    int64_t session_ttl_ms;
     const char *allowed_hosts;   /* JSON array text, or NULL: the loopback default */
     const char *allowed_origins; /* JSON array text, or NULL: the loopback default */
 } th_config;
@@ -84,6 +87,7 @@ typedef struct th_req {
     th_conn *conn;
     mcpg_buf data;       /* URL, header names and values, then the body */
     mcpg_buf resp;       /* the response, while an earlier one is pending */
+    mcpg_buf extra;      /* the legacy wire: the session's capabilities for the call */
     th_hdr hdrs[TH_MAX_HEADERS];
     uint32_t nhdrs;
     uint8_t known[TH_H_COUNT]; /* index + 1 into hdrs, 0 = absent */
@@ -115,6 +119,13 @@ typedef struct th_req {
     uint32_t luris_off, luris_len; /* resourceSubscriptions (raw JSON array) in data */
     struct th_req *lprev, *lnext;  /* the worker's listeners */
     uint64_t last_write_ms;    /* loop time of the stream's last bytes (keep-alive) */
+    /* the legacy wire */
+    uint8_t legacy;            /* a 2025-era request: event ids, session header */
+    int8_t level;              /* the session's logging level, -1 none */
+    uint32_t stream_no;        /* event ids: <worker>_<stream>_<seq> */
+    uint32_t ev_seq;
+    char sid[40];              /* Mcp-Session-Id to send back, "" none */
+    char version[16];          /* the session's protocol version */
     mcpg_call_desc desc;       /* lives as long as the call */
     char name_buf[TH_NAME_MAX];
 } th_req;
@@ -173,6 +184,7 @@ struct th_wslot {
     mcpg_buf msg_body;       /* one JSON-RPC message assembled from pieces for an event */
     th_req *listeners;       /* open listening streams (stream.h) */
     uint64_t keepalive_ms;   /* loop time of the last keep-alive pass */
+    uint32_t streams_made;   /* legacy stream numbers on this worker */
     mcpg_buf alog;           /* access log lines waiting for the flush */
     uint64_t alog_dropped;
     char date[40];           /* cached Date header value */
@@ -192,6 +204,8 @@ struct th_mod {
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
     th_names hosts;      /* gateway.server.allowed_hosts, parsed */
     th_names origins;    /* gateway.server.allowed_origins, parsed */
+    th_sess_store sessions; /* the legacy wire's sessions (single node) */
+    int sessions_ready;
 };
 
 /* worker.c */
@@ -229,6 +243,22 @@ int th_parse_read_end(th_conn *c, const char *data, size_t n);
 /* router.c */
 void th_route(th_conn *c, th_req *r);
 void th_respond_status_error(th_conn *c, th_req *r, int status);
+void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody);
+void th_respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after, th_piece id,
+                          int64_t code, th_piece msg, const th_piece *data, size_t ndata);
+void th_fill_header(const th_req *r, int k, th_hval *out);
+/* Hand r->desc (wire, method, name, params, args, id and the 1.1 fields set)
+ * to the kernel; the answer comes from complete(). */
+void th_submit(th_conn *c, th_req *r);
+
+/* mcp_legacy.c: the 2025-11-25 wire (sessions) */
+void th_legacy_post(th_conn *c, th_req *r);
+void th_legacy_get(th_conn *c, th_req *r);
+void th_legacy_delete(th_conn *c, th_req *r);
+/* A notifications/message below the session's logging level: 1 (drop it). */
+int th_legacy_filtered(th_wslot *ws, th_req *r, const char *json, size_t len);
+/* Turn r's answer into a stream: head, then the priming event. */
+int th_legacy_stream_begin(th_conn *c, th_req *r);
 
 /* listen.c */
 void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v);

@@ -78,6 +78,10 @@ void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
 
 /* Called when a listening stream goes away (closed, drained). */
 void th_listen_stop(th_wslot *ws, th_req *r) {
+    if (r->legacy) { /* the session's GET slot is free again */
+        (void)th_sess_get_open(&ws->mod->sessions, r->sid, strlen(r->sid), 0);
+        return;
+    }
     if (r->luris_len) (void)subscribe_uris(ws, r, 0, NULL);
     r->luris_len = 0;
 }
@@ -98,6 +102,34 @@ static int wants_uri(const mcpg_host *h, const th_req *r, const char *uri, size_
     return 0;
 }
 
+/* A session's GET stream: every list change, the updates of the resources
+ * the session subscribed to; a session ended elsewhere ends its stream. */
+static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated, const char *uri,
+                        size_t uri_len) {
+    const mcpg_host *h = ws->mod->host;
+    th_sess_store *st = &ws->mod->sessions;
+    size_t sl = strlen(r->sid);
+    th_sess_view view;
+    if (th_sess_touch(st, r->sid, sl, &view)) {
+        th_conn *c = r->conn;
+        th_listener_remove(ws, r);
+        th_sse_end(c, r, NULL, 0, NULL, 0);
+        th_conn_advance(c);
+        return;
+    }
+    if (updated && !th_sess_subscribed(st, r->sid, sl, uri, uri_len)) return;
+    mcpg_buf *b = &ws->msg_body;
+    b->len = 0;
+    int rc = h->buf_printf(b, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"", method);
+    if (updated) {
+        rc |= h->buf_append(b, ",\"params\":{\"uri\":", 16);
+        rc |= h->buf_append_json_string(b, uri, uri_len);
+        rc |= h->buf_append(b, "}", 1);
+    }
+    rc |= h->buf_append(b, "}", 1);
+    if (!rc) (void)th_sse_event(r->conn, r, NULL, 0, b->data, b->len);
+}
+
 void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len) {
     const mcpg_host *h = ws->mod->host;
     unsigned bit = list_bit(method);
@@ -105,6 +137,10 @@ void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len) 
     if (!bit && !updated) return;
     for (th_req *r = ws->listeners, *next; r; r = next) {
         next = r->lnext; /* a stream over its bound closes (never frees) here */
+        if (r->legacy) {
+            legacy_news(ws, r, method, updated, uri, uri_len);
+            continue;
+        }
         if (bit ? !(r->lfilter & bit) : !wants_uri(h, r, uri, uri_len)) continue;
         mcpg_buf *b = &ws->msg_body;
         b->len = 0;

@@ -323,10 +323,10 @@ static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
         return 0;
     }
     if (!found) {
+        v->legacy = 1;
         fail(v, 400, MCPG_RPC_INVALID_PARAMS,
              MSG("Invalid params: the 2026-07-28 `_meta` envelope is required "
-                 "(params._meta[\\\"io.modelcontextprotocol/protocolVersion\\\"]); "
-                 "the legacy wire is not served yet"));
+                 "(params._meta[\\\"io.modelcontextprotocol/protocolVersion\\\"])"));
         return 0;
     }
     if (pv.type != MCPG_JSON_STRING ||

@@ -45,6 +45,7 @@ typedef struct th_mcp_verdict {
     th_piece caps;       /* raw _meta clientCapabilities object */
     th_piece version;    /* the protocol version (static text) */
     th_piece listen;     /* LISTEN: raw params.notifications object, or {NULL,0} */
+    int legacy;          /* ERROR for want of the 2026 envelope: a legacy-wire request */
 } th_mcp_verdict;
 
 /* Tool names longer than this (decoded) are refused with -32602. */

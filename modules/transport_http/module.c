@@ -7,8 +7,8 @@
 
 static const mcpg_config_field th_schema[] = {
     MCPG_CFG_BOOL_FIELD(th_config, unary_json_fast_path, "unary_json_fast_path", "false",
-                        "legacy wire: answer a unary call with one JSON body instead of SSE "
-                        "(accepted now; takes effect with the legacy wire)"),
+                        "legacy wire: answer a call with one JSON body instead of SSE while it "
+                        "has sent no message before its outcome (no session state per call)"),
     MCPG_CFG_BOOL_FIELD(th_config, access_log, "access_log", "true",
                         "one JSON line per request on stderr, written once per loop turn"),
     MCPG_CFG_INT_FIELD(th_config, max_body_bytes, "max_body_bytes", "4194304", 1, 1073741824,
@@ -19,6 +19,11 @@ static const mcpg_config_field th_schema[] = {
                        "close a connection idle this long (or slower than this to send a request)"),
     MCPG_CFG_INT_FIELD(th_config, max_connections_per_worker, "max_connections_per_worker",
                        "10000", 1, 1000000, "connections beyond this are closed at once"),
+    MCPG_CFG_INT_FIELD(th_config, max_sessions, "max_sessions", "10000", 1, 10000000,
+                       "legacy wire: open sessions at most; initialize beyond it gets 503 (-32000, "
+                       "Retry-After)"),
+    MCPG_CFG_INT_FIELD(th_config, session_ttl_ms, "session_ttl_ms", "1800000", 1000, 604800000,
+                       "legacy wire: a session unused this long (and without a GET stream) ends"),
     MCPG_CFG_JSON_FIELD(th_config, allowed_hosts, "allowed_hosts", NULL,
                         "Host values /mcp accepts (403 else): an array of \"name\" (any port), "
                         "\"name:port\" or \"*\"; unset: only localhost, 127.0.0.1 and [::1] on a "
@@ -108,6 +113,9 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
         ws->iso_sec = -1;
         m->slots[i] = ws;
     }
+    if (!rc) rc = th_sess_init(&m->sessions, host, (uint32_t)m->cfg->max_sessions,
+                               (uint64_t)m->cfg->session_ttl_ms);
+    if (!rc) m->sessions_ready = 1;
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_hosts, &m->hosts);
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_origins, &m->origins);
     if (!rc) rc = th_discover_build(m);
@@ -128,6 +136,7 @@ static void th_destroy(void *instance) {
     host->free(m->slots);
     host->buf_free(&m->discover);
     host->buf_free(&m->alog_src);
+    if (m->sessions_ready) th_sess_fini(&m->sessions);
     th_names_free(host, &m->hosts);
     th_names_free(host, &m->origins);
     host->free(m);
@@ -191,6 +200,7 @@ static const mcpg_transport_ops th_ops = {
 };
 
 MCPG_MODULE_DEFINE(MCPG_KIND_TRANSPORT, "transport_http", "0.1.0",
-                   .description = "HTTP/1.1 transport: the MCP stateless wire on /mcp, health routes",
+                   .description = "HTTP/1.1 transport: both MCP wires on /mcp (2026-07-28 stateless, "
+                                  "2025-11-25 sessions), health routes",
                    .config = th_schema, .config_size = (uint32_t)sizeof(th_config),
                    .lifecycle = &th_lifecycle, .ops = &th_ops);

@@ -64,7 +64,8 @@ int th_resp_append(const mcpg_host *h, mcpg_buf *out, const th_resp_head *hd,
     size_t rlen = strlen(reason);
     size_t dlen = hd->date ? strlen(hd->date) : 0;
     size_t alen = hd->allow ? strlen(hd->allow) : 0;
-    if (h->buf_reserve(out, TH_HEAD_FIXED + rlen + dlen + alen + blen)) return MCPG_ENOMEM;
+    size_t slen = hd->session ? strlen(hd->session) : 0;
+    if (h->buf_reserve(out, TH_HEAD_FIXED + rlen + dlen + alen + slen + blen)) return MCPG_ENOMEM;
 
     char *d = out->data + out->len;
     d = PUT_LIT(d, "HTTP/1.1 ");
@@ -88,6 +89,11 @@ int th_resp_append(const mcpg_host *h, mcpg_buf *out, const th_resp_head *hd,
     if (hd->retry_after_s) {
         d = PUT_LIT(d, "Retry-After: ");
         d += th_fmt_u64(d, hd->retry_after_s);
+        d = PUT_LIT(d, "\r\n");
+    }
+    if (hd->session) {
+        d = PUT_LIT(d, "Mcp-Session-Id: ");
+        d = put(d, hd->session, slen);
         d = PUT_LIT(d, "\r\n");
     }
     if (hd->allow) {

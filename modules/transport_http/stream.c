@@ -1,6 +1,7 @@
 /* transport_http: SSE answers and listening streams (see stream.h). */
 #include "stream.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char k_sse_head[] =
@@ -26,6 +27,7 @@ int th_sse_begin(th_conn *c, th_req *r) {
     const mcpg_host *h = c->ws->mod->host;
     mcpg_buf *b = target(c, r);
     int rc = h->buf_printf(b, "HTTP/1.1 200 OK\r\nDate: %s\r\n%s", th_date(c->ws), k_sse_head);
+    if (r->sid[0]) rc |= h->buf_printf(b, "Mcp-Session-Id: %s\r\n", r->sid);
     if (r->http_10) {
         c->close_after = 1; /* no chunked coding in 1.0: the close ends the body */
         rc |= h->buf_append(b, "Connection: close\r\n\r\n", 21);
@@ -77,6 +79,11 @@ int th_sse_event(th_conn *c, th_req *r, const char *id, size_t idn, const char *
     const mcpg_host *h = c->ws->mod->host;
     int rc = th_sse_begin(c, r);
     if (rc) return rc;
+    char idbuf[48];
+    if (!id && r->legacy && r->stream_no) { /* the stream is in the id, for Last-Event-ID */
+        idn = (size_t)snprintf(idbuf, sizeof idbuf, "%u_%u_%u", c->ws->index, r->stream_no, r->ev_seq++);
+        id = idbuf;
+    }
     mcpg_buf *e = &c->ws->sse_body;
     e->len = 0;
     if (event_text(h, e, id, idn, json, n) || chunk(c, r, e->data, e->len)) return MCPG_ENOMEM;
@@ -132,7 +139,7 @@ static void end_one(th_wslot *ws, th_req *r) {
     rc |= h->buf_append(b, ",\"result\":{\"resultType\":\"complete\"}}", 36);
     th_conn *c = r->conn;
     th_listener_remove(ws, r);
-    if (rc) th_sse_end(c, r, NULL, 0, NULL, 0);
+    if (rc || r->legacy) th_sse_end(c, r, NULL, 0, NULL, 0);
     else th_sse_end(c, r, NULL, 0, b->data, b->len);
     th_conn_advance(c);
 }

@@ -63,6 +63,8 @@ static void on_sweep(uv_timer_t *t) {
     if (now - ws->keepalive_ms >= 1000) {
         ws->keepalive_ms = now;
         th_listeners_keepalive(ws, now);
+        /* one loop sweeps the shared session table */
+        if (ws->index == 0) th_sess_sweep(&ws->mod->sessions, ws->mod->host->mono_us() / 1000);
     }
 }
 
@@ -135,9 +137,11 @@ void th_req_put(th_wslot *ws, th_req *r) {
     /* a one-off large body must not stay cached */
     if (r->data.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->data);
     if (r->resp.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->resp);
+    if (r->extra.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->extra);
     if (ws->nfree >= TH_REQ_CACHE) {
         host->buf_free(&r->data);
         host->buf_free(&r->resp);
+        host->buf_free(&r->extra);
         host->free(r);
         return;
     }
@@ -157,6 +161,7 @@ void th_worker_free(th_wslot *ws) {
         ws->free_reqs = r->next;
         host->buf_free(&r->data);
         host->buf_free(&r->resp);
+        host->buf_free(&r->extra);
         host->free(r);
     }
     host->buf_free(&ws->scratch);

@@ -340,12 +340,16 @@ static void test_routes(void) {
     MCPG_CHECK(header_of(r, "Date") != NULL, "Date header");
     r = roundtrip("GET /readyz HTTP/1.1\r\n\r\n");
     MCPG_CHECK(r->status == 200 && body_has(r, "ready"), "readyz %d", r->status);
-    r = roundtrip("GET /mcp HTTP/1.1\r\n\r\n");
-    MCPG_CHECK(r->status == 405 && header_of(r, "Allow") && !strcmp(header_of(r, "Allow"), "POST"), "GET /mcp %d",
-               r->status);
+    r = roundtrip("PUT /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    MCPG_CHECK(r->status == 405 && header_of(r, "Allow") && !strcmp(header_of(r, "Allow"), "GET, POST, DELETE"),
+               "PUT /mcp %d", r->status);
     MCPG_CHECK(body_is_json(r) && body_has(r, "\"error\""), "405 body %s", r->body);
-    r = roundtrip("DELETE /mcp HTTP/1.1\r\n\r\n");
-    MCPG_CHECK(r->status == 405, "DELETE /mcp %d", r->status);
+    r = roundtrip("GET /mcp HTTP/1.1\r\n\r\n");
+    MCPG_CHECK(r->status == 406, "GET /mcp without Accept: text/event-stream %d", r->status);
+    r = roundtrip("GET /mcp HTTP/1.1\r\nAccept: text/event-stream\r\n\r\n");
+    MCPG_CHECK(r->status == 400 && body_has(r, "-32000"), "GET /mcp without a session %d", r->status);
+    r = roundtrip("DELETE /mcp HTTP/1.1\r\nMcp-Session-Id: 00000000000000000000000000000000\r\n\r\n");
+    MCPG_CHECK(r->status == 404 && body_has(r, "-32001"), "DELETE /mcp, unknown session %d", r->status);
     r = roundtrip("GET /nope HTTP/1.1\r\n\r\n");
     MCPG_CHECK(r->status == 404 && body_is_json(r), "404 %d", r->status);
     r = roundtrip("GET /mcp/ HTTP/1.1\r\n\r\n");
@@ -417,6 +421,7 @@ static void test_calls(void) {
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n[]");
     MCPG_CHECK(r->status == 400 && body_has(r, "-32600"), "batch %d", r->status);
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/list\r\n"
+                  "MCP-Protocol-Version: 2026-07-28\r\n"
                   "Content-Length: 50\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}    ");
     MCPG_CHECK(r->status == 400 && body_has(r, "-32602") && body_has(r, "_meta"), "no envelope %d %s", r->status,
                r->body);
