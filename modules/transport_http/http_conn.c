@@ -8,7 +8,9 @@
  * closing is decided in the read/write callbacks, the sweep, drain, or the
  * once-per-turn service pass. */
 #include "internal.h"
+#include "stream.h"
 
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #if defined(__linux__)
@@ -48,6 +50,12 @@ void th_conn_advance(th_conn *c) {
         th_req_put(ws, r);
         moved = 1;
     }
+    /* a stream now first in line: what it wrote while waiting goes out */
+    if ((r = c->qhead) && r->sse && r->resp.len) {
+        if (host->buf_append(&c->out, r->resp.data, r->resp.len)) c->close_after = 1;
+        r->resp.len = 0;
+        moved = 1;
+    }
     if (moved) th_mark_dirty(c);
 }
 
@@ -65,6 +73,7 @@ static void conn_free(th_conn *c) {
     while (c->qhead) {
         th_req *r = c->qhead;
         c->qhead = r->next;
+        th_listener_remove(ws, r);
         th_req_put(ws, r);
     }
     host->buf_free(&c->out);
@@ -102,6 +111,7 @@ void th_conn_close(th_conn *c) {
     if (c->closing) return;
     c->closing = 1;
     c->reading = 0;
+    for (th_req *r = c->qhead; r; r = r->next) th_listener_remove(c->ws, r);
     for (th_req *r = c->qhead; r; r = r->next)
         if (r->state == TH_REQ_INFLIGHT && r->call) c->ws->mod->host->call_cancel(r->call);
     /* At shutdown past its drain deadline the kernel closes every handle on
@@ -337,6 +347,22 @@ void th_conn_service(th_conn *c) {
 
 /* ---- adopt, sweep, drain ------------------------------------------------------- */
 
+/* The address the client reached: a loopback one means the client runs on
+ * this machine (a browser page too), whatever the listener was bound to. */
+static int local_is_loopback(uv_tcp_t *t) {
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len)) return 1; /* unknown: the strict default */
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a)) return 1;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return 1; /* a unix socket: local */
+}
+
 int th_conn_adopt(th_wslot *ws, int fd) {
     const mcpg_host *host = ws->mod->host;
     th_conn *c = host->calloc(1, sizeof *c);
@@ -357,6 +383,7 @@ int th_conn_adopt(th_wslot *ws, int fd) {
         return MCPG_EIO;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
+    c->loopback = (uint8_t)local_is_loopback(&c->tcp);
     llhttp_init(&c->parser, HTTP_REQUEST, &th_parser_settings);
     c->parser.data = c;
     c->last_ms = uv_now(ws->loop);
@@ -373,7 +400,7 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
             if (now - c->last_ms >= TH_LINGER_MS) th_conn_close(c);
             continue;
         }
-        if (c->inflight) continue; /* the kernel times calls out, not us */
+        if (c->inflight || c->nstreams) continue; /* the kernel times calls out; streams live */
         /* a request must arrive whole within the idle timeout of its first
          * byte, so trickling bytes cannot hold a connection forever */
         uint64_t since = c->cur ? c->cur_start_ms : c->last_ms;
@@ -400,6 +427,7 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
 
 void th_conn_drain(th_conn *c, int force) {
     if (c->closing) return;
+    if (c->nstreams) th_listeners_end(c->ws, c); /* a listening stream ends with its result */
     if (force || (!c->qhead && !c->out.len && !c->writing)) {
         th_conn_close(c);
         return;

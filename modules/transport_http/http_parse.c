@@ -34,6 +34,14 @@ void th_req_reset(th_req *r) {
     r->resp_bytes = 0;
     r->start_us = 0;
     r->call = NULL;
+    r->sse = r->sse_ok = r->listening = r->lfilter = 0;
+    r->luris_off = r->luris_len = 0;
+    r->lprev = r->lnext = NULL;
+    r->legacy = 0;
+    r->level = -1;
+    r->stream_no = r->ev_seq = 0;
+    r->sid[0] = r->version[0] = '\0';
+    r->extra.len = 0;
 }
 
 static int fail(th_conn *c, int status) {
@@ -179,7 +187,7 @@ static int on_header_field_complete(llhttp_t *p) {
     r->hstate = 2;
     int k = known_index(r->data.data + h->name_off, h->name_len);
     if (k < 0) return 0;
-    if (r->known[k]) r->dup_mask |= (uint8_t)(1u << k);
+    if (r->known[k]) r->dup_mask |= (uint16_t)(1u << k);
     else r->known[k] = (uint8_t)(idx + 1);
     return 0;
 }
@@ -206,13 +214,19 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
 
 static int known_index(const char *name, size_t n) {
     switch (n) {
+    case 4: return memcmp(name, "host", 4) ? -1 : TH_H_HOST;
     case 6:
         if (!memcmp(name, "accept", 6)) return TH_H_ACCEPT;
         if (!memcmp(name, "expect", 6)) return TH_H_EXPECT;
+        if (!memcmp(name, "origin", 6)) return TH_H_ORIGIN;
         return -1;
     case 8: return memcmp(name, "mcp-name", 8) ? -1 : TH_H_MCP_NAME;
     case 10: return memcmp(name, "mcp-method", 10) ? -1 : TH_H_MCP_METHOD;
     case 12: return memcmp(name, "content-type", 12) ? -1 : TH_H_CONTENT_TYPE;
+    case 13:
+        if (!memcmp(name, "last-event-id", 13)) return TH_H_LAST_EVENT_ID;
+        return -1;
+    case 14: return memcmp(name, "mcp-session-id", 14) ? -1 : TH_H_SESSION_ID;
     case 20: return memcmp(name, "mcp-protocol-version", 20) ? -1 : TH_H_PROTOCOL_VERSION;
     default: return -1;
     }
@@ -241,6 +255,10 @@ static int on_headers_complete(llhttp_t *p) {
     r->http_method = p->method;
     r->http_10 = p->http_major == 1 && p->http_minor == 0;
     r->headers_done = 1;
+    /* HTTP/1.0 and 1.1 only: llhttp also takes "HTTP/2.0" and "HTTP/0.9"
+     * request lines, which this server does not speak (an h2 preface, a
+     * client that would read the answer another way) */
+    if (p->http_major != 1 || p->http_minor > 1) return fail(c, 505);
     r->body_off = (uint32_t)r->data.len;
     /* the line ends after the last span: CRLF CRLF (":" first when the last
      * field had no value), less what the end of a read already counted */

@@ -23,7 +23,9 @@
 #include <mcpg/sdk.h>
 #include <uv.h>
 
+#include "hygiene.h"
 #include "mcp_stateless.h"
+#include "session.h"
 #include "response.h"
 
 #define TH_READ_BUF (64 * 1024)          /* per worker, shared by its connections */
@@ -44,6 +46,10 @@ typedef struct th_config {
     int64_t max_header_bytes;
     int64_t idle_timeout_ms;
     int64_t max_connections_per_worker;
+    int64_t max_sessions;
+    int64_t session_ttl_ms;
+    const char *allowed_hosts;   /* JSON array text, or NULL: the loopback default */
+    const char *allowed_origins; /* JSON array text, or NULL: the loopback default */
 } th_config;
 
 /* The headers the transport itself reads, found once while parsing. */
@@ -54,6 +60,10 @@ enum {
     TH_H_MCP_METHOD,
     TH_H_MCP_NAME,
     TH_H_EXPECT,
+    TH_H_HOST,
+    TH_H_ORIGIN,
+    TH_H_SESSION_ID,
+    TH_H_LAST_EVENT_ID,
     TH_H_COUNT
 };
 
@@ -77,10 +87,11 @@ typedef struct th_req {
     th_conn *conn;
     mcpg_buf data;       /* URL, header names and values, then the body */
     mcpg_buf resp;       /* the response, while an earlier one is pending */
+    mcpg_buf extra;      /* the legacy wire: the session's capabilities for the call */
     th_hdr hdrs[TH_MAX_HEADERS];
     uint32_t nhdrs;
     uint8_t known[TH_H_COUNT]; /* index + 1 into hdrs, 0 = absent */
-    uint8_t dup_mask;          /* bit per TH_H_*: seen twice */
+    uint16_t dup_mask;         /* bit per TH_H_*: seen twice */
     uint8_t hstate;            /* 0 start, 1 in a field name, 2 in a value */
     uint8_t state;             /* th_req_state */
     uint8_t http_method;       /* llhttp_method_t */
@@ -100,6 +111,21 @@ typedef struct th_req {
     size_t resp_bytes;
     uint64_t start_us;
     mcpg_call *call;
+    /* streams (stream.h) */
+    uint8_t sse;               /* the stream's head is written: the answer is a stream */
+    uint8_t sse_ok;            /* the client's Accept allows text/event-stream */
+    uint8_t listening;         /* on the worker's listener list */
+    uint8_t lfilter;           /* TH_LISTEN_* the stream was acknowledged for */
+    uint32_t luris_off, luris_len; /* resourceSubscriptions (raw JSON array) in data */
+    struct th_req *lprev, *lnext;  /* the worker's listeners */
+    uint64_t last_write_ms;    /* loop time of the stream's last bytes (keep-alive) */
+    /* the legacy wire */
+    uint8_t legacy;            /* a 2025-era request: event ids, session header */
+    int8_t level;              /* the session's logging level, -1 none */
+    uint32_t stream_no;        /* event ids: <worker>_<stream>_<seq> */
+    uint32_t ev_seq;
+    char sid[40];              /* Mcp-Session-Id to send back, "" none */
+    char version[16];          /* the session's protocol version */
     mcpg_call_desc desc;       /* lives as long as the call */
     char name_buf[TH_NAME_MAX];
 } th_req;
@@ -130,6 +156,8 @@ struct th_conn {
     uint8_t reading, writing, dirty, in_execute;
     uint8_t again;         /* stopped after its share of this turn: service it next turn */
     uint8_t in_lf_ws;      /* the input so far ends in LF + only SP/HT (obs-fold check) */
+    uint8_t loopback;      /* accepted on a loopback address (hygiene.h defaults) */
+    uint32_t nstreams;     /* listening streams open: not idle, ended at drain */
     const char *in_start;  /* the buffer llhttp_execute is parsing ... */
     uint32_t in_seq;       /* ... and its number, counted per connection */
 };
@@ -152,6 +180,11 @@ struct th_wslot {
     uv_idle_t kick;          /* active while connections wait for next turn's service:
                               * an active idle handle keeps the loop from blocking */
     mcpg_buf scratch;        /* escaping a kernel error message */
+    mcpg_buf sse_body;       /* one SSE event's text */
+    mcpg_buf msg_body;       /* one JSON-RPC message assembled from pieces for an event */
+    th_req *listeners;       /* open listening streams (stream.h) */
+    uint64_t keepalive_ms;   /* loop time of the last keep-alive pass */
+    uint32_t streams_made;   /* legacy stream numbers on this worker */
     mcpg_buf alog;           /* access log lines waiting for the flush */
     uint64_t alog_dropped;
     char date[40];           /* cached Date header value */
@@ -169,6 +202,10 @@ struct th_mod {
     th_wslot **slots;
     mcpg_buf discover;   /* server/discover's body after the id */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
+    th_names hosts;      /* gateway.server.allowed_hosts, parsed */
+    th_names origins;    /* gateway.server.allowed_origins, parsed */
+    th_sess_store sessions; /* the legacy wire's sessions (single node) */
+    int sessions_ready;
 };
 
 /* worker.c */
@@ -199,9 +236,34 @@ void th_req_reset(th_req *r);
 void th_parse_read_begin(th_conn *c, const char *data);
 int th_parse_read_end(th_conn *c, const char *data, size_t n);
 
+#define TH_LISTEN_TOOLS 1u
+#define TH_LISTEN_RESOURCES 2u
+#define TH_LISTEN_PROMPTS 4u
+
 /* router.c */
 void th_route(th_conn *c, th_req *r);
 void th_respond_status_error(th_conn *c, th_req *r, int status);
+void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody);
+void th_respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after, th_piece id,
+                          int64_t code, th_piece msg, const th_piece *data, size_t ndata);
+void th_fill_header(const th_req *r, int k, th_hval *out);
+/* Hand r->desc (wire, method, name, params, args, id and the 1.1 fields set)
+ * to the kernel; the answer comes from complete(). */
+void th_submit(th_conn *c, th_req *r);
+
+/* mcp_legacy.c: the 2025-11-25 wire (sessions) */
+void th_legacy_post(th_conn *c, th_req *r);
+void th_legacy_get(th_conn *c, th_req *r);
+void th_legacy_delete(th_conn *c, th_req *r);
+/* A notifications/message below the session's logging level: 1 (drop it). */
+int th_legacy_filtered(th_wslot *ws, th_req *r, const char *json, size_t len);
+/* Turn r's answer into a stream: head, then the priming event. */
+int th_legacy_stream_begin(th_conn *c, th_req *r);
+
+/* listen.c */
+void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v);
+void th_listen_stop(th_wslot *ws, th_req *r);
+void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len);
 
 /* access_log.c */
 void th_alog_line(th_wslot *ws, const th_req *r);

@@ -59,7 +59,9 @@ static int q_is_zero(const char *p, size_t n) {
     return 0;
 }
 
-int th_accept_allows_json(const char *p, size_t n) {
+/* Does Accept allow `type` ("application/json"), by name, its type's
+ * wildcard (`wild`: application/ and a star), or star/star, without q=0? */
+static int accept_allows(const char *p, size_t n, const char *type, const char *wild) {
     while (n) {
         const char *comma = memchr(p, ',', n);
         size_t len = comma ? (size_t)(comma - p) : n;
@@ -67,14 +69,21 @@ int th_accept_allows_json(const char *p, size_t n) {
         const char *t = p;
         size_t tn = semi ? (size_t)(semi - p) : len;
         trim(&t, &tn);
-        if (eq_ci(t, tn, "application/json") || eq_ci(t, tn, "application/*") ||
-            eq_ci(t, tn, "*/*")) {
+        if (eq_ci(t, tn, type) || eq_ci(t, tn, wild) || eq_ci(t, tn, "*/*")) {
             if (!semi || !q_is_zero(semi + 1, len - (size_t)(semi + 1 - p))) return 1;
         }
         if (!comma) break;
         p = comma + 1, n -= len + 1;
     }
     return 0;
+}
+
+int th_accept_allows_json(const char *p, size_t n) {
+    return accept_allows(p, n, "application/json", "application/*");
+}
+
+int th_accept_allows_sse(const char *p, size_t n) {
+    return accept_allows(p, n, "text/event-stream", "text/*");
 }
 
 int th_content_type_is_json(const char *p, size_t n) {
@@ -210,10 +219,10 @@ static int check_envelope(const mcpg_host *h, const char *body, size_t n, rpc_pa
 
 /* ---- params, _meta and headers ------------------------------------------- */
 
-enum { P_META = 1, P_NAME = 2, P_ARGS = 4 };
+enum { P_META = 1, P_NAME = 2, P_ARGS = 4, P_URI = 8, P_NOTIF = 16 };
 
 typedef struct param_parts {
-    mcpg_json_span meta, name, args;
+    mcpg_json_span meta, name, args, uri, notif;
     unsigned seen;
     int dup;
 } param_parts;
@@ -228,28 +237,64 @@ static int scan_params(const mcpg_host *h, const mcpg_json_span *params, param_p
         if (h->json_string_eq(&k, "_meta", 5) == 1) take(P_META, &pp->seen, &pp->dup, &pp->meta, &val);
         else if (h->json_string_eq(&k, "name", 4) == 1) take(P_NAME, &pp->seen, &pp->dup, &pp->name, &val);
         else if (h->json_string_eq(&k, "arguments", 9) == 1) take(P_ARGS, &pp->seen, &pp->dup, &pp->args, &val);
+        else if (h->json_string_eq(&k, "uri", 3) == 1) take(P_URI, &pp->seen, &pp->dup, &pp->uri, &val);
+        else if (h->json_string_eq(&k, "notifications", 13) == 1)
+            take(P_NOTIF, &pp->seen, &pp->dup, &pp->notif, &val);
     }
     return rc;
 }
 
 static const char k_meta_version_key[] = "io.modelcontextprotocol/protocolVersion";
+static const char k_meta_caps_key[] = "io.modelcontextprotocol/clientCapabilities";
 
-/* params._meta's protocol version: 1 found once (*out set), 0 absent, -1
- * present twice. Found with a walk rather than a lookup (which stops at the
- * first) because, like the members above, a duplicate is refused: a backend
- * whose parser keeps the last one would read another version than was
- * checked. */
-static int meta_version(const mcpg_host *h, const mcpg_json_span *meta, mcpg_json_span *out) {
+/* A member of params._meta: 1 found once (*out set), 0 absent, -1 present
+ * twice. Found with a walk rather than a lookup (which stops at the first)
+ * because, like the members above, a duplicate is refused: a backend whose
+ * parser keeps the last one would read another value than was checked. */
+static int meta_member(const mcpg_host *h, const mcpg_json_span *meta, const char *key,
+                       size_t klen, mcpg_json_span *out) {
     size_t iter = 0;
     mcpg_json_span k, val;
     int found = 0;
     while (mcpg_json_object_next_trusted(meta->p, meta->n, &iter, &k, &val) == 1) {
-        if (h->json_string_eq(&k, k_meta_version_key, sizeof k_meta_version_key - 1) != 1) continue;
+        if (h->json_string_eq(&k, key, klen) != 1) continue;
         if (found) return -1;
         *out = val;
         found = 1;
     }
     return found;
+}
+
+int th_meta_has_version(const mcpg_host *h, const char *params, size_t n) {
+    mcpg_json_span meta, pv;
+    if (!params || h->json_object_get(params, n, "_meta", &meta) != 1 ||
+        meta.type != MCPG_JSON_OBJECT)
+        return 0;
+    return meta_member(h, &meta, k_meta_version_key, sizeof k_meta_version_key - 1, &pv) != 0;
+}
+
+/* _meta's clientCapabilities: required (-32021 when missing), an object. */
+static int check_caps(const mcpg_host *h, const param_parts *pp, th_mcp_verdict *v) {
+    mcpg_json_span caps;
+    int found = meta_member(h, &pp->meta, k_meta_caps_key, sizeof k_meta_caps_key - 1, &caps);
+    if (found < 0) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: duplicate member"));
+        return 0;
+    }
+    if (!found) {
+        fail(v, 400, MCPG_RPC_MISSING_CLIENT_CAPABILITY,
+             MSG("Missing required client capabilities: params._meta[\"io.modelcontextprotocol/"
+                 "clientCapabilities\"] is required"));
+        v->data[0] = TH_LIT("{\"requiredCapabilities\":{}}");
+        v->ndata = 1;
+        return 0;
+    }
+    if (caps.type != MCPG_JSON_OBJECT) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: clientCapabilities must be an object"));
+        return 0;
+    }
+    v->caps = (th_piece){caps.p, caps.n};
+    return 1;
 }
 
 /* The _meta envelope and its protocol version; 1 when it is 2026-07-28. */
@@ -270,16 +315,18 @@ static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
         }
     }
     mcpg_json_span pv;
-    int found = (pp->seen & P_META) ? meta_version(h, &pp->meta, &pv) : 0;
+    int found = (pp->seen & P_META) ? meta_member(h, &pp->meta, k_meta_version_key,
+                                                  sizeof k_meta_version_key - 1, &pv)
+                                    : 0;
     if (found < 0) {
         fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: duplicate member"));
         return 0;
     }
     if (!found) {
+        v->legacy = 1;
         fail(v, 400, MCPG_RPC_INVALID_PARAMS,
              MSG("Invalid params: the 2026-07-28 `_meta` envelope is required "
-                 "(params._meta[\\\"io.modelcontextprotocol/protocolVersion\\\"]); "
-                 "the legacy wire is not served yet"));
+                 "(params._meta[\\\"io.modelcontextprotocol/protocolVersion\\\"])"));
         return 0;
     }
     if (pv.type != MCPG_JSON_STRING ||
@@ -291,6 +338,7 @@ static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
         v->ndata = 3;
         return 0;
     }
+    v->version = TH_LIT(TH_PROTOCOL_VERSION);
     return 1;
 }
 
@@ -318,7 +366,7 @@ static int check_headers(const mcpg_host *h, const th_mcp_headers *hd, const rpc
 
 /* ---- methods ------------------------------------------------------------- */
 
-enum { M_DISCOVER, M_LIST, M_CALL };
+enum { M_DISCOVER, M_LIST, M_CALL, M_NAMED, M_URI, M_PLAIN, M_LISTEN };
 
 static const struct {
     const char *name;
@@ -329,36 +377,49 @@ static const struct {
     {"server/discover", 15, MCPG_METHOD_OTHER, M_DISCOVER},
     {"tools/list", 10, MCPG_METHOD_TOOLS_LIST, M_LIST},
     {"tools/call", 10, MCPG_METHOD_TOOLS_CALL, M_CALL},
+    {"resources/list", 14, MCPG_METHOD_RESOURCES_LIST, M_LIST},
+    {"resources/templates/list", 24, MCPG_METHOD_RESOURCES_TEMPLATES_LIST, M_LIST},
+    {"resources/read", 14, MCPG_METHOD_RESOURCES_READ, M_URI},
+    {"prompts/list", 12, MCPG_METHOD_PROMPTS_LIST, M_LIST},
+    {"prompts/get", 11, MCPG_METHOD_PROMPTS_GET, M_NAMED},
+    {"completion/complete", 19, MCPG_METHOD_COMPLETION_COMPLETE, M_PLAIN},
+    {"subscriptions/listen", 20, MCPG_METHOD_OTHER, M_LISTEN},
 };
 
-/* tools/call: params.name (a string), params.arguments (an object), Mcp-Name. */
-static int check_tool_call(const mcpg_host *h, const th_mcp_headers *hd, const param_parts *pp,
-                           char *name_buf, th_mcp_verdict *v) {
-    if (!(pp->seen & P_NAME) || pp->name.type != MCPG_JSON_STRING) {
-        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: tools/call needs a string params.name"));
+/* A method named by params.name (tools/call, prompts/get) or params.uri
+ * (resources/read): the member a string (< 256 bytes decoded), equal to
+ * Mcp-Name; `field` names it in errors. */
+static int check_named(const mcpg_host *h, const th_mcp_headers *hd, const mcpg_json_span *s,
+                       int present, char *name_buf, th_mcp_verdict *v) {
+    if (!present || s->type != MCPG_JSON_STRING) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: a string params.name (params.uri for resources/read) is required"));
         return 0;
     }
-    if ((pp->seen & P_ARGS) && pp->args.type != MCPG_JSON_OBJECT) {
-        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params.arguments must be an object"));
-        return 0;
-    }
-    size_t len = pp->name.n;
-    if (pp->name.escaped) {
-        if (h->json_string_decode(&pp->name, name_buf, TH_NAME_MAX, &len) < 0) len = TH_NAME_MAX;
+    size_t len = s->n;
+    if (s->escaped) {
+        if (h->json_string_decode(s, name_buf, TH_NAME_MAX, &len) < 0) len = TH_NAME_MAX;
         v->name = (th_piece){name_buf, len};
     } else {
-        v->name = (th_piece){pp->name.p, len};
+        v->name = (th_piece){s->p, len};
     }
     if (len >= TH_NAME_MAX) {
         fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params.name is too long"));
         return 0;
     }
     if (!hd->name.present) {
-        fail(v, 400, MCPG_RPC_HEADER_MISMATCH, MSG("Header mismatch: the Mcp-Name header is required for tools/call"));
+        fail(v, 400, MCPG_RPC_HEADER_MISMATCH, MSG("Header mismatch: the Mcp-Name header is required for this method"));
         return 0;
     }
-    if (hd->name.dup || !th_header_matches(h, hd->name.p, hd->name.n, &pp->name)) {
+    if (hd->name.dup || !th_header_matches(h, hd->name.p, hd->name.n, s)) {
         fail(v, 400, MCPG_RPC_HEADER_MISMATCH, MSG("Header mismatch: the Mcp-Name header does not match params.name"));
+        return 0;
+    }
+    return 1;
+}
+
+static int check_args(const param_parts *pp, th_mcp_verdict *v) {
+    if ((pp->seen & P_ARGS) && pp->args.type != MCPG_JSON_OBJECT) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params.arguments must be an object"));
         return 0;
     }
     if (pp->seen & P_ARGS) v->args = (th_piece){pp->args.p, pp->args.n};
@@ -372,17 +433,32 @@ static void route_method(const mcpg_host *h, const th_mcp_headers *hd, const rpc
         v->method = k_methods[i].method;
         v->method_name = (th_piece){k_methods[i].name, k_methods[i].len};
         if (r->seen & F_PARAMS) v->params = (th_piece){r->params.p, r->params.n};
+        v->action = TH_MCP_SUBMIT;
+        v->stamp = TH_STAMP_RESULT_TYPE;
         switch (k_methods[i].kind) {
         case M_DISCOVER: v->action = TH_MCP_DISCOVER; return;
-        case M_LIST:
-            v->action = TH_MCP_SUBMIT;
-            v->stamp = TH_STAMP_RESULT_TYPE | TH_STAMP_CACHE;
+        case M_LIST: v->stamp |= TH_STAMP_CACHE; return;
+        case M_CALL:
+            if (!check_args(pp, v) || !check_named(h, hd, &pp->name, pp->seen & P_NAME, name_buf, v))
+                return;
             return;
-        default:
-            if (!check_tool_call(h, hd, pp, name_buf, v)) return;
-            v->action = TH_MCP_SUBMIT;
-            v->stamp = TH_STAMP_RESULT_TYPE;
+        case M_NAMED:
+            if (!check_args(pp, v)) return;
+            (void)check_named(h, hd, &pp->name, pp->seen & P_NAME, name_buf, v);
             return;
+        case M_URI:
+            v->stamp |= TH_STAMP_CACHE;
+            (void)check_named(h, hd, &pp->uri, pp->seen & P_URI, name_buf, v);
+            return;
+        case M_LISTEN:
+            if ((pp->seen & P_NOTIF) && pp->notif.type != MCPG_JSON_OBJECT) {
+                fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params.notifications must be an object"));
+                return;
+            }
+            v->action = TH_MCP_LISTEN;
+            if (pp->seen & P_NOTIF) v->listen = (th_piece){pp->notif.p, pp->notif.n};
+            return;
+        default: return; /* M_PLAIN */
         }
     }
     fail(v, 404, MCPG_RPC_METHOD_NOT_FOUND, MSG("Method not found"));
@@ -432,6 +508,7 @@ void th_mcp_check(const mcpg_host *h, const th_mcp_headers *hd, const char *body
     }
     param_parts pp;
     memset(&pp, 0, sizeof pp);
-    if (!check_meta(h, &r, &pp, v) || !check_headers(h, hd, &r, v)) return;
+    if (!check_meta(h, &r, &pp, v) || !check_headers(h, hd, &r, v) || !check_caps(h, &pp, v))
+        return;
     route_method(h, hd, &r, &pp, name_buf, v);
 }

@@ -24,7 +24,8 @@ typedef enum th_mcp_action {
     TH_MCP_ERROR = 0,    /* answer the JSON-RPC error in the verdict */
     TH_MCP_ACCEPTED = 1, /* a notification: 202, empty body */
     TH_MCP_DISCOVER = 2, /* server/discover: the transport answers */
-    TH_MCP_SUBMIT = 3    /* hand the call to the kernel */
+    TH_MCP_SUBMIT = 3,   /* hand the call to the kernel */
+    TH_MCP_LISTEN = 4    /* subscriptions/listen: the transport keeps a stream */
 } th_mcp_action;
 
 typedef struct th_mcp_verdict {
@@ -41,6 +42,10 @@ typedef struct th_mcp_verdict {
     th_piece name;       /* params.name, decoded (tools/call) */
     th_piece params;     /* raw params object, or {NULL,0} */
     th_piece args;       /* raw params.arguments object, or {NULL,0} */
+    th_piece caps;       /* raw _meta clientCapabilities object */
+    th_piece version;    /* the protocol version (static text) */
+    th_piece listen;     /* LISTEN: raw params.notifications object, or {NULL,0} */
+    int legacy;          /* ERROR for want of the 2026 envelope: a legacy-wire request */
 } th_mcp_verdict;
 
 /* Tool names longer than this (decoded) are refused with -32602. */
@@ -51,8 +56,13 @@ typedef struct th_mcp_verdict {
 void th_mcp_check(const mcpg_host *h, const th_mcp_headers *hd, const char *body, size_t n,
                   char *name_buf, th_mcp_verdict *v);
 
+/* Does params (raw object text, may be NULL) carry the 2026-07-28 _meta
+ * protocol version? The wire a POST speaks is decided by it. */
+int th_meta_has_version(const mcpg_host *h, const char *params, size_t n);
+
 /* Header grammar helpers, exposed for the unit test. */
 int th_accept_allows_json(const char *p, size_t n);
+int th_accept_allows_sse(const char *p, size_t n);
 int th_content_type_is_json(const char *p, size_t n);
 /* Does header value hv equal the decoded JSON string s? Accepts the
  * "=?base64?...?=" form the spec allows for values that are not header-safe. */

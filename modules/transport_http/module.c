@@ -7,8 +7,8 @@
 
 static const mcpg_config_field th_schema[] = {
     MCPG_CFG_BOOL_FIELD(th_config, unary_json_fast_path, "unary_json_fast_path", "false",
-                        "legacy wire: answer a unary call with one JSON body instead of SSE "
-                        "(accepted now; takes effect with the legacy wire)"),
+                        "legacy wire: answer a call with one JSON body instead of SSE while it "
+                        "has sent no message before its outcome (no session state per call)"),
     MCPG_CFG_BOOL_FIELD(th_config, access_log, "access_log", "true",
                         "one JSON line per request on stderr, written once per loop turn"),
     MCPG_CFG_INT_FIELD(th_config, max_body_bytes, "max_body_bytes", "4194304", 1, 1073741824,
@@ -19,6 +19,19 @@ static const mcpg_config_field th_schema[] = {
                        "close a connection idle this long (or slower than this to send a request)"),
     MCPG_CFG_INT_FIELD(th_config, max_connections_per_worker, "max_connections_per_worker",
                        "10000", 1, 1000000, "connections beyond this are closed at once"),
+    MCPG_CFG_INT_FIELD(th_config, max_sessions, "max_sessions", "10000", 1, 10000000,
+                       "legacy wire: open sessions at most; initialize beyond it gets 503 (-32000, "
+                       "Retry-After)"),
+    MCPG_CFG_INT_FIELD(th_config, session_ttl_ms, "session_ttl_ms", "1800000", 1000, 604800000,
+                       "legacy wire: a session unused this long (and without a GET stream) ends"),
+    MCPG_CFG_JSON_FIELD(th_config, allowed_hosts, "allowed_hosts", NULL,
+                        "Host values /mcp accepts (403 else): an array of \"name\" (any port), "
+                        "\"name:port\" or \"*\"; unset: only localhost, 127.0.0.1 and [::1] on a "
+                        "loopback connection, any host otherwise"),
+    MCPG_CFG_JSON_FIELD(th_config, allowed_origins, "allowed_origins", NULL,
+                        "Origin values /mcp accepts (403 else; no Origin is always accepted): an "
+                        "array of \"scheme://host[:port]\" or \"*\"; unset: only http(s) origins on "
+                        "loopback names on a loopback connection, any origin otherwise"),
     MCPG_CONFIG_END};
 
 /* server/discover's body after the id: fixed for the instance's life. */
@@ -29,7 +42,9 @@ static int th_discover_build(th_mod *m) {
     const char *version = h->gateway_version();
     static const char head[] =
         ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],"
-        "\"capabilities\":{\"tools\":{\"listChanged\":false}},"
+        "\"capabilities\":{\"tools\":{\"listChanged\":true},"
+        "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
+        "\"prompts\":{\"listChanged\":true},\"completions\":{}},"
         "\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
         "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":";
     int rc = h->buf_append(b, head, sizeof head - 1);
@@ -61,6 +76,22 @@ static int alog_src_build(th_mod *m) {
 
 static void th_destroy(void *instance);
 
+static int th_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
+    const th_config *cfg = config;
+    int rc = 0;
+    const char *keys[2] = {"allowed_hosts", "allowed_origins"};
+    const char *vals[2] = {cfg->allowed_hosts, cfg->allowed_origins};
+    for (int i = 0; i < 2; i++) {
+        th_names tmp;
+        if (th_names_parse(host, vals[i], &tmp) == MCPG_EINVAL) {
+            host->report_error(rep, keys[i], "must be an array of non-empty strings without spaces");
+            rc = MCPG_ECONFIG;
+        }
+        th_names_free(host, &tmp);
+    }
+    return rc;
+}
+
 static int th_create(const mcpg_host *host, mcpg_instance *self, const void *config,
                      void **instance_out) {
     th_mod *m = host->calloc(1, sizeof *m);
@@ -82,6 +113,11 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
         ws->iso_sec = -1;
         m->slots[i] = ws;
     }
+    if (!rc) rc = th_sess_init(&m->sessions, host, (uint32_t)m->cfg->max_sessions,
+                               (uint64_t)m->cfg->session_ttl_ms);
+    if (!rc) m->sessions_ready = 1;
+    if (!rc) rc = th_names_parse(host, m->cfg->allowed_hosts, &m->hosts);
+    if (!rc) rc = th_names_parse(host, m->cfg->allowed_origins, &m->origins);
     if (!rc) rc = th_discover_build(m);
     if (!rc) rc = alog_src_build(m);
     if (rc) {
@@ -100,6 +136,9 @@ static void th_destroy(void *instance) {
     host->free(m->slots);
     host->buf_free(&m->discover);
     host->buf_free(&m->alog_src);
+    if (m->sessions_ready) th_sess_fini(&m->sessions);
+    th_names_free(host, &m->hosts);
+    th_names_free(host, &m->origins);
     host->free(m);
 }
 
@@ -137,9 +176,17 @@ static uint32_t th_conn_count_op(void *instance, mcpg_worker *w) {
     return ws ? ws->nconns + ws->handles_closing : 0;
 }
 
+/* News for listening clients, on each worker's loop (kinds.h). */
+static void th_news_op(void *instance, mcpg_worker *w, const char *method, const char *uri,
+                       size_t uri_len) {
+    th_wslot *ws = th_slot(instance, w);
+    if (ws && method) th_news(ws, method, uri, uri_len);
+}
+
 static const mcpg_lifecycle_ops th_lifecycle = {
     .size = (uint32_t)sizeof(mcpg_lifecycle_ops),
     .version = 1,
+    .validate = th_validate,
     .create = th_create,
     .destroy = th_destroy,
 };
@@ -149,9 +196,11 @@ static const mcpg_transport_ops th_ops = {
     .conn_adopt = th_conn_adopt_op,
     .drain = th_drain_op,
     .conn_count = th_conn_count_op,
+    .news = th_news_op,
 };
 
 MCPG_MODULE_DEFINE(MCPG_KIND_TRANSPORT, "transport_http", "0.1.0",
-                   .description = "HTTP/1.1 transport: the MCP stateless wire on /mcp, health routes",
+                   .description = "HTTP/1.1 transport: both MCP wires on /mcp (2026-07-28 stateless, "
+                                  "2025-11-25 sessions), health routes",
                    .config = th_schema, .config_size = (uint32_t)sizeof(th_config),
                    .lifecycle = &th_lifecycle, .ops = &th_ops);

@@ -12,16 +12,19 @@ const char *th_status_reason(int status) {
     case 200: return "OK";
     case 202: return "Accepted";
     case 400: return "Bad Request";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 406: return "Not Acceptable";
     case 408: return "Request Timeout";
+    case 409: return "Conflict";
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
     }
 }
@@ -61,7 +64,8 @@ int th_resp_append(const mcpg_host *h, mcpg_buf *out, const th_resp_head *hd,
     size_t rlen = strlen(reason);
     size_t dlen = hd->date ? strlen(hd->date) : 0;
     size_t alen = hd->allow ? strlen(hd->allow) : 0;
-    if (h->buf_reserve(out, TH_HEAD_FIXED + rlen + dlen + alen + blen)) return MCPG_ENOMEM;
+    size_t slen = hd->session ? strlen(hd->session) : 0;
+    if (h->buf_reserve(out, TH_HEAD_FIXED + rlen + dlen + alen + slen + blen)) return MCPG_ENOMEM;
 
     char *d = out->data + out->len;
     d = PUT_LIT(d, "HTTP/1.1 ");
@@ -85,6 +89,11 @@ int th_resp_append(const mcpg_host *h, mcpg_buf *out, const th_resp_head *hd,
     if (hd->retry_after_s) {
         d = PUT_LIT(d, "Retry-After: ");
         d += th_fmt_u64(d, hd->retry_after_s);
+        d = PUT_LIT(d, "\r\n");
+    }
+    if (hd->session) {
+        d = PUT_LIT(d, "Mcp-Session-Id: ");
+        d = put(d, hd->session, slen);
         d = PUT_LIT(d, "\r\n");
     }
     if (hd->allow) {
@@ -159,9 +168,10 @@ size_t th_rpc_result_body(const mcpg_host *h, th_piece *out, th_piece id, th_pie
     int empty = s[j - 1] == '{';
     out[k++] = (th_piece){s, body};
 
-    static const th_piece members[3] = {{"\"resultType\":\"complete\"", 23},
-                                        {"\"ttlMs\":0", 9},
-                                        {"\"cacheScope\":\"private\"", 22}};
+    th_piece members[3] = {TH_LIT("\"resultType\":\"complete\""), TH_LIT("\"ttlMs\":0"),
+                           TH_LIT("\"cacheScope\":\"private\"")};
+    if (stamp & TH_STAMP_INPUT_REQUIRED) members[0] = TH_LIT("\"resultType\":\"input_required\"");
+    else if (stamp & TH_STAMP_TASK) members[0] = TH_LIT("\"resultType\":\"task\"");
     unsigned want = 0;
     if (stamp & TH_STAMP_RESULT_TYPE) want |= 1u;
     if (stamp & TH_STAMP_CACHE) want |= 6u;

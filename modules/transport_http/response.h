@@ -31,6 +31,7 @@ typedef struct th_resp_head {
     const char *allow;      /* Allow header value, or NULL */
     const char *date;       /* Date header value, or NULL */
     int head_only;          /* a HEAD request: the headers of the answer, no body */
+    const char *session;    /* Mcp-Session-Id value, or NULL */
 } th_resp_head;
 
 /* Append status line, headers and body pieces to out. Returns 0 or
@@ -55,6 +56,9 @@ size_t th_rpc_error_body(th_piece *out, th_piece id, char *codebuf, int64_t code
 /* Which members the transport stamps on a result (stateless wire). */
 #define TH_STAMP_RESULT_TYPE 1u /* "resultType":"complete" */
 #define TH_STAMP_CACHE 2u       /* "ttlMs":0,"cacheScope":"private" (list results) */
+/* The result's type, when it is not "complete" (mcpg_call_outcome.result_type). */
+#define TH_STAMP_INPUT_REQUIRED 4u /* "resultType":"input_required" */
+#define TH_STAMP_TASK 8u           /* "resultType":"task" */
 
 /* A JSON-RPC result body as pieces: the backend's result object with the
  * stamped members inserted before its final '}' (members it already has are

@@ -4,6 +4,7 @@
  * output buffer when its request is first in line, else into the request's
  * own buffer until the ones before it are answered (pipelining order). */
 #include "internal.h"
+#include "stream.h"
 
 #include <string.h>
 
@@ -12,7 +13,7 @@
 static mcpg_buf *th_resp_target(th_conn *c, th_req *r) { return c->qhead == r ? &c->out : &r->resp; }
 
 /* Write r's response; r is answered. */
-static void respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody) {
+void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody) {
     th_wslot *ws = c->ws;
     hd->date = th_date(ws);
     /* Only the last answer a connection will give says "close": a pipelined
@@ -20,6 +21,7 @@ static void respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *bod
     hd->close = !r->keep_alive || (c->close_after && r == c->qtail);
     hd->keep_alive_10 = r->http_10 && r->keep_alive;
     hd->head_only = r->http_method == HTTP_HEAD;
+    if (r->sid[0]) hd->session = r->sid;
     size_t blen = 0;
     if (th_resp_append(ws->mod->host, th_resp_target(c, r), hd, body, nbody, &blen)) {
         c->close_after = 1; /* out of memory: give up on this connection after what is queued */
@@ -30,14 +32,14 @@ static void respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *bod
     r->state = TH_REQ_DONE;
 }
 
-static void respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after,
+void th_respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after,
                               th_piece id, int64_t code, th_piece msg, const th_piece *data,
                               size_t ndata) {
     th_piece body[TH_MAX_PIECES];
     char codebuf[24];
     size_t n = th_rpc_error_body(body, id, codebuf, code, msg, data, ndata);
     th_resp_head hd = {.status = status, .retry_after_s = retry_after, .json = 1};
-    respond(c, r, &hd, body, n);
+    th_respond(c, r, &hd, body, n);
 }
 
 void th_respond_status_error(th_conn *c, th_req *r, int status) {
@@ -50,17 +52,21 @@ void th_respond_status_error(th_conn *c, th_req *r, int status) {
         msg = MSG("Service Unavailable: out of memory");
         code = MCPG_RPC_SERVER_ERROR;
         break;
+    case 505:
+        msg = MSG("HTTP Version Not Supported: this server speaks HTTP/1.1 (and 1.0)");
+        code = MCPG_RPC_SERVER_ERROR;
+        break;
     default:
         status = 400;
         msg = MSG("Bad Request: malformed HTTP request");
     }
-    respond_rpc_error(c, r, status, 0, TH_LIT("null"), code, msg, NULL, 0);
+    th_respond_rpc_error(c, r, status, 0, TH_LIT("null"), code, msg, NULL, 0);
 }
 
 static void respond_plain_json(th_conn *c, th_req *r, int status, th_piece body,
                                const char *allow) {
     th_resp_head hd = {.status = status, .json = 1, .allow = allow};
-    respond(c, r, &hd, &body, 1);
+    th_respond(c, r, &hd, &body, 1);
 }
 
 static void respond_not_allowed(th_conn *c, th_req *r, const char *allow) {
@@ -69,7 +75,7 @@ static void respond_not_allowed(th_conn *c, th_req *r, const char *allow) {
     size_t n = th_rpc_error_body(body, TH_LIT("null"), codebuf, MCPG_RPC_INVALID_REQUEST,
                                  MSG("Method Not Allowed"), NULL, 0);
     th_resp_head hd = {.status = 405, .json = 1, .allow = allow};
-    respond(c, r, &hd, body, n);
+    th_respond(c, r, &hd, body, n);
 }
 
 /* ---- calls ----------------------------------------------------------------- */
@@ -87,6 +93,29 @@ static const char *req_header(void *ctx, const char *lname, size_t *len_out) {
         }
     }
     return NULL;
+}
+
+/* The outcome's resultType as stamp bits: a kernel older than ABI 1.1
+ * fills nothing past retry_after_s (out->size says so), which is "complete". */
+static unsigned result_type_stamp(const mcpg_call_outcome *oc) {
+    if (!MCPG_HAS_FIELD(oc, result_type)) return 0;
+    switch (oc->result_type) {
+    case MCPG_RESULT_INPUT_REQUIRED: return TH_STAMP_INPUT_REQUIRED;
+    case MCPG_RESULT_TASK: return TH_STAMP_TASK;
+    default: return 0;
+    }
+}
+
+/* The pieces of a stream's last event, joined (a stream's events are
+ * written whole; the buffer is the worker's, kept warm). */
+static void end_stream(th_conn *c, th_req *r, const th_piece *body, size_t n) {
+    const mcpg_host *host = c->ws->mod->host;
+    mcpg_buf *b = &c->ws->msg_body;
+    b->len = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) rc |= host->buf_append(b, body[i].p, body[i].n);
+    if (rc) c->close_after = 1;
+    th_sse_end(c, r, NULL, 0, rc ? NULL : b->data, b->len);
 }
 
 static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
@@ -111,9 +140,25 @@ static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
                               &data, oc->error_data && oc->error_data_len ? 1 : 0);
     } else {
         th_piece res = {oc->result, oc->result ? oc->result_len : 0};
-        n = th_rpc_result_body(host, body, id, res, r->stamp);
+        unsigned stamp = r->stamp ? r->stamp | result_type_stamp(oc) : 0;
+        n = th_rpc_result_body(host, body, id, res, stamp);
     }
-    respond(c, r, &hd, body, n);
+    if (r->sse) end_stream(c, r, body, n);
+    else th_respond(c, r, &hd, body, n);
+}
+
+/* desc.message: a message for the call's client before its outcome. The
+ * answer becomes a stream (its head once), when the client accepts one. */
+static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t len) {
+    th_req *r = ctx;
+    th_conn *c = r->conn;
+    (void)call;
+    if (!r->sse_ok) return MCPG_ENOTSUP;
+    if (c->closing) return 0; /* the call is being cancelled: nobody to tell */
+    if (r->legacy && th_legacy_filtered(c->ws, r, json, len)) return 0;
+    if (r->legacy && !r->sse && th_legacy_stream_begin(c, r)) return MCPG_EAGAIN;
+    int rc = th_sse_event(c, r, NULL, 0, json, len);
+    return rc == MCPG_ENOMEM ? MCPG_EAGAIN : 0;
 }
 
 /* desc.complete: the kernel has the outcome; answer (or just let go if the
@@ -142,20 +187,18 @@ static void on_call_complete(void *ctx, mcpg_call *call) {
 
 static void submit_failed(th_conn *c, th_req *r, int rc, th_piece id) {
     if (rc == MCPG_EAGAIN)
-        respond_rpc_error(c, r, 503, 1, id, MCPG_RPC_SERVER_ERROR,
+        th_respond_rpc_error(c, r, 503, 1, id, MCPG_RPC_SERVER_ERROR,
                           MSG("Server busy: too many calls in flight, retry later"), NULL, 0);
     else if (rc == MCPG_EUNAVAIL)
-        respond_rpc_error(c, r, 503, 0, id, MCPG_RPC_SERVER_ERROR,
+        th_respond_rpc_error(c, r, 503, 0, id, MCPG_RPC_SERVER_ERROR,
                           MSG("Service unavailable: the gateway is draining"), NULL, 0);
     else
-        respond_rpc_error(c, r, 500, 0, id, MCPG_RPC_INTERNAL_ERROR, MSG("Internal error"), NULL, 0);
+        th_respond_rpc_error(c, r, 500, 0, id, MCPG_RPC_INTERNAL_ERROR, MSG("Internal error"), NULL, 0);
 }
 
 static void submit(th_conn *c, th_req *r, const th_mcp_verdict *v) {
-    th_wslot *ws = c->ws;
     mcpg_call_desc *d = &r->desc;
     memset(d, 0, sizeof *d);
-    d->size = (uint32_t)sizeof *d;
     d->wire = MCPG_WIRE_STATELESS;
     d->method = v->method_name.p;
     d->method_len = v->method_name.n;
@@ -167,10 +210,23 @@ static void submit(th_conn *c, th_req *r, const th_mcp_verdict *v) {
     d->args_len = v->args.n;
     d->id_json = v->id.p;
     d->id_len = v->id.n;
+    d->client_caps_json = v->caps.p;
+    d->client_caps_len = v->caps.n;
+    d->protocol_version = v->version.p;
+    d->protocol_version_len = v->version.n;
+    r->stamp = v->stamp;
+    th_submit(c, r);
+}
+
+void th_submit(th_conn *c, th_req *r) {
+    th_wslot *ws = c->ws;
+    mcpg_call_desc *d = &r->desc;
+    th_piece id = {d->id_json, d->id_len};
+    d->size = (uint32_t)sizeof *d;
     d->transport_ctx = r;
     d->header = req_header;
     d->complete = on_call_complete;
-    r->stamp = v->stamp;
+    d->message = on_call_message;
     r->state = TH_REQ_INFLIGHT;
     r->in_submit = 1;
     c->inflight++;
@@ -179,13 +235,13 @@ static void submit(th_conn *c, th_req *r, const th_mcp_verdict *v) {
     if (rc < 0) {
         c->inflight--;
         r->call = NULL;
-        submit_failed(c, r, rc, v->id);
+        submit_failed(c, r, rc, id);
     } else if (r->state == TH_REQ_DONE) {
         r->call = NULL; /* completed and released inside call_submit */
     }
 }
 
-static void fill_header(const th_req *r, int k, th_hval *out) {
+void th_fill_header(const th_req *r, int k, th_hval *out) {
     memset(out, 0, sizeof *out);
     if (!r->known[k]) return;
     const th_hdr *h = &r->hdrs[r->known[k] - 1];
@@ -198,29 +254,52 @@ static void fill_header(const th_req *r, int k, th_hval *out) {
 static void handle_mcp(th_conn *c, th_req *r) {
     th_mod *m = c->ws->mod;
     th_mcp_headers hd;
-    fill_header(r, TH_H_CONTENT_TYPE, &hd.content_type);
-    fill_header(r, TH_H_ACCEPT, &hd.accept);
-    fill_header(r, TH_H_PROTOCOL_VERSION, &hd.protocol_version);
-    fill_header(r, TH_H_MCP_METHOD, &hd.method);
-    fill_header(r, TH_H_MCP_NAME, &hd.name);
+    th_fill_header(r, TH_H_CONTENT_TYPE, &hd.content_type);
+    th_fill_header(r, TH_H_ACCEPT, &hd.accept);
+    th_fill_header(r, TH_H_PROTOCOL_VERSION, &hd.protocol_version);
+    th_fill_header(r, TH_H_MCP_METHOD, &hd.method);
+    th_fill_header(r, TH_H_MCP_NAME, &hd.name);
     th_mcp_verdict v;
+    if (r->known[TH_H_SESSION_ID]) { /* a session: the legacy wire */
+        th_legacy_post(c, r);
+        return;
+    }
     th_mcp_check(m->host, &hd, r->data.data + r->body_off, r->body_len, r->name_buf, &v);
+    if (v.legacy && !(hd.protocol_version.present &&
+                      hd.protocol_version.n == sizeof TH_PROTOCOL_VERSION - 1 &&
+                      !memcmp(hd.protocol_version.p, TH_PROTOCOL_VERSION, hd.protocol_version.n))) {
+        /* no 2026-07-28 envelope, and not claiming 2026-07-28: initialize, or a legacy client */
+        th_legacy_post(c, r);
+        return;
+    }
     switch (v.action) {
     case TH_MCP_ACCEPTED: {
         th_resp_head h = {.status = 202};
-        respond(c, r, &h, NULL, 0);
+        th_respond(c, r, &h, NULL, 0);
         return;
     }
     case TH_MCP_DISCOVER: {
         th_piece body[3] = {TH_LIT("{\"jsonrpc\":\"2.0\",\"id\":"), v.id,
                             {m->discover.data, m->discover.len}};
         th_resp_head h = {.status = 200, .json = 1};
-        respond(c, r, &h, body, 3);
+        th_respond(c, r, &h, body, 3);
         return;
     }
-    case TH_MCP_SUBMIT: submit(c, r, &v); return;
+    case TH_MCP_SUBMIT:
+        r->sse_ok = (uint8_t)(!hd.accept.present || th_accept_allows_sse(hd.accept.p, hd.accept.n));
+        submit(c, r, &v);
+        return;
+    case TH_MCP_LISTEN:
+        if (hd.accept.present && !th_accept_allows_sse(hd.accept.p, hd.accept.n)) {
+            th_respond_rpc_error(c, r, 406, 0, v.id, MCPG_RPC_INVALID_REQUEST,
+                              MSG("Not Acceptable: subscriptions/listen answers with "
+                                  "text/event-stream"), NULL, 0);
+            return;
+        }
+        th_listen_start(c, r, &v);
+        return;
     default:
-        respond_rpc_error(c, r, v.http_status, 0, v.id, v.code, v.message, v.data, v.ndata);
+        th_respond_rpc_error(c, r, v.http_status, 0, v.id, v.code, v.message, v.data, v.ndata);
     }
 }
 
@@ -232,13 +311,49 @@ static int path_is(const char *url, size_t n, const char *lit, size_t ln) {
     return n == ln && !memcmp(url, lit, ln);
 }
 
+/* Host and Origin (hygiene.h): 1 when the request may reach the MCP
+ * endpoint, else it is answered here. */
+static int hygiene_ok(th_conn *c, th_req *r) {
+    th_mod *m = c->ws->mod;
+    th_hval host, origin;
+    th_fill_header(r, TH_H_HOST, &host);
+    th_fill_header(r, TH_H_ORIGIN, &origin);
+    /* A missing Host is let through: every browser sends one, so its absence
+     * is not a rebinding page, and raw clients and probes often omit it. */
+    if (host.dup) {
+        th_respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                          MSG("Bad Request: more than one Host header"), NULL, 0);
+        return 0;
+    }
+    if (host.present && !th_host_allowed(&m->hosts, c->loopback, host.p, host.n)) {
+        th_respond_rpc_error(c, r, 403, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                          MSG("Forbidden: Host not allowed (gateway.server.allowed_hosts)"), NULL, 0);
+        return 0;
+    }
+    if (origin.present &&
+        (origin.dup || !th_origin_allowed(&m->origins, c->loopback, origin.p, origin.n))) {
+        th_respond_rpc_error(c, r, 403, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                          MSG("Forbidden: Origin not allowed (gateway.server.allowed_origins)"), NULL, 0);
+        return 0;
+    }
+    return 1;
+}
+
 void th_route(th_conn *c, th_req *r) {
     const char *url = r->data.data + r->url_off;
     size_t n = r->url_len;
     int get = r->http_method == HTTP_GET || r->http_method == HTTP_HEAD;
-    if (path_is(url, n, "/mcp", 4)) {
+    if (!n || url[0] != '/') {
+        /* absolute-form ("POST http://host/mcp") names a host the Host check
+         * would not see; asterisk-form has nothing here */
+        th_respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_INVALID_REQUEST,
+                          MSG("Bad Request: only origin-form request targets (/path) are served"), NULL, 0);
+    } else if (path_is(url, n, "/mcp", 4)) {
+        if (!hygiene_ok(c, r)) return;
         if (r->http_method == HTTP_POST) handle_mcp(c, r);
-        else respond_not_allowed(c, r, "POST");
+        else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
+        else if (r->http_method == HTTP_DELETE) th_legacy_delete(c, r);
+        else respond_not_allowed(c, r, "GET, POST, DELETE");
     } else if (path_is(url, n, "/healthz", 8)) {
         if (get) respond_plain_json(c, r, 200, TH_LIT("{\"status\":\"ok\"}"), NULL);
         else respond_not_allowed(c, r, "GET, HEAD");
@@ -252,6 +367,6 @@ void th_route(th_conn *c, th_req *r) {
         size_t k = th_rpc_error_body(body, TH_LIT("null"), codebuf, MCPG_RPC_INVALID_REQUEST,
                                      MSG("Not Found: no such endpoint"), NULL, 0);
         th_resp_head hd = {.status = 404, .json = 1};
-        respond(c, r, &hd, body, k);
+        th_respond(c, r, &hd, body, k);
     }
 }

@@ -9,6 +9,7 @@
  * their close callbacks have run, conn_count() stays above zero so the
  * kernel does not unload the module under them. */
 #include "internal.h"
+#include "stream.h"
 
 #include <string.h>
 #include <time.h>
@@ -57,7 +58,14 @@ static void on_prepare(uv_prepare_t *h) {
 
 static void on_sweep(uv_timer_t *t) {
     th_wslot *ws = t->data;
-    th_conn_sweep(ws, uv_now(ws->loop));
+    uint64_t now = uv_now(ws->loop);
+    th_conn_sweep(ws, now);
+    if (now - ws->keepalive_ms >= 1000) {
+        ws->keepalive_ms = now;
+        th_listeners_keepalive(ws, now);
+        /* one loop sweeps the shared session table */
+        if (ws->index == 0) th_sess_sweep(&ws->mod->sessions, ws->mod->host->mono_us() / 1000);
+    }
 }
 
 int th_worker_start(th_wslot *ws) {
@@ -129,9 +137,11 @@ void th_req_put(th_wslot *ws, th_req *r) {
     /* a one-off large body must not stay cached */
     if (r->data.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->data);
     if (r->resp.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->resp);
+    if (r->extra.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->extra);
     if (ws->nfree >= TH_REQ_CACHE) {
         host->buf_free(&r->data);
         host->buf_free(&r->resp);
+        host->buf_free(&r->extra);
         host->free(r);
         return;
     }
@@ -151,9 +161,12 @@ void th_worker_free(th_wslot *ws) {
         ws->free_reqs = r->next;
         host->buf_free(&r->data);
         host->buf_free(&r->resp);
+        host->buf_free(&r->extra);
         host->free(r);
     }
     host->buf_free(&ws->scratch);
+    host->buf_free(&ws->sse_body);
+    host->buf_free(&ws->msg_body);
     host->buf_free(&ws->alog);
     host->free(ws->rbuf);
     host->free(ws);

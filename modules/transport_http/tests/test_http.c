@@ -18,6 +18,7 @@
  *   huge     completes inside call_submit with a 4 000 000-byte text
  *   tools/list completes with {"tools":[{"name":"echo"}]} */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
@@ -159,7 +160,9 @@ static void cin_free(conn_in *ci) {
 
 /* ---- requests ---------------------------------------------------------------------- */
 
-#define META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}"
+#define META                                                              \
+    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
+    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
 
 static size_t post_call(char *dst, size_t cap, int id, const char *tool, const char *extra_headers) {
     char body[512];
@@ -168,7 +171,7 @@ static size_t post_call(char *dst, size_t cap, int id, const char *tool, const c
                       "\"arguments\":{\"n\":%d}," META "}}",
                       id, tool, id);
     return (size_t)snprintf(dst, cap,
-                            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                             "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
                             "Mcp-Method: tools/call\r\nMcp-Name: %s\r\n%sContent-Length: %d\r\n\r\n%s",
                             tool, extra_headers ? extra_headers : "", bl, body);
@@ -253,11 +256,25 @@ static void set_unknown(const mcpg_host *h, mcpg_call *call, const mcpg_call_des
     h->call_error(call, MCPG_RPC_INVALID_PARAMS, msg, NULL);
 }
 
+/* What desc->message answered for the last "notify" call (kernel's view). */
+static int notify_rc[2];
+static const char k_progress[] =
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1,\n\"total\":2}}";
+
 /* The submit hook: what each tool name gets (see the top of this file). */
 static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_fakehost_plan *plan) {
     const mcpg_host *h = arg;
     plan->answer = MCPG_FAKEHOST_LATER; /* delay 0: a later loop turn */
-    if (name_is(d, "busy") || name_is(d, "draining")) {
+    if (name_is(d, "notify")) {
+        /* as the kernel does for a backend's call_notify: the transport's
+         * message callback, before the outcome */
+        notify_rc[0] = MCPG_HAS(d, message) ? d->message(d->transport_ctx, call, k_progress,
+                                                          sizeof k_progress - 1)
+                                            : -999;
+        notify_rc[1] = d->message(d->transport_ctx, call, k_progress, sizeof k_progress - 1);
+        set_echo(h, call);
+        plan->delay_ms = 20;
+    } else if (name_is(d, "busy") || name_is(d, "draining")) {
         plan->answer = MCPG_FAKEHOST_REFUSE;
         plan->refuse_with = name_is(d, "busy") ? MCPG_EAGAIN : MCPG_EUNAVAIL;
     } else if (method_is(d, "tools/list")) {
@@ -318,17 +335,21 @@ static void wait_count(uint32_t want, int timeout_ms) {
 
 
 static void test_routes(void) {
-    resp *r = roundtrip("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    resp *r = roundtrip("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
     MCPG_CHECK(r->status == 200 && !strcmp(r->body, "{\"status\":\"ok\"}"), "healthz %d %s", r->status, r->body);
     MCPG_CHECK(header_of(r, "Date") != NULL, "Date header");
     r = roundtrip("GET /readyz HTTP/1.1\r\n\r\n");
     MCPG_CHECK(r->status == 200 && body_has(r, "ready"), "readyz %d", r->status);
-    r = roundtrip("GET /mcp HTTP/1.1\r\n\r\n");
-    MCPG_CHECK(r->status == 405 && header_of(r, "Allow") && !strcmp(header_of(r, "Allow"), "POST"), "GET /mcp %d",
-               r->status);
+    r = roundtrip("PUT /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    MCPG_CHECK(r->status == 405 && header_of(r, "Allow") && !strcmp(header_of(r, "Allow"), "GET, POST, DELETE"),
+               "PUT /mcp %d", r->status);
     MCPG_CHECK(body_is_json(r) && body_has(r, "\"error\""), "405 body %s", r->body);
-    r = roundtrip("DELETE /mcp HTTP/1.1\r\n\r\n");
-    MCPG_CHECK(r->status == 405, "DELETE /mcp %d", r->status);
+    r = roundtrip("GET /mcp HTTP/1.1\r\n\r\n");
+    MCPG_CHECK(r->status == 406, "GET /mcp without Accept: text/event-stream %d", r->status);
+    r = roundtrip("GET /mcp HTTP/1.1\r\nAccept: text/event-stream\r\n\r\n");
+    MCPG_CHECK(r->status == 400 && body_has(r, "-32000"), "GET /mcp without a session %d", r->status);
+    r = roundtrip("DELETE /mcp HTTP/1.1\r\nMcp-Session-Id: 00000000000000000000000000000000\r\n\r\n");
+    MCPG_CHECK(r->status == 404 && body_has(r, "-32001"), "DELETE /mcp, unknown session %d", r->status);
     r = roundtrip("GET /nope HTTP/1.1\r\n\r\n");
     MCPG_CHECK(r->status == 404 && body_is_json(r), "404 %d", r->status);
     r = roundtrip("GET /mcp/ HTTP/1.1\r\n\r\n");
@@ -400,12 +421,103 @@ static void test_calls(void) {
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n[]");
     MCPG_CHECK(r->status == 400 && body_has(r, "-32600"), "batch %d", r->status);
     r = roundtrip("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/list\r\n"
+                  "MCP-Protocol-Version: 2026-07-28\r\n"
                   "Content-Length: 50\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}    ");
     MCPG_CHECK(r->status == 400 && body_has(r, "-32602") && body_has(r, "_meta"), "no envelope %d %s", r->status,
                r->body);
     post_call(req, sizeof req, 16, "echo", "Mcp-Name: echo\r\n");
     r = roundtrip(req);
     MCPG_CHECK(r->status == 400 && body_has(r, "-32020"), "duplicate Mcp-Name %d %s", r->status, r->body);
+}
+
+/* Read until `needle` is in the connection's input (it stays there). */
+static int wait_for_text(conn_in *ci, const char *needle, int timeout_ms) {
+    while (!strstr(ci->buf, needle))
+        if (!fill(ci, timeout_ms)) return 0;
+    return 1;
+}
+
+static void listen_news(void *arg) {
+    (void)arg;
+    void *so = dlopen(TH_MODULE_PATH, RTLD_NOW | RTLD_NOLOAD);
+    mcpg_module_entry_fn entry = so ? (mcpg_module_entry_fn)dlsym(so, MCPG_ENTRY_SYMBOL) : NULL;
+    const mcpg_transport_ops *ops = entry ? entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops : NULL;
+    if (ops && MCPG_HAS(ops, news)) {
+        void *st = mcpg_fakehost_state(http);
+        mcpg_worker *w = mcpg_fakehost_worker(fh);
+        ops->news(st, w, "notifications/prompts/list_changed", NULL, 0); /* not asked for */
+        ops->news(st, w, "notifications/tools/list_changed", NULL, 0);
+        ops->news(st, w, "notifications/resources/updated", "test://other", 12);
+        ops->news(st, w, "notifications/resources/updated", "test://a", 8);
+    }
+    if (so) dlclose(so);
+}
+
+/* Request-scoped messages turn the answer into an SSE stream (chunked, the
+ * result last); a client that accepts only JSON is told the messages cannot
+ * be carried; subscriptions/listen is acknowledged then fed by news. */
+static void test_streams(void) {
+    char req[2048];
+    int fd = cli_connect();
+    conn_in *ci = cin_new(fd);
+    cli_send(fd, req, post_call(req, sizeof req, 41, "notify", NULL));
+    MCPG_CHECK(wait_for_text(ci, "\r\n0\r\n\r\n", 2000), "stream ended: %s", ci->buf);
+    MCPG_CHECK(notify_rc[0] == 0 && notify_rc[1] == 0, "messages taken: %d %d", notify_rc[0], notify_rc[1]);
+    MCPG_CHECK(strstr(ci->buf, "HTTP/1.1 200 OK\r\n") == ci->buf, "200 first: %.40s", ci->buf);
+    MCPG_CHECK(strstr(ci->buf, "Content-Type: text/event-stream\r\n") &&
+                   strstr(ci->buf, "Transfer-Encoding: chunked\r\n") && !strstr(ci->buf, "Content-Length"),
+               "an SSE head: %s", ci->buf);
+    const char *p1 = strstr(ci->buf, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"");
+    const char *p2 = p1 ? strstr(p1 + 1, "notifications/progress") : NULL;
+    const char *res = strstr(ci->buf, "\"id\":41,\"result\"");
+    MCPG_CHECK(p1 && p2 && res && p2 < res, "two progress events, then the result: %s", ci->buf);
+    MCPG_CHECK(strstr(ci->buf, "params\":{\"progress\":1,\ndata: \"total\""), "a multi-line message is split into data lines");
+    MCPG_CHECK(strstr(res, "\"resultType\":\"complete\""), "the result is stamped");
+    /* the connection is still usable after the stream */
+    ci->len = 0;
+    ci->buf[0] = '\0';
+    resp r;
+    cli_send(fd, req, post_call(req, sizeof req, 42, "echo", NULL));
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":42"), "keep-alive after a stream");
+    cin_free(ci);
+
+    /* Accept: application/json only: no stream, the messages are refused */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    post_call(req, sizeof req, 43, "notify", NULL);
+    char *acc = strstr(req, "Accept: application/json, text/event-stream");
+    memcpy(acc, "Accept: application/json                   ", 43);
+    cli_sends(fd, req);
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":43") &&
+                   strstr(r.head, "application/json"),
+               "JSON answer");
+    MCPG_CHECK(notify_rc[0] == MCPG_ENOTSUP, "message refused: %d", notify_rc[0]);
+    cin_free(ci);
+
+    /* subscriptions/listen */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":\"sub-1\",\"method\":\"subscriptions/listen\",\"params\":{"
+                       "\"notifications\":{\"toolsListChanged\":true,\"resourceSubscriptions\":[\"test://a\"]},"
+                       META "}}";
+    snprintf(req, sizeof req,
+             "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+             "Accept: application/json, text/event-stream\r\nMcp-Method: subscriptions/listen\r\n"
+             "Content-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    cli_sends(fd, req);
+    MCPG_CHECK(wait_for_text(ci, "notifications/subscriptions/acknowledged", 2000), "acknowledged: %s", ci->buf);
+    MCPG_CHECK(strstr(ci->buf, "\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":\"sub-1\"}"),
+               "the ack carries the subscription id");
+    MCPG_CHECK(strstr(ci->buf, "\"notifications\":{\"toolsListChanged\":true"), "tools honoured: %s", ci->buf);
+    sleep_ms(400); /* past the idle timeout: a listening stream is not idle */
+    mcpg_fakehost_run_on_loop(fh, listen_news, NULL);
+    MCPG_CHECK(wait_for_text(ci, "notifications/tools/list_changed", 2000), "tools news: %s", ci->buf);
+    MCPG_CHECK(!strstr(ci->buf, "prompts/list_changed"), "news not asked for is not sent");
+    MCPG_CHECK(!strstr(ci->buf, "test://other"), "an update of another resource is not sent");
+    MCPG_CHECK(!closed_by_server(ci, 100), "still open");
+    cin_free(ci);
+    wait_count(0, 1000);
 }
 
 static void test_pipelining(void) {
@@ -837,6 +949,7 @@ int main(int argc, char **argv) {
     }
     test_routes();
     test_calls();
+    test_streams();
     test_pipelining();
     test_large_answers();
     test_connection_handling();

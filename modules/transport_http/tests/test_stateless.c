@@ -33,7 +33,9 @@ static th_mcp_headers good_headers(const char *method, const char *name) {
     return h;
 }
 
-#define META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}"
+#define META                                                              \
+    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
+    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
 
 static th_mcp_verdict check(const th_mcp_headers *h, const char *body) {
     static char name_buf[TH_NAME_MAX];

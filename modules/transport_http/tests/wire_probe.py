@@ -23,7 +23,8 @@ import sys
 import tempfile
 import time
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}
 FAILS = []
 
 
@@ -37,7 +38,7 @@ def call_request(rid, tool="echo", extra=b"", args=None):
     body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
                        "params": {"name": tool, "arguments": args or {"message": "m%s" % rid},
                                   "_meta": META}}, separators=(",", ":")).encode()
-    head = (b"POST /mcp HTTP/1.1\r\nHost: probe\r\nContent-Type: application/json\r\n"
+    head = (b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
             b"Mcp-Method: tools/call\r\nMcp-Name: " + tool.encode() + b"\r\n" + extra +
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
@@ -150,8 +151,10 @@ def probe(addr):
     check(r[0] == 400 and rpc(r[2])["error"]["code"] == -32020, "Mcp-Name mismatch -> -32020")
     r, _ = one(call_request(3, tool="nosuch"))
     check(r[0] == 200 and rpc(r[2])["error"]["code"] == -32602, "unknown tool -> 200/-32602")
-    r, _ = one(b"GET /mcp HTTP/1.1\r\n\r\n")
-    check(r[0] == 405 and r[1].get("allow") == "POST", "GET /mcp -> 405 Allow: POST")
+    r, _ = one(b"PUT /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+    check(r[0] == 405 and r[1].get("allow") == "GET, POST, DELETE", "PUT /mcp -> 405 Allow: GET, POST, DELETE")
+    r, _ = one(b"GET /mcp HTTP/1.1\r\nAccept: text/event-stream\r\n\r\n")
+    check(r[0] == 400 and rpc(r[2])["error"]["code"] == -32000, "GET /mcp without a session -> 400")
     r, closed = one(b"BLAH\x00 / HTTP/1.1\r\n\r\n")
     check(r and r[0] == 400 and closed, "malformed HTTP -> 400 then close")
     r, closed = one(b"GET /healthz HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n")

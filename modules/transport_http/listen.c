@@ -1,0 +1,156 @@
+/* transport_http: subscriptions/listen (2026-07-28) and the news that
+ * feeds it (the transport op `news`, on each worker's loop).
+ *
+ * A listen request gets a stream at once: its first event acknowledges the
+ * subset of params.notifications this gateway honours, each later event is
+ * one change the filter asked for, and every one carries the listen
+ * request's id as _meta["io.modelcontextprotocol/subscriptionId"]. The
+ * stream lives until the client closes it (nothing to cancel: no call) or
+ * the gateway drains (then its result ends it). */
+#include "internal.h"
+#include "stream.h"
+
+#include <string.h>
+
+static const char k_sub_key[] = "\"io.modelcontextprotocol/subscriptionId\":";
+
+static int flag_true(const mcpg_host *h, const th_piece *obj, const char *key) {
+    mcpg_json_span v;
+    return obj->p && h->json_object_get(obj->p, obj->n, key, &v) == 1 && v.type == MCPG_JSON_TRUE;
+}
+
+/* Tell the backends about the stream's resource subscriptions (on 1 / off
+ * 0); with `ack`, append the ones a backend owns (a JSON array's items). */
+static int subscribe_uris(th_wslot *ws, th_req *r, int on, mcpg_buf *ack) {
+    const mcpg_host *h = ws->mod->host;
+    const char *arr = r->data.data + r->luris_off;
+    size_t iter = 0;
+    mcpg_json_span s;
+    int n = 0, rc = 0;
+    while (r->luris_len && h->json_array_next(arr, r->luris_len, &iter, &s) == 1) {
+        char uri[1024];
+        size_t len;
+        if (s.type != MCPG_JSON_STRING || h->json_string_decode(&s, uri, sizeof uri, &len) < 0)
+            continue;
+        int owned = MCPG_HOST_HAS(h, resource_subscribe)
+                        ? h->resource_subscribe(ws->w, uri, len, on) == 0
+                        : 0;
+        if (!ack || !owned) continue;
+        if (n++) rc |= h->buf_append(ack, ",", 1);
+        rc |= h->buf_append(ack, s.p - 1, s.n + 2);
+    }
+    return rc;
+}
+
+void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
+    th_wslot *ws = c->ws;
+    const mcpg_host *h = ws->mod->host;
+    r->desc.id_json = v->id.p; /* the subscription id, in the request's own bytes */
+    r->desc.id_len = v->id.n;
+    r->state = TH_REQ_INFLIGHT;
+    r->lfilter = (uint8_t)((flag_true(h, &v->listen, "toolsListChanged") ? TH_LISTEN_TOOLS : 0) |
+                           (flag_true(h, &v->listen, "resourcesListChanged") ? TH_LISTEN_RESOURCES : 0) |
+                           (flag_true(h, &v->listen, "promptsListChanged") ? TH_LISTEN_PROMPTS : 0));
+    mcpg_json_span uris;
+    if (v->listen.p && h->json_object_get(v->listen.p, v->listen.n, "resourceSubscriptions", &uris) == 1 &&
+        uris.type == MCPG_JSON_ARRAY) {
+        r->luris_off = (uint32_t)(uris.p - r->data.data);
+        r->luris_len = (uint32_t)uris.n;
+    }
+    mcpg_buf *b = &ws->msg_body;
+    b->len = 0;
+    int rc = h->buf_printf(b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\","
+                              "\"params\":{\"_meta\":{%s%.*s},\"notifications\":{",
+                           k_sub_key, (int)v->id.n, v->id.p);
+    static const char *const names[3] = {"toolsListChanged", "resourcesListChanged", "promptsListChanged"};
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        if (r->lfilter & (1u << i)) rc |= h->buf_printf(b, "%s\"%s\":true", k++ ? "," : "", names[i]);
+    if (r->luris_len) {
+        rc |= h->buf_printf(b, "%s\"resourceSubscriptions\":[", k++ ? "," : "");
+        rc |= subscribe_uris(ws, r, 1, b);
+        rc |= h->buf_append(b, "]", 1);
+    }
+    rc |= h->buf_append(b, "}}}", 3);
+    th_listener_add(ws, r);
+    if (rc || th_sse_event(c, r, NULL, 0, b->data, b->len) == MCPG_ENOMEM) c->close_after = 1;
+}
+
+/* Called when a listening stream goes away (closed, drained). */
+void th_listen_stop(th_wslot *ws, th_req *r) {
+    if (r->legacy) { /* the session's GET slot is free again */
+        (void)th_sess_get_open(&ws->mod->sessions, r->sid, strlen(r->sid), 0);
+        return;
+    }
+    if (r->luris_len) (void)subscribe_uris(ws, r, 0, NULL);
+    r->luris_len = 0;
+}
+
+static unsigned list_bit(const char *method) {
+    if (!strcmp(method, "notifications/tools/list_changed")) return TH_LISTEN_TOOLS;
+    if (!strcmp(method, "notifications/resources/list_changed")) return TH_LISTEN_RESOURCES;
+    if (!strcmp(method, "notifications/prompts/list_changed")) return TH_LISTEN_PROMPTS;
+    return 0;
+}
+
+static int wants_uri(const mcpg_host *h, const th_req *r, const char *uri, size_t n) {
+    const char *arr = r->data.data + r->luris_off;
+    size_t iter = 0;
+    mcpg_json_span s;
+    while (r->luris_len && h->json_array_next(arr, r->luris_len, &iter, &s) == 1)
+        if (s.type == MCPG_JSON_STRING && h->json_string_eq(&s, uri, n) == 1) return 1;
+    return 0;
+}
+
+/* A session's GET stream: every list change, the updates of the resources
+ * the session subscribed to; a session ended elsewhere ends its stream. */
+static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated, const char *uri,
+                        size_t uri_len) {
+    const mcpg_host *h = ws->mod->host;
+    th_sess_store *st = &ws->mod->sessions;
+    size_t sl = strlen(r->sid);
+    th_sess_view view;
+    if (th_sess_touch(st, r->sid, sl, &view)) {
+        th_conn *c = r->conn;
+        th_listener_remove(ws, r);
+        th_sse_end(c, r, NULL, 0, NULL, 0);
+        th_conn_advance(c);
+        return;
+    }
+    if (updated && !th_sess_subscribed(st, r->sid, sl, uri, uri_len)) return;
+    mcpg_buf *b = &ws->msg_body;
+    b->len = 0;
+    int rc = h->buf_printf(b, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"", method);
+    if (updated) {
+        rc |= h->buf_append(b, ",\"params\":{\"uri\":", 16);
+        rc |= h->buf_append_json_string(b, uri, uri_len);
+        rc |= h->buf_append(b, "}", 1);
+    }
+    rc |= h->buf_append(b, "}", 1);
+    if (!rc) (void)th_sse_event(r->conn, r, NULL, 0, b->data, b->len);
+}
+
+void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len) {
+    const mcpg_host *h = ws->mod->host;
+    unsigned bit = list_bit(method);
+    int updated = !bit && uri && !strcmp(method, "notifications/resources/updated");
+    if (!bit && !updated) return;
+    for (th_req *r = ws->listeners, *next; r; r = next) {
+        next = r->lnext; /* a stream over its bound closes (never frees) here */
+        if (r->legacy) {
+            legacy_news(ws, r, method, updated, uri, uri_len);
+            continue;
+        }
+        if (bit ? !(r->lfilter & bit) : !wants_uri(h, r, uri, uri_len)) continue;
+        mcpg_buf *b = &ws->msg_body;
+        b->len = 0;
+        int rc = h->buf_printf(b, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\",\"params\":{", method);
+        if (updated) {
+            rc |= h->buf_append(b, "\"uri\":", 6);
+            rc |= h->buf_append_json_string(b, uri, uri_len);
+            rc |= h->buf_append(b, ",", 1);
+        }
+        rc |= h->buf_printf(b, "\"_meta\":{%s%.*s}}}", k_sub_key, (int)r->desc.id_len, r->desc.id_json);
+        if (!rc) (void)th_sse_event(r->conn, r, NULL, 0, b->data, b->len);
+    }
+}

@@ -1,0 +1,464 @@
+/* transport_http: the session-based wire, 2025-11-25 (and 2025-06-18,
+ * 2025-03-26 when a client asks), on POST, GET and DELETE /mcp
+ * (mcp-wire.md §3, §4).
+ *
+ * initialize mints a session (session.h); every later request names it in
+ * Mcp-Session-Id (400 without, 404/-32001 when unknown or ended). A POST
+ * with a request is answered as an SSE stream (event ids <worker>_<stream>
+ * _<seq>, a priming event with retry: for clients at >= 2025-11-25), or as
+ * one JSON body with unary_json_fast_path while the call has sent no
+ * message. Notifications and client responses get 202. GET opens the
+ * session's one standalone stream (409 for a second) for news. DELETE ends
+ * the session. */
+#include "internal.h"
+#include "stream.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MSG(s) TH_LIT("\"" s "\"")
+#define TH_RETRY_MS 1000 /* the priming event's retry: */
+
+static const char *const k_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+#define TH_LEGACY_LATEST "2025-11-25"
+
+static int version_known(const char *p, size_t n) {
+    for (size_t i = 0; i < sizeof k_versions / sizeof *k_versions; i++)
+        if (strlen(k_versions[i]) == n && !memcmp(k_versions[i], p, n)) return 1;
+    return 0;
+}
+
+/* The parts of one JSON-RPC message. */
+typedef struct lmsg {
+    mcpg_json_span id, method, params, result, error;
+    unsigned has; /* bits: 1 id, 2 method, 4 params, 8 result, 16 error, 32 jsonrpc ok */
+} lmsg;
+
+static int parse_msg(const mcpg_host *h, const char *body, size_t n, lmsg *m) {
+    memset(m, 0, sizeof *m);
+    size_t iter = 0;
+    mcpg_json_span k, v;
+    int rc;
+    if (!n || body[0] != '{') return h->json_validate(body, n) < 0 ? -1 : 0;
+    while ((rc = h->json_object_next(body, n, &iter, &k, &v)) == 1) {
+        if (h->json_string_eq(&k, "id", 2) == 1) m->id = v, m->has |= 1;
+        else if (h->json_string_eq(&k, "method", 6) == 1) m->method = v, m->has |= 2;
+        else if (h->json_string_eq(&k, "params", 6) == 1) m->params = v, m->has |= 4;
+        else if (h->json_string_eq(&k, "result", 6) == 1) m->result = v, m->has |= 8;
+        else if (h->json_string_eq(&k, "error", 5) == 1) m->error = v, m->has |= 16;
+        else if (h->json_string_eq(&k, "jsonrpc", 7) == 1 && h->json_string_eq(&v, "2.0", 3) == 1)
+            m->has |= 32;
+    }
+    return rc < 0 ? -1 : 1;
+}
+
+static th_piece raw(const mcpg_json_span *s) {
+    if (s->type == MCPG_JSON_STRING) return (th_piece){s->p - 1, s->n + 2};
+    return (th_piece){s->p, s->n};
+}
+
+static int method_is(const mcpg_host *h, const lmsg *m, const char *lit) {
+    return h->json_string_eq(&m->method, lit, strlen(lit)) == 1;
+}
+
+static void error(th_conn *c, th_req *r, int status, th_piece id, int64_t code, th_piece msg) {
+    th_respond_rpc_error(c, r, status, 0, id, code, msg, NULL, 0);
+}
+
+static void accepted(th_conn *c, th_req *r) {
+    th_resp_head hd = {.status = 202};
+    th_respond(c, r, &hd, NULL, 0);
+}
+
+static void answer_body(th_conn *c, th_req *r, mcpg_buf *b);
+
+/* A JSON-RPC error inside a 200 answer (as a handler's error is). */
+static void answer_error_json(th_conn *c, th_req *r, th_piece id, int64_t code, const char *msg) {
+    const mcpg_host *h = c->ws->mod->host;
+    mcpg_buf *b = &c->ws->msg_body;
+    b->len = 0;
+    int rc = h->buf_append(b, "{\"jsonrpc\":\"2.0\",\"id\":", 22);
+    rc |= h->buf_append(b, id.p, id.n);
+    rc |= h->buf_printf(b, ",\"error\":{\"code\":%lld,\"message\":", (long long)code);
+    rc |= h->buf_append_json_string(b, msg, strlen(msg));
+    rc |= h->buf_append(b, "}}", 2);
+    if (rc) th_respond_status_error(c, r, 503);
+    else answer_body(c, r, b);
+}
+
+/* A result answered by the transport itself (initialize, ping, setLevel,
+ * subscribe): JSON with the fast path, else a one-event stream. */
+static void answer_result(th_conn *c, th_req *r, th_piece id, const char *result, size_t n) {
+    th_wslot *ws = c->ws;
+    const mcpg_host *h = ws->mod->host;
+    mcpg_buf *b = &ws->msg_body;
+    b->len = 0;
+    int rc = h->buf_append(b, "{\"jsonrpc\":\"2.0\",\"id\":", 22);
+    rc |= h->buf_append(b, id.p, id.n);
+    rc |= h->buf_append(b, ",\"result\":", 10);
+    rc |= h->buf_append(b, result, n);
+    rc |= h->buf_append(b, "}", 1);
+    if (rc) th_respond_status_error(c, r, 503);
+    else answer_body(c, r, b);
+}
+
+/* One whole message as the answer: JSON with the fast path, else a stream. */
+static void answer_body(th_conn *c, th_req *r, mcpg_buf *b) {
+    th_wslot *ws = c->ws;
+    if (ws->mod->cfg->unary_json_fast_path) {
+        th_resp_head hd = {.status = 200, .json = 1};
+        th_piece body = {b->data, b->len};
+        th_respond(c, r, &hd, &body, 1);
+        return;
+    }
+    if (th_legacy_stream_begin(c, r)) return;
+    th_sse_end(c, r, NULL, 0, b->data, b->len);
+}
+
+int th_legacy_stream_begin(th_conn *c, th_req *r) {
+    th_wslot *ws = c->ws;
+    if (r->sse) return 0;
+    r->stream_no = ++ws->streams_made;
+    r->ev_seq = 0;
+    int rc = th_sse_begin(c, r);
+    /* clients at 2025-11-25 reconnect after a dropped stream; tell them when */
+    if (!rc && strcmp(r->version, "2025-11-25") >= 0) {
+        char prime[96];
+        int n = snprintf(prime, sizeof prime, "id: %u_%u_%u\nretry: %d\ndata: \n\n", ws->index,
+                         r->stream_no, r->ev_seq++, TH_RETRY_MS);
+        rc = th_sse_raw(c, r, prime, (size_t)n);
+    }
+    return rc;
+}
+
+int th_legacy_filtered(th_wslot *ws, th_req *r, const char *json, size_t len) {
+    const mcpg_host *h = ws->mod->host;
+    mcpg_json_span m, p, lv;
+    if (r->level < 0 || h->json_object_get(json, len, "method", &m) != 1 ||
+        h->json_string_eq(&m, "notifications/message", 21) != 1)
+        return 0;
+    if (h->json_object_get(json, len, "params", &p) != 1 ||
+        h->json_object_get(p.p, p.n, "level", &lv) != 1 || lv.type != MCPG_JSON_STRING)
+        return 0;
+    int level = th_log_level_of(lv.p, lv.n);
+    return level >= 0 && level < r->level;
+}
+
+/* ---- the session of a request ---------------------------------------------- */
+
+/* Mcp-Session-Id: present (else 400) and known (else 404/-32001); on
+ * success the request carries its id, version and level. */
+static int session_of(th_conn *c, th_req *r, th_piece id) {
+    th_hval s;
+    th_fill_header(r, TH_H_SESSION_ID, &s);
+    if (!s.present || s.dup) {
+        error(c, r, 400, id, MCPG_RPC_SERVER_ERROR,
+              MSG("Bad Request: the Mcp-Session-Id header is required (send initialize first)"));
+        return 0;
+    }
+    th_sess_view view;
+    if (th_sess_touch(&c->ws->mod->sessions, s.p, s.n, &view)) {
+        error(c, r, 404, id, -32001, MSG("Session not found"));
+        return 0;
+    }
+    memcpy(r->sid, view.id, sizeof view.id);
+    memcpy(r->version, view.version, sizeof r->version);
+    r->level = (int8_t)view.level;
+    r->legacy = 1;
+    return 1;
+}
+
+/* MCP-Protocol-Version, if sent, is one this wire speaks (400 else). */
+static int version_ok(th_conn *c, th_req *r, th_piece id) {
+    th_hval v;
+    th_fill_header(r, TH_H_PROTOCOL_VERSION, &v);
+    if (!v.present || (!v.dup && version_known(v.p, v.n))) return 1;
+    error(c, r, 400, id, MCPG_RPC_SERVER_ERROR,
+          MSG("Bad Request: unsupported MCP-Protocol-Version (supported: 2025-11-25, 2025-06-18, "
+              "2025-03-26, and 2026-07-28 with its _meta envelope)"));
+    return 0;
+}
+
+/* ---- initialize ------------------------------------------------------------------ */
+
+static void initialize(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
+    th_wslot *ws = c->ws;
+    th_mod *mod = ws->mod;
+    const mcpg_host *h = mod->host;
+    if (r->known[TH_H_SESSION_ID]) {
+        error(c, r, 400, id, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: the session is already initialized"));
+        return;
+    }
+    mcpg_json_span pv = {0}, caps = {0};
+    if (m->has & 4) {
+        h->json_object_get(m->params.p, m->params.n, "protocolVersion", &pv);
+        h->json_object_get(m->params.p, m->params.n, "capabilities", &caps);
+    }
+    const char *version = TH_LEGACY_LATEST; /* what we answer a version we do not speak */
+    for (size_t i = 0; i < sizeof k_versions / sizeof *k_versions; i++)
+        if (pv.type == MCPG_JSON_STRING && h->json_string_eq(&pv, k_versions[i], strlen(k_versions[i])) == 1)
+            version = k_versions[i];
+    int obj = caps.type == MCPG_JSON_OBJECT;
+    int rc = th_sess_create(&mod->sessions, version, obj ? caps.p : NULL, obj ? caps.n : 0, r->sid);
+    if (rc == MCPG_EAGAIN) {
+        th_respond_rpc_error(c, r, 503, 5, id, MCPG_RPC_SERVER_ERROR,
+                             MSG("Too many open sessions (gateway.server.max_sessions): retry later"), NULL, 0);
+        return;
+    }
+    if (rc) {
+        th_respond_status_error(c, r, 503);
+        return;
+    }
+    snprintf(r->version, sizeof r->version, "%s", version);
+    r->legacy = 1;
+    const char *name = MCPG_HOST_HAS(h, gateway_name) ? h->gateway_name() : "mcpg";
+    const char *gv = h->gateway_version();
+    mcpg_buf *b = &ws->scratch;
+    b->len = 0;
+    rc = h->buf_printf(b, "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":true},"
+                          "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
+                          "\"prompts\":{\"listChanged\":true},\"logging\":{},\"completions\":{}},"
+                          "\"serverInfo\":{\"name\":", version);
+    rc |= h->buf_append_json_string(b, name, strlen(name));
+    rc |= h->buf_append(b, ",\"version\":", 11);
+    rc |= h->buf_append_json_string(b, gv ? gv : "", gv ? strlen(gv) : 0);
+    rc |= h->buf_append(b, "}}", 2);
+    if (rc) th_respond_status_error(c, r, 503);
+    else answer_result(c, r, id, b->data, b->len);
+}
+
+/* ---- requests handled here ------------------------------------------------------- */
+
+static void set_level(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
+    const mcpg_host *h = c->ws->mod->host;
+    mcpg_json_span lv;
+    int level = -1;
+    if ((m->has & 4) && h->json_object_get(m->params.p, m->params.n, "level", &lv) == 1 &&
+        lv.type == MCPG_JSON_STRING)
+        level = th_log_level_of(lv.p, lv.n);
+    if (level < 0) {
+        answer_error_json(c, r, id, MCPG_RPC_INVALID_PARAMS, "Invalid params: level must be a logging level");
+        return;
+    }
+    th_sess_set_level(&c->ws->mod->sessions, r->sid, strlen(r->sid), level);
+    answer_result(c, r, id, "{}", 2);
+}
+
+static void subscribe(th_conn *c, th_req *r, const lmsg *m, th_piece id, int on) {
+    th_wslot *ws = c->ws;
+    const mcpg_host *h = ws->mod->host;
+    mcpg_json_span u;
+    char uri[1024];
+    size_t un = 0;
+    if (!(m->has & 4) || h->json_object_get(m->params.p, m->params.n, "uri", &u) != 1 ||
+        u.type != MCPG_JSON_STRING || h->json_string_decode(&u, uri, sizeof uri, &un) < 0) {
+        answer_error_json(c, r, id, MCPG_RPC_INVALID_PARAMS, "Invalid params: a string params.uri is required");
+        return;
+    }
+    int rc = th_sess_subscribe(&ws->mod->sessions, r->sid, strlen(r->sid), uri, un, on);
+    if (rc == MCPG_EAGAIN) {
+        answer_error_json(c, r, id, MCPG_RPC_SERVER_ERROR, "Too many subscriptions in this session");
+        return;
+    }
+    /* the backend that owns it hears of the first subscriber and the last */
+    if (rc == 1 && MCPG_HOST_HAS(h, resource_subscribe)) (void)h->resource_subscribe(ws->w, uri, un, on);
+    answer_result(c, r, id, "{}", 2);
+}
+
+/* notifications/cancelled: the session's call with that request id, on
+ * this loop, is cancelled (its answer still comes, as an error). */
+static void cancel_request(th_conn *c, th_req *r, const lmsg *m) {
+    const mcpg_host *h = c->ws->mod->host;
+    mcpg_json_span rid;
+    if (!(m->has & 4) || h->json_object_get(m->params.p, m->params.n, "requestId", &rid) != 1) return;
+    th_piece want = raw(&rid);
+    for (th_conn *k = c->ws->conns; k; k = k->next)
+        for (th_req *q = k->qhead; q; q = q->next)
+            if (q->call && q->state == TH_REQ_INFLIGHT && q->legacy && !strcmp(q->sid, r->sid) &&
+                q->desc.id_len == want.n && !memcmp(q->desc.id_json, want.p, want.n))
+                h->call_cancel(q->call);
+}
+
+/* ---- everything else goes to the kernel ------------------------------------------ */
+
+static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
+    th_wslot *ws = c->ws;
+    const mcpg_host *h = ws->mod->host;
+    mcpg_call_desc *d = &r->desc;
+    memset(d, 0, sizeof *d);
+    d->wire = MCPG_WIRE_LEGACY;
+    d->method = m->method.p;
+    d->method_len = m->method.n;
+    d->id_json = id.p;
+    d->id_len = id.n;
+    if (m->has & 4) {
+        d->params_json = m->params.p;
+        d->params_len = m->params.n;
+        mcpg_json_span v;
+        if (h->json_object_get(m->params.p, m->params.n, "arguments", &v) == 1 && v.type == MCPG_JSON_OBJECT)
+            d->args_json = v.p, d->args_len = v.n;
+        if ((h->json_object_get(m->params.p, m->params.n, "name", &v) == 1 ||
+             h->json_object_get(m->params.p, m->params.n, "uri", &v) == 1) &&
+            v.type == MCPG_JSON_STRING) {
+            size_t len = v.n;
+            if (v.escaped && h->json_string_decode(&v, r->name_buf, TH_NAME_MAX, &len) == 0)
+                d->name = r->name_buf;
+            else if (!v.escaped)
+                d->name = v.p;
+            d->name_len = d->name ? len : 0;
+        }
+    }
+    d->session_id = r->sid;
+    d->session_id_len = strlen(r->sid);
+    d->protocol_version = r->version;
+    d->protocol_version_len = strlen(r->version);
+    /* the capabilities live in the session row: a copy kept with the request
+     * (its own buffer: the spans above point into r->data) */
+    if (th_sess_caps(&ws->mod->sessions, r->sid, d->session_id_len, &r->extra) == 0) {
+        d->client_caps_json = r->extra.data;
+        d->client_caps_len = r->extra.len;
+    }
+    r->stamp = 0; /* 2025 results carry no resultType */
+    r->sse_ok = 1;
+    if (!ws->mod->cfg->unary_json_fast_path && th_legacy_stream_begin(c, r)) {
+        th_respond_status_error(c, r, 503);
+        return;
+    }
+    th_submit(c, r);
+}
+
+void th_legacy_post(th_conn *c, th_req *r) {
+    const mcpg_host *h = c->ws->mod->host;
+    th_hval ct, acc;
+    th_fill_header(r, TH_H_CONTENT_TYPE, &ct);
+    th_fill_header(r, TH_H_ACCEPT, &acc);
+    th_piece null_id = TH_LIT("null");
+    if (!acc.present || !th_accept_allows_json(acc.p, acc.n) || !th_accept_allows_sse(acc.p, acc.n)) {
+        error(c, r, 406, null_id, MCPG_RPC_SERVER_ERROR,
+              MSG("Not Acceptable: Accept must allow both application/json and text/event-stream"));
+        return;
+    }
+    if (!ct.present || ct.dup || !th_content_type_is_json(ct.p, ct.n)) {
+        error(c, r, 415, null_id, MCPG_RPC_SERVER_ERROR, MSG("Unsupported Media Type: Content-Type must be application/json"));
+        return;
+    }
+    lmsg m;
+    const char *body = r->data.data + r->body_off;
+    size_t n = r->body_len;
+    while (n && (body[0] == ' ' || body[0] == '\n' || body[0] == '\r' || body[0] == '\t')) body++, n--;
+    int pr = parse_msg(h, body, n, &m);
+    if (pr < 0) {
+        error(c, r, 400, null_id, MCPG_RPC_PARSE_ERROR, MSG("Parse error: the body is not valid JSON"));
+        return;
+    }
+    th_piece id = (m.has & 1) && (m.id.type == MCPG_JSON_STRING || m.id.type == MCPG_JSON_NUMBER)
+                      ? raw(&m.id) : null_id;
+    if (pr == 0 || !(m.has & 32)) {
+        error(c, r, 400, id, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: one JSON-RPC 2.0 message object"));
+        return;
+    }
+    if (!version_ok(c, r, id)) return;
+    if ((m.has & 2) && m.method.type == MCPG_JSON_STRING && method_is(h, &m, "initialize")) {
+        initialize(c, r, &m, id);
+        return;
+    }
+    if (!session_of(c, r, id)) return;
+    if (!(m.has & 2)) { /* a client's response to a server-to-client request */
+        if ((m.has & (8 | 16)) && MCPG_HOST_HAS(h, reply_submit))
+            (void)h->reply_submit(c->ws->w, r->sid, strlen(r->sid), body, n);
+        accepted(c, r);
+        return;
+    }
+    if (m.method.type != MCPG_JSON_STRING) {
+        error(c, r, 400, id, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: method must be a string"));
+        return;
+    }
+    if (!(m.has & 1)) { /* a notification */
+        if (method_is(h, &m, "notifications/cancelled")) cancel_request(c, r, &m);
+        accepted(c, r);
+        return;
+    }
+    if (method_is(h, &m, "ping")) answer_result(c, r, id, "{}", 2);
+    else if (method_is(h, &m, "logging/setLevel")) set_level(c, r, &m, id);
+    else if (method_is(h, &m, "resources/subscribe")) subscribe(c, r, &m, id, 1);
+    else if (method_is(h, &m, "resources/unsubscribe")) subscribe(c, r, &m, id, 0);
+    else to_kernel(c, r, &m, id);
+}
+
+/* ---- GET: the session's standalone stream; DELETE ---------------------------- */
+
+void th_legacy_get(th_conn *c, th_req *r) {
+    th_hval acc;
+    th_fill_header(r, TH_H_ACCEPT, &acc);
+    th_piece null_id = TH_LIT("null");
+    if (!acc.present || !th_accept_allows_sse(acc.p, acc.n)) {
+        error(c, r, 406, null_id, MCPG_RPC_SERVER_ERROR, MSG("Not Acceptable: Accept must allow text/event-stream"));
+        return;
+    }
+    if (!version_ok(c, r, null_id) || !session_of(c, r, null_id)) return;
+    int rc = th_sess_get_open(&c->ws->mod->sessions, r->sid, strlen(r->sid), 1);
+    if (rc == MCPG_EEXIST) {
+        error(c, r, 409, null_id, MCPG_RPC_SERVER_ERROR, MSG("Conflict: this session already has a GET stream"));
+        return;
+    }
+    if (rc) {
+        error(c, r, 404, null_id, -32001, MSG("Session not found"));
+        return;
+    }
+    r->state = TH_REQ_INFLIGHT;
+    r->desc.id_json = NULL;
+    th_listener_add(c->ws, r);
+    if (th_legacy_stream_begin(c, r)) c->close_after = 1;
+}
+
+/* End the GET stream of session `sid` on this loop, if it is here. */
+static void end_get_streams(th_wslot *ws, const char *sid) {
+    for (th_req *q = ws->listeners, *next; q; q = next) {
+        next = q->lnext;
+        if (!q->legacy || strcmp(q->sid, sid)) continue;
+        th_conn *qc = q->conn;
+        th_listener_remove(ws, q);
+        th_sse_end(qc, q, NULL, 0, NULL, 0);
+        th_conn_advance(qc);
+    }
+}
+
+/* A session's end told to another loop (its GET stream may live there). */
+typedef struct end_note {
+    mcpg_post node;
+    th_wslot *ws;
+    char sid[TH_SID_LEN + 1];
+} end_note;
+
+static void on_end_note(void *arg) {
+    end_note *e = arg;
+    end_get_streams(e->ws, e->sid);
+    e->ws->mod->host->free(e);
+}
+
+static void tell_loops(th_wslot *here, const char *sid) {
+    th_mod *m = here->mod;
+    const mcpg_host *h = m->host;
+    for (uint32_t i = 0; i < m->nworkers; i++) {
+        th_wslot *ws = m->slots[i];
+        if (ws == here || !ws->started || ws->handles_open == 0) continue;
+        end_note *e = h->calloc(1, sizeof *e);
+        if (!e) continue; /* that loop learns at its next news (legacy_news) */
+        e->ws = ws;
+        memcpy(e->sid, sid, TH_SID_LEN + 1);
+        e->node.fn = on_end_note;
+        e->node.arg = e;
+        if (h->worker_post(ws->w, &e->node)) h->free(e);
+    }
+}
+
+void th_legacy_delete(th_conn *c, th_req *r) {
+    th_piece null_id = TH_LIT("null");
+    if (!version_ok(c, r, null_id) || !session_of(c, r, null_id)) return;
+    th_sess_end(&c->ws->mod->sessions, r->sid, strlen(r->sid));
+    end_get_streams(c->ws, r->sid);
+    tell_loops(c->ws, r->sid);
+    r->sid[0] = '\0'; /* the answer names no session */
+    th_resp_head hd = {.status = 200};
+    th_respond(c, r, &hd, NULL, 0);
+}
