@@ -454,9 +454,9 @@ class Response:
             for event in text.replace("\r\n", "\n").split("\n\n"):
                 data = [ln[5:].lstrip(" ") if ln.startswith("data:") else None
                         for ln in event.split("\n")]
-                data = [d for d in data if d is not None]
-                if data:
-                    out.append(json.loads("\n".join(data)))
+                data = "\n".join(d for d in data if d is not None)
+                if data.strip():  # a priming event or keep-alive carries no message
+                    out.append(json.loads(data))
             return out
         check(ct == "application/json",
               "unexpected Content-Type %r (status %d, body %r)"

@@ -52,7 +52,7 @@ def status_of(port, parts, pause=0.01):
 
 def section(total, pad_char=b"p"):
     """A GET /healthz whose header section (request line .. final CRLF) is `total` bytes."""
-    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nAccept:  */*  \r\nE:\r\nX-Pad: "
+    head = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nAccept:  */*  \r\nE:\r\nX-Pad: "
     tail = b"\r\n\r\n"
     return head + pad_char * (total - len(head) - len(tail)) + tail
 
@@ -66,9 +66,9 @@ def main():
     limits.start()
     port = limits.port
     body = rpc_body("tools/list", {}, id=1).encode()
-    head = ("POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = ("POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             "Mcp-Method: tools/list\r\n")
-    smuggled = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    smuggled = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
     # ---- framing ----
 
@@ -76,12 +76,12 @@ def main():
         # the continuation line reads as a header to a front end that ignores folding
         refused(port, (head + "X-A: a\r\n Content-Length: %d\r\n\r\n" % len(body)).encode() + body,
                 400, "a Content-Length folded into the previous header")
-        refused(port, ("POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        refused(port, ("POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                        "Mcp-Method: tools/\r\n list\r\nContent-Length: %d\r\n\r\n" % len(body)).encode()
                 + body, 400, "a folded Mcp-Method")
         refused(port, (head + "Content-Length:\r\n %d\r\n\r\n" % len(body)).encode() + body,
                 400, "a folded Content-Length value")
-        refused(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tb\r\n\r\n", 400,
+        refused(port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-A: a\r\n\tb\r\n\r\n", 400,
                 "a fold with a tab", then=smuggled)
         # split so that the fold starts a read
         check_eq(status_of(port, [b"GET /healthz HTTP/1.1\r\nX-A: a\r\n", b" b\r\n\r\n"]), 400,
@@ -89,7 +89,7 @@ def main():
         check_eq(status_of(port, [b"GET /healthz HTTP/1.1\r\nX-A: a\r\n ", b"b\r\n\r\n"]), 400,
                  "a fold split after its whitespace")
         # values that are not folds still pass, however they are split
-        ok = b"GET /healthz HTTP/1.1\r\nHost: x\r\nE:\r\nA: a b  \r\n\r\n"
+        ok = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nE:\r\nA: a b  \r\n\r\n"
         for i in range(1, len(ok)):
             check_eq(status_of(port, [ok[:i], ok[i:]], pause=0.003), 200, "a plain request split at %d" % i)
 
@@ -121,7 +121,7 @@ def main():
                      431, "one byte over, split at %d" % i)
         # whitespace before a value is bytes of the section too (llhttp drops it unseen)
         with Conn(port, timeout=5) as c:
-            c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad:" + b" " * 100000 + b"v\r\n\r\n",
+            c.send(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Pad:" + b" " * 100000 + b"v\r\n\r\n",
                    ignore_reset=True)
             check_eq(c.read_response().status, 431, "100 kB of whitespace before a value")
 
