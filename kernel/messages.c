@@ -37,12 +37,16 @@ static bool can_carry(const mcpg_call *c) { return MCPG_HAS(&c->d, message); }
 /* Register a request message's id in the worker's list (on the loop). */
 static void asks_register(mcpg_call *c, const char *json, size_t len);
 
+static void fail_ask_of(mcpg_call *c, const char *json, size_t len, int status);
+
+/* A request the transport refuses to carry is answered at once with the
+ * transport's reason; a notification it refuses is dropped (logged). */
 static void deliver_one(mcpg_call *c, const char *json, size_t len) {
     asks_register(c, json, len);
     int rc = c->d.message(c->d.transport_ctx, call_handle(c, CALL_STAGE_TRANSPORT), json, len);
-    if (rc != 0)
-        klog(MCPG_LOG_DEBUG, "kernel", "a message for call %s was not delivered: %s",
-             c->d.id_json ? "in flight" : "?", mcpg_strerror(rc));
+    if (rc == 0) return;
+    klog(MCPG_LOG_DEBUG, "kernel", "the transport did not take a message: %s", mcpg_strerror(rc));
+    fail_ask_of(c, json, len, rc);
 }
 
 void msgs_flush(mcpg_call *c) {
@@ -278,6 +282,23 @@ static void answer_ask(mcpg_call *c, unsigned slot, const mcpg_reply *reply) {
     if (!a.active) return;
     table_remove(c->w, a.seq);
     a.fn(a.arg, reply);
+}
+
+/* The ask whose request is json, if it is one, answered with status. */
+static void fail_ask_of(mcpg_call *c, const char *json, size_t len, int status) {
+    mcpg_json_span id;
+    unsigned wi;
+    uint64_t seq;
+    if (mcpg_json_object_get(json, len, "id", &id) != 1 || id.type != MCPG_JSON_STRING ||
+        !parse_id(id.p, id.n, &wi, &seq))
+        return;
+    unsigned slot = CALL_MAX_ASKS;
+    pthread_mutex_lock(&c->msgs.lock);
+    for (unsigned i = 0; i < CALL_MAX_ASKS; i++)
+        if (c->msgs.asks[i].active && c->msgs.asks[i].seq == seq) slot = i;
+    pthread_mutex_unlock(&c->msgs.lock);
+    mcpg_reply r = {.size = sizeof r, .status = status};
+    if (slot < CALL_MAX_ASKS) answer_ask(c, slot, &r);
 }
 
 static void fail_asks(mcpg_call *c, int status) {

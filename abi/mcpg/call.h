@@ -156,7 +156,9 @@ typedef struct mcpg_reply {
     uint32_t size;
     int status;               /* 0: the client answered (result or error below);
                                  MCPG_ETIMEDOUT, MCPG_ECANCELED (the call ended first),
-                                 MCPG_EUNAVAIL (the client's stream went away) */
+                                 MCPG_EUNAVAIL (the client's stream went away), or
+                                 what the transport refused the request with
+                                 (MCPG_ENOTSUP: this answer cannot carry it) */
     int is_error;
     const char *result_json;  /* the result object's text (!is_error) */
     size_t result_len;

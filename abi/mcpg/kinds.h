@@ -91,8 +91,24 @@ typedef struct mcpg_audit_ops {
 } mcpg_audit_ops;
 
 /* ---- coordinator: fleet state -------------------------------------------
- * Every op is called on a loop thread `w` and answers through its callback on
- * the same thread, exactly once, unless the op returns < 0 (then never). */
+ * Each op is called on the loop thread of the `w` it is given (unsubscribe:
+ * any loop thread). Its callback runs exactly once on w's loop thread, never
+ * inside the op: on a later turn, in the order that loop made its ops. An op
+ * that returns < 0 never calls its callback and changed nothing: MCPG_EINVAL
+ * (bad arguments), MCPG_ERANGE (a key, value or message over the store's
+ * limits), MCPG_ESTATE (not on w's loop, or w stopping: a loop's ops are
+ * refused from its worker_stop on), MCPG_ENOMEM; subscribe also MCPG_EAGAIN
+ * (too many subscriptions). Every other outcome is the callback's status: 0,
+ * MCPG_ENOENT, MCPG_EEXIST, MCPG_ECONFLICT (these two with the current value
+ * and revision when the store can give them), MCPG_EAGAIN (the store is
+ * full), MCPG_EINVAL/MCPG_ERANGE (incr on a non-integer / overflow),
+ * MCPG_EUNAVAIL or MCPG_ETIMEDOUT (a remote store), MCPG_ENOMEM. value is
+ * never NULL; value->data is borrowed for the callback, or NULL.
+ * Revisions strictly increase per key, also across delete and re-create.
+ * ttl_ms 0 = no expiry; a key past its TTL is absent to every op at once. put
+ * and compare_and_set set the expiry anew; put_if_absent sets it on the key
+ * it creates; incr sets it only when it creates the key (absent or expired
+ * counts from 0) and keeps an existing key's expiry (fixed windows). */
 typedef struct mcpg_coord_value {
     uint32_t size;
     const char *data;   /* borrowed for the callback */
@@ -107,30 +123,44 @@ typedef struct mcpg_coord_sub mcpg_coord_sub;
 
 typedef struct mcpg_coordinator_ops {
     uint32_t size, version;
+    /* 0 with data, revision and number (the value as a decimal int64, else
+     * 0); MCPG_ENOENT */
     int (*get)(void *instance, mcpg_worker *w, const char *key, size_t klen,
                mcpg_coord_cb cb, void *arg);
+    /* 0 with the new revision */
     int (*put)(void *instance, mcpg_worker *w, const char *key, size_t klen,
                const char *val, size_t vlen, uint64_t ttl_ms, mcpg_coord_cb cb, void *arg);
+    /* 0 with number = the result, and the revision */
     int (*incr)(void *instance, mcpg_worker *w, const char *key, size_t klen,
                 int64_t delta, uint64_t ttl_ms, mcpg_coord_cb cb, void *arg);
     /* status MCPG_EEXIST when the key is present */
     int (*put_if_absent)(void *instance, mcpg_worker *w, const char *key, size_t klen,
                          const char *val, size_t vlen, uint64_t ttl_ms,
                          mcpg_coord_cb cb, void *arg);
-    /* status MCPG_ECONFLICT when the revision moved */
+    /* status MCPG_ECONFLICT when the key's revision is not expected_revision;
+     * expected_revision 0 means the key must be absent */
     int (*compare_and_set)(void *instance, mcpg_worker *w, const char *key, size_t klen,
                            uint64_t expected_revision, const char *val, size_t vlen,
                            uint64_t ttl_ms, mcpg_coord_cb cb, void *arg);
+    /* 0 with the revision it had; MCPG_ENOENT */
     int (*del)(void *instance, mcpg_worker *w, const char *key, size_t klen,
                mcpg_coord_cb cb, void *arg);
-    /* each_cb once per key (value->data = key), then cb once with the status */
+    /* each_cb(arg, 0, v) once per live key (v->data = the key, v->revision),
+     * then cb once with the status and number = keys reported; not a
+     * snapshot */
     int (*scan_prefix)(void *instance, mcpg_worker *w, const char *prefix, size_t plen,
                        mcpg_coord_cb each_cb, mcpg_coord_cb cb, void *arg);
+    /* 0 with number = subscribers reached, when the store knows it */
     int (*publish)(void *instance, mcpg_worker *w, const char *subject,
                    const char *data, size_t len, mcpg_coord_cb cb, void *arg);
-    /* messages arrive on w's loop until unsubscribe; *sub_out set on success */
+    /* messages arrive on w's loop until unsubscribe, each publisher's in its
+     * order; subject and data borrowed for the callback; `*` (one token) and a
+     * trailing `>` (the rest) are wildcards; a bounded store may drop for a
+     * slow subscriber (and says so in its log). *sub_out set on success */
     int (*subscribe)(void *instance, mcpg_worker *w, const char *subject,
                      mcpg_coord_msg_cb cb, void *arg, mcpg_coord_sub **sub_out);
+    /* on the subscriber's loop (also inside its callback) no callback runs
+     * after it returns */
     void (*unsubscribe)(void *instance, mcpg_coord_sub *sub);
 } mcpg_coordinator_ops;
 
