@@ -67,22 +67,29 @@ static void probe_complete(void *ctx, mcpg_call *call) {
     free_request(p);
     p->t_done = mono_us();
     p->done = true;
-    pthread_cond_signal(&p->done_cv);
+    /* answered inside call_submit: submit_now still uses p, and lets the
+     * test go on once it no longer does */
+    if (!p->in_submit) pthread_cond_signal(&p->done_cv);
     pthread_mutex_unlock(&p->lock);
 }
 
 static void submit_now(probe *p) {
     p->t_submit = mono_us();
     mcpg_call *c = NULL;
-    p->submit_rc = call_submit(&K.workers[0], &p->desc, &c);
-    if (!p->done) p->call = c; /* a call answered inside submit is already released */
-    if (p->submit_rc) {
-        pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&p->lock);
+    p->in_submit = true;
+    pthread_mutex_unlock(&p->lock);
+    int rc = call_submit(&K.workers[0], &p->desc, &c);
+    pthread_mutex_lock(&p->lock);
+    p->in_submit = false;
+    p->submit_rc = rc;
+    if (!p->done && rc == 0) p->call = c; /* else answered inside submit, already released */
+    if (rc) {
         free_request(p);
         p->done = true;
-        pthread_cond_signal(&p->done_cv);
-        pthread_mutex_unlock(&p->lock);
     }
+    if (p->done) pthread_cond_signal(&p->done_cv);
+    pthread_mutex_unlock(&p->lock); /* the last touch of p on this thread */
 }
 
 /* Submitting from the prepare phase, as a transport does when it parses
@@ -139,7 +146,7 @@ void probe_submit(probe *p) { worker_post(&K.workers[0], &p->post); }
 
 void probe_join(probe *p) {
     pthread_mutex_lock(&p->lock);
-    while (!p->done) pthread_cond_wait(&p->done_cv, &p->lock);
+    while (!p->done || p->in_submit) pthread_cond_wait(&p->done_cv, &p->lock);
     pthread_mutex_unlock(&p->lock);
 }
 

@@ -16,7 +16,8 @@ typedef struct probe {
     mcpg_post post;
     pthread_mutex_t lock;
     pthread_cond_t done_cv;
-    bool done;
+    bool done;                     /* answered */
+    bool in_submit;                /* the loop is still inside call_submit for it */
     int submit_rc;
     mcpg_call *call;               /* the transport's handle, until complete */
     int is_error;
