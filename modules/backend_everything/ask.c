@@ -69,6 +69,18 @@ static int elicitation_params(ev *e, mcpg_call *call, mcpg_buf *out) {
                                    "\"User's response\"}},\"required\":[\"response\"]}}");
 }
 
+/* A fixed question: what matters is how it travels (a request on the
+ * call's stream, or an input_required result, never a request on the
+ * stateless wire's stream). */
+static int streaming_params(ev *e, mcpg_call *call, mcpg_buf *out) {
+    (void)call;
+    return e->host->buf_printf(
+        out, "{\"mode\":\"form\",\"message\":\"Please provide your input\","
+             "\"requestedSchema\":{\"type\":\"object\",\"properties\":{\"response\":"
+             "{\"type\":\"string\",\"description\":\"Your input\"}},\"required\":"
+             "[\"response\"]}}");
+}
+
 /* SEP-1034: a default for every primitive type. */
 static int defaults_params(ev *e, mcpg_call *call, mcpg_buf *out) {
     (void)call;
@@ -151,6 +163,11 @@ static const ask_tool asks[] = {
      "\"The message to show the user\"}},\"required\":[\"message\"]}",
      "elicitation/create", "elicitation", elicitation_params, elicitation_done,
      "Elicitation not supported or error"},
+    {"test_streaming_elicitation",
+     "Asks the user during the call: a request on the stream (legacy), input_required "
+     "(stateless)",
+     "{\"type\":\"object\",\"properties\":{}}", "elicitation/create", "user_input",
+     streaming_params, elicitation_done, "Elicitation not supported or error"},
     {"test_elicitation_sep1034_defaults", "Tests elicitation with default values per SEP-1034",
      "{\"type\":\"object\",\"properties\":{}}", "elicitation/create", "elicitation",
      defaults_params, form_done, "Elicitation not supported or error"},
