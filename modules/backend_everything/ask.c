@@ -30,6 +30,7 @@ struct ask_tool {
 };
 
 typedef struct ask_wait {
+    ev_waiting base; /* first: the call's slot holds it */
     ev *e;
     mcpg_call *call;
     const ask_tool *t;
@@ -214,13 +215,15 @@ static void replied(void *arg, const mcpg_reply *r) {
     e->host->call_resume(call, st);
 }
 
+static void ask_cancel(ev *e, ev_waiting *base);
+
 static mcpg_status ask_client(ev *e, mcpg_call *call, const ask_tool *t, const mcpg_buf *p) {
     const mcpg_host *h = e->host;
     if (!MCPG_HOST_HAS(h, call_request))
         return ev_textf(e, call, 0, "%s: this gateway cannot send requests", t->failed);
     ask_wait *w = calloc(1, sizeof *w);
     if (!w) return mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
-    *w = (ask_wait){.e = e, .call = call, .t = t};
+    *w = (ask_wait){.base = {ask_cancel}, .e = e, .call = call, .t = t};
     void **slot = wait_slot(e, call);
     if (slot) *slot = w; /* before the request: its reply may come before we return */
     int rc = h->call_request(call, t->method, p->data, p->len,
@@ -232,14 +235,11 @@ static mcpg_status ask_client(ev *e, mcpg_call *call, const ask_tool *t, const m
 }
 
 /* The client left while the request waited: answer the call now. */
-void ev_ask_cancel(ev *e, mcpg_call *call) {
-    void **slot = wait_slot(e, call);
-    ask_wait *w = slot ? *slot : NULL;
-    if (!w) return;
-    *slot = NULL;
+static void ask_cancel(ev *e, ev_waiting *base) {
+    ask_wait *w = (ask_wait *)base;
     w->answered = 1;
-    e->host->call_error(call, MCPG_RPC_SERVER_ERROR, "request cancelled", NULL);
-    e->host->call_resume(call, MCPG_DENY);
+    e->host->call_error(w->call, MCPG_RPC_SERVER_ERROR, "request cancelled", NULL);
+    e->host->call_resume(w->call, MCPG_DENY);
 }
 
 /* ---- the stateless wire: input_required, then the retry ---- */

@@ -217,6 +217,7 @@ int ev_tools_build(ev *e) {
                            i ? "," : "", tools[i].name, tools[i].description, tools[i].schema);
     if (!rc) rc = ev_ask_list(e, b);
     if (!rc) rc = ev_input_list(e, b);
+    if (!rc) rc = ev_task_tools_list(e, b);
     return rc ? rc : h->buf_append(b, "]", 1);
 }
 
@@ -226,7 +227,9 @@ mcpg_status ev_call_tool(ev *e, mcpg_call *call) {
     for (size_t i = 0; i < N_TOOLS; i++)
         if (strcmp(tools[i].name, name) == 0) return tools[i].run(e, call);
     mcpg_status st;
-    if (ev_ask_tool(e, call, name, &st) || ev_input_tool(e, call, name, &st)) return st;
+    if (ev_ask_tool(e, call, name, &st) || ev_input_tool(e, call, name, &st) ||
+        ev_task_tool(e, call, name, &st))
+        return st;
     return mcpg_result_errorf(e->host, call, MCPG_RPC_INVALID_PARAMS, "Unknown tool: %.64s",
                               name);
 }
