@@ -26,14 +26,17 @@ static const char *const method_names[] = {"tasks/get", "tasks/update", "tasks/c
 
 /* ---- what the call names ---- */
 
-/* The task's own id: the kernel's call_target when it routed by id, else
- * params.taskId. */
+/* The task's id: params.taskId as the client sent it, or, when the kernel
+ * routed the call by the id's "<instance>." head, call_target (the rest)
+ * with the head put back. */
 static int task_id(ev *e, mcpg_call *call, char *id, size_t cap, size_t *n) {
     const mcpg_host *h = e->host;
     const char *target = h->call_target(call);
     if (target && target[0]) {
-        *n = (size_t)snprintf(id, cap, "%s", target);
-        return *n < cap;
+        const char *inst = h->instance_name(e->self);
+        int k = snprintf(id, cap, "%.64s.%s", inst ? inst : "everything", target);
+        *n = k > 0 ? (size_t)k : 0;
+        return k > 0 && (size_t)k < cap;
     }
     size_t pn;
     const char *params = h->call_params(call, &pn);

@@ -41,15 +41,16 @@ void ev_tasks_unlock(ev *e) { pthread_mutex_unlock(&e->tasks->lock); }
 static int64_t wall_ms(const ev *e) { return e->host->wall_us() / 1000; }
 
 /* An id no other task of this instance had, hard to guess from another
- * (the serial keyed with the instance's key). */
+ * (the serial keyed with the instance's key), after the instance's name. */
 static void new_id(ev *e, char *id) {
+    const char *inst = e->host->instance_name(e->self);
     uint64_t n = ++e->tasks->serial;
     uint64_t x = (n ^ e->key[0]) * 0x9e3779b97f4a7c15ull;
     x ^= (x >> 31) ^ e->key[1];
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 29;
-    snprintf(id, EV_TASK_ID_MAX, "task-%llu-%016llx", (unsigned long long)n,
-             (unsigned long long)x);
+    snprintf(id, EV_TASK_ID_MAX, "%.64s.task-%llu-%016llx", inst ? inst : "everything",
+             (unsigned long long)n, (unsigned long long)x);
 }
 
 ev_task *ev_task_add(ev *e, const ev_job *job, uint32_t wire, int64_t ttl_ms) {

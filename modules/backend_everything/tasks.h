@@ -11,7 +11,9 @@
 
 #include "everything.h"
 
-#define EV_TASK_ID_MAX 48
+/* "<instance>.task-<serial>-<hex>": the instance's name first, so a kernel
+ * can route a task method by the id alone (names never hold a '.'). */
+#define EV_TASK_ID_MAX 128
 #define EV_TASK_INPUTS 2
 #define EV_TASK_TTL_MS 60000     /* kept this long after creation at least */
 #define EV_TASK_TTL_MAX_MS 600000

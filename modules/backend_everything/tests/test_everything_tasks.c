@@ -144,6 +144,16 @@ static void test_create_and_poll(void) {
                    !json_object_get(o, "result") && !json_object_get(o, "error"),
                "at once: durable and working");
     json_decref(o);
+    /* routed by the id's head: the kernel gives the rest as call_target */
+    MCPG_CHECK(strncmp(id, "everything.task-", 16) == 0, "the id names its instance: %s", id);
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tasks/get", id + 11, "{}", "1");
+    mcpg_fakehost_call_set_caps(c, EXT_CAPS);
+    mcpg_fakehost_op_begin(fh, be, c);
+    mcpg_fakehost_op_end(fh, c, ev_task_request(evi, mcpg_fakehost_op_call(be, c), EV_TASKS_GET));
+    o = parsed(c);
+    MCPG_CHECK(str_is(o, "taskId", id), "found by call_target: %s", dump(o));
+    json_decref(o);
+    mcpg_fakehost_call_free(fh, c);
     mcpg_fakehost_run_for(fh, 1100);
     o = get(id, MCPG_WIRE_STATELESS);
     MCPG_CHECK(str_is(o, "status", "completed") &&
