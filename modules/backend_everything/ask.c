@@ -30,6 +30,7 @@ struct ask_tool {
 };
 
 typedef struct ask_wait {
+    ev_waiting base; /* first: the call's slot holds it */
     ev *e;
     mcpg_call *call;
     const ask_tool *t;
@@ -67,6 +68,18 @@ static int elicitation_params(ev *e, mcpg_call *call, mcpg_buf *out) {
               : h->buf_printf(out, ",\"requestedSchema\":{\"type\":\"object\",\"properties\":"
                                    "{\"response\":{\"type\":\"string\",\"description\":"
                                    "\"User's response\"}},\"required\":[\"response\"]}}");
+}
+
+/* A fixed question: what matters is how it travels (a request on the
+ * call's stream, or an input_required result, never a request on the
+ * stateless wire's stream). */
+static int streaming_params(ev *e, mcpg_call *call, mcpg_buf *out) {
+    (void)call;
+    return e->host->buf_printf(
+        out, "{\"mode\":\"form\",\"message\":\"Please provide your input\","
+             "\"requestedSchema\":{\"type\":\"object\",\"properties\":{\"response\":"
+             "{\"type\":\"string\",\"description\":\"Your input\"}},\"required\":"
+             "[\"response\"]}}");
 }
 
 /* SEP-1034: a default for every primitive type. */
@@ -151,6 +164,11 @@ static const ask_tool asks[] = {
      "\"The message to show the user\"}},\"required\":[\"message\"]}",
      "elicitation/create", "elicitation", elicitation_params, elicitation_done,
      "Elicitation not supported or error"},
+    {"test_streaming_elicitation",
+     "Asks the user during the call: a request on the stream (legacy), input_required "
+     "(stateless)",
+     "{\"type\":\"object\",\"properties\":{}}", "elicitation/create", "user_input",
+     streaming_params, elicitation_done, "Elicitation not supported or error"},
     {"test_elicitation_sep1034_defaults", "Tests elicitation with default values per SEP-1034",
      "{\"type\":\"object\",\"properties\":{}}", "elicitation/create", "elicitation",
      defaults_params, form_done, "Elicitation not supported or error"},
@@ -197,13 +215,15 @@ static void replied(void *arg, const mcpg_reply *r) {
     e->host->call_resume(call, st);
 }
 
+static void ask_cancel(ev *e, ev_waiting *base);
+
 static mcpg_status ask_client(ev *e, mcpg_call *call, const ask_tool *t, const mcpg_buf *p) {
     const mcpg_host *h = e->host;
     if (!MCPG_HOST_HAS(h, call_request))
         return ev_textf(e, call, 0, "%s: this gateway cannot send requests", t->failed);
     ask_wait *w = calloc(1, sizeof *w);
     if (!w) return mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
-    *w = (ask_wait){.e = e, .call = call, .t = t};
+    *w = (ask_wait){.base = {ask_cancel}, .e = e, .call = call, .t = t};
     void **slot = wait_slot(e, call);
     if (slot) *slot = w; /* before the request: its reply may come before we return */
     int rc = h->call_request(call, t->method, p->data, p->len,
@@ -215,14 +235,11 @@ static mcpg_status ask_client(ev *e, mcpg_call *call, const ask_tool *t, const m
 }
 
 /* The client left while the request waited: answer the call now. */
-void ev_ask_cancel(ev *e, mcpg_call *call) {
-    void **slot = wait_slot(e, call);
-    ask_wait *w = slot ? *slot : NULL;
-    if (!w) return;
-    *slot = NULL;
+static void ask_cancel(ev *e, ev_waiting *base) {
+    ask_wait *w = (ask_wait *)base;
     w->answered = 1;
-    e->host->call_error(call, MCPG_RPC_SERVER_ERROR, "request cancelled", NULL);
-    e->host->call_resume(call, MCPG_DENY);
+    e->host->call_error(w->call, MCPG_RPC_SERVER_ERROR, "request cancelled", NULL);
+    e->host->call_resume(w->call, MCPG_DENY);
 }
 
 /* ---- the stateless wire: input_required, then the retry ---- */

@@ -12,6 +12,10 @@
  *   resources.c  resources, the template, reads and the watched resource
  *   prompts.c    prompts and completion
  *   json.c       small readers over the host's JSON scanner
+ *   later.c      answering a call later, from a timer on its loop
+ *   tasks.c      the task store: ids, lifetimes, status, and a task's JSON
+ *   task_tools.c the task fixtures and how a tools/call becomes a task
+ *   task_methods.c  tasks/get, /update, /cancel, /result, /list
  */
 #ifndef EVERYTHING_H
 #define EVERYTHING_H
@@ -24,6 +28,8 @@ typedef struct ev_cfg {
     int64_t request_timeout_ms;
 } ev_cfg;
 
+typedef struct ev_tasks ev_tasks;
+
 typedef struct ev {
     const mcpg_host *host;
     mcpg_instance *self;
@@ -31,7 +37,15 @@ typedef struct ev {
     uint64_t key[2];              /* signs requestState: a tampered one is refused */
     atomic_uint watched_version;  /* test://watched-resource changes with each update */
     mcpg_buf tools;               /* the tools/list array, built once */
+    ev_tasks *tasks;              /* the tasks this instance created */
 } ev;
+
+/* What a call PENDING on this backend waits for (kept in its call_slot):
+ * cancel answers the call when the client leaves first. */
+typedef struct ev_waiting ev_waiting;
+struct ev_waiting {
+    void (*cancel)(ev *e, ev_waiting *w); /* on the call's loop, while pending */
+};
 
 /* The same 1x1 PNG and minimal WAV the suite's reference server uses. */
 #define EV_PNG_BASE64 \
@@ -45,8 +59,35 @@ mcpg_status ev_call_tool(ev *e, mcpg_call *call);
 /* ---- ask.c ---- */
 /* 1 when name is one of its tools (then *st is the answer). */
 int ev_ask_tool(ev *e, mcpg_call *call, const char *name, mcpg_status *st);
-void ev_ask_cancel(ev *e, mcpg_call *call);
 int ev_ask_list(ev *e, mcpg_buf *out);
+
+/* ---- later.c ---- */
+/* What a wait ends with: the call's answer, or MCPG_PENDING when fn waits
+ * again (it set up the next wait itself). On the call's loop. */
+typedef mcpg_status (*ev_later_fn)(ev *e, mcpg_call *call);
+/* Answer the call from fn after ms, never blocking: returns MCPG_PENDING,
+ * or an error answer when no timer can be had. */
+mcpg_status ev_later(ev *e, mcpg_call *call, uint64_t ms, ev_later_fn fn);
+/* The client left: whatever the call waits for answers it now. */
+void ev_waiting_cancel(ev *e, mcpg_call *call);
+
+/* ---- tasks.c, task_tools.c, task_methods.c ---- */
+/* The task methods (routed to the backend that created the task). */
+typedef enum ev_task_method {
+    EV_TASKS_GET,
+    EV_TASKS_UPDATE, /* stateless wire (2026 extension) */
+    EV_TASKS_CANCEL,
+    EV_TASKS_RESULT, /* legacy wire (2025-11-25) */
+    EV_TASKS_LIST    /* legacy wire */
+} ev_task_method;
+
+int ev_tasks_create(ev *e);
+void ev_tasks_destroy(ev *e);
+int ev_task_tools_list(ev *e, mcpg_buf *out);
+int ev_task_tool(ev *e, mcpg_call *call, const char *name, mcpg_status *st);
+/* One task method for the call (params.taskId, or call_target when the
+ * kernel gives the task's own id). */
+mcpg_status ev_task_request(ev *e, mcpg_call *call, ev_task_method method);
 
 /* ---- input.c ---- */
 int ev_input_tool(ev *e, mcpg_call *call, const char *name, mcpg_status *st);
@@ -77,6 +118,8 @@ const char *ev_json_str(const mcpg_host *h, const mcpg_json_span *v, char *dst, 
 const char *ev_json_raw(const mcpg_json_span *v, size_t *len);
 /* Whether the client declared capability `name` (its caps object's key). */
 int ev_client_has(const mcpg_host *h, mcpg_call *call, const char *name);
+/* Whether the client declared extension `id` (capabilities.extensions). */
+int ev_client_has_extension(const mcpg_host *h, mcpg_call *call, const char *id);
 /* The result's one text item, printf-style; MCPG_CONTINUE or MCPG_DENY. */
 mcpg_status ev_textf(const ev *e, mcpg_call *call, int is_error, const char *fmt, ...)
     MCPG_PRINTF(4, 5);

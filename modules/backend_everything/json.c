@@ -37,6 +37,15 @@ int ev_client_has(const mcpg_host *h, mcpg_call *call, const char *name) {
     return caps && h->json_object_get(caps, n, name, &v) == 1 && v.type == MCPG_JSON_OBJECT;
 }
 
+int ev_client_has_extension(const mcpg_host *h, mcpg_call *call, const char *id) {
+    if (!MCPG_HOST_HAS(h, call_client_capabilities)) return 0;
+    size_t n = 0;
+    const char *caps = h->call_client_capabilities(call, &n);
+    mcpg_json_span v;
+    return caps && ev_json_at(h, caps, n, &v, "extensions", id, (const char *)NULL) &&
+           v.type == MCPG_JSON_OBJECT;
+}
+
 mcpg_status ev_textf(const ev *e, mcpg_call *call, int is_error, const char *fmt, ...) {
     char text[2048];
     va_list ap;

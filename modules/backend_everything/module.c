@@ -47,7 +47,7 @@ static mcpg_status ev_op_complete(void *instance, mcpg_call *call) {
     return ev_complete(instance, call);
 }
 
-static void ev_op_cancel(void *instance, mcpg_call *call) { ev_ask_cancel(instance, call); }
+static void ev_op_cancel(void *instance, mcpg_call *call) { ev_waiting_cancel(instance, call); }
 
 /* Subscribers are the kernel's to count; the watched resource reports its
  * changes whether or not anyone listens. */
@@ -68,6 +68,7 @@ static void ev_key(ev *e) {
 static void ev_destroy(void *instance) {
     ev *e = instance;
     e->host->buf_free(&e->tools);
+    ev_tasks_destroy(e);
     free(e);
 }
 
@@ -79,7 +80,8 @@ static int ev_create(const mcpg_host *host, mcpg_instance *self, const void *con
     e->self = self;
     e->cfg = config;
     ev_key(e);
-    int rc = ev_tools_build(e);
+    int rc = ev_tasks_create(e);
+    if (!rc) rc = ev_tools_build(e);
     if (rc) {
         ev_destroy(e);
         return rc;

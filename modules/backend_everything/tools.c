@@ -10,12 +10,22 @@
 
 #define EMPTY_SCHEMA "{\"type\":\"object\",\"properties\":{}}"
 
-/* JSON Schema 2020-12 features a gateway must pass through untouched. */
-#define SCHEMA_2020_12                                                                  \
-    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\"," \
-    "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{\"street\":{\"type\":"  \
-    "\"string\"},\"city\":{\"type\":\"string\"}}}},\"properties\":{\"name\":{\"type\":"  \
-    "\"string\"},\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}"
+/* JSON Schema 2020-12 features a gateway must pass through untouched:
+ * $schema, $defs (with an $anchor), $ref, additionalProperties (SEP-1613),
+ * composition (allOf holding anyOf) and conditionals (if/then/else,
+ * SEP-2106). A contact needs a phone or an email, and the one its
+ * contactMethod names. */
+#define SCHEMA_2020_12                                                                   \
+    "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","  \
+    "\"$defs\":{\"address\":{\"$anchor\":\"addressDef\",\"type\":\"object\","            \
+    "\"properties\":{\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"   \
+    "\"properties\":{\"name\":{\"type\":\"string\"},\"address\":{\"$ref\":"                \
+    "\"#/$defs/address\"},\"contactMethod\":{\"type\":\"string\",\"enum\":[\"phone\","       \
+    "\"email\"]},\"phone\":{\"type\":\"string\"},\"email\":{\"type\":\"string\"}},"          \
+    "\"allOf\":[{\"anyOf\":[{\"required\":[\"phone\"]},{\"required\":[\"email\"]}]}],"      \
+    "\"if\":{\"properties\":{\"contactMethod\":{\"const\":\"phone\"}},\"required\":"        \
+    "[\"contactMethod\"]},\"then\":{\"required\":[\"phone\"]},\"else\":{\"required\":"      \
+    "[\"email\"]},\"additionalProperties\":false}"
 
 typedef struct ev_tool {
     const char *name, *description, *schema;
@@ -92,6 +102,23 @@ static mcpg_status with_logging(ev *e, mcpg_call *call) {
     return ev_textf(e, call, 0, "Tool with logging executed successfully");
 }
 
+/* One notifications/message per level, debug to error: which of them the
+ * client sees is the transport's to decide (the stateless wire's
+ * _meta logLevel, the legacy wire's logging/setLevel); the backend says
+ * everything. */
+static mcpg_status logging_tool(ev *e, mcpg_call *call) {
+    static const char *const levels[] = {"debug", "info", "warning", "error"};
+    char params[200];
+    for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
+        snprintf(params, sizeof params,
+                 "{\"level\":\"%s\",\"logger\":\"backend_everything\",\"data\":"
+                 "\"A %s message from test_logging_tool\"}",
+                 levels[i], levels[i]);
+        notify(e, call, "notifications/message", params);
+    }
+    return ev_textf(e, call, 0, "Logged at debug, info, warning and error");
+}
+
 /* Progress only for a caller that asked with params._meta.progressToken;
  * the result's text is the token. */
 static mcpg_status with_progress(ev *e, mcpg_call *call) {
@@ -164,6 +191,8 @@ static const ev_tool tools[] = {
     {"test_tool_with_progress", "Tests tool that reports progress notifications", EMPTY_SCHEMA,
      with_progress},
     {"test_error_handling", "Tests error response handling", EMPTY_SCHEMA, error_handling},
+    {"test_logging_tool", "Sends a log message at each level; the client's level filters them",
+     EMPTY_SCHEMA, logging_tool},
     {"json_schema_2020_12_tool",
      "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
      SCHEMA_2020_12, schema_2020_12},
@@ -188,6 +217,7 @@ int ev_tools_build(ev *e) {
                            i ? "," : "", tools[i].name, tools[i].description, tools[i].schema);
     if (!rc) rc = ev_ask_list(e, b);
     if (!rc) rc = ev_input_list(e, b);
+    if (!rc) rc = ev_task_tools_list(e, b);
     return rc ? rc : h->buf_append(b, "]", 1);
 }
 
@@ -197,7 +227,9 @@ mcpg_status ev_call_tool(ev *e, mcpg_call *call) {
     for (size_t i = 0; i < N_TOOLS; i++)
         if (strcmp(tools[i].name, name) == 0) return tools[i].run(e, call);
     mcpg_status st;
-    if (ev_ask_tool(e, call, name, &st) || ev_input_tool(e, call, name, &st)) return st;
+    if (ev_ask_tool(e, call, name, &st) || ev_input_tool(e, call, name, &st) ||
+        ev_task_tool(e, call, name, &st))
+        return st;
     return mcpg_result_errorf(e->host, call, MCPG_RPC_INVALID_PARAMS, "Unknown tool: %.64s",
                               name);
 }

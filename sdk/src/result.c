@@ -39,6 +39,37 @@ mcpg_status mcpg_result_input_required(const mcpg_host *host, mcpg_call *call,
     return MCPG_CONTINUE;
 }
 
+mcpg_status mcpg_result_task(const mcpg_host *host, mcpg_call *call, const char *task_json,
+                             size_t task_len) {
+    int typed = MCPG_HOST_HAS(host, call_set_result_type);
+    size_t end = task_len;
+    while (end > 0 && task_json[end - 1] != '}') end--;
+    if (task_len == 0 || task_json[0] != '{' || end < 2) {
+        host->call_error(call, MCPG_RPC_INTERNAL_ERROR, "a task result must be an object", NULL);
+        return MCPG_DENY;
+    }
+    int stamp = !typed && host->call_wire(call) == MCPG_WIRE_STATELESS;
+    mcpg_buf *out = host->call_result_buf(call);
+    int rc;
+    if (!stamp) {
+        rc = !out || host->buf_append(out, task_json, task_len);
+    } else { /* ,"resultType":"task" before the closing brace */
+        size_t body = end - 1; /* up to the '}' */
+        int empty = 1;
+        for (size_t i = 1; i < body && empty; i++)
+            empty = task_json[i] == ' ' || task_json[i] == '\n' || task_json[i] == '\t';
+        rc = !out || host->buf_append(out, task_json, body) ||
+             host->buf_append(out, empty ? "\"resultType\":\"task\"}" : ",\"resultType\":\"task\"}",
+                              empty ? 20 : 21);
+    }
+    if (rc) {
+        host->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
+        return MCPG_DENY;
+    }
+    if (typed) host->call_set_result_type(call, MCPG_RESULT_TASK);
+    return MCPG_CONTINUE;
+}
+
 mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t code,
                                const char *fmt, ...) {
     char msg[512];

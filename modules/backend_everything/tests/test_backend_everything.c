@@ -86,7 +86,8 @@ static void test_tool_list(void) {
     static const char *const names[] = {
         "test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
         "test_multiple_content_types", "test_tool_with_logging", "test_tool_with_progress",
-        "test_error_handling", "test_sampling", "test_elicitation",
+        "test_error_handling", "test_logging_tool", "test_sampling", "test_elicitation",
+        "test_streaming_elicitation",
         "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
         "json_schema_2020_12_tool", "test_missing_capability", "test_trigger_tool_change",
         "test_input_required_result_elicitation", "test_input_required_result_sampling",
@@ -101,10 +102,17 @@ static void test_tool_list(void) {
                    "%s listed with an inputSchema", names[i]);
         if (found && !strcmp(names[i], "json_schema_2020_12_tool")) {
             json_t *s = json_object_get(found, "inputSchema");
+            json_t *all_of = json_object_get(s, "allOf");
             MCPG_CHECK(str_is(s, "$schema", "https://json-schema.org/draft/2020-12/schema") &&
                            json_is_object(json_object_get(s, "$defs")) &&
-                           json_is_false(json_object_get(s, "additionalProperties")),
-                       "2020-12 schema kept whole");
+                           str_is(s, "$defs.address.$anchor", "addressDef") &&
+                           str_is(s, "properties.address.$ref", "#/$defs/address") &&
+                           json_is_false(json_object_get(s, "additionalProperties")) &&
+                           json_is_array(json_object_get(json_array_get(all_of, 0), "anyOf")) &&
+                           json_is_object(json_object_get(s, "if")) &&
+                           json_is_object(json_object_get(s, "then")) &&
+                           json_is_object(json_object_get(s, "else")),
+                       "2020-12 schema: $anchor, allOf/anyOf, if/then/else");
         }
     }
     json_decref(a);
@@ -166,6 +174,22 @@ static void test_notifications(void) {
                mcpg_fakehost_message(c, 0));
     MCPG_CHECK(str_is(o, "content.0.text", "Tool with logging executed successfully"), "text");
     json_decref(m);
+    json_decref(o);
+    mcpg_fakehost_call_free(fh, c);
+
+    /* every level goes out: filtering by the client's level is the transport's */
+    c = call("tools/call", "test_logging_tool", NULL, MCPG_WIRE_STATELESS);
+    o = run(c, MCPG_CONTINUE);
+    static const char *const levels[] = {"debug", "info", "warning", "error"};
+    int each = mcpg_fakehost_message_count(c) == 4;
+    for (int i = 0; i < 4 && each; i++) {
+        m = json_loads(mcpg_fakehost_message(c, i), 0, NULL);
+        each = str_is(m, "method", "notifications/message") &&
+               str_is(m, "params.level", levels[i]) && str_at(m, "params.data");
+        json_decref(m);
+    }
+    MCPG_CHECK(each && str_is(o, "content.0.text", "Logged at debug, info, warning and error"),
+               "test_logging_tool: one message a level: %s", mcpg_fakehost_messages(c));
     json_decref(o);
     mcpg_fakehost_call_free(fh, c);
 
@@ -292,6 +316,12 @@ static void test_sampling_elicitation(void) {
     ask_stateless("test_sampling", "sampling", "sampling/createMessage", SAMPLED,
                   "LLM response: Paris");
     ask_stateless("test_elicitation", "elicitation", "elicitation/create", ACCEPTED,
+                  "User response: action=accept, content={\"response\":\"yes\"}");
+    /* the stateless wire's stream never carries a request: input_required */
+    ask_legacy("test_streaming_elicitation", NULL, "elicitation/create",
+               "\"message\":\"Please provide your input\"", ACCEPTED,
+               "User response: action=accept, content={\"response\":\"yes\"}", 0);
+    ask_stateless("test_streaming_elicitation", "user_input", "elicitation/create", ACCEPTED,
                   "User response: action=accept, content={\"response\":\"yes\"}");
     ask_stateless("test_elicitation_sep1330_enums", "elicitation", "elicitation/create",
                   ACCEPTED, "Elicitation completed: action=accept, content={\"response\":\"yes\"}");

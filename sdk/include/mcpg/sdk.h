@@ -104,6 +104,17 @@ mcpg_status mcpg_result_text(const mcpg_host *host, mcpg_call *call, const char 
 mcpg_status mcpg_result_input_required(const mcpg_host *host, mcpg_call *call,
                                        const char *requests_json, size_t requests_len,
                                        const char *state, size_t state_len);
+/* mcpg_result_task: the call's result becomes task_json, a CreateTaskResult
+ * in the call's wire's shape (the 2026-07-28 tasks extension's flat
+ * {"taskId","status",...,"ttlMs"}, or 2025-11-25's {"task":{...}}), typed
+ * MCPG_RESULT_TASK through host->call_set_result_type: the kernel learns a
+ * task was created, the stateless wire says "resultType":"task". A host
+ * without that slot (ABI 1.0) gets "resultType":"task" in the object itself
+ * on the stateless wire. task_json is an object's text. MCPG_CONTINUE, or
+ * MCPG_DENY with an internal error when memory ran out or task_json is not
+ * an object. */
+mcpg_status mcpg_result_task(const mcpg_host *host, mcpg_call *call, const char *task_json,
+                             size_t task_len);
 /* A JSON-RPC error with a printf-style message; returns MCPG_DENY. */
 mcpg_status mcpg_result_errorf(const mcpg_host *host, mcpg_call *call, int64_t code,
                                const char *fmt, ...) MCPG_PRINTF(4, 5);
