@@ -121,7 +121,7 @@ typedef struct th_req {
     uint64_t last_write_ms;    /* loop time of the stream's last bytes (keep-alive) */
     /* the legacy wire */
     uint8_t legacy;            /* a 2025-era request: event ids, session header */
-    int8_t level;              /* the session's logging level, -1 none */
+    int8_t level;              /* notifications/message below it are dropped (-1: none) */
     uint32_t stream_no;        /* event ids: <worker>_<stream>_<seq> */
     uint32_t ev_seq;
     char sid[40];              /* Mcp-Session-Id to send back, "" none */
@@ -255,8 +255,6 @@ void th_submit(th_conn *c, th_req *r);
 void th_legacy_post(th_conn *c, th_req *r);
 void th_legacy_get(th_conn *c, th_req *r);
 void th_legacy_delete(th_conn *c, th_req *r);
-/* A notifications/message below the session's logging level: 1 (drop it). */
-int th_legacy_filtered(th_wslot *ws, th_req *r, const char *json, size_t len);
 /* Turn r's answer into a stream: head, then the priming event. */
 int th_legacy_stream_begin(th_conn *c, th_req *r);
 

@@ -131,19 +131,6 @@ int th_legacy_stream_begin(th_conn *c, th_req *r) {
     return rc;
 }
 
-int th_legacy_filtered(th_wslot *ws, th_req *r, const char *json, size_t len) {
-    const mcpg_host *h = ws->mod->host;
-    mcpg_json_span m, p, lv;
-    if (r->level < 0 || h->json_object_get(json, len, "method", &m) != 1 ||
-        h->json_string_eq(&m, "notifications/message", 21) != 1)
-        return 0;
-    if (h->json_object_get(json, len, "params", &p) != 1 ||
-        h->json_object_get(p.p, p.n, "level", &lv) != 1 || lv.type != MCPG_JSON_STRING)
-        return 0;
-    int level = th_log_level_of(lv.p, lv.n);
-    return level >= 0 && level < r->level;
-}
-
 /* ---- the session of a request ---------------------------------------------- */
 
 /* Mcp-Session-Id: present (else 400) and known (else 404/-32001); on

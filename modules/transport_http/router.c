@@ -147,6 +147,21 @@ static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
     else th_respond(c, r, &hd, body, n);
 }
 
+/* A notifications/message below r->level (the session's logging/setLevel,
+ * or the stateless request's _meta logLevel; TH_LOG_NONE: every one): drop it. */
+static int log_filtered(const mcpg_host *h, const th_req *r, const char *json, size_t len) {
+    mcpg_json_span m, p, lv;
+    if (r->level < 0 || h->json_object_get(json, len, "method", &m) != 1 ||
+        h->json_string_eq(&m, "notifications/message", 21) != 1)
+        return 0;
+    if (r->level >= TH_LOG_NONE) return 1;
+    if (h->json_object_get(json, len, "params", &p) != 1 ||
+        h->json_object_get(p.p, p.n, "level", &lv) != 1 || lv.type != MCPG_JSON_STRING)
+        return 0;
+    int level = th_log_level_of(lv.p, lv.n);
+    return level >= 0 && level < r->level;
+}
+
 /* desc.message: a message for the call's client before its outcome. The
  * answer becomes a stream (its head once), when the client accepts one. */
 static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t len) {
@@ -155,7 +170,7 @@ static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t 
     (void)call;
     if (!r->sse_ok) return MCPG_ENOTSUP;
     if (c->closing) return 0; /* the call is being cancelled: nobody to tell */
-    if (r->legacy && th_legacy_filtered(c->ws, r, json, len)) return 0;
+    if (log_filtered(c->ws->mod->host, r, json, len)) return 0; /* below the level asked for */
     if (r->legacy && !r->sse && th_legacy_stream_begin(c, r)) return MCPG_EAGAIN;
     int rc = th_sse_event(c, r, NULL, 0, json, len);
     return rc == MCPG_ENOMEM ? MCPG_EAGAIN : 0;
@@ -215,6 +230,7 @@ static void submit(th_conn *c, th_req *r, const th_mcp_verdict *v) {
     d->protocol_version = v->version.p;
     d->protocol_version_len = v->version.n;
     r->stamp = v->stamp;
+    r->level = v->log_level;
     th_submit(c, r);
 }
 

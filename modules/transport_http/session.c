@@ -6,14 +6,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-static const char *const k_levels[] = {"debug", "info", "notice", "warning",
-                                       "error", "critical", "alert", "emergency"};
-
-int th_log_level_of(const char *p, size_t n) {
-    for (int i = 0; i < 8; i++)
-        if (strlen(k_levels[i]) == n && !memcmp(k_levels[i], p, n)) return i;
-    return -1;
-}
 
 int th_sess_init(th_sess_store *s, const mcpg_host *h, uint32_t max, uint64_t ttl_ms) {
     memset(s, 0, sizeof *s);

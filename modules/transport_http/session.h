@@ -15,6 +15,8 @@
 #define TH_SESSION_H
 
 #include <mcpg/abi.h>
+
+#include "mcp_stateless.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -70,7 +72,5 @@ int th_sess_get_open(th_sess_store *s, const char *id, size_t n, int open);
 /* Drop rows unused for ttl_ms. */
 void th_sess_sweep(th_sess_store *s, uint64_t now_ms);
 
-/* logging levels, least to most severe; -1 when not one */
-int th_log_level_of(const char *p, size_t n);
 
 #endif
