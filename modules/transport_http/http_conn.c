@@ -8,6 +8,7 @@
  * closing is decided in the read/write callbacks, the sweep, drain, or the
  * once-per-turn service pass. */
 #include "internal.h"
+#include "replay.h"
 #include "stream.h"
 
 #include <netinet/in.h>
@@ -111,6 +112,7 @@ void th_conn_close(th_conn *c) {
     if (c->closing) return;
     c->closing = 1;
     c->reading = 0;
+    th_replay_conn_closing(c); /* resumable calls carry on without it */
     for (th_req *r = c->qhead; r; r = r->next) th_listener_remove(c->ws, r);
     for (th_req *r = c->qhead; r; r = r->next)
         if (r->state == TH_REQ_INFLIGHT && r->call) c->ws->mod->host->call_cancel(r->call);
@@ -319,6 +321,14 @@ static void resume(th_conn *c) {
  * write what is answered, close when done, read again when there is room. */
 void th_conn_service(th_conn *c) {
     if (c->closing) return;
+    if (c->handover) {
+        if (c->qhead == c->handover && !c->out.len && !c->writing) {
+            th_handover(c);
+            return;
+        }
+        flush(c); /* the answers before it go first */
+        return;
+    }
     resume(c);
     flush(c);
     /* A flush that wrote everything at once makes room a paused parser is
@@ -363,9 +373,10 @@ static int local_is_loopback(uv_tcp_t *t) {
     return 1; /* a unix socket: local */
 }
 
-int th_conn_adopt(th_wslot *ws, int fd) {
+int th_conn_adopt(th_wslot *ws, int fd, th_conn **c_out) {
     const mcpg_host *host = ws->mod->host;
     th_conn *c = host->calloc(1, sizeof *c);
+    if (c_out) *c_out = NULL;
     if (!c) return MCPG_ENOMEM;
     c->ws = ws;
     if (uv_tcp_init(ws->loop, &c->tcp)) {
@@ -388,6 +399,7 @@ int th_conn_adopt(th_wslot *ws, int fd) {
     c->parser.data = c;
     c->last_ms = uv_now(ws->loop);
     update_reading(c);
+    if (c_out) *c_out = c;
     return 0;
 }
 

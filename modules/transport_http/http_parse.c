@@ -41,6 +41,10 @@ void th_req_reset(th_req *r) {
     r->level = -1;
     r->stream_no = r->ev_seq = 0;
     r->sid[0] = r->version[0] = '\0';
+    r->rs = NULL;
+    r->oprev = r->onext = NULL;
+    r->sop_status = 0;
+    r->loaded = r->changed = r->resumable = 0;
     r->extra.len = 0;
 }
 

@@ -28,6 +28,16 @@
 #include "session.h"
 #include "response.h"
 
+typedef struct th_rstream th_rstream;
+
+/* The loop's replay streams, by number (replay.h). */
+typedef struct th_rtable {
+    th_rstream **b;
+    uint32_t nb, n;
+    th_rstream *oldest, *newest;
+    size_t bytes;
+} th_rtable;
+
 #define TH_READ_BUF (64 * 1024)          /* per worker, shared by its connections */
 #define TH_MAX_PIPELINE 32               /* queued requests per connection before we stop reading */
 #define TH_MAX_HEADERS 64                /* more header fields than this: 431 */
@@ -84,7 +94,8 @@ typedef struct th_mod th_mod;
 
 typedef struct th_req {
     struct th_req *next; /* the connection's queue, or the free list */
-    th_conn *conn;
+    th_conn *conn;       /* NULL: an orphan (replay.h) or moving to another loop */
+    th_wslot *ws;        /* the loop it was taken on (or moved to) */
     mcpg_buf data;       /* URL, header names and values, then the body */
     mcpg_buf resp;       /* the response, while an earlier one is pending */
     mcpg_buf extra;      /* the legacy wire: the session's capabilities for the call */
@@ -121,10 +132,17 @@ typedef struct th_req {
     uint64_t last_write_ms;    /* loop time of the stream's last bytes (keep-alive) */
     /* the legacy wire */
     uint8_t legacy;            /* a 2025-era request: event ids, session header */
-    int8_t level;              /* the session's logging level, -1 none */
+    int8_t level;              /* notifications/message below it are dropped (-1: none) */
     uint32_t stream_no;        /* event ids: <worker>_<stream>_<seq> */
     uint32_t ev_seq;
     char sid[40];              /* Mcp-Session-Id to send back, "" none */
+    th_rstream *rs;            /* its replay buffer: as the call feeding it, or as its client */
+    struct th_req *oprev, *onext; /* the loop's orphans (replay.h) */
+    int sop_status;            /* the answer of the last coordinator step (session.h) */
+    uint8_t loaded;            /* its session was looked up (session_of) */
+    uint8_t changed;           /* its session change is answered (sop_status) */
+    uint8_t resumable;         /* a call whose stream gets a replay buffer */
+    uint32_t move_to;          /* the loop its connection moves to (resume.c) */
     char version[16];          /* the session's protocol version */
     mcpg_call_desc desc;       /* lives as long as the call */
     char name_buf[TH_NAME_MAX];
@@ -157,7 +175,8 @@ struct th_conn {
     uint8_t again;         /* stopped after its share of this turn: service it next turn */
     uint8_t in_lf_ws;      /* the input so far ends in LF + only SP/HT (obs-fold check) */
     uint8_t loopback;      /* accepted on a loopback address (hygiene.h defaults) */
-    uint32_t nstreams;     /* listening streams open: not idle, ended at drain */
+    uint32_t nstreams;     /* listening or resumed streams open: not idle */
+    th_req *handover;      /* moves to another loop once everything before it is written (resume.c) */
     const char *in_start;  /* the buffer llhttp_execute is parsing ... */
     uint32_t in_seq;       /* ... and its number, counted per connection */
 };
@@ -168,6 +187,7 @@ struct th_wslot {
     uv_loop_t *loop;
     uint32_t index;
     uint8_t started, draining, handles_open;
+    uint8_t stopped;         /* worker_stop ran: no coordinator op any more */
     uint32_t nconns;         /* connection structs alive (closing ones too) */
     uint32_t handles_closing;/* worker handles whose close callback is pending */
     th_conn *conns;
@@ -183,6 +203,11 @@ struct th_wslot {
     mcpg_buf sse_body;       /* one SSE event's text */
     mcpg_buf msg_body;       /* one JSON-RPC message assembled from pieces for an event */
     th_req *listeners;       /* open listening streams (stream.h) */
+    th_scache scache;        /* the sessions this loop has seen (session.h) */
+    th_rtable rtable;        /* replay buffers of this loop's streams (replay.h) */
+    th_req *orphans;         /* requests whose call runs on without a connection */
+    mcpg_coord_sub *sub;     /* mcpg.session.* */
+    mcpg_buf scratch2;       /* a session row being changed */
     uint64_t keepalive_ms;   /* loop time of the last keep-alive pass */
     uint32_t streams_made;   /* legacy stream numbers on this worker */
     mcpg_buf alog;           /* access log lines waiting for the flush */
@@ -204,8 +229,8 @@ struct th_mod {
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
     th_names hosts;      /* gateway.server.allowed_hosts, parsed */
     th_names origins;    /* gateway.server.allowed_origins, parsed */
-    th_sess_store sessions; /* the legacy wire's sessions (single node) */
-    int sessions_ready;
+    const mcpg_coordinator_ops *co_ops; /* host->coordinator(): sessions, or NULL */
+    void *co;
 };
 
 /* worker.c */
@@ -220,7 +245,8 @@ void th_conn_free_abandoned(th_conn *c);
 const char *th_date(th_wslot *ws);
 
 /* http_conn.c */
-int th_conn_adopt(th_wslot *ws, int fd);
+/* c_out (may be NULL): the new connection. On failure fd is not taken. */
+int th_conn_adopt(th_wslot *ws, int fd, th_conn **c_out);
 void th_conn_service(th_conn *c);
 void th_conn_close(th_conn *c);
 void th_conn_maybe_free(th_conn *c);
@@ -255,10 +281,22 @@ void th_submit(th_conn *c, th_req *r);
 void th_legacy_post(th_conn *c, th_req *r);
 void th_legacy_get(th_conn *c, th_req *r);
 void th_legacy_delete(th_conn *c, th_req *r);
-/* A notifications/message below the session's logging level: 1 (drop it). */
-int th_legacy_filtered(th_wslot *ws, th_req *r, const char *json, size_t len);
 /* Turn r's answer into a stream: head, then the priming event. */
 int th_legacy_stream_begin(th_conn *c, th_req *r);
+/* A request waiting for the coordinator (session.h): parked, then resumed
+ * (its handler runs again; the steps done are flagged in the request). */
+void th_legacy_park(th_req *r);
+void th_legacy_again(th_req *r);
+/* End the standalone GET streams of session sid on this loop. */
+void th_legacy_end_streams(th_wslot *ws, const char *sid);
+/* notifications/cancelled: the call of session sid with that request id on this loop. */
+void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_t idn);
+
+/* resume.c: GET with Last-Event-ID */
+void th_resume(th_conn *c, th_req *r, const char *id, size_t n);
+/* c's handover request is first in line and everything before it written:
+ * move the connection to the stream's loop. */
+void th_handover(th_conn *c);
 
 /* listen.c */
 void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v);

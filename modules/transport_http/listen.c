@@ -78,8 +78,12 @@ void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
 
 /* Called when a listening stream goes away (closed, drained). */
 void th_listen_stop(th_wslot *ws, th_req *r) {
-    if (r->legacy) { /* the session's GET slot is free again */
-        (void)th_sess_get_open(&ws->mod->sessions, r->sid, strlen(r->sid), 0);
+    if (r->legacy) { /* the session's GET slot is free again (unless the session ended) */
+        th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+        if (e) {
+            e->nget--;
+            (void)th_sess_change(ws, NULL, r->sid, TH_SC_GET_CLOSED, 0, NULL, 0);
+        }
         return;
     }
     if (r->luris_len) (void)subscribe_uris(ws, r, 0, NULL);
@@ -107,17 +111,15 @@ static int wants_uri(const mcpg_host *h, const th_req *r, const char *uri, size_
 static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated, const char *uri,
                         size_t uri_len) {
     const mcpg_host *h = ws->mod->host;
-    th_sess_store *st = &ws->mod->sessions;
-    size_t sl = strlen(r->sid);
-    th_sess_view view;
-    if (th_sess_touch(st, r->sid, sl, &view)) {
+    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+    if (!e) {
         th_conn *c = r->conn;
         th_listener_remove(ws, r);
         th_sse_end(c, r, NULL, 0, NULL, 0);
         th_conn_advance(c);
         return;
     }
-    if (updated && !th_sess_subscribed(st, r->sid, sl, uri, uri_len)) return;
+    if (updated && !th_sess_subscribed(ws, e, uri, uri_len)) return;
     mcpg_buf *b = &ws->msg_body;
     b->len = 0;
     int rc = h->buf_printf(b, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"", method);

@@ -9,8 +9,11 @@
  * one JSON body with unary_json_fast_path while the call has sent no
  * message. Notifications and client responses get 202. GET opens the
  * session's one standalone stream (409 for a second) for news. DELETE ends
- * the session. */
+ * the session. Sessions live on the coordinator (session.h): a step that
+ * needs it parks the request, and the handler runs again on its answer
+ * (the steps done are flagged in the request). */
 #include "internal.h"
+#include "replay.h"
 #include "stream.h"
 
 #include <stdio.h>
@@ -118,37 +121,52 @@ static void answer_body(th_conn *c, th_req *r, mcpg_buf *b) {
 int th_legacy_stream_begin(th_conn *c, th_req *r) {
     th_wslot *ws = c->ws;
     if (r->sse) return 0;
-    r->stream_no = ++ws->streams_made;
-    r->ev_seq = 0;
+    /* a call's stream keeps its events for a client that comes back */
+    th_rstream *rs = r->resumable ? th_replay_open(ws, r, th_sess_peek(ws, r->sid, strlen(r->sid))) : NULL;
+    if (!rs) {
+        r->stream_no = ++ws->streams_made;
+        r->ev_seq = 0;
+    }
     int rc = th_sse_begin(c, r);
     /* clients at 2025-11-25 reconnect after a dropped stream; tell them when */
     if (!rc && strcmp(r->version, "2025-11-25") >= 0) {
         char prime[96];
         int n = snprintf(prime, sizeof prime, "id: %u_%u_%u\nretry: %d\ndata: \n\n", ws->index,
-                         r->stream_no, r->ev_seq++, TH_RETRY_MS);
+                         rs ? rs->no : r->stream_no, rs ? rs->seq++ : r->ev_seq++, TH_RETRY_MS);
         rc = th_sse_raw(c, r, prime, (size_t)n);
+    } else if (rs) {
+        rs->seq++; /* seq 0 is the priming event's, sent or not */
     }
     return rc;
 }
 
-int th_legacy_filtered(th_wslot *ws, th_req *r, const char *json, size_t len) {
-    const mcpg_host *h = ws->mod->host;
-    mcpg_json_span m, p, lv;
-    if (r->level < 0 || h->json_object_get(json, len, "method", &m) != 1 ||
-        h->json_string_eq(&m, "notifications/message", 21) != 1)
-        return 0;
-    if (h->json_object_get(json, len, "params", &p) != 1 ||
-        h->json_object_get(p.p, p.n, "level", &lv) != 1 || lv.type != MCPG_JSON_STRING)
-        return 0;
-    int level = th_log_level_of(lv.p, lv.n);
-    return level >= 0 && level < r->level;
+void th_legacy_park(th_req *r) {
+    r->state = TH_REQ_INFLIGHT;
+    r->conn->inflight++; /* the connection outlives the answer */
+}
+
+void th_legacy_again(th_req *r) {
+    th_conn *c = r->conn;
+    c->inflight--;
+    if (c->closing) {
+        r->state = TH_REQ_DONE;
+        th_conn_maybe_free(c);
+        return;
+    }
+    r->state = TH_REQ_PARSING;
+    if (r->http_method == HTTP_POST) th_legacy_post(c, r);
+    else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
+    else th_legacy_delete(c, r);
+    th_conn_advance(c);
 }
 
 /* ---- the session of a request ---------------------------------------------- */
 
 /* Mcp-Session-Id: present (else 400) and known (else 404/-32001); on
- * success the request carries its id, version and level. */
+ * success the request carries its id, version and level. 0: answered, or
+ * parked until the coordinator has answered. */
 static int session_of(th_conn *c, th_req *r, th_piece id) {
+    th_wslot *ws = c->ws;
     th_hval s;
     th_fill_header(r, TH_H_SESSION_ID, &s);
     if (!s.present || s.dup) {
@@ -156,15 +174,31 @@ static int session_of(th_conn *c, th_req *r, th_piece id) {
               MSG("Bad Request: the Mcp-Session-Id header is required (send initialize first)"));
         return 0;
     }
-    th_sess_view view;
-    if (th_sess_touch(&c->ws->mod->sessions, s.p, s.n, &view)) {
+    th_sent *e = th_sess_cached(ws, s.p, s.n);
+    if (!e && r->loaded && !r->sop_status) e = th_sess_peek(ws, s.p, s.n); /* just read */
+    if (!e && !r->loaded) {
+        r->loaded = 1;
+        if (th_sess_load(ws, r, s.p, s.n) == 0) return 0; /* parked */
+    }
+    if (!e) {
         error(c, r, 404, id, -32001, MSG("Session not found"));
         return 0;
     }
-    memcpy(r->sid, view.id, sizeof view.id);
-    memcpy(r->version, view.version, sizeof r->version);
-    r->level = (int8_t)view.level;
+    memcpy(r->sid, e->sid, TH_SID_LEN + 1);
+    memcpy(r->version, e->version, sizeof r->version);
+    r->level = e->level;
     r->legacy = 1;
+    return 1;
+}
+
+/* A session change (session.h) for r: 1 when its answer is known (in
+ * r->sop_status), 0 when r is parked until it is. */
+static int change(th_conn *c, th_req *r, th_sess_change_kind k, int level, const char *uri, size_t un) {
+    if (r->changed) return 1;
+    r->changed = 1;
+    int rc = th_sess_change(c->ws, r, r->sid, k, level, uri, un);
+    if (rc == 1) return 0;
+    r->sop_status = rc;
     return 1;
 }
 
@@ -199,17 +233,29 @@ static void initialize(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
         if (pv.type == MCPG_JSON_STRING && h->json_string_eq(&pv, k_versions[i], strlen(k_versions[i])) == 1)
             version = k_versions[i];
     int obj = caps.type == MCPG_JSON_OBJECT;
-    int rc = th_sess_create(&mod->sessions, version, obj ? caps.p : NULL, obj ? caps.n : 0, r->sid);
+    snprintf(r->version, sizeof r->version, "%s", version);
+    int rc;
+    if (!r->changed) {
+        r->changed = 1;
+        rc = th_sess_create(ws, r, obj ? caps.p : NULL, obj ? caps.n : 0);
+        if (rc == 0) return; /* parked until the coordinator answers */
+    } else {
+        rc = r->sop_status;
+    }
     if (rc == MCPG_EAGAIN) {
         th_respond_rpc_error(c, r, 503, 5, id, MCPG_RPC_SERVER_ERROR,
                              MSG("Too many open sessions (gateway.server.max_sessions): retry later"), NULL, 0);
+        return;
+    }
+    if (rc == MCPG_EUNAVAIL) {
+        th_respond_rpc_error(c, r, 503, 0, id, MCPG_RPC_SERVER_ERROR,
+                             MSG("Service Unavailable: sessions need the gateway's coordinator"), NULL, 0);
         return;
     }
     if (rc) {
         th_respond_status_error(c, r, 503);
         return;
     }
-    snprintf(r->version, sizeof r->version, "%s", version);
     r->legacy = 1;
     const char *name = MCPG_HOST_HAS(h, gateway_name) ? h->gateway_name() : "mcpg";
     const char *gv = h->gateway_version();
@@ -240,8 +286,9 @@ static void set_level(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
         answer_error_json(c, r, id, MCPG_RPC_INVALID_PARAMS, "Invalid params: level must be a logging level");
         return;
     }
-    th_sess_set_level(&c->ws->mod->sessions, r->sid, strlen(r->sid), level);
-    answer_result(c, r, id, "{}", 2);
+    if (!change(c, r, TH_SC_LEVEL, level, NULL, 0)) return;
+    if (r->sop_status < 0) answer_error_json(c, r, id, MCPG_RPC_INTERNAL_ERROR, "Internal error: the session could not be changed");
+    else answer_result(c, r, id, "{}", 2);
 }
 
 static void subscribe(th_conn *c, th_req *r, const lmsg *m, th_piece id, int on) {
@@ -255,9 +302,14 @@ static void subscribe(th_conn *c, th_req *r, const lmsg *m, th_piece id, int on)
         answer_error_json(c, r, id, MCPG_RPC_INVALID_PARAMS, "Invalid params: a string params.uri is required");
         return;
     }
-    int rc = th_sess_subscribe(&ws->mod->sessions, r->sid, strlen(r->sid), uri, un, on);
+    if (!change(c, r, on ? TH_SC_SUBSCRIBE : TH_SC_UNSUBSCRIBE, 0, uri, un)) return;
+    int rc = r->sop_status;
     if (rc == MCPG_EAGAIN) {
         answer_error_json(c, r, id, MCPG_RPC_SERVER_ERROR, "Too many subscriptions in this session");
+        return;
+    }
+    if (rc < 0) {
+        answer_error_json(c, r, id, MCPG_RPC_INTERNAL_ERROR, "Internal error: the session could not be changed");
         return;
     }
     /* the backend that owns it hears of the first subscriber and the last */
@@ -265,18 +317,28 @@ static void subscribe(th_conn *c, th_req *r, const lmsg *m, th_piece id, int on)
     answer_result(c, r, id, "{}", 2);
 }
 
-/* notifications/cancelled: the session's call with that request id, on
- * this loop, is cancelled (its answer still comes, as an error). */
+/* notifications/cancelled: the session's call with that request id is
+ * cancelled on whichever loop runs it (its answer still comes, as an error). */
 static void cancel_request(th_conn *c, th_req *r, const lmsg *m) {
     const mcpg_host *h = c->ws->mod->host;
     mcpg_json_span rid;
     if (!(m->has & 4) || h->json_object_get(m->params.p, m->params.n, "requestId", &rid) != 1) return;
     th_piece want = raw(&rid);
-    for (th_conn *k = c->ws->conns; k; k = k->next)
+    th_sess_cancel(c->ws, r->sid, want.p, want.n);
+}
+
+static int cancel_match(const th_req *q, const char *sid, const char *id, size_t idn) {
+    return q->call && q->state == TH_REQ_INFLIGHT && q->legacy && !strcmp(q->sid, sid) &&
+           q->desc.id_len == idn && !memcmp(q->desc.id_json, id, idn);
+}
+
+void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_t idn) {
+    const mcpg_host *h = ws->mod->host;
+    for (th_conn *k = ws->conns; k; k = k->next)
         for (th_req *q = k->qhead; q; q = q->next)
-            if (q->call && q->state == TH_REQ_INFLIGHT && q->legacy && !strcmp(q->sid, r->sid) &&
-                q->desc.id_len == want.n && !memcmp(q->desc.id_json, want.p, want.n))
-                h->call_cancel(q->call);
+            if (cancel_match(q, sid, id, idn)) h->call_cancel(q->call);
+    for (th_req *q = ws->orphans; q; q = q->onext)
+        if (cancel_match(q, sid, id, idn)) h->call_cancel(q->call);
 }
 
 /* ---- everything else goes to the kernel ------------------------------------------ */
@@ -314,10 +376,13 @@ static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
     d->protocol_version_len = strlen(r->version);
     /* the capabilities live in the session row: a copy kept with the request
      * (its own buffer: the spans above point into r->data) */
-    if (th_sess_caps(&ws->mod->sessions, r->sid, d->session_id_len, &r->extra) == 0) {
+    th_sent *e = th_sess_peek(ws, r->sid, d->session_id_len);
+    r->extra.len = 0;
+    if (e && e->caps_len && !h->buf_append(&r->extra, e->row.data + e->caps_off, e->caps_len)) {
         d->client_caps_json = r->extra.data;
         d->client_caps_len = r->extra.len;
     }
+    r->resumable = 1;
     r->stamp = 0; /* 2025 results carry no resultType */
     r->sse_ok = 1;
     if (!ws->mod->cfg->unary_json_fast_path && th_legacy_stream_begin(c, r)) {
@@ -388,7 +453,7 @@ void th_legacy_post(th_conn *c, th_req *r) {
 /* ---- GET: the session's standalone stream; DELETE ---------------------------- */
 
 void th_legacy_get(th_conn *c, th_req *r) {
-    th_hval acc;
+    th_hval acc, last;
     th_fill_header(r, TH_H_ACCEPT, &acc);
     th_piece null_id = TH_LIT("null");
     if (!acc.present || !th_accept_allows_sse(acc.p, acc.n)) {
@@ -396,23 +461,29 @@ void th_legacy_get(th_conn *c, th_req *r) {
         return;
     }
     if (!version_ok(c, r, null_id) || !session_of(c, r, null_id)) return;
-    int rc = th_sess_get_open(&c->ws->mod->sessions, r->sid, strlen(r->sid), 1);
-    if (rc == MCPG_EEXIST) {
+    th_fill_header(r, TH_H_LAST_EVENT_ID, &last);
+    if (last.present) { /* a dropped stream, resumed */
+        th_resume(c, r, last.dup ? "" : last.p, last.dup ? 0 : last.n);
+        return;
+    }
+    if (!change(c, r, TH_SC_GET_OPEN, 0, NULL, 0)) return;
+    if (r->sop_status == MCPG_EEXIST) {
         error(c, r, 409, null_id, MCPG_RPC_SERVER_ERROR, MSG("Conflict: this session already has a GET stream"));
         return;
     }
-    if (rc) {
+    th_sent *e = th_sess_peek(c->ws, r->sid, strlen(r->sid));
+    if (r->sop_status < 0 || !e) {
         error(c, r, 404, null_id, -32001, MSG("Session not found"));
         return;
     }
+    e->nget++;
     r->state = TH_REQ_INFLIGHT;
     r->desc.id_json = NULL;
     th_listener_add(c->ws, r);
     if (th_legacy_stream_begin(c, r)) c->close_after = 1;
 }
 
-/* End the GET stream of session `sid` on this loop, if it is here. */
-static void end_get_streams(th_wslot *ws, const char *sid) {
+void th_legacy_end_streams(th_wslot *ws, const char *sid) {
     for (th_req *q = ws->listeners, *next; q; q = next) {
         next = q->lnext;
         if (!q->legacy || strcmp(q->sid, sid)) continue;
@@ -423,41 +494,24 @@ static void end_get_streams(th_wslot *ws, const char *sid) {
     }
 }
 
-/* A session's end told to another loop (its GET stream may live there). */
-typedef struct end_note {
-    mcpg_post node;
-    th_wslot *ws;
-    char sid[TH_SID_LEN + 1];
-} end_note;
-
-static void on_end_note(void *arg) {
-    end_note *e = arg;
-    end_get_streams(e->ws, e->sid);
-    e->ws->mod->host->free(e);
-}
-
-static void tell_loops(th_wslot *here, const char *sid) {
-    th_mod *m = here->mod;
-    const mcpg_host *h = m->host;
-    for (uint32_t i = 0; i < m->nworkers; i++) {
-        th_wslot *ws = m->slots[i];
-        if (ws == here || !ws->started || ws->handles_open == 0) continue;
-        end_note *e = h->calloc(1, sizeof *e);
-        if (!e) continue; /* that loop learns at its next news (legacy_news) */
-        e->ws = ws;
-        memcpy(e->sid, sid, TH_SID_LEN + 1);
-        e->node.fn = on_end_note;
-        e->node.arg = e;
-        if (h->worker_post(ws->w, &e->node)) h->free(e);
-    }
-}
-
 void th_legacy_delete(th_conn *c, th_req *r) {
     th_piece null_id = TH_LIT("null");
-    if (!version_ok(c, r, null_id) || !session_of(c, r, null_id)) return;
-    th_sess_end(&c->ws->mod->sessions, r->sid, strlen(r->sid));
-    end_get_streams(c->ws, r->sid);
-    tell_loops(c->ws, r->sid);
+    if (!r->changed) { /* (once deleted, the session is no longer there to look up) */
+        if (!version_ok(c, r, null_id) || !session_of(c, r, null_id)) return;
+        /* every loop hears of it (mcpg.session.end): caches, streams, buffers go */
+        r->changed = 1;
+        int rc = th_sess_delete(c->ws, r, r->sid);
+        if (rc == 0) return; /* parked */
+        r->sop_status = rc;
+    }
+    if (r->sop_status == MCPG_ENOENT) {
+        error(c, r, 404, null_id, -32001, MSG("Session not found"));
+        return;
+    }
+    if (r->sop_status < 0) {
+        th_respond_status_error(c, r, 503);
+        return;
+    }
     r->sid[0] = '\0'; /* the answer names no session */
     th_resp_head hd = {.status = 200};
     th_respond(c, r, &hd, NULL, 0);

@@ -244,8 +244,18 @@ static int scan_params(const mcpg_host *h, const mcpg_json_span *params, param_p
     return rc;
 }
 
+static const char *const k_levels[] = {"debug", "info", "notice", "warning",
+                                       "error", "critical", "alert", "emergency"};
+
+int th_log_level_of(const char *p, size_t n) {
+    for (int i = 0; i < 8; i++)
+        if (strlen(k_levels[i]) == n && !memcmp(k_levels[i], p, n)) return i;
+    return -1;
+}
+
 static const char k_meta_version_key[] = "io.modelcontextprotocol/protocolVersion";
 static const char k_meta_caps_key[] = "io.modelcontextprotocol/clientCapabilities";
+static const char k_meta_log_key[] = "io.modelcontextprotocol/logLevel";
 
 /* A member of params._meta: 1 found once (*out set), 0 absent, -1 present
  * twice. Found with a walk rather than a lookup (which stops at the first)
@@ -273,7 +283,10 @@ int th_meta_has_version(const mcpg_host *h, const char *params, size_t n) {
     return meta_member(h, &meta, k_meta_version_key, sizeof k_meta_version_key - 1, &pv) != 0;
 }
 
-/* _meta's clientCapabilities: required (-32021 when missing), an object. */
+/* _meta's clientCapabilities: a required member of the envelope, an object
+ * (-32602 when missing, as for any envelope member; -32021 is for a call
+ * that needs a capability the client did not declare, and only the backend
+ * serving it knows that). */
 static int check_caps(const mcpg_host *h, const param_parts *pp, th_mcp_verdict *v) {
     mcpg_json_span caps;
     int found = meta_member(h, &pp->meta, k_meta_caps_key, sizeof k_meta_caps_key - 1, &caps);
@@ -282,11 +295,9 @@ static int check_caps(const mcpg_host *h, const param_parts *pp, th_mcp_verdict 
         return 0;
     }
     if (!found) {
-        fail(v, 400, MCPG_RPC_MISSING_CLIENT_CAPABILITY,
-             MSG("Missing required client capabilities: params._meta[\"io.modelcontextprotocol/"
-                 "clientCapabilities\"] is required"));
-        v->data[0] = TH_LIT("{\"requiredCapabilities\":{}}");
-        v->ndata = 1;
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS,
+             MSG("Invalid params: params._meta[\\\"io.modelcontextprotocol/clientCapabilities\\\"] "
+                 "is required"));
         return 0;
     }
     if (caps.type != MCPG_JSON_OBJECT) {
@@ -297,9 +308,26 @@ static int check_caps(const mcpg_host *h, const param_parts *pp, th_mcp_verdict 
     return 1;
 }
 
+/* _meta's logLevel: the least severe notifications/message the client wants
+ * on this request's stream; absent, it wants none (TH_LOG_NONE). */
+static int check_log_level(const mcpg_host *h, const param_parts *pp, th_mcp_verdict *v) {
+    mcpg_json_span lv = {0};
+    int found = meta_member(h, &pp->meta, k_meta_log_key, sizeof k_meta_log_key - 1, &lv);
+    v->log_level = TH_LOG_NONE;
+    if (!found) return 1;
+    int level = found > 0 && lv.type == MCPG_JSON_STRING && !lv.escaped ? th_log_level_of(lv.p, lv.n) : -1;
+    if (level < 0) {
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS,
+             MSG("Invalid params: _meta logLevel must be one logging level (debug ... emergency)"));
+        return 0;
+    }
+    v->log_level = (int8_t)level;
+    return 1;
+}
+
 /* The _meta envelope and its protocol version; 1 when it is 2026-07-28. */
-static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
-                      th_mcp_verdict *v) {
+static int check_meta(const mcpg_host *h, const th_mcp_headers *hd, const rpc_parts *r,
+                      param_parts *pp, th_mcp_verdict *v) {
     if (r->seen & F_PARAMS) {
         if (r->params.type != MCPG_JSON_OBJECT || scan_params(h, &r->params, pp) < 0) {
             fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params must be an object"));
@@ -329,6 +357,14 @@ static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
                  "(params._meta[\\\"io.modelcontextprotocol/protocolVersion\\\"])"));
         return 0;
     }
+    /* a header that disagrees with the body is a mismatch whatever either says:
+     * judged before the version itself (an intermediary routed on the header) */
+    const th_hval *hv = &hd->protocol_version;
+    if (hv->present && (hv->dup || pv.type != MCPG_JSON_STRING || !th_header_matches(h, hv->p, hv->n, &pv))) {
+        fail(v, 400, MCPG_RPC_HEADER_MISMATCH,
+             MSG("Header mismatch: MCP-Protocol-Version does not match params._meta protocolVersion"));
+        return 0;
+    }
     if (pv.type != MCPG_JSON_STRING ||
         h->json_string_eq(&pv, TH_PROTOCOL_VERSION, sizeof TH_PROTOCOL_VERSION - 1) != 1) {
         fail(v, 400, MCPG_RPC_UNSUPPORTED_VERSION, MSG("Unsupported protocol version"));
@@ -342,16 +378,9 @@ static int check_meta(const mcpg_host *h, const rpc_parts *r, param_parts *pp,
     return 1;
 }
 
-/* MCP-Protocol-Version (optional) and Mcp-Method (required) against the body. */
+/* Mcp-Method (required) against the body (MCP-Protocol-Version: check_meta). */
 static int check_headers(const mcpg_host *h, const th_mcp_headers *hd, const rpc_parts *r,
                          th_mcp_verdict *v) {
-    const th_hval *pv = &hd->protocol_version;
-    if (pv->present && (pv->dup || pv->n != sizeof TH_PROTOCOL_VERSION - 1 ||
-                        memcmp(pv->p, TH_PROTOCOL_VERSION, pv->n) != 0)) {
-        fail(v, 400, MCPG_RPC_HEADER_MISMATCH,
-             MSG("Header mismatch: MCP-Protocol-Version does not match params._meta protocolVersion"));
-        return 0;
-    }
     if (!hd->method.present) {
         fail(v, 400, MCPG_RPC_HEADER_MISMATCH, MSG("Header mismatch: the Mcp-Method header is required"));
         return 0;
@@ -508,7 +537,8 @@ void th_mcp_check(const mcpg_host *h, const th_mcp_headers *hd, const char *body
     }
     param_parts pp;
     memset(&pp, 0, sizeof pp);
-    if (!check_meta(h, &r, &pp, v) || !check_headers(h, hd, &r, v) || !check_caps(h, &pp, v))
+    if (!check_meta(h, hd, &r, &pp, v) || !check_headers(h, hd, &r, v) || !check_caps(h, &pp, v) ||
+        !check_log_level(h, &pp, v))
         return;
     route_method(h, hd, &r, &pp, name_buf, v);
 }

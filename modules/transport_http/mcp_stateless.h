@@ -45,8 +45,14 @@ typedef struct th_mcp_verdict {
     th_piece caps;       /* raw _meta clientCapabilities object */
     th_piece version;    /* the protocol version (static text) */
     th_piece listen;     /* LISTEN: raw params.notifications object, or {NULL,0} */
+    int8_t log_level;    /* _meta logLevel (index in the levels), or TH_LOG_NONE */
     int legacy;          /* ERROR for want of the 2026 envelope: a legacy-wire request */
 } th_mcp_verdict;
+
+/* Logging levels, least to most severe (debug 0 ... emergency 7); -1 when
+ * p is not one. TH_LOG_NONE: above every level (no notifications/message). */
+#define TH_LOG_NONE 8
+int th_log_level_of(const char *p, size_t n);
 
 /* Tool names longer than this (decoded) are refused with -32602. */
 #define TH_NAME_MAX 256

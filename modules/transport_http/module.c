@@ -113,9 +113,6 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
         ws->iso_sec = -1;
         m->slots[i] = ws;
     }
-    if (!rc) rc = th_sess_init(&m->sessions, host, (uint32_t)m->cfg->max_sessions,
-                               (uint64_t)m->cfg->session_ttl_ms);
-    if (!rc) m->sessions_ready = 1;
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_hosts, &m->hosts);
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_origins, &m->origins);
     if (!rc) rc = th_discover_build(m);
@@ -136,7 +133,6 @@ static void th_destroy(void *instance) {
     host->free(m->slots);
     host->buf_free(&m->discover);
     host->buf_free(&m->alog_src);
-    if (m->sessions_ready) th_sess_fini(&m->sessions);
     th_names_free(host, &m->hosts);
     th_names_free(host, &m->origins);
     host->free(m);
@@ -153,7 +149,7 @@ static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
     if ((int64_t)ws->nconns >= m->cfg->max_connections_per_worker) return MCPG_EAGAIN;
     ws->w = w;
     int rc = th_worker_start(ws);
-    return rc ? rc : th_conn_adopt(ws, fd_take);
+    return rc ? rc : th_conn_adopt(ws, fd_take, NULL);
 }
 
 static void th_drain_op(void *instance, mcpg_worker *w) {
@@ -183,12 +179,44 @@ static void th_news_op(void *instance, mcpg_worker *w, const char *method, const
     if (ws && method) th_news(ws, method, uri, uri_len);
 }
 
+/* The whole generation is built: the coordinator the sessions live on. */
+static int th_start(void *instance) {
+    th_mod *m = instance;
+    if (MCPG_HOST_HAS(m->host, coordinator)) m->co_ops = m->host->coordinator(&m->co);
+    if (!m->co_ops)
+        m->host->log(m->self, MCPG_LOG_WARN,
+                     "no coordinator: the legacy wire (2025-11-25 sessions) answers initialize with 503");
+    return 0;
+}
+
+/* Each loop: its handles, and the session subjects (session.h). */
+static void th_worker_start_op(void *instance, mcpg_worker *w) {
+    th_wslot *ws = th_slot(instance, w);
+    if (!ws) return;
+    ws->w = w;
+    ws->loop = ws->mod->host->worker_uv_loop(w);
+    (void)th_worker_start(ws);
+    if (ws->mod->co_ops && th_sess_worker_start(ws))
+        ws->mod->host->log(ws->mod->self, MCPG_LOG_ERROR,
+                           "cannot subscribe to mcpg.session.*: sessions ended on other loops stay open here");
+}
+
+static void th_worker_stop_op(void *instance, mcpg_worker *w) {
+    th_wslot *ws = th_slot(instance, w);
+    if (!ws) return;
+    th_sess_worker_stop(ws);
+    ws->stopped = 1;
+}
+
 static const mcpg_lifecycle_ops th_lifecycle = {
     .size = (uint32_t)sizeof(mcpg_lifecycle_ops),
     .version = 1,
     .validate = th_validate,
     .create = th_create,
+    .start = th_start,
     .destroy = th_destroy,
+    .worker_start = th_worker_start_op,
+    .worker_stop = th_worker_stop_op,
 };
 
 static const mcpg_transport_ops th_ops = {

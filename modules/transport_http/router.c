@@ -4,6 +4,7 @@
  * output buffer when its request is first in line, else into the request's
  * own buffer until the ones before it are answered (pipelining order). */
 #include "internal.h"
+#include "replay.h"
 #include "stream.h"
 
 #include <string.h>
@@ -106,20 +107,28 @@ static unsigned result_type_stamp(const mcpg_call_outcome *oc) {
     }
 }
 
-/* The pieces of a stream's last event, joined (a stream's events are
- * written whole; the buffer is the worker's, kept warm). */
-static void end_stream(th_conn *c, th_req *r, const th_piece *body, size_t n) {
-    const mcpg_host *host = c->ws->mod->host;
-    mcpg_buf *b = &c->ws->msg_body;
+/* Pieces joined into the worker's message buffer (a stream's events are
+ * written whole; the buffer is kept warm). NULL when out of memory. */
+static mcpg_buf *join(th_wslot *ws, const th_piece *body, size_t n) {
+    const mcpg_host *host = ws->mod->host;
+    mcpg_buf *b = &ws->msg_body;
     b->len = 0;
     int rc = 0;
     for (size_t i = 0; i < n; i++) rc |= host->buf_append(b, body[i].p, body[i].n);
-    if (rc) c->close_after = 1;
-    th_sse_end(c, r, NULL, 0, rc ? NULL : b->data, b->len);
+    return rc ? NULL : b;
 }
 
-static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
-    const mcpg_host *host = c->ws->mod->host;
+static void end_stream(th_conn *c, th_req *r, const th_piece *body, size_t n) {
+    mcpg_buf *b = join(c->ws, body, n);
+    if (!b) c->close_after = 1;
+    th_sse_end(c, r, NULL, 0, b ? b->data : NULL, b ? b->len : 0);
+}
+
+/* The outcome as r's answer: the last event of its replay buffer (to
+ * whichever client shows it, or kept for one that comes back), the end of
+ * its stream, or one JSON body. c is NULL for a call without a connection. */
+static void write_outcome(th_wslot *ws, th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
+    const mcpg_host *host = ws->mod->host;
     th_piece id = {r->desc.id_json, r->desc.id_len};
     th_resp_head hd = {.status = oc->http_status ? oc->http_status : 200,
                        .retry_after_s = oc->retry_after_s,
@@ -127,8 +136,9 @@ static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
     th_piece body[TH_MAX_PIECES];
     size_t n;
     char codebuf[24];
+    if (!c && !r->rs) return; /* nobody to tell, nothing to keep */
     if (oc->is_error) {
-        mcpg_buf *s = &c->ws->scratch;
+        mcpg_buf *s = &ws->scratch;
         const char *m = oc->error_message ? oc->error_message : "";
         s->len = 0;
         if (host->buf_append_json_string(s, m, strlen(m))) {
@@ -143,20 +153,44 @@ static void write_outcome(th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
         unsigned stamp = r->stamp ? r->stamp | result_type_stamp(oc) : 0;
         n = th_rpc_result_body(host, body, id, res, stamp);
     }
-    if (r->sse) end_stream(c, r, body, n);
-    else th_respond(c, r, &hd, body, n);
+    if (r->rs) {
+        mcpg_buf *b = join(ws, body, n);
+        if (b) th_replay_finish(ws, r->rs, b->data, b->len);
+        else if (c) c->close_after = 1;
+        if (c && r->state != TH_REQ_DONE) th_sse_end(c, r, NULL, 0, NULL, 0); /* not its own stream any more */
+    } else if (r->sse) {
+        end_stream(c, r, body, n);
+    } else {
+        th_respond(c, r, &hd, body, n);
+    }
+}
+
+/* A notifications/message below r->level (the session's logging/setLevel,
+ * or the stateless request's _meta logLevel; TH_LOG_NONE: every one): drop it. */
+static int log_filtered(const mcpg_host *h, const th_req *r, const char *json, size_t len) {
+    mcpg_json_span m, p, lv;
+    if (r->level < 0 || h->json_object_get(json, len, "method", &m) != 1 ||
+        h->json_string_eq(&m, "notifications/message", 21) != 1)
+        return 0;
+    if (r->level >= TH_LOG_NONE) return 1;
+    if (h->json_object_get(json, len, "params", &p) != 1 ||
+        h->json_object_get(p.p, p.n, "level", &lv) != 1 || lv.type != MCPG_JSON_STRING)
+        return 0;
+    int level = th_log_level_of(lv.p, lv.n);
+    return level >= 0 && level < r->level;
 }
 
 /* desc.message: a message for the call's client before its outcome. The
  * answer becomes a stream (its head once), when the client accepts one. */
 static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t len) {
     th_req *r = ctx;
-    th_conn *c = r->conn;
+    th_conn *c = r->conn; /* NULL: the client dropped a resumable stream */
     (void)call;
     if (!r->sse_ok) return MCPG_ENOTSUP;
-    if (c->closing) return 0; /* the call is being cancelled: nobody to tell */
-    if (r->legacy && th_legacy_filtered(c->ws, r, json, len)) return 0;
-    if (r->legacy && !r->sse && th_legacy_stream_begin(c, r)) return MCPG_EAGAIN;
+    if (log_filtered(r->ws->mod->host, r, json, len)) return 0; /* below the level asked for */
+    if (c && !c->closing && r->legacy && !r->sse && th_legacy_stream_begin(c, r)) return MCPG_EAGAIN;
+    if (r->rs) return th_replay_event(r->ws, r->rs, json, len) ? MCPG_EAGAIN : 0;
+    if (!c || c->closing) return 0; /* the call is being cancelled: nobody to tell */
     int rc = th_sse_event(c, r, NULL, 0, json, len);
     return rc == MCPG_ENOMEM ? MCPG_EAGAIN : 0;
 }
@@ -166,7 +200,20 @@ static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t 
 static void on_call_complete(void *ctx, mcpg_call *call) {
     th_req *r = ctx;
     th_conn *c = r->conn;
-    const mcpg_host *host = c->ws->mod->host;
+    th_wslot *ws = r->ws;
+    const mcpg_host *host = ws->mod->host;
+    mcpg_call_outcome oc;
+    if (!c) { /* its client dropped the stream: the result is kept for its return */
+        th_replay_orphan_remove(ws, r);
+        memset(&oc, 0, sizeof oc);
+        oc.size = sizeof oc;
+        host->call_outcome(call, &oc);
+        write_outcome(ws, NULL, r, &oc);
+        host->call_release(call);
+        r->call = NULL;
+        th_req_put(ws, r);
+        return;
+    }
     c->inflight--;
     if (c->closing) {
         host->call_release(call);
@@ -175,11 +222,10 @@ static void on_call_complete(void *ctx, mcpg_call *call) {
         th_conn_maybe_free(c);
         return;
     }
-    mcpg_call_outcome oc;
     memset(&oc, 0, sizeof oc);
     oc.size = sizeof oc;
     host->call_outcome(call, &oc);
-    write_outcome(c, r, &oc);
+    write_outcome(ws, c, r, &oc);
     host->call_release(call);
     r->call = NULL;
     if (!r->in_submit) th_conn_advance(c); /* else the submitter advances after it returns */
@@ -215,6 +261,7 @@ static void submit(th_conn *c, th_req *r, const th_mcp_verdict *v) {
     d->protocol_version = v->version.p;
     d->protocol_version_len = v->version.n;
     r->stamp = v->stamp;
+    r->level = v->log_level;
     th_submit(c, r);
 }
 

@@ -1,76 +1,124 @@
-/* transport_http: legacy-wire sessions (2025-11-25: Mcp-Session-Id).
+/* transport_http: legacy-wire sessions (2025-11-25: Mcp-Session-Id) on the
+ * gateway's coordinator (host->coordinator, kinds.h).
  *
- * The store is a small interface so that a fleet store (the gateway's
- * coordinator, host->coordinator) can replace the in-process table without
- * touching the wire code. This file is the single-node table: one per
- * instance, shared by the loops under a mutex (every operation is a few
- * comparisons and copies; nothing blocks while it is held).
+ * The row of a session lives in the coordinator under
+ * "mcpg.session.<id>" with the session TTL: JSON text
+ * {"v":version,"l":level,"g":0|1,"s":[uris],"c":{capabilities}} ("g": a
+ * standalone GET stream is open somewhere). Every write replaces the whole
+ * row with compare-and-set on the revision the writer read, so two loops
+ * changing one session never lose a change (a conflict re-reads and
+ * re-applies). "mcpg.session.count" counts open sessions (incr; the cap).
  *
- * A session row: id (128 random bits from getrandom, hex), the negotiated
- * protocol version, the client's capabilities (JSON), the logging level,
- * its resource subscriptions, whether a GET stream is open, created and
- * last-used times. A row unused for ttl_ms is swept; the table holds at
- * most max rows (a new session beyond that: 503). */
+ * Each loop keeps a cache of the sessions it has seen (a hash table by id),
+ * so a request on a known session costs no coordinator round trip. A cached
+ * row is trusted until `valid_ms`: a row this loop wrote is valid for the
+ * TTL it set, a row it read for TTL/8 (its remaining TTL is unknown). A
+ * request on a session past that waits for one renewal (compare-and-set of
+ * the same row, which also renews the TTL); a request more than TTL/8 after
+ * the last renewal renews it without waiting.
+ *
+ * Subjects (every loop subscribes in worker_start):
+ *   mcpg.session.end     <id>            the session ended: drop it, end its streams
+ *   mcpg.session.changed <id>            its row changed: re-read before trusting it
+ *   mcpg.session.cancel  <id> <req id>   notifications/cancelled for a call on any loop
+ *
+ * The loop that created a session ("owner") counts its end exactly once:
+ * at the end message, or when its sweep finds the row gone (expired). A
+ * session created by an instance that has since gone (a reload) is not
+ * uncounted when it expires: the coordinator_memory of a reload is new too.
+ *
+ * Every coordinator answer comes later on the calling loop (never inside
+ * the op): a request that needs one is parked (state INFLIGHT, counted in
+ * its connection's inflight so the connection outlives the answer) and
+ * resumed by th_legacy_again. */
 #ifndef TH_SESSION_H
 #define TH_SESSION_H
 
 #include <mcpg/abi.h>
-#include <pthread.h>
 #include <stdint.h>
+
+#include "mcp_stateless.h"
 
 #define TH_SID_LEN 32        /* hex characters */
 #define TH_SESS_MAX_SUBS 64  /* resource subscriptions per session */
 #define TH_SESS_CAPS_MAX 8192
+#define TH_SESS_ROW_MAX (TH_SESS_CAPS_MAX + TH_SESS_MAX_SUBS * 1100 + 256)
 
-typedef struct th_sess_row {
-    char id[TH_SID_LEN + 1];
+typedef struct th_wslot th_wslot;
+typedef struct th_req th_req;
+typedef struct th_rstream th_rstream;
+
+/* A session as this loop knows it. */
+typedef struct th_sent {
+    struct th_sent *hnext;   /* the loop's table */
+    char sid[TH_SID_LEN + 1];
     char version[16];
-    char *caps;              /* JSON object text, or NULL */
-    size_t caps_len;
-    int level;               /* logging/setLevel: index in th_log_levels, -1 = not set */
-    int get_open;            /* a standalone GET stream is open */
-    uint32_t nsubs;
-    char *subs[TH_SESS_MAX_SUBS];
-    uint64_t created_ms, used_ms;
-} th_sess_row;
+    int8_t level;            /* logging/setLevel, -1 = not set */
+    uint8_t get_open;        /* "g" of the row */
+    uint8_t owned;           /* created on this loop: it counts the end */
+    uint8_t renewing;        /* a renewal is in flight */
+    uint8_t checking;        /* the sweep's existence check is in flight */
+    uint32_t nget;           /* standalone GET streams of it on this loop */
+    mcpg_buf row;            /* the row as stored */
+    uint32_t caps_off, caps_len, subs_off, subs_len; /* spans in row */
+    uint64_t revision;
+    uint64_t valid_ms;       /* loop time until which the cached row is trusted */
+    uint64_t renewed_ms;     /* loop time of the last write or renewal seen */
+    uint64_t used_ms;        /* loop time of the last request on this loop */
+    th_rstream *streams;     /* its replay buffers on this loop (replay.h) */
+} th_sent;
 
-typedef struct th_sess_store {
-    const mcpg_host *host;
-    pthread_mutex_t mu;
-    th_sess_row **rows;
-    uint32_t n, max;
-    uint64_t ttl_ms;
-} th_sess_store;
+/* The loop's cache. */
+typedef struct th_scache {
+    th_sent **b;
+    uint32_t nb, n;
+} th_scache;
 
-/* What a request needs of its session, copied out under the lock. */
-typedef struct th_sess_view {
-    char id[TH_SID_LEN + 1];
-    char version[16];
-    int level;
-} th_sess_view;
+/* Subscribe the loop to the subjects; MCPG_EUNAVAIL without a coordinator. */
+int th_sess_worker_start(th_wslot *ws);
+void th_sess_worker_stop(th_wslot *ws);
+void th_sess_cache_free(th_wslot *ws);
 
-int th_sess_init(th_sess_store *s, const mcpg_host *h, uint32_t max, uint64_t ttl_ms);
-void th_sess_fini(th_sess_store *s);
+/* The cached session if it may be used now without asking (renewing it in
+ * the background when due); NULL: unknown here or stale. */
+th_sent *th_sess_cached(th_wslot *ws, const char *sid, size_t n);
+/* The cached entry whatever its age (streams, news), or NULL. */
+th_sent *th_sess_peek(th_wslot *ws, const char *sid, size_t n);
 
-/* A new session: 0 (id_out filled), MCPG_EAGAIN (the table is full),
- * MCPG_EIO (no randomness), MCPG_ENOMEM. */
-int th_sess_create(th_sess_store *s, const char *version, const char *caps, size_t caps_len,
-                   char id_out[TH_SID_LEN + 1]);
-/* Look up and refresh its TTL: 0 (view filled), MCPG_ENOENT. */
-int th_sess_touch(th_sess_store *s, const char *id, size_t n, th_sess_view *view);
-/* The client's capabilities, copied into b: 0, MCPG_ENOENT. */
-int th_sess_caps(th_sess_store *s, const char *id, size_t n, mcpg_buf *b);
-int th_sess_end(th_sess_store *s, const char *id, size_t n);
-int th_sess_set_level(th_sess_store *s, const char *id, size_t n, int level);
-/* 1 subscribed now / 0 already / MCPG_ENOENT / MCPG_EAGAIN (too many). */
-int th_sess_subscribe(th_sess_store *s, const char *id, size_t n, const char *uri, size_t un, int on);
-int th_sess_subscribed(th_sess_store *s, const char *id, size_t n, const char *uri, size_t un);
-/* The GET stream slot: 0 taken, MCPG_EEXIST (one is open), MCPG_ENOENT. */
-int th_sess_get_open(th_sess_store *s, const char *id, size_t n, int open);
-/* Drop rows unused for ttl_ms. */
-void th_sess_sweep(th_sess_store *s, uint64_t now_ms);
+/* The asynchronous steps. Each parks r (th_legacy_park) and later resumes it
+ * through th_legacy_again with r->sop_status set (0 or an MCPG_E*), unless it
+ * returns < 0 (nothing parked; the status is the answer). */
+/* A new session (r->version, caps): r->sid is set on success; MCPG_EAGAIN:
+ * max_sessions reached. */
+int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len);
+/* Make the session known or fresh here; MCPG_ENOENT when it is gone. */
+int th_sess_load(th_wslot *ws, th_req *r, const char *sid, size_t n);
 
-/* logging levels, least to most severe; -1 when not one */
-int th_log_level_of(const char *p, size_t n);
+typedef enum th_sess_change_kind {
+    TH_SC_LEVEL,        /* arg: the level */
+    TH_SC_SUBSCRIBE,    /* uri; status 1 when it was not subscribed before */
+    TH_SC_UNSUBSCRIBE,  /* uri; status 1 when it was */
+    TH_SC_GET_OPEN,     /* MCPG_EEXIST when one is open */
+    TH_SC_GET_CLOSED
+} th_sess_change_kind;
+/* Change the row (compare-and-set; re-read and re-applied on a conflict),
+ * then tell the other loops. r may be NULL (nobody waits: a GET stream's
+ * end). Returns 1 parked (r->sop_status: 1 changed, 0 already so, < 0
+ * refused: MCPG_EEXIST a GET stream is open, MCPG_EAGAIN too many
+ * subscriptions, MCPG_ENOENT gone), 0 already so (nothing parked), < 0
+ * refused at once (nothing parked). */
+int th_sess_change(th_wslot *ws, th_req *r, const char *sid, th_sess_change_kind k, int level,
+                   const char *uri, size_t un);
+/* DELETE: remove the row and tell every loop (0, MCPG_ENOENT). */
+int th_sess_delete(th_wslot *ws, th_req *r, const char *sid);
+/* notifications/cancelled on a session: every loop cancels its call with that id. */
+void th_sess_cancel(th_wslot *ws, const char *sid, const char *id, size_t idn);
+
+/* Is uri among the session's subscriptions (the cached row)? */
+int th_sess_subscribed(th_wslot *ws, const th_sent *e, const char *uri, size_t un);
+
+/* The sweep: renew sessions with streams here, check idle owned ones,
+ * forget idle others. */
+void th_sess_sweep(th_wslot *ws, uint64_t now_ms);
 
 #endif

@@ -42,8 +42,8 @@ int th_sse_begin(th_conn *c, th_req *r) {
 
 /* The bytes of one event into b; JSON text may hold line breaks (between
  * tokens only): each line is a data line of its own. */
-static int event_text(const mcpg_host *h, mcpg_buf *b, const char *id, size_t idn,
-                      const char *json, size_t n) {
+int th_sse_format(const mcpg_host *h, mcpg_buf *b, const char *id, size_t idn, const char *json,
+                  size_t n) {
     int rc = h->buf_append(b, "event: message\n", 15);
     if (id) {
         rc |= h->buf_append(b, "id: ", 4);
@@ -86,7 +86,7 @@ int th_sse_event(th_conn *c, th_req *r, const char *id, size_t idn, const char *
     }
     mcpg_buf *e = &c->ws->sse_body;
     e->len = 0;
-    if (event_text(h, e, id, idn, json, n) || chunk(c, r, e->data, e->len)) return MCPG_ENOMEM;
+    if (th_sse_format(h, e, id, idn, json, n) || chunk(c, r, e->data, e->len)) return MCPG_ENOMEM;
     return wrote(c, r);
 }
 

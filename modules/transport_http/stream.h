@@ -23,6 +23,9 @@ int th_sse_begin(th_conn *c, th_req *r);
 /* One event: `id` (may be NULL) and the JSON-RPC message. 0, MCPG_ENOMEM,
  * or MCPG_EAGAIN when the stream is over its bound (the connection closes). */
 int th_sse_event(th_conn *c, th_req *r, const char *id, size_t idn, const char *json, size_t n);
+/* One event's text into b ("event: message", the id if any, the JSON as
+ * data lines, the blank line). 0, or MCPG_ENOMEM. */
+int th_sse_format(const mcpg_host *h, mcpg_buf *b, const char *id, size_t idn, const char *json, size_t n);
 /* A comment line (keep-alive or priming data-less event text). */
 int th_sse_raw(th_conn *c, th_req *r, const char *text, size_t n);
 /* The last event (may be NULL) and the end of the body; r is answered. */

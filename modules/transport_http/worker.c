@@ -9,6 +9,7 @@
  * their close callbacks have run, conn_count() stays above zero so the
  * kernel does not unload the module under them. */
 #include "internal.h"
+#include "replay.h"
 #include "stream.h"
 
 #include <string.h>
@@ -63,14 +64,14 @@ static void on_sweep(uv_timer_t *t) {
     if (now - ws->keepalive_ms >= 1000) {
         ws->keepalive_ms = now;
         th_listeners_keepalive(ws, now);
-        /* one loop sweeps the shared session table */
-        if (ws->index == 0) th_sess_sweep(&ws->mod->sessions, ws->mod->host->mono_us() / 1000);
+        th_sess_sweep(ws, now); /* each loop its own cache */
     }
 }
 
 int th_worker_start(th_wslot *ws) {
     const mcpg_host *host = ws->mod->host;
     if (ws->started) return 0;
+    if (ws->draining) return MCPG_EUNAVAIL;
     ws->loop = host->worker_uv_loop(ws->w);
     if (!ws->loop) return MCPG_ESTATE;
     ws->rbuf = host->alloc(TH_READ_BUF);
@@ -129,6 +130,7 @@ th_req *th_req_get(th_wslot *ws) {
     }
     th_req_reset(r);
     r->next = NULL;
+    r->ws = ws;
     return r;
 }
 
@@ -156,6 +158,15 @@ void th_worker_free(th_wslot *ws) {
     /* destroy() runs once the kernel has ended the loops (abi: lifecycle),
      * so connections the drain deadline cut short can be freed as they are. */
     while (ws->conns) th_conn_free_abandoned(ws->conns); /* gives its requests back */
+    /* calls that ran on without a connection: their handles were the kernel's */
+    while (ws->orphans) {
+        th_req *r = ws->orphans;
+        th_replay_orphan_remove(ws, r);
+        r->rs = NULL;
+        th_req_put(ws, r);
+    }
+    th_replay_free_all(ws);
+    th_sess_cache_free(ws);
     while (ws->free_reqs) {
         th_req *r = ws->free_reqs;
         ws->free_reqs = r->next;
@@ -165,6 +176,7 @@ void th_worker_free(th_wslot *ws) {
         host->free(r);
     }
     host->buf_free(&ws->scratch);
+    host->buf_free(&ws->scratch2);
     host->buf_free(&ws->sse_body);
     host->buf_free(&ws->msg_body);
     host->buf_free(&ws->alog);

@@ -4,11 +4,18 @@ Mcp-Session-Id, notifications/initialized gets 202, requests answered as SSE (ev
 a priming event with retry:) or, with unary_json_fast_path, as one JSON body; 400 for a
 missing session header, 404/-32001 for an unknown or ended one; ping, logging/setLevel,
 resources/subscribe; the standalone GET stream (409 for a second); DELETE (200, then 404);
-client responses and notifications 202; unsupported versions 400; Accept 406."""
+client responses and notifications 202; unsupported versions 400; Accept 406.
+Resumption: a POST stream dropped after its priming event, resumed with GET +
+Last-Event-ID (the result from the replay buffer; 409 for a second GET on that stream,
+400 for a malformed or unknown id). With gateway.workers 2 (SO_REUSEPORT spreads the
+connections): a session used on both loops, DELETE on one loop ending a GET stream on
+the other, notifications/cancelled on one loop cancelling a call on the other, and a
+stream resumed on the other loop."""
 import json
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Conn, Gateway, base_manifest, check, check_eq,  # noqa: E402
@@ -72,10 +79,72 @@ def initialize(port, version="2025-11-25"):
     return r, sid
 
 
+def read_stream(conn, until=None, timeout=10.0):
+    """Chunks of an SSE answer on conn (its head already read) until `until` is in the
+    text or the stream ends; returns (text, ended)."""
+    text, deadline = "", time.time() + timeout
+    while time.time() < deadline:
+        size = int(conn._read_until(b"\r\n").decode().split(";")[0], 16)
+        if size == 0:
+            conn._read_until(b"\r\n")
+            return text, True
+        text += conn._read_n(size).decode()
+        check(conn._read_n(2) == b"\r\n", "chunk terminator")
+        if until and until in text:
+            return text, False
+    fail("the stream did not deliver %r in %.0f s: %r" % (until, timeout, text[-300:]))
+
+
+def head_of(conn):
+    head = conn._read_until(b"\r\n\r\n").decode("latin-1")
+    return int(head.split(" ", 2)[1]), head
+
+
+def events(text):
+    """[(id or None, data)] of an SSE text."""
+    out = []
+    for ev in text.split("\n\n"):
+        if not ev.strip():
+            continue
+        eid = re.search(r"^id: (\S+)$", ev, re.M)
+        data = "\n".join(ln[5:].lstrip(" ") for ln in ev.split("\n") if ln.startswith("data:"))
+        out.append((eid.group(1) if eid else None, data))
+    return out
+
+
+def drop_after_priming(port, sid, tool, id, message="resumed"):
+    """POST a call, read the head and the priming event, drop the connection: the
+    priming event's id."""
+    c = Conn(port)
+    request(port, body=rpc("tools/call", {"name": tool, "arguments": {"message": message}}, id=id),
+            session=sid, conn=c)
+    status, head = head_of(c)
+    check_eq(status, 200, "the call's stream (%r)" % head)
+    text, _ = read_stream(c, until="\n\n")
+    prime = events(text)[0]
+    check(prime[0] and not prime[1].strip(), "the priming event first: %r" % text)
+    c.close()
+    return prime[0]
+
+
+def resume(port, sid, last_id, conn=None):
+    c = conn or Conn(port)
+    request(port, "GET", session=sid, accept="text/event-stream",
+            extra=(("Last-Event-ID", last_id),), conn=c)
+    return c
+
+
 def main():
     args = parse_args()
     ctx = Context(args)
-    sse = Gateway(ctx, manifest=base_manifest(), name="legacy-sse").start()
+    sse = Gateway(ctx, manifest=base_manifest(tools=[{"name": "echo"},
+                                                     {"name": "slow", "latency_ms": 500}]),
+                  name="legacy-sse").start()
+    mm = base_manifest(tools=[{"name": "echo"}, {"name": "slow", "latency_ms": 500},
+                              {"name": "long", "latency_ms": 20000}],
+                       gateway={"workers": 2})
+    mm["modules"][0]["inline_dispatch"] = True  # so that a cancel answers at once
+    multi = Gateway(ctx, manifest=mm, name="legacy-multi").start()
     fast = Gateway(ctx, manifest=base_manifest(server={"unary_json_fast_path": True,
                                                        "max_sessions": 3}),
                    name="legacy-fast").start()
@@ -206,9 +275,147 @@ def main():
         check_eq(answer(r)["error"]["code"], -32000, "-32000")
         del ids
 
+    def t_resume():
+        _, sid = initialize(p)
+        last = drop_after_priming(p, sid, "slow", 21)
+        check(re.fullmatch(r"\d+_\d+_0", last), "a priming id names loop and stream: %r" % last)
+        c = resume(p, sid, last)
+        status, head = head_of(c)
+        check_eq(status, 200, "the resumption GET (%r)" % head)
+        check("text/event-stream" in head, "as SSE")
+        text, ended = read_stream(c)
+        c.close()
+        check(ended, "the resumed stream ends after the result")
+        got = [json.loads(d) for _, d in events(text) if d.strip()]
+        check_eq(len(got), 1, "the result alone (%r)" % text)
+        check_eq(got[0]["id"], 21, "the call's id")
+        check_eq(got[0]["result"]["content"][0]["text"], "Echo: resumed", "not cancelled by the drop")
+        ids = [i for i, _ in events(text)]
+        check(ids[0] and ids[0].rsplit("_", 1)[0] == last.rsplit("_", 1)[0], "the same stream: %r" % ids)
+        # once more from the same id: the result is kept for the session
+        c = resume(p, sid, last)
+        check_eq(head_of(c)[0], 200, "a second resumption after the end")
+        text, ended = read_stream(c)
+        c.close()
+        check(ended and "Echo: resumed" in text, "replayed again: %r" % text)
+
+    def t_resume_conflicts():
+        _, sid = initialize(p)
+        last = drop_after_priming(p, sid, "slow", 22)
+        first = resume(p, sid, last)
+        check_eq(head_of(first)[0], 200, "the first GET on the stream")
+        r = request(p, "GET", session=sid, accept="text/event-stream", extra=(("Last-Event-ID", last),))
+        expect_error(r, 409, -32000, "a second GET on the same stream", check_id=False)
+        text, ended = read_stream(first)
+        first.close()
+        check(ended and "Echo: resumed" in text, "the first still gets the result: %r" % text)
+        for bad in ("abc", "0_x_1", "0_99999_0", "7_1_0", "", "0_1_0_0"):
+            r = request(p, "GET", session=sid, accept="text/event-stream",
+                        extra=(("Last-Event-ID", bad),))
+            expect_error(r, 400, -32000, "Last-Event-ID %r" % bad, check_id=False)
+        _, other = initialize(p)
+        r = request(p, "GET", session=other, accept="text/event-stream",
+                    extra=(("Last-Event-ID", last),))
+        expect_error(r, 400, -32000, "another session's stream", check_id=False)
+
+    mp = multi.port
+
+    def loops(sid, want=2, tries=40):
+        """Keep-alive connections on each loop: {worker: Conn}, found by the priming
+        event id of a ping's answer."""
+        found = {}
+        for i in range(tries):
+            c = Conn(mp)
+            request(mp, body=rpc("ping", id=900 + i), session=sid, conn=c)
+            r = c.read_response()
+            check_eq(r.status, 200, "ping on a new connection (%r)" % r.body[:200])
+            w = int(re.search(r"^id: (\d+)_", r.body.decode(), re.M).group(1))
+            if w in found:
+                c.close()
+            else:
+                found[w] = c
+            if len(found) == want:
+                return found
+        fail("%d connections all landed on loops %r" % (tries, sorted(found)))
+
+    def t_multi_sessions():
+        _, sid = initialize(mp)
+        conns = loops(sid)  # the pings themselves used the session on both loops
+        for w, c in sorted(conns.items()):
+            request(mp, body=rpc("tools/call", {"name": "echo", "arguments": {"message": "w%d" % w}},
+                                 id=30 + w), session=sid, conn=c)
+            r = c.read_response()
+            check_eq(answer(r)["result"]["content"][0]["text"], "Echo: w%d" % w, "a call on loop %d" % w)
+            request(mp, body=rpc("logging/setLevel", {"level": "error"}, id=40 + w), session=sid, conn=c)
+            check_eq(answer(c.read_response())["result"], {}, "setLevel on loop %d" % w)
+        # several sessions, every one usable on every loop
+        for k in range(4):
+            _, s2 = initialize(mp)
+            for w, c in sorted(conns.items()):
+                request(mp, body=rpc("tools/list", id=50 + k), session=s2, conn=c)
+                check_eq(c.read_response().status, 200, "session %d on loop %d" % (k, w))
+        for c in conns.values():
+            c.close()
+
+    def t_multi_delete_ends_get():
+        _, sid = initialize(mp)
+        conns = loops(sid)
+        g, d = conns[0], conns[1]
+        request(mp, "GET", session=sid, accept="text/event-stream", conn=g)
+        check_eq(head_of(g)[0], 200, "GET stream on loop 0")
+        read_stream(g, until="\n\n")  # its priming event
+        request(mp, "DELETE", session=sid, conn=d)
+        check_eq(d.read_response().status, 200, "DELETE on loop 1")
+        _, ended = read_stream(g, timeout=5)
+        check(ended, "the GET stream on loop 0 ended")
+        request(mp, body=rpc("tools/list", id=61), session=sid, conn=g)
+        expect_error(g.read_response(), 404, -32001, "loop 0 knows it ended", id=61)
+        for c in conns.values():
+            c.close()
+
+    def t_multi_cancel():
+        _, sid = initialize(mp)
+        conns = loops(sid)
+        a, b = conns[0], conns[1]
+        request(mp, body=rpc("tools/call", {"name": "long", "arguments": {"message": "x"}}, id=71),
+                session=sid, conn=a)
+        check_eq(head_of(a)[0], 200, "the long call's stream on loop 0")
+        read_stream(a, until="\n\n")
+        t0 = time.time()
+        request(mp, body={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 71, "reason": "test"}}, session=sid, conn=b)
+        check_eq(b.read_response().status, 202, "cancelled on loop 1")
+        text, ended = read_stream(a, timeout=5)
+        check(ended and time.time() - t0 < 5, "the call on loop 0 ended at once")
+        got = [json.loads(dd) for _, dd in events(text) if dd.strip()]
+        check(got and got[-1]["id"] == 71 and "error" in got[-1], "answered as an error: %r" % got)
+        for c in conns.values():
+            c.close()
+
+    def t_multi_resume_elsewhere():
+        _, sid = initialize(mp)
+        for attempt in range(6):  # until the drop and the GET land on different loops
+            last = drop_after_priming(mp, sid, "slow", 80 + attempt)
+            conns = loops(sid)
+            w = int(last.split("_")[0])
+            c = conns.pop(1 - w)
+            for other in conns.values():
+                other.close()
+            resume(mp, sid, last, conn=c)
+            status, head = head_of(c)
+            check_eq(status, 200, "resumed from loop %d on loop %d (%r)" % (w, 1 - w, head))
+            text, ended = read_stream(c)
+            check(ended and "Echo: resumed" in text, "the result from the other loop: %r" % text)
+            # the moved connection keeps serving
+            request(mp, body=rpc("ping", id=99), session=sid, conn=c)
+            check_eq(answer(c.read_response())["result"], {}, "the moved connection keeps serving")
+            c.close()
+            return
+
     def t_stop():
         sse.stop()
         fast.stop()
+        multi.stop()
 
     return run_tests([
         ("initialize: session id, SSE with a priming event, capabilities", t_initialize_sse),
@@ -220,6 +427,12 @@ def main():
         ("ping, logging/setLevel, subscribe, client responses, cancelled", t_utilities),
         ("GET stream (409 for a second), DELETE ends it, then 404", t_get_stream_and_delete),
         ("max_sessions: 503 with Retry-After", t_session_cap),
+        ("a dropped POST stream resumed with Last-Event-ID", t_resume),
+        ("resumption: 409 for a connected stream, 400 for bad ids", t_resume_conflicts),
+        ("workers 2: sessions on every loop", t_multi_sessions),
+        ("workers 2: DELETE on one loop ends a GET stream on the other", t_multi_delete_ends_get),
+        ("workers 2: notifications/cancelled across loops", t_multi_cancel),
+        ("workers 2: a stream resumed on the other loop", t_multi_resume_elsewhere),
         ("both gateways stop cleanly", t_stop),
     ], ctx)
 

@@ -164,17 +164,23 @@ static void cin_free(conn_in *ci) {
     "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
     "\"io.modelcontextprotocol/clientCapabilities\":{}}"
 
-static size_t post_call(char *dst, size_t cap, int id, const char *tool, const char *extra_headers) {
+/* A tools/call; meta: the _meta member (NULL: META). */
+static size_t post_call_meta(char *dst, size_t cap, int id, const char *tool, const char *extra_headers,
+                             const char *meta) {
     char body[512];
     int bl = snprintf(body, sizeof body,
                       "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
-                      "\"arguments\":{\"n\":%d}," META "}}",
-                      id, tool, id);
+                      "\"arguments\":{\"n\":%d},%s}}",
+                      id, tool, id, meta ? meta : META);
     return (size_t)snprintf(dst, cap,
                             "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                             "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
                             "Mcp-Method: tools/call\r\nMcp-Name: %s\r\n%sContent-Length: %d\r\n\r\n%s",
                             tool, extra_headers ? extra_headers : "", bl, body);
+}
+
+static size_t post_call(char *dst, size_t cap, int id, const char *tool, const char *extra_headers) {
+    return post_call_meta(dst, cap, id, tool, extra_headers, NULL);
 }
 
 static size_t post_method(char *dst, size_t cap, int id, const char *method) {
@@ -260,6 +266,10 @@ static void set_unknown(const mcpg_host *h, mcpg_call *call, const mcpg_call_des
 static int notify_rc[2];
 static const char k_progress[] =
     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1,\n\"total\":2}}";
+static const char k_log_info[] =
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"L-info\"}}";
+static const char k_log_error[] =
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"error\",\"data\":\"L-error\"}}";
 
 /* The submit hook: what each tool name gets (see the top of this file). */
 static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_fakehost_plan *plan) {
@@ -274,6 +284,10 @@ static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_
         notify_rc[1] = d->message(d->transport_ctx, call, k_progress, sizeof k_progress - 1);
         set_echo(h, call);
         plan->delay_ms = 20;
+    } else if (name_is(d, "log")) {
+        (void)d->message(d->transport_ctx, call, k_log_info, sizeof k_log_info - 1);
+        (void)d->message(d->transport_ctx, call, k_log_error, sizeof k_log_error - 1);
+        set_echo(h, call);
     } else if (name_is(d, "busy") || name_is(d, "draining")) {
         plan->answer = MCPG_FAKEHOST_REFUSE;
         plan->refuse_with = name_is(d, "busy") ? MCPG_EAGAIN : MCPG_EUNAVAIL;
@@ -492,6 +506,25 @@ static void test_streams(void) {
                    strstr(r.head, "application/json"),
                "JSON answer");
     MCPG_CHECK(notify_rc[0] == MCPG_ENOTSUP, "message refused: %d", notify_rc[0]);
+    cin_free(ci);
+
+    /* notifications/message only with _meta logLevel, and only at or above it */
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_send(fd, req, post_call(req, sizeof req, 44, "log", NULL));
+    MCPG_CHECK(next_resp(ci, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":44") &&
+                   !strstr(r.head, "event-stream") && !body_has(&r, "L-info") && !body_has(&r, "L-error"),
+               "no logLevel: no log message, a JSON answer: %s", r.body);
+    cin_free(ci);
+    fd = cli_connect();
+    ci = cin_new(fd);
+    cli_send(fd, req, post_call_meta(req, sizeof req, 45, "log", NULL,
+                                     "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+                                     "\"io.modelcontextprotocol/clientCapabilities\":{},"
+                                     "\"io.modelcontextprotocol/logLevel\":\"warning\"}"));
+    MCPG_CHECK(wait_for_text(ci, "\r\n0\r\n\r\n", 2000), "stream ended: %s", ci->buf);
+    MCPG_CHECK(strstr(ci->buf, "L-error") && !strstr(ci->buf, "L-info") && strstr(ci->buf, "\"id\":45,\"result\""),
+               "logLevel warning: the error only, then the result: %s", ci->buf);
     cin_free(ci);
 
     /* subscriptions/listen */

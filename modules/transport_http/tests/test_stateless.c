@@ -175,10 +175,15 @@ static void test_envelope(void) {
                  MCPG_RPC_INVALID_PARAMS);
     EXPECT_ERROR(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":3}}", 400,
                  MCPG_RPC_INVALID_PARAMS);
-    v = EXPECT_ERROR(&h,
-                     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
-                     "\"io.modelcontextprotocol/protocolVersion\":\"2099-01-01\"}}}",
-                     400, MCPG_RPC_UNSUPPORTED_VERSION);
+    /* the header disagreeing with _meta is a mismatch, judged before the version */
+    const char *v2099 = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+                        "\"io.modelcontextprotocol/protocolVersion\":\"2099-01-01\"}}}";
+    EXPECT_ERROR(&h, v2099, 400, MCPG_RPC_HEADER_MISMATCH);
+    h.protocol_version = hv("2099-01-01");
+    EXPECT_ERROR(&h, v2099, 400, MCPG_RPC_UNSUPPORTED_VERSION);
+    h.protocol_version.present = 0;
+    v = EXPECT_ERROR(&h, v2099, 400, MCPG_RPC_UNSUPPORTED_VERSION);
+    h = good_headers("tools/list", NULL);
     char data[256] = "";
     for (size_t i = 0; i < v.ndata; i++) strncat(data, v.data[i].p, v.data[i].n);
     MCPG_CHECK(!strcmp(data, "{\"supported\":[\"2026-07-28\"],\"requested\":\"2099-01-01\"}"), "data %s", data);
@@ -201,6 +206,34 @@ static void test_envelope(void) {
     h = good_headers("tools/list", NULL);
     h.method.dup = 1;
     EXPECT_ERROR(&h, body, 400, MCPG_RPC_HEADER_MISMATCH);
+}
+
+/* _meta without clientCapabilities: -32602 like any missing envelope member;
+ * logLevel: a level, else -32602; absent, no log messages at all. */
+static void test_meta_members(void) {
+    th_mcp_headers h = good_headers("tools/list", NULL);
+    th_mcp_verdict v = EXPECT_ERROR(&h,
+                                    "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+                                    "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}",
+                                    400, MCPG_RPC_INVALID_PARAMS);
+    MCPG_CHECK(piece_is(v.id, "4"), "the id is echoed");
+    MCPG_CHECK(v.ndata == 0, "no data.requiredCapabilities: not a capability a call needs");
+    v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" META "}}");
+    MCPG_CHECK(v.action == TH_MCP_SUBMIT && v.log_level == TH_LOG_NONE, "no logLevel: %d", v.log_level);
+    v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+                  "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+                  "\"io.modelcontextprotocol/clientCapabilities\":{},"
+                  "\"io.modelcontextprotocol/logLevel\":\"warning\"}}}");
+    MCPG_CHECK(v.action == TH_MCP_SUBMIT && v.log_level == 3, "logLevel warning: %d", v.log_level);
+    EXPECT_ERROR(&h,
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+                 "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+                 "\"io.modelcontextprotocol/clientCapabilities\":{},"
+                 "\"io.modelcontextprotocol/logLevel\":\"loud\"}}}",
+                 400, MCPG_RPC_INVALID_PARAMS);
+    MCPG_CHECK(th_log_level_of("emergency", 9) == 7 && th_log_level_of("debug", 5) == 0 &&
+                   th_log_level_of("Debug", 5) == -1,
+               "levels");
 }
 
 static void test_methods(void) {
@@ -310,6 +343,7 @@ int main(void) {
     test_json_rpc_shape();
     test_envelope();
     test_methods();
+    test_meta_members();
     test_header_grammar();
     test_results();
     int problems = mcpg_fakehost_free(fh);

@@ -1,0 +1,135 @@
+/* transport_http: GET /mcp with Last-Event-ID, the legacy wire's
+ * resumption of a dropped POST stream (replay.h).
+ *
+ * An event id is "<worker>_<stream>_<seq>": the loop that runs the stream,
+ * its number there, the event's place in it. A GET naming a stream on this
+ * loop is answered here: the events after that id, then the live ones. A
+ * GET naming another loop's stream moves its connection to that loop (its
+ * calls and buffers never leave their loop): once every answer before it on
+ * the connection is written, the socket is duplicated, the connection closed
+ * here, and the duplicate and the request posted to that loop
+ * (host->worker_post), which adopts the socket as a new connection and
+ * answers the request there. Input the client pipelined after that GET and
+ * this loop had already read is dropped.
+ *
+ * 400 for a malformed id or one naming no stream of this session (or one
+ * not yet sent), 409 when the stream is being shown to a client already. */
+#include "internal.h"
+#include "replay.h"
+#include "stream.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MSG(s) TH_LIT("\"" s "\"")
+
+/* One decimal field of the id, ending at `stop` (or the end). */
+static int field(const char **p, const char *end, char stop, uint32_t *out) {
+    uint64_t v = 0;
+    const char *s = *p;
+    while (*p < end && **p >= '0' && **p <= '9' && v <= UINT32_MAX) v = v * 10 + (uint64_t)(*(*p)++ - '0');
+    if (*p == s || v > UINT32_MAX || (stop ? (*p >= end || **p != stop) : *p != end)) return 0;
+    if (stop) (*p)++;
+    *out = (uint32_t)v;
+    return 1;
+}
+
+static int parse_id(const char *id, size_t n, uint32_t *w, uint32_t *no, uint32_t *seq) {
+    const char *p = id, *end = id + n;
+    return field(&p, end, '_', w) && field(&p, end, '_', no) && field(&p, end, 0, seq);
+}
+
+static void unknown(th_conn *c, th_req *r) {
+    th_respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                         MSG("Bad Request: Last-Event-ID names no stream of this session that can be resumed"),
+                         NULL, 0);
+}
+
+void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
+    th_wslot *ws = c->ws;
+    uint32_t w, no, seq;
+    if (!parse_id(id, n, &w, &no, &seq) || w >= ws->mod->nworkers) {
+        unknown(c, r);
+        return;
+    }
+    if (w != ws->index) { /* the stream lives on another loop: go there */
+        r->move_to = w;
+        r->state = TH_REQ_INFLIGHT;
+        c->handover = r;
+        c->close_after = 1; /* read nothing more here */
+        th_mark_dirty(c);
+        return;
+    }
+    th_rstream *rs = th_replay_find(ws, no);
+    if (!rs || !rs->sess || strcmp(rs->sess->sid, r->sid) || seq >= rs->seq) {
+        unknown(c, r);
+        return;
+    }
+    if (rs->client) {
+        th_respond_rpc_error(c, r, 409, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                             MSG("Conflict: that stream is connected already"), NULL, 0);
+        return;
+    }
+    th_replay_attach(ws, rs, r, seq);
+}
+
+/* ---- moving a connection to another loop ------------------------------------------ */
+
+typedef struct move {
+    mcpg_post node;
+    th_wslot *to;
+    th_req *r;
+    int fd;
+} move;
+
+/* On the stream's loop: adopt the socket, answer the request here. */
+static void on_move(void *arg) {
+    move *mv = arg;
+    th_wslot *ws = mv->to;
+    th_req *r = mv->r;
+    int fd = mv->fd;
+    ws->mod->host->free(mv);
+    th_conn *c = NULL;
+    if (ws->draining || ws->stopped || th_worker_start(ws) || th_conn_adopt(ws, fd, &c)) {
+        if (!c) close(fd);
+        r->ws = ws;
+        th_req_put(ws, r);
+        return;
+    }
+    r->conn = c;
+    r->ws = ws;
+    r->state = TH_REQ_PARSING;
+    r->loaded = r->changed = 0; /* this loop looks the session up for itself */
+    r->sop_status = 0;
+    th_conn_enqueue(c, r);
+    th_legacy_get(c, r);
+    th_conn_advance(c);
+}
+
+void th_handover(th_conn *c) {
+    th_wslot *ws = c->ws;
+    const mcpg_host *h = ws->mod->host;
+    th_req *r = c->handover;
+    c->handover = NULL;
+    uv_os_fd_t fd;
+    int nfd = uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    c->qhead = r->next;
+    if (!c->qhead) c->qtail = NULL;
+    c->qlen--;
+    r->next = NULL;
+    r->conn = NULL;
+    move *mv = nfd >= 0 ? h->calloc(1, sizeof *mv) : NULL;
+    th_conn_close(c); /* the duplicate keeps the socket open: no FIN, no RST */
+    if (mv) {
+        mv->to = ws->mod->slots[r->move_to];
+        mv->r = r;
+        mv->fd = nfd;
+        mv->node.fn = on_move;
+        mv->node.arg = mv;
+        if (h->worker_post(mv->to->w, &mv->node) == 0) return;
+        h->free(mv);
+    }
+    if (nfd >= 0) close(nfd); /* the client sees its connection close and may try again */
+    th_req_put(ws, r);
+}
