@@ -217,6 +217,15 @@ static void route_completion(mcpg_call *c) {
     if (c->route) target_from_request(c, id.p, id.n);
 }
 
+/* A task's id is "<backend instance>.<rest>": the backend that made it. */
+static void route_task(mcpg_call *c) {
+    const char *id = c->d.name;
+    const char *dot = id ? memchr(id, '.', c->d.name_len) : NULL;
+    if (!dot) return;
+    c->route = catalog_find_task_backend(c->gen, id, (size_t)(dot - id));
+    if (c->route) target_from_request(c, dot + 1, c->d.name_len - (size_t)(dot + 1 - id));
+}
+
 static int list_kind_of(uint32_t method) {
     switch (method) {
     case MCPG_METHOD_TOOLS_LIST: return CAT_TOOLS;
@@ -244,6 +253,10 @@ static void call_route(mcpg_call *c) {
         if (c->route) target_from_request(c, d->name, d->name_len);
         return;
     case MCPG_METHOD_COMPLETION_COMPLETE: route_completion(c); return;
+    case MCPG_METHOD_TASKS_GET:
+    case MCPG_METHOD_TASKS_RESULT:
+    case MCPG_METHOD_TASKS_CANCEL:
+    case MCPG_METHOD_TASKS_UPDATE: route_task(c); return;
     default: return;
     }
 }

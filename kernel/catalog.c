@@ -204,11 +204,38 @@ static void bind_all(generation *g, manifest *m, errlist *errs, int kind) {
     finish_kind(&g->cat[kind], kind);
 }
 
+/* Backends that offer tasks: routes by instance name (a task id's head). */
+static void collect_task_backends(generation *g) {
+    for (size_t i = 0; i < g->n_instances; i++) {
+        mcpg_instance *inst = g->instances[i];
+        if (inst->desc->kind != MCPG_KIND_BACKEND) continue;
+        const mcpg_backend_ops *ops = inst->desc->ops;
+        if (!MCPG_HAS(ops, task)) continue;
+        g->task_backends = realloc(g->task_backends, (g->n_task_backends + 1) * sizeof(route));
+        g->task_backends[g->n_task_backends++] =
+            (route){strdup(inst->name), strdup(""), inst};
+    }
+}
+
 void catalog_build(generation *g, manifest *m, errlist *errs) {
     for (int k = 0; k < CAT_COUNT; k++) bind_all(g, m, errs, k);
+    collect_task_backends(g);
+}
+
+const route *catalog_find_task_backend(const generation *g, const char *instance, size_t n) {
+    for (size_t i = 0; i < g->n_task_backends; i++) {
+        const char *name = g->task_backends[i].client_name;
+        if (strlen(name) == n && memcmp(name, instance, n) == 0) return &g->task_backends[i];
+    }
+    return NULL;
 }
 
 void catalog_free(generation *g) {
+    for (size_t i = 0; i < g->n_task_backends; i++) {
+        free(g->task_backends[i].client_name);
+        free(g->task_backends[i].target);
+    }
+    free(g->task_backends);
     for (int k = 0; k < CAT_COUNT; k++) {
         catalog *cat = &g->cat[k];
         for (size_t i = 0; i < cat->n_routes; i++) {

@@ -203,6 +203,10 @@ static backend_op op_for(const mcpg_instance *be, uint32_t method) {
     case MCPG_METHOD_RESOURCES_READ: return MCPG_HAS(ops, read_resource) ? ops->read_resource : NULL;
     case MCPG_METHOD_PROMPTS_GET: return MCPG_HAS(ops, get_prompt) ? ops->get_prompt : NULL;
     case MCPG_METHOD_COMPLETION_COMPLETE: return MCPG_HAS(ops, complete) ? ops->complete : NULL;
+    case MCPG_METHOD_TASKS_GET:
+    case MCPG_METHOD_TASKS_RESULT:
+    case MCPG_METHOD_TASKS_CANCEL:
+    case MCPG_METHOD_TASKS_UPDATE: return MCPG_HAS(ops, task) ? ops->task : NULL;
     default: return NULL;
     }
 }

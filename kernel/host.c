@@ -324,4 +324,5 @@ const mcpg_host HOST = {
     .reply_submit = host_reply_submit,
     .resource_subscribe = host_resource_subscribe,
     .coordinator = host_coordinator,
+    .tasks_offered = host_tasks_offered,
 };

@@ -141,6 +141,7 @@ typedef struct generation {
     mcpg_instance *transport;
     mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
     catalog cat[CAT_COUNT];
+    route *task_backends; size_t n_task_backends; /* backends with a `task` op, by instance name */
     mcpg_instance *coordinator;   /* the gateway's (host->coordinator), or NULL */
     atomic_long refs;
 } generation;
@@ -155,6 +156,8 @@ const route *catalog_find_resource(const generation *g, const char *uri, size_t 
 int catalog_page(const generation *g, int kind, const char *cursor, size_t cursor_len,
                  size_t page, mcpg_buf *out);
 const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... */
+/* The backend that offers tasks (its `task` op) named instance[0..n). */
+const route *catalog_find_task_backend(const generation *g, const char *instance, size_t n);
 
 generation *generation_build(manifest *m, errlist *errs);
 int generation_start(generation *g);
@@ -284,6 +287,7 @@ void host_lists_changed(mcpg_instance *self, uint32_t lists);
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);
+int host_tasks_offered(void);
 void asks_expire(mcpg_worker *w); /* requests to clients past their deadline (messages.c) */
 void asks_free(mcpg_worker *w);
 

@@ -107,9 +107,36 @@ static void answer_list(mcpg_call *c) {
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: unknown cursor");
 }
 
+/* tasks/list (legacy wire): every task backend's tasks of this client. */
+static void answer_task_list(mcpg_call *c) {
+    mcpg_buf *out = &c->result;
+    out->len = 0;
+    int rc = mcpg_buf_puts(out, "{\"tasks\":[");
+    size_t first = out->len;
+    mcpg_buf one = {0};
+    for (size_t i = 0; i < c->gen->n_task_backends && !rc; i++) {
+        mcpg_instance *be = c->gen->task_backends[i].backend;
+        const mcpg_backend_ops *ops = be->desc->ops;
+        one.len = 0;
+        if (!MCPG_HAS(ops, list_tasks) ||
+            ops->list_tasks(be->state, call_handle(c, CALL_STAGE_BACKEND), &one) != 0 ||
+            one.len < 2 || one.data[0] != '[' || one.data[one.len - 1] != ']' || one.len == 2)
+            continue;
+        if (out->len > first) rc |= mcpg_buf_append(out, ",", 1);
+        rc |= mcpg_buf_append(out, one.data + 1, one.len - 2);
+    }
+    mcpg_buf_free(&one);
+    rc |= mcpg_buf_puts(out, "]}");
+    if (rc) call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
+}
+
 static void answer_locally(mcpg_call *c) {
     if (c->list_kind >= 0) {
         answer_list(c);
+        return;
+    }
+    if (c->method == MCPG_METHOD_TASKS_LIST && c->d.wire != MCPG_WIRE_STATELESS) {
+        answer_task_list(c);
         return;
     }
     int http = c->d.wire == MCPG_WIRE_STATELESS ? 404 : 0;
@@ -119,8 +146,17 @@ static void answer_locally(mcpg_call *c) {
 
 /* Methods a backend answers (the others the kernel answers itself). */
 static bool dispatched(uint32_t method) {
-    return method == MCPG_METHOD_TOOLS_CALL || method == MCPG_METHOD_PROMPTS_GET ||
-           method == MCPG_METHOD_RESOURCES_READ || method == MCPG_METHOD_COMPLETION_COMPLETE;
+    switch (method) {
+    case MCPG_METHOD_TOOLS_CALL:
+    case MCPG_METHOD_PROMPTS_GET:
+    case MCPG_METHOD_RESOURCES_READ:
+    case MCPG_METHOD_COMPLETION_COMPLETE:
+    case MCPG_METHOD_TASKS_GET:
+    case MCPG_METHOD_TASKS_RESULT:
+    case MCPG_METHOD_TASKS_CANCEL:
+    case MCPG_METHOD_TASKS_UPDATE: return true;
+    default: return false;
+    }
 }
 
 /* The answer for a name no backend offers. */
@@ -136,6 +172,12 @@ static void not_found(mcpg_call *c) {
         break;
     case MCPG_METHOD_RESOURCES_READ:
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Resource not found: %.*s", n, name);
+        break;
+    case MCPG_METHOD_TASKS_GET:
+    case MCPG_METHOD_TASKS_RESULT:
+    case MCPG_METHOD_TASKS_CANCEL:
+    case MCPG_METHOD_TASKS_UPDATE:
+        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: unknown task: %.*s", n, name);
         break;
     default:
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0,

@@ -40,7 +40,15 @@ typedef enum mcpg_method {
     MCPG_METHOD_RESOURCES_UNSUBSCRIBE = 7,
     MCPG_METHOD_PROMPTS_LIST = 8,
     MCPG_METHOD_PROMPTS_GET = 9,
-    MCPG_METHOD_COMPLETION_COMPLETE = 10
+    MCPG_METHOD_COMPLETION_COMPLETE = 10,
+    /* ABI 1.1: tasks (2025-11-25 experimental; the 2026-07-28 extension
+     * io.modelcontextprotocol/tasks). A task's id is "<backend instance>.<rest>":
+     * the kernel routes by the head, the backend sees the rest as call_target. */
+    MCPG_METHOD_TASKS_GET = 11,
+    MCPG_METHOD_TASKS_RESULT = 12,
+    MCPG_METHOD_TASKS_LIST = 13,
+    MCPG_METHOD_TASKS_CANCEL = 14,
+    MCPG_METHOD_TASKS_UPDATE = 15
 } mcpg_method;
 
 /* JSON-RPC / MCP error codes the kernel and modules use. */
@@ -88,7 +96,8 @@ typedef struct mcpg_call_desc {
     uint32_t wire;            /* mcpg_wire */
     const char *method;       /* "tools/call" (not NUL-terminated: method_len) */
     size_t method_len;
-    const char *name;         /* params.name (tools/call, prompts/get) or params.uri; may be NULL */
+    const char *name;         /* params.name (tools/call, prompts/get), params.uri
+                                 (resources/read) or params.taskId (tasks/...); may be NULL */
     size_t name_len;
     const char *params_json;  /* raw text of params, or NULL */
     size_t params_len;

@@ -241,6 +241,11 @@ struct mcpg_host {
     /* The gateway's coordinator (cluster.kind): its ops and the instance to
      * pass them; NULL (and *instance_out NULL) when the manifest has none. */
     const mcpg_coordinator_ops *(*coordinator)(void **instance_out);
+
+    /* ---- tasks (any thread) ---- */
+    /* 1 when a backend of the current generation offers tasks (its `task`
+     * op): the transport advertises the tasks capability then. */
+    int (*tasks_offered)(void);
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */

@@ -206,6 +206,16 @@ typedef struct mcpg_backend_ops {
      * changes by itself (an upstream's own subscription) starts or stops
      * watching; it reports changes with host->resource_updated either way. */
     void (*subscribe)(void *instance, const char *uri, int on);
+    /* Optional: tasks/get, tasks/result, tasks/cancel, tasks/update for a task
+     * this backend created (host->call_method says which; call_target is the
+     * task id without its "<instance>." head); answers like call_tool. A
+     * backend that creates tasks mints their ids as "<its instance
+     * name>.<rest>" (host->instance_name) and answers the creating call with
+     * call_set_result_type(MCPG_RESULT_TASK). */
+    mcpg_status (*task)(void *instance, mcpg_call *call);
+    /* Optional: tasks/list (legacy wire): append a JSON array of the calling
+     * client's Task objects, synchronously, from memory. */
+    int (*list_tasks)(void *instance, mcpg_call *call, mcpg_buf *out);
 } mcpg_backend_ops;
 
 /* ---- metrics exporters ------------------------------------------------ */

@@ -88,6 +88,7 @@ int ev_task_tool(ev *e, mcpg_call *call, const char *name, mcpg_status *st);
 /* One task method for the call (params.taskId, or call_target when the
  * kernel gives the task's own id). */
 mcpg_status ev_task_request(ev *e, mcpg_call *call, ev_task_method method);
+int ev_tasks_append(ev *e, mcpg_call *call, mcpg_buf *out); /* the session's tasks, a JSON array */
 
 /* ---- input.c ---- */
 int ev_input_tool(ev *e, mcpg_call *call, const char *name, mcpg_status *st);

@@ -96,6 +96,21 @@ static const mcpg_lifecycle_ops ev_lifecycle = {
     .destroy = ev_destroy,
 };
 
+/* The kernel routes tasks/... here by the id's "<instance>." head. */
+static mcpg_status ev_op_task(void *instance, mcpg_call *call) {
+    ev *e = instance;
+    switch (e->host->call_method(call)) {
+    case MCPG_METHOD_TASKS_GET: return ev_task_request(e, call, EV_TASKS_GET);
+    case MCPG_METHOD_TASKS_UPDATE: return ev_task_request(e, call, EV_TASKS_UPDATE);
+    case MCPG_METHOD_TASKS_CANCEL: return ev_task_request(e, call, EV_TASKS_CANCEL);
+    default: return ev_task_request(e, call, EV_TASKS_RESULT);
+    }
+}
+
+static int ev_op_list_tasks(void *instance, mcpg_call *call, mcpg_buf *out) {
+    return ev_tasks_append(instance, call, out);
+}
+
 static const mcpg_backend_ops ev_ops = {
     MCPG_OPS_HEAD(mcpg_backend_ops),
     .list_tools = ev_op_list_tools,
@@ -108,6 +123,8 @@ static const mcpg_backend_ops ev_ops = {
     .complete = ev_op_complete,
     .cancel = ev_op_cancel,
     .subscribe = ev_op_subscribe,
+    .task = ev_op_task,
+    .list_tasks = ev_op_list_tasks,
 };
 
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_everything", "1.0.0",

@@ -269,12 +269,12 @@ static mcpg_status result(ev *e, mcpg_call *call, ev_task *t) {
 
 /* ---- tasks/list (legacy): this session's tasks ---- */
 
-static mcpg_status list(ev *e, mcpg_call *call) {
+/* Append a JSON array of the calling session's tasks to out. */
+int ev_tasks_append(ev *e, mcpg_call *call, mcpg_buf *out) {
     const mcpg_host *h = e->host;
     size_t sn = 0;
     const char *s = MCPG_HOST_HAS(h, call_session) ? h->call_session(call, &sn) : NULL;
-    mcpg_buf b = {0};
-    int rc = h->buf_append(&b, "{\"tasks\":[", 10);
+    int rc = h->buf_append(out, "[", 1);
     int first = 1;
     ev_tasks_lock(e);
     for (size_t i = 0; i < ev_tasks_slots() && !rc; i++) {
@@ -282,13 +282,21 @@ static mcpg_status list(ev *e, mcpg_call *call) {
         if (!t || t->wire != MCPG_WIRE_LEGACY || strlen(t->session) != sn ||
             (sn && memcmp(t->session, s, sn) != 0))
             continue;
-        rc = h->buf_append(&b, first ? "{" : ",{", first ? 1 : 2);
-        rc = rc ? rc : ev_task_members(e, t, &b);
-        rc = rc ? rc : h->buf_append(&b, "}", 1);
+        rc = h->buf_append(out, first ? "{" : ",{", first ? 1 : 2);
+        rc = rc ? rc : ev_task_members(e, t, out);
+        rc = rc ? rc : h->buf_append(out, "}", 1);
         first = 0;
     }
     ev_tasks_unlock(e);
-    rc = rc ? rc : h->buf_append(&b, "]}", 2);
+    return rc ? rc : h->buf_append(out, "]", 1);
+}
+
+static mcpg_status list(ev *e, mcpg_call *call) {
+    const mcpg_host *h = e->host;
+    mcpg_buf b = {0};
+    int rc = h->buf_append(&b, "{\"tasks\":", 9);
+    rc = rc ? rc : ev_tasks_append(e, call, &b);
+    rc = rc ? rc : h->buf_append(&b, "}", 1);
     return answer_buf(e, call, rc, &b);
 }
 

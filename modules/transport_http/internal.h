@@ -226,6 +226,7 @@ struct th_mod {
     uint32_t nworkers;
     th_wslot **slots;
     mcpg_buf discover;   /* server/discover's body after the id */
+    int tasks;           /* a backend offers tasks: advertised in discover and initialize */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
     th_names hosts;      /* gateway.server.allowed_hosts, parsed */
     th_names origins;    /* gateway.server.allowed_origins, parsed */

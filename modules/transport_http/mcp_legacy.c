@@ -263,8 +263,10 @@ static void initialize(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
     b->len = 0;
     rc = h->buf_printf(b, "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":true},"
                           "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
-                          "\"prompts\":{\"listChanged\":true},\"logging\":{},\"completions\":{}},"
-                          "\"serverInfo\":{\"name\":", version);
+                          "\"prompts\":{\"listChanged\":true},\"logging\":{},\"completions\":{}%s},"
+                          "\"serverInfo\":{\"name\":", version,
+                       ws->mod->tasks ? ",\"tasks\":{\"list\":{},\"cancel\":{},"
+                                        "\"requests\":{\"tools\":{\"call\":{}}}}" : "");
     rc |= h->buf_append_json_string(b, name, strlen(name));
     rc |= h->buf_append(b, ",\"version\":", 11);
     rc |= h->buf_append_json_string(b, gv ? gv : "", gv ? strlen(gv) : 0);
@@ -360,7 +362,8 @@ static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
         if (h->json_object_get(m->params.p, m->params.n, "arguments", &v) == 1 && v.type == MCPG_JSON_OBJECT)
             d->args_json = v.p, d->args_len = v.n;
         if ((h->json_object_get(m->params.p, m->params.n, "name", &v) == 1 ||
-             h->json_object_get(m->params.p, m->params.n, "uri", &v) == 1) &&
+             h->json_object_get(m->params.p, m->params.n, "uri", &v) == 1 ||
+             h->json_object_get(m->params.p, m->params.n, "taskId", &v) == 1) &&
             v.type == MCPG_JSON_STRING) {
             size_t len = v.n;
             if (v.escaped && h->json_string_decode(&v, r->name_buf, TH_NAME_MAX, &len) == 0)

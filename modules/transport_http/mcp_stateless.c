@@ -219,10 +219,10 @@ static int check_envelope(const mcpg_host *h, const char *body, size_t n, rpc_pa
 
 /* ---- params, _meta and headers ------------------------------------------- */
 
-enum { P_META = 1, P_NAME = 2, P_ARGS = 4, P_URI = 8, P_NOTIF = 16 };
+enum { P_META = 1, P_NAME = 2, P_ARGS = 4, P_URI = 8, P_NOTIF = 16, P_TASK = 32 };
 
 typedef struct param_parts {
-    mcpg_json_span meta, name, args, uri, notif;
+    mcpg_json_span meta, name, args, uri, notif, task;
     unsigned seen;
     int dup;
 } param_parts;
@@ -240,6 +240,8 @@ static int scan_params(const mcpg_host *h, const mcpg_json_span *params, param_p
         else if (h->json_string_eq(&k, "uri", 3) == 1) take(P_URI, &pp->seen, &pp->dup, &pp->uri, &val);
         else if (h->json_string_eq(&k, "notifications", 13) == 1)
             take(P_NOTIF, &pp->seen, &pp->dup, &pp->notif, &val);
+        else if (h->json_string_eq(&k, "taskId", 6) == 1)
+            take(P_TASK, &pp->seen, &pp->dup, &pp->task, &val);
     }
     return rc;
 }
@@ -395,7 +397,7 @@ static int check_headers(const mcpg_host *h, const th_mcp_headers *hd, const rpc
 
 /* ---- methods ------------------------------------------------------------- */
 
-enum { M_DISCOVER, M_LIST, M_CALL, M_NAMED, M_URI, M_PLAIN, M_LISTEN };
+enum { M_DISCOVER, M_LIST, M_CALL, M_NAMED, M_URI, M_PLAIN, M_LISTEN, M_TASK };
 
 static const struct {
     const char *name;
@@ -413,7 +415,21 @@ static const struct {
     {"prompts/get", 11, MCPG_METHOD_PROMPTS_GET, M_NAMED},
     {"completion/complete", 19, MCPG_METHOD_COMPLETION_COMPLETE, M_PLAIN},
     {"subscriptions/listen", 20, MCPG_METHOD_OTHER, M_LISTEN},
+    /* the tasks extension: Mcp-Name carries params.taskId */
+    {"tasks/get", 9, MCPG_METHOD_TASKS_GET, M_TASK},
+    {"tasks/update", 12, MCPG_METHOD_TASKS_UPDATE, M_TASK},
+    {"tasks/cancel", 12, MCPG_METHOD_TASKS_CANCEL, M_TASK},
+    /* tasks/result and tasks/list are the 2025 wire's only: Method not found */
 };
+
+/* The client's capabilities declare the tasks extension. */
+static int declares_tasks(const mcpg_host *h, const th_piece *caps) {
+    mcpg_json_span ext, t;
+    return caps->p &&
+           h->json_object_get(caps->p, caps->n, "extensions", &ext) == 1 &&
+           ext.type == MCPG_JSON_OBJECT &&
+           h->json_object_get(ext.p, ext.n, "io.modelcontextprotocol/tasks", &t) == 1;
+}
 
 /* A method named by params.name (tools/call, prompts/get) or params.uri
  * (resources/read): the member a string (< 256 bytes decoded), equal to
@@ -421,7 +437,7 @@ static const struct {
 static int check_named(const mcpg_host *h, const th_mcp_headers *hd, const mcpg_json_span *s,
                        int present, char *name_buf, th_mcp_verdict *v) {
     if (!present || s->type != MCPG_JSON_STRING) {
-        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: a string params.name (params.uri for resources/read) is required"));
+        fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: a string params.name (params.uri for resources/read, params.taskId for tasks/...) is required"));
         return 0;
     }
     size_t len = s->n;
@@ -478,6 +494,17 @@ static void route_method(const mcpg_host *h, const th_mcp_headers *hd, const rpc
         case M_URI:
             v->stamp |= TH_STAMP_CACHE;
             (void)check_named(h, hd, &pp->uri, pp->seen & P_URI, name_buf, v);
+            return;
+        case M_TASK:
+            if (!declares_tasks(h, &v->caps)) {
+                fail(v, 400, MCPG_RPC_MISSING_CLIENT_CAPABILITY,
+                     MSG("Missing required client capability: extension io.modelcontextprotocol/tasks"));
+                v->data[0] = TH_LIT("{\"requiredCapabilities\":{\"extensions\":"
+                                    "{\"io.modelcontextprotocol/tasks\":{}}}}");
+                v->ndata = 1;
+                return;
+            }
+            (void)check_named(h, hd, &pp->task, pp->seen & P_TASK, name_buf, v);
             return;
         case M_LISTEN:
             if ((pp->seen & P_NOTIF) && pp->notif.type != MCPG_JSON_OBJECT) {

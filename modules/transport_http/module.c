@@ -44,10 +44,15 @@ static int th_discover_build(th_mod *m) {
         ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],"
         "\"capabilities\":{\"tools\":{\"listChanged\":true},"
         "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
-        "\"prompts\":{\"listChanged\":true},\"completions\":{}},"
-        "\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
+        "\"prompts\":{\"listChanged\":true},\"completions\":{}";
+    static const char tasks[] = ",\"extensions\":{\"io.modelcontextprotocol/tasks\":{}}";
+    static const char tail[] =
+        "},\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
         "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":";
+    b->len = 0;
     int rc = h->buf_append(b, head, sizeof head - 1);
+    if (m->tasks) rc |= h->buf_append(b, tasks, sizeof tasks - 1);
+    rc |= h->buf_append(b, tail, sizeof tail - 1);
     rc |= h->buf_append_json_string(b, name, strlen(name));
     rc |= h->buf_append(b, ",\"version\":", 11);
     rc |= h->buf_append_json_string(b, version ? version : "", version ? strlen(version) : 0);
@@ -115,7 +120,6 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     }
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_hosts, &m->hosts);
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_origins, &m->origins);
-    if (!rc) rc = th_discover_build(m);
     if (!rc) rc = alog_src_build(m);
     if (rc) {
         th_destroy(m);
@@ -180,8 +184,11 @@ static void th_news_op(void *instance, mcpg_worker *w, const char *method, const
 }
 
 /* The whole generation is built: the coordinator the sessions live on. */
+/* The generation is built: what its backends offer is known now. */
 static int th_start(void *instance) {
     th_mod *m = instance;
+    m->tasks = MCPG_HOST_HAS(m->host, tasks_offered) && m->host->tasks_offered();
+    if (th_discover_build(m)) return MCPG_ENOMEM;
     if (MCPG_HOST_HAS(m->host, coordinator)) m->co_ops = m->host->coordinator(&m->co);
     if (!m->co_ops)
         m->host->log(m->self, MCPG_LOG_WARN,

@@ -16,6 +16,11 @@ static const char *const method_names[] = {
     [MCPG_METHOD_PROMPTS_LIST] = "prompts/list",
     [MCPG_METHOD_PROMPTS_GET] = "prompts/get",
     [MCPG_METHOD_COMPLETION_COMPLETE] = "completion/complete",
+    [MCPG_METHOD_TASKS_GET] = "tasks/get",
+    [MCPG_METHOD_TASKS_RESULT] = "tasks/result",
+    [MCPG_METHOD_TASKS_LIST] = "tasks/list",
+    [MCPG_METHOD_TASKS_CANCEL] = "tasks/cancel",
+    [MCPG_METHOD_TASKS_UPDATE] = "tasks/update",
 };
 
 #define N_METHODS (sizeof method_names / sizeof method_names[0])
