@@ -19,9 +19,9 @@ stop_pid() {
 }
 
 # ---- /proc readers ----
-ticks_of() { # utime+stime of a whole process (all its threads); comm may hold spaces
+ticks_of() { # "utime+stime stime" of a whole process (all its threads); comm may hold spaces
     local s; s=$(<"/proc/$1/stat"); s=${s##*) }
-    set -- $s; echo $(( ${12} + ${13} ))
+    set -- $s; echo $(( ${12} + ${13} )) "${13}"
 }
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 core_ticks() { # "busy steal" ticks of one core
@@ -109,11 +109,11 @@ echo_answer() { # a plain stateless echo answer, when no gateway gives one
 
 # ---- one measured run ----
 # The per-run line; RUNS_FILE gets one record per run for the medians:
-#   label cpu_us clean calls_per_s p50 p99 hwm rss threads other steal ok ok_sse util load
+#   label cpu_us clean calls_per_s p50 p99 hwm rss threads other steal ok ok_sse util load sys round
 RUNS_FILE=""
-HDR="%-11s %10s %8s %8s %11s %5s %5s %9s %9s %7s %7s %6s %5s\n"
+HDR="%-11s %10s %8s %8s %11s %5s %5s %5s %9s %9s %7s %7s %6s %5s\n"
 print_header() {
-    printf "$HDR" target calls/s p50_us p99_us cpu_us/call util load% VmHWM_kB VmRSS_kB threads other% steal% sse%
+    printf "$HDR" target calls/s p50_us p99_us cpu_us/call sys% util load% VmHWM_kB VmRSS_kB threads other% steal% sse%
 }
 
 # measure LABEL PID PORT [mcpg-load flags]: a warm-up run (discarded), then
@@ -131,14 +131,14 @@ measure() {
     out=$(taskset -c "$LOAD_CPU" "$LOAD" "${args[@]}" -w 0 -d "$DURATION" --json 2>"$TMP/run.err") || rc=$?
     t1=$(ticks_of "$pid"); c1=$(core_ticks "$GW_CPU")
     [ "$rc" = 0 ] || { cat "$TMP/run.err" >&2; echo "$ME: $label: mcpg-load exited $rc" >&2; }
-    report "$label" "$pid" "$out" $((t1 - t0)) $c0 $c1
+    report "$label" "$pid" "$out" $((${t1% *} - ${t0% *})) $((${t1#* } - ${t0#* })) $c0 $c1
     return "$rc"
 }
 
 # Derive the CPU figures; other% is work on the gateway core that was not the
 # measured process (another process, or an idle one we started): it should be ~0.
 report() {
-    local label=$1 pid=$2 out=$3 dt=$4 b0=$5 s0=$6 b1=$7 s1=$8
+    local label=$1 pid=$2 out=$3 dt=$4 dsys=$5 b0=$6 s0=$7 b1=$8 s1=$9
     local ok secs cps p50 p99 lcpu hwm rss thr sse
     ok=$(json_num "$out" ok); secs=$(json_num "$out" duration_s); cps=$(json_num "$out" calls_per_s)
     p50=$(json_num "$out" p50_us); p99=$(json_num "$out" p99_us); lcpu=$(json_num "$out" loadgen_cpu_pct)
@@ -146,24 +146,25 @@ report() {
     hwm=$(status_kb "$pid" VmHWM); rss=$(status_kb "$pid" VmRSS); thr=$(status_kb "$pid" Threads)
     local fig
     fig=$(awk -v dt="$dt" -v hz="$CLK_TCK" -v ok="${ok:-0}" -v s="${secs:-0}" -v db=$((b1 - b0)) -v ds=$((s1 - s0)) \
-        -v sse="${sse:-0}" 'BEGIN {
+        -v sse="${sse:-0}" -v dsys="$dsys" 'BEGIN {
         cpu = ok > 0 ? dt * 1e6 / hz / ok : 0; util = s > 0 ? 100 * dt / hz / s : 0
         other = s > 0 ? 100 * (db - dt) / hz / s : 0; if (other < 0) other = 0
         steal = s > 0 ? 100 * ds / hz / s : 0
-        printf "%.2f %.0f %.1f %.1f %.0f", cpu, util, other, steal, (ok > 0 ? 100 * sse / ok : 0) }')
+        printf "%.2f %.0f %.1f %.1f %.0f %.0f", cpu, util, other, steal, (ok > 0 ? 100 * sse / ok : 0),
+               (dt > 0 ? 100 * dsys / dt : 0) }')
     set -- $fig
-    printf "$HDR" "$label" "${cps:-0}" "${p50:-0}" "${p99:-0}" "$1" "$2%" "${lcpu%.*}%" "$hwm" "$rss" "$thr" "$3" "$4" "$5"
+    printf "$HDR" "$label" "${cps:-0}" "${p50:-0}" "${p99:-0}" "$1" "$6%" "$2%" "${lcpu%.*}%" "$hwm" "$rss" "$thr" "$3" "$4" "$5"
     local clean=1
     if awk -v o="$3" -v st="$4" 'BEGIN { exit !(o > 5 || st > 5) }'; then
         clean=0
         echo "$ME: warning: core $GW_CPU was not $label's alone (other ${3}%, steal ${4}%): do not trust this run" >&2
     fi
-    echo "$label $1 $clean ${cps:-0} ${p50:-0} ${p99:-0} $hwm $rss $thr $3 $4 ${ok:-0} ${sse:-0} $2 ${lcpu:-0}" >>"$RUNS_FILE"
+    echo "$label $1 $clean ${cps:-0} ${p50:-0} ${p99:-0} $hwm $rss $thr $3 $4 ${ok:-0} ${sse:-0} $2 ${lcpu:-0} $6 ${ROUND:-1}" >>"$RUNS_FILE"
     if [ -n "$JSON_OUT" ] && [ -n "$out" ]; then
         printf '%s,"target":"%s","round":%s,"cpu_ticks":%s,"clk_tck":%s,"cpu_us_per_call":%s,"cpu_util_pct":%s,' \
             "${out%\}}" "$label" "${ROUND:-1}" "$dt" "$CLK_TCK" "$1" "$2" >>"$JSON_OUT"
-        printf '"vm_hwm_kb":%s,"vm_rss_kb":%s,"threads":%s,"core_other_pct":%s,"core_steal_pct":%s}\n' \
-            "$hwm" "$rss" "$thr" "$3" "$4" >>"$JSON_OUT"
+        printf '"vm_hwm_kb":%s,"vm_rss_kb":%s,"threads":%s,"core_other_pct":%s,"core_steal_pct":%s,"cpu_sys_pct":%s}\n' \
+            "$hwm" "$rss" "$thr" "$3" "$4" "$6" >>"$JSON_OUT"
     fi
 }
 

@@ -137,10 +137,22 @@ for ROUND in $(seq "$ROUNDS"); do
 done
 
 # ---- medians and ratios ----
-SUM="%-11s %10s %8s %8s %11s %12s %8s %14s %9s %9s %7s %6s %6s %s\n"
+SUM="%-11s %10s %8s %8s %11s %5s %12s %7s %8s %14s %9s %9s %7s %6s %6s %s\n"
 echo
 echo "medians over the clean runs of $ROUNDS round(s) (all runs when none was clean):"
-printf "$SUM" target calls/s p50_us p99_us cpu_us/call vs_stateless vs_nginx goal VmHWM_kB VmRSS_kB threads other% steal% runs
+printf "$SUM" target calls/s p50_us p99_us cpu_us/call sys% vs_stateless paired vs_nginx goal VmHWM_kB VmRSS_kB threads other% steal% runs
+# paired TARGET: the median over the rounds of TARGET's CPU per call over
+# stateless's in the same round (a drift of the machine between rounds
+# cancels); rounds where either run was unclean are left out unless no
+# round was clean for both.
+paired() {
+    awk -v t="$1" '$1 == t { c[$17] = $2; k[$17] = $3 } $1 == "stateless" { s[$17] = $2; ks[$17] = $3 }
+        END { for (r in c) if (r in s && s[r] > 0) { n++; v[n] = c[r] / s[r]; ok[n] = k[r] && ks[r]; m += ok[n] }
+              j = 0; for (i = 1; i <= n; i++) if (!m || ok[i]) w[++j] = v[i]
+              for (i = 2; i <= j; i++) { x = w[i]; for (q = i - 1; q >= 1 && w[q] > x; q--) w[q + 1] = w[q]; w[q + 1] = x }
+              if (j) printf "%.2fx\n", j % 2 ? w[(j + 1) / 2] : (w[j / 2] + w[j / 2 + 1]) / 2; else print "-" }' "$RUNS_FILE"
+}
+
 # fig TARGET FIELD: the median of one field of lib.sh's run records
 fig() { local v; v=$(median "$1" "$2"); echo "${v%% *}"; }
 base=$(fig stateless 2)
@@ -154,16 +166,16 @@ for n in "${TARGETS[@]}"; do
         met = goal == "-" ? "-" : (vs <= goal ? "met" : "MISSED")
         printf "%.2fx %s %s\n", vs, (g > 0 ? sprintf("%.2fx", vn) : "-"), met }')
     goal=${T_GOAL[$n]}; [ "$goal" = - ] || goal="<=${goal}x:$met"
-    printf "$SUM" "$n" "$(f 4)" "$(f 5)" "$(f 6)" "$cpu" "$vs" "$vn" "$goal" "$(f 7)" "$(f 8)" "$(f 9)" \
+    printf "$SUM" "$n" "$(f 4)" "$(f 5)" "$(f 6)" "$cpu" "$(f 16)%" "$vs" "$(paired "$n")" "$vn" "$goal" "$(f 7)" "$(f 8)" "$(f 9)" \
         "$(f 10)" "$(f 11)" "$runs"
     if [ -n "$JSON_OUT" ]; then
         printf '{"bench":"wires-summary","target":"%s","rounds":%s,"clean_runs":%s,"calls_per_s":%s,"p50_us":%s,"p99_us":%s,' \
             "$n" "$ROUNDS" "$c" "$(f 4)" "$(f 5)" "$(f 6)" >>"$JSON_OUT"
-        printf '"cpu_us_per_call":%s,"ratio_to_stateless":%s,"goal_ratio":%s,"goal_met":%s,' \
-            "$cpu" "${vs%x}" "$( [ "${T_GOAL[$n]}" = - ] && echo null || echo "${T_GOAL[$n]}")" \
+        printf '"cpu_us_per_call":%s,"ratio_to_stateless":%s,"paired_ratio":%s,"goal_ratio":%s,"goal_met":%s,' \
+            "$cpu" "${vs%x}" "$(p=$(paired "$n"); [ "$p" = - ] && echo null || echo "${p%x}")" "$( [ "${T_GOAL[$n]}" = - ] && echo null || echo "${T_GOAL[$n]}")" \
             "$(case $met in met) echo true ;; MISSED) echo false ;; *) echo null ;; esac)" >>"$JSON_OUT"
-        printf '"vm_hwm_kb":%s,"vm_rss_kb":%s,"threads":%s,"core_other_pct":%s,"core_steal_pct":%s}\n' \
-            "$(f 7)" "$(f 8)" "$(f 9)" "$(f 10)" "$(f 11)" >>"$JSON_OUT"
+        printf '"vm_hwm_kb":%s,"vm_rss_kb":%s,"threads":%s,"core_other_pct":%s,"core_steal_pct":%s,"cpu_sys_pct":%s}\n' \
+            "$(f 7)" "$(f 8)" "$(f 9)" "$(f 10)" "$(f 11)" "$(f 16)" >>"$JSON_OUT"
     fi
 done
 [ "$failed" = 0 ] || echo "$ME: some runs had errors or the wrong answer form: see above" >&2
