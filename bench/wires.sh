@@ -154,28 +154,29 @@ paired() {
 }
 
 # fig TARGET FIELD: the median of one field of lib.sh's run records
-fig() { local v; v=$(median "$1" "$2"); echo "${v%% *}"; }
-base=$(fig stateless 2)
-ngx=""; [ "$NGINX" = 1 ] && ngx=$(fig nginx 2)
+# rounded as FORMAT (default %.0f; a median of two runs is their mean)
+fig() { local v; v=$(median "$1" "$2"); awk -v v="${v%% *}" -v f="${3:-%.0f}" 'BEGIN { printf f "\n", v }'; }
+base=$(fig stateless 2 %.2f)
+ngx=""; [ "$NGINX" = 1 ] && ngx=$(fig nginx 2 %.2f)
 for n in "${TARGETS[@]}"; do
-    cpu=$(fig "$n" 2)
-    f() { fig "$n" "$1"; }
+    cpu=$(fig "$n" 2 %.2f)
+    f() { fig "$n" "$@"; }
     c=$(clean_runs "$n"); runs="$c of $ROUNDS clean"; [ "$c" -gt 0 ] || runs="NONE of $ROUNDS clean"
     read -r vs vn met < <(awk -v c="$cpu" -v b="$base" -v g="${ngx:-0}" -v goal="${T_GOAL[$n]}" 'BEGIN {
         vs = b > 0 ? c / b : 0; vn = g > 0 ? c / g : 0
         met = goal == "-" ? "-" : (vs <= goal ? "met" : "MISSED")
         printf "%.2fx %s %s\n", vs, (g > 0 ? sprintf("%.2fx", vn) : "-"), met }')
     goal=${T_GOAL[$n]}; [ "$goal" = - ] || goal="<=${goal}x:$met"
-    printf "$SUM" "$n" "$(f 4)" "$(f 5)" "$(f 6)" "$cpu" "$(f 16)%" "$vs" "$(paired "$n")" "$vn" "$goal" "$(f 7)" "$(f 8)" "$(f 9)" \
-        "$(f 10)" "$(f 11)" "$runs"
+    printf "$SUM" "$n" "$(f 4 %.1f)" "$(f 5 %.1f)" "$(f 6 %.1f)" "$cpu" "$(f 16)%" "$vs" "$(paired "$n")" "$vn" "$goal" "$(f 7)" "$(f 8)" "$(f 9)" \
+        "$(f 10 %.1f)" "$(f 11 %.1f)" "$runs"
     if [ -n "$JSON_OUT" ]; then
         printf '{"bench":"wires-summary","target":"%s","rounds":%s,"clean_runs":%s,"calls_per_s":%s,"p50_us":%s,"p99_us":%s,' \
-            "$n" "$ROUNDS" "$c" "$(f 4)" "$(f 5)" "$(f 6)" >>"$JSON_OUT"
+            "$n" "$ROUNDS" "$c" "$(f 4 %.1f)" "$(f 5 %.1f)" "$(f 6 %.1f)" >>"$JSON_OUT"
         printf '"cpu_us_per_call":%s,"ratio_to_stateless":%s,"paired_ratio":%s,"goal_ratio":%s,"goal_met":%s,' \
             "$cpu" "${vs%x}" "$(p=$(paired "$n"); [ "$p" = - ] && echo null || echo "${p%x}")" "$( [ "${T_GOAL[$n]}" = - ] && echo null || echo "${T_GOAL[$n]}")" \
             "$(case $met in met) echo true ;; MISSED) echo false ;; *) echo null ;; esac)" >>"$JSON_OUT"
         printf '"vm_hwm_kb":%s,"vm_rss_kb":%s,"threads":%s,"core_other_pct":%s,"core_steal_pct":%s,"cpu_sys_pct":%s}\n' \
-            "$(f 7)" "$(f 8)" "$(f 9)" "$(f 10)" "$(f 11)" "$(f 16)" >>"$JSON_OUT"
+            "$(f 7)" "$(f 8)" "$(f 9)" "$(f 10 %.1f)" "$(f 11 %.1f)" "$(f 16)" >>"$JSON_OUT"
     fi
 done
 [ "$failed" = 0 ] || echo "$ME: some runs had errors or the wrong answer form: see above" >&2
