@@ -34,8 +34,8 @@ usage: $0 [options] [-- mcpg-load options]
   --duration S         measured seconds per run (default $DURATION)
   --warmup S           seconds of load before each run, in a separate mcpg-load (default $WARMUP)
   --connections N      (default $CONNECTIONS)   --tool NAME (default $TOOL)   --message TEXT
-  --config PATH        the manifest of all three gateways (default conf/bench.json); the
-                       fast-path one is derived from it with unary_json_fast_path true
+  --config PATH        the stateless gateway's manifest (default conf/bench.json); the two
+                       legacy ones are derived from it with unary_json_fast_path false / true
   --no-nginx           skip the nginx baseline
   --port-base P        ports P..P+3: stateless, legacy-sse, legacy-fast, nginx (default $PORT_BASE)
   --gw-cpu N / --load-cpu N   cores (default $GW_CPU / $LOAD_CPU)
@@ -94,14 +94,20 @@ add_target() { # name port pid form goal flags...
     T_FLAGS[$n]="$*"
 }
 
-jq '.gateway.server.unary_json_fast_path = true
-    | .description = "derived by bench/wires.sh: " + .description + " With unary_json_fast_path on."' \
-    "$CONFIG" >"$TMP/fast.json" || die "cannot derive the fast-path manifest from $CONFIG"
+# derive ON|OFF FILE: --config with unary_json_fast_path set, so the SSE and
+# fast-path targets differ in that one setting whatever --config says
+derive() {
+    jq --argjson on "$1" '.gateway.server.unary_json_fast_path = $on
+        | .description = "derived by bench/wires.sh from: " + (.description // "")' \
+        "$CONFIG" >"$2" || die "cannot derive a manifest from $CONFIG"
+}
+derive false "$TMP/sse.json"
+derive true "$TMP/fast.json"
 
 progress "starting the gateways on core $GW_CPU (manifest $CONFIG)"
 start_gateway stateless "$CONFIG" "$PORT_BASE"; STARTED+=("$STARTED_PID")
 add_target stateless "$PORT_BASE" "$STARTED_PID" json - --wire stateless
-start_gateway legacy-sse "$CONFIG" $((PORT_BASE + 1)); STARTED+=("$STARTED_PID")
+start_gateway legacy-sse "$TMP/sse.json" $((PORT_BASE + 1)); STARTED+=("$STARTED_PID")
 add_target legacy-sse $((PORT_BASE + 1)) "$STARTED_PID" sse 1.30 --wire legacy
 start_gateway legacy-fast "$TMP/fast.json" $((PORT_BASE + 2)); STARTED+=("$STARTED_PID")
 add_target legacy-fast $((PORT_BASE + 2)) "$STARTED_PID" json 1.10 --wire legacy
