@@ -165,4 +165,4 @@ for n in legacy-sse legacy-fast; do
 done
 echo
 echo "stateless: the $TOP costliest functions per call (self cost)"
-sort -gr "$TMP/stateless.percall" | head -n "$TOP" | awk '{ printf "%10.1f  %s\n", $1, $2 }'
+sort -gr "$TMP/stateless.percall" | sed -n "1,${TOP}p" | awk '{ printf "%10.1f  %s\n", $1, $2 }'
