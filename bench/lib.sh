@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by bench/cpu-per-call.sh and bench/wires.sh (sourced, not run): the
 # /proc readers, starting the gateway and nginx pinned to a core, and one
 # measured run (warm-up, then the window whose CPU is counted). See
