@@ -70,6 +70,7 @@ static void count_ok(load_conn *c, uint64_t latency_ns) {
     if (!s) return;
     s->calls++;
     s->ok++;
+    if (c->resp.flags & LOAD_RESP_SSE) s->ok_sse++;
     load_hist_record(&s->hist, latency_ns);
     c->run->interval.ok++;
     load_hist_record(&c->run->interval.hist, latency_ns);

@@ -192,6 +192,7 @@ typedef enum { LOAD_PHASE_WARMUP, LOAD_PHASE_MEASURE, LOAD_PHASE_DONE } load_pha
 typedef struct {
     uint64_t calls; /* answers completed, good or bad */
     uint64_t ok;
+    uint64_t ok_sse; /* good answers that came as an SSE stream, not one JSON body */
     uint64_t err[LOAD_ERR_COUNT];
     uint64_t connects;   /* successful TCP connects */
     uint64_t reconnects; /* connects after the first one of a slot */

@@ -89,6 +89,9 @@ void load_report_human(const load_run *run, FILE *out) {
             h->total ? h->sum_ns / (double)h->total / 1000.0 : 0.0);
     fputs("  errors: ", out);
     print_error_kinds(m, out);
+    if (run->opts->wire == LOAD_WIRE_LEGACY)
+        fprintf(out, "\n  answers: %s as SSE, %s as one JSON body", grouped(m->ok_sse, b3, sizeof b3),
+                grouped(m->ok - m->ok_sse, b4, sizeof b4));
     fprintf(out, "\n  connections: %u open when the window ended, %s connects, %s reconnects in the window\n",
             run->open_at_stop, grouped(m->connects, b3, sizeof b3), grouped(m->reconnects, b4, sizeof b4));
     fprintf(out, "  warm-up: %s calls, %s errors", grouped(run->warmup.calls, b1, sizeof b1),
@@ -131,5 +134,6 @@ void load_report_json(const load_run *run, FILE *out) {
     fprintf(out, ",\"connects\":%llu,\"reconnects\":%llu,\"warmup_calls\":%llu,\"warmup_errors\":%llu",
             (unsigned long long)m->connects, (unsigned long long)m->reconnects,
             (unsigned long long)run->warmup.calls, (unsigned long long)load_total_errors(&run->warmup));
-    fprintf(out, ",\"loadgen_cpu_pct\":%.1f}\n", secs > 0 ? 100.0 * run->loadgen_cpu_s / secs : 0.0);
+    fprintf(out, ",\"loadgen_cpu_pct\":%.1f", secs > 0 ? 100.0 * run->loadgen_cpu_s / secs : 0.0);
+    fprintf(out, ",\"ok_sse\":%llu}\n", (unsigned long long)m->ok_sse);
 }

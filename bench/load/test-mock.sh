@@ -17,6 +17,7 @@ start_mock() { # fault args...; sets PORT and MOCK_PID
 stop_mock() { kill "$MOCK_PID" 2>/dev/null; wait "$MOCK_PID" 2>/dev/null; exec 3<&-; MOCK_PID=""; }
 
 # name want_rc want_key [mock args] -- a run of 600 calls on 4 connections;
+# want_key is KEY (its count must be > 0) or KEY=N (exactly N);
 # LOAD_WIRE picks mcpg-load's wire
 LOAD_WIRE=stateless
 check() {
@@ -27,8 +28,12 @@ check() {
         --timeout 0.5 --expect hello --json -q 2>/dev/null)
     rc=$?
     stop_mock
+    local want=""
+    case $key in *=*) want=${key#*=}; key=${key%%=*} ;; esac
     local n; n=$(sed -n "s/.*\"$key\":\([0-9]*\).*/\1/p" <<<"$out")
-    if [ "$rc" = "$want_rc" ] && [ "${n:-0}" -gt 0 ]; then
+    local good=0
+    if [ -n "$want" ]; then [ "${n:-x}" = "$want" ] && good=1; else [ "${n:-0}" -gt 0 ] && good=1; fi
+    if [ "$rc" = "$want_rc" ] && [ "$good" = 1 ]; then
         passed=$((passed + 1)); echo "ok   $name ($key=$n, exit $rc)"
     else
         failed=$((failed + 1)); echo "FAIL $name: exit $rc (want $want_rc), $key=${n:-?}: $out"
@@ -47,7 +52,9 @@ check stall 1 err_timeout --fault stall --every 150
 # the session wire: SSE (chunked) and JSON answers, faults inside SSE, a lost session
 LOAD_WIRE=legacy
 check legacy-sse 0 ok --wire legacy
+check legacy-sse-counted 0 ok_sse=600 --wire legacy
 check legacy-json 0 ok --wire legacy-json
+check legacy-json-counted 0 ok_sse=0 --wire legacy-json
 check legacy-sse-bad-id 1 err_mismatch --wire legacy --fault bad-id --every 50
 check legacy-sse-tool-error 1 err_tool_error --wire legacy --fault tool-error --every 50
 check legacy-forget 1 err_http_status --wire legacy --fault forget --every 50

@@ -1,0 +1,181 @@
+# shellcheck shell=bash
+# Shared by bench/cpu-per-call.sh and bench/wires.sh (sourced, not run): the
+# /proc readers, starting the gateway and nginx pinned to a core, and one
+# measured run (warm-up, then the window whose CPU is counted). See
+# bench/README.md for the method and the columns.
+#
+# The caller sets: ROOT LOAD MCPG GW_CPU LOAD_CPU DURATION WARMUP CONNECTIONS
+# TOOL MESSAGE TMP CLK_TCK JSON_OUT, the array LOAD_EXTRA, and ME (its name,
+# for messages); ROUND (optional) goes into the JSON lines.
+
+die() { echo "$ME: $*" >&2; exit 2; }
+
+# ---- stopping: only what we started, by pid ----
+stop_pid() {
+    local pid=$1 sig=${2:-TERM}
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -"$sig" "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# ---- /proc readers ----
+ticks_of() { # "utime+stime stime" of a whole process (all its threads); comm may hold spaces
+    local s; s=$(<"/proc/$1/stat"); s=${s##*) }
+    set -- $s; echo $(( ${12} + ${13} )) "${13}"
+}
+status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+core_ticks() { # "busy steal" ticks of one core
+    awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $7 + $8, $9 }' /proc/stat
+}
+json_num() { sed -n "s/.*\"$2\":\([-0-9.e]*\).*/\1/p" <<<"$1"; }
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { # pid port: the process listens, or it died / took too long
+    for _ in $(seq 100); do
+        kill -0 "$1" 2>/dev/null || return 1
+        port_busy "$2" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# ---- what we start ----
+# start_gateway NAME CONFIG PORT: runs mcpg on GW_CPU with its audit log and
+# output in TMP/NAME.*; sets STARTED_PID.
+start_gateway() {
+    local name=$1 config=$2 port=$3
+    port_busy "$port" && die "port $port is in use"
+    [ -x "$MCPG" ] || die "no $MCPG (the gateway is not built yet)"
+    # The audit log goes to the scratch dir: a shared /tmp file would mix runs.
+    MCPG_AUDIT_FILE=$TMP/$name.audit.jsonl \
+        taskset -c "$GW_CPU" "$MCPG" --config "$config" --listen "127.0.0.1:$port" >"$TMP/$name.log" 2>&1 &
+    STARTED_PID=$!
+    wait_port "$STARTED_PID" "$port" || { cat "$TMP/$name.log" >&2; die "gateway $name did not start"; }
+}
+
+# nginx's return string is single-quoted: escape \ and ', and refuse $,
+# which nginx would expand as a variable.
+nginx_quote() {
+    local b; b=$(<"$1")
+    case $b in *'$'*) die "the body contains '\$', which nginx's return would expand" ;; esac
+    b=${b//\\/\\\\}; b=${b//\'/\\\'}
+    printf "'%s'" "$b"
+}
+
+# start_nginx PORT BODY_FILE: one worker on GW_CPU answering BODY_FILE
+# statically; sets NGINX_MASTER and NGINX_WORKER.
+start_nginx() {
+    local port=$1 body=$2
+    port_busy "$port" && die "port $port is in use"
+    mkdir -p "$TMP/nginx"
+    cat >"$TMP/nginx/nginx.conf" <<EOF
+worker_processes 1;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $TMP/nginx/body;
+    keepalive_requests 1000000000;   # the default 1000 would force reconnects into the measure
+    keepalive_timeout 300s;
+    server {
+        listen 127.0.0.1:$port;
+        location = /mcp {
+            default_type application/json;
+            return 200 $(nginx_quote "$body");
+        }
+    }
+}
+EOF
+    taskset -c "$GW_CPU" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/error.log" \
+        -g 'daemon off;' >"$TMP/nginx/out.log" 2>&1 &
+    NGINX_MASTER=$!
+    wait_port "$NGINX_MASTER" "$port" || { cat "$TMP/nginx/"*.log >&2; die "nginx did not start"; }
+    NGINX_WORKER=$(tr ' ' '\n' <"/proc/$NGINX_MASTER/task/$NGINX_MASTER/children" | head -n1)
+    [ -n "$NGINX_WORKER" ] || die "no nginx worker"
+}
+
+# gateway_answer PORT OUT [mcpg-load flags]: the gateway's own answer to one
+# call, so nginx can serve exactly those bytes. Fails when there is none.
+gateway_answer() {
+    local port=$1 out=$2; shift 2
+    taskset -c "$LOAD_CPU" "$LOAD" --url "http://127.0.0.1:$port/mcp" -c 1 -w 0 --max-calls 1 -q --print-answer \
+        --tool "$TOOL" --message "$MESSAGE" "$@" >"$out" 2>/dev/null
+}
+echo_answer() { # a plain stateless echo answer, when no gateway gives one
+    printf '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"%s"}],"resultType":"complete"}}\n' \
+        "$MESSAGE"
+}
+
+# ---- one measured run ----
+# The per-run line; RUNS_FILE gets one record per run for the medians:
+#   label cpu_us clean calls_per_s p50 p99 hwm rss threads other steal ok ok_sse util load sys round
+RUNS_FILE=""
+HDR="%-11s %10s %8s %8s %11s %5s %5s %5s %9s %9s %7s %7s %6s %5s\n"
+print_header() {
+    printf "$HDR" target calls/s p50_us p99_us cpu_us/call sys% util load% VmHWM_kB VmRSS_kB threads other% steal% sse%
+}
+
+# measure LABEL PID PORT [mcpg-load flags]: a warm-up run (discarded), then
+# the measured run with PID's CPU read just before and just after it.
+measure() {
+    local label=$1 pid=$2 port=$3; shift 3
+    local url="http://127.0.0.1:$port/mcp" out
+    local args=(--url "$url" -c "$CONNECTIONS" --tool "$TOOL" --message "$MESSAGE" -q "$@" "${LOAD_EXTRA[@]}")
+    if [ "$WARMUP" != 0 ]; then
+        taskset -c "$LOAD_CPU" "$LOAD" "${args[@]}" -w 0 -d "$WARMUP" >/dev/null 2>"$TMP/warmup.err" ||
+            { cat "$TMP/warmup.err" >&2; die "$label: errors during warm-up"; }
+    fi
+    local t0 c0 t1 c1 rc=0
+    t0=$(ticks_of "$pid"); c0=$(core_ticks "$GW_CPU")
+    out=$(taskset -c "$LOAD_CPU" "$LOAD" "${args[@]}" -w 0 -d "$DURATION" --json 2>"$TMP/run.err") || rc=$?
+    t1=$(ticks_of "$pid"); c1=$(core_ticks "$GW_CPU")
+    [ "$rc" = 0 ] || { cat "$TMP/run.err" >&2; echo "$ME: $label: mcpg-load exited $rc" >&2; }
+    report "$label" "$pid" "$out" $((${t1% *} - ${t0% *})) $((${t1#* } - ${t0#* })) $c0 $c1
+    return "$rc"
+}
+
+# Derive the CPU figures; other% is work on the gateway core that was not the
+# measured process (another process, or an idle one we started): it should be ~0.
+report() {
+    local label=$1 pid=$2 out=$3 dt=$4 dsys=$5 b0=$6 s0=$7 b1=$8 s1=$9
+    local ok secs cps p50 p99 lcpu hwm rss thr sse
+    ok=$(json_num "$out" ok); secs=$(json_num "$out" duration_s); cps=$(json_num "$out" calls_per_s)
+    p50=$(json_num "$out" p50_us); p99=$(json_num "$out" p99_us); lcpu=$(json_num "$out" loadgen_cpu_pct)
+    sse=$(json_num "$out" ok_sse)
+    hwm=$(status_kb "$pid" VmHWM); rss=$(status_kb "$pid" VmRSS); thr=$(status_kb "$pid" Threads)
+    local fig
+    fig=$(awk -v dt="$dt" -v hz="$CLK_TCK" -v ok="${ok:-0}" -v s="${secs:-0}" -v db=$((b1 - b0)) -v ds=$((s1 - s0)) \
+        -v sse="${sse:-0}" -v dsys="$dsys" 'BEGIN {
+        cpu = ok > 0 ? dt * 1e6 / hz / ok : 0; util = s > 0 ? 100 * dt / hz / s : 0
+        other = s > 0 ? 100 * (db - dt) / hz / s : 0; if (other < 0) other = 0
+        steal = s > 0 ? 100 * ds / hz / s : 0
+        printf "%.2f %.0f %.1f %.1f %.0f %.0f", cpu, util, other, steal, (ok > 0 ? 100 * sse / ok : 0),
+               (dt > 0 ? 100 * dsys / dt : 0) }')
+    set -- $fig
+    printf "$HDR" "$label" "${cps:-0}" "${p50:-0}" "${p99:-0}" "$1" "$6%" "$2%" "${lcpu%.*}%" "$hwm" "$rss" "$thr" "$3" "$4" "$5"
+    local clean=1
+    if awk -v o="$3" -v st="$4" 'BEGIN { exit !(o > 5 || st > 5) }'; then
+        clean=0
+        echo "$ME: warning: core $GW_CPU was not $label's alone (other ${3}%, steal ${4}%): do not trust this run" >&2
+    fi
+    echo "$label $1 $clean ${cps:-0} ${p50:-0} ${p99:-0} $hwm $rss $thr $3 $4 ${ok:-0} ${sse:-0} $2 ${lcpu:-0} $6 ${ROUND:-1}" >>"$RUNS_FILE"
+    if [ -n "$JSON_OUT" ] && [ -n "$out" ]; then
+        printf '%s,"target":"%s","round":%s,"cpu_ticks":%s,"clk_tck":%s,"cpu_us_per_call":%s,"cpu_util_pct":%s,' \
+            "${out%\}}" "$label" "${ROUND:-1}" "$dt" "$CLK_TCK" "$1" "$2" >>"$JSON_OUT"
+        printf '"vm_hwm_kb":%s,"vm_rss_kb":%s,"threads":%s,"core_other_pct":%s,"core_steal_pct":%s,"cpu_sys_pct":%s}\n' \
+            "$hwm" "$rss" "$thr" "$3" "$4" "$6" >>"$JSON_OUT"
+    fi
+}
+
+# ---- medians over the runs of one target ----
+clean_runs() { awk -v t="$1" '$1 == t && $3 == 1' "$RUNS_FILE" 2>/dev/null | wc -l; }
+# median TARGET [FIELD]: the median of FIELD (default 2, CPU per call) over
+# the target's clean runs (over all when none was clean), then how many runs.
+median() {
+    local f=${2:-2} only_clean=1
+    [ "$(clean_runs "$1")" -gt 0 ] || only_clean=0
+    awk -v t="$1" -v c="$only_clean" -v f="$f" '$1 == t && (!c || $3 == 1) {print $f}' "$RUNS_FILE" 2>/dev/null |
+        sort -g | awk '{v[NR]=$1} END { if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2), NR }'
+}
