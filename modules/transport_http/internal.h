@@ -284,6 +284,10 @@ void th_legacy_get(th_conn *c, th_req *r);
 void th_legacy_delete(th_conn *c, th_req *r);
 /* Turn r's answer into a stream: head, then the priming event. */
 int th_legacy_stream_begin(th_conn *c, th_req *r);
+/* Start r's stream if it is a legacy answer still waiting to: 1 started,
+ * 0 nothing to do, -1 failed (out of memory). */
+int th_legacy_stream_due(th_conn *c, th_req *r);
+void th_legacy_prime_waiting(th_wslot *ws); /* the sweep's share */
 /* A request waiting for the coordinator (session.h): parked, then resumed
  * (its handler runs again; the steps done are flagged in the request). */
 void th_legacy_park(th_req *r);

@@ -388,10 +388,9 @@ static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
     r->resumable = 1;
     r->stamp = 0; /* 2025 results carry no resultType */
     r->sse_ok = 1;
-    if (!ws->mod->cfg->unary_json_fast_path && th_legacy_stream_begin(c, r)) {
-        th_respond_status_error(c, r, 503);
-        return;
-    }
+    /* The stream starts with the call's first message, or with its outcome
+     * (head, priming event and result in one write), or at the next sweep
+     * for a call that is silent that long (th_legacy_prime_waiting). */
     th_submit(c, r);
 }
 
@@ -484,6 +483,25 @@ void th_legacy_get(th_conn *c, th_req *r) {
     r->desc.id_json = NULL;
     th_listener_add(c->ws, r);
     if (th_legacy_stream_begin(c, r)) c->close_after = 1;
+}
+
+/* A legacy answer that is to be a stream and has not started. */
+static int stream_waiting(const th_wslot *ws, const th_req *r) {
+    return r->legacy && r->sse_ok && !r->sse && r->state == TH_REQ_INFLIGHT &&
+           !ws->mod->cfg->unary_json_fast_path;
+}
+
+int th_legacy_stream_due(th_conn *c, th_req *r) {
+    if (!stream_waiting(c->ws, r) || c->closing) return 0;
+    return th_legacy_stream_begin(c, r) ? -1 : 1;
+}
+
+/* From the sweep: calls silent since the last one start their streams, so
+ * their client holds an event id to resume from. */
+void th_legacy_prime_waiting(th_wslot *ws) {
+    for (th_conn *c = ws->conns; c; c = c->next)
+        for (th_req *q = c->qhead; q && !c->closing; q = q->next)
+            if (th_legacy_stream_due(c, q) < 0) c->close_after = 1;
 }
 
 void th_legacy_end_streams(th_wslot *ws, const char *sid) {

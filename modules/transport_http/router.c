@@ -137,6 +137,10 @@ static void write_outcome(th_wslot *ws, th_conn *c, th_req *r, const mcpg_call_o
     size_t n;
     char codebuf[24];
     if (!c && !r->rs) return; /* nobody to tell, nothing to keep */
+    if (c && th_legacy_stream_due(c, r) < 0) { /* silent until now: head and result together */
+        th_respond_status_error(c, r, 503);
+        return;
+    }
     if (oc->is_error) {
         mcpg_buf *s = &ws->scratch;
         const char *m = oc->error_message ? oc->error_message : "";

@@ -61,6 +61,7 @@ static void on_sweep(uv_timer_t *t) {
     th_wslot *ws = t->data;
     uint64_t now = uv_now(ws->loop);
     th_conn_sweep(ws, now);
+    th_legacy_prime_waiting(ws);
     if (now - ws->keepalive_ms >= 1000) {
         ws->keepalive_ms = now;
         th_listeners_keepalive(ws, now);
