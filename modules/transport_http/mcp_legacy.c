@@ -21,6 +21,8 @@
 
 #define MSG(s) TH_LIT("\"" s "\"")
 #define TH_RETRY_MS 1000 /* the priming event's retry: */
+#define TH_STR_(x) #x
+#define TH_STR(x) TH_STR_(x) /* a number as string text, at compile time */
 
 static const char *const k_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 #define TH_LEGACY_LATEST "2025-11-25"
@@ -131,9 +133,13 @@ int th_legacy_stream_begin(th_conn *c, th_req *r) {
     /* clients at 2025-11-25 reconnect after a dropped stream; tell them when */
     if (!rc && strcmp(r->version, "2025-11-25") >= 0) {
         char prime[96];
-        int n = snprintf(prime, sizeof prime, "id: %u_%u_%u\nretry: %d\ndata: \n\n", ws->index,
-                         rs ? rs->no : r->stream_no, rs ? rs->seq++ : r->ev_seq++, TH_RETRY_MS);
-        rc = th_sse_raw(c, r, prime, (size_t)n);
+        size_t n = 4;
+        memcpy(prime, "id: ", 4);
+        n += th_event_id(prime + n, ws->index, rs ? rs->no : r->stream_no,
+                         rs ? rs->seq++ : r->ev_seq++);
+        static const char tail[] = "\nretry: " TH_STR(TH_RETRY_MS) "\ndata: \n\n";
+        memcpy(prime + n, tail, sizeof tail - 1);
+        rc = th_sse_raw(c, r, prime, n + sizeof tail - 1);
     } else if (rs) {
         rs->seq++; /* seq 0 is the priming event's, sent or not */
     }

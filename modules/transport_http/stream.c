@@ -22,12 +22,31 @@ static int wrote(th_conn *c, th_req *r) {
     return 0;
 }
 
+size_t th_event_id(char *out, unsigned worker, unsigned stream, unsigned seq) {
+    size_t n = th_fmt_u64(out, worker);
+    out[n++] = '_';
+    n += th_fmt_u64(out + n, stream);
+    out[n++] = '_';
+    n += th_fmt_u64(out + n, seq);
+    out[n] = '\0';
+    return n;
+}
+
 int th_sse_begin(th_conn *c, th_req *r) {
     if (r->sse) return 0;
     const mcpg_host *h = c->ws->mod->host;
     mcpg_buf *b = target(c, r);
-    int rc = h->buf_printf(b, "HTTP/1.1 200 OK\r\nDate: %s\r\n%s", th_date(c->ws), k_sse_head);
-    if (r->sid[0]) rc |= h->buf_printf(b, "Mcp-Session-Id: %s\r\n", r->sid);
+    /* appends, not printf: this is every legacy call's answer */
+    const char *date = th_date(c->ws);
+    int rc = h->buf_append(b, "HTTP/1.1 200 OK\r\nDate: ", 23);
+    rc |= h->buf_append(b, date, strlen(date));
+    rc |= h->buf_append(b, "\r\n", 2);
+    rc |= h->buf_append(b, k_sse_head, sizeof k_sse_head - 1);
+    if (r->sid[0]) {
+        rc |= h->buf_append(b, "Mcp-Session-Id: ", 16);
+        rc |= h->buf_append(b, r->sid, strlen(r->sid));
+        rc |= h->buf_append(b, "\r\n", 2);
+    }
     if (r->http_10) {
         c->close_after = 1; /* no chunked coding in 1.0: the close ends the body */
         rc |= h->buf_append(b, "Connection: close\r\n\r\n", 21);
@@ -64,11 +83,26 @@ int th_sse_format(const mcpg_host *h, mcpg_buf *b, const char *id, size_t idn, c
     return rc ? MCPG_ENOMEM : 0;
 }
 
+/* n in hex and CRLF, the head of a chunk: the bytes written. */
+static size_t chunk_head(char *out, size_t n) {
+    char tmp[2 * sizeof n];
+    size_t k = 0;
+    do {
+        tmp[k++] = "0123456789abcdef"[n & 15];
+        n >>= 4;
+    } while (n);
+    for (size_t i = 0; i < k; i++) out[i] = tmp[k - 1 - i];
+    out[k] = '\r';
+    out[k + 1] = '\n';
+    return k + 2;
+}
+
 /* text as one chunk of the body (as is for HTTP/1.0). */
 static int chunk(th_conn *c, th_req *r, const char *text, size_t n) {
     const mcpg_host *h = c->ws->mod->host;
     mcpg_buf *b = target(c, r);
-    int rc = r->http_10 ? 0 : h->buf_printf(b, "%zx\r\n", n);
+    char head[2 * sizeof n + 2];
+    int rc = r->http_10 ? 0 : h->buf_append(b, head, chunk_head(head, n));
     rc |= h->buf_append(b, text, n);
     if (!r->http_10) rc |= h->buf_append(b, "\r\n", 2);
     r->resp_bytes += n;
@@ -81,7 +115,7 @@ int th_sse_event(th_conn *c, th_req *r, const char *id, size_t idn, const char *
     if (rc) return rc;
     char idbuf[48];
     if (!id && r->legacy && r->stream_no) { /* the stream is in the id, for Last-Event-ID */
-        idn = (size_t)snprintf(idbuf, sizeof idbuf, "%u_%u_%u", c->ws->index, r->stream_no, r->ev_seq++);
+        idn = th_event_id(idbuf, c->ws->index, r->stream_no, r->ev_seq++);
         id = idbuf;
     }
     mcpg_buf *e = &c->ws->sse_body;
