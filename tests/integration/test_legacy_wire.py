@@ -165,6 +165,37 @@ def main():
         _, sid2 = initialize(p)
         check(sid != sid2, "every session id is new")
 
+    def t_body_errors():
+        _, sid = initialize(p)
+        raw = ("POST /mcp HTTP/1.1\r\nHost: localhost:%d\r\nAccept: %s\r\n"
+               "Content-Type: text/plain\r\nMcp-Session-Id: %s\r\nContent-Length: 2\r\n\r\n{}"
+               % (p, ACCEPT, sid)).encode()
+        with Conn(p) as c:
+            c.send(raw)
+            expect_error(c.read_response(), 415, -32000, "a body that is not JSON by its type",
+                         check_id=False)
+        raw = ("POST /mcp HTTP/1.1\r\nHost: localhost:%d\r\nAccept: %s\r\n"
+               "Content-Type: application/json\r\nMcp-Session-Id: %s\r\n"
+               "MCP-Protocol-Version: 2025-11-25\r\nContent-Length: 9\r\n\r\n{not json"
+               % (p, ACCEPT, sid)).encode()
+        with Conn(p) as c:
+            c.send(raw)
+            expect_error(c.read_response(), 400, -32700, "a body that is not JSON", check_id=False)
+
+    def t_listen_needs_sse():
+        body = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "subscriptions/listen",
+                           "params": {"notifications": {"toolsListChanged": True},
+                                      "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                                "io.modelcontextprotocol/clientCapabilities": {}}}})
+        raw = ("POST /mcp HTTP/1.1\r\nHost: localhost:%d\r\nAccept: application/json\r\n"
+               "Content-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+               "Mcp-Method: subscriptions/listen\r\nContent-Length: %d\r\n\r\n%s"
+               % (p, len(body), body)).encode()
+        with Conn(p) as c:
+            c.send(raw)
+            expect_error(c.read_response(), 406, -32600,
+                         "subscriptions/listen without text/event-stream in Accept", id=5)
+
     def t_version_negotiation():
         r, _ = initialize(p, "2025-06-18")
         check_eq(answer(r)["result"]["protocolVersion"], "2025-06-18", "a supported older version")
@@ -420,6 +451,8 @@ def main():
     return run_tests([
         ("initialize: session id, SSE with a priming event, capabilities", t_initialize_sse),
         ("version negotiation", t_version_negotiation),
+        ("415 for a non-JSON Content-Type, 400/-32700 for a body that is not JSON", t_body_errors),
+        ("406 for subscriptions/listen without text/event-stream", t_listen_needs_sse),
         ("400 without a session, 404 unknown, bad version 400, Accept 406, re-initialize 400",
          t_session_errors),
         ("notifications 202; calls answered as SSE with event ids", t_calls_sse),
