@@ -139,21 +139,6 @@ static int send_msg(mcpg_call *c, mcpg_buf *framed) {
     return 0;
 }
 
-/* {"jsonrpc":"2.0",["id":"mcpg-W-N",]"method":M[,"params":P]} */
-static int frame(mcpg_buf *b, const char *id, const char *method, const char *params,
-                 size_t plen) {
-    int rc = mcpg_buf_puts(b, "{\"jsonrpc\":\"2.0\",");
-    if (id) rc |= mcpg_buf_printf(b, "\"id\":\"%s\",", id);
-    rc |= mcpg_buf_puts(b, "\"method\":");
-    rc |= mcpg_buf_append_json_string(b, method, strlen(method));
-    if (params && plen) {
-        rc |= mcpg_buf_puts(b, ",\"params\":");
-        rc |= mcpg_buf_append(b, params, plen);
-    }
-    rc |= mcpg_buf_puts(b, "}");
-    return rc ? MCPG_ENOMEM : 0;
-}
-
 static bool params_ok(const char *params, size_t plen) {
     mcpg_json_span v;
     size_t pos = 0;
@@ -167,7 +152,7 @@ int host_call_notify(mcpg_call *h, const char *method, const char *params, size_
     if (!method || !params_ok(params, plen)) return MCPG_EINVAL;
     if (!can_carry(c)) return MCPG_ENOTSUP;
     mcpg_buf b = {0};
-    int rc = frame(&b, NULL, method, params, plen);
+    int rc = mcpg__rpc_frame(&b, NULL, method, params, plen);
     if (rc == 0) rc = send_msg(c, &b);
     mcpg_buf_free(&b);
     return rc;
@@ -212,7 +197,7 @@ int host_call_request(mcpg_call *h, const char *method, const char *params, size
     char id[48];
     snprintf(id, sizeof id, "mcpg-%u-%llu", c->w->index, (unsigned long long)seq);
     mcpg_buf b = {0};
-    int rc = frame(&b, id, method, params, plen);
+    int rc = mcpg__rpc_frame(&b, id, method, params, plen);
     if (rc == 0) rc = send_msg(c, &b);
     mcpg_buf_free(&b);
     if (rc != 0) {
@@ -353,27 +338,6 @@ typedef struct reply_job {
     char data[]; /* session, then body */
 } reply_job;
 
-static void fill_reply(const char *body, size_t n, mcpg_reply *r, char *msg, size_t msgcap) {
-    mcpg_json_span v, e;
-    *r = (mcpg_reply){.size = sizeof *r};
-    if (mcpg_json_object_get(body, n, "result", &v) == 1) {
-        r->result_json = v.p;
-        r->result_len = v.n;
-        return;
-    }
-    r->is_error = 1;
-    r->error_message = msg;
-    msg[0] = '\0';
-    if (mcpg_json_object_get(body, n, "error", &e) != 1 || e.type != MCPG_JSON_OBJECT) return;
-    if (mcpg_json_object_get(e.p, e.n, "code", &v) == 1) mcpg_json_int64(&v, &r->error_code);
-    if (mcpg_json_object_get(e.p, e.n, "message", &v) == 1 && v.type == MCPG_JSON_STRING)
-        mcpg_json_string_decode(&v, msg, msgcap, NULL);
-    if (mcpg_json_object_get(e.p, e.n, "data", &v) == 1) {
-        r->error_data = v.p;
-        r->error_data_len = v.n;
-    }
-}
-
 /* On the asking call's loop. */
 static void reply_arrived(void *arg) {
     reply_job *j = arg;
@@ -388,7 +352,7 @@ static void reply_arrived(void *arg) {
         if (same) {
             char msg[256];
             mcpg_reply r;
-            fill_reply(j->data + j->session_len, j->body_len, &r, msg, sizeof msg);
+            mcpg__rpc_reply(j->data + j->session_len, j->body_len, &r, msg, sizeof msg);
             answer_ask(c, e.slot, &r);
         }
         break;

@@ -872,19 +872,6 @@ static int can_carry(const fh_call *c) {
     return !c->no_messages;
 }
 
-static int frame(mcpg_buf *b, const char *id, const char *method, const char *params,
-                 size_t plen) {
-    int rc = mcpg_buf_puts(b, "{\"jsonrpc\":\"2.0\",");
-    if (id) rc |= mcpg_buf_printf(b, "\"id\":\"%s\",", id);
-    rc |= mcpg_buf_puts(b, "\"method\":");
-    rc |= mcpg_buf_append_json_string(b, method, strlen(method));
-    if (params) {
-        rc |= mcpg_buf_puts(b, ",\"params\":");
-        rc |= mcpg_buf_append(b, params, plen);
-    }
-    return rc | mcpg_buf_puts(b, "}");
-}
-
 /* Append one framed message (taking b's text) under the lock. */
 static int msg_add(fh_call *c, mcpg_buf *b, fh_request *req) {
     mcpg_fakehost *fh = c->fh;
@@ -935,7 +922,7 @@ static int host_call_notify(mcpg_call *h, const char *method, const char *params
     int rc = send_check(c, "call_notify", method, params, plen);
     if (rc) return rc;
     mcpg_buf b = {0};
-    if (frame(&b, NULL, method, params, plen)) rc = MCPG_ENOMEM;
+    if (mcpg__rpc_frame(&b, NULL, method, params, plen)) rc = MCPG_ENOMEM;
     if (rc == 0) rc = msg_add(c, &b, NULL);
     mcpg_buf_free(&b);
     if (rc == 0) flush_soon(c);
@@ -955,7 +942,7 @@ static int host_call_request(mcpg_call *h, const char *method, const char *param
                       .timeout_ms = timeout_ms ? timeout_ms : FH_REQUEST_MS};
     snprintf(r->id, sizeof r->id, "mcpg-0-%lu", atomic_fetch_add(&request_serial, 1) + 1);
     mcpg_buf b = {0};
-    if (frame(&b, r->id, method, params, plen)) rc = MCPG_ENOMEM;
+    if (mcpg__rpc_frame(&b, r->id, method, params, plen)) rc = MCPG_ENOMEM;
     if (rc == 0) rc = msg_add(c, &b, r);
     mcpg_buf_free(&b);
     if (rc) {

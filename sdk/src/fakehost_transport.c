@@ -290,28 +290,6 @@ static int response_id(const char *body, size_t len, char *id, size_t cap) {
     return 1;
 }
 
-/* The reply a response body carries (pointers into body). */
-static void reply_of(const char *body, size_t len, mcpg_reply *r, char *msg, size_t cap) {
-    mcpg_json_span v, f;
-    *r = (mcpg_reply){.size = sizeof *r};
-    if (mcpg_json_object_get(body, len, "result", &v) == 1) {
-        r->result_json = v.p;
-        r->result_len = v.n;
-        return;
-    }
-    mcpg_json_object_get(body, len, "error", &v);
-    r->is_error = 1;
-    r->error_message = msg;
-    msg[0] = '\0';
-    if (v.type != MCPG_JSON_OBJECT) return;
-    if (mcpg_json_object_get(v.p, v.n, "code", &f) == 1) mcpg_json_int64(&f, &r->error_code);
-    if (mcpg_json_object_get(v.p, v.n, "message", &f) == 1)
-        mcpg_json_string_decode(&f, msg, cap, NULL);
-    if (mcpg_json_object_get(v.p, v.n, "data", &f) == 1) {
-        r->error_data = f.p;
-        r->error_data_len = f.n;
-    }
-}
 
 static int same_session(const fh_call *c, const char *s, size_t n) {
     size_t have = c->session ? strlen(c->session) : 0;
@@ -334,7 +312,7 @@ static int host_reply_submit(mcpg_worker *w, const char *session, size_t session
     fh_request *r = fh_request_find(fh, id, &c);
     if (!r || !same_session(c, session, session_len)) return MCPG_ENOENT;
     mcpg_reply reply;
-    reply_of(body, len, &reply, msg, sizeof msg);
+    mcpg__rpc_reply(body, len, &reply, msg, sizeof msg);
     fh_request_answer(r, &reply);
     return 0;
 }

@@ -1,6 +1,7 @@
 /* What the kernel and the SDK's fake host share about running a module's op
- * for a call, so the two cannot drift: the resume handshake and the call
- * handle. Internal: not installed, not part of the ABI.
+ * for a call, so the two cannot drift: the resume handshake, the call
+ * handle, and the framing of a call's messages to its client and of the
+ * client's replies (rpc_msg.c). Internal: not installed, not part of the ABI.
  *
  * The resume handshake. An op runs with its op_sync in OP_RUNNING. The
  * invoker settles what the op returned (op_settle); a resume (op_resume) may
@@ -114,5 +115,15 @@ static inline unsigned call_handle_stage(const mcpg_call *h) {
 static inline uint16_t call_handle_serial(const mcpg_call *h) {
     return (uint16_t)(((uint64_t)(uintptr_t)h >> CALL_HANDLE_ADDR_BITS) & CALL_SERIAL_MASK);
 }
+
+/* ---- messages before the outcome ---- */
+
+/* {"jsonrpc":"2.0",["id":"<id>",]"method":M[,"params":P]} appended to b: 0 or
+ * MCPG_ENOMEM. id is a minted one (nothing to escape) or NULL. */
+int mcpg__rpc_frame(mcpg_buf *b, const char *id, const char *method, const char *params,
+                    size_t plen);
+/* The reply a client's JSON-RPC response body carries; pointers into body,
+ * the error message decoded into msg (msgcap bytes). */
+void mcpg__rpc_reply(const char *body, size_t n, mcpg_reply *r, char *msg, size_t msgcap);
 
 #endif
