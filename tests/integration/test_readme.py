@@ -24,7 +24,8 @@ def main():
     blocks = re.findall(r"```(\w*)\n(.*?)```", readme, re.S)
 
     def t_curl_example():
-        curls = [b for lang, b in blocks if lang == "sh" and "curl " in b and "/mcp" in b]
+        curls = [b for lang, b in blocks
+                 if lang == "sh" and "curl " in b and "/mcp" in b and "tools/call" in b]
         check_eq(len(curls), 1, "README sh blocks with the curl example")
         cmd = curls[0]
         check(README_ADDR in cmd, "the README example must use %s" % README_ADDR)
@@ -53,7 +54,25 @@ def main():
             check_eq(events, [("mcpg.tool.call.allowed", 1), ("mcpg.tool.call.completed", 1)],
                      "audit events for the README call")
 
-    return run_tests([("README curl example against conf/mcpg.json", t_curl_example)], ctx)
+    def t_legacy_example():
+        curls = [b for lang, b in blocks
+                 if lang == "sh" and "curl " in b and "/mcp" in b and '"initialize"' in b]
+        check_eq(len(curls), 1, "README sh blocks with the legacy initialize example")
+        conf = os.path.join(ctx.source, "conf", "mcpg.json")
+        with Gateway(ctx, config=conf, env={"MCPG_AUDIT_FILE": ctx.path("legacy-audit.jsonl")},
+                     name="readme-legacy") as gw:
+            run = curls[0].replace(README_ADDR, "127.0.0.1:%d" % gw.port)
+            p = subprocess.run(["bash", "-c", run], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=30)
+            out = p.stdout.decode()
+            check_eq(p.returncode, 0, "curl exit code (stderr %r)" % p.stderr.decode())
+            check(re.search(r"(?im)^mcp-session-id: [0-9a-f]{32}\r?$", out),
+                  "the answer carries a session id: %r" % out[:400])
+            check('"protocolVersion":"2025-11-25"' in out and "text/event-stream" in out,
+                  "the initialize result as an SSE event: %r" % out[-400:])
+
+    return run_tests([("README curl example against conf/mcpg.json", t_curl_example),
+                      ("README legacy initialize example", t_legacy_example)], ctx)
 
 
 if __name__ == "__main__":
