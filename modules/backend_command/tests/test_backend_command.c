@@ -1,0 +1,290 @@
+/* backend_command through the SDK's fake host, with real programs.
+ * Usage: test_backend_command path/to/backend_command.so */
+#define _GNU_SOURCE
+#include <mcpg/check.h>
+#include <mcpg/fakehost.h>
+
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *so_path;
+static mcpg_fakehost *fh;
+
+static mcpg_instance *load(const char *config, int inline_on) {
+    mcpg_instance *inst = NULL;
+    int rc = mcpg_fakehost_load_file(fh, so_path, "cmd", config, &inst);
+    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
+    MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, inline_on) == 0, "set_inline");
+    return inst;
+}
+
+static void unload(mcpg_instance *inst) {
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+}
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Run one call; the result parsed (NULL on an error: *code, *msg set). */
+static json_t *call(mcpg_instance *inst, const char *tool, const char *args, int64_t *code,
+                    char *msg, size_t msgcap) {
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, args, "1");
+    MCPG_REQUIRE(c, "call_new");
+    int st = mcpg_fakehost_run(fh, inst, c, 10000);
+    json_t *o = NULL;
+    *code = mcpg_fakehost_error_code(c);
+    if (msg) snprintf(msg, msgcap, "%s", mcpg_fakehost_error_message(c) ? mcpg_fakehost_error_message(c) : "");
+    if (st == MCPG_CONTINUE) {
+        o = json_loads(mcpg_fakehost_result(c), 0, NULL);
+        MCPG_REQUIRE(o, "result is JSON: %s", mcpg_fakehost_result(c));
+    } else {
+        MCPG_CHECK(st == MCPG_DENY, "%s: status %d", tool, st);
+    }
+    mcpg_fakehost_call_free(fh, c);
+    return o;
+}
+
+static const char *text_of(json_t *o) {
+    return json_string_value(json_object_get(json_array_get(json_object_get(o, "content"), 0), "text"));
+}
+
+static void test_echo_templates(int inline_on) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"say\",\"command\":\"echo\","
+        "\"args\":[\"-n\",\"a={a}\",\"{b}\",\"{a}{a}\"]}]}", inline_on);
+    mcpg_buf out = {0};
+    MCPG_REQUIRE(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &out) == 0, "list");
+    json_t *a = json_loads(out.data, 0, NULL);
+    json_t *schema = json_object_get(json_array_get(a, 0), "inputSchema");
+    MCPG_CHECK(json_is_object(json_object_get(json_object_get(schema, "properties"), "a")) &&
+                   json_is_object(json_object_get(json_object_get(schema, "properties"), "b")) &&
+                   json_array_size(json_object_get(schema, "required")) == 2,
+               "schema built from placeholders: %s", out.data);
+    json_decref(a);
+    mcpg_buf_free(&out);
+    int64_t code;
+    char msg[256];
+    /* shell metacharacters and spaces stay one argv element each */
+    json_t *o = call(inst, "say", "{\"a\":\"x y\",\"b\":\"$(id); 'q' \\\"*\"}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && strcmp(text_of(o), "a=x y $(id); 'q' \"* x yx y") == 0, "echo: %s",
+               o ? text_of(o) : msg);
+    MCPG_CHECK(o && !json_object_get(o, "isError") && !json_object_get(o, "structuredContent"),
+               "plain success");
+    json_decref(o);
+    o = call(inst, "say", "{\"a\":7.5,\"b\":-1}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && strcmp(text_of(o), "a=7.5 -1 7.57.5") == 0, "numbers: %s", o ? text_of(o) : msg);
+    json_decref(o);
+    o = call(inst, "say", "{\"a\":\"x\"}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_INVALID_PARAMS && strstr(msg, "'b'"), "missing b: %lld %s",
+               (long long)code, msg);
+    o = call(inst, "say", "{\"a\":\"x\",\"b\":[1]}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_INVALID_PARAMS && strstr(msg, "'b'"), "array b: %s", msg);
+    unload(inst);
+}
+
+static void test_stdin_json(void) {
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"cat\",\"command\":\"/bin/cat\","
+                               "\"stdin\":\"json\",\"input_schema\":{\"type\":\"object\"}}]}", 1);
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "cat", "{\"k\":[1,2],\"s\":\"v\"}", &code, msg, sizeof msg);
+    MCPG_REQUIRE(o, "cat: %s", msg);
+    json_t *sc = json_object_get(o, "structuredContent");
+    MCPG_CHECK(json_is_object(sc) && strcmp(json_string_value(json_object_get(sc, "s")), "v") == 0 &&
+                   json_array_size(json_object_get(sc, "k")) == 2,
+               "structuredContent from stdout");
+    MCPG_CHECK(strcmp(text_of(o), "{\"k\":[1,2],\"s\":\"v\"}") == 0, "text: %s", text_of(o));
+    json_decref(o);
+    unload(inst);
+}
+
+static void test_exit_status(void) {
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"fail\",\"command\":\"/bin/sh\","
+                               "\"args\":[\"-c\",\"echo out; echo bad thing >&2; exit 3\"]}]}", 1);
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "fail", "{}", &code, msg, sizeof msg);
+    MCPG_REQUIRE(o, "a result, not an error: %s", msg);
+    MCPG_CHECK(json_is_true(json_object_get(o, "isError")), "isError");
+    MCPG_CHECK(strstr(text_of(o), "exit code 3") && strstr(text_of(o), "bad thing") &&
+                   !strstr(text_of(o), "out"),
+               "exit code and stderr: %s", text_of(o));
+    json_decref(o);
+    unload(inst);
+}
+
+/* A process is gone when it no longer exists or is a zombie no one reaped. */
+static int gone(pid_t pid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static void read_pids(const char *file, pid_t *a, pid_t *b) {
+    *a = *b = 0;
+    FILE *f = fopen(file, "r");
+    if (!f) return;
+    int x = 0, y = 0;
+    if (fscanf(f, "%d %d", &x, &y) != 2) x = y = 0;
+    fclose(f);
+    *a = x;
+    *b = y;
+}
+
+static const char sleeper[] =
+    "{\"tools\":[{\"name\":\"slow\",\"command\":\"/bin/sh\",\"timeout_ms\":%d,"
+    "\"args\":[\"-c\",\"sleep 30 & echo $$ $! > \\\"$1\\\"; wait\",\"sh\",\"{pidfile}\"]}]}";
+
+static void test_timeout_kills_group(void) {
+    char conf[512], pidfile[] = "/tmp/mcpg-cmd-pidXXXXXX";
+    int fd = mkstemp(pidfile);
+    MCPG_REQUIRE(fd >= 0, "mkstemp");
+    close(fd);
+    snprintf(conf, sizeof conf, sleeper, 300);
+    mcpg_instance *inst = load(conf, 1);
+    char args[128], msg[256];
+    snprintf(args, sizeof args, "{\"pidfile\":\"%s\"}", pidfile);
+    int64_t code;
+    uint64_t t0 = now_ms();
+    json_t *o = call(inst, "slow", args, &code, msg, sizeof msg);
+    uint64_t took = now_ms() - t0;
+    MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "timed out after 300 ms"),
+               "timeout error: %lld %s", (long long)code, msg);
+    MCPG_CHECK(took >= 250 && took < 5000, "answered at the timeout: %llu ms",
+               (unsigned long long)took);
+    pid_t sh, sl;
+    read_pids(pidfile, &sh, &sl);
+    MCPG_REQUIRE(sh > 0 && sl > 0, "pids written");
+    for (int i = 0; i < 100 && !gone(sl); i++) usleep(10000);
+    MCPG_CHECK(gone(sh) && gone(sl), "shell %d and its sleep %d are gone", (int)sh, (int)sl);
+    if (!gone(sl)) kill(sl, SIGKILL);
+    unlink(pidfile);
+    unload(inst);
+}
+
+static void test_output_cap(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"big\",\"command\":\"/bin/sh\",\"max_output_bytes\":1000,"
+        "\"args\":[\"-c\",\"yes | head -c 1000000\"]},"
+        "{\"name\":\"forever\",\"command\":\"yes\",\"max_output_bytes\":5000,\"timeout_ms\":20000},"
+        "{\"name\":\"fits\",\"command\":\"/bin/sh\",\"max_output_bytes\":1000,"
+        "\"args\":[\"-c\",\"yes | head -c 1000\"]}]}", 1);
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "big", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "output exceeds 1000 bytes"),
+               "cap: %lld %s", (long long)code, msg);
+    uint64_t t0 = now_ms();
+    o = call(inst, "forever", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && strstr(msg, "output exceeds 5000 bytes") && now_ms() - t0 < 5000,
+               "an endless writer is killed at the cap: %s", msg);
+    o = call(inst, "fits", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && strlen(text_of(o)) == 1000, "exactly the cap fits: %s", msg);
+    json_decref(o);
+    unload(inst);
+}
+
+static void test_cancel(void) {
+    char conf[512], pidfile[] = "/tmp/mcpg-cmd-pidXXXXXX";
+    int fd = mkstemp(pidfile);
+    MCPG_REQUIRE(fd >= 0, "mkstemp");
+    close(fd);
+    snprintf(conf, sizeof conf, sleeper, 20000);
+    mcpg_instance *inst = load(conf, 1);
+    char args[128];
+    snprintf(args, sizeof args, "{\"pidfile\":\"%s\"}", pidfile);
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "slow", args, "1");
+    MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "pending");
+    pid_t sh = 0, sl = 0;
+    for (int i = 0; i < 200 && !sl; i++) {
+        mcpg_fakehost_run_for(fh, 10);
+        read_pids(pidfile, &sh, &sl);
+    }
+    MCPG_REQUIRE(sl > 0, "started");
+    uint64_t t0 = now_ms();
+    mcpg_fakehost_host(fh)->call_cancel(c);
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_DENY, "cancel answers");
+    MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_SERVER_ERROR &&
+                   strstr(mcpg_fakehost_error_message(c), "cancelled"),
+               "cancelled: %s", mcpg_fakehost_error_message(c));
+    MCPG_CHECK(now_ms() - t0 < 2000, "at once");
+    mcpg_fakehost_call_free(fh, c);
+    for (int i = 0; i < 100 && !(gone(sh) && gone(sl)); i++) mcpg_fakehost_run_for(fh, 10);
+    MCPG_CHECK(gone(sh) && gone(sl), "group killed");
+    if (!gone(sl)) kill(sl, SIGKILL);
+    unlink(pidfile);
+    unload(inst);
+}
+
+static void test_config_errors(void) {
+    static const struct {
+        const char *conf, *want;
+    } cases[] = {
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"no-such-program-mcpg\"}]}", "tools[0].command"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"/nonexistent/prog\"}]}", "tools[0].command"},
+        {"{\"tools\":[{\"name\":\"x\"}]}", "tools[0].command: is required"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\",\"stdin\":\"yes\"}]}", "tools[0].stdin"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\",\"args\":[1]}]}", "tools[0].args[0]"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\",\"timout_ms\":5}]}", "timeout_ms"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\",\"env\":{\"A\":{\"from_env\":"
+         "\"MCPG_SURELY_UNSET_VAR\"}}}]}", "tools[0].env.A"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\"},{\"name\":\"x\",\"command\":\"echo\"}]}",
+         "tools[1].name"},
+        {"{}", "tools"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        mcpg_instance *inst = NULL;
+        int rc = mcpg_fakehost_load_file(fh, so_path, "cmd", cases[i].conf, &inst);
+        MCPG_CHECK(rc == MCPG_ECONFIG && strstr(mcpg_fakehost_report_text(fh), cases[i].want),
+                   "case %zu: rc %d, report %s", i, rc, mcpg_fakehost_report_text(fh));
+        if (rc == 0) unload(inst);
+    }
+}
+
+static void test_env(void) {
+    setenv("MCPG_CMD_TEST_SECRET", "s3cret", 1);
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"env\",\"command\":\"/bin/sh\","
+                               "\"args\":[\"-c\",\"printf '%s %s' \\\"$A\\\" \\\"$B\\\"\"],"
+                               "\"env\":{\"A\":\"fixed\",\"B\":{\"from_env\":\"MCPG_CMD_TEST_SECRET\"}}}]}", 1);
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "env", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && strcmp(text_of(o), "fixed s3cret") == 0, "env: %s", o ? text_of(o) : msg);
+    json_decref(o);
+    unload(inst);
+}
+
+int main(int argc, char **argv) {
+    MCPG_REQUIRE(argc == 2, "usage: %s backend_command.so", argv[0]);
+    so_path = argv[1];
+    fh = mcpg_fakehost_new();
+    MCPG_REQUIRE(fh, "fakehost");
+    mcpg_fakehost_set_quiet(fh, 1);
+    test_echo_templates(1);
+    test_echo_templates(0); /* from a pool thread: hops to the loop */
+    test_stdin_json();
+    test_exit_status();
+    test_timeout_kills_group();
+    test_output_cap();
+    test_cancel();
+    test_config_errors();
+    test_env();
+    int problems = mcpg_fakehost_free(fh);
+    MCPG_CHECK(problems == 0, "fake host clean: %d problems", problems);
+    return MCPG_CHECK_EXIT("backend_command");
+}
