@@ -197,6 +197,7 @@ struct th_wslot {
     char *rbuf;
     uv_prepare_t prepare;    /* once per loop turn: write, resume, log */
     uv_timer_t sweep;        /* idle and slow-request timeouts */
+    uv_timer_t prime;        /* legacy SSE answers still silent after TH_PRIME_MS begin */
     uv_idle_t kick;          /* active while connections wait for next turn's service:
                               * an active idle handle keeps the loop from blocking */
     mcpg_buf scratch;        /* escaping a kernel error message */
@@ -287,7 +288,10 @@ int th_legacy_stream_begin(th_conn *c, th_req *r);
 /* Start r's stream if it is a legacy answer still waiting to: 1 started,
  * 0 nothing to do, -1 failed (out of memory). */
 int th_legacy_stream_due(th_conn *c, th_req *r);
-void th_legacy_prime_waiting(th_wslot *ws); /* the sweep's share */
+void th_legacy_prime_waiting(th_wslot *ws);
+/* A legacy SSE answer waits to begin: make sure the prime timer runs. */
+void th_legacy_prime_soon(th_wslot *ws);
+#define TH_PRIME_MS 50 /* a call silent this long gets its stream (and an event id) */
 /* A request waiting for the coordinator (session.h): parked, then resumed
  * (its handler runs again; the steps done are flagged in the request). */
 void th_legacy_park(th_req *r);

@@ -351,6 +351,8 @@ void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_
 
 /* ---- everything else goes to the kernel ------------------------------------------ */
 
+static int stream_waiting(const th_wslot *ws, const th_req *r);
+
 static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
     th_wslot *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
@@ -395,9 +397,10 @@ static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
     r->stamp = 0; /* 2025 results carry no resultType */
     r->sse_ok = 1;
     /* The stream starts with the call's first message, or with its outcome
-     * (head, priming event and result in one write), or at the next sweep
+     * (head, priming event and result in one write), or after TH_PRIME_MS
      * for a call that is silent that long (th_legacy_prime_waiting). */
     th_submit(c, r);
+    if (stream_waiting(ws, r)) th_legacy_prime_soon(ws);
 }
 
 void th_legacy_post(th_conn *c, th_req *r) {
@@ -502,8 +505,9 @@ int th_legacy_stream_due(th_conn *c, th_req *r) {
     return th_legacy_stream_begin(c, r) ? -1 : 1;
 }
 
-/* From the sweep: calls silent since the last one start their streams, so
- * their client holds an event id to resume from. */
+/* From the prime timer: calls silent since it was set start their streams,
+ * so their client holds an event id to resume from. A call submitted after
+ * the timer was set may begin early (up to TH_PRIME_MS): harmless. */
 void th_legacy_prime_waiting(th_wslot *ws) {
     for (th_conn *c = ws->conns; c; c = c->next)
         for (th_req *q = c->qhead; q && !c->closing; q = q->next)

@@ -57,11 +57,17 @@ static void on_prepare(uv_prepare_t *h) {
     if (ws->alog.len) th_alog_flush(ws);
 }
 
+static void on_prime(uv_timer_t *t) { th_legacy_prime_waiting(t->data); }
+
+void th_legacy_prime_soon(th_wslot *ws) {
+    if (ws->started && !uv_is_active((uv_handle_t *)&ws->prime))
+        uv_timer_start(&ws->prime, on_prime, TH_PRIME_MS, 0);
+}
+
 static void on_sweep(uv_timer_t *t) {
     th_wslot *ws = t->data;
     uint64_t now = uv_now(ws->loop);
     th_conn_sweep(ws, now);
-    th_legacy_prime_waiting(ws);
     if (now - ws->keepalive_ms >= 1000) {
         ws->keepalive_ms = now;
         th_listeners_keepalive(ws, now);
@@ -79,9 +85,11 @@ int th_worker_start(th_wslot *ws) {
     if (!ws->rbuf) return MCPG_ENOMEM;
     uv_prepare_init(ws->loop, &ws->prepare);
     uv_timer_init(ws->loop, &ws->sweep);
+    uv_timer_init(ws->loop, &ws->prime);
     uv_idle_init(ws->loop, &ws->kick);
     ws->prepare.data = ws;
     ws->sweep.data = ws;
+    ws->prime.data = ws;
     ws->kick.data = ws;
     /* The sweep's granularity is a quarter of the timeout, so a connection
      * closes within 125% of it; bounded to keep tiny test timeouts cheap. */
@@ -93,6 +101,7 @@ int th_worker_start(th_wslot *ws) {
     /* ours must not keep the kernel's loop alive on their own */
     uv_unref((uv_handle_t *)&ws->prepare);
     uv_unref((uv_handle_t *)&ws->sweep);
+    uv_unref((uv_handle_t *)&ws->prime);
     uv_unref((uv_handle_t *)&ws->kick);
     ws->started = 1;
     ws->handles_open = 1;
@@ -109,9 +118,9 @@ void th_worker_maybe_stop(th_wslot *ws) {
     ws->handles_open = 0;
     if (ws->alog.len) th_alog_flush(ws);
     ws->handles_closing = 0;
-    uv_handle_t *hs[3] = {(uv_handle_t *)&ws->prepare, (uv_handle_t *)&ws->sweep,
-                          (uv_handle_t *)&ws->kick};
-    for (int i = 0; i < 3; i++) {
+    uv_handle_t *hs[4] = {(uv_handle_t *)&ws->prepare, (uv_handle_t *)&ws->sweep,
+                          (uv_handle_t *)&ws->kick, (uv_handle_t *)&ws->prime};
+    for (int i = 0; i < 4; i++) {
         if (uv_is_closing(hs[i])) continue; /* the kernel's shutdown walk got there first */
         ws->handles_closing++;
         uv_close(hs[i], on_handle_closed);

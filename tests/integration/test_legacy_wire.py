@@ -138,7 +138,8 @@ def main():
     args = parse_args()
     ctx = Context(args)
     sse = Gateway(ctx, manifest=base_manifest(tools=[{"name": "echo"},
-                                                     {"name": "slow", "latency_ms": 500}]),
+                                                     {"name": "slow", "latency_ms": 500},
+                                                     {"name": "slower", "latency_ms": 2000}]),
                   name="legacy-sse").start()
     mm = base_manifest(tools=[{"name": "echo"}, {"name": "slow", "latency_ms": 500},
                               {"name": "long", "latency_ms": 20000}],
@@ -332,7 +333,8 @@ def main():
 
     def t_resume_conflicts():
         _, sid = initialize(p)
-        last = drop_after_priming(p, sid, "slow", 22)
+        # slower: the stream must still be live when the second GET arrives
+        last = drop_after_priming(p, sid, "slower", 22)
         first = resume(p, sid, last)
         check_eq(head_of(first)[0], 200, "the first GET on the stream")
         r = request(p, "GET", session=sid, accept="text/event-stream", extra=(("Last-Event-ID", last),))
