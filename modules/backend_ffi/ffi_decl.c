@@ -247,7 +247,6 @@ static void parse_fn(pctx *c, size_t idx, const mcpg_json_span *obj, ffi_fn *f) 
     require(c, base, "returns", seen_ret);
     if (c->errors != before) return; /* bind only what is fully declared */
     bind_symbol(c, base, f);
-    if (f->sym) prep_cif(c, base, f);
 }
 
 static void check_unique(pctx *c, const ffi_fn_set *set, size_t idx) {
@@ -293,6 +292,13 @@ int ffi_decl_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_
         }
         parse_fn(&c, set->n - 1, &v, f);
         check_unique(&c, set, set->n - 1);
+    }
+    /* Only now: a cif points at its function's atypes, which the array's
+     * growth above would have moved. */
+    for (size_t i = 0; i < set->n; i++) {
+        char base[48];
+        snprintf(base, sizeof base, "functions[%zu]", i);
+        if (set->fns[i].sym) prep_cif(&c, base, &set->fns[i]);
     }
     return c.errors;
 }
