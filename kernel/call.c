@@ -398,7 +398,8 @@ const char *host_call_id(mcpg_call *h, size_t *len) {
 const char *host_call_header(mcpg_call *h, const char *lname, size_t *len) {
     mcpg_call *c = call_of(h, "call_header");
     if (!c || !c->d.header) return NULL;
-    if (worker_self() == c->w) return c->d.header(c->d.transport_ctx, lname, len);
+    if (worker_self() == c->w) /* after the answer the transport's request is gone */
+        return c->pool.answered ? NULL : c->d.header(c->d.transport_ctx, lname, len);
     return pool_header_copy(c, lname, len);
 }
 

@@ -79,7 +79,7 @@ static void deliver_pool(mcpg_call *c, mcpg_status st) {
  * op outstanding. */
 static op_sync *resumed_op(mcpg_call *c, unsigned stage, bool *on_pool) {
     *on_pool = false;
-    if (stage == CALL_STAGE_BACKEND && c->route && !c->route->backend->inline_dispatch) {
+    if (stage == CALL_STAGE_BACKEND && c->route) { /* inline or on the pool: its own op */
         *on_pool = true;
         return &c->pool.op;
     }
@@ -115,8 +115,7 @@ void backend_cancel_if_pending(mcpg_call *c) {
     mcpg_instance *be = c->route->backend;
     const mcpg_backend_ops *ops = be->desc->ops;
     if (!MCPG_HAS(ops, cancel)) return;
-    op_sync *op = be->inline_dispatch ? &c->loop_op : &c->pool.op;
-    if (atomic_load(&op->state) != OP_PENDING) return;
+    if (atomic_load(&c->pool.op.state) != OP_PENDING) return;
     c->cancel_sent = true;
     ops->cancel(be->state, call_handle(c, CALL_STAGE_BACKEND));
 }
@@ -148,7 +147,16 @@ static void pool_deadlines_remove(mcpg_call *c) {
 /* Answer a pool call without its backend: audited as failed with `why`,
  * while the backend, if it is running, finishes on its own (the pool's
  * reference keeps the call until then). */
+static int copy_request(mcpg_call *c);
+
 static void detach(mcpg_call *c, uint64_t now, const char *why) {
+    if (c->route->backend->inline_dispatch) {
+        /* it is pending on the loop: tell it to stop, and let it read the
+         * call's own copies once the transport's request is gone */
+        atomic_store(&c->cancelled, true);
+        backend_cancel_if_pending(c);
+        (void)copy_request(c);
+    }
     c->pool.detached = true;
     c->backend_failed = true;
     c->tb1 = now;
@@ -174,20 +182,13 @@ static void on_timeouts(uv_timer_t *t) {
 
 /* The drain deadline passed: backends still working will not be waited for.
  * Their calls are answered and audited as failed now, so every "allowed"
- * event in the audit trail has an outcome. Inline backends are asked to
- * cancel (those that offer it answer at once). */
+ * event in the audit trail has an outcome; inline backends still pending
+ * are told to cancel first (detach). */
 void calls_give_up_backends(mcpg_worker *w) {
     uint64_t now = mono_us();
     for (mcpg_call *c = w->pool_deadlines, *next; c; c = next) {
         next = c->pool.deadline_next;
         if (!c->pool.detached) detach(c, now, "did not answer before the gateway stopped");
-    }
-    for (mcpg_call *c = w->live, *next; c; c = next) {
-        next = c->live_next;
-        if (c->phase == PH_BACKEND && c->route && c->route->backend->inline_dispatch) {
-            atomic_store(&c->cancelled, true);
-            backend_cancel_if_pending(c);
-        }
     }
 }
 
@@ -314,9 +315,20 @@ void pool_request_gone(mcpg_call *c) {
 
 /* ---- dispatching the backend ---- */
 
+/* An inline backend runs on the loop but on the backend's own op, as a
+ * pool backend does: answering PENDING, it holds the call (a reference)
+ * until its resume reaches the loop, and its deadline answers the call
+ * without it (detach), so an inline backend that never resumes cannot hold
+ * a client, or a drain, for ever. */
 static mcpg_status dispatch_inline(mcpg_call *c, mcpg_instance *be, backend_op op) {
-    loop_op_begin(c, CALL_STAGE_BACKEND);
-    return op_settle(&c->loop_op, op(be->state, call_handle(c, CALL_STAGE_BACKEND)));
+    op_begin(&c->pool.op);
+    mcpg_status st = op_settle(&c->pool.op, op(be->state, call_handle(c, CALL_STAGE_BACKEND)));
+    if (st != MCPG_PENDING) return st;
+    c->pool.queued_or_running = true;
+    c->refs++;
+    c->pool.deadline_us = c->tb0 + be->timeout_ms * 1000;
+    pool_deadlines_add(c);
+    return MCPG_PENDING;
 }
 
 static mcpg_status dispatch_to_pool(mcpg_call *c, mcpg_instance *be) {

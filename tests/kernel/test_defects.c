@@ -169,6 +169,29 @@ static void cancel_inline_after_resume(void) {
     scenario_end(&s);
 }
 
+/* 3c. An inline backend has a deadline too: one that answered PENDING and
+ * resumes only after its timeout_ms gets the call answered at the deadline,
+ * is told to cancel, and its late resume is taken quietly (the call stays
+ * its own until then). */
+static void inline_backend_deadline(void) {
+    scenario s;
+    MCPG_REQUIRE(scenario_begin(&s, "inline-deadline.json",
+                                with_notes(BUGS(",\"inline_dispatch\":true,\"timeout_ms\":50")),
+                                "\"audit\":[]"),
+                 "generation");
+    probe p;
+    probe_run(&p, "tools/call", "pend", "{\"ms\":300}", "9", NULL);
+    MCPG_CHECK(p.is_error && p.code == -32000 && strstr(p.text, "timed out after 50 ms"),
+               "inline timeout answered: %lld %s", (long long)p.code, p.text);
+    MCPG_CHECK(probe_elapsed_ms(&p) < 250, "answered at the deadline, not at the resume (%llu ms)",
+               (unsigned long long)probe_elapsed_ms(&p));
+    MCPG_CHECK(count_lines(notes, "cancel_after_resume=0", NULL) == 1,
+               "the pending inline backend was told to cancel");
+    MCPG_CHECK(generation_released(s.g, 3000), "its late resume let the call go");
+    MCPG_CHECK(count_lines(notes, "resumed_us=", NULL) == 1, "the backend did resume, late");
+    scenario_end(&s);
+}
+
 /* 4. A pool backend that timed out holds its limits until it really ends. */
 static void limits_held_until_backend_ends(void) {
     scenario s;
@@ -275,6 +298,7 @@ int main(int argc, char **argv) {
     backend_resume_during_async_sink();
     cancel_pool_pending();
     cancel_inline_after_resume();
+    inline_backend_deadline();
     limits_held_until_backend_ends();
     stale_handle_refused();
     stop_with_work_and_timers();
