@@ -61,7 +61,7 @@ static bool in_list(char **list, size_t n, const char *s, size_t len) {
 /* Append one item to the merged list, its identifying member rewritten to
  * what clients see; remember where it lies, for paging. */
 static void emit_item(catalog *cat, const mcpg_json_span *item, const char *key,
-                      const char *client) {
+                      const char *client, const char *description) {
     mcpg_buf *out = &cat->list;
     if (cat->n_items == cat->items_cap) {
         cat->items_cap = cat->items_cap ? cat->items_cap * 2 : 16;
@@ -72,10 +72,15 @@ static void emit_item(catalog *cat, const mcpg_json_span *item, const char *key,
     mcpg_buf_puts(out, key);
     mcpg_buf_puts(out, "\":");
     mcpg_buf_append_json_string(out, client, strlen(client));
+    if (description) {
+        mcpg_buf_puts(out, ",\"description\":");
+        mcpg_buf_append_json_string(out, description, strlen(description));
+    }
     size_t it = 0;
     mcpg_json_span k, v;
     while (mcpg_json_object_next(item->p, item->n, &it, &k, &v) == 1) {
         if (mcpg_json_string_eq(&k, key, strlen(key))) continue;
+        if (description && mcpg_json_string_eq(&k, "description", 11)) continue;
         mcpg_buf_append(out, ",\"", 2);
         mcpg_buf_append(out, k.p, k.n);
         mcpg_buf_append(out, "\":", 2);
@@ -108,16 +113,25 @@ static route *route_add(build_ctx *bc, mcpg_instance *be, const char *client,
     return r;
 }
 
-/* The name clients see for `target`, or false (reported) when it is not a
- * valid name. */
+/* The binding's value for the backend's name, or NULL. */
+static const char *pair_of(const name_pairs *p, const char *name) {
+    for (size_t i = 0; p && i < p->n; i++)
+        if (strcmp(p->from[i], name) == 0) return p->to[i];
+    return NULL;
+}
+
+/* The name clients see for `target` (renamed, then prefixed), or false
+ * (reported) when it is not a valid name. */
 static bool client_name(build_ctx *bc, const decl_binding *b, const char *target, char *out,
                         size_t cap) {
     if (!KINDS[bc->kind].prefixed) {
         snprintf(out, cap, "%s", target);
         return true;
     }
-    if (b && b->prefix[0]) snprintf(out, cap, "%s%s%s", b->prefix, b->separator, target);
-    else snprintf(out, cap, "%s", target);
+    const char *renamed = b ? pair_of(&b->rename, target) : NULL;
+    const char *base = renamed ? renamed : target;
+    if (b && b->prefix[0]) snprintf(out, cap, "%s%s%s", b->prefix, b->separator, base);
+    else snprintf(out, cap, "%s", base);
     if (mcpg_name_valid(out, strlen(out))) return true;
     errlist_add(bc->errs, bc->file, bc->where,
                 "%s \"%s\" would be named \"%s\", which does not match ^[a-zA-Z0-9_-]{1,64}$",
@@ -141,7 +155,9 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
     if (k->prefixed && b && in_list(b->deny, b->n_deny, target, tlen)) return;
     char client[4200];
     if (!client_name(bc, b, target, client, sizeof client)) return;
-    if (route_add(bc, be, client, target)) emit_item(&bc->g->cat[bc->kind], item, k->key, client);
+    const char *description = k->prefixed && b ? pair_of(&b->describe, target) : NULL;
+    if (route_add(bc, be, client, target))
+        emit_item(&bc->g->cat[bc->kind], item, k->key, client, description);
 }
 
 static void bind_kind(build_ctx *bc, mcpg_instance *be, const decl_binding *b) {
@@ -182,6 +198,39 @@ static void finish_kind(catalog *cat, int kind) {
         qsort(cat->routes, cat->n_routes, sizeof *cat->routes, cmp_route);
 }
 
+/* Does the backend offer `name` as a tool or a prompt (its own name)? */
+static bool offered(const generation *g, const mcpg_instance *be, const char *name) {
+    for (int k = CAT_TOOLS; k <= CAT_PROMPTS; k++)
+        for (size_t i = 0; i < g->cat[k].n_routes; i++)
+            if (g->cat[k].routes[i].backend == be && strcmp(g->cat[k].routes[i].target, name) == 0)
+                return true;
+    return false;
+}
+
+/* A rename or description for a name the backend does not offer (or that
+ * allow/deny left out) is a mistake worth an error, not silence. */
+static void check_pairs(generation *g, manifest *m, errlist *errs) {
+    for (size_t i = 0; i < m->n_bindings; i++) {
+        const decl_binding *b = &m->bindings[i];
+        const mcpg_instance *be = NULL;
+        for (size_t j = 0; j < g->n_instances && !be; j++)
+            if (strcmp(g->instances[j]->name, b->backend) == 0) be = g->instances[j];
+        if (!be) continue;
+        const name_pairs *lists[2] = {&b->rename, &b->describe};
+        const char *keys[2] = {"rename", "describe"};
+        for (int l = 0; l < 2; l++)
+            for (size_t k = 0; k < lists[l]->n; k++)
+                if (!offered(g, be, lists[l]->from[k])) {
+                    char where[160];
+                    snprintf(where, sizeof where, "bindings[%zu].%s.%s", i, keys[l],
+                             lists[l]->from[k]);
+                    errlist_add(errs, m->path, where,
+                                "backend \"%s\" offers no tool or prompt \"%s\" through this binding",
+                                b->backend, lists[l]->from[k]);
+                }
+    }
+}
+
 static void bind_all(generation *g, manifest *m, errlist *errs, int kind) {
     build_ctx bc = {g, errs, m->path, NULL, kind, 0};
     mcpg_buf_puts(&g->cat[kind].list, "[");
@@ -219,6 +268,7 @@ static void collect_task_backends(generation *g) {
 
 void catalog_build(generation *g, manifest *m, errlist *errs) {
     for (int k = 0; k < CAT_COUNT; k++) bind_all(g, m, errs, k);
+    check_pairs(g, m, errs);
     collect_task_backends(g);
 }
 

@@ -64,12 +64,19 @@ typedef struct decl_instance {
     void *config;      /* parsed config struct (config_size bytes) */
 } decl_instance;
 
+typedef struct name_pairs {
+    char **from, **to;
+    size_t n;
+} name_pairs;
+
 typedef struct decl_binding {
     char *backend;
     char *prefix;
     char *separator;
     char **allow; size_t n_allow;
     char **deny; size_t n_deny;
+    name_pairs rename;       /* the backend's tool/prompt name → what clients see (before the prefix) */
+    name_pairs describe;     /* the backend's tool/prompt name → the description clients see */
 } decl_binding;
 
 typedef struct manifest {

@@ -319,6 +319,33 @@ static void parse_pipeline(mctx *c, json_t *root) {
         c->m->stage[s] = get_strings(c, pl, stage_names[s], "pipeline", &c->m->n_stage[s]);
 }
 
+/* An object of strings ({"from": "to", ...}) at obj.key into pairs. */
+static void get_pairs(mctx *c, json_t *obj, const char *key, const char *base, name_pairs *out) {
+    json_t *o = json_object_get(obj, key);
+    if (!o) return;
+    char p[128];
+    snprintf(p, sizeof p, "%s.%s", base, key);
+    if (!json_is_object(o)) {
+        err(c, p, "expected an object of strings");
+        return;
+    }
+    size_t n = json_object_size(o);
+    out->from = calloc(n + 1, sizeof *out->from);
+    out->to = calloc(n + 1, sizeof *out->to);
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        if (!json_is_string(v)) {
+            char kp[256];
+            snprintf(kp, sizeof kp, "%s.%s", p, k);
+            err(c, kp, "expected a string");
+            continue;
+        }
+        out->from[out->n] = strdup(k);
+        out->to[out->n++] = strdup(json_string_value(v));
+    }
+}
+
 static void parse_bindings(mctx *c, json_t *root) {
     manifest *m = c->m;
     json_t *bs = json_object_get(root, "bindings");
@@ -330,7 +357,8 @@ static void parse_bindings(mctx *c, json_t *root) {
         err(c, "bindings", "expected a list of bindings");
         return;
     }
-    static const char *const keys[] = {"backend", "prefix", "separator", "allow", "deny"};
+    static const char *const keys[] = {"backend", "prefix", "separator", "allow", "deny",
+                                       "rename", "describe"};
     m->bindings = calloc(json_array_size(bs) + 1, sizeof *m->bindings);
     size_t i;
     json_t *e;
@@ -348,6 +376,14 @@ static void parse_bindings(mctx *c, json_t *root) {
         b->separator = get_string(c, e, "separator", base, "_");
         b->allow = get_strings(c, e, "allow", base, &b->n_allow);
         b->deny = get_strings(c, e, "deny", base, &b->n_deny);
+        get_pairs(c, e, "rename", base, &b->rename);
+        get_pairs(c, e, "describe", base, &b->describe);
+        for (size_t k = 0; k < b->rename.n; k++)
+            if (!mcpg_name_valid(b->rename.to[k], strlen(b->rename.to[k]))) {
+                char p[160];
+                snprintf(p, sizeof p, "%s.rename.%s", base, b->rename.from[k]);
+                err(c, p, "\"%s\" does not match ^[a-zA-Z0-9_-]{1,64}$", b->rename.to[k]);
+            }
         if (!b->backend) {
             char p[96];
             snprintf(p, sizeof p, "%s.backend", base);
@@ -632,6 +668,10 @@ void manifest_free(manifest *m) {
         free(b->separator);
         free_strings(b->allow, b->n_allow);
         free_strings(b->deny, b->n_deny);
+        free_strings(b->rename.from, b->rename.n);
+        free_strings(b->rename.to, b->rename.n);
+        free_strings(b->describe.from, b->describe.n);
+        free_strings(b->describe.to, b->describe.n);
     }
     free(m->bindings);
     free_strings(m->listen, m->n_listen);
