@@ -163,7 +163,8 @@ static int is_json_object(const mcpg_host *h, const char *s, size_t n) {
 }
 
 static int text_result(const mcpg_host *h, mcpg_buf *b, const char *s, size_t n, int is_error) {
-    int rc = h->buf_append(b, "{\"content\":[{\"type\":\"text\",\"text\":", 33);
+    static const char head[] = "{\"content\":[{\"type\":\"text\",\"text\":";
+    int rc = h->buf_append(b, head, sizeof head - 1);
     if (!rc) rc = h->buf_append_json_string(b, s, n);
     if (!rc) rc = h->buf_append(b, "}]", 2);
     if (!rc && is_error) rc = h->buf_append(b, ",\"isError\":true", 15);

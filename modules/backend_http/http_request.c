@@ -124,7 +124,11 @@ static void head(sbuf *b, const http_tool *t, char *const *vals, size_t body_len
         put(b, i ? "&" : "?", 1);
         put_pct(b, t->query[i].key);
         put(b, "=", 1);
-        fill(b, t->query[i].value, t, vals, put_pct);
+        sbuf v = {0}; /* the whole value encoded: its literal text too */
+        fill(&v, t->query[i].value, t, vals, NULL);
+        if (v.oom) b->oom = 1;
+        else put_pct(b, v.p ? v.p : "");
+        free(v.p);
     }
     puts_(b, " HTTP/1.1\r\nHost: ");
     puts_(b, t->host);
