@@ -331,6 +331,43 @@ static void test_keep_alive(void) {
     unload(inst);
 }
 
+/* A POST may have been received: after a kept connection's close it is not
+ * sent again. */
+static void test_post_not_retried(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"post\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:PORT/items\","
+        "\"body\":{\"k\":1}}]}");
+    int64_t code;
+    char msg[256];
+    atomic_store(&srv.close_after, 1);
+    json_t *o = call(inst, "post", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && !json_object_get(o, "isError"), "first post: %s", msg);
+    json_decref(o);
+    mcpg_fakehost_run_for(fh, 50);
+    int before = atomic_load(&srv.accepted);
+    o = call(inst, "post", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "closed the connection"),
+               "not retried: %s", msg);
+    MCPG_CHECK(atomic_load(&srv.accepted) == before, "no new connection");
+    atomic_store(&srv.close_after, 0);
+    unload(inst);
+}
+
+static void test_cancel(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"slow\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/slow\"}]}");
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "slow", "{}", "1");
+    MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "pending");
+    mcpg_fakehost_run_for(fh, 100);
+    mcpg_fakehost_host(fh)->call_cancel(c);
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 2000) == MCPG_DENY, "cancel answers");
+    MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_SERVER_ERROR &&
+                   strstr(mcpg_fakehost_error_message(c), "cancelled"),
+               "cancelled: %s", mcpg_fakehost_error_message(c));
+    mcpg_fakehost_call_free(fh, c);
+    unload(inst);
+}
+
 static void test_refused(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -398,6 +435,8 @@ int main(int argc, char **argv) {
     test_status_errors();
     test_timeout_and_cap();
     test_keep_alive();
+    test_post_not_retried();
+    test_cancel();
     test_refused();
     test_config_errors();
     int problems = mcpg_fakehost_free(fh);
