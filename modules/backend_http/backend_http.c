@@ -1,0 +1,142 @@
+/* backend_http: each configured tool is one REST request per call.
+ *
+ * The call's arguments fill the tool's URL path, query and JSON body
+ * templates (each escaped for its place); the request goes out with libuv
+ * on the call's loop over a kept-alive connection, and the answer maps to
+ * the result: 2xx is the body, another status a tool error, a timeout, an
+ * oversized body or an unreachable upstream a JSON-RPC error.
+ */
+#include <mcpg/sdk.h>
+
+#include <string.h>
+
+#include "http_config.h"
+#include "http_exchange.h"
+#include "http_request.h"
+
+typedef struct http_cfg {
+    const char *tools; /* JSON text */
+} http_cfg;
+
+static const mcpg_config_field http_config[] = {
+    MCPG_CFG_JSON_FIELD(http_cfg, tools, "tools", NULL,
+                        "array of {name, description, method, url, query, body, headers, "
+                        "input_schema, timeout_ms, max_response_bytes, error_status}"),
+    MCPG_CONFIG_END};
+
+typedef struct hb {
+    const mcpg_host *host;
+    mcpg_instance *self;
+    http_tool_set set;
+    http_pools *pools;
+    mcpg_buf list; /* the tools/list array, built once */
+} hb;
+
+static int hb_list_tools(void *instance, mcpg_buf *out) {
+    hb *m = instance;
+    return m->host->buf_append(out, m->list.data, m->list.len);
+}
+
+static mcpg_status hb_call_tool(void *instance, mcpg_call *call) {
+    hb *m = instance;
+    const mcpg_host *h = m->host;
+    const char *name = h->call_target(call);
+    const http_tool *t = http_tools_find(&m->set, name);
+    if (!t)
+        return mcpg_result_errorf(h, call, MCPG_RPC_INVALID_PARAMS, "Unknown tool: %.64s",
+                                  name ? name : "");
+    char *req = NULL;
+    size_t len = 0;
+    if (http_request_build(h, t, call, &req, &len)) return MCPG_DENY;
+    http_exchange *x = http_exchange_new(h, m->self, m->pools, t, (size_t)(t - m->set.tools),
+                                         call, req, len);
+    if (!x) return MCPG_DENY;
+    if (h->worker_current()) {
+        http_exchange_start(x); /* may answer (resume) before we return PENDING: allowed */
+        return MCPG_PENDING;
+    }
+    return http_exchange_post(x) == 0 ? MCPG_PENDING : MCPG_DENY;
+}
+
+static void hb_cancel(void *instance, mcpg_call *call) {
+    hb *m = instance;
+    void **slot = m->host->call_slot(call, m->self);
+    if (slot && *slot) http_exchange_cancel(*slot);
+}
+
+static int hb_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
+    const http_cfg *c = config;
+    http_tool_set set = {0};
+    int errors = http_tools_parse(host, c->tools, rep, NULL, 0, &set);
+    http_tools_free(&set);
+    return errors ? MCPG_ECONFIG : 0;
+}
+
+static int hb_build_list(hb *m) {
+    const mcpg_host *h = m->host;
+    mcpg_buf *b = &m->list;
+    int rc = h->buf_append(b, "[", 1);
+    for (size_t i = 0; i < m->set.n && !rc; i++) {
+        const http_tool *t = &m->set.tools[i];
+        rc = h->buf_printf(b, "%s{\"name\":\"%s\",\"description\":", i ? "," : "", t->name);
+        const char *d = t->description ? t->description : "Calls a REST endpoint";
+        if (!rc) rc = h->buf_append_json_string(b, d, strlen(d));
+        if (!rc) rc = h->buf_printf(b, ",\"inputSchema\":%s}", t->schema);
+    }
+    return rc ? rc : h->buf_append(b, "]", 1);
+}
+
+static void hb_worker_stop(void *instance, mcpg_worker *w) {
+    hb *m = instance;
+    http_pools_worker_stop(m->pools, m->host->worker_uv_loop(w));
+}
+
+static void hb_destroy(void *instance) {
+    hb *m = instance;
+    http_tools_free(&m->set);
+    http_pools_free(m->pools);
+    m->host->buf_free(&m->list);
+    m->host->free(m);
+}
+
+static int hb_create(const mcpg_host *host, mcpg_instance *self, const void *config,
+                     void **instance_out) {
+    const http_cfg *c = config;
+    hb *m = host->calloc(1, sizeof *m);
+    if (!m) return MCPG_ENOMEM;
+    m->host = host;
+    m->self = self;
+    /* create runs off the loops: the hosts are resolved here, once */
+    if (http_tools_parse(host, c->tools, NULL, self, 1, &m->set)) {
+        hb_destroy(m);
+        return MCPG_ECONFIG;
+    }
+    int rc = (m->pools = http_pools_new(m->set.n)) ? hb_build_list(m) : MCPG_ENOMEM;
+    if (rc) {
+        hb_destroy(m);
+        return rc;
+    }
+    *instance_out = m;
+    return 0;
+}
+
+static const mcpg_lifecycle_ops hb_lifecycle = {
+    MCPG_OPS_HEAD(mcpg_lifecycle_ops),
+    .validate = hb_validate,
+    .create = hb_create,
+    .destroy = hb_destroy,
+    .worker_stop = hb_worker_stop,
+};
+
+static const mcpg_backend_ops hb_ops = {
+    MCPG_OPS_HEAD(mcpg_backend_ops),
+    .list_tools = hb_list_tools,
+    .call_tool = hb_call_tool,
+    .cancel = hb_cancel,
+};
+
+MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_http", "1.0.0",
+                   .description = "tools that call a REST endpoint",
+                   .flags = MCPG_MOD_INLINE_SAFE,
+                   .config = http_config, .config_size = sizeof(http_cfg),
+                   .lifecycle = &hb_lifecycle, .ops = &hb_ops);

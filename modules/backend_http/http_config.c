@@ -1,0 +1,349 @@
+/* backend_http: parse and check the "tools" config. One function serves
+ * validate() (errors with key paths) and create() (errors logged, hosts
+ * resolved), so both agree on what is valid. */
+#define _GNU_SOURCE
+#include "http_config.h"
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pctx {
+    const mcpg_host *h;
+    mcpg_report *rep;
+    mcpg_instance *self;
+    int resolve;
+    int errors;
+} pctx;
+
+static void perr(pctx *c, const char *path, const char *fmt, ...) MCPG_PRINTF(3, 4);
+static void perr(pctx *c, const char *path, const char *fmt, ...) {
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->errors++;
+    if (c->rep)
+        c->h->report_error(c->rep, path, "%s", msg);
+    else if (c->self)
+        c->h->log(c->self, MCPG_LOG_ERROR, "config %s: %s", path, msg);
+}
+
+static const char IDENT[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+
+/* Collect each distinct {identifier} of one template. */
+static int scan_placeholders(http_tool *t, const char *s) {
+    for (const char *p = strchr(s, '{'); p; p = strchr(p + 1, '{')) {
+        size_t n = strspn(p + 1, IDENT);
+        if (n == 0 || p[1 + n] != '}') continue;
+        int seen = 0;
+        for (size_t i = 0; i < t->nplaceholders && !seen; i++)
+            seen = strlen(t->placeholders[i]) == n && memcmp(t->placeholders[i], p + 1, n) == 0;
+        if (seen) continue;
+        char **nv = realloc(t->placeholders, (t->nplaceholders + 1) * sizeof *nv);
+        if (!nv) return -1;
+        t->placeholders = nv;
+        if (!(nv[t->nplaceholders] = strndup(p + 1, n))) return -1;
+        t->nplaceholders++;
+    }
+    return 0;
+}
+
+/* Every string in a body template may hold placeholders. */
+static int scan_json(http_tool *t, json_t *v) {
+    if (json_is_string(v)) return scan_placeholders(t, json_string_value(v));
+    size_t i;
+    const char *k;
+    json_t *e;
+    if (json_is_array(v)) json_array_foreach(v, i, e) if (scan_json(t, e)) return -1;
+    if (json_is_object(v)) json_object_foreach(v, k, e) if (scan_json(t, e)) return -1;
+    return 0;
+}
+
+static int resolve_host(http_tool *t, const char *host, const char *port) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai) return -1;
+    memcpy(&t->addr, ai->ai_addr, ai->ai_addrlen);
+    t->addrlen = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+/* http://host[:port]/path — https refused until TLS lands. */
+static void parse_url(pctx *c, const char *path, const char *url, http_tool *t) {
+    if (strncmp(url, "https://", 8) == 0)
+        return perr(c, path, "https is not supported yet: use an http:// URL");
+    if (strncmp(url, "http://", 7) != 0) return perr(c, path, "expected an http://host:port/path URL");
+    const char *hp = url + 7, *slash = strchr(hp, '/');
+    size_t hplen = slash ? (size_t)(slash - hp) : strlen(hp);
+    if (hplen == 0 || hplen > 255 || memchr(hp, '@', hplen) || memchr(hp, '?', hplen))
+        return perr(c, path, "expected an http://host:port/path URL");
+    char host[256], port[8] = "80";
+    const char *colon = memchr(hp, ':', hplen);
+    size_t hl = colon ? (size_t)(colon - hp) : hplen;
+    if (hl == 0) return perr(c, path, "no host");
+    memcpy(host, hp, hl);
+    host[hl] = '\0';
+    if (colon) {
+        size_t pl = hplen - hl - 1;
+        if (pl == 0 || pl > 5 || strspn(colon + 1, "0123456789") < pl ||
+            atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
+            return perr(c, path, "bad port");
+        memcpy(port, colon + 1, pl);
+        port[pl] = '\0';
+    }
+    if (slash && strpbrk(slash, "?# \r\n"))
+        return perr(c, path, "the path may not hold '?', '#' or spaces: put the query in \"query\"");
+    t->host = strndup(hp, hplen);
+    t->path = strdup(slash ? slash : "/");
+    if (!t->host || !t->path || scan_placeholders(t, t->path)) return perr(c, path, "out of memory");
+    if (c->resolve && resolve_host(t, host, port))
+        perr(c, path, "cannot resolve host \"%s\"", host);
+}
+
+static int token_ok(const char *s) {
+    return s[0] && strspn(s, "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") == strlen(s);
+}
+
+static int value_ok(const char *s) { return !strpbrk(s, "\r\n"); }
+
+static int push_kv(http_kv **v, size_t *n, const char *k, const char *val) {
+    http_kv *nv = realloc(*v, (*n + 1) * sizeof **v);
+    if (!nv) return -1;
+    *v = nv;
+    nv[*n] = (http_kv){strdup(k), strdup(val)};
+    if (!nv[*n].key || !nv[*n].value) return free(nv[*n].key), free(nv[*n].value), -1;
+    (*n)++;
+    return 0;
+}
+
+static void parse_query(pctx *c, const char *base, json_t *v, http_tool *t) {
+    char path[160];
+    snprintf(path, sizeof path, "%s.query", base);
+    if (!json_is_object(v)) return perr(c, path, "expected an object of string templates");
+    const char *k;
+    json_t *e;
+    json_object_foreach(v, k, e) {
+        snprintf(path, sizeof path, "%s.query.%.64s", base, k);
+        if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e))
+            return perr(c, path, "expected a string template");
+        if (push_kv(&t->query, &t->nquery, k, json_string_value(e)) ||
+            scan_placeholders(t, json_string_value(e)))
+            return perr(c, path, "out of memory");
+    }
+}
+
+static void parse_headers(pctx *c, const char *base, json_t *v, http_tool *t) {
+    char path[160];
+    snprintf(path, sizeof path, "%s.headers", base);
+    if (!json_is_object(v)) return perr(c, path, "expected an object");
+    const char *k;
+    json_t *e;
+    json_object_foreach(v, k, e) {
+        snprintf(path, sizeof path, "%s.headers.%.64s", base, k);
+        if (!token_ok(k)) return perr(c, path, "not a valid header name");
+        if (!strcasecmp(k, "Host") || !strcasecmp(k, "Content-Length") ||
+            !strcasecmp(k, "Connection") || !strcasecmp(k, "Transfer-Encoding"))
+            return perr(c, path, "set by the gateway");
+        const char *val = NULL;
+        if (json_is_string(e)) {
+            val = json_string_value(e);
+        } else if (json_is_object(e) && json_object_size(e) == 1 &&
+                   json_is_string(json_object_get(e, "from_env"))) {
+            const char *from = json_string_value(json_object_get(e, "from_env"));
+            val = getenv(from);
+            if (!val) return perr(c, path, "environment variable %s is not set", from);
+        } else {
+            return perr(c, path, "expected a string or {\"from_env\": \"VAR\"}");
+        }
+        if (!value_ok(val)) return perr(c, path, "the value holds a line break");
+        if (push_kv(&t->headers, &t->nheaders, k, val)) return perr(c, path, "out of memory");
+    }
+}
+
+static void parse_errors(pctx *c, const char *base, json_t *v, http_tool *t) {
+    char path[160];
+    snprintf(path, sizeof path, "%s.error_status", base);
+    if (!json_is_object(v)) return perr(c, path, "expected an object of status → message");
+    const char *k;
+    json_t *e;
+    json_object_foreach(v, k, e) {
+        snprintf(path, sizeof path, "%s.error_status.%.16s", base, k);
+        int st = atoi(k);
+        if (strlen(k) != 3 || strspn(k, "0123456789") != 3 || st < 100 || st > 599)
+            return perr(c, path, "expected a status code from 100 to 599");
+        if (!json_is_string(e)) return perr(c, path, "expected a message string");
+        http_status_msg *nv = realloc(t->errors, (t->nerrors + 1) * sizeof *nv);
+        if (!nv) return perr(c, path, "out of memory");
+        t->errors = nv;
+        nv[t->nerrors++] = (http_status_msg){st, strdup(json_string_value(e))};
+    }
+}
+
+static void parse_int(pctx *c, const char *base, const char *key, json_t *v, int64_t lo,
+                      int64_t hi, int64_t *out) {
+    char path[96];
+    snprintf(path, sizeof path, "%s.%s", base, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return perr(c, path, "must be an integer between %lld and %lld", (long long)lo,
+                    (long long)hi);
+    *out = json_integer_value(v);
+}
+
+static void parse_method(pctx *c, const char *path, json_t *v, http_tool *t) {
+    static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+    const char *s = json_string_value(v);
+    for (size_t i = 0; s && i < 5; i++)
+        if (strcmp(s, methods[i]) == 0) {
+            strcpy(t->method, s);
+            t->idempotent = strcmp(s, "POST") && strcmp(s, "PATCH");
+            return;
+        }
+    perr(c, path, "must be one of GET, POST, PUT, PATCH, DELETE");
+}
+
+/* inputSchema: given as-is, or every placeholder a required string. */
+static char *build_schema(const http_tool *t) {
+    json_t *props = json_object(), *req = json_array();
+    for (size_t i = 0; i < t->nplaceholders; i++) {
+        json_object_set_new(props, t->placeholders[i], json_pack("{s:s}", "type", "string"));
+        json_array_append_new(req, json_string(t->placeholders[i]));
+    }
+    json_t *s = json_pack("{s:s,s:o,s:o}", "type", "object", "properties", props, "required", req);
+    char *text = s ? json_dumps(s, JSON_COMPACT) : NULL;
+    json_decref(s);
+    return text;
+}
+
+static const char *const tool_keys[] = {"name", "description", "method", "url", "query", "body",
+                                        "headers", "input_schema", "timeout_ms",
+                                        "max_response_bytes", "error_status"};
+
+static void parse_member(pctx *c, const char *base, const char *key, json_t *v, http_tool *t) {
+    char path[96];
+    snprintf(path, sizeof path, "%s.%s", base, key);
+    if (strcmp(key, "name") == 0) {
+        const char *s = json_string_value(v);
+        if (!s || !mcpg_name_valid(s, strlen(s)) || strlen(s) >= sizeof t->name)
+            return perr(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
+        strcpy(t->name, s);
+    } else if (strcmp(key, "description") == 0) {
+        if (!json_is_string(v)) return perr(c, path, "expected a string");
+        t->description = strdup(json_string_value(v));
+    } else if (strcmp(key, "method") == 0) {
+        parse_method(c, path, v, t);
+    } else if (strcmp(key, "url") == 0) {
+        if (!json_is_string(v)) return perr(c, path, "expected a string");
+        parse_url(c, path, json_string_value(v), t);
+    } else if (strcmp(key, "query") == 0) {
+        parse_query(c, base, v, t);
+    } else if (strcmp(key, "body") == 0) {
+        t->body = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!t->body || scan_json(t, v)) perr(c, path, "out of memory");
+    } else if (strcmp(key, "headers") == 0) {
+        parse_headers(c, base, v, t);
+    } else if (strcmp(key, "input_schema") == 0) {
+        if (!json_is_object(v)) return perr(c, path, "expected a JSON Schema object");
+        t->schema = json_dumps(v, JSON_COMPACT);
+    } else if (strcmp(key, "timeout_ms") == 0) {
+        parse_int(c, base, key, v, 1, HTTP_TIMEOUT_MAX_MS, &t->timeout_ms);
+    } else if (strcmp(key, "max_response_bytes") == 0) {
+        parse_int(c, base, key, v, 1, HTTP_RESPONSE_MAX, &t->max_response_bytes);
+    } else if (strcmp(key, "error_status") == 0) {
+        parse_errors(c, base, v, t);
+    } else {
+        const char *hint = mcpg_did_you_mean(key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
+        if (hint) return perr(c, path, "unknown key (did you mean \"%s\"?)", hint);
+        perr(c, path, "unknown key");
+    }
+}
+
+static void parse_tool(pctx *c, const http_tool_set *set, size_t idx, json_t *obj, http_tool *t) {
+    char base[48], path[96];
+    snprintf(base, sizeof base, "tools[%zu]", idx);
+    t->timeout_ms = HTTP_TIMEOUT_DEFAULT_MS;
+    t->max_response_bytes = HTTP_RESPONSE_DEFAULT;
+    if (!json_is_object(obj)) return perr(c, base, "expected an object");
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) parse_member(c, base, key, v, t);
+    static const char *const required[] = {"name", "method", "url"};
+    for (size_t i = 0; i < 3; i++)
+        if (!json_object_get(obj, required[i])) {
+            snprintf(path, sizeof path, "%s.%s", base, required[i]);
+            perr(c, path, "is required");
+        }
+    for (size_t i = 0; i < idx && t->name[0]; i++)
+        if (strcmp(set->tools[i].name, t->name) == 0) {
+            snprintf(path, sizeof path, "%s.name", base);
+            return perr(c, path, "duplicate tool name \"%s\" (also tools[%zu])", t->name, i);
+        }
+    if (!t->schema && !(t->schema = build_schema(t))) perr(c, base, "out of memory");
+}
+
+int http_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
+                     int resolve, http_tool_set *set) {
+    pctx c = {h, rep, self, resolve, 0};
+    json_error_t e;
+    json_t *root = json ? json_loads(json, 0, &e) : NULL;
+    if (!json_is_array(root) || json_array_size(root) == 0) {
+        json_decref(root);
+        perr(&c, "tools", "expected a non-empty array of tools");
+        return c.errors;
+    }
+    set->tools = calloc(json_array_size(root), sizeof *set->tools);
+    if (!set->tools) {
+        json_decref(root);
+        perr(&c, "tools", "out of memory");
+        return c.errors;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(root, i, v) {
+        set->n = i + 1;
+        parse_tool(&c, set, i, v, &set->tools[i]);
+    }
+    json_decref(root);
+    return c.errors;
+}
+
+static void free_kv(http_kv *v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i].key), free(v[i].value);
+    free(v);
+}
+
+void http_tools_free(http_tool_set *set) {
+    for (size_t i = 0; i < set->n; i++) {
+        http_tool *t = &set->tools[i];
+        free(t->description);
+        free(t->host);
+        free(t->path);
+        free(t->body);
+        free(t->schema);
+        free_kv(t->query, t->nquery);
+        free_kv(t->headers, t->nheaders);
+        for (size_t j = 0; j < t->nplaceholders; j++) free(t->placeholders[j]);
+        free(t->placeholders);
+        for (size_t j = 0; j < t->nerrors; j++) free(t->errors[j].message);
+        free(t->errors);
+    }
+    free(set->tools);
+    *set = (http_tool_set){0};
+}
+
+const http_tool *http_tools_find(const http_tool_set *set, const char *name) {
+    for (size_t i = 0; name && i < set->n; i++)
+        if (strcmp(set->tools[i].name, name) == 0) return &set->tools[i];
+    return NULL;
+}
+
+const char *http_tool_error_message(const http_tool *t, int status) {
+    for (size_t i = 0; i < t->nerrors; i++)
+        if (t->errors[i].status == status) return t->errors[i].message;
+    return NULL;
+}

@@ -1,0 +1,446 @@
+/* backend_http through the SDK's fake host (inline: the fake host's loop is
+ * the call's loop), against a small HTTP server this test runs on a thread.
+ * Usage: test_backend_http path/to/backend_http.so */
+#define _GNU_SOURCE
+#include <mcpg/check.h>
+#include <mcpg/fakehost.h>
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char *so_path;
+static mcpg_fakehost *fh;
+
+/* ------------------------------------------------------------------ */
+/* the test server: canned answers chosen by the request path           */
+
+#define SRV_CONNS 16
+
+static struct {
+    int lfd, port;
+    pthread_t th;
+    atomic_int stop;
+    atomic_int accepted;     /* connections accepted */
+    atomic_int close_after;  /* close each connection after its answer */
+    pthread_mutex_t lock;
+    char line[1024];         /* the last request line */
+    char head[2048];         /* the last request's header block */
+    char body[2048];         /* the last request's body */
+} srv;
+
+typedef struct sconn {
+    int fd;
+    char buf[8192];
+    size_t n;
+} sconn;
+
+static void reply(int fd, int status, const char *reason, const char *body) {
+    char out[8192];
+    int n = snprintf(out, sizeof out,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "\r\n%s", status, reason, strlen(body), body);
+    (void)!write(fd, out, (size_t)n);
+}
+
+/* One whole request in c->buf: record it, answer, keep what follows. */
+static int serve_one(sconn *c) {
+    char *end = memmem(c->buf, c->n, "\r\n\r\n", 4);
+    if (!end) return 0;
+    size_t hlen = (size_t)(end - c->buf) + 4, blen = 0;
+    char *cl = strcasestr(c->buf, "Content-Length:");
+    if (cl && cl < end) blen = (size_t)atoi(cl + 15);
+    if (c->n < hlen + blen) return 0;
+    pthread_mutex_lock(&srv.lock);
+    size_t ll = strcspn(c->buf, "\r");
+    snprintf(srv.line, sizeof srv.line, "%.*s", (int)ll, c->buf);
+    snprintf(srv.head, sizeof srv.head, "%.*s", (int)hlen, c->buf);
+    snprintf(srv.body, sizeof srv.body, "%.*s", (int)blen, c->buf + hlen);
+    pthread_mutex_unlock(&srv.lock);
+    char path[512];
+    sscanf(c->buf, "%*s %511s", path);
+    if (strncmp(path, "/missing", 8) == 0) {
+        reply(c->fd, 404, "Not Found", "no such item here");
+    } else if (strncmp(path, "/slow", 5) == 0) {
+        /* never answers: the client's timeout ends it */
+    } else if (strncmp(path, "/big", 4) == 0) {
+        static char big[5001];
+        memset(big, 'x', 5000);
+        reply(c->fd, 200, "OK", big);
+    } else if (strncmp(path, "/teapot", 7) == 0) {
+        reply(c->fd, 418, "I'm a teapot", "short and stout");
+    } else {
+        reply(c->fd, 200, "OK", "{\"ok\":true,\"n\":42}");
+    }
+    memmove(c->buf, c->buf + hlen + blen, c->n - hlen - blen);
+    c->n -= hlen + blen;
+    return 1;
+}
+
+static void *srv_main(void *arg) {
+    (void)arg;
+    sconn conns[SRV_CONNS];
+    size_t nc = 0;
+    while (!atomic_load(&srv.stop)) {
+        struct pollfd pf[SRV_CONNS + 1] = {{.fd = srv.lfd, .events = POLLIN}};
+        for (size_t i = 0; i < nc; i++) pf[i + 1] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+        if (poll(pf, nc + 1, 20) <= 0) continue;
+        if ((pf[0].revents & POLLIN) && nc < SRV_CONNS) {
+            int fd = accept(srv.lfd, NULL, NULL);
+            if (fd >= 0) {
+                conns[nc++] = (sconn){.fd = fd};
+                atomic_fetch_add(&srv.accepted, 1);
+            }
+        }
+        for (size_t i = nc; i-- > 0;) {
+            if (!(pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            sconn *c = &conns[i];
+            ssize_t n = read(c->fd, c->buf + c->n, sizeof c->buf - c->n);
+            int drop = n <= 0;
+            if (n > 0) {
+                c->n += (size_t)n;
+                while (serve_one(c))
+                    if (atomic_load(&srv.close_after)) drop = 1;
+            }
+            if (drop) {
+                close(c->fd);
+                conns[i] = conns[--nc];
+            }
+        }
+    }
+    for (size_t i = 0; i < nc; i++) close(conns[i].fd);
+    return NULL;
+}
+
+static void srv_start(void) {
+    pthread_mutex_init(&srv.lock, NULL);
+    srv.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    MCPG_REQUIRE(srv.lfd >= 0 && bind(srv.lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                     listen(srv.lfd, 16) == 0 && getsockname(srv.lfd, (struct sockaddr *)&a, &al) == 0,
+                 "test server socket");
+    srv.port = ntohs(a.sin_port);
+    MCPG_REQUIRE(pthread_create(&srv.th, NULL, srv_main, NULL) == 0, "server thread");
+}
+
+static void srv_stop(void) {
+    atomic_store(&srv.stop, 1);
+    pthread_join(srv.th, NULL);
+    close(srv.lfd);
+}
+
+static void last_request(char *line, char *head, char *body) {
+    pthread_mutex_lock(&srv.lock);
+    if (line) strcpy(line, srv.line);
+    if (head) strcpy(head, srv.head);
+    if (body) strcpy(body, srv.body);
+    pthread_mutex_unlock(&srv.lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                             */
+
+/* A config with the server's port put in for each "PORT". */
+static mcpg_instance *load(const char *tpl) {
+    char conf[4096], port[8];
+    size_t n = 0;
+    snprintf(port, sizeof port, "%d", srv.port);
+    for (const char *p = tpl; *p && n + 8 < sizeof conf;) {
+        if (strncmp(p, "PORT", 4) == 0) {
+            n += (size_t)snprintf(conf + n, sizeof conf - n, "%s", port);
+            p += 4;
+        } else {
+            conf[n++] = *p++;
+        }
+    }
+    conf[n] = '\0';
+    mcpg_instance *inst = NULL;
+    int rc = mcpg_fakehost_load_file(fh, so_path, "rest", conf, &inst);
+    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
+    MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "set_inline");
+    return inst;
+}
+
+static void unload(mcpg_instance *inst) { MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload"); }
+
+static json_t *call(mcpg_instance *inst, const char *tool, const char *args, int64_t *code,
+                    char *msg, size_t msgcap) {
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, args, "1");
+    MCPG_REQUIRE(c, "call_new");
+    int st = mcpg_fakehost_run(fh, inst, c, 10000);
+    json_t *o = NULL;
+    *code = mcpg_fakehost_error_code(c);
+    snprintf(msg, msgcap, "%s", mcpg_fakehost_error_message(c) ? mcpg_fakehost_error_message(c) : "");
+    if (st == MCPG_CONTINUE) {
+        o = json_loads(mcpg_fakehost_result(c), 0, NULL);
+        MCPG_REQUIRE(o, "result is JSON: %s", mcpg_fakehost_result(c));
+    } else {
+        MCPG_CHECK(st == MCPG_DENY, "%s: status %d", tool, st);
+    }
+    mcpg_fakehost_call_free(fh, c);
+    return o;
+}
+
+static const char *text_of(json_t *o) {
+    return json_string_value(json_object_get(json_array_get(json_object_get(o, "content"), 0), "text"));
+}
+
+/* ------------------------------------------------------------------ */
+/* tests                                                               */
+
+static void test_get_templates(void) {
+    setenv("MCPG_HTTP_TEST_TOKEN", "tok123", 1);
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"get\",\"method\":\"GET\","
+        "\"url\":\"http://127.0.0.1:PORT/items/{id}/x\",\"query\":{\"q\":\"{q}\",\"fixed\":\"a b\"},"
+        "\"headers\":{\"X-Static\":\"s1\",\"Authorization\":{\"from_env\":\"MCPG_HTTP_TEST_TOKEN\"}}}]}");
+    mcpg_buf out = {0};
+    MCPG_REQUIRE(mcpg_fakehost_list(fh, inst, MCPG_METHOD_TOOLS_LIST, &out) == 0, "list");
+    json_t *a = json_loads(out.data, 0, NULL);
+    json_t *req = json_object_get(json_object_get(json_array_get(a, 0), "inputSchema"), "required");
+    MCPG_CHECK(json_array_size(req) == 2, "schema built from placeholders: %s", out.data);
+    json_decref(a);
+    mcpg_buf_free(&out);
+    int64_t code;
+    char msg[256], line[1024], head[2048];
+    json_t *o = call(inst, "get", "{\"id\":\"a/b c?\",\"q\":\"x&y=z é\"}", &code, msg, sizeof msg);
+    MCPG_REQUIRE(o, "get: %s", msg);
+    last_request(line, head, NULL);
+    MCPG_CHECK(strcmp(line, "GET /items/a%2Fb%20c%3F/x?q=x%26y%3Dz%20%C3%A9&fixed=a%20b HTTP/1.1") == 0 ||
+                   strcmp(line, "GET /items/a%2Fb%20c%3F/x?fixed=a%20b&q=x%26y%3Dz%20%C3%A9 HTTP/1.1") == 0,
+               "escaped path and query: %s", line);
+    MCPG_CHECK(strstr(head, "\r\nX-Static: s1\r\n") && strstr(head, "\r\nAuthorization: tok123\r\n") &&
+                   strstr(head, "\r\nHost: 127.0.0.1:"),
+               "headers: %s", head);
+    MCPG_CHECK(strcmp(text_of(o), "{\"ok\":true,\"n\":42}") == 0, "text: %s", text_of(o));
+    json_t *sc = json_object_get(o, "structuredContent");
+    MCPG_CHECK(json_integer_value(json_object_get(sc, "n")) == 42 && !json_object_get(o, "isError"),
+               "structuredContent");
+    json_decref(o);
+    o = call(inst, "get", "{\"id\":7,\"q\":true}", &code, msg, sizeof msg);
+    last_request(line, NULL, NULL);
+    MCPG_CHECK(o && strstr(line, "/items/7/x?") && strstr(line, "q=true"), "scalars: %s", line);
+    json_decref(o);
+    o = call(inst, "get", "{\"id\":\"1\"}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_INVALID_PARAMS && strstr(msg, "'q'"), "missing q: %s", msg);
+    unload(inst);
+}
+
+static void test_post_body(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"post\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:PORT/items\","
+        "\"body\":{\"title\":\"{title}\",\"tags\":\"{tags}\",\"note\":\"by {title}!\",\"k\":1},"
+        "\"input_schema\":{\"type\":\"object\"}}]}");
+    int64_t code;
+    char msg[256], line[1024], head[2048], body[2048];
+    json_t *o = call(inst, "post", "{\"title\":\"he said \\\"hi\\\"\",\"tags\":[\"a\",{\"b\":2}]}",
+                     &code, msg, sizeof msg);
+    MCPG_REQUIRE(o, "post: %s", msg);
+    last_request(line, head, body);
+    MCPG_CHECK(strcmp(line, "POST /items HTTP/1.1") == 0, "line: %s", line);
+    MCPG_CHECK(strstr(head, "Content-Type: application/json"), "content type: %s", head);
+    json_t *b = json_loads(body, 0, NULL);
+    MCPG_CHECK(b && strcmp(json_string_value(json_object_get(b, "title")), "he said \"hi\"") == 0 &&
+                   json_array_size(json_object_get(b, "tags")) == 2 &&
+                   json_integer_value(json_object_get(json_array_get(json_object_get(b, "tags"), 1), "b")) == 2 &&
+                   strcmp(json_string_value(json_object_get(b, "note")), "by he said \"hi\"!") == 0 &&
+                   json_integer_value(json_object_get(b, "k")) == 1,
+               "body as JSON: %s", body);
+    json_decref(b);
+    json_decref(o);
+    unload(inst);
+}
+
+static void test_status_errors(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"miss\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/missing\"},"
+        "{\"name\":\"tea\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/teapot\","
+        "\"error_status\":{\"418\":\"the upstream is a teapot\"}}]}");
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "miss", "{}", &code, msg, sizeof msg);
+    MCPG_REQUIRE(o, "a result, not an error: %s", msg);
+    MCPG_CHECK(json_is_true(json_object_get(o, "isError")) &&
+                   strcmp(text_of(o), "HTTP 404: no such item here") == 0,
+               "404: %s", text_of(o));
+    json_decref(o);
+    o = call(inst, "tea", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && json_is_true(json_object_get(o, "isError")) &&
+                   strcmp(text_of(o), "the upstream is a teapot") == 0,
+               "mapped: %s", o ? text_of(o) : msg);
+    json_decref(o);
+    unload(inst);
+}
+
+static void test_timeout_and_cap(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"slow\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/slow\","
+        "\"timeout_ms\":200},"
+        "{\"name\":\"big\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/big\","
+        "\"max_response_bytes\":1000},"
+        "{\"name\":\"bigok\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/big\","
+        "\"max_response_bytes\":5000}]}");
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "slow", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "slow") && strstr(msg, "200 ms"),
+               "timeout: %lld %s", (long long)code, msg);
+    o = call(inst, "big", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "exceeds 1000 bytes"), "cap: %s", msg);
+    o = call(inst, "bigok", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && strlen(text_of(o)) == 5000, "at the cap: %s", msg);
+    json_decref(o);
+    unload(inst);
+}
+
+static void test_keep_alive(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"get\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/items/1\"}]}");
+    int64_t code;
+    char msg[256];
+    int before = atomic_load(&srv.accepted);
+    for (int i = 0; i < 2; i++) {
+        json_t *o = call(inst, "get", "{}", &code, msg, sizeof msg);
+        MCPG_CHECK(o && !json_object_get(o, "isError"), "call %d: %s", i, msg);
+        json_decref(o);
+    }
+    MCPG_CHECK(atomic_load(&srv.accepted) - before == 1, "2 calls, %d connections",
+               atomic_load(&srv.accepted) - before);
+    /* The upstream closes its connections after each answer: the pooled one
+     * is found closed and the GET is sent again on a new one. */
+    atomic_store(&srv.close_after, 1);
+    before = atomic_load(&srv.accepted);
+    for (int i = 0; i < 3; i++) { /* the first reuses the open one */
+        mcpg_fakehost_run_for(fh, 50); /* the server's close arrives */
+        json_t *o = call(inst, "get", "{}", &code, msg, sizeof msg);
+        MCPG_CHECK(o && !json_object_get(o, "isError"), "after close %d: %s", i, msg);
+        json_decref(o);
+    }
+    MCPG_CHECK(atomic_load(&srv.accepted) - before == 2, "a new connection each: %d",
+               atomic_load(&srv.accepted) - before);
+    atomic_store(&srv.close_after, 0);
+    unload(inst);
+}
+
+/* A POST may have been received: after a kept connection's close it is not
+ * sent again. */
+static void test_post_not_retried(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"post\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:PORT/items\","
+        "\"body\":{\"k\":1}}]}");
+    int64_t code;
+    char msg[256];
+    atomic_store(&srv.close_after, 1);
+    json_t *o = call(inst, "post", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && !json_object_get(o, "isError"), "first post: %s", msg);
+    json_decref(o);
+    mcpg_fakehost_run_for(fh, 50);
+    int before = atomic_load(&srv.accepted);
+    o = call(inst, "post", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "closed the connection"),
+               "not retried: %s", msg);
+    MCPG_CHECK(atomic_load(&srv.accepted) == before, "no new connection");
+    atomic_store(&srv.close_after, 0);
+    unload(inst);
+}
+
+static void test_cancel(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"slow\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/slow\"}]}");
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "slow", "{}", "1");
+    MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "pending");
+    mcpg_fakehost_run_for(fh, 100);
+    mcpg_fakehost_host(fh)->call_cancel(c);
+    MCPG_CHECK(mcpg_fakehost_wait(fh, c, 2000) == MCPG_DENY, "cancel answers");
+    MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_SERVER_ERROR &&
+                   strstr(mcpg_fakehost_error_message(c), "cancelled"),
+               "cancelled: %s", mcpg_fakehost_error_message(c));
+    mcpg_fakehost_call_free(fh, c);
+    unload(inst);
+}
+
+static void test_refused(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    MCPG_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                     getsockname(fd, (struct sockaddr *)&a, &al) == 0, "free port");
+    char conf[512];
+    snprintf(conf, sizeof conf, "{\"tools\":[{\"name\":\"down\",\"method\":\"GET\","
+             "\"url\":\"http://127.0.0.1:%d/\"}]}", ntohs(a.sin_port));
+    close(fd); /* bound, never listening, now closed: nobody listens there */
+    mcpg_instance *inst = NULL;
+    MCPG_REQUIRE(mcpg_fakehost_load_file(fh, so_path, "rest", conf, &inst) == 0, "load");
+    MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "inline");
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "down", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "upstream unreachable"),
+               "refused: %s", msg);
+    unload(inst);
+}
+
+static void test_config_errors(void) {
+    static const struct {
+        const char *conf, *want;
+    } cases[] = {
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"https://example.com/\"}]}",
+         "tools[0].url: https is not supported yet"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"ftp://h/\"}]}", "tools[0].url"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h:99999/\"}]}", "tools[0].url: bad port"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"FETCH\",\"url\":\"http://h/\"}]}", "tools[0].method"},
+        {"{\"tools\":[{\"name\":\"x\",\"url\":\"http://h/\"}]}", "tools[0].method: is required"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\",\"timout_ms\":5}]}", "timeout_ms"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\",\"headers\":{\"A\":"
+         "{\"from_env\":\"MCPG_SURELY_UNSET_VAR\"}}}]}", "tools[0].headers.A"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\",\"headers\":{\"Bad Name\":\"v\"}}]}",
+         "tools[0].headers.Bad Name"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\",\"error_status\":{\"99\":\"m\"}}]}",
+         "tools[0].error_status.99"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\",\"query\":{\"q\":3}}]}",
+         "tools[0].query.q"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\"},"
+         "{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\"}]}", "tools[1].name"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://no-such-host.invalid/\"}]}",
+         ""}, /* found at create: logged, not reported */
+        {"{}", "tools"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        mcpg_instance *inst = NULL;
+        int rc = mcpg_fakehost_load_file(fh, so_path, "rest", cases[i].conf, &inst);
+        MCPG_CHECK(rc == MCPG_ECONFIG && strstr(mcpg_fakehost_report_text(fh), cases[i].want),
+                   "case %zu: rc %d, report %s", i, rc, mcpg_fakehost_report_text(fh));
+        if (rc == 0) unload(inst);
+    }
+}
+
+int main(int argc, char **argv) {
+    MCPG_REQUIRE(argc == 2, "usage: %s backend_http.so", argv[0]);
+    so_path = argv[1];
+    srv_start();
+    fh = mcpg_fakehost_new();
+    MCPG_REQUIRE(fh, "fakehost");
+    mcpg_fakehost_set_quiet(fh, 1);
+    test_get_templates();
+    test_post_body();
+    test_status_errors();
+    test_timeout_and_cap();
+    test_keep_alive();
+    test_post_not_retried();
+    test_cancel();
+    test_refused();
+    test_config_errors();
+    int problems = mcpg_fakehost_free(fh);
+    MCPG_CHECK(problems == 0, "fake host clean: %d problems", problems);
+    srv_stop();
+    return MCPG_CHECK_EXIT("backend_http");
+}
