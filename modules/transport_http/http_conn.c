@@ -421,8 +421,8 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
          * idleness: a uv_write's callback comes only at its end, and the
          * socket's send buffer drains after that. Progress is the unsent
          * count having moved since the last look; a reader that stops is
-         * still closed. (A client reading a large answer steadily was cut
-         * off once the answer outlasted the idle timeout.) The count falling
+         * still closed, one reading steadily never is, however long the
+         * answer outlasts the idle timeout. The count falling
          * to zero is progress too: idleness starts when the peer has taken
          * the last byte, not at the look before. */
         if (!c->cur) {

@@ -666,8 +666,8 @@ static int cli_connect_rcvbuf(int rcvbuf) {
 static void test_large_answers(void) {
     /* 100 pipelined 300 kB answers read as fast as possible: flushes that
      * write everything at once resume the paused parser a few rounds per
-     * loop turn; the connection must come back for the rest next turn (it
-     * used to stall after ~9 rounds with requests left unanswered). */
+     * loop turn; the connection must come back for the rest next turn, until
+     * every request is answered. */
     static char all[1 << 16];
     size_t n = 0;
     for (int i = 0; i < 100; i++) n += post_call(all + n, sizeof all - n, 300 + i, "big", NULL);
@@ -681,8 +681,8 @@ static void test_large_answers(void) {
     close(fd);
 
     /* A 4 MB answer to a reader that is slow but steady outlasts the idle
-     * timeout (300 ms here) as one uv_write: it is progress, not idleness
-     * (it used to be cut off mid-answer). */
+     * timeout (300 ms here) as one uv_write: it is progress, not idleness,
+     * and the answer arrives whole. */
     fd = cli_connect_rcvbuf(16384);
     char req[4096];
     cli_send(fd, req, post_call(req, sizeof req, 1, "huge", NULL));
@@ -690,8 +690,8 @@ static void test_large_answers(void) {
     int eof = count_answers(fd, &k, 1, 2000, 5);
     MCPG_CHECK(k.answers == 1 && k.ok200 == 1 && !eof, "huge answer to a slow reader: %d answers, %zu bytes, eof %d",
                k.answers, k.bytes, eof);
-    /* Once quiet again, the connection gives its big output buffers back (the
-     * one handed to uv_write used to stay for the life of the connection). */
+    /* Once quiet again, the connection gives its big output buffers back,
+     * the one handed to uv_write included. */
     cli_send(fd, req, post_call(req, sizeof req, 2, "echo", NULL));
     eof = count_answers(fd, &k, 2, 2000, 0);
     MCPG_CHECK(k.answers == 2, "echo after huge: %d answers, %zu bytes, eof %d, head %.*s", k.answers, k.bytes, eof,
