@@ -12,26 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct pctx {
-    const mcpg_host *h;
-    mcpg_report *rep;
-    mcpg_instance *self;
-    int errors;
-} pctx;
-
-static void perr(pctx *c, const char *path, const char *fmt, ...) MCPG_PRINTF(3, 4);
-static void perr(pctx *c, const char *path, const char *fmt, ...) {
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    c->errors++;
-    if (c->rep)
-        c->h->report_error(c->rep, path, "%s", msg);
-    else if (c->self)
-        c->h->log(c->self, MCPG_LOG_ERROR, "config %s: %s", path, msg);
-}
+/* problems go to validate()'s report or create()'s log (the SDK's reporter) */
+typedef mcpg_config_problems pctx;
 
 static int push(char ***v, size_t *n, char *s) {
     char **nv = s ? realloc(*v, (*n + 1) * sizeof **v) : NULL;
@@ -84,28 +66,28 @@ static void parse_args(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     char path[96];
     snprintf(path, sizeof path, "%s.args", base);
     if (!json_is_array(v) || json_array_size(v) > CMD_ARGS_MAX)
-        return perr(c, path, "expected an array of at most %d strings", CMD_ARGS_MAX);
+        return mcpg_config_problem(c, path, "expected an array of at most %d strings", CMD_ARGS_MAX);
     size_t i;
     json_t *a;
     json_array_foreach(v, i, a) {
         snprintf(path, sizeof path, "%s.args[%zu]", base, i);
-        if (!json_is_string(a)) return perr(c, path, "expected a string");
+        if (!json_is_string(a)) return mcpg_config_problem(c, path, "expected a string");
         const char *s = json_string_value(a);
-        if (strlen(s) != json_string_length(a)) return perr(c, path, "contains a NUL byte");
+        if (strlen(s) != json_string_length(a)) return mcpg_config_problem(c, path, "contains a NUL byte");
         if (push(&t->args, &t->nargs, strdup(s)) || scan_placeholders(t, s))
-            return perr(c, path, "out of memory");
+            return mcpg_config_problem(c, path, "out of memory");
     }
 }
 
 static void parse_env(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     char path[160];
     snprintf(path, sizeof path, "%s.env", base);
-    if (!json_is_object(v)) return perr(c, path, "expected an object");
+    if (!json_is_object(v)) return mcpg_config_problem(c, path, "expected an object");
     const char *k;
     json_t *e;
     json_object_foreach(v, k, e) {
         snprintf(path, sizeof path, "%s.env.%.64s", base, k);
-        if (!k[0] || strchr(k, '=')) return perr(c, path, "not a valid variable name");
+        if (!k[0] || strchr(k, '=')) return mcpg_config_problem(c, path, "not a valid variable name");
         const char *val = NULL;
         if (json_is_string(e)) {
             val = json_string_value(e);
@@ -113,13 +95,13 @@ static void parse_env(pctx *c, const char *base, json_t *v, cmd_tool *t) {
                    json_object_size(e) == 1) {
             const char *from = json_string_value(json_object_get(e, "from_env"));
             val = getenv(from);
-            if (!val) return perr(c, path, "environment variable %s is not set", from);
+            if (!val) return mcpg_config_problem(c, path, "environment variable %s is not set", from);
         } else {
-            return perr(c, path, "expected a string or {\"from_env\": \"VAR\"}");
+            return mcpg_config_problem(c, path, "expected a string or {\"from_env\": \"VAR\"}");
         }
         char *kv = NULL;
         if (asprintf(&kv, "%s=%s", k, val) < 0 || push(&t->env, &t->nenv, kv))
-            return perr(c, path, "out of memory");
+            return mcpg_config_problem(c, path, "out of memory");
     }
 }
 
@@ -128,7 +110,7 @@ static void parse_int(pctx *c, const char *base, const char *key, json_t *v, int
     char path[96];
     snprintf(path, sizeof path, "%s.%s", base, key);
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return perr(c, path, "must be an integer between %lld and %lld", (long long)lo,
+        return mcpg_config_problem(c, path, "must be an integer between %lld and %lld", (long long)lo,
                     (long long)hi);
     *out = json_integer_value(v);
 }
@@ -156,26 +138,26 @@ static void parse_member(pctx *c, const char *base, const char *key, json_t *v, 
     if (strcmp(key, "name") == 0) {
         const char *s = json_string_value(v);
         if (!s || !mcpg_name_valid(s, strlen(s)) || strlen(s) >= sizeof t->name)
-            return perr(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
+            return mcpg_config_problem(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
         strcpy(t->name, s);
     } else if (strcmp(key, "description") == 0) {
-        if (!json_is_string(v)) return perr(c, path, "expected a string");
+        if (!json_is_string(v)) return mcpg_config_problem(c, path, "expected a string");
         t->description = strdup(json_string_value(v));
     } else if (strcmp(key, "command") == 0) {
-        if (!json_is_string(v)) return perr(c, path, "expected a string");
+        if (!json_is_string(v)) return mcpg_config_problem(c, path, "expected a string");
         t->path = resolve_program(json_string_value(v));
         if (!t->path)
-            perr(c, path, "no executable program \"%s\" (an absolute path, or a name in PATH)",
+            mcpg_config_problem(c, path, "no executable program \"%s\" (an absolute path, or a name in PATH)",
                  json_string_value(v));
     } else if (strcmp(key, "args") == 0) {
         parse_args(c, base, v, t);
     } else if (strcmp(key, "input_schema") == 0) {
-        if (!json_is_object(v)) return perr(c, path, "expected a JSON Schema object");
+        if (!json_is_object(v)) return mcpg_config_problem(c, path, "expected a JSON Schema object");
         t->schema = json_dumps(v, JSON_COMPACT);
     } else if (strcmp(key, "stdin") == 0) {
         const char *s = json_string_value(v);
         if (!s || (strcmp(s, "json") && strcmp(s, "none")))
-            return perr(c, path, "must be \"json\" or \"none\"");
+            return mcpg_config_problem(c, path, "must be \"json\" or \"none\"");
         t->stdin_json = strcmp(s, "json") == 0;
     } else if (strcmp(key, "timeout_ms") == 0) {
         parse_int(c, base, key, v, 1, CMD_TIMEOUT_MAX_MS, &t->timeout_ms);
@@ -184,9 +166,7 @@ static void parse_member(pctx *c, const char *base, const char *key, json_t *v, 
     } else if (strcmp(key, "env") == 0) {
         parse_env(c, base, v, t);
     } else {
-        const char *hint = mcpg_did_you_mean(key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
-        if (hint) return perr(c, path, "unknown key (did you mean \"%s\"?)", hint);
-        perr(c, path, "unknown key");
+        mcpg_config_unknown_key(c, path, key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
     }
 }
 
@@ -195,7 +175,7 @@ static void parse_tool(pctx *c, const cmd_tool_set *set, size_t idx, json_t *obj
     snprintf(base, sizeof base, "tools[%zu]", idx);
     t->timeout_ms = CMD_TIMEOUT_DEFAULT_MS;
     t->max_output_bytes = CMD_OUTPUT_DEFAULT;
-    if (!json_is_object(obj)) return perr(c, base, "expected an object");
+    if (!json_is_object(obj)) return mcpg_config_problem(c, base, "expected an object");
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) parse_member(c, base, key, v, t);
@@ -203,14 +183,14 @@ static void parse_tool(pctx *c, const cmd_tool_set *set, size_t idx, json_t *obj
     for (size_t i = 0; i < 2; i++)
         if (!json_object_get(obj, required[i])) {
             snprintf(path, sizeof path, "%s.%s", base, required[i]);
-            perr(c, path, "is required");
+            mcpg_config_problem(c, path, "is required");
         }
     for (size_t i = 0; i < idx && t->name[0]; i++)
         if (strcmp(set->tools[i].name, t->name) == 0) {
             snprintf(path, sizeof path, "%s.name", base);
-            return perr(c, path, "duplicate tool name \"%s\" (also tools[%zu])", t->name, i);
+            return mcpg_config_problem(c, path, "duplicate tool name \"%s\" (also tools[%zu])", t->name, i);
         }
-    if (!t->schema && !(t->schema = build_schema(t))) perr(c, base, "out of memory");
+    if (!t->schema && !(t->schema = build_schema(t))) mcpg_config_problem(c, base, "out of memory");
 }
 
 int cmd_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
@@ -220,13 +200,13 @@ int cmd_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg
     json_t *root = json ? json_loads(json, 0, &e) : NULL;
     if (!json_is_array(root) || json_array_size(root) == 0) {
         json_decref(root);
-        perr(&c, "tools", "expected a non-empty array of tools");
+        mcpg_config_problem(&c, "tools", "expected a non-empty array of tools");
         return c.errors;
     }
     set->tools = calloc(json_array_size(root), sizeof *set->tools);
     if (!set->tools) {
         json_decref(root);
-        perr(&c, "tools", "out of memory");
+        mcpg_config_problem(&c, "tools", "out of memory");
         return c.errors;
     }
     size_t i;

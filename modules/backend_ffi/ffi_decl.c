@@ -8,12 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct pctx {
-    const mcpg_host *h;
-    mcpg_report *rep;
-    mcpg_instance *self;
-    int errors;
-} pctx;
+/* problems go to validate()'s report or create()'s log (the SDK's reporter) */
+typedef mcpg_config_problems pctx;
 
 static const struct {
     const char *name;
@@ -51,31 +47,17 @@ ffi_type *ffi_kind_type(ffi_kind k) {
     }
 }
 
-static void perr(pctx *c, const char *path, const char *fmt, ...) MCPG_PRINTF(3, 4);
-static void perr(pctx *c, const char *path, const char *fmt, ...) {
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    c->errors++;
-    if (c->rep)
-        c->h->report_error(c->rep, path, "%s", msg);
-    else if (c->self)
-        c->h->log(c->self, MCPG_LOG_ERROR, "config %s: %s", path, msg);
-}
-
 /* A decoded copy of a string span (the caller frees), or NULL after an error. */
 static char *dup_string(pctx *c, const char *path, const mcpg_json_span *v) {
     if (v->type != MCPG_JSON_STRING) {
-        perr(c, path, "expected a string");
+        mcpg_config_problem(c, path, "expected a string");
         return NULL;
     }
     char *d = c->h->alloc(v->n + 1); /* decoding never lengthens a string */
     size_t n;
     if (!d || c->h->json_string_decode(v, d, v->n + 1, &n) < 0 || strlen(d) != n) {
         c->h->free(d);
-        perr(c, path, "expected a string without NUL characters");
+        mcpg_config_problem(c, path, "expected a string without NUL characters");
         return NULL;
     }
     return d;
@@ -86,10 +68,10 @@ static void parse_name(pctx *c, const char *path, const mcpg_json_span *v, char 
     int rc = v->type == MCPG_JSON_STRING
                  ? c->h->json_string_decode(v, out, FFI_NAME_MAX + 1, &n)
                  : MCPG_EPROTO;
-    if (rc == MCPG_EPROTO) return perr(c, path, "expected a string");
+    if (rc == MCPG_EPROTO) return mcpg_config_problem(c, path, "expected a string");
     if (rc < 0 || !mcpg_name_valid(out, n)) {
         out[0] = '\0';
-        return perr(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
+        return mcpg_config_problem(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
     }
 }
 
@@ -98,7 +80,7 @@ static ffi_kind parse_kind(pctx *c, const char *path, const mcpg_json_span *v, i
         if ((is_return || kinds[i].kind != FK_VOID) &&
             c->h->json_string_eq(v, kinds[i].name, strlen(kinds[i].name)) == 1)
             return kinds[i].kind;
-    perr(c, path, "expected one of int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
+    mcpg_config_problem(c, path, "expected one of int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
                   "float, double, bool, string%s", is_return ? ", void" : "");
     return FK_NONE;
 }
@@ -110,19 +92,10 @@ static void key_text(pctx *c, const mcpg_json_span *k, char *key, size_t cap) {
         snprintf(key, cap, "%.*s", (int)(k->n < cap - 1 ? k->n : cap - 1), k->p);
 }
 
-static void unknown_key(pctx *c, const char *path, const char *key, const char *const *known,
-                        size_t n) {
-    const char *hint = mcpg_did_you_mean(key, known, n);
-    if (hint)
-        perr(c, path, "unknown key (did you mean \"%s\"?)", hint);
-    else
-        perr(c, path, "unknown key");
-}
-
 static const char *const param_keys[] = {"name", "type", "description"};
 
 static void parse_param(pctx *c, const char *base, const mcpg_json_span *obj, ffi_param *p) {
-    if (obj->type != MCPG_JSON_OBJECT) return perr(c, base, "expected an object");
+    if (obj->type != MCPG_JSON_OBJECT) return mcpg_config_problem(c, base, "expected an object");
     size_t iter = 0;
     mcpg_json_span k, v;
     int seen_name = 0, seen_type = 0;
@@ -140,21 +113,21 @@ static void parse_param(pctx *c, const char *base, const mcpg_json_span *obj, ff
             c->h->free(p->description);
             p->description = dup_string(c, path, &v);
         } else {
-            unknown_key(c, path, key, param_keys, 3);
+            mcpg_config_unknown_key(c, path, key, param_keys, 3);
         }
     }
     char path[256];
     snprintf(path, sizeof path, "%s.%s", base, !seen_name ? "name" : "type");
-    if (!seen_name || !seen_type) perr(c, path, "is required");
+    if (!seen_name || !seen_type) mcpg_config_problem(c, path, "is required");
 }
 
 static void parse_params(pctx *c, const char *base, const mcpg_json_span *arr, ffi_fn *f) {
-    if (arr->type != MCPG_JSON_ARRAY) return perr(c, base, "expected an array");
+    if (arr->type != MCPG_JSON_ARRAY) return mcpg_config_problem(c, base, "expected an array");
     size_t iter = 0;
     mcpg_json_span v;
     while (c->h->json_array_next(arr->p, arr->n, &iter, &v) == 1) {
         if (f->nparams == FFI_MAX_PARAMS)
-            return perr(c, base, "at most %d parameters", FFI_MAX_PARAMS);
+            return mcpg_config_problem(c, base, "at most %d parameters", FFI_MAX_PARAMS);
         char path[160];
         snprintf(path, sizeof path, "%s[%zu]", base, f->nparams);
         ffi_param *p = &f->params[f->nparams++];
@@ -163,7 +136,7 @@ static void parse_params(pctx *c, const char *base, const mcpg_json_span *arr, f
             if (strcmp(f->params[i].name, p->name) == 0) {
                 char np[176];
                 snprintf(np, sizeof np, "%s.name", path);
-                perr(c, np, "duplicate parameter \"%s\" (also %s[%zu])", p->name, base, i);
+                mcpg_config_problem(c, np, "duplicate parameter \"%s\" (also %s[%zu])", p->name, base, i);
             }
     }
 }
@@ -191,14 +164,14 @@ static void parse_member(pctx *c, const char *base, const char *key, const mcpg_
     } else if (strcmp(key, "returns") == 0) {
         f->ret = parse_kind(c, path, v, 1);
     } else {
-        unknown_key(c, path, key, fn_keys, sizeof fn_keys / sizeof *fn_keys);
+        mcpg_config_unknown_key(c, path, key, fn_keys, sizeof fn_keys / sizeof *fn_keys);
     }
 }
 
 static void require(pctx *c, const char *base, const char *key, int present) {
     char path[96];
     snprintf(path, sizeof path, "%s.%s", base, key);
-    if (!present) perr(c, path, "is required");
+    if (!present) mcpg_config_problem(c, path, "is required");
 }
 
 /* dlopen the library and find the symbol: errors name the key at fault. */
@@ -209,14 +182,14 @@ static void bind_symbol(pctx *c, const char *base, ffi_fn *f) {
     f->handle = dlopen(f->library, RTLD_NOW | RTLD_LOCAL);
     if (!f->handle) {
         const char *e = dlerror();
-        return perr(c, path, "cannot load \"%s\": %s", f->library, e ? e : "unknown error");
+        return mcpg_config_problem(c, path, "cannot load \"%s\": %s", f->library, e ? e : "unknown error");
     }
     snprintf(path, sizeof path, "%s.symbol", base);
     dlerror();
     f->sym = dlsym(f->handle, f->symbol);
     if (!f->sym || dlerror()) {
         f->sym = NULL;
-        perr(c, path, "no symbol \"%s\" in %s", f->symbol, f->library);
+        mcpg_config_problem(c, path, "no symbol \"%s\" in %s", f->symbol, f->library);
     }
 }
 
@@ -224,13 +197,13 @@ static void prep_cif(pctx *c, const char *base, ffi_fn *f) {
     for (size_t i = 0; i < f->nparams; i++) f->atypes[i] = ffi_kind_type(f->params[i].kind);
     if (ffi_prep_cif(&f->cif, FFI_DEFAULT_ABI, (unsigned)f->nparams, ffi_kind_type(f->ret),
                      f->atypes) != FFI_OK)
-        perr(c, base, "libffi cannot describe this signature");
+        mcpg_config_problem(c, base, "libffi cannot describe this signature");
 }
 
 static void parse_fn(pctx *c, size_t idx, const mcpg_json_span *obj, ffi_fn *f) {
     char base[48];
     snprintf(base, sizeof base, "functions[%zu]", idx);
-    if (obj->type != MCPG_JSON_OBJECT) return perr(c, base, "expected an object");
+    if (obj->type != MCPG_JSON_OBJECT) return mcpg_config_problem(c, base, "expected an object");
     int before = c->errors, seen_ret = 0, seen_name = 0;
     size_t iter = 0;
     mcpg_json_span k, v;
@@ -256,7 +229,7 @@ static void check_unique(pctx *c, const ffi_fn_set *set, size_t idx) {
     snprintf(path, sizeof path, "functions[%zu].name", idx);
     for (size_t i = 0; i < idx; i++)
         if (strcmp(set->fns[i].name, name) == 0)
-            return perr(c, path, "duplicate tool name \"%s\" (also functions[%zu])", name, i);
+            return mcpg_config_problem(c, path, "duplicate tool name \"%s\" (also functions[%zu])", name, i);
 }
 
 static ffi_fn *set_push(const mcpg_host *h, ffi_fn_set *set) {
@@ -279,7 +252,7 @@ int ffi_decl_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_
     size_t n = strlen(json), skip = 0;
     while (skip < n && strchr(" \t\r\n", json[skip])) skip++;
     if (h->json_validate(json, n) < 0 || skip == n || json[skip] != '[') {
-        perr(&c, "functions", "expected an array of functions");
+        mcpg_config_problem(&c, "functions", "expected an array of functions");
         return c.errors;
     }
     size_t iter = 0;
@@ -287,7 +260,7 @@ int ffi_decl_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_
     while (h->json_array_next(json + skip, n - skip, &iter, &v) == 1) {
         ffi_fn *f = set_push(h, set);
         if (!f) {
-            perr(&c, "functions", "out of memory");
+            mcpg_config_problem(&c, "functions", "out of memory");
             break;
         }
         parse_fn(&c, set->n - 1, &v, f);

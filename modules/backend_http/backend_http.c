@@ -67,7 +67,7 @@ static void hb_cancel(void *instance, mcpg_call *call) {
 static int hb_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
     const http_cfg *c = config;
     http_tool_set set = {0};
-    int errors = http_tools_parse(host, c->tools, rep, NULL, 0, &set);
+    int errors = http_tools_parse(host, c->tools, rep, NULL, &set);
     http_tools_free(&set);
     return errors ? MCPG_ECONFIG : 0;
 }
@@ -107,7 +107,7 @@ static int hb_create(const mcpg_host *host, mcpg_instance *self, const void *con
     m->host = host;
     m->self = self;
     /* create runs off the loops: the hosts are resolved here, once */
-    if (http_tools_parse(host, c->tools, NULL, self, 1, &m->set)) {
+    if (http_tools_parse(host, c->tools, NULL, self, &m->set)) {
         hb_destroy(m);
         return MCPG_ECONFIG;
     }

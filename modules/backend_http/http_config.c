@@ -12,27 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct pctx {
-    const mcpg_host *h;
-    mcpg_report *rep;
-    mcpg_instance *self;
-    int resolve;
-    int errors;
-} pctx;
-
-static void perr(pctx *c, const char *path, const char *fmt, ...) MCPG_PRINTF(3, 4);
-static void perr(pctx *c, const char *path, const char *fmt, ...) {
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    c->errors++;
-    if (c->rep)
-        c->h->report_error(c->rep, path, "%s", msg);
-    else if (c->self)
-        c->h->log(c->self, MCPG_LOG_ERROR, "config %s: %s", path, msg);
-}
+/* problems go to validate()'s report or create()'s log (the SDK's reporter) */
+typedef mcpg_config_problems pctx;
 
 static const char IDENT[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
 
@@ -77,33 +58,33 @@ static int resolve_host(http_tool *t, const char *host, const char *port) {
 /* http://host[:port]/path — https refused until TLS lands. */
 static void parse_url(pctx *c, const char *path, const char *url, http_tool *t) {
     if (strncmp(url, "https://", 8) == 0)
-        return perr(c, path, "https is not supported yet: use an http:// URL");
-    if (strncmp(url, "http://", 7) != 0) return perr(c, path, "expected an http://host:port/path URL");
+        return mcpg_config_problem(c, path, "https is not supported yet: use an http:// URL");
+    if (strncmp(url, "http://", 7) != 0) return mcpg_config_problem(c, path, "expected an http://host:port/path URL");
     const char *hp = url + 7, *slash = strchr(hp, '/');
     size_t hplen = slash ? (size_t)(slash - hp) : strlen(hp);
     if (hplen == 0 || hplen > 255 || memchr(hp, '@', hplen) || memchr(hp, '?', hplen))
-        return perr(c, path, "expected an http://host:port/path URL");
+        return mcpg_config_problem(c, path, "expected an http://host:port/path URL");
     char host[256], port[8] = "80";
     const char *colon = memchr(hp, ':', hplen);
     size_t hl = colon ? (size_t)(colon - hp) : hplen;
-    if (hl == 0) return perr(c, path, "no host");
+    if (hl == 0) return mcpg_config_problem(c, path, "no host");
     memcpy(host, hp, hl);
     host[hl] = '\0';
     if (colon) {
         size_t pl = hplen - hl - 1;
         if (pl == 0 || pl > 5 || strspn(colon + 1, "0123456789") < pl ||
             atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
-            return perr(c, path, "bad port");
+            return mcpg_config_problem(c, path, "bad port");
         memcpy(port, colon + 1, pl);
         port[pl] = '\0';
     }
     if (slash && strpbrk(slash, "?# \r\n"))
-        return perr(c, path, "the path may not hold '?', '#' or spaces: put the query in \"query\"");
+        return mcpg_config_problem(c, path, "the path may not hold '?', '#' or spaces: put the query in \"query\"");
     t->host = strndup(hp, hplen);
     t->path = strdup(slash ? slash : "/");
-    if (!t->host || !t->path || scan_placeholders(t, t->path)) return perr(c, path, "out of memory");
-    if (c->resolve && resolve_host(t, host, port))
-        perr(c, path, "cannot resolve host \"%s\"", host);
+    if (!t->host || !t->path || scan_placeholders(t, t->path)) return mcpg_config_problem(c, path, "out of memory");
+    if (c->self && resolve_host(t, host, port)) /* create() resolves; validate() does not */
+        mcpg_config_problem(c, path, "cannot resolve host \"%s\"", host);
 }
 
 static int token_ok(const char *s) {
@@ -125,31 +106,31 @@ static int push_kv(http_kv **v, size_t *n, const char *k, const char *val) {
 static void parse_query(pctx *c, const char *base, json_t *v, http_tool *t) {
     char path[160];
     snprintf(path, sizeof path, "%s.query", base);
-    if (!json_is_object(v)) return perr(c, path, "expected an object of string templates");
+    if (!json_is_object(v)) return mcpg_config_problem(c, path, "expected an object of string templates");
     const char *k;
     json_t *e;
     json_object_foreach(v, k, e) {
         snprintf(path, sizeof path, "%s.query.%.64s", base, k);
         if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e))
-            return perr(c, path, "expected a string template");
+            return mcpg_config_problem(c, path, "expected a string template");
         if (push_kv(&t->query, &t->nquery, k, json_string_value(e)) ||
             scan_placeholders(t, json_string_value(e)))
-            return perr(c, path, "out of memory");
+            return mcpg_config_problem(c, path, "out of memory");
     }
 }
 
 static void parse_headers(pctx *c, const char *base, json_t *v, http_tool *t) {
     char path[160];
     snprintf(path, sizeof path, "%s.headers", base);
-    if (!json_is_object(v)) return perr(c, path, "expected an object");
+    if (!json_is_object(v)) return mcpg_config_problem(c, path, "expected an object");
     const char *k;
     json_t *e;
     json_object_foreach(v, k, e) {
         snprintf(path, sizeof path, "%s.headers.%.64s", base, k);
-        if (!token_ok(k)) return perr(c, path, "not a valid header name");
+        if (!token_ok(k)) return mcpg_config_problem(c, path, "not a valid header name");
         if (!strcasecmp(k, "Host") || !strcasecmp(k, "Content-Length") ||
             !strcasecmp(k, "Connection") || !strcasecmp(k, "Transfer-Encoding"))
-            return perr(c, path, "set by the gateway");
+            return mcpg_config_problem(c, path, "set by the gateway");
         const char *val = NULL;
         if (json_is_string(e)) {
             val = json_string_value(e);
@@ -157,29 +138,29 @@ static void parse_headers(pctx *c, const char *base, json_t *v, http_tool *t) {
                    json_is_string(json_object_get(e, "from_env"))) {
             const char *from = json_string_value(json_object_get(e, "from_env"));
             val = getenv(from);
-            if (!val) return perr(c, path, "environment variable %s is not set", from);
+            if (!val) return mcpg_config_problem(c, path, "environment variable %s is not set", from);
         } else {
-            return perr(c, path, "expected a string or {\"from_env\": \"VAR\"}");
+            return mcpg_config_problem(c, path, "expected a string or {\"from_env\": \"VAR\"}");
         }
-        if (!value_ok(val)) return perr(c, path, "the value holds a line break");
-        if (push_kv(&t->headers, &t->nheaders, k, val)) return perr(c, path, "out of memory");
+        if (!value_ok(val)) return mcpg_config_problem(c, path, "the value holds a line break");
+        if (push_kv(&t->headers, &t->nheaders, k, val)) return mcpg_config_problem(c, path, "out of memory");
     }
 }
 
 static void parse_errors(pctx *c, const char *base, json_t *v, http_tool *t) {
     char path[160];
     snprintf(path, sizeof path, "%s.error_status", base);
-    if (!json_is_object(v)) return perr(c, path, "expected an object of status → message");
+    if (!json_is_object(v)) return mcpg_config_problem(c, path, "expected an object of status → message");
     const char *k;
     json_t *e;
     json_object_foreach(v, k, e) {
         snprintf(path, sizeof path, "%s.error_status.%.16s", base, k);
         int st = atoi(k);
         if (strlen(k) != 3 || strspn(k, "0123456789") != 3 || st < 100 || st > 599)
-            return perr(c, path, "expected a status code from 100 to 599");
-        if (!json_is_string(e)) return perr(c, path, "expected a message string");
+            return mcpg_config_problem(c, path, "expected a status code from 100 to 599");
+        if (!json_is_string(e)) return mcpg_config_problem(c, path, "expected a message string");
         http_status_msg *nv = realloc(t->errors, (t->nerrors + 1) * sizeof *nv);
-        if (!nv) return perr(c, path, "out of memory");
+        if (!nv) return mcpg_config_problem(c, path, "out of memory");
         t->errors = nv;
         nv[t->nerrors++] = (http_status_msg){st, strdup(json_string_value(e))};
     }
@@ -190,7 +171,7 @@ static void parse_int(pctx *c, const char *base, const char *key, json_t *v, int
     char path[96];
     snprintf(path, sizeof path, "%s.%s", base, key);
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return perr(c, path, "must be an integer between %lld and %lld", (long long)lo,
+        return mcpg_config_problem(c, path, "must be an integer between %lld and %lld", (long long)lo,
                     (long long)hi);
     *out = json_integer_value(v);
 }
@@ -204,7 +185,7 @@ static void parse_method(pctx *c, const char *path, json_t *v, http_tool *t) {
             t->idempotent = strcmp(s, "POST") && strcmp(s, "PATCH");
             return;
         }
-    perr(c, path, "must be one of GET, POST, PUT, PATCH, DELETE");
+    mcpg_config_problem(c, path, "must be one of GET, POST, PUT, PATCH, DELETE");
 }
 
 /* inputSchema: given as-is, or every placeholder a required string. */
@@ -230,25 +211,25 @@ static void parse_member(pctx *c, const char *base, const char *key, json_t *v, 
     if (strcmp(key, "name") == 0) {
         const char *s = json_string_value(v);
         if (!s || !mcpg_name_valid(s, strlen(s)) || strlen(s) >= sizeof t->name)
-            return perr(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
+            return mcpg_config_problem(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
         strcpy(t->name, s);
     } else if (strcmp(key, "description") == 0) {
-        if (!json_is_string(v)) return perr(c, path, "expected a string");
+        if (!json_is_string(v)) return mcpg_config_problem(c, path, "expected a string");
         t->description = strdup(json_string_value(v));
     } else if (strcmp(key, "method") == 0) {
         parse_method(c, path, v, t);
     } else if (strcmp(key, "url") == 0) {
-        if (!json_is_string(v)) return perr(c, path, "expected a string");
+        if (!json_is_string(v)) return mcpg_config_problem(c, path, "expected a string");
         parse_url(c, path, json_string_value(v), t);
     } else if (strcmp(key, "query") == 0) {
         parse_query(c, base, v, t);
     } else if (strcmp(key, "body") == 0) {
         t->body = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (!t->body || scan_json(t, v)) perr(c, path, "out of memory");
+        if (!t->body || scan_json(t, v)) mcpg_config_problem(c, path, "out of memory");
     } else if (strcmp(key, "headers") == 0) {
         parse_headers(c, base, v, t);
     } else if (strcmp(key, "input_schema") == 0) {
-        if (!json_is_object(v)) return perr(c, path, "expected a JSON Schema object");
+        if (!json_is_object(v)) return mcpg_config_problem(c, path, "expected a JSON Schema object");
         t->schema = json_dumps(v, JSON_COMPACT);
     } else if (strcmp(key, "timeout_ms") == 0) {
         parse_int(c, base, key, v, 1, HTTP_TIMEOUT_MAX_MS, &t->timeout_ms);
@@ -257,9 +238,7 @@ static void parse_member(pctx *c, const char *base, const char *key, json_t *v, 
     } else if (strcmp(key, "error_status") == 0) {
         parse_errors(c, base, v, t);
     } else {
-        const char *hint = mcpg_did_you_mean(key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
-        if (hint) return perr(c, path, "unknown key (did you mean \"%s\"?)", hint);
-        perr(c, path, "unknown key");
+        mcpg_config_unknown_key(c, path, key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
     }
 }
 
@@ -268,7 +247,7 @@ static void parse_tool(pctx *c, const http_tool_set *set, size_t idx, json_t *ob
     snprintf(base, sizeof base, "tools[%zu]", idx);
     t->timeout_ms = HTTP_TIMEOUT_DEFAULT_MS;
     t->max_response_bytes = HTTP_RESPONSE_DEFAULT;
-    if (!json_is_object(obj)) return perr(c, base, "expected an object");
+    if (!json_is_object(obj)) return mcpg_config_problem(c, base, "expected an object");
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) parse_member(c, base, key, v, t);
@@ -276,30 +255,30 @@ static void parse_tool(pctx *c, const http_tool_set *set, size_t idx, json_t *ob
     for (size_t i = 0; i < 3; i++)
         if (!json_object_get(obj, required[i])) {
             snprintf(path, sizeof path, "%s.%s", base, required[i]);
-            perr(c, path, "is required");
+            mcpg_config_problem(c, path, "is required");
         }
     for (size_t i = 0; i < idx && t->name[0]; i++)
         if (strcmp(set->tools[i].name, t->name) == 0) {
             snprintf(path, sizeof path, "%s.name", base);
-            return perr(c, path, "duplicate tool name \"%s\" (also tools[%zu])", t->name, i);
+            return mcpg_config_problem(c, path, "duplicate tool name \"%s\" (also tools[%zu])", t->name, i);
         }
-    if (!t->schema && !(t->schema = build_schema(t))) perr(c, base, "out of memory");
+    if (!t->schema && !(t->schema = build_schema(t))) mcpg_config_problem(c, base, "out of memory");
 }
 
 int http_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
-                     int resolve, http_tool_set *set) {
-    pctx c = {h, rep, self, resolve, 0};
+                     http_tool_set *set) {
+    pctx c = {h, rep, self, 0};
     json_error_t e;
     json_t *root = json ? json_loads(json, 0, &e) : NULL;
     if (!json_is_array(root) || json_array_size(root) == 0) {
         json_decref(root);
-        perr(&c, "tools", "expected a non-empty array of tools");
+        mcpg_config_problem(&c, "tools", "expected a non-empty array of tools");
         return c.errors;
     }
     set->tools = calloc(json_array_size(root), sizeof *set->tools);
     if (!set->tools) {
         json_decref(root);
-        perr(&c, "tools", "out of memory");
+        mcpg_config_problem(&c, "tools", "out of memory");
         return c.errors;
     }
     size_t i;

@@ -49,11 +49,12 @@ typedef struct http_tool_set {
     size_t n;
 } http_tool_set;
 
-/* Parse json into set. resolve: look the hosts up (create); validate only
- * checks the URL's form. Errors go to rep (key paths) when given, else to
- * the instance's log. Returns the number of errors. */
+/* Parse json into set. For create() (self given) the hosts are looked up,
+ * and errors go to the instance's log; for validate() (rep given) only the
+ * URL's form is checked, and errors go to rep with key paths. Returns the
+ * number of errors. */
 int http_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
-                     int resolve, http_tool_set *set);
+                     http_tool_set *set);
 void http_tools_free(http_tool_set *set);
 const http_tool *http_tools_find(const http_tool_set *set, const char *name);
 const char *http_tool_error_message(const http_tool *t, int status);

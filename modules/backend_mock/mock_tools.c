@@ -8,47 +8,29 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct pctx {
-    const mcpg_host *h;
-    mcpg_report *rep;
-    mcpg_instance *self;
-    int errors;
-} pctx;
-
-static void perr(pctx *c, const char *path, const char *fmt, ...) MCPG_PRINTF(3, 4);
-static void perr(pctx *c, const char *path, const char *fmt, ...) {
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    c->errors++;
-    if (c->rep)
-        c->h->report_error(c->rep, path, "%s", msg);
-    else if (c->self)
-        c->h->log(c->self, MCPG_LOG_ERROR, "config %s: %s", path, msg);
-}
+/* problems go to validate()'s report or create()'s log (the SDK's reporter) */
+typedef mcpg_config_problems pctx;
 
 static void parse_name(pctx *c, const char *path, const mcpg_json_span *v, mock_tool *t) {
     size_t n = 0;
     int rc = v->type == MCPG_JSON_STRING
                  ? c->h->json_string_decode(v, t->name, sizeof t->name, &n)
                  : MCPG_EPROTO;
-    if (rc == MCPG_EPROTO) return perr(c, path, "expected a string");
+    if (rc == MCPG_EPROTO) return mcpg_config_problem(c, path, "expected a string");
     if (rc < 0 || !mcpg_name_valid(t->name, n)) {
         t->name[0] = '\0';
-        return perr(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
+        return mcpg_config_problem(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
     }
 }
 
 static void parse_description(pctx *c, const char *path, const mcpg_json_span *v,
                               mock_tool *t) {
-    if (v->type != MCPG_JSON_STRING) return perr(c, path, "expected a string");
+    if (v->type != MCPG_JSON_STRING) return mcpg_config_problem(c, path, "expected a string");
     char *d = c->h->alloc(v->n + 1); /* decoding never lengthens a string */
     size_t n;
     if (!d || c->h->json_string_decode(v, d, v->n + 1, &n) < 0) {
         c->h->free(d);
-        return perr(c, path, "cannot decode the string");
+        return mcpg_config_problem(c, path, "cannot decode the string");
     }
     c->h->free(t->description);
     t->description = d;
@@ -58,26 +40,18 @@ static void parse_int(pctx *c, const char *path, const mcpg_json_span *v, int64_
                       int64_t *out) {
     int64_t x;
     if (v->type != MCPG_JSON_NUMBER || c->h->json_int64(v, &x) != 0 || x < 0 || x > max)
-        return perr(c, path, "must be an integer between 0 and %lld", (long long)max);
+        return mcpg_config_problem(c, path, "must be an integer between 0 and %lld", (long long)max);
     *out = x;
 }
 
 static void parse_bool(pctx *c, const char *path, const mcpg_json_span *v, int *out) {
     if (v->type != MCPG_JSON_TRUE && v->type != MCPG_JSON_FALSE)
-        return perr(c, path, "expected a boolean");
+        return mcpg_config_problem(c, path, "expected a boolean");
     *out = v->type == MCPG_JSON_TRUE;
 }
 
 static const char *const tool_keys[] = {"name", "description", "latency_ms", "payload_bytes",
                                         "fail"};
-
-static void unknown_key(pctx *c, const char *path, const char *key) {
-    const char *hint = mcpg_did_you_mean(key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
-    if (hint)
-        perr(c, path, "unknown key (did you mean \"%s\"?)", hint);
-    else
-        perr(c, path, "unknown key");
-}
 
 static void parse_member(pctx *c, const char *base, const char *key, const mcpg_json_span *v,
                          mock_tool *t) {
@@ -94,13 +68,13 @@ static void parse_member(pctx *c, const char *base, const char *key, const mcpg_
     else if (strcmp(key, "fail") == 0)
         parse_bool(c, path, v, &t->fail);
     else
-        unknown_key(c, path, key);
+        mcpg_config_unknown_key(c, path, key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
 }
 
 static void parse_tool(pctx *c, size_t idx, const mcpg_json_span *obj, mock_tool *t) {
     char base[48];
     snprintf(base, sizeof base, "tools[%zu]", idx);
-    if (obj->type != MCPG_JSON_OBJECT) return perr(c, base, "expected an object");
+    if (obj->type != MCPG_JSON_OBJECT) return mcpg_config_problem(c, base, "expected an object");
     size_t iter = 0;
     mcpg_json_span k, v;
     int seen_name = 0;
@@ -115,7 +89,7 @@ static void parse_tool(pctx *c, size_t idx, const mcpg_json_span *obj, mock_tool
     if (!seen_name) {
         char path[64];
         snprintf(path, sizeof path, "%s.name", base);
-        perr(c, path, "is required");
+        mcpg_config_problem(c, path, "is required");
     }
 }
 
@@ -125,10 +99,10 @@ static void check_name_unique(pctx *c, const mock_tool_set *set, size_t idx, int
     char path[64];
     snprintf(path, sizeof path, "tools[%zu].name", idx);
     if (stats_tool && strcmp(name, MOCK_STATS_TOOL) == 0)
-        return perr(c, path, "\"%s\" is reserved while stats_tool is true", name);
+        return mcpg_config_problem(c, path, "\"%s\" is reserved while stats_tool is true", name);
     for (size_t i = 0; i < idx; i++)
         if (strcmp(set->tools[i].name, name) == 0)
-            return perr(c, path, "duplicate tool name \"%s\" (also tools[%zu])", name, i);
+            return mcpg_config_problem(c, path, "duplicate tool name \"%s\" (also tools[%zu])", name, i);
 }
 
 static mock_tool *set_push(const mcpg_host *h, mock_tool_set *set) {
@@ -153,7 +127,7 @@ int mock_tools_parse(const mcpg_host *h, const char *json, int stats_tool, mcpg_
                         json[skip] == '\r'))
         skip++;
     if (h->json_validate(json, n) < 0 || skip == n || json[skip] != '[') {
-        perr(&c, "tools", "expected an array of tools");
+        mcpg_config_problem(&c, "tools", "expected an array of tools");
         return c.errors;
     }
     size_t iter = 0;
@@ -161,7 +135,7 @@ int mock_tools_parse(const mcpg_host *h, const char *json, int stats_tool, mcpg_
     while (h->json_array_next(json + skip, n - skip, &iter, &v) == 1) {
         mock_tool *t = set_push(h, set);
         if (!t) {
-            perr(&c, "tools", "out of memory");
+            mcpg_config_problem(&c, "tools", "out of memory");
             break;
         }
         parse_tool(&c, set->n - 1, &v, t);

@@ -183,3 +183,25 @@ void mcpg_config_free(const mcpg_config_field *fields, void *out) {
         *dst = NULL;
     }
 }
+
+/* ---- problems in a module's own config ---- */
+
+void mcpg_config_problem(mcpg_config_problems *p, const char *path, const char *fmt, ...) {
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    p->errors++;
+    if (p->rep)
+        p->h->report_error(p->rep, path, "%s", msg);
+    else if (p->self)
+        p->h->log(p->self, MCPG_LOG_ERROR, "config %s: %s", path, msg);
+}
+
+void mcpg_config_unknown_key(mcpg_config_problems *p, const char *path, const char *key,
+                             const char *const *known, size_t n) {
+    const char *hint = mcpg_did_you_mean(key, known, n);
+    if (hint) mcpg_config_problem(p, path, "unknown key (did you mean \"%s\"?)", hint);
+    else mcpg_config_problem(p, path, "unknown key");
+}

@@ -197,6 +197,25 @@ void mcpg_config_free(const mcpg_config_field *fields, void *out);
 /* The candidate closest to `word` by edit distance, if close enough; else NULL. */
 const char *mcpg_did_you_mean(const char *word, const char *const *candidates, size_t count);
 
+/* ---- problems in a module's own config (a JSON setting it parses itself) ----
+ * One parse serves validate() and create(), so both agree on what is valid:
+ * in validate() set rep (each problem goes to host->report_error with its key
+ * path); in create() set self (each problem is logged on the instance).
+ *   mcpg_config_problems p = {host, rep, NULL, 0};
+ *   mcpg_config_problem(&p, "tools[0].name", "is required");
+ *   return p.errors ? MCPG_ECONFIG : 0; */
+typedef struct mcpg_config_problems {
+    const mcpg_host *h;
+    mcpg_report *rep;    /* validate(): where problems are reported, else NULL */
+    mcpg_instance *self; /* create(): whose log they go to, else NULL */
+    int errors;          /* problems so far */
+} mcpg_config_problems;
+void mcpg_config_problem(mcpg_config_problems *p, const char *path, const char *fmt, ...)
+    MCPG_PRINTF(3, 4);
+/* "unknown key", with a "did you mean" from known[0..n) when one is close. */
+void mcpg_config_unknown_key(mcpg_config_problems *p, const char *path, const char *key,
+                             const char *const *known, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
