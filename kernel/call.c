@@ -134,6 +134,8 @@ static void call_clear(mcpg_call *c) {
     free_header_copies(c);
     pthread_mutex_destroy(&c->pool.hdr_lock);
     msgs_destroy(c);
+    catalog_release(c->cats);
+    c->cats = NULL;
     atomic_fetch_sub(&c->gen->refs, 1);
 }
 
@@ -208,12 +210,12 @@ static void route_completion(mcpg_call *c) {
         id.type != MCPG_JSON_STRING || id.escaped)
         return;
     if (prompt) {
-        c->route = catalog_find(c->gen, CAT_PROMPTS, id.p, id.n);
+        c->route = catalog_find(c->cats, CAT_PROMPTS, id.p, id.n);
         if (c->route) c->target = c->route->target;
         return;
     }
-    c->route = catalog_find_resource(c->gen, id.p, id.n);
-    if (!c->route) c->route = catalog_find(c->gen, CAT_TEMPLATES, id.p, id.n);
+    c->route = catalog_find_resource(c->cats, id.p, id.n);
+    if (!c->route) c->route = catalog_find(c->cats, CAT_TEMPLATES, id.p, id.n);
     if (c->route) target_from_request(c, id.p, id.n);
 }
 
@@ -242,14 +244,14 @@ static void call_route(mcpg_call *c) {
     switch (c->method) {
     case MCPG_METHOD_TOOLS_CALL:
     case MCPG_METHOD_PROMPTS_GET:
-        c->route = d->name ? catalog_find(c->gen, c->method == MCPG_METHOD_TOOLS_CALL
+        c->route = d->name ? catalog_find(c->cats, c->method == MCPG_METHOD_TOOLS_CALL
                                                       ? CAT_TOOLS : CAT_PROMPTS,
                                           d->name, d->name_len)
                            : NULL;
         if (c->route) c->target = c->route->target;
         return;
     case MCPG_METHOD_RESOURCES_READ:
-        c->route = d->name ? catalog_find_resource(c->gen, d->name, d->name_len) : NULL;
+        c->route = d->name ? catalog_find_resource(c->cats, d->name, d->name_len) : NULL;
         if (c->route) target_from_request(c, d->name, d->name_len);
         return;
     case MCPG_METHOD_COMPLETION_COMPLETE: route_completion(c); return;
@@ -275,6 +277,7 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
     c->w = w;
     c->gen = g;
     atomic_fetch_add(&g->refs, 1);
+    c->cats = catalog_acquire(g);
     memcpy(&c->d, d, d->size < sizeof c->d ? d->size : sizeof c->d); /* the rest stays 0 */
     c->refs = 1;
     c->t0 = mono_us();

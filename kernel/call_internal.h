@@ -96,6 +96,7 @@ struct mcpg_call {
     struct mcpg_call *live_prev, *live_next; /* the worker's calls not yet recycled */
     mcpg_worker *w;
     generation *gen;
+    catset *cats;                /* the merged lists it was routed by (pinned) */
     mcpg_call_desc d;
     uint32_t method;
     const route *route;          /* the backend and its name for the item (NULL: unknown) */

@@ -1,10 +1,13 @@
 /* The catalog: what the backends of a generation offer, merged as one MCP
  * server. For each kind (tools, prompts, resources, resource templates) the
- * bindings are applied once, when the generation is built: the routes a call
- * is sent by (name → backend and the backend's own name) and the merged list
- * clients page through. Nothing here runs per call except the lookups. */
+ * bindings are applied when the generation is built, and again each time a
+ * backend says its lists changed: the routes a call is sent by (name →
+ * backend and the backend's own name) and the merged list clients page
+ * through, all in one catset published by a pointer swap. Nothing here runs
+ * per call except the pin and the lookups. */
 #include "kernel.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,12 +48,31 @@ const char *catalog_answer_key(int kind) { return KINDS[kind].answer; }
 
 typedef struct build_ctx {
     generation *g;
-    errlist *errs;
+    catset *cs;
+    errlist *errs;     /* NULL: a rebuild at run time, where every problem is logged */
     const char *file;
-    const char *where;
+    char where[96];
     int kind;
     size_t cap;
+    bool lenient;      /* this backend's lists change at run time: log and skip */
 } build_ctx;
+
+static bool dynamic_lists(const mcpg_instance *be) {
+    return (be->desc->flags & MCPG_MOD_DYNAMIC_LISTS) != 0;
+}
+
+/* A problem with one item: a manifest error for a static backend at build,
+ * else a logged warning and the item is left out. */
+MCPG_PRINTF(2, 3)
+static void problem(build_ctx *bc, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (bc->errs && !bc->lenient) errlist_add(bc->errs, bc->file, bc->where, "%s", msg);
+    else klog(MCPG_LOG_WARN, "kernel", "%s: %s: left out of the merged lists", bc->where, msg);
+}
 
 static bool in_list(char **list, size_t n, const char *s, size_t len) {
     for (size_t i = 0; i < n; i++)
@@ -93,13 +115,12 @@ static void emit_item(catalog *cat, const mcpg_json_span *item, const char *key,
 
 static route *route_add(build_ctx *bc, mcpg_instance *be, const char *client,
                         const char *target) {
-    catalog *cat = &bc->g->cat[bc->kind];
+    catalog *cat = &bc->cs->cat[bc->kind];
     for (size_t i = 0; i < cat->n_routes; i++)
         if (strcmp(cat->routes[i].client_name, client) == 0) {
-            errlist_add(bc->errs, bc->file, bc->where,
-                        "%s \"%s\" is offered twice (by \"%s\" and \"%s\")%s", KINDS[bc->kind].noun,
-                        client, cat->routes[i].backend->name, be->name,
-                        KINDS[bc->kind].prefixed ? ": use a prefix" : "");
+            problem(bc, "%s \"%s\" is offered twice (by \"%s\" and \"%s\")%s",
+                    KINDS[bc->kind].noun, client, cat->routes[i].backend->name, be->name,
+                    KINDS[bc->kind].prefixed ? ": use a prefix" : "");
             return NULL;
         }
     if (cat->n_routes == bc->cap) {
@@ -133,9 +154,8 @@ static bool client_name(build_ctx *bc, const decl_binding *b, const char *target
     if (b && b->prefix[0]) snprintf(out, cap, "%s%s%s", b->prefix, b->separator, base);
     else snprintf(out, cap, "%s", base);
     if (mcpg_name_valid(out, strlen(out))) return true;
-    errlist_add(bc->errs, bc->file, bc->where,
-                "%s \"%s\" would be named \"%s\", which does not match ^[a-zA-Z0-9_-]{1,64}$",
-                KINDS[bc->kind].noun, target, out);
+    problem(bc, "%s \"%s\" would be named \"%s\", which does not match ^[a-zA-Z0-9_-]{1,64}$",
+            KINDS[bc->kind].noun, target, out);
     return false;
 }
 
@@ -147,8 +167,7 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
     size_t tlen;
     if (mcpg_json_object_get(item->p, item->n, k->key, &id) != 1 ||
         mcpg_json_string_decode(&id, target, sizeof target, &tlen) != 0 || tlen == 0) {
-        errlist_add(bc->errs, bc->file, bc->where, "backend \"%s\" lists a %s without a valid %s",
-                    be->name, k->noun, k->key);
+        problem(bc, "backend \"%s\" lists a %s without a valid %s", be->name, k->noun, k->key);
         return;
     }
     if (k->prefixed && b && b->n_allow && !in_list(b->allow, b->n_allow, target, tlen)) return;
@@ -157,17 +176,17 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
     if (!client_name(bc, b, target, client, sizeof client)) return;
     const char *description = k->prefixed && b ? pair_of(&b->describe, target) : NULL;
     if (route_add(bc, be, client, target))
-        emit_item(&bc->g->cat[bc->kind], item, k->key, client, description);
+        emit_item(&bc->cs->cat[bc->kind], item, k->key, client, description);
 }
 
 static void bind_kind(build_ctx *bc, mcpg_instance *be, const decl_binding *b) {
     const mcpg_backend_ops *ops = be->desc->ops;
     mcpg_buf items = {0};
+    bc->lenient = dynamic_lists(be);
     int rc = KINDS[bc->kind].list_op(ops, be->state, &items);
     if (rc == 1) return; /* the backend offers none of this kind */
     if (rc != 0 || !items.data) {
-        errlist_add(bc->errs, bc->file, bc->where, "backend \"%s\" could not list its %ss",
-                    be->name, KINDS[bc->kind].noun);
+        problem(bc, "backend \"%s\" could not list its %ss", be->name, KINDS[bc->kind].noun);
         mcpg_buf_free(&items);
         return;
     }
@@ -176,9 +195,7 @@ static void bind_kind(build_ctx *bc, mcpg_instance *be, const decl_binding *b) {
     int r;
     while ((r = mcpg_json_array_next(items.data, items.len, &it, &item)) == 1)
         if (item.type == MCPG_JSON_OBJECT) add_item(bc, be, b, &item);
-    if (r < 0)
-        errlist_add(bc->errs, bc->file, bc->where, "backend \"%s\" listed malformed %s JSON",
-                    be->name, KINDS[bc->kind].noun);
+    if (r < 0) problem(bc, "backend \"%s\" listed malformed %s JSON", be->name, KINDS[bc->kind].noun);
     mcpg_buf_free(&items);
 }
 
@@ -199,28 +216,29 @@ static void finish_kind(catalog *cat, int kind) {
 }
 
 /* Does the backend offer `name` as a tool or a prompt (its own name)? */
-static bool offered(const generation *g, const mcpg_instance *be, const char *name) {
+static bool offered(const catset *cs, const mcpg_instance *be, const char *name) {
     for (int k = CAT_TOOLS; k <= CAT_PROMPTS; k++)
-        for (size_t i = 0; i < g->cat[k].n_routes; i++)
-            if (g->cat[k].routes[i].backend == be && strcmp(g->cat[k].routes[i].target, name) == 0)
+        for (size_t i = 0; i < cs->cat[k].n_routes; i++)
+            if (cs->cat[k].routes[i].backend == be && strcmp(cs->cat[k].routes[i].target, name) == 0)
                 return true;
     return false;
 }
 
 /* A rename or description for a name the backend does not offer (or that
- * allow/deny left out) is a mistake worth an error, not silence. */
-static void check_pairs(generation *g, manifest *m, errlist *errs) {
+ * allow/deny left out) is a mistake worth an error, not silence; except for
+ * a backend whose lists change at run time, which may offer it later. */
+static void check_pairs(generation *g, const catset *cs, manifest *m, errlist *errs) {
     for (size_t i = 0; i < m->n_bindings; i++) {
         const decl_binding *b = &m->bindings[i];
         const mcpg_instance *be = NULL;
         for (size_t j = 0; j < g->n_instances && !be; j++)
             if (strcmp(g->instances[j]->name, b->backend) == 0) be = g->instances[j];
-        if (!be) continue;
+        if (!be || dynamic_lists(be)) continue;
         const name_pairs *lists[2] = {&b->rename, &b->describe};
         const char *keys[2] = {"rename", "describe"};
         for (int l = 0; l < 2; l++)
             for (size_t k = 0; k < lists[l]->n; k++)
-                if (!offered(g, be, lists[l]->from[k])) {
+                if (!offered(cs, be, lists[l]->from[k])) {
                     char where[160];
                     snprintf(where, sizeof where, "bindings[%zu].%s.%s", i, keys[l],
                              lists[l]->from[k]);
@@ -231,26 +249,32 @@ static void check_pairs(generation *g, manifest *m, errlist *errs) {
     }
 }
 
-static void bind_all(generation *g, manifest *m, errlist *errs, int kind) {
-    build_ctx bc = {g, errs, m->path, NULL, kind, 0};
-    mcpg_buf_puts(&g->cat[kind].list, "[");
-    char where[96];
-    if (m->default_bindings) {
-        for (size_t i = 0; i < g->n_instances; i++)
-            if (g->instances[i]->desc->kind == MCPG_KIND_BACKEND) {
-                snprintf(where, sizeof where, "modules[%u]", g->instances[i]->slot - 1);
-                bc.where = where;
-                bind_kind(&bc, g->instances[i], NULL);
-            }
-    }
+/* Static backends first, then those whose lists change at run time: a
+ * name both offer stays with the static one, whatever an upstream lists. */
+static void bind_pass(build_ctx *bc, manifest *m, bool dynamic) {
+    generation *g = bc->g;
+    if (m->default_bindings)
+        for (size_t i = 0; i < g->n_instances; i++) {
+            mcpg_instance *be = g->instances[i];
+            if (be->desc->kind != MCPG_KIND_BACKEND || dynamic_lists(be) != dynamic) continue;
+            snprintf(bc->where, sizeof bc->where, "modules[%u]", be->slot - 1);
+            bind_kind(bc, be, NULL);
+        }
     for (size_t i = 0; i < m->n_bindings; i++) {
-        snprintf(where, sizeof where, "bindings[%zu]", i);
-        bc.where = where;
+        snprintf(bc->where, sizeof bc->where, "bindings[%zu]", i);
         for (size_t j = 0; j < g->n_instances; j++)
-            if (strcmp(g->instances[j]->name, m->bindings[i].backend) == 0)
-                bind_kind(&bc, g->instances[j], &m->bindings[i]);
+            if (dynamic_lists(g->instances[j]) == dynamic &&
+                strcmp(g->instances[j]->name, m->bindings[i].backend) == 0)
+                bind_kind(bc, g->instances[j], &m->bindings[i]);
     }
-    finish_kind(&g->cat[kind], kind);
+}
+
+static void bind_all(generation *g, catset *cs, manifest *m, errlist *errs, int kind) {
+    build_ctx bc = {.g = g, .cs = cs, .errs = errs, .file = m->path, .kind = kind};
+    mcpg_buf_puts(&cs->cat[kind].list, "[");
+    bind_pass(&bc, m, false);
+    bind_pass(&bc, m, true);
+    finish_kind(&cs->cat[kind], kind);
 }
 
 /* Backends that offer tasks: routes by instance name (a task id's head). */
@@ -266,10 +290,102 @@ static void collect_task_backends(generation *g) {
     }
 }
 
+static catset *catset_build(generation *g, manifest *m, errlist *errs, uint64_t version) {
+    catset *cs = calloc(1, sizeof *cs);
+    if (!cs) return NULL;
+    cs->version = version;
+    atomic_init(&cs->refs, 1); /* the generation's */
+    for (int k = 0; k < CAT_COUNT; k++) bind_all(g, cs, m, errs, k);
+    return cs;
+}
+
+static void catset_free(catset *cs) {
+    for (int k = 0; k < CAT_COUNT; k++) {
+        catalog *cat = &cs->cat[k];
+        for (size_t i = 0; i < cat->n_routes; i++) {
+            free(cat->routes[i].client_name);
+            free(cat->routes[i].target);
+        }
+        free(cat->routes);
+        free(cat->items);
+        mcpg_buf_free(&cat->list);
+        mcpg_buf_free(&cat->answer);
+    }
+    free(cs);
+}
+
 void catalog_build(generation *g, manifest *m, errlist *errs) {
-    for (int k = 0; k < CAT_COUNT; k++) bind_all(g, m, errs, k);
-    check_pairs(g, m, errs);
+    g->m = m;
+    catset *cs = catset_build(g, m, errs, 1);
+    if (!cs) {
+        errlist_add(errs, m->path, "bindings", "out of memory building the merged lists");
+        return;
+    }
+    atomic_init(&g->cats, cs);
+    check_pairs(g, cs, m, errs);
     collect_task_backends(g);
+}
+
+static void catalog_retire(catset *old);
+
+void catalog_rebuild(generation *g) {
+    catset *old = atomic_load(&g->cats);
+    catset *cs = catset_build(g, g->m, NULL, old ? old->version + 1 : 1);
+    if (!cs) {
+        klog(MCPG_LOG_ERROR, "kernel", "out of memory: the merged lists were not rebuilt");
+        return;
+    }
+    old = atomic_exchange(&g->cats, cs);
+    klog(MCPG_LOG_INFO, "kernel", "merged lists rebuilt (version %llu): %zu tools, %zu prompts, "
+         "%zu resources, %zu resource templates", (unsigned long long)cs->version,
+         cs->cat[CAT_TOOLS].n_routes, cs->cat[CAT_PROMPTS].n_routes,
+         cs->cat[CAT_RESOURCES].n_routes, cs->cat[CAT_TEMPLATES].n_routes);
+    catalog_retire(old);
+}
+
+/* Calls pin a set only on loop threads, between one load and one add in
+ * the same callback. So once every loop has run a callback after the swap,
+ * none can still be about to pin the old set: only then does the
+ * generation let go of it (a quiescent point per loop, as in RCU). */
+catset *catalog_acquire(generation *g) {
+    catset *cs = atomic_load(&g->cats);
+    if (cs) atomic_fetch_add(&cs->refs, 1);
+    return cs;
+}
+
+typedef struct retire {
+    catset *old;
+    atomic_uint waiting; /* loops that have not passed a callback yet */
+    mcpg_post posts[];   /* one per loop */
+} retire;
+
+static void retire_one(retire *r) {
+    if (atomic_fetch_sub(&r->waiting, 1) == 1) {
+        catalog_release(r->old);
+        free(r);
+    }
+}
+
+static void retire_on_loop(void *arg) { retire_one(arg); }
+
+static void catalog_retire(catset *old) {
+    uint32_t n = K.n_workers;
+    retire *r = n ? malloc(sizeof *r + n * sizeof(mcpg_post)) : NULL;
+    if (!r) { /* no loop runs (or no memory: keep it, a small leak beats a crash) */
+        if (!n) catalog_release(old);
+        return;
+    }
+    r->old = old;
+    atomic_init(&r->waiting, n);
+    for (uint32_t i = 0; i < n; i++) {
+        r->posts[i].fn = retire_on_loop;
+        r->posts[i].arg = r;
+        if (worker_post(&K.workers[i], &r->posts[i]) != 0) retire_one(r); /* a stopped loop pins nothing */
+    }
+}
+
+void catalog_release(catset *cs) {
+    if (cs && atomic_fetch_sub(&cs->refs, 1) == 1) catset_free(cs);
 }
 
 const route *catalog_find_task_backend(const generation *g, const char *instance, size_t n) {
@@ -286,17 +402,7 @@ void catalog_free(generation *g) {
         free(g->task_backends[i].target);
     }
     free(g->task_backends);
-    for (int k = 0; k < CAT_COUNT; k++) {
-        catalog *cat = &g->cat[k];
-        for (size_t i = 0; i < cat->n_routes; i++) {
-            free(cat->routes[i].client_name);
-            free(cat->routes[i].target);
-        }
-        free(cat->routes);
-        free(cat->items);
-        mcpg_buf_free(&cat->list);
-        mcpg_buf_free(&cat->answer);
-    }
+    catalog_release(atomic_exchange(&g->cats, NULL));
 }
 
 /* ---- lookups (per call) ---- */
@@ -304,8 +410,8 @@ void catalog_free(generation *g) {
 /* name is (pointer, length) from a client and may hold a NUL: compare bytes
  * with the length as tie-break (the order strcmp sorted the routes in),
  * never read a route's name past its end. */
-const route *catalog_find(const generation *g, int kind, const char *name, size_t len) {
-    const catalog *cat = &g->cat[kind];
+const route *catalog_find(const catset *cs, int kind, const char *name, size_t len) {
+    const catalog *cat = &cs->cat[kind];
     size_t lo = 0, hi = cat->n_routes;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -344,10 +450,10 @@ static bool template_match(const char *t, const char *u, size_t n) {
     return n == 0;
 }
 
-const route *catalog_find_resource(const generation *g, const char *uri, size_t len) {
-    const route *r = catalog_find(g, CAT_RESOURCES, uri, len);
+const route *catalog_find_resource(const catset *cs, const char *uri, size_t len) {
+    const route *r = catalog_find(cs, CAT_RESOURCES, uri, len);
     if (r) return r;
-    const catalog *t = &g->cat[CAT_TEMPLATES];
+    const catalog *t = &cs->cat[CAT_TEMPLATES];
     for (size_t i = 0; i < t->n_routes; i++)
         if (template_match(t->routes[i].target, uri, len)) return &t->routes[i];
     return NULL;
@@ -355,9 +461,9 @@ const route *catalog_find_resource(const generation *g, const char *uri, size_t 
 
 /* A page of a merged list, into out: {"tools":[items from..],"nextCursor":".."}.
  * The cursor is the offset of the page's first item, as decimal text. */
-int catalog_page(const generation *g, int kind, const char *cursor, size_t cursor_len,
+int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_len,
                  size_t page, mcpg_buf *out) {
-    const catalog *cat = &g->cat[kind];
+    const catalog *cat = &cs->cat[kind];
     size_t from = 0;
     if (cursor) {
         if (!cursor_len || cursor_len > 18) return MCPG_EINVAL;

@@ -142,25 +142,46 @@ typedef struct catalog {
     mcpg_buf answer;                /* the whole list as one answer: {"tools":[...]} */
 } catalog;
 
+/* The four merged lists of one moment. A generation's catalogs are
+ * rebuilt when a backend says its lists changed and published with one
+ * pointer swap; each call pins the set it was routed by (refs), so its
+ * route stays valid however often the lists change while it runs. */
+typedef struct catset {
+    catalog cat[CAT_COUNT];
+    uint64_t version;  /* 1 for the generation's first */
+    atomic_long refs;  /* the generation's pointer holds one, each call one */
+} catset;
+
 typedef struct generation {
     uint32_t id;
     mcpg_instance **instances; size_t n_instances; /* every instance, transport first */
     mcpg_instance *transport;
     mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
-    catalog cat[CAT_COUNT];
+    _Atomic(catset *) cats;       /* the current merged lists (catalog_acquire) */
+    manifest *m;                  /* the bindings, for rebuilds; outlives the generation */
+    atomic_uint lists_dirty;      /* MCPG_LIST_* bits told since the last rebuild */
     route *task_backends; size_t n_task_backends; /* backends with a `task` op, by instance name */
     mcpg_instance *coordinator;   /* the gateway's (host->coordinator), or NULL */
     atomic_long refs;
 } generation;
 
+/* Build the generation's first catalogs. Problems with a static backend's
+ * names are manifest errors; a backend whose lists change at run time
+ * (MCPG_MOD_DYNAMIC_LISTS) has its bad names logged and skipped. */
 void catalog_build(generation *g, manifest *m, errlist *errs);
+/* Rebuild from what the backends list now and publish it (any thread but
+ * one at a time: the control loop). Every problem is logged, none fatal. */
+void catalog_rebuild(generation *g);
 void catalog_free(generation *g);
-const route *catalog_find(const generation *g, int kind, const char *name, size_t len);
+/* Pin the current set (one atomic add), and let it go. */
+catset *catalog_acquire(generation *g);
+void catalog_release(catset *cs);
+const route *catalog_find(const catset *cs, int kind, const char *name, size_t len);
 /* A resource's route: its exact uri, else the first template that matches. */
-const route *catalog_find_resource(const generation *g, const char *uri, size_t len);
+const route *catalog_find_resource(const catset *cs, const char *uri, size_t len);
 /* One page of a merged list into out (cursor NULL: the first). MCPG_EINVAL
  * for a cursor this list never gave. */
-int catalog_page(const generation *g, int kind, const char *cursor, size_t cursor_len,
+int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_len,
                  size_t page, mcpg_buf *out);
 const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... */
 /* The backend that offers tasks (its `task` op) named instance[0..n). */
@@ -291,6 +312,8 @@ int host_call_request(mcpg_call *c, const char *method, const char *params, size
 int host_reply_submit(mcpg_worker *w, const char *session, size_t slen, const char *body,
                       size_t len);
 void host_lists_changed(mcpg_instance *self, uint32_t lists);
+/* The control loop that rebuilds merged lists when a backend's change */
+void news_control_init(uv_loop_t *loop);
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);

@@ -135,10 +135,16 @@ static void stop_signals(int how) {
     pthread_sigmask(how, &set, NULL);
 }
 
-static void run_main_loop(void) {
-    main_loop ml;
-    memset(&ml, 0, sizeof ml);
+static main_loop ml;
+
+/* Before the instances start, so that news they give at start (a backend
+ * whose lists arrive) has a loop to wake. */
+static void main_loop_init(void) {
     uv_loop_init(&ml.loop);
+    news_control_init(&ml.loop);
+}
+
+static void run_main_loop(void) {
     uv_signal_init(&ml.loop, &ml.sigterm);
     uv_signal_init(&ml.loop, &ml.sigint);
     uv_signal_init(&ml.loop, &ml.sighup);
@@ -207,6 +213,7 @@ static int serve(manifest *m) {
         errlist_free(&errs);
         return 1;
     }
+    main_loop_init();
     if (pool_start((unsigned)m->pool_threads, (unsigned)m->pool_queue) != 0 ||
         generation_start(K.gen) != 0) {
         /* e.g. an audit file that cannot be opened: stop the instances that

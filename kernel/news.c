@@ -1,8 +1,10 @@
 /* News outside any call (ABI 1.1): a backend says its lists changed or one
  * of its resources was updated, from any thread; every loop's transport is
- * told (transport op `news`), and it tells the clients that listen. Also the
- * two slots that reach backends or the coordinator from a transport:
- * resource_subscribe and coordinator. */
+ * told (transport op `news`), and it tells the clients that listen. A list
+ * change first goes to the control loop (the main thread), which rebuilds
+ * the merged lists and publishes them, so a client told "changed" lists the
+ * new ones. Also the two slots that reach backends or the coordinator from
+ * a transport: resource_subscribe and coordinator. */
 #include "kernel.h"
 
 #include <stdlib.h>
@@ -44,11 +46,33 @@ static void broadcast(const char *method, const char *uri, size_t uri_len) {
     }
 }
 
-void host_lists_changed(mcpg_instance *self, uint32_t lists) {
-    (void)self;
+static uv_async_t lists_async;
+static atomic_bool control_ready;
+
+/* On the control loop: however many changes were told since the last
+ * turn, one rebuild, then one notification per kind that changed. */
+static void on_lists_changed(uv_async_t *a) {
+    (void)a;
+    generation *g = K.gen;
+    uint32_t lists = g ? atomic_exchange(&g->lists_dirty, 0) : 0;
+    if (!lists) return;
+    catalog_rebuild(g);
     if (lists & MCPG_LIST_TOOLS) broadcast("notifications/tools/list_changed", NULL, 0);
     if (lists & MCPG_LIST_RESOURCES) broadcast("notifications/resources/list_changed", NULL, 0);
     if (lists & MCPG_LIST_PROMPTS) broadcast("notifications/prompts/list_changed", NULL, 0);
+}
+
+void news_control_init(uv_loop_t *loop) {
+    uv_async_init(loop, &lists_async, on_lists_changed);
+    atomic_store(&control_ready, true);
+}
+
+void host_lists_changed(mcpg_instance *self, uint32_t lists) {
+    generation *g = self ? self->gen : NULL;
+    lists &= MCPG_LIST_TOOLS | MCPG_LIST_RESOURCES | MCPG_LIST_PROMPTS;
+    if (!g || !lists) return;
+    atomic_fetch_or(&g->lists_dirty, lists);
+    if (atomic_load(&control_ready)) uv_async_send(&lists_async);
 }
 
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len) {
@@ -58,17 +82,21 @@ void host_resource_updated(mcpg_instance *self, const char *uri, size_t len) {
 
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on) {
     generation *g = w ? w->gen : NULL;
-    const route *r = g && uri ? catalog_find_resource(g, uri, len) : NULL;
-    if (!r) return MCPG_ENOENT;
-    const mcpg_backend_ops *ops = r->backend->desc->ops;
-    if (!MCPG_HAS(ops, subscribe)) return 0;
-    char *nul = malloc(len + 1);
-    if (!nul) return MCPG_ENOMEM;
-    memcpy(nul, uri, len);
-    nul[len] = '\0';
-    ops->subscribe(r->backend->state, nul, on);
-    free(nul);
-    return 0;
+    catset *cs = g && uri ? catalog_acquire(g) : NULL;
+    const route *r = cs ? catalog_find_resource(cs, uri, len) : NULL;
+    int rc = r ? 0 : MCPG_ENOENT;
+    const mcpg_backend_ops *ops = r ? r->backend->desc->ops : NULL;
+    char *nul = ops && MCPG_HAS(ops, subscribe) ? malloc(len + 1) : NULL;
+    if (nul) {
+        memcpy(nul, uri, len);
+        nul[len] = '\0';
+        ops->subscribe(r->backend->state, nul, on);
+        free(nul);
+    } else if (ops && MCPG_HAS(ops, subscribe)) {
+        rc = MCPG_ENOMEM;
+    }
+    catalog_release(cs);
+    return rc;
 }
 
 int host_tasks_offered(void) { return K.gen && K.gen->n_task_backends > 0; }

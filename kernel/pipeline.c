@@ -94,7 +94,7 @@ static int list_cursor(mcpg_call *c, const char **p, size_t *n) {
 /* A merged list: the whole answer the generation keeps (borrowed while the
  * call pins it) when it fits one page, else the page the cursor names. */
 static void answer_list(mcpg_call *c) {
-    const catalog *cat = &c->gen->cat[c->list_kind];
+    const catalog *cat = &c->cats->cat[c->list_kind];
     const char *cur = NULL;
     size_t cur_n = 0;
     int has = list_cursor(c, &cur, &cur_n);
@@ -103,7 +103,7 @@ static void answer_list(mcpg_call *c) {
         c->borrowed = &cat->answer;
         return;
     }
-    if (has < 0 || catalog_page(c->gen, c->list_kind, cur, cur_n, page, &c->result) != 0)
+    if (has < 0 || catalog_page(c->cats, c->list_kind, cur, cur_n, page, &c->result) != 0)
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: unknown cursor");
 }
 

@@ -176,8 +176,11 @@ typedef struct mcpg_events_ops {
 /* ---- backends: where tools, resources and prompts live ------------------
  * List ops are synchronous and answer from the backend's memory: append a JSON
  * array of its items to `out` (e.g. [{"name":"echo",...}]). A backend that
- * learns its lists asynchronously (an upstream server) caches them. The kernel
- * may call list ops after create() and before start().
+ * learns its lists asynchronously (an upstream server) caches them, sets
+ * MCPG_MOD_DYNAMIC_LISTS and calls host->lists_changed when they change: the
+ * kernel then calls its list ops again from its control thread, so they must
+ * be thread-safe. The kernel may call list ops after create() and before
+ * start().
  * Call ops answer CONTINUE with the result set (host->call_result or
  * call_result_buf), DENY with call_error, or PENDING. */
 typedef struct mcpg_backend_ops {

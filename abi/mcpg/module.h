@@ -47,6 +47,14 @@ typedef enum mcpg_kind {
 #define MCPG_MOD_INLINE_SAFE   (1ull << 0) /* backend may run on the loop thread (inline_dispatch) */
 #define MCPG_MOD_OWNS_THREADS  (1ull << 1) /* starts threads in start(), joins them in stop() */
 #define MCPG_MOD_DURABLE       (1ull << 2) /* audit sink: its "done" means the event is on disk */
+/* ABI 1.1: a backend whose lists change while it serves (an upstream it
+ * learns them from): it reports changes with host->lists_changed, and the
+ * kernel rebuilds the merged lists from its list ops then (from its control
+ * thread: list ops must be thread-safe). A name of its that a binding cannot
+ * show, or that another backend already offers, is logged and left out
+ * rather than refused as a manifest error; a rename or description for a
+ * name it does not offer (yet) is no error either. */
+#define MCPG_MOD_DYNAMIC_LISTS (1ull << 3)
 
 /* ---- declarative configuration ---------------------------------------- */
 

@@ -1,0 +1,94 @@
+#!/usr/bin/python3
+"""Lists that change while the gateway serves: a backend whose lists change
+(MCPG_MOD_DYNAMIC_LISTS, fixture fx_dyn) says so; the merged lists are rebuilt and
+swapped without stopping a call in flight, clients listening on a legacy session's
+stream are told, a name that is not valid or that a static backend already offers is
+logged and left out, and a rename for a name the backend does not offer yet is no
+error."""
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (Context, Conn, Gateway, base_manifest, call_tool, check, check_eq,  # noqa: E402
+                     expect_error, expect_result, parse_args, run_tests, send_one,
+                     stateless_request)
+from test_legacy_wire import initialize, read_stream, request  # noqa: E402
+
+
+def tool_names(port):
+    r = send_one(port, stateless_request(port, "tools/list", {}))
+    return sorted(t["name"] for t in expect_result(r, r.rpc(), 1, "tools/list")["tools"])
+
+
+def text_of(port, name, id, arguments=None):
+    r, rpc = call_tool(port, name, arguments or {}, id=id)
+    return expect_result(r, rpc, id, name)["content"][0]["text"]
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    m = base_manifest()
+    m["modules"].append({"name": "dyn", "module": "fx_dyn", "config": {"slow_ms": 600}})
+    m["bindings"] = [{"backend": "mock"}, {"backend": "dyn", "rename": {"dyn_two": "two"}}]
+    gw = Gateway(ctx, manifest=m, name="dynamic").start()
+    p = gw.port
+
+    def wait_for(want, what, timeout=10.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            names = tool_names(p)
+            if want(names):
+                return names
+            time.sleep(0.05)
+        check(False, "%s: %r" % (what, tool_names(p)))
+
+    def t_swap_under_a_call():
+        check_eq(tool_names(p), ["dyn_flip", "dyn_one", "dyn_slow", "echo"], "the first lists")
+        slow = {}
+        th = threading.Thread(target=lambda: slow.update(text=text_of(p, "dyn_slow", 7)))
+        th.start()
+        time.sleep(0.2)  # dyn_slow is running on the pool, routed by the first lists
+        check_eq(text_of(p, "dyn_flip", 8), "flipped", "flip")
+        names = wait_for(lambda n: "two" in n, "the rebuilt lists show the renamed dyn_two")
+        check_eq(names, ["dyn_flip", "dyn_slow", "echo", "two"],
+                 "dyn_one gone; the invalid name and the duplicate echo left out")
+        th.join(10)
+        check_eq(slow.get("text"), "dyn_slow", "the call in flight kept its route")
+        check_eq(text_of(p, "two", 9), "dyn_two", "the renamed new tool is routed")
+        check_eq(text_of(p, "echo", 10, {"message": "hi"}), "Echo: hi", "echo stays with the static backend")
+        r, rpc = call_tool(p, "dyn_one", {}, id=11)
+        expect_error(r, 200, -32602, "a tool that left the lists", id=11)
+        err = gw.stderr()
+        check("not valid!" in err and "left out" in err, "the bad name is logged")
+        check("offered twice" in err, "the duplicate is logged")
+
+    def t_listeners_told():
+        _, sid = initialize(p)
+        with Conn(p) as g:
+            request(p, "GET", session=sid, accept="text/event-stream", conn=g)
+            head = g._read_until(b"\r\n\r\n").decode()
+            check(head.startswith("HTTP/1.1 200"), "GET stream opens: %r" % head)
+            r = request(p, body={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                 "params": {"name": "dyn_flip", "arguments": {}}}, session=sid)
+            check_eq(r.status, 200, "flip on the session")
+            text, _ = read_stream(g, until="list_changed")
+            check("notifications/tools/list_changed" in text, "told on the GET stream: %r" % text)
+            # told after the swap: listing now shows the new lists
+            check("dyn_one" in tool_names(p), "back to the first lists once told")
+
+    def t_stop():
+        gw.stop()
+
+    return run_tests([
+        ("lists swapped under a call in flight; bad names left out", t_swap_under_a_call),
+        ("a legacy session's stream is told after the rebuild", t_listeners_told),
+        ("the gateway stops cleanly", t_stop),
+    ], ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+/* A fixture backend whose lists change while it serves
+ * (MCPG_MOD_DYNAMIC_LISTS), the shape of an upstream MCP server:
+ *   dyn_flip  moves to the next list and tells the kernel (lists_changed);
+ *   dyn_slow  sleeps slow_ms on the pool, then answers with its own name as
+ *             the kernel routed it (call_target), proving a call routed by
+ *             the old lists keeps a valid route while they are replaced.
+ * The second list adds dyn_two, drops dyn_one, and offers two names the
+ * kernel must leave out without failing: one that is not a valid tool name,
+ * and "echo", which a static backend already offers. */
+#include <mcpg/sdk.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct dyn_cfg {
+    int64_t slow_ms;
+} dyn_cfg;
+
+static const mcpg_config_field dyn_config[] = {
+    MCPG_CFG_INT_FIELD(dyn_cfg, slow_ms, "slow_ms", "400", 0, 10000, "how long dyn_slow takes"),
+    MCPG_CONFIG_END};
+
+typedef struct dyn {
+    const mcpg_host *host;
+    mcpg_instance *self;
+    const dyn_cfg *cfg;
+    atomic_int version; /* which list: 0 or 1 */
+} dyn;
+
+static int dyn_create(const mcpg_host *host, mcpg_instance *self, const void *cfg, void **out) {
+    dyn *d = host->calloc(1, sizeof *d);
+    if (!d) return MCPG_ENOMEM;
+    d->host = host;
+    d->self = self;
+    d->cfg = cfg;
+    *out = d;
+    return 0;
+}
+
+static void dyn_destroy(void *inst) {
+    dyn *d = inst;
+    d->host->free(d);
+}
+
+#define TOOL(n) "{\"name\":\"" n "\",\"inputSchema\":{\"type\":\"object\"}}"
+
+/* Any thread (the kernel's control loop rebuilds from here). */
+static int dyn_list(void *inst, mcpg_buf *out) {
+    dyn *d = inst;
+    static const char first[] = "[" TOOL("dyn_flip") "," TOOL("dyn_slow") "," TOOL("dyn_one") "]";
+    static const char second[] = "[" TOOL("dyn_flip") "," TOOL("dyn_slow") "," TOOL("dyn_two") ","
+        TOOL("not valid!") "," TOOL("echo") "]";
+    return atomic_load(&d->version) ? d->host->buf_append(out, second, sizeof second - 1)
+                                    : d->host->buf_append(out, first, sizeof first - 1);
+}
+
+static mcpg_status answer(dyn *d, mcpg_call *call, const char *text) {
+    char json[256];
+    snprintf(json, sizeof json, "{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    return d->host->call_result(call, json, strlen(json)) ? MCPG_DENY : MCPG_CONTINUE;
+}
+
+static mcpg_status dyn_call(void *inst, mcpg_call *call) {
+    dyn *d = inst;
+    const char *name = d->host->call_target(call);
+    if (strcmp(name, "dyn_flip") == 0) {
+        atomic_store(&d->version, !atomic_load(&d->version));
+        d->host->lists_changed(d->self, MCPG_LIST_TOOLS);
+        return answer(d, call, "flipped");
+    }
+    if (strcmp(name, "dyn_slow") == 0) {
+        struct timespec ts = {d->cfg->slow_ms / 1000, (d->cfg->slow_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        /* read the routed name again, after the lists may have changed */
+        return answer(d, call, d->host->call_target(call));
+    }
+    return answer(d, call, name);
+}
+
+static const mcpg_lifecycle_ops dyn_lifecycle = {MCPG_OPS_HEAD(mcpg_lifecycle_ops),
+                                                 .create = dyn_create, .destroy = dyn_destroy};
+static const mcpg_backend_ops dyn_ops = {MCPG_OPS_HEAD(mcpg_backend_ops), .list_tools = dyn_list,
+                                         .call_tool = dyn_call};
+
+MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "fx_dyn", "1.0.0",
+                   .description = "kernel test fixture: a backend whose tool list changes",
+                   .flags = MCPG_MOD_DYNAMIC_LISTS, .config = dyn_config,
+                   .config_size = sizeof(dyn_cfg), .lifecycle = &dyn_lifecycle, .ops = &dyn_ops)
