@@ -57,16 +57,16 @@ static void expect_in(mcpg_instance *inst, const char *tool, const char *args, c
     int64_t code;
     char msg[256];
     json_t *o = call(inst, tool, args, &code, msg);
-    MCPG_CHECK(o, "%s %s: error %lld %s", tool, args, (long long)code, msg);
+    MCPG_CHECK(o, "%s %.120s: error %lld %s", tool, args, (long long)code, msg);
     if (!o) return;
     json_t *item = json_array_get(json_object_get(o, "content"), 0);
     const char *got = json_string_value(json_object_get(item, "text"));
-    MCPG_CHECK(got && strcmp(got, text) == 0, "%s %s: text [%s], want [%s]", tool, args,
+    MCPG_CHECK(got && strcmp(got, text) == 0, "%s %.120s: text [%s], want [%s]", tool, args,
                got ? got : "(none)", text);
     json_t *want = json_loads(value, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, NULL);
     json_t *res = json_object_get(o, "structuredContent");
     if (member) res = json_object_get(res, member);
-    MCPG_CHECK(want && res && json_equal(want, res), "%s %s: structured content differs from %s",
+    MCPG_CHECK(want && res && json_equal(want, res), "%s %.120s: structured content differs from %s",
                tool, args, value);
     json_decref(want);
     json_decref(o);
@@ -90,7 +90,7 @@ static void expect_error(mcpg_instance *inst, const char *tool, const char *args
     char msg[256];
     json_t *o = call(inst, tool, args, &code, msg);
     MCPG_CHECK(!o && code == -32602 && strcmp(msg, want) == 0,
-               "%s %s: got %lld [%s], want -32602 [%s]", tool, args, (long long)code, msg, want);
+               "%s %.120s: got %lld [%s], want -32602 [%s]", tool, args, (long long)code, msg, want);
     json_decref(o);
 }
 

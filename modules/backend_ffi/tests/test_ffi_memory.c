@@ -37,7 +37,7 @@ static const char libc_config[] =
 static void test_buffers(int inline_dispatch) {
     mcpg_instance *inst = load(libc_config);
     if (inline_dispatch) MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "inline refused");
-    char want[4200], host[256] = "", cwd[4096] = "", cs[64] = "";
+    char want[8300], host[256] = "", cwd[4096] = "", cs[64] = "";
     MCPG_REQUIRE(gethostname(host, sizeof host) == 0 && getcwd(cwd, sizeof cwd), "host, cwd");
     size_t csn = confstr(_CS_PATH, cs, sizeof cs);
     snprintf(want, sizeof want, "{\"result\":0,\"name\":\"%s\"}", host);
