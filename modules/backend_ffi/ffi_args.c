@@ -7,21 +7,12 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static mcpg_status bad(ffi_args *a, const char *fmt, ...) MCPG_PRINTF(2, 3);
-static mcpg_status bad(ffi_args *a, const char *fmt, ...) {
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    a->h->call_error(a->call, MCPG_RPC_INVALID_PARAMS, msg, NULL);
-    return MCPG_DENY;
-}
+/* -32602 with the argument at fault; returns MCPG_DENY. */
+#define bad(a, ...) mcpg_result_errorf((a)->h, (a)->call, MCPG_RPC_INVALID_PARAMS, __VA_ARGS__)
 
 static mcpg_status out_of_memory(ffi_args *a) {
     a->h->call_error(a->call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
@@ -177,7 +168,8 @@ static mcpg_status read_given(ffi_args *a, const ffi_fn *f) {
             snprintf(key, sizeof key, "%.*s", (int)(k.n < FFI_NAME_MAX ? k.n : FFI_NAME_MAX), k.p);
             return bad(a, "Invalid params: unknown argument \"%s\"", key);
         }
-        if (a->seen[i]) return bad(a, "Invalid params: argument \"%s\" given twice", f->params[i].name);
+        if (a->seen[i])
+            return bad(a, "Invalid params: argument \"%s\" given twice", f->params[i].name);
         a->seen[i] = 1;
         if (read_arg(a, (size_t)i, &f->params[i], &v) != MCPG_CONTINUE) return MCPG_DENY;
     }

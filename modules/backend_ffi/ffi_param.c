@@ -115,7 +115,8 @@ void ffi_param_parse(pctx *c, const char *base, const mcpg_json_span *obj, ffi_p
     }
     char path[192];
     snprintf(path, sizeof path, "%s.%s", base, !(seen & BIT(K_NAME)) ? "name" : "type");
-    if (!(seen & BIT(K_NAME)) || !(seen & BIT(K_TYPE))) return mcpg_config_problem(c, path, "is required");
+    if (!(seen & BIT(K_NAME)) || !(seen & BIT(K_TYPE)))
+        return mcpg_config_problem(c, path, "is required");
     check_keys(c, base, seen, p);
     if (p->kind == FK_ARRAY && !p->max_length) p->max_length = FFI_ARRAY_MAX;
 }
@@ -141,7 +142,8 @@ static void link_fill(pctx *c, const char *base, ffi_fn *f, size_t i) {
     ffi_int_bounds(p->kind, &lo, &hi);
     snprintf(path, sizeof path, "%s.params[%zu].type", base, i);
     if (hi < most)
-        mcpg_config_problem(c, path, "%s cannot hold %zu, the most %s of \"%s\" can take", ffi_kind_name(p->kind), most,
+        mcpg_config_problem(c, path, "%s cannot hold %zu, the most %s of \"%s\" can take",
+                            ffi_kind_name(p->kind), most,
                             p->fill == FILL_SIZE ? "bytes" : "elements", t->name);
 }
 
@@ -155,10 +157,12 @@ void ffi_params_link(pctx *c, const char *base, ffi_fn *f) {
         char path[192];
         snprintf(path, sizeof path, "%s.params[%zu].name", base, i);
         if (strcmp(p->name, "result") == 0) /* the return value's member */
-            mcpg_config_problem(c, path, "an output cannot be named \"result\" (the return value's name)");
+            mcpg_config_problem(c, path,
+                                "an output cannot be named \"result\" (the return value's name)");
     }
     char path[160];
     snprintf(path, sizeof path, "%s.params", base);
     if (total > FFI_OUTPUT_MAX)
-        mcpg_config_problem(c, path, "the outputs take %zu bytes, more than %zu", total, FFI_OUTPUT_MAX);
+        mcpg_config_problem(c, path, "the outputs take %zu bytes, more than %zu", total,
+                            FFI_OUTPUT_MAX);
 }

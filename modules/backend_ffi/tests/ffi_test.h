@@ -66,8 +66,8 @@ static void expect_in(mcpg_instance *inst, const char *tool, const char *args, c
     json_t *want = json_loads(value, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, NULL);
     json_t *res = json_object_get(o, "structuredContent");
     if (member) res = json_object_get(res, member);
-    MCPG_CHECK(want && res && json_equal(want, res), "%s %.120s: structured content differs from %s",
-               tool, args, value);
+    MCPG_CHECK(want && res && json_equal(want, res),
+               "%s %.120s: structured content differs from %s", tool, args, value);
     json_decref(want);
     json_decref(o);
 }
@@ -90,7 +90,8 @@ static void expect_error(mcpg_instance *inst, const char *tool, const char *args
     char msg[256];
     json_t *o = call(inst, tool, args, &code, msg);
     MCPG_CHECK(!o && code == -32602 && strcmp(msg, want) == 0,
-               "%s %.120s: got %lld [%s], want -32602 [%s]", tool, args, (long long)code, msg, want);
+               "%s %.120s: got %lld [%s], want -32602 [%s]", tool, args, (long long)code, msg,
+               want);
     json_decref(o);
 }
 

@@ -23,7 +23,8 @@ static const char libc_config[] =
     FN("realpath", "libc.so.6", "realpath", "string",
        P("path", "string") "," PX("resolved", "buffer", "\"size\":4096")) ","
     FN("confstr", "libc.so.6", "confstr", "uint64",
-       P("name", "int32") "," PX("buf", "buffer", "\"size\":64") "," SIZE_OF("len", "uint64", "buf")) ","
+       P("name", "int32") "," PX("buf", "buffer", "\"size\":64") ","
+       SIZE_OF("len", "uint64", "buf")) ","
     FN("memset", "libc.so.6", "memset", "void",
        PX("bytes", "buffer", "\"size\":8,\"encoding\":\"base64\"") "," P("c", "int32") ","
        SIZE_OF("n", "uint8", "bytes")) ","
@@ -57,7 +58,8 @@ static void test_buffers(int inline_dispatch) {
     expect_error(inst, "hostname", "{\"len\":5}", "Invalid params: unknown argument \"len\"");
     expect_error(inst, "realpath", "{\"path\":\"/\",\"resolved\":\"x\"}",
                  "Invalid params: unknown argument \"resolved\"");
-    expect_error(inst, "frexp", "{\"x\":1,\"exp\":[1]}", "Invalid params: unknown argument \"exp\"");
+    expect_error(inst, "frexp", "{\"x\":1,\"exp\":[1]}",
+                 "Invalid params: unknown argument \"exp\"");
     expect_error(inst, "realpath", "{}", "Invalid params: missing argument \"path\"");
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
@@ -199,59 +201,66 @@ static void test_schema(void) {
 #define ONE(params) "{\"functions\":[" FN("f", "libc.so.6", "memset", "void", params) "]}"
 
 static void test_config_errors(void) {
-    expect_config_error(ONE(P("buf", "buffer")), "functions[0].params[0].size: is required for buffer");
-    expect_config_error(ONE(PX("buf", "buffer", "\"size\":0")),
-                        "functions[0].params[0].size: expected an integer from 1 to 1048576");
-    expect_config_error(ONE(PX("buf", "buffer", "\"size\":1048577")),
-                        "functions[0].params[0].size: expected an integer from 1 to 1048576");
-    expect_config_error(ONE(PX("buf", "buffer", "\"size\":4,\"encoding\":\"hex\"")),
-                        "functions[0].params[0].encoding: expected \"text\" or \"base64\"");
-    expect_config_error(ONE(P("xs", "array")), "functions[0].params[0].of: is required for array");
-    expect_config_error(ONE(PX("xs", "array", "\"of\":\"bool\"")),
-                        "functions[0].params[0].of: expected one of int8, int16, int32, int64, "
-                        "uint8, uint16, uint32, uint64, float, double");
-    expect_config_error(ONE(PX("xs", "array", "\"of\":\"double\",\"max_length\":65537")),
-                        "functions[0].params[0].max_length: expected an integer from 1 to 65536");
-    expect_config_error(ONE(PX("xs", "array", "\"of\":\"double\",\"length\":2,\"inout\":true")),
-                        "functions[0].params[0].length: an output array (length) takes neither "
-                        "max_length nor inout");
-    expect_config_error(ONE(PX("x", "double", "\"size\":4")),
-                        "functions[0].params[0].size: applies only to a buffer, not to double");
-    expect_config_error(ONE(PX("x", "string", "\"inout\":true")),
-                        "functions[0].params[0].inout: applies only to an array, not to string");
-    expect_config_error(ONE(PX("b", "buffer", "\"size\":4,\"size_of\":\"b\"")),
-                        "functions[0].params[0].size_of: applies only to an integer type, not to buffer");
-    expect_config_error(ONE(SIZE_OF("n", "uint64", "nope")),
-                        "functions[0].params[0].size_of: no parameter \"nope\"");
-    expect_config_error(ONE(PX("b", "buffer", "\"size\":4") "," LENGTH_OF("n", "uint64", "b")),
-                        "functions[0].params[1].length_of: \"b\" is not an array");
-    expect_config_error(ONE(P("x", "double") "," SIZE_OF("n", "uint64", "x")),
-                        "functions[0].params[1].size_of: \"x\" is neither a buffer nor an array");
-    expect_config_error(ONE(PX("b", "buffer", "\"size\":1024") "," SIZE_OF("n", "uint8", "b")),
-                        "functions[0].params[1].type: uint8 cannot hold 1024, the most bytes of "
-                        "\"b\" can take");
-    expect_config_error(ONE(PX("xs", "array", "\"of\":\"int8\"") "," LENGTH_OF("n", "uint16", "xs")),
-                        "functions[0].params[1].type: uint16 cannot hold 65536, the most elements "
-                        "of \"xs\" can take");
-    expect_config_error(ONE(PX("xs", "array", "\"of\":\"double\",\"max_length\":100") ","
-                            SIZE_OF("n", "uint8", "xs")),
-                        "functions[0].params[1].type: uint8 cannot hold 800, the most bytes of "
-                        "\"xs\" can take");
-    expect_config_error(ONE(PX("n", "uint64", "\"size_of\":\"b\",\"length_of\":\"b\"")),
-                        "functions[0].params[0].length_of: give size_of or length_of, not both");
-    expect_config_error(ONE(PX("result", "buffer", "\"size\":4")),
-                        "functions[0].params[0].name: an output cannot be named \"result\"");
-    expect_config_error(ONE(PX("a", "buffer", "\"size\":1048576") "," PX("b", "buffer", "\"size\":1")),
-                        "functions[0].params: the outputs take 1048577 bytes, more than 1048576");
-    expect_config_error(ONE(PX("xs", "array", "\"of\":\"double\",\"lenght\":2")),
-                        "functions[0].params[0].lenght: unknown key (did you mean \"length\"?)");
-    expect_config_error("{\"functions\":[" FN("f", "libc.so.6", "memset", "buffer", "") "]}",
-                        "functions[0].returns: expected one of int8, int16, int32, int64, uint8, "
-                        "uint16, uint32, uint64, float, double, bool, string, void");
+    static const char *const cases[][2] = {
+        {ONE(P("buf", "buffer")),
+         "functions[0].params[0].size: is required for buffer"},
+        {ONE(PX("buf", "buffer", "\"size\":0")),
+         "functions[0].params[0].size: expected an integer from 1 to 1048576"},
+        {ONE(PX("buf", "buffer", "\"size\":1048577")),
+         "functions[0].params[0].size: expected an integer from 1 to 1048576"},
+        {ONE(PX("buf", "buffer", "\"size\":4,\"encoding\":\"hex\"")),
+         "functions[0].params[0].encoding: expected \"text\" or \"base64\""},
+        {ONE(P("xs", "array")),
+         "functions[0].params[0].of: is required for array"},
+        {ONE(PX("xs", "array", "\"of\":\"bool\"")),
+         "functions[0].params[0].of: expected one of int8, int16, int32, int64, "
+         "uint8, uint16, uint32, uint64, float, double"},
+        {ONE(PX("xs", "array", "\"of\":\"double\",\"max_length\":65537")),
+         "functions[0].params[0].max_length: expected an integer from 1 to 65536"},
+        {ONE(PX("xs", "array", "\"of\":\"double\",\"length\":2,\"inout\":true")),
+         "functions[0].params[0].length: an output array (length) takes neither "
+         "max_length nor inout"},
+        {ONE(PX("x", "double", "\"size\":4")),
+         "functions[0].params[0].size: applies only to a buffer, not to double"},
+        {ONE(PX("x", "string", "\"inout\":true")),
+         "functions[0].params[0].inout: applies only to an array, not to string"},
+        {ONE(PX("b", "buffer", "\"size\":4,\"size_of\":\"b\"")),
+         "functions[0].params[0].size_of: applies only to an integer type, not to buffer"},
+        {ONE(SIZE_OF("n", "uint64", "nope")),
+         "functions[0].params[0].size_of: no parameter \"nope\""},
+        {ONE(PX("b", "buffer", "\"size\":4") "," LENGTH_OF("n", "uint64", "b")),
+         "functions[0].params[1].length_of: \"b\" is not an array"},
+        {ONE(P("x", "double") "," SIZE_OF("n", "uint64", "x")),
+         "functions[0].params[1].size_of: \"x\" is neither a buffer nor an array"},
+        {ONE(PX("b", "buffer", "\"size\":1024") "," SIZE_OF("n", "uint8", "b")),
+         "functions[0].params[1].type: uint8 cannot hold 1024, the most bytes of "
+         "\"b\" can take"},
+        {ONE(PX("xs", "array", "\"of\":\"int8\"") "," LENGTH_OF("n", "uint16", "xs")),
+         "functions[0].params[1].type: uint16 cannot hold 65536, the most elements "
+         "of \"xs\" can take"},
+        {ONE(PX("xs", "array", "\"of\":\"double\",\"max_length\":100") ","
+             SIZE_OF("n", "uint8", "xs")),
+         "functions[0].params[1].type: uint8 cannot hold 800, the most bytes of "
+         "\"xs\" can take"},
+        {ONE(PX("n", "uint64", "\"size_of\":\"b\",\"length_of\":\"b\"")),
+         "functions[0].params[0].length_of: give size_of or length_of, not both"},
+        {ONE(PX("result", "buffer", "\"size\":4")),
+         "functions[0].params[0].name: an output cannot be named \"result\""},
+        {ONE(PX("a", "buffer", "\"size\":1048576") "," PX("b", "buffer", "\"size\":1")),
+         "functions[0].params: the outputs take 1048577 bytes, more than 1048576"},
+        {ONE(PX("xs", "array", "\"of\":\"double\",\"lenght\":2")),
+         "functions[0].params[0].lenght: unknown key (did you mean \"length\"?)"},
+        {"{\"functions\":[" FN("f", "libc.so.6", "memset", "buffer", "") "]}",
+         "functions[0].returns: expected one of int8, int16, int32, int64, uint8, "
+         "uint16, uint32, uint64, float, double, bool, string, void"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect_config_error(cases[i][0], cases[i][1]);
 }
 
 int main(int argc, char **argv) {
-    MCPG_REQUIRE(argc == 3, "usage: test_ffi_memory path/to/backend_ffi.so path/to/libffi_fixture.so");
+    MCPG_REQUIRE(argc == 3,
+                 "usage: test_ffi_memory path/to/backend_ffi.so path/to/libffi_fixture.so");
     so_path = argv[1];
     fixture = argv[2];
     fh = mcpg_fakehost_new();
