@@ -22,8 +22,10 @@ typedef struct ffi_cfg {
 static const mcpg_config_field ffi_config[] = {
     MCPG_CFG_JSON_FIELD(ffi_cfg, functions, "functions", "[]",
                         "array of {name, library, symbol, description, params: [{name, type, "
-                        "description}], returns}; types: int8..int64, uint8..uint64, float, "
-                        "double, bool, string (returns also void)"),
+                        "description, ...}], returns}; types: int8..int64, uint8..uint64, float, "
+                        "double, bool, string (returns also void); params also buffer {size, "
+                        "encoding} and array {of, max_length, inout | length}; an integer "
+                        "param with size_of or length_of is filled by the module"),
     MCPG_CONFIG_END};
 
 typedef struct ffi_backend {

@@ -1,229 +1,36 @@
-/* backend_ffi: arguments in, libffi call, result out. */
+/* backend_ffi: one call: the arguments read, the function called through
+ * libffi, the return value and the outputs answered. */
 #include "ffi_call.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef union ffi_value {
-    int8_t i8; int16_t i16; int32_t i32; int64_t i64;
-    uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
-    float f; double d; _Bool b; const char *s;
-    ffi_arg ra; ffi_sarg rs; /* libffi widens small integral returns */
-} ffi_value;
+#include "ffi_args.h"
 
-/* Integer bounds by width; unsigned ones have lo 0. */
-static void int_bounds(ffi_kind k, int64_t *lo, uint64_t *hi) {
-    static const int bits[] = {[FK_I8] = 8, [FK_I16] = 16, [FK_I32] = 32, [FK_I64] = 64,
-                               [FK_U8] = 8, [FK_U16] = 16, [FK_U32] = 32, [FK_U64] = 64};
-    int n = bits[k];
-    if (k >= FK_U8) {
-        *lo = 0;
-        *hi = n == 64 ? UINT64_MAX : ((uint64_t)1 << n) - 1;
-    } else {
-        *hi = n == 64 ? (uint64_t)INT64_MAX : ((uint64_t)1 << (n - 1)) - 1;
-        *lo = -(int64_t)*hi - 1;
-    }
-}
-
-static int is_int_kind(ffi_kind k) { return k >= FK_I8 && k <= FK_U64; }
-
-static const char *schema_type(ffi_kind k) {
-    if (is_int_kind(k)) return "integer";
-    if (k == FK_FLOAT || k == FK_DOUBLE) return "number";
-    if (k == FK_BOOL) return "boolean";
-    return "string";
-}
-
-static int schema_param(const mcpg_host *h, mcpg_buf *b, const ffi_param *p) {
-    int rc = h->buf_printf(b, "\"%s\":{\"type\":\"%s\"", p->name, schema_type(p->kind));
-    if (!rc && is_int_kind(p->kind)) {
-        int64_t lo;
-        uint64_t hi;
-        int_bounds(p->kind, &lo, &hi);
-        rc = h->buf_printf(b, ",\"minimum\":%" PRId64 ",\"maximum\":%" PRIu64, lo, hi);
-    }
-    if (!rc && p->description) {
-        rc = h->buf_append(b, ",\"description\":", 15);
-        if (!rc) rc = h->buf_append_json_string(b, p->description, strlen(p->description));
-    }
-    return rc ? rc : h->buf_append(b, "}", 1);
-}
-
-int ffi_schema_append(const mcpg_host *h, mcpg_buf *b, const ffi_fn *f) {
-    int rc = h->buf_printf(b, "{\"type\":\"object\",\"properties\":{");
-    for (size_t i = 0; i < f->nparams && !rc; i++) {
-        if (i) rc = h->buf_append(b, ",", 1);
-        if (!rc) rc = schema_param(h, b, &f->params[i]);
-    }
-    if (!rc) rc = h->buf_printf(b, "},\"required\":[");
-    for (size_t i = 0; i < f->nparams && !rc; i++)
-        rc = h->buf_printf(b, "%s\"%s\"", i ? "," : "", f->params[i].name);
-    return rc ? rc : h->buf_printf(b, "],\"additionalProperties\":false}");
-}
-
-/* ------------------------------------------------------------------ */
-/* arguments                                                           */
-
-typedef struct call_state {
-    const mcpg_host *h;
-    mcpg_call *call;
-    ffi_value vals[FFI_MAX_PARAMS];
-    void *ptrs[FFI_MAX_PARAMS];
-    char *strs[FFI_MAX_PARAMS]; /* decoded C strings, freed after the call */
-    int seen[FFI_MAX_PARAMS];
-} call_state;
-
-static mcpg_status bad(call_state *s, const char *fmt, ...) MCPG_PRINTF(2, 3);
-static mcpg_status bad(call_state *s, const char *fmt, ...) {
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    s->h->call_error(s->call, MCPG_RPC_INVALID_PARAMS, msg, NULL);
-    return MCPG_DENY;
-}
-
-/* The number's text, NUL-terminated, or 0 when it does not fit. */
-static int number_text(const mcpg_json_span *v, char *buf, size_t cap) {
-    if (v->type != MCPG_JSON_NUMBER || v->n >= cap) return 0;
-    memcpy(buf, v->p, v->n);
-    buf[v->n] = '\0';
-    return 1;
-}
-
-static int read_int(const mcpg_json_span *v, ffi_kind k, ffi_value *out) {
-    char t[64];
-    if (!number_text(v, t, sizeof t) || strpbrk(t, ".eE")) return 0;
-    int64_t lo;
-    uint64_t hi;
-    int_bounds(k, &lo, &hi);
-    char *end;
-    errno = 0;
-    if (t[0] == '-') {
-        long long x = strtoll(t, &end, 10);
-        if (errno || *end || x < lo) return 0;
-        out->i64 = x;
-    } else {
-        unsigned long long x = strtoull(t, &end, 10);
-        if (errno || *end || x > hi) return 0;
-        out->u64 = x;
-    }
-    switch (k) { /* narrow into the member libffi will read */
-    case FK_I8: out->i8 = (int8_t)out->i64; break;
-    case FK_I16: out->i16 = (int16_t)out->i64; break;
-    case FK_I32: out->i32 = (int32_t)out->i64; break;
-    case FK_U8: out->u8 = (uint8_t)out->u64; break;
-    case FK_U16: out->u16 = (uint16_t)out->u64; break;
-    case FK_U32: out->u32 = (uint32_t)out->u64; break;
-    default: break;
-    }
-    return 1;
-}
-
-static mcpg_status read_arg(call_state *s, size_t i, const ffi_param *p,
-                            const mcpg_json_span *v) {
-    ffi_value *out = &s->vals[i];
-    if (is_int_kind(p->kind)) {
-        if (read_int(v, p->kind, out)) return MCPG_CONTINUE;
-        char what[96];
-        int64_t lo;
-        uint64_t hi;
-        int_bounds(p->kind, &lo, &hi);
-        snprintf(what, sizeof what, "an integer from %" PRId64 " to %" PRIu64, lo, hi);
-        return bad(s, "Invalid params: argument \"%s\": expected %s", p->name, what);
-    }
-    if (p->kind == FK_FLOAT || p->kind == FK_DOUBLE) {
-        char t[400];
-        if (!number_text(v, t, sizeof t)) return bad(s, "Invalid params: argument \"%s\": expected %s", p->name, "a number");
-        double d = strtod(t, NULL);
-        if (p->kind == FK_FLOAT) out->f = (float)d;
-        else out->d = d;
-        return MCPG_CONTINUE;
-    }
-    if (p->kind == FK_BOOL) {
-        if (v->type != MCPG_JSON_TRUE && v->type != MCPG_JSON_FALSE)
-            return bad(s, "Invalid params: argument \"%s\": expected %s", p->name, "a boolean");
-        out->b = v->type == MCPG_JSON_TRUE;
-        return MCPG_CONTINUE;
-    }
-    if (v->type != MCPG_JSON_STRING) return bad(s, "Invalid params: argument \"%s\": expected %s", p->name, "a string");
-    char *d = s->h->alloc(v->n + 1);
-    size_t n;
-    if (!d) return bad(s, "Invalid params: argument \"%s\": expected %s", p->name, "a shorter string");
-    s->strs[i] = d;
-    if (s->h->json_string_decode(v, d, v->n + 1, &n) < 0 || strlen(d) != n)
-        return bad(s, "Invalid params: argument \"%s\": expected %s", p->name, "a string without NUL characters");
-    out->s = d;
-    return MCPG_CONTINUE;
-}
-
-static int find_param(const ffi_fn *f, const mcpg_host *h, const mcpg_json_span *k) {
-    for (size_t i = 0; i < f->nparams; i++)
-        if (h->json_string_eq(k, f->params[i].name, strlen(f->params[i].name)) == 1)
-            return (int)i;
-    return -1;
-}
-
-static mcpg_status read_args(call_state *s, const ffi_fn *f) {
-    const mcpg_host *h = s->h;
-    size_t n = 0;
-    const char *args = h->call_args(s->call, &n);
-    if (!args || n == 0 || args[0] != '{')
-        return bad(s, "Invalid params: arguments must be an object");
-    size_t iter = 0;
-    mcpg_json_span k, v;
-    int rc;
-    while ((rc = h->json_object_next(args, n, &iter, &k, &v)) == 1) {
-        int i = find_param(f, h, &k);
-        if (i < 0) {
-            char key[FFI_NAME_MAX + 1];
-            snprintf(key, sizeof key, "%.*s", (int)(k.n < FFI_NAME_MAX ? k.n : FFI_NAME_MAX), k.p);
-            return bad(s, "Invalid params: unknown argument \"%s\"", key);
-        }
-        if (s->seen[i]) return bad(s, "Invalid params: argument \"%s\" given twice", f->params[i].name);
-        s->seen[i] = 1;
-        if (read_arg(s, (size_t)i, &f->params[i], &v) != MCPG_CONTINUE) return MCPG_DENY;
-    }
-    if (rc < 0) return bad(s, "Invalid params: malformed arguments");
-    for (size_t i = 0; i < f->nparams; i++)
-        if (!s->seen[i])
-            return bad(s, "Invalid params: missing argument \"%s\"", f->params[i].name);
-    return MCPG_CONTINUE;
-}
-
-/* ------------------------------------------------------------------ */
-/* the result                                                          */
-
-/* The return value as JSON (also the text item): integers exact, floats
- * shortest-faithful, non-finite ones null, strings escaped. */
-static int format_value(const mcpg_host *h, mcpg_buf *b, ffi_kind k, const ffi_value *r) {
+/* libffi widens a small integral return to a full register: narrow it
+ * into its own member so the value reads like any other. */
+static void narrow_return(ffi_kind k, ffi_value *r) {
+    ffi_value t = *r;
     switch (k) {
-    case FK_I8: case FK_I16: case FK_I32:
-        return h->buf_printf(b, "%" PRId64, (int64_t)r->rs);
-    case FK_U8: case FK_U16: case FK_U32:
-        return h->buf_printf(b, "%" PRIu64, (uint64_t)r->ra);
-    case FK_I64: return h->buf_printf(b, "%" PRId64, r->i64);
-    case FK_U64: return h->buf_printf(b, "%" PRIu64, r->u64);
-    case FK_FLOAT:
-        return isfinite(r->f) ? h->buf_printf(b, "%.9g", (double)r->f) : h->buf_printf(b, "null");
-    case FK_DOUBLE:
-        return isfinite(r->d) ? h->buf_printf(b, "%.17g", r->d) : h->buf_printf(b, "null");
-    case FK_BOOL: return h->buf_printf(b, "%s", (r->ra & 0xff) ? "true" : "false");
-    case FK_STRING:
-        return r->s ? h->buf_append_json_string(b, r->s, strlen(r->s)) : h->buf_printf(b, "null");
-    default: return h->buf_printf(b, "null");
+    case FK_I8: t.i8 = (int8_t)r->rs; break;
+    case FK_I16: t.i16 = (int16_t)r->rs; break;
+    case FK_I32: t.i32 = (int32_t)r->rs; break;
+    case FK_U8: t.u8 = (uint8_t)r->ra; break;
+    case FK_U16: t.u16 = (uint16_t)r->ra; break;
+    case FK_U32: t.u32 = (uint32_t)r->ra; break;
+    case FK_BOOL: t.b = (r->ra & 0xff) != 0; break;
+    default: return;
     }
+    *r = t;
 }
 
-/* Shortest %.Ng that reads back the same double, so sqrt(2) is not printed
- * with 17 noisy digits and 0.1 stays 0.1. */
+/* Shortest %.Ng that reads back the same value, so sqrt(2) is not printed
+ * with 17 noisy digits and 0.1 stays 0.1 (max 9 for floats, 17 for doubles). */
 static int format_double(const mcpg_host *h, mcpg_buf *b, double d, int max) {
+    if (!isfinite(d)) return h->buf_printf(b, "null"); /* JSON has no such numbers */
     char t[40];
     for (int prec = 1; prec <= max; prec++) {
         snprintf(t, sizeof t, "%.*g", prec, d);
@@ -232,43 +39,120 @@ static int format_double(const mcpg_host *h, mcpg_buf *b, double d, int max) {
     return h->buf_printf(b, "%s", t);
 }
 
-static int write_result(const mcpg_host *h, mcpg_buf *b, const ffi_fn *f, const ffi_value *r) {
-    mcpg_buf v = {0};
-    int rc;
-    if (f->ret == FK_DOUBLE && isfinite(r->d))
-        rc = format_double(h, &v, r->d, 17);
-    else if (f->ret == FK_FLOAT && isfinite(r->f))
-        rc = format_double(h, &v, (double)r->f, 9);
-    else
-        rc = format_value(h, &v, f->ret, r);
-    if (!rc) rc = h->buf_append(b, "{\"content\":[{\"type\":\"text\",\"text\":", 34);
-    if (!rc) { /* a string result's text is the string itself, not its JSON */
-        if (f->ret == FK_STRING && r->s)
-            rc = h->buf_append_json_string(b, r->s, strlen(r->s));
-        else
-            rc = h->buf_append_json_string(b, v.data ? v.data : "", v.len);
+/* A value as JSON: integers exact, floats shortest-faithful, strings
+ * escaped, NULL and void null. */
+static int format_value(const mcpg_host *h, mcpg_buf *b, ffi_kind k, const ffi_value *v) {
+    switch (k) {
+    case FK_I8: return h->buf_printf(b, "%d", v->i8);
+    case FK_I16: return h->buf_printf(b, "%d", v->i16);
+    case FK_I32: return h->buf_printf(b, "%" PRId32, v->i32);
+    case FK_I64: return h->buf_printf(b, "%" PRId64, v->i64);
+    case FK_U8: return h->buf_printf(b, "%u", v->u8);
+    case FK_U16: return h->buf_printf(b, "%u", v->u16);
+    case FK_U32: return h->buf_printf(b, "%" PRIu32, v->u32);
+    case FK_U64: return h->buf_printf(b, "%" PRIu64, v->u64);
+    case FK_FLOAT: return format_double(h, b, (double)v->f, 9);
+    case FK_DOUBLE: return format_double(h, b, v->d, 17);
+    case FK_BOOL: return h->buf_printf(b, "%s", v->b ? "true" : "false");
+    case FK_STRING:
+        return v->s ? h->buf_append_json_string(b, v->s, strlen(v->s)) : h->buf_printf(b, "null");
+    default: return h->buf_printf(b, "null");
     }
-    if (!rc) rc = h->buf_append(b, "}],\"structuredContent\":{\"result\":", 33);
-    if (!rc) rc = h->buf_append(b, v.data, v.len);
-    if (!rc) rc = h->buf_append(b, "}}", 2);
+}
+
+static int append_base64(const mcpg_host *h, mcpg_buf *b, const unsigned char *s, size_t n) {
+    static const char digits[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char out[256]; /* a multiple of 4 */
+    size_t k = 0;
+    int rc = h->buf_append(b, "\"", 1);
+    for (size_t i = 0; i < n && !rc; i += 3) {
+        uint32_t w = (uint32_t)s[i] << 16 | (uint32_t)(i + 1 < n ? s[i + 1] : 0) << 8 |
+                     (uint32_t)(i + 2 < n ? s[i + 2] : 0);
+        out[k++] = digits[w >> 18 & 63];
+        out[k++] = digits[w >> 12 & 63];
+        out[k++] = i + 1 < n ? digits[w >> 6 & 63] : '=';
+        out[k++] = i + 2 < n ? digits[w & 63] : '=';
+        if (k == sizeof out) {
+            rc = h->buf_append(b, out, k);
+            k = 0;
+        }
+    }
+    if (!rc && k) rc = h->buf_append(b, out, k);
+    return rc ? rc : h->buf_append(b, "\"", 1);
+}
+
+/* A buffer's or an array's content after the call. */
+static int format_output(const mcpg_host *h, mcpg_buf *b, const ffi_param *p, const char *m,
+                         size_t count) {
+    if (p->kind == FK_BUFFER)
+        return p->base64 ? append_base64(h, b, (const unsigned char *)m, count)
+                         : h->buf_append_json_string(b, m, strnlen(m, count));
+    size_t unit = ffi_param_unit(p);
+    int rc = h->buf_append(b, "[", 1);
+    for (size_t j = 0; j < count && !rc; j++) {
+        ffi_value x;
+        memcpy(&x, m + j * unit, unit); /* every member sits at the union's start */
+        if (j) rc = h->buf_append(b, ",", 1);
+        if (!rc) rc = format_value(h, b, p->of, &x);
+    }
+    return rc ? rc : h->buf_append(b, "]", 1);
+}
+
+/* {"result":<return value>, "<output>":<content>, ...}; has_outputs says
+ * whether any output followed the result. */
+static int write_structured(const mcpg_host *h, mcpg_buf *sc, const ffi_fn *f,
+                            const ffi_args *a, const mcpg_buf *ret, int *has_outputs) {
+    int rc = h->buf_append(sc, "{\"result\":", 10);
+    if (!rc) rc = h->buf_append(sc, ret->data, ret->len);
+    *has_outputs = 0;
+    for (size_t i = 0; i < f->nparams && !rc; i++) {
+        const ffi_param *p = &f->params[i];
+        if (!ffi_param_output(p)) continue;
+        *has_outputs = 1;
+        rc = h->buf_printf(sc, ",\"%s\":", p->name);
+        if (!rc) rc = format_output(h, sc, p, a->mem[i], a->count[i]);
+    }
+    return rc ? rc : h->buf_append(sc, "}", 1);
+}
+
+/* The text item: the return value alone (a string as itself, not as JSON),
+ * or, when there are outputs, the structured content's JSON. */
+static int write_result(const mcpg_host *h, mcpg_buf *b, const ffi_fn *f, const ffi_args *a,
+                        const ffi_value *r) {
+    mcpg_buf v = {0}, sc = {0};
+    int outputs = 0;
+    int rc = format_value(h, &v, f->ret, r);
+    if (!rc) rc = write_structured(h, &sc, f, a, &v, &outputs);
+    if (!rc) rc = h->buf_append(b, "{\"content\":[{\"type\":\"text\",\"text\":", 34);
+    if (!rc && outputs)
+        rc = h->buf_append_json_string(b, sc.data, sc.len);
+    else if (!rc && f->ret == FK_STRING && r->s)
+        rc = h->buf_append_json_string(b, r->s, strlen(r->s));
+    else if (!rc)
+        rc = h->buf_append_json_string(b, v.data, v.len);
+    if (!rc) rc = h->buf_append(b, "}],\"structuredContent\":", 23);
+    if (!rc) rc = h->buf_append(b, sc.data, sc.len);
+    if (!rc) rc = h->buf_append(b, "}", 1);
     h->buf_free(&v);
+    h->buf_free(&sc);
     return rc;
 }
 
 mcpg_status ffi_call_run(const mcpg_host *h, const ffi_fn *f, mcpg_call *call) {
-    call_state s = {.h = h, .call = call};
-    mcpg_status st = read_args(&s, f);
+    ffi_args a = {.h = h, .call = call};
+    mcpg_status st = ffi_args_read(&a, f);
     if (st == MCPG_CONTINUE) {
-        for (size_t i = 0; i < f->nparams; i++) s.ptrs[i] = &s.vals[i];
         ffi_value r;
         memset(&r, 0, sizeof r);
-        ffi_call((ffi_cif *)&f->cif, FFI_FN(f->sym), &r, s.ptrs);
+        ffi_call((ffi_cif *)&f->cif, FFI_FN(f->sym), &r, a.ptrs);
+        narrow_return(f->ret, &r);
         mcpg_buf *b = h->call_result_buf(call);
-        if (!b || write_result(h, b, f, &r)) {
+        if (!b || write_result(h, b, f, &a, &r)) {
             h->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
             st = MCPG_DENY;
         }
     }
-    for (size_t i = 0; i < f->nparams; i++) h->free(s.strs[i]);
+    ffi_args_free(&a, f); /* after the result: a returned string may point into a buffer */
     return st;
 }

@@ -1,15 +1,13 @@
 /* backend_ffi: parse the "functions" config, open the libraries and resolve
  * the symbols, so a missing one is a config error naming its key. */
 #define _GNU_SOURCE
-#include "ffi_decl.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-/* problems go to validate()'s report or create()'s log (the SDK's reporter) */
-typedef mcpg_config_problems pctx;
+#include "ffi_parse.h"
 
 static const struct {
     const char *name;
@@ -18,7 +16,7 @@ static const struct {
     {"int8", FK_I8},   {"int16", FK_I16},   {"int32", FK_I32},   {"int64", FK_I64},
     {"uint8", FK_U8},  {"uint16", FK_U16},  {"uint32", FK_U32},  {"uint64", FK_U64},
     {"float", FK_FLOAT}, {"double", FK_DOUBLE}, {"bool", FK_BOOL}, {"string", FK_STRING},
-    {"void", FK_VOID},
+    {"void", FK_VOID}, {"buffer", FK_BUFFER}, {"array", FK_ARRAY},
 };
 #define NKINDS (sizeof kinds / sizeof *kinds)
 
@@ -41,14 +39,26 @@ ffi_type *ffi_kind_type(ffi_kind k) {
     case FK_FLOAT: return &ffi_type_float;
     case FK_DOUBLE: return &ffi_type_double;
     case FK_BOOL: return sizeof(_Bool) == 1 ? &ffi_type_uint8 : &ffi_type_uint32;
-    case FK_STRING: return &ffi_type_pointer;
+    case FK_STRING: case FK_BUFFER: case FK_ARRAY: return &ffi_type_pointer;
     case FK_VOID: return &ffi_type_void;
     default: return NULL;
     }
 }
 
-/* A decoded copy of a string span (the caller frees), or NULL after an error. */
-static char *dup_string(pctx *c, const char *path, const mcpg_json_span *v) {
+void ffi_int_bounds(ffi_kind k, int64_t *lo, uint64_t *hi) {
+    static const int bits[] = {[FK_I8] = 8, [FK_I16] = 16, [FK_I32] = 32, [FK_I64] = 64,
+                               [FK_U8] = 8, [FK_U16] = 16, [FK_U32] = 32, [FK_U64] = 64};
+    int n = bits[k];
+    if (k >= FK_U8) {
+        *lo = 0;
+        *hi = n == 64 ? UINT64_MAX : ((uint64_t)1 << n) - 1;
+    } else {
+        *hi = n == 64 ? (uint64_t)INT64_MAX : ((uint64_t)1 << (n - 1)) - 1;
+        *lo = -(int64_t)*hi - 1;
+    }
+}
+
+char *ffi_parse_string(pctx *c, const char *path, const mcpg_json_span *v) {
     if (v->type != MCPG_JSON_STRING) {
         mcpg_config_problem(c, path, "expected a string");
         return NULL;
@@ -63,7 +73,7 @@ static char *dup_string(pctx *c, const char *path, const mcpg_json_span *v) {
     return d;
 }
 
-static void parse_name(pctx *c, const char *path, const mcpg_json_span *v, char *out) {
+void ffi_parse_name(pctx *c, const char *path, const mcpg_json_span *v, char *out) {
     size_t n = 0;
     int rc = v->type == MCPG_JSON_STRING
                  ? c->h->json_string_decode(v, out, FFI_NAME_MAX + 1, &n)
@@ -75,50 +85,32 @@ static void parse_name(pctx *c, const char *path, const mcpg_json_span *v, char 
     }
 }
 
-static ffi_kind parse_kind(pctx *c, const char *path, const mcpg_json_span *v, int is_return) {
+static int kind_allowed(ffi_kind k, ffi_kinds which) {
+    switch (which) {
+    case KINDS_PARAM: return k != FK_VOID;
+    case KINDS_RETURN: return k <= FK_VOID;
+    default: return ffi_is_int(k) || k == FK_FLOAT || k == FK_DOUBLE;
+    }
+}
+
+ffi_kind ffi_parse_kind(pctx *c, const char *path, const mcpg_json_span *v, ffi_kinds which) {
     for (size_t i = 0; v->type == MCPG_JSON_STRING && i < NKINDS; i++)
-        if ((is_return || kinds[i].kind != FK_VOID) &&
+        if (kind_allowed(kinds[i].kind, which) &&
             c->h->json_string_eq(v, kinds[i].name, strlen(kinds[i].name)) == 1)
             return kinds[i].kind;
-    mcpg_config_problem(c, path, "expected one of int8, int16, int32, int64, uint8, uint16, uint32, uint64, "
-                  "float, double, bool, string%s", is_return ? ", void" : "");
+    char list[160];
+    size_t n = 0;
+    for (size_t i = 0; i < NKINDS; i++)
+        if (kind_allowed(kinds[i].kind, which))
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", kinds[i].name);
+    mcpg_config_problem(c, path, "expected one of %s", list);
     return FK_NONE;
 }
 
-/* The object's keys as a NUL-terminated copy, for paths and comparisons. */
-static void key_text(pctx *c, const mcpg_json_span *k, char *key, size_t cap) {
+void ffi_key_text(pctx *c, const mcpg_json_span *k, char *key, size_t cap) {
     size_t kn;
     if (c->h->json_string_decode(k, key, cap, &kn) < 0 || strlen(key) != kn)
         snprintf(key, cap, "%.*s", (int)(k->n < cap - 1 ? k->n : cap - 1), k->p);
-}
-
-static const char *const param_keys[] = {"name", "type", "description"};
-
-static void parse_param(pctx *c, const char *base, const mcpg_json_span *obj, ffi_param *p) {
-    if (obj->type != MCPG_JSON_OBJECT) return mcpg_config_problem(c, base, "expected an object");
-    size_t iter = 0;
-    mcpg_json_span k, v;
-    int seen_name = 0, seen_type = 0;
-    while (c->h->json_object_next(obj->p, obj->n, &iter, &k, &v) == 1) {
-        char key[32], path[256];
-        key_text(c, &k, key, sizeof key);
-        snprintf(path, sizeof path, "%s.%s", base, key);
-        if (strcmp(key, "name") == 0) {
-            seen_name = 1;
-            parse_name(c, path, &v, p->name);
-        } else if (strcmp(key, "type") == 0) {
-            seen_type = 1;
-            p->kind = parse_kind(c, path, &v, 0);
-        } else if (strcmp(key, "description") == 0) {
-            c->h->free(p->description);
-            p->description = dup_string(c, path, &v);
-        } else {
-            mcpg_config_unknown_key(c, path, key, param_keys, 3);
-        }
-    }
-    char path[256];
-    snprintf(path, sizeof path, "%s.%s", base, !seen_name ? "name" : "type");
-    if (!seen_name || !seen_type) mcpg_config_problem(c, path, "is required");
 }
 
 static void parse_params(pctx *c, const char *base, const mcpg_json_span *arr, ffi_fn *f) {
@@ -131,7 +123,7 @@ static void parse_params(pctx *c, const char *base, const mcpg_json_span *arr, f
         char path[160];
         snprintf(path, sizeof path, "%s[%zu]", base, f->nparams);
         ffi_param *p = &f->params[f->nparams++];
-        parse_param(c, path, &v, p);
+        ffi_param_parse(c, path, &v, p);
         for (size_t i = 0; p->name[0] && i + 1 < f->nparams; i++)
             if (strcmp(f->params[i].name, p->name) == 0) {
                 char np[176];
@@ -149,20 +141,20 @@ static void parse_member(pctx *c, const char *base, const char *key, const mcpg_
     char path[96];
     snprintf(path, sizeof path, "%s.%s", base, key);
     if (strcmp(key, "name") == 0) {
-        parse_name(c, path, v, f->name);
+        ffi_parse_name(c, path, v, f->name);
     } else if (strcmp(key, "library") == 0) {
         c->h->free(f->library);
-        f->library = dup_string(c, path, v);
+        f->library = ffi_parse_string(c, path, v);
     } else if (strcmp(key, "symbol") == 0) {
         c->h->free(f->symbol);
-        f->symbol = dup_string(c, path, v);
+        f->symbol = ffi_parse_string(c, path, v);
     } else if (strcmp(key, "description") == 0) {
         c->h->free(f->description);
-        f->description = dup_string(c, path, v);
+        f->description = ffi_parse_string(c, path, v);
     } else if (strcmp(key, "params") == 0) {
         parse_params(c, path, v, f);
     } else if (strcmp(key, "returns") == 0) {
-        f->ret = parse_kind(c, path, v, 1);
+        f->ret = ffi_parse_kind(c, path, v, KINDS_RETURN);
     } else {
         mcpg_config_unknown_key(c, path, key, fn_keys, sizeof fn_keys / sizeof *fn_keys);
     }
@@ -209,7 +201,7 @@ static void parse_fn(pctx *c, size_t idx, const mcpg_json_span *obj, ffi_fn *f) 
     mcpg_json_span k, v;
     while (c->h->json_object_next(obj->p, obj->n, &iter, &k, &v) == 1) {
         char key[32];
-        key_text(c, &k, key, sizeof key);
+        ffi_key_text(c, &k, key, sizeof key);
         seen_ret |= strcmp(key, "returns") == 0;
         seen_name |= strcmp(key, "name") == 0;
         parse_member(c, base, key, &v, f);
@@ -218,6 +210,7 @@ static void parse_fn(pctx *c, size_t idx, const mcpg_json_span *obj, ffi_fn *f) 
     require(c, base, "library", f->library != NULL);
     require(c, base, "symbol", f->symbol != NULL);
     require(c, base, "returns", seen_ret);
+    if (c->errors == before) ffi_params_link(c, base, f);
     if (c->errors != before) return; /* bind only what is fully declared */
     bind_symbol(c, base, f);
 }

@@ -1,22 +1,8 @@
 /* backend_ffi through the SDK's fake host: libm and libc functions of each
  * supported type, argument checks, and config errors for a missing library
- * or symbol. Usage: test_backend_ffi path/to/backend_ffi.so */
-#define _GNU_SOURCE
-#include <mcpg/check.h>
-#include <mcpg/fakehost.h>
-
-#include <jansson.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static const char *so_path;
-static mcpg_fakehost *fh;
-
-#define P(n, t) "{\"name\":\"" n "\",\"type\":\"" t "\"}"
-#define FN(name, lib, sym, ret, params)                                                      \
-    "{\"name\":\"" name "\",\"library\":\"" lib "\",\"symbol\":\"" sym "\",\"returns\":\"" ret \
-    "\",\"params\":[" params "]}"
+ * or symbol. Buffers and arrays: test_ffi_memory.c.
+ * Usage: test_backend_ffi path/to/backend_ffi.so */
+#include "ffi_test.h"
 
 static const char config[] =
     "{\"functions\":["
@@ -41,66 +27,6 @@ static const char config[] =
     FN("srand", "libc.so.6", "srand", "void", P("seed", "uint32")) ","
     FN("nan", "libm.so.6", "nan", "double", P("tag", "string")) "]}";
 
-static mcpg_instance *load(const char *cfg) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "ffi", cfg, &inst);
-    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
-    return inst;
-}
-
-/* Call a tool; on success return the result object (decref it), else NULL
- * with *code and msg (cap 256) holding the error. */
-static json_t *call(mcpg_instance *inst, const char *tool, const char *args, int64_t *code,
-                    char *msg) {
-    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, args, "1");
-    MCPG_REQUIRE(c, "call_new");
-    int st = mcpg_fakehost_run(fh, inst, c, 5000);
-    json_t *o = NULL;
-    *code = mcpg_fakehost_error_code(c);
-    msg[0] = '\0';
-    if (st == MCPG_CONTINUE) {
-        o = json_loads(mcpg_fakehost_result(c), 0, NULL);
-        MCPG_REQUIRE(o, "result is JSON: %s", mcpg_fakehost_result(c));
-    } else {
-        MCPG_CHECK(st == MCPG_DENY, "%s: status %d", tool, st);
-        const char *m = mcpg_fakehost_error_message(c);
-        snprintf(msg, 256, "%s", m ? m : "");
-    }
-    mcpg_fakehost_call_free(fh, c);
-    return o;
-}
-
-/* The call succeeds, its text is `text` and structuredContent.result is
- * the JSON `value`. */
-static void expect(mcpg_instance *inst, const char *tool, const char *args, const char *text,
-                   const char *value) {
-    int64_t code;
-    char msg[256];
-    json_t *o = call(inst, tool, args, &code, msg);
-    MCPG_CHECK(o, "%s %s: error %lld %s", tool, args, (long long)code, msg);
-    if (!o) return;
-    json_t *item = json_array_get(json_object_get(o, "content"), 0);
-    const char *got = json_string_value(json_object_get(item, "text"));
-    MCPG_CHECK(got && strcmp(got, text) == 0, "%s %s: text [%s], want [%s]", tool, args,
-               got ? got : "(none)", text);
-    json_t *want = json_loads(value, JSON_DECODE_ANY, NULL);
-    json_t *res = json_object_get(json_object_get(o, "structuredContent"), "result");
-    MCPG_CHECK(want && res && json_equal(want, res), "%s %s: structured result differs from %s",
-               tool, args, value);
-    json_decref(want);
-    json_decref(o);
-}
-
-static void expect_error(mcpg_instance *inst, const char *tool, const char *args,
-                         const char *want) {
-    int64_t code;
-    char msg[256];
-    json_t *o = call(inst, tool, args, &code, msg);
-    MCPG_CHECK(!o && code == -32602 && strcmp(msg, want) == 0,
-               "%s %s: got %lld [%s], want -32602 [%s]", tool, args, (long long)code, msg, want);
-    json_decref(o);
-}
-
 static void test_calls(int inline_dispatch) {
     mcpg_instance *inst = load(config);
     if (inline_dispatch)
@@ -111,6 +37,9 @@ static void test_calls(int inline_dispatch) {
     expect(inst, "pow", "{\"y\":0.5,\"x\":0.01}", "0.1", "0.1");
     expect(inst, "fabsf", "{\"x\":-2.5}", "2.5", "2.5");
     expect(inst, "labs", "{\"n\":-9000000000}", "9000000000", "9000000000");
+    expect(inst, "labs", "{\"n\":-9223372036854775807}", "9223372036854775807",
+           "9223372036854775807");
+    expect(inst, "fabsf", "{\"x\":-3.4e38}", "3.4e+38", "3.4e38");
     expect(inst, "abs", "{\"n\":-2147483647}", "2147483647", "2147483647");
     expect(inst, "strlen", "{\"s\":\"h\\u00e9llo\"}", "6", "6");
     expect(inst, "toupper", "{\"c\":97}", "65", "65");
@@ -150,6 +79,33 @@ static void test_bad_arguments(void) {
                  "Invalid params: argument \"c\": expected an integer from 0 to 255");
     expect_error(inst, "nonzero", "{\"b\":1}", "Invalid params: argument \"b\": expected a boolean");
     expect_error(inst, "nope", "{}", "Unknown tool: nope");
+    /* every width, one past each end */
+    static const struct {
+        const char *tool, *arg, *low, *high, *range;
+    } widths[] = {
+        {"abs8", "n", "-129", "128", "-128 to 127"},
+        {"abs16", "n", "-32769", "32768", "-32768 to 32767"},
+        {"abs", "n", "-2147483649", "2147483648", "-2147483648 to 2147483647"},
+        {"labs", "n", "-9223372036854775809", "9223372036854775808",
+         "-9223372036854775808 to 9223372036854775807"},
+        {"isdigit8", "c", "-1", "256", "0 to 255"},
+        {"u16", "n", "-1", "65536", "0 to 65535"},
+        {"u32", "n", "-1", "4294967296", "0 to 4294967295"},
+        {"i64max", "n", "-1", "18446744073709551616", "0 to 18446744073709551615"},
+    };
+    for (size_t i = 0; i < sizeof widths / sizeof *widths; i++) {
+        char args[64], want[160];
+        snprintf(want, sizeof want, "Invalid params: argument \"%s\": expected an integer from %s",
+                 widths[i].arg, widths[i].range);
+        snprintf(args, sizeof args, "{\"%s\":%s}", widths[i].arg, widths[i].low);
+        expect_error(inst, widths[i].tool, args, want);
+        snprintf(args, sizeof args, "{\"%s\":%s}", widths[i].arg, widths[i].high);
+        expect_error(inst, widths[i].tool, args, want);
+    }
+    expect_error(inst, "fabsf", "{\"x\":3.5e38}",
+                 "Invalid params: argument \"x\": expected a number within the range of float");
+    expect_error(inst, "sqrt", "{\"x\":1e999}",
+                 "Invalid params: argument \"x\": expected a number within the range of double");
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
@@ -179,16 +135,6 @@ static void test_schema(void) {
     json_decref(a);
     mcpg_buf_free(&out);
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
-}
-
-/* The config is refused and the report names the key. */
-static void expect_config_error(const char *cfg, const char *want) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "ffi", cfg, &inst);
-    const char *rep = mcpg_fakehost_report_text(fh);
-    MCPG_CHECK(rc != 0 && rep && strstr(rep, want), "config %s: rc %d, report [%s], want [%s]",
-               cfg, rc, rep ? rep : "", want);
-    if (rc == 0) mcpg_fakehost_unload(fh, inst);
 }
 
 static void test_config_errors(void) {
