@@ -1,10 +1,15 @@
 /* upclient: one loop's connections to one target, and the requests on them.
  *
  * Rules that keep callers and this file simple:
- * - a connection's memory lives until both its handles have closed, so a
- *   stack frame still holding it after a callback aborted its request (or
- *   closed the pool) is safe; a request leaves its connection (detach)
- *   before its on_done runs, and code re-checks c->req after every callback;
+ * - every handle is the first member of its own allocation and libc's free
+ *   is its close callback: no code of the module that links this library
+ *   runs for a close, so an unload right after the last close is safe;
+ * - a connection's memory lives until its socket has closed (a later loop
+ *   iteration), so a stack frame still holding it after a callback aborted
+ *   its request (or closed the pool) is safe; its TLS state and header
+ *   buffer go at uv_close, and no frame touches them after a callback;
+ *   a request leaves its connection (detach) before its on_done runs, and
+ *   code re-checks c->req after every callback;
  * - nothing reached from up_send calls on_done: a failure there is deferred
  *   to the pool's zero timer;
  * - a connection counts against max_conns from its open to uv_close. */
@@ -48,15 +53,15 @@ typedef struct hspan {
 } hspan;
 
 struct up_conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer; /* connect (and TLS handshake) timeout */
+    uv_tcp_t tcp;      /* first: free(c) is its close callback */
+    uv_timer_t *timer; /* connect (and TLS handshake) timeout; its own allocation */
     uv_connect_t creq;
     up_pool *pool;
     up_conn *next, *prev;
     up_req *req;
     SSL *ssl;
     llhttp_t parser;
-    int state, idle, reused, closing, handles;
+    int state, idle, reused, closing;
     int head_done, msg_done, new_field;
     char *hb;
     size_t hlen, hcap, nh;
@@ -64,13 +69,13 @@ struct up_conn {
 };
 
 struct up_pool {
+    uv_timer_t defer; /* first: free(p) is its close callback */
     uv_loop_t *loop;
     const up_target *t;
     unsigned max_conns, idle_max, queue_max;
-    unsigned nconns, nidle, handles;
+    unsigned nconns, nidle;
     up_conn *conns;
     req_list queue, deferred;
-    uv_timer_t defer;
     int closing;
     char rbuf[READ_CHUNK]; /* what uv_read gives, consumed inside on_read */
 };
@@ -127,10 +132,6 @@ static void defer(up_pool *p, up_req *r, int err) {
     uv_timer_start(&p->defer, on_defer, 0, 0);
 }
 
-static void pool_unref(up_pool *p) {
-    if (--p->handles == 0 && p->closing) free(p);
-}
-
 /* ------------------------------------------------------------------ */
 /* connections                                                         */
 
@@ -147,16 +148,6 @@ static up_req *detach(up_conn *c) {
     return r;
 }
 
-static void on_conn_closed(uv_handle_t *h) {
-    up_conn *c = h->data;
-    if (--c->handles) return;
-    up_pool *p = c->pool;
-    SSL_free(c->ssl);
-    free(c->hb);
-    free(c);
-    pool_unref(p);
-}
-
 static void conn_close(up_conn *c) {
     if (c->closing) return;
     up_pool *p = c->pool;
@@ -167,8 +158,12 @@ static void conn_close(up_conn *c) {
     p->nconns--;
     if (c->idle) p->nidle--;
     c->idle = 0;
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-    uv_close((uv_handle_t *)&c->timer, on_conn_closed);
+    SSL_free(c->ssl);
+    c->ssl = NULL;
+    free(c->hb);
+    c->hb = NULL;
+    uv_close((uv_handle_t *)c->timer, (uv_close_cb)free);
+    uv_close((uv_handle_t *)&c->tcp, (uv_close_cb)free);
 }
 
 static void conn_open(up_pool *p, up_req *r);
@@ -463,7 +458,7 @@ static void tls_handshake(up_conn *c) {
     if (rc == 1) {
         if (frc) return req_fail(c, frc);
         c->state = C_READY;
-        uv_timer_stop(&c->timer);
+        uv_timer_stop(c->timer);
         return send_request(c);
     }
     if (SSL_get_error(c->ssl, rc) == SSL_ERROR_WANT_READ && !frc) return;
@@ -527,7 +522,7 @@ static void on_connect(uv_connect_t *creq, int status) {
     uv_tcp_nodelay(&c->tcp, 1);
     if (t->tls && !(c->ssl = up__tls_new(t))) return req_fail(c, UV_ENOMEM);
     c->state = c->ssl ? C_HANDSHAKE : C_READY;
-    if (!c->ssl) uv_timer_stop(&c->timer);
+    if (!c->ssl) uv_timer_stop(c->timer);
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc) return req_fail(c, rc);
     if (c->ssl) tls_handshake(c);
@@ -536,20 +531,22 @@ static void on_connect(uv_connect_t *creq, int status) {
 
 static void conn_open(up_pool *p, up_req *r) {
     up_conn *c = calloc(1, sizeof *c);
+    if (c && !(c->timer = malloc(sizeof *c->timer))) {
+        free(c);
+        c = NULL;
+    }
     if (!c) return defer(p, r, UV_ENOMEM);
     uv_tcp_init(p->loop, &c->tcp);
-    uv_timer_init(p->loop, &c->timer);
-    c->tcp.data = c->timer.data = c->creq.data = c;
-    c->handles = 2;
+    uv_timer_init(p->loop, c->timer);
+    c->tcp.data = c->timer->data = c->creq.data = c;
     c->pool = p;
     c->next = p->conns;
     if (p->conns) p->conns->prev = c;
     p->conns = c;
     p->nconns++;
-    p->handles++;
     attach(c, r);
     if (p->t->connect_timeout_ms)
-        uv_timer_start(&c->timer, on_connect_timeout, p->t->connect_timeout_ms, 0);
+        uv_timer_start(c->timer, on_connect_timeout, p->t->connect_timeout_ms, 0);
     int rc = uv_tcp_connect(&c->creq, &c->tcp, (const struct sockaddr *)&p->t->addr, on_connect);
     if (rc) req_fail_later(c, rc);
 }
@@ -585,11 +582,8 @@ up_pool *up_pool_new(uv_loop_t *loop, const up_target *t, unsigned max_conns, un
     p->queue_max = queue_max;
     uv_timer_init(loop, &p->defer);
     p->defer.data = p;
-    p->handles = 1;
     return p;
 }
-
-static void on_defer_closed(uv_handle_t *h) { pool_unref(h->data); }
 
 void up_pool_close(up_pool *p) {
     if (!p || p->closing) return;
@@ -603,7 +597,7 @@ void up_pool_close(up_pool *p) {
         conn_close(c);
         if (r) deliver(r, UP_ECANCEL);
     }
-    uv_close((uv_handle_t *)&p->defer, on_defer_closed);
+    uv_close((uv_handle_t *)&p->defer, (uv_close_cb)free); /* no connection refers to p now */
 }
 
 static int has_body_semantics(const char *method) {
