@@ -49,6 +49,9 @@ void up_target_free(up_target *t); /* once no pool uses it */
 const char *up_target_path(const up_target *t);      /* "/mcp?x=1"; "/" when none */
 const char *up_target_authority(const up_target *t); /* "host:port" as the Host header */
 int up_target_is_tls(const up_target *t);
+/* Check url's form only (no resolving, no files): 0, or -1 with a message
+ * in err as up_target_new would give it. For validating a config. */
+int up_url_check(const char *url, char *err, size_t errcap);
 
 typedef struct up_pool up_pool;
 
@@ -82,14 +85,19 @@ typedef struct up_req up_req;
  * library copies what it needs. retry_stale: the request may be sent again,
  * once, on a fresh connection when a kept-alive one turns out closed
  * before any byte of the answer came (safe for idempotent requests).
- * NULL only when out of memory; every other failure comes through on_done,
- * never from inside this call. */
+ * NULL only when out of memory (or the pool is closing: up_pool_close
+ * was called); every other failure comes through on_done, never from
+ * inside this call. */
 up_req *up_send(up_pool *p, const char *method, const char *path, const char *headers,
                 const char *body, size_t body_len, int retry_stale, const up_callbacks *cb,
                 void *arg);
 /* Stop a request: its connection is closed (never reused mid-answer) and
  * on_done runs with UP_ECANCEL, before this returns. */
 void up_req_abort(up_req *r);
+/* Inside r's on_done only: what went wrong, as a sentence naming the cause
+ * (e.g. "certificate verify failed: self-signed certificate", "connecting
+ * to host:443 timed out after 5000 ms"), else up_strerror of the error. */
+const char *up_req_error_detail(const up_req *r);
 
 const char *up_strerror(int err);
 

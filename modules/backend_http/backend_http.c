@@ -1,8 +1,9 @@
 /* backend_http: each configured tool is one REST request per call.
  *
  * The call's arguments fill the tool's URL path, query and JSON body
- * templates (each escaped for its place); the request goes out with libuv
- * on the call's loop over a kept-alive connection, and the answer maps to
+ * templates (each escaped for its place); the request goes out with
+ * upclient (HTTP/1.1, plain or TLS, libuv) on the call's loop over a
+ * kept-alive connection, and the answer maps to
  * the result: 2xx is the body, another status a tool error, a timeout, an
  * oversized body or an unreachable upstream a JSON-RPC error.
  */
@@ -16,19 +17,31 @@
 
 typedef struct http_cfg {
     const char *tools; /* JSON text */
+    int tls_insecure;
+    const char *ca_file, *cert_file, *key_file;
+    int64_t max_conns;
 } http_cfg;
 
 static const mcpg_config_field http_config[] = {
     MCPG_CFG_JSON_FIELD(http_cfg, tools, "tools", NULL,
                         "array of {name, description, method, url, query, body, headers, "
                         "input_schema, timeout_ms, max_response_bytes, error_status}"),
+    MCPG_CFG_BOOL_FIELD(http_cfg, tls_insecure, "tls_insecure", "false",
+                        "https: do not verify the upstreams' certificates (tests only)"),
+    MCPG_CFG_STRING_FIELD(http_cfg, ca_file, "ca_file", NULL,
+                          "https: PEM bundle to verify upstreams against (default: the system's)"),
+    MCPG_CFG_STRING_FIELD(http_cfg, cert_file, "cert_file", NULL,
+                          "https: client certificate (PEM) for upstreams that ask for one"),
+    MCPG_CFG_STRING_FIELD(http_cfg, key_file, "key_file", NULL, "https: the client certificate's key (PEM)"),
+    MCPG_CFG_INT_FIELD(http_cfg, max_conns, "max_conns", "64", 1, HTTP_MAX_CONNS_MAX,
+                       "connections to each upstream, per loop; calls beyond wait (up to 1024)"),
     MCPG_CONFIG_END};
 
 typedef struct hb {
     const mcpg_host *host;
     mcpg_instance *self;
     http_tool_set set;
-    http_pools *pools;
+    http_upstreams *ups;
     mcpg_buf list; /* the tools/list array, built once */
 } hb;
 
@@ -45,11 +58,9 @@ static mcpg_status hb_call_tool(void *instance, mcpg_call *call) {
     if (!t)
         return mcpg_result_errorf(h, call, MCPG_RPC_INVALID_PARAMS, "Unknown tool: %.64s",
                                   name ? name : "");
-    char *req = NULL;
-    size_t len = 0;
-    if (http_request_build(h, t, call, &req, &len)) return MCPG_DENY;
-    http_exchange *x = http_exchange_new(h, m->self, m->pools, t, (size_t)(t - m->set.tools),
-                                         call, req, len);
+    http_request rq;
+    if (http_request_build(h, t, call, &rq)) return MCPG_DENY;
+    http_exchange *x = http_exchange_new(h, m->self, m->ups, t, call, &rq);
     if (!x) return MCPG_DENY;
     if (h->worker_current()) {
         http_exchange_start(x); /* may answer (resume) before we return PENDING: allowed */
@@ -69,7 +80,9 @@ static int hb_validate(const mcpg_host *host, const void *config, mcpg_report *r
     http_tool_set set = {0};
     int errors = http_tools_parse(host, c->tools, rep, NULL, &set);
     http_tools_free(&set);
-    return errors ? MCPG_ECONFIG : 0;
+    mcpg_config_problems p = {host, rep, NULL, 0};
+    http_tls_check(&p, &(http_tls_cfg){c->tls_insecure, c->ca_file, c->cert_file, c->key_file});
+    return errors || p.errors ? MCPG_ECONFIG : 0;
 }
 
 static int hb_build_list(hb *m) {
@@ -88,13 +101,13 @@ static int hb_build_list(hb *m) {
 
 static void hb_worker_stop(void *instance, mcpg_worker *w) {
     hb *m = instance;
-    http_pools_worker_stop(m->pools, m->host->worker_uv_loop(w));
+    http_upstreams_worker_stop(m->ups, m->host->worker_uv_loop(w));
 }
 
 static void hb_destroy(void *instance) {
     hb *m = instance;
+    http_upstreams_free(m->ups);
     http_tools_free(&m->set);
-    http_pools_free(m->pools);
     m->host->buf_free(&m->list);
     m->host->free(m);
 }
@@ -107,11 +120,14 @@ static int hb_create(const mcpg_host *host, mcpg_instance *self, const void *con
     m->host = host;
     m->self = self;
     /* create runs off the loops: the hosts are resolved here, once */
-    if (http_tools_parse(host, c->tools, NULL, self, &m->set)) {
+    mcpg_config_problems p = {host, NULL, self, 0};
+    http_tls_cfg tls = {c->tls_insecure, c->ca_file, c->cert_file, c->key_file};
+    if (http_tools_parse(host, c->tools, NULL, self, &m->set) ||
+        !(m->ups = http_upstreams_new(&p, &m->set, &tls, (unsigned)c->max_conns))) {
         hb_destroy(m);
         return MCPG_ECONFIG;
     }
-    int rc = (m->pools = http_pools_new(m->set.n)) ? hb_build_list(m) : MCPG_ENOMEM;
+    int rc = hb_build_list(m);
     if (rc) {
         hb_destroy(m);
         return rc;

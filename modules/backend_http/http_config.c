@@ -4,9 +4,9 @@
 #define _GNU_SOURCE
 #include "http_config.h"
 
-#include <arpa/inet.h>
+#include <upclient.h>
+
 #include <jansson.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,45 +46,24 @@ static int scan_json(http_tool *t, json_t *v) {
     return 0;
 }
 
-static int resolve_host(http_tool *t, const char *host, const char *port) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai) return -1;
-    memcpy(&t->addr, ai->ai_addr, ai->ai_addrlen);
-    t->addrlen = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-}
-
-/* http://host[:port]/path — https refused until TLS lands. */
+/* http[s]://host[:port]/path: the form checked by upclient, the path ours
+ * (its query comes from "query"). */
 static void parse_url(pctx *c, const char *path, const char *url, http_tool *t) {
-    if (strncmp(url, "https://", 8) == 0)
-        return mcpg_config_problem(c, path, "https is not supported yet: use an http:// URL");
-    if (strncmp(url, "http://", 7) != 0) return mcpg_config_problem(c, path, "expected an http://host:port/path URL");
-    const char *hp = url + 7, *slash = strchr(hp, '/');
-    size_t hplen = slash ? (size_t)(slash - hp) : strlen(hp);
-    if (hplen == 0 || hplen > 255 || memchr(hp, '@', hplen) || memchr(hp, '?', hplen))
-        return mcpg_config_problem(c, path, "expected an http://host:port/path URL");
-    char host[256], port[8] = "80";
-    const char *colon = memchr(hp, ':', hplen);
-    size_t hl = colon ? (size_t)(colon - hp) : hplen;
-    if (hl == 0) return mcpg_config_problem(c, path, "no host");
-    memcpy(host, hp, hl);
-    host[hl] = '\0';
-    if (colon) {
-        size_t pl = hplen - hl - 1;
-        if (pl == 0 || pl > 5 || strspn(colon + 1, "0123456789") < pl ||
-            atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
-            return mcpg_config_problem(c, path, "bad port");
-        memcpy(port, colon + 1, pl);
-        port[pl] = '\0';
+    char err[320];
+    if (up_url_check(url, err, sizeof err)) {
+        const char *why = strstr(err, ": ");
+        return mcpg_config_problem(c, path, "%s", why ? why + 2 : err);
     }
-    if (slash && strpbrk(slash, "?# \r\n"))
-        return mcpg_config_problem(c, path, "the path may not hold '?', '#' or spaces: put the query in \"query\"");
-    t->host = strndup(hp, hplen);
+    const char *hp = strstr(url, "://") + 3, *slash = strchr(hp, '/');
+    if (!slash && strchr(hp, '?'))
+        return mcpg_config_problem(c, path, "put the query in \"query\", not the URL");
+    if (slash && strpbrk(slash, "?#"))
+        return mcpg_config_problem(c, path, "the path may not hold '?' or '#': put the query in \"query\"");
+    size_t olen = slash ? (size_t)(slash - url) : strlen(url);
+    t->origin = strndup(url, olen);
     t->path = strdup(slash ? slash : "/");
-    if (!t->host || !t->path || scan_placeholders(t, t->path)) return mcpg_config_problem(c, path, "out of memory");
-    if (c->self && resolve_host(t, host, port)) /* create() resolves; validate() does not */
-        mcpg_config_problem(c, path, "cannot resolve host \"%s\"", host);
+    if (!t->origin || !t->path || scan_placeholders(t, t->path))
+        mcpg_config_problem(c, path, "out of memory");
 }
 
 static int token_ok(const char *s) {
@@ -300,7 +279,7 @@ void http_tools_free(http_tool_set *set) {
     for (size_t i = 0; i < set->n; i++) {
         http_tool *t = &set->tools[i];
         free(t->description);
-        free(t->host);
+        free(t->origin);
         free(t->path);
         free(t->body);
         free(t->schema);

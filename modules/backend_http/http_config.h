@@ -3,10 +3,8 @@
 #define HTTP_CONFIG_H
 
 #include <mcpg/sdk.h>
-#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
 #define HTTP_TIMEOUT_DEFAULT_MS 30000
 #define HTTP_TIMEOUT_MAX_MS 3600000
@@ -27,9 +25,8 @@ typedef struct http_tool {
     char *description;
     char method[8];
     int idempotent;      /* a closed kept-alive connection may be retried */
-    char *host;          /* "host:port" for the Host header */
-    struct sockaddr_storage addr; /* resolved at create, never on a loop */
-    socklen_t addrlen;
+    char *origin;        /* "http[s]://host[:port]": tools sharing one share connections */
+    size_t upstream;     /* its index among the instance's upstreams (http_upstream.h) */
     char *path;          /* template, begins with '/' */
     http_kv *query;
     size_t nquery;
@@ -49,9 +46,9 @@ typedef struct http_tool_set {
     size_t n;
 } http_tool_set;
 
-/* Parse json into set. For create() (self given) the hosts are looked up,
- * and errors go to the instance's log; for validate() (rep given) only the
- * URL's form is checked, and errors go to rep with key paths. Returns the
+/* Parse json into set: errors go to validate()'s report (rep given) with
+ * key paths, or create()'s log (self given). Only the URLs' form is checked
+ * here; create() resolves the hosts (http_upstreams_new). Returns the
  * number of errors. */
 int http_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
                      http_tool_set *set);

@@ -1,136 +1,42 @@
-/* backend_http: connect (or reuse a kept-alive connection), write the
- * request, parse the answer with llhttp, and map it to the call's result,
- * all with libuv on the call's loop. Each loop keeps a few idle
- * connections per tool; one the upstream closed while idle is retried once
- * on a fresh connection when the method is idempotent. */
+/* backend_http: send a call's request with upclient (a kept-alive
+ * connection of the loop's pool; a GET, PUT or DELETE sent again once when
+ * a kept connection turns out closed), collect the body up to the tool's
+ * cap, and map the answer or the failure to the call's result. */
 #define _GNU_SOURCE
 #include "http_exchange.h"
 
-#include <llhttp.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uv.h>
 
-#define POOL_IDLE_MAX 8   /* idle connections kept per tool and loop */
-#define EXCERPT_MAX 200   /* bytes of an error body quoted in the message */
+#define EXCERPT_MAX 200 /* bytes of an error body quoted in the message */
 
-typedef struct http_pool http_pool;
-
-/* tcp first: the connection's memory is released by free() as the close
- * callback, so a close still completing after the module is unloaded runs
- * no code of ours. */
-typedef struct hconn {
-    uv_tcp_t tcp;
-    uv_connect_t creq;
-    uv_write_t wreq;
-    llhttp_t parser;
-    http_exchange *x; /* NULL while idle or once closed */
-    int reused;
-} hconn;
-
-struct http_pool {
-    void *loop;
-    size_t tool;
-    hconn *idle[POOL_IDLE_MAX];
-    size_t n;
-    http_pool *next;
-};
-
-struct http_pools {
-    pthread_mutex_t lock; /* guards the list; a pool is its loop's alone */
-    http_pool *head;
-};
+enum { WHY_NONE, WHY_TIMEOUT, WHY_CANCEL };
 
 struct http_exchange {
     const mcpg_host *h;
     mcpg_instance *self;
-    http_pools *pools;
-    http_pool *pool;
+    http_upstreams *ups;
     const http_tool *t;
-    size_t index;
     mcpg_call *call; /* NULL once answered */
     void **slot;
-    char *req;
-    size_t len;
+    http_request rq;
     mcpg_post post;
     mcpg_timer *timer;
-    hconn *conn;
+    up_req *r;       /* while upclient has it */
     char *body;
     size_t blen;
-    int status, headers_done, done, over, got_any, retried;
+    int status, over, why;
 };
-
-/* ------------------------------------------------------------------ */
-/* pools                                                               */
-
-http_pools *http_pools_new(size_t ntools) {
-    (void)ntools;
-    http_pools *p = calloc(1, sizeof *p);
-    if (p) pthread_mutex_init(&p->lock, NULL);
-    return p;
-}
-
-static http_pool *pool_get(http_pools *ps, void *loop, size_t tool) {
-    pthread_mutex_lock(&ps->lock);
-    http_pool *p = ps->head;
-    while (p && !(p->loop == loop && p->tool == tool)) p = p->next;
-    if (!p && (p = calloc(1, sizeof *p))) {
-        p->loop = loop;
-        p->tool = tool;
-        p->next = ps->head;
-        ps->head = p;
-    }
-    pthread_mutex_unlock(&ps->lock);
-    return p;
-}
-
-static void conn_close(hconn *c) {
-    c->x = NULL;
-    if (!uv_is_closing((uv_handle_t *)&c->tcp)) uv_close((uv_handle_t *)&c->tcp, (uv_close_cb)free);
-}
-
-void http_pools_worker_stop(http_pools *ps, void *loop) {
-    pthread_mutex_lock(&ps->lock);
-    for (http_pool *p = ps->head; p; p = p->next)
-        if (p->loop == loop)
-            while (p->n) conn_close(p->idle[--p->n]);
-    pthread_mutex_unlock(&ps->lock);
-}
-
-void http_pools_free(http_pools *ps) {
-    if (!ps) return;
-    while (ps->head) {
-        http_pool *p = ps->head;
-        ps->head = p->next;
-        free(p); /* idle connections left here belong to a loop that never stopped */
-    }
-    pthread_mutex_destroy(&ps->lock);
-    free(ps);
-}
 
 /* ------------------------------------------------------------------ */
 /* answering                                                           */
 
 static void x_free(http_exchange *x) {
-    free(x->req);
+    http_request_free(&x->rq);
     free(x->body);
     free(x);
-}
-
-static void detach(http_exchange *x, int keep) {
-    hconn *c = x->conn;
-    x->conn = NULL;
-    if (!c) return;
-    c->x = NULL;
-    if (keep && x->pool && x->pool->n < POOL_IDLE_MAX) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        x->pool->idle[x->pool->n++] = c;
-    } else {
-        conn_close(c);
-    }
 }
 
 static void finish(http_exchange *x, mcpg_status st) {
@@ -146,12 +52,11 @@ static void finish(http_exchange *x, mcpg_status st) {
 
 static void fail(http_exchange *x, const char *fmt, ...) MCPG_PRINTF(2, 3);
 static void fail(http_exchange *x, const char *fmt, ...) {
-    char msg[320];
+    char msg[480];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    detach(x, 0);
     x->h->call_error(x->call, MCPG_RPC_SERVER_ERROR, msg, NULL);
     finish(x, MCPG_DENY);
 }
@@ -197,187 +102,94 @@ static void answer(http_exchange *x) {
     finish(x, rc ? MCPG_DENY : MCPG_CONTINUE);
 }
 
-/* ------------------------------------------------------------------ */
-/* parsing the response                                                */
-
-static int on_headers_complete(llhttp_t *p) {
-    hconn *c = p->data;
-    if (c->x) {
-        c->x->status = p->status_code;
-        c->x->headers_done = 1;
+/* A failure, named for the tool and what the client can act on. */
+static void failed(http_exchange *x, int err, const char *detail) {
+    const char *tool = x->t->name, *up = http_upstream_authority(x->ups, x->t->upstream);
+    if (x->over)
+        return fail(x, "%s: response body exceeds %lld bytes", tool, (long long)x->t->max_response_bytes);
+    if (x->why == WHY_TIMEOUT)
+        return fail(x, "%s: timed out after %lld ms", tool, (long long)x->t->timeout_ms);
+    if (x->why == WHY_CANCEL) return fail(x, "request cancelled");
+    switch (err) {
+    case UP_ECANCEL: return fail(x, "%s: the gateway is stopping", tool);
+    case UP_ETLS: return fail(x, "%s: TLS with %s failed: %s", tool, up, detail);
+    case UP_EPROTO: return fail(x, "%s: malformed HTTP response from the upstream (%s)", tool, detail);
+    case UP_EFULL:
+        return fail(x, "%s: too many calls waiting for a connection to %s", tool, up);
+    case UP_ECLOSED:
+    case UV_ECONNRESET:
+    case UV_EPIPE: return fail(x, "%s: upstream closed the connection (%s)", tool, detail);
+    default: return fail(x, "%s: upstream unreachable (%s)", tool, detail);
     }
+}
+
+/* ------------------------------------------------------------------ */
+/* upclient's callbacks                                                */
+
+static int on_head(void *arg, int status, const up_header *hd, size_t n) {
+    http_exchange *x = arg;
+    x->status = status;
     return 0;
 }
 
-static int on_body(llhttp_t *p, const char *at, size_t n) {
-    hconn *c = p->data;
-    http_exchange *x = c->x;
-    if (!x) return HPE_USER;
-    if ((int64_t)(x->blen + n) > x->t->max_response_bytes) {
-        x->over = 1;
-        return HPE_USER;
-    }
+static int on_body(void *arg, const char *p, size_t n) {
+    http_exchange *x = arg;
+    if ((int64_t)(x->blen + n) > x->t->max_response_bytes) return x->over = 1;
     char *nb = realloc(x->body, x->blen + n + 1);
-    if (!nb) return HPE_USER;
-    memcpy(nb + x->blen, at, n);
+    if (!nb) return 1;
+    memcpy(nb + x->blen, p, n);
     x->blen += n;
     nb[x->blen] = '\0';
     x->body = nb;
     return 0;
 }
 
-static int on_message_complete(llhttp_t *p) {
-    hconn *c = p->data;
-    if (c->x) c->x->done = 1;
-    return HPE_PAUSED; /* one answer per request: stop here */
+static void on_done(void *arg, int err) {
+    http_exchange *x = arg;
+    up_req *r = x->r;
+    x->r = NULL;
+    if (err == 0) return answer(x);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", up_req_error_detail(r));
+    failed(x, err, detail);
 }
 
-static const llhttp_settings_t settings = {
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
-
-/* ------------------------------------------------------------------ */
-/* the connection                                                      */
-
-static void acquire(http_exchange *x);
-
-/* The connection ended before an answer: a reused one may have been closed
- * by the upstream while idle; an idempotent request is sent once more. */
-static void conn_lost(http_exchange *x, const char *why) {
-    hconn *c = x->conn;
-    int retry = c && c->reused && !x->got_any && !x->retried && x->t->idempotent;
-    detach(x, 0);
-    if (retry) {
-        x->retried = 1;
-        return acquire(x);
-    }
-    fail(x, "%s: upstream closed the connection (%s)", x->t->name, why);
-}
-
-static void on_alloc(uv_handle_t *hd, size_t hint, uv_buf_t *buf) {
-    (void)hd;
-    (void)hint;
-    static _Thread_local char chunk[65536]; /* consumed inside on_read */
-    *buf = uv_buf_init(chunk, sizeof chunk);
-}
-
-static void parsed(http_exchange *x, llhttp_errno_t err) {
-    if (x->over)
-        return fail(x, "%s: response body exceeds %lld bytes", x->t->name,
-                    (long long)x->t->max_response_bytes);
-    if (x->done) {
-        int keep = llhttp_should_keep_alive(&x->conn->parser);
-        detach(x, keep);
-        return answer(x);
-    }
-    if (err != HPE_OK)
-        fail(x, "%s: malformed HTTP response from the upstream (%s)", x->t->name,
-             llhttp_errno_name(err));
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-    hconn *c = s->data;
-    http_exchange *x = c->x;
-    if (!x) { /* not ours any more */
-        if (n < 0) conn_close(c);
-        return;
-    }
-    if (n > 0) {
-        x->got_any = 1;
-        return parsed(x, llhttp_execute(&c->parser, buf->base, (size_t)n));
-    }
-    if (n == 0) return;
-    if (x->headers_done) { /* a body that ends with the connection */
-        llhttp_errno_t err = llhttp_finish(&c->parser);
-        if (x->done || err != HPE_OK) return parsed(x, err);
-    }
-    conn_lost(x, uv_strerror((int)n));
-}
-
-static void on_write(uv_write_t *w, int status) {
-    hconn *c = w->data;
-    if (c->x && status < 0) conn_lost(c->x, uv_strerror(status));
-}
-
-static void send_request(http_exchange *x) {
-    hconn *c = x->conn;
-    llhttp_init(&c->parser, HTTP_RESPONSE, &settings);
-    c->parser.data = c;
-    free(x->body);
-    x->body = NULL;
-    x->blen = 0;
-    x->status = x->headers_done = x->done = x->got_any = 0;
-    uv_buf_t b = uv_buf_init(x->req, (unsigned)x->len);
-    c->wreq.data = c;
-    int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write);
-    if (rc == 0) rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    if (rc) conn_lost(x, uv_strerror(rc));
-}
-
-static void on_connect(uv_connect_t *req, int status) {
-    hconn *c = req->data;
-    http_exchange *x = c->x;
-    if (!x) return; /* cancelled or timed out: already closed */
-    if (status < 0) {
-        detach(x, 0);
-        return fail(x, "%s: upstream unreachable (%s)", x->t->name, uv_strerror(status));
-    }
-    send_request(x);
-}
-
-static void acquire(http_exchange *x) {
-    http_pool *p = x->pool;
-    if (p && p->n) {
-        x->conn = p->idle[--p->n];
-        x->conn->x = x;
-        x->conn->reused = 1;
-        return send_request(x);
-    }
-    hconn *c = calloc(1, sizeof *c);
-    if (!c) return fail(x, "%s: out of memory", x->t->name);
-    uv_loop_t *loop = x->h->worker_uv_loop(x->h->call_worker(x->call));
-    uv_tcp_init(loop, &c->tcp);
-    c->tcp.data = c;
-    c->creq.data = c;
-    c->x = x;
-    x->conn = c;
-    uv_tcp_nodelay(&c->tcp, 1);
-    int rc = uv_tcp_connect(&c->creq, &c->tcp, (const struct sockaddr *)&x->t->addr, on_connect);
-    if (rc) fail(x, "%s: upstream unreachable (%s)", x->t->name, uv_strerror(rc));
-}
+static const up_callbacks callbacks = {on_head, on_body, on_done};
 
 /* ------------------------------------------------------------------ */
 /* the exchange                                                        */
 
-http_exchange *http_exchange_new(const mcpg_host *h, mcpg_instance *self, http_pools *p,
-                                 const http_tool *t, size_t index, mcpg_call *call, char *req,
-                                 size_t len) {
+http_exchange *http_exchange_new(const mcpg_host *h, mcpg_instance *self, http_upstreams *u,
+                                 const http_tool *t, mcpg_call *call, http_request *rq) {
     http_exchange *x = calloc(1, sizeof *x);
     if (!x) {
-        free(req);
+        http_request_free(rq);
         h->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
         return NULL;
     }
-    *x = (http_exchange){.h = h, .self = self, .pools = p, .t = t, .index = index, .call = call,
-                         .slot = h->call_slot(call, self), .req = req, .len = len};
+    *x = (http_exchange){.h = h, .self = self, .ups = u, .t = t, .call = call,
+                         .slot = h->call_slot(call, self), .rq = *rq};
+    *rq = (http_request){0};
     return x;
 }
 
 static void on_timeout(void *arg) {
     http_exchange *x = arg;
-    fail(x, "%s: timed out after %lld ms", x->t->name, (long long)x->t->timeout_ms);
+    x->why = WHY_TIMEOUT;
+    if (x->r) up_req_abort(x->r); /* its on_done answers */
 }
 
 void http_exchange_start(http_exchange *x) {
     const mcpg_host *h = x->h;
     mcpg_worker *w = h->call_worker(x->call);
-    x->pool = pool_get(x->pools, h->worker_uv_loop(w), x->index); /* NULL: no reuse */
+    up_pool *p = http_upstreams_pool(x->ups, h->worker_uv_loop(w), x->t->upstream);
     if (x->slot) *x->slot = x;
+    if (!p) return fail(x, "%s: out of memory", x->t->name);
     if (h->timer_start(x->self, w, (uint64_t)x->t->timeout_ms, 0, on_timeout, x, &x->timer))
         return fail(x, "%s: cannot start its timer", x->t->name);
-    acquire(x);
+    x->r = up_send(p, x->t->method, x->rq.target, x->rq.headers, x->rq.body, x->rq.body_len,
+                   x->t->idempotent, &callbacks, x);
+    if (!x->r) fail(x, "%s: out of memory", x->t->name);
 }
 
 static void posted(void *arg) {
@@ -400,13 +212,14 @@ int http_exchange_post(http_exchange *x) {
 
 void http_exchange_cancel(http_exchange *x) {
     if (!x->call) return;
-    if (!x->timer && !x->conn) { /* posted, not started: posted() frees it */
-        if (x->slot) *x->slot = NULL;
-        x->h->call_error(x->call, MCPG_RPC_SERVER_ERROR, "request cancelled", NULL);
-        mcpg_call *call = x->call;
-        x->call = NULL;
-        x->h->call_resume(call, MCPG_DENY);
-        return;
+    if (x->r) {
+        x->why = WHY_CANCEL;
+        return up_req_abort(x->r); /* its on_done answers */
     }
-    fail(x, "request cancelled");
+    /* posted, not started: answer now, posted() frees it */
+    if (x->slot) *x->slot = NULL;
+    x->h->call_error(x->call, MCPG_RPC_SERVER_ERROR, "request cancelled", NULL);
+    mcpg_call *call = x->call;
+    x->call = NULL;
+    x->h->call_resume(call, MCPG_DENY);
 }

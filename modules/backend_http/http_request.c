@@ -116,9 +116,7 @@ static char *body_text(const http_tool *t, json_t *args, char *const *vals) {
     return s;
 }
 
-static void head(sbuf *b, const http_tool *t, char *const *vals, size_t body_len, int has_body) {
-    puts_(b, t->method);
-    put(b, " ", 1);
+static void target(sbuf *b, const http_tool *t, char *const *vals) {
     fill(b, t->path, t, vals, put_pct);
     for (size_t i = 0; i < t->nquery; i++) {
         put(b, i ? "&" : "?", 1);
@@ -130,23 +128,17 @@ static void head(sbuf *b, const http_tool *t, char *const *vals, size_t body_len
         else put_pct(b, v.p ? v.p : "");
         free(v.p);
     }
-    puts_(b, " HTTP/1.1\r\nHost: ");
-    puts_(b, t->host);
-    puts_(b, "\r\nConnection: keep-alive\r\nAccept: application/json, */*\r\n");
+}
+
+static void header_lines(sbuf *b, const http_tool *t, int has_body) {
+    puts_(b, "Accept: application/json, */*\r\n");
     for (size_t i = 0; i < t->nheaders; i++) {
         puts_(b, t->headers[i].key);
         put(b, ": ", 2);
         puts_(b, t->headers[i].value);
         put(b, "\r\n", 2);
     }
-    if (has_body) {
-        char cl[96];
-        snprintf(cl, sizeof cl, "Content-Type: application/json\r\nContent-Length: %zu\r\n", body_len);
-        puts_(b, cl);
-    } else if (strcmp(t->method, "GET") && strcmp(t->method, "DELETE")) {
-        puts_(b, "Content-Length: 0\r\n");
-    }
-    put(b, "\r\n", 2);
+    if (has_body) puts_(b, "Content-Type: application/json\r\n");
 }
 
 /* Every placeholder's argument: present, and a string, number or boolean
@@ -169,29 +161,27 @@ static int collect(const mcpg_host *h, const http_tool *t, mcpg_call *call, json
     return 0;
 }
 
-int http_request_build(const mcpg_host *h, const http_tool *t, mcpg_call *call, char **out,
-                       size_t *len) {
+int http_request_build(const mcpg_host *h, const http_tool *t, mcpg_call *call, http_request *out) {
     size_t alen = 0;
     const char *a = h->call_args(call, &alen);
     json_t *args = json_loadb(a ? a : "{}", a ? alen : 2, 0, NULL);
     char **vals = calloc(t->nplaceholders + 1, sizeof *vals);
     int rc = -1;
+    *out = (http_request){0};
     if (!json_is_object(args) || !vals) {
         h->call_error(call, MCPG_RPC_INVALID_PARAMS, "Invalid params: arguments must be an object", NULL);
     } else if (collect(h, t, call, args, vals) == 0) {
-        char *body = t->body ? body_text(t, args, vals) : NULL;
-        sbuf b = {0};
-        if (!t->body || body) {
-            head(&b, t, vals, body ? strlen(body) : 0, body != NULL);
-            if (body) puts_(&b, body);
-        }
-        free(body);
-        if ((t->body && !body) || b.oom) {
-            free(b.p);
+        sbuf tg = {0}, hd = {0};
+        out->body = t->body ? body_text(t, args, vals) : NULL;
+        target(&tg, t, vals);
+        header_lines(&hd, t, out->body != NULL);
+        out->target = tg.p;
+        out->headers = hd.p;
+        out->body_len = out->body ? strlen(out->body) : 0;
+        if ((t->body && !out->body) || tg.oom || hd.oom || !tg.p || !hd.p) {
+            http_request_free(out);
             h->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
         } else {
-            *out = b.p;
-            *len = b.n;
             rc = 0;
         }
     }
@@ -199,4 +189,11 @@ int http_request_build(const mcpg_host *h, const http_tool *t, mcpg_call *call, 
     free(vals);
     json_decref(args);
     return rc;
+}
+
+void http_request_free(http_request *rq) {
+    free(rq->target);
+    free(rq->headers);
+    free(rq->body);
+    *rq = (http_request){0};
 }

@@ -1,0 +1,423 @@
+/* upclient against the test server (testsrv.c), plain and TLS, on one
+ * libuv loop; ends by proving every handle closed (uv_loop_close == 0). */
+#define _GNU_SOURCE
+#include <mcpg/check.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "testsrv.h"
+#include "upclient.h"
+
+static uv_loop_t loop;
+static tsrv *plain, *tls;
+static tcerts certs;
+
+/* ------------------------------------------------------------------ */
+/* one request's outcome                                               */
+
+typedef struct res {
+    up_req *r;
+    int status, done, err, nbody, abort_in_body, release_on_first, x_test;
+    char body[4096];
+    size_t blen;
+    char first[64]; /* the body as the first on_body saw it */
+    char detail[256];
+    up_pool *send_next_on; /* on_done sends one more GET on this pool */
+    struct res *next;
+    int retry_next;
+} res;
+
+static int r_head(void *arg, int status, const up_header *h, size_t n) {
+    res *x = arg;
+    x->status = status;
+    x->x_test = up_header_find(h, n, "x-TEST") != NULL;
+    return 0;
+}
+
+static int r_body(void *arg, const char *p, size_t n) {
+    res *x = arg;
+    if (x->nbody++ == 0) {
+        snprintf(x->first, sizeof x->first, "%.*s", (int)n, p);
+        if (x->release_on_first) tsrv_release(plain);
+    }
+    if (x->blen + n < sizeof x->body) memcpy(x->body + x->blen, p, n), x->blen += n;
+    return x->abort_in_body;
+}
+
+static const up_callbacks cbs;
+
+static void r_done(void *arg, int err) {
+    res *x = arg;
+    x->done = 1;
+    x->err = err;
+    snprintf(x->detail, sizeof x->detail, "%s", up_req_error_detail(x->r));
+    if (x->send_next_on)
+        x->next->r = up_send(x->send_next_on, "GET", "/", NULL, NULL, 0, x->retry_next, &cbs, x->next);
+}
+
+static const up_callbacks cbs = {r_head, r_body, r_done};
+
+static void tick(uv_timer_t *t) { (void)t; }
+
+/* Run the loop until *flag or ms pass. */
+static int run_until(const int *flag, int ms) {
+    uv_timer_t t;
+    uv_timer_init(&loop, &t);
+    uv_timer_start(&t, tick, 5, 5);
+    uint64_t end = uv_now(&loop) + (uint64_t)ms;
+    while (!*flag && uv_now(&loop) < end) uv_run(&loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    return *flag;
+}
+
+static void settle(int ms) {
+    int never = 0;
+    run_until(&never, ms);
+}
+
+static up_target *target(const char *scheme, int port, const up_tls_opts *o, uint64_t cto) {
+    char url[128], err[256];
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d/base?x=1", scheme, port);
+    up_target *t = up_target_new(url, o, cto, err, sizeof err);
+    MCPG_REQUIRE(t, "target %s: %s", url, err);
+    return t;
+}
+
+static void get(up_pool *p, const char *path, res *x) {
+    x->r = up_send(p, "GET", path, "Accept: */*\r\n", NULL, 0, 1, &cbs, x);
+    MCPG_REQUIRE(x->r, "up_send");
+    MCPG_CHECK(!x->done, "%s: on_done ran inside up_send", path);
+}
+
+/* ------------------------------------------------------------------ */
+/* plain HTTP                                                          */
+
+static void test_target(void) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 1000);
+    MCPG_CHECK(strcmp(up_target_path(t), "/base?x=1") == 0, "path %s", up_target_path(t));
+    char want[32];
+    snprintf(want, sizeof want, "127.0.0.1:%d", tsrv_port(plain));
+    MCPG_CHECK(strcmp(up_target_authority(t), want) == 0 && !up_target_is_tls(t), "authority");
+    up_target_free(t);
+    char err[256];
+    static const struct {
+        const char *url, *want;
+    } bad[] = {{"ftp://h/", "expected an http:// or https:// URL"}, {"http://h:0/", "bad port"},
+               {"http:///x", "no host"}, {"http://u@h/", "user information"},
+               {"http://[::1/", "bad IPv6"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        MCPG_CHECK(up_url_check(bad[i].url, err, sizeof err) == -1 && strstr(err, bad[i].want),
+                   "%s: %s", bad[i].url, err);
+    MCPG_CHECK(up_url_check("https://[::1]:8443/mcp?a=b", err, sizeof err) == 0, "ipv6: %s", err);
+    up_tls_opts o = {.ca_file = "/nonexistent/ca.pem"};
+    MCPG_CHECK(!up_target_new("https://127.0.0.1:1/", &o, 0, err, sizeof err) &&
+                   strstr(err, "cannot read ca_file /nonexistent/ca.pem: No such file"),
+               "missing ca_file: %s", err);
+    MCPG_CHECK(!up_target_new("http://no-such-host.invalid/", NULL, 0, err, sizeof err) &&
+                   strstr(err, "cannot resolve host \"no-such-host.invalid\""),
+               "unresolvable: %s", err);
+}
+
+static void test_plain_chunked_close(void) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    res a = {0}, b = {0}, c = {0}, g = {0};
+    get(p, "/", &a);
+    get(p, "/chunked", &b);
+    get(p, "/close", &c);
+    get(p, "/garbage", &g);
+    run_until(&a.done, 3000);
+    run_until(&b.done, 3000);
+    run_until(&c.done, 3000);
+    run_until(&g.done, 3000);
+    MCPG_CHECK(a.err == 0 && a.status == 200 && a.x_test && strcmp(a.body, "{\"ok\":true}") == 0,
+               "plain: %d %d %s", a.err, a.status, a.body);
+    MCPG_CHECK(b.err == 0 && strcmp(b.body, "hello world") == 0, "chunked: %d %s", b.err, b.body);
+    MCPG_CHECK(c.err == 0 && strcmp(c.body, "until-close") == 0, "until close: %d %s", c.err, c.body);
+    MCPG_CHECK(g.err == UP_EPROTO && strstr(g.detail, "malformed"), "garbage: %d %s", g.err, g.detail);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+/* SSE-like: the first piece arrives while the server still holds the rest
+ * (it sends it only once the client has seen the first). */
+static void test_streamed(void) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    res s = {.release_on_first = 1};
+    get(p, "/stream", &s);
+    run_until(&s.done, 5000);
+    MCPG_CHECK(s.err == 0 && strcmp(s.first, "part1") == 0 && strcmp(s.body, "part1part2") == 0 &&
+                   s.nbody >= 2,
+               "streamed: err %d first '%s' body '%s' pieces %d", s.err, s.first, s.body, s.nbody);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+static void test_keep_alive(void) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    int before = tsrv_accepted(plain);
+    for (int i = 0; i < 3; i++) {
+        res x = {0};
+        get(p, "/", &x);
+        run_until(&x.done, 3000);
+        MCPG_CHECK(x.err == 0 && x.status == 200, "request %d: %d", i, x.err);
+    }
+    MCPG_CHECK(tsrv_accepted(plain) - before == 1, "3 requests, %d connections",
+               tsrv_accepted(plain) - before);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+/* max_conns 1, queue 1: the second waits for the first's connection, the
+ * third is refused (later, not inside up_send). */
+static void test_queue(void) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 1, 1, 1);
+    int before = tsrv_accepted(plain);
+    res a = {0}, b = {0}, c = {0};
+    get(p, "/hold", &a);
+    get(p, "/hold", &b);
+    get(p, "/hold", &c);
+    run_until(&c.done, 3000);
+    MCPG_CHECK(c.err == UP_EFULL && !a.done && !b.done, "third refused: %d (a %d b %d)", c.err,
+               a.done, b.done);
+    run_until(&b.done, 3000);
+    MCPG_CHECK(a.err == 0 && b.err == 0 && strcmp(a.body, "held") == 0 && strcmp(b.body, "held") == 0,
+               "both served: %d %d", a.err, b.err);
+    MCPG_CHECK(tsrv_accepted(plain) - before == 1, "one connection: %d", tsrv_accepted(plain) - before);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+static void test_abort(void) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    res s = {0};
+    get(p, "/stream", &s);
+    run_until(&s.nbody, 3000);
+    MCPG_CHECK(s.nbody == 1 && !s.done, "first piece: %d", s.nbody);
+    up_req_abort(s.r);
+    MCPG_CHECK(s.done && s.err == UP_ECANCEL, "aborted mid-answer: %d %d", s.done, s.err);
+    tsrv_release(plain);
+    res cb = {.abort_in_body = 1};
+    get(p, "/stream", &cb);
+    run_until(&cb.done, 3000);
+    MCPG_CHECK(cb.err == UP_ECANCEL && cb.nbody == 1, "on_body said stop: %d", cb.err);
+    tsrv_release(plain);
+    res slow = {0};
+    get(p, "/slow", &slow);
+    settle(50);
+    up_req_abort(slow.r);
+    MCPG_CHECK(slow.done && slow.err == UP_ECANCEL, "slow aborted");
+    /* the pool is still good */
+    res ok = {0};
+    get(p, "/", &ok);
+    run_until(&ok.done, 3000);
+    MCPG_CHECK(ok.err == 0 && ok.status == 200, "after aborts: %d", ok.err);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+static void test_refused(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    MCPG_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                     getsockname(fd, (struct sockaddr *)&a, &al) == 0, "free port");
+    int port = ntohs(a.sin_port);
+    close(fd); /* bound, never listening, now closed: nobody listens there */
+    up_target *t = target("http", port, NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    res x = {0};
+    get(p, "/", &x);
+    run_until(&x.done, 3000);
+    MCPG_CHECK(x.err == UV_ECONNREFUSED, "refused: %s", up_strerror(x.err));
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+/* The connect timeout covers the TLS handshake: a listener that accepts
+ * (the kernel completes the TCP handshake) and never speaks TLS. */
+static void test_connect_timeout(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    MCPG_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 8) == 0 &&
+                     getsockname(fd, (struct sockaddr *)&a, &al) == 0, "mute listener");
+    up_tls_opts o = {.ca_file = certs.ca};
+    up_target *t = target("https", ntohs(a.sin_port), &o, 200);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    res x = {0};
+    uint64_t t0 = uv_now(&loop);
+    get(p, "/", &x);
+    run_until(&x.done, 3000);
+    uint64_t took = uv_now(&loop) - t0;
+    MCPG_CHECK(x.err == UV_ETIMEDOUT && strstr(x.detail, "timed out after 200 ms") && took >= 150 &&
+                   took < 2000,
+               "timeout: %s (%s) after %llu ms", up_strerror(x.err), x.detail, (unsigned long long)took);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+    close(fd);
+}
+
+/* A request sent on a kept connection the upstream has just closed: sent
+ * again on a fresh one when retry_stale, UP_ECLOSED otherwise. */
+static void test_stale(int retry) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    tsrv_close_after(plain, 1);
+    int before = tsrv_accepted(plain);
+    res second = {0};
+    res first = {.send_next_on = p, .next = &second, .retry_next = retry};
+    get(p, "/", &first); /* its on_done sends `second` on the same, now closing, connection */
+    run_until(&second.done, 3000);
+    tsrv_close_after(plain, 0);
+    MCPG_CHECK(first.err == 0, "first: %d", first.err);
+    if (retry)
+        MCPG_CHECK(second.err == 0 && second.status == 200 && tsrv_accepted(plain) - before == 2,
+                   "retried on a fresh connection: %s, %d connections", up_strerror(second.err),
+                   tsrv_accepted(plain) - before);
+    else
+        MCPG_CHECK((second.err == UP_ECLOSED || second.err == UV_ECONNRESET) &&
+                       tsrv_accepted(plain) - before == 1,
+                   "not retried: %s, %d connections", up_strerror(second.err),
+                   tsrv_accepted(plain) - before);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+/* An idle connection the upstream closes is dropped at once. */
+static void test_idle_closed(void) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    tsrv_close_after(plain, 1);
+    int before = tsrv_accepted(plain);
+    res a = {0}, b = {0};
+    get(p, "/", &a);
+    run_until(&a.done, 3000);
+    settle(50);
+    tsrv_close_after(plain, 0);
+    get(p, "/", &b); /* retry_stale is on, but no stale connection is left to need it */
+    run_until(&b.done, 3000);
+    MCPG_CHECK(a.err == 0 && b.err == 0 && tsrv_accepted(plain) - before == 2, "%d %d, %d connections",
+               a.err, b.err, tsrv_accepted(plain) - before);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+static void test_pool_close_in_flight(void) {
+    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
+    up_pool *p = up_pool_new(&loop, t, 1, 1, 4);
+    res a = {0}, b = {0};
+    get(p, "/slow", &a);
+    get(p, "/slow", &b); /* queued */
+    settle(50);
+    up_pool_close(p);
+    MCPG_CHECK(a.done && a.err == UP_ECANCEL && b.done && b.err == UP_ECANCEL, "cancelled: %d %d",
+               a.err, b.err);
+    settle(20);
+    up_target_free(t);
+}
+
+/* ------------------------------------------------------------------ */
+/* TLS                                                                 */
+
+static void tls_get(const up_tls_opts *o, res *x) {
+    up_target *t = target("https", tsrv_port(tls), o, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    get(p, "/", x);
+    run_until(&x->done, 3000);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+static void test_tls(void) {
+    res ok = {0}, noca = {0}, insecure = {0}, wrong = {0}, byname = {0};
+    up_tls_opts o = {.ca_file = certs.ca};
+    tls_get(&o, &ok);
+    MCPG_CHECK(ok.err == 0 && ok.status == 200 && strcmp(ok.body, "{\"ok\":true}") == 0,
+               "verified with ca_file: %s (%s)", up_strerror(ok.err), ok.detail);
+    tls_get(NULL, &noca);
+    MCPG_CHECK(noca.err == UP_ETLS && strstr(noca.detail, "certificate verify failed"),
+               "refused without ca_file: %s (%s)", up_strerror(noca.err), noca.detail);
+    up_tls_opts ins = {.insecure = 1};
+    tls_get(&ins, &insecure);
+    MCPG_CHECK(insecure.err == 0 && insecure.status == 200, "insecure: %s (%s)",
+               up_strerror(insecure.err), insecure.detail);
+    up_tls_opts w = {.ca_file = certs.ca, .server_name = "other.example"};
+    tls_get(&w, &wrong);
+    MCPG_CHECK(wrong.err == UP_ETLS && strstr(wrong.detail, "mismatch"), "wrong name: %s (%s)",
+               up_strerror(wrong.err), wrong.detail);
+    up_tls_opts n = {.ca_file = certs.ca, .server_name = "localhost"};
+    tls_get(&n, &byname);
+    MCPG_CHECK(byname.err == 0 && byname.status == 200, "by name: %s (%s)", up_strerror(byname.err),
+               byname.detail);
+}
+
+static void test_tls_keep_alive_chunked(void) {
+    up_tls_opts o = {.ca_file = certs.ca};
+    up_target *t = target("https", tsrv_port(tls), &o, 2000);
+    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    int before = tsrv_accepted(tls);
+    for (int i = 0; i < 3; i++) {
+        res x = {0};
+        get(p, "/chunked", &x);
+        run_until(&x.done, 3000);
+        MCPG_CHECK(x.err == 0 && strcmp(x.body, "hello world") == 0, "tls %d: %s", i, x.detail);
+    }
+    MCPG_CHECK(tsrv_accepted(tls) - before == 1, "one TLS connection: %d", tsrv_accepted(tls) - before);
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    MCPG_REQUIRE(uv_loop_init(&loop) == 0, "loop");
+    MCPG_REQUIRE(tcerts_make(&certs) == 0, "certificates (openssl command) in %s", certs.dir);
+    SSL_CTX *sctx = tcerts_server_ctx(&certs);
+    MCPG_REQUIRE(sctx, "server TLS context");
+    plain = tsrv_start(NULL);
+    tls = tsrv_start(sctx);
+    MCPG_REQUIRE(plain && tls, "test servers");
+    test_target();
+    test_plain_chunked_close();
+    test_streamed();
+    test_keep_alive();
+    test_queue();
+    test_abort();
+    test_refused();
+    test_connect_timeout();
+    test_stale(1);
+    test_stale(0);
+    test_idle_closed();
+    test_pool_close_in_flight();
+    test_tls();
+    test_tls_keep_alive_chunked();
+    settle(50);
+    MCPG_CHECK(uv_loop_close(&loop) == 0, "every handle closed");
+    tsrv_stop(plain);
+    tsrv_stop(tls);
+    SSL_CTX_free(sctx);
+    tcerts_remove(&certs);
+    return MCPG_CHECK_EXIT("test_upclient");
+}
