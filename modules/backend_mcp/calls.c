@@ -1,0 +1,654 @@
+/* backend_mcp: a client's call on its way to the upstream and back.
+ *
+ * The op (on a gateway loop or the pool) builds what the upstream will get
+ * and queues it; the I/O thread sends it, relays what the upstream says
+ * meanwhile (progress, log messages, questions for the client) and answers
+ * the call. The call changes hands under up->lock: the op stores the pcall
+ * in the call's slot, the I/O thread "claims" it (clears both) before it
+ * answers, and the cancel op only queues a job for a pcall it finds there.
+ *
+ * Questions (sampling, elicitation, roots) go to the client with
+ * host->call_request. A client on the stateless wire cannot be asked in the
+ * middle of a call: it gets an input_required result instead, the
+ * upstream's request stays open ("parked"), and the client's retry, with
+ * inputResponses and the requestState we minted, answers the upstream's
+ * question and takes the parked call's answer. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "upstream.h"
+
+#define PARK_PREFIX "mcpg-park-"
+#define ASK_KEY "upstream"
+
+struct park {
+    char token[48];     /* the requestState the client echoes */
+    ureq *ur;           /* the upstream's tools/call (or prompts/get...) still open */
+    asked q;            /* its question, unanswered */
+    uint64_t expires_ms;
+    park *next;
+};
+
+/* ---- on the op's thread ---- */
+
+static char *span_dup(const char *p, size_t n) {
+    char *s = malloc(n + 1);
+    if (s) {
+        memcpy(s, p, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+static bool is_envelope_key(const mcpg_json_span *k) {
+    static const char pre[] = "io.modelcontextprotocol/";
+    return k->n >= sizeof pre - 1 && memcmp(k->p, pre, sizeof pre - 1) == 0;
+}
+
+static void append_member(mcpg_buf *b, const mcpg_json_span *k, const mcpg_json_span *v) {
+    if (b->len > 1) mcpg_buf_append(b, ",", 1);
+    mcpg_buf_append(b, "\"", 1);
+    mcpg_buf_append(b, k->p, k->n);
+    mcpg_buf_append(b, "\":", 2);
+    if (v->type == MCPG_JSON_STRING) mcpg_buf_append(b, v->p - 1, v->n + 2);
+    else mcpg_buf_append(b, v->p, v->n);
+}
+
+/* _meta without the progress token and the stateless envelope (both are
+ * the gateway's to set toward the upstream): its members, no braces. */
+static void split_meta(pcall *pc, const mcpg_json_span *meta, mcpg_buf *rest) {
+    size_t it = 0;
+    mcpg_json_span k, v;
+    mcpg_buf_append(rest, "{", 1);
+    while (mcpg_json_object_next(meta->p, meta->n, &it, &k, &v) == 1) {
+        if (mcpg_json_string_eq(&k, "progressToken", 13)) {
+            pc->client_token = v.type == MCPG_JSON_STRING ? span_dup(v.p - 1, v.n + 2)
+                                                          : span_dup(v.p, v.n);
+            continue;
+        }
+        if (is_envelope_key(&k)) continue;
+        append_member(rest, &k, &v);
+    }
+}
+
+/* The client's params, for the upstream: the backend's own name, its _meta
+ * members kept apart (pc->meta), a bridged retry's answers taken out. */
+static int rewrite_params(upstream *up, pcall *pc, mcpg_call *call) {
+    const mcpg_host *h = up->h;
+    size_t n = 0;
+    const char *p = h->call_params(call, &n);
+    if (!p || !n) p = "{}", n = 2;
+    mcpg_buf out = {0}, meta = {0};
+    mcpg_buf_append(&out, "{", 1);
+    size_t it = 0;
+    mcpg_json_span k, v;
+    const char *target = h->call_target(call);
+    while (mcpg_json_object_next(p, n, &it, &k, &v) == 1) {
+        if (mcpg_json_string_eq(&k, "_meta", 5) && v.type == MCPG_JSON_OBJECT) {
+            split_meta(pc, &v, &meta);
+            continue;
+        }
+        if (mcpg_json_string_eq(&k, "requestState", 12) && v.type == MCPG_JSON_STRING &&
+            v.n > sizeof PARK_PREFIX - 1 && memcmp(v.p, PARK_PREFIX, sizeof PARK_PREFIX - 1) == 0) {
+            pc->request_state = span_dup(v.p, v.n);
+            continue;
+        }
+        if (mcpg_json_string_eq(&k, "inputResponses", 14)) {
+            pc->input_responses = span_dup(v.p, v.n);
+            continue;
+        }
+        if (mcpg_json_string_eq(&k, "name", 4) && target &&
+            (pc->method == MCPG_METHOD_TOOLS_CALL || pc->method == MCPG_METHOD_PROMPTS_GET)) {
+            if (out.len > 1) mcpg_buf_append(&out, ",", 1);
+            mcpg_buf_puts(&out, "\"name\":");
+            mcpg_buf_append_json_string(&out, target, strlen(target));
+            continue;
+        }
+        append_member(&out, &k, &v);
+    }
+    if (pc->input_responses && !pc->request_state) { /* the upstream's own round: pass it on */
+        mcpg_json_span ir = {.p = pc->input_responses, .n = strlen(pc->input_responses)};
+        mcpg_json_span key = {.p = "inputResponses", .n = 14};
+        ir.type = MCPG_JSON_OBJECT;
+        append_member(&out, &key, &ir);
+        free(pc->input_responses);
+        pc->input_responses = NULL;
+    }
+    mcpg_buf_append(&out, "}", 1);
+    if (meta.len > 1) {
+        mcpg_buf_append(&meta, "}", 1);
+        pc->meta = meta.data;
+    } else {
+        mcpg_buf_free(&meta);
+    }
+    pc->params = out.data;
+    return out.data ? 0 : MCPG_ENOMEM;
+}
+
+pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
+    const mcpg_host *h = up->h;
+    pcall *pc = calloc(1, sizeof *pc);
+    if (!pc) {
+        mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
+        return NULL;
+    }
+    pc->up = up;
+    pc->call = call;
+    pc->method = method;
+    pc->method_name = strdup(mcpg_method_name(method));
+    size_t cn = 0;
+    const char *caps = MCPG_HOST_HAS(h, call_client_capabilities)
+                           ? h->call_client_capabilities(call, &cn) : NULL;
+    if (caps && cn) pc->caps = span_dup(caps, cn);
+    if (!pc->method_name || rewrite_params(up, pc, call) != 0) {
+        calls_free(pc);
+        mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
+        return NULL;
+    }
+    return pc;
+}
+
+void calls_free(pcall *pc) {
+    if (!pc) return;
+    free(pc->method_name);
+    free(pc->params);
+    free(pc->meta);
+    free(pc->client_token);
+    free(pc->request_state);
+    free(pc->input_responses);
+    free(pc->caps);
+    free(pc);
+}
+
+/* ---- answering the call (I/O thread) ---- */
+
+/* Take the call for answering: from here only this thread touches it, and
+ * a cancel op that comes now finds nothing. */
+static mcpg_call *claim(upstream *up, pcall *pc) {
+    pthread_mutex_lock(&up->lock);
+    mcpg_call *c = pc->call;
+    pc->call = NULL;
+    if (c) {
+        void **slot = up->h->call_slot(c, up->self);
+        if (slot) *slot = NULL;
+    }
+    pthread_mutex_unlock(&up->lock);
+    return c;
+}
+
+/* Done with pc: freed now, or by its cancel job if one is queued. */
+static void release(upstream *up, pcall *pc) {
+    if (pc->ur && pc->ur->pc == pc) pc->ur->pc = NULL;
+    pc->ur = NULL;
+    pthread_mutex_lock(&up->lock);
+    bool later = pc->cancel_queued;
+    pc->orphan = true;
+    pthread_mutex_unlock(&up->lock);
+    if (!later) calls_free(pc);
+}
+
+void calls_fail(upstream *up, pcall *pc, int64_t code, const char *fmt, ...) {
+    mcpg_call *c = claim(up, pc);
+    if (c) {
+        char msg[600];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        char full[700];
+        snprintf(full, sizeof full, "backend \"%s\": %s", up->name, msg);
+        up->h->call_error(c, code, full, NULL);
+        up->h->call_resume(c, MCPG_DENY);
+    }
+    release(up, pc);
+}
+
+/* resultType is the transport's to write: the value becomes the call's
+ * result type and the member is left out of the copy. */
+static uint32_t take_result_type(const mcpg_json_span *res, mcpg_buf *out) {
+    mcpg_json_span rt;
+    if (mcpg_json_object_get(res->p, res->n, "resultType", &rt) != 1) return MCPG_RESULT_COMPLETE;
+    uint32_t type = mcpg_json_string_eq(&rt, "input_required", 14) ? MCPG_RESULT_INPUT_REQUIRED
+                    : mcpg_json_string_eq(&rt, "task", 4)          ? MCPG_RESULT_TASK
+                                                                   : MCPG_RESULT_COMPLETE;
+    size_t it = 0;
+    mcpg_json_span k, v;
+    mcpg_buf_append(out, "{", 1);
+    while (mcpg_json_object_next(res->p, res->n, &it, &k, &v) == 1)
+        if (!mcpg_json_string_eq(&k, "resultType", 10)) append_member(out, &k, &v);
+    mcpg_buf_append(out, "}", 1);
+    return type;
+}
+
+static void answer_with(upstream *up, mcpg_call *c, const char *msg, size_t n) {
+    const mcpg_host *h = up->h;
+    mcpg_json_span res, err;
+    if (mcpg_json_object_get(msg, n, "result", &res) == 1 && res.type == MCPG_JSON_OBJECT) {
+        mcpg_buf copy = {0};
+        uint32_t type = take_result_type(&res, &copy);
+        int rc = copy.data ? h->call_result(c, copy.data, copy.len) : h->call_result(c, res.p, res.n);
+        mcpg_buf_free(&copy);
+        if (type != MCPG_RESULT_COMPLETE && MCPG_HOST_HAS(h, call_set_result_type))
+            h->call_set_result_type(c, type);
+        h->call_resume(c, rc ? MCPG_DENY : MCPG_CONTINUE);
+        return;
+    }
+    mcpg_json_span code, message, data;
+    int64_t cv = MCPG_RPC_INTERNAL_ERROR;
+    char text[1024] = "the upstream's error had no message";
+    size_t tl = 0;
+    char *data_text = NULL;
+    if (mcpg_json_object_get(msg, n, "error", &err) == 1 && err.type == MCPG_JSON_OBJECT) {
+        if (mcpg_json_object_get(err.p, err.n, "code", &code) == 1) mcpg_json_int64(&code, &cv);
+        if (mcpg_json_object_get(err.p, err.n, "message", &message) == 1)
+            mcpg_json_string_decode(&message, text, sizeof text, &tl);
+        if (mcpg_json_object_get(err.p, err.n, "data", &data) == 1)
+            data_text = data.type == MCPG_JSON_STRING ? span_dup(data.p - 1, data.n + 2)
+                                                       : span_dup(data.p, data.n);
+    } else {
+        snprintf(text, sizeof text, "backend \"%s\": the upstream's answer has neither result "
+                 "nor error", up->name);
+    }
+    h->call_error(c, cv, text, data_text);
+    free(data_text);
+    h->call_resume(c, MCPG_DENY);
+}
+
+static park *park_of_token(upstream *up, const char *token, park ***link_out);
+static void park_free(upstream *up, park *p, bool answer_upstream);
+
+void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
+    pcall *pc = r->pc;
+    if (r->parked) { /* nobody to tell: the upstream gave up on its question */
+        park **pp = NULL;
+        if (park_of_token(up, r->parked->token, &pp)) {
+            *pp = r->parked->next;
+            park_free(up, r->parked, false);
+        }
+    }
+    up_ureq_free(up, r);
+    if (!pc) return;
+    pc->ur = NULL;
+    mcpg_call *c = claim(up, pc);
+    if (c) answer_with(up, c, msg, n);
+    release(up, pc);
+}
+
+/* ---- sending (I/O thread) ---- */
+
+static int send_call(upstream *up, pcall *pc) {
+    ureq *r = up_ureq_new(up, UR_CALL);
+    if (!r) return MCPG_ENOMEM;
+    r->pc = pc;
+    pc->ur = r;
+    mcpg_buf b = {0};
+    mcpg_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":\"%s\",\"params\":{",
+                    (long long)r->id, pc->method_name);
+    bool meta = up->wire == WIRE_STATELESS || pc->client_token || pc->meta;
+    if (meta) {
+        size_t before;
+        mcpg_buf_puts(&b, "\"_meta\":{");
+        before = b.len;
+        if (up->wire == WIRE_STATELESS) up_modern_meta(up, &b, pc->caps);
+        /* the upstream reports progress against our id; we map it back */
+        if (pc->client_token)
+            mcpg_buf_printf(&b, "%s\"progressToken\":%lld", b.len > before ? "," : "",
+                            (long long)r->id);
+        if (pc->meta) {
+            size_t ml = strlen(pc->meta);
+            if (ml > 2) {
+                if (b.len > before) mcpg_buf_puts(&b, ",");
+                mcpg_buf_append(&b, pc->meta + 1, ml - 2);
+            }
+        }
+        mcpg_buf_puts(&b, "}");
+    }
+    size_t pl = strlen(pc->params);
+    if (pl > 2) {
+        if (meta) mcpg_buf_puts(&b, ",");
+        mcpg_buf_append(&b, pc->params + 1, pl - 1);
+    } else {
+        mcpg_buf_puts(&b, "}");
+    }
+    int rc = mcpg_buf_puts(&b, "}");
+    if (!rc) rc = up->link->ops->send(up->link, b.data, b.len, r);
+    mcpg_buf_free(&b);
+    return rc;
+}
+
+static void resume_parked(upstream *up, pcall *pc);
+
+void calls_start(upstream *up, pcall *pc) {
+    if (up->state != UP_READY) {
+        calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "upstream unavailable%s%s",
+                   up->last_error[0] ? ": " : " (connecting)", up->last_error);
+        return;
+    }
+    if (pc->request_state) {
+        resume_parked(up, pc);
+        return;
+    }
+    if (send_call(up, pc) != 0)
+        calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "could not send to the upstream");
+}
+
+void calls_cancel(upstream *up, pcall *pc) {
+    pthread_mutex_lock(&up->lock);
+    pc->cancel_queued = false;
+    bool orphan = pc->orphan;
+    pthread_mutex_unlock(&up->lock);
+    if (orphan) { /* answered before the cancel job ran */
+        calls_free(pc);
+        return;
+    }
+    ureq *r = pc->ur;
+    if (r) {
+        char note[160];
+        int n = snprintf(note, sizeof note,
+                         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                         "\"params\":{\"requestId\":%lld,\"reason\":\"the client went away\"}}",
+                         (long long)r->id);
+        if (up->wire == WIRE_LEGACY) up->link->ops->send(up->link, note, (size_t)n, NULL);
+        if (up->link->ops->abandon) up->link->ops->abandon(up->link, r);
+        r->pc = NULL;
+        up_ureq_free(up, r);
+        pc->ur = NULL;
+    }
+    calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "request cancelled");
+}
+
+/* ---- the upstream's notifications about a call ---- */
+
+static ureq *call_by_id(upstream *up, int64_t id) {
+    for (ureq *r = up->pending; r; r = r->next)
+        if (r->id == id && r->kind == UR_CALL) return r;
+    return NULL;
+}
+
+ureq *calls_find_single(upstream *up) {
+    /* the newest call in flight: exact when one runs, which is the common
+     * case on stdio (the upstream's messages carry no request id there) */
+    for (ureq *r = up->pending; r; r = r->next)
+        if (r->kind == UR_CALL && (r->pc || r->parked)) return r;
+    return NULL;
+}
+
+/* progressToken: ours (the upstream request's id) back to the client's. */
+static void relay_progress(upstream *up, const char *params, size_t n) {
+    mcpg_json_span tok, k, v;
+    int64_t id;
+    if (!params || mcpg_json_object_get(params, n, "progressToken", &tok) != 1 ||
+        mcpg_json_int64(&tok, &id) != 0)
+        return;
+    ureq *r = call_by_id(up, id);
+    pcall *pc = r ? r->pc : NULL;
+    if (!pc || !pc->client_token || !pc->call) return;
+    mcpg_buf b = {0};
+    mcpg_buf_puts(&b, "{\"progressToken\":");
+    mcpg_buf_puts(&b, pc->client_token);
+    size_t it = 0;
+    while (mcpg_json_object_next(params, n, &it, &k, &v) == 1)
+        if (!mcpg_json_string_eq(&k, "progressToken", 13)) append_member(&b, &k, &v);
+    if (!mcpg_buf_puts(&b, "}"))
+        up->h->call_notify(pc->call, "notifications/progress", b.data, b.len);
+    mcpg_buf_free(&b);
+}
+
+void calls_notify(upstream *up, ureq *on, const char *method, const char *params, size_t n) {
+    if (strcmp(method, "notifications/progress") == 0) {
+        relay_progress(up, params, n);
+        return;
+    }
+    ureq *r = on && on->kind == UR_CALL ? on : calls_find_single(up);
+    if (r && r->pc && r->pc->call) up->h->call_notify(r->pc->call, method, params, n);
+}
+
+/* ---- the upstream's questions for the client ---- */
+
+typedef struct reply_ctx {
+    upstream *up;
+    char *id_json;
+} reply_ctx;
+
+static void reply_upstream(upstream *up, const char *id_json, const char *body) {
+    job *j = calloc(1, sizeof *j);
+    if (!j) return;
+    j->kind = JOB_REPLY;
+    if (asprintf(&j->text, "{\"jsonrpc\":\"2.0\",\"id\":%s,%s}", id_json, body) < 0) {
+        free(j);
+        return;
+    }
+    if (up_post(up, j)) {
+        free(j->text);
+        free(j);
+    }
+}
+
+static void error_body(char *out, size_t cap, int64_t code, const char *message) {
+    char esc[600];
+    size_t n = strlen(message);
+    if (n > 250) n = 250;
+    esc[mcpg_json_escape(esc, message, n)] = '\0';
+    snprintf(out, cap, "\"error\":{\"code\":%lld,\"message\":\"%s\"}", (long long)code, esc);
+}
+
+/* On the call's loop: the client answered (or could not). */
+static void on_client_reply(void *arg, const mcpg_reply *rep) {
+    reply_ctx *x = arg;
+    char small[700];
+    if (rep->status == 0 && !rep->is_error) {
+        char *body = NULL;
+        if (asprintf(&body, "\"result\":%.*s", (int)rep->result_len, rep->result_json) >= 0) {
+            reply_upstream(x->up, x->id_json, body);
+            free(body);
+        }
+    } else if (rep->status == 0) {
+        error_body(small, sizeof small, rep->error_code,
+                   rep->error_message ? rep->error_message : "error");
+        reply_upstream(x->up, x->id_json, small);
+    } else {
+        char why[200];
+        snprintf(why, sizeof why, "the client did not answer: %s", mcpg_strerror(rep->status));
+        error_body(small, sizeof small, MCPG_RPC_INTERNAL_ERROR, why);
+        reply_upstream(x->up, x->id_json, small);
+    }
+    free(x->id_json);
+    free(x);
+}
+
+static void refuse_question(upstream *up, const char *id_json, size_t id_len, const char *why) {
+    char body[700];
+    error_body(body, sizeof body, MCPG_RPC_INTERNAL_ERROR, why);
+    mcpg_buf b = {0};
+    mcpg_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    mcpg_buf_append(&b, id_json, id_len);
+    mcpg_buf_puts(&b, ",");
+    mcpg_buf_puts(&b, body);
+    if (!mcpg_buf_puts(&b, "}") && up->link) up->link->ops->send(up->link, b.data, b.len, NULL);
+    mcpg_buf_free(&b);
+}
+
+static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
+                      const char *method, const char *params, size_t pn);
+
+void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, const char *method,
+                 const char *params, size_t pn) {
+    ureq *r = on && on->kind == UR_CALL ? on : calls_find_single(up);
+    if (!r || !r->pc || !r->pc->call) {
+        char why[200];
+        snprintf(why, sizeof why, "no client call is waiting that could answer %s", method);
+        refuse_question(up, id_json, id_len, why);
+        return;
+    }
+    reply_ctx *x = calloc(1, sizeof *x);
+    if (x) x->up = up;
+    if (!x || !(x->id_json = span_dup(id_json, id_len))) {
+        free(x);
+        refuse_question(up, id_json, id_len, "out of memory");
+        return;
+    }
+    int rc = MCPG_HOST_HAS(up->h, call_request)
+                 ? up->h->call_request(r->pc->call, method, params, pn, 0, on_client_reply, x)
+                 : MCPG_ENOTSUP;
+    if (rc == 0) return;
+    free(x->id_json);
+    free(x);
+    if (rc == MCPG_ENOTSUP) {
+        park_call(up, r, id_json, id_len, method, params, pn);
+        return;
+    }
+    char why[200];
+    snprintf(why, sizeof why, "the client cannot be asked now: %s", mcpg_strerror(rc));
+    refuse_question(up, id_json, id_len, why);
+}
+
+/* ---- parking: the stateless client's side of a question ---- */
+
+static park *park_of_token(upstream *up, const char *token, park ***link_out) {
+    for (park **pp = &up->parks; *pp; pp = &(*pp)->next)
+        if (strcmp((*pp)->token, token) == 0) {
+            if (link_out) *link_out = pp;
+            return *pp;
+        }
+    return NULL;
+}
+
+static void asked_free(asked *q) {
+    free(q->id_json);
+    free(q->method);
+    free(q->params_json);
+    memset(q, 0, sizeof *q);
+}
+
+/* answer_upstream: its question gets an error, and its call is cancelled. */
+static void park_free(upstream *up, park *p, bool answer_upstream) {
+    if (answer_upstream && p->ur) {
+        if (p->q.id_json)
+            refuse_question(up, p->q.id_json, strlen(p->q.id_json),
+                            "the client did not answer in time");
+        char note[160];
+        int n = snprintf(note, sizeof note,
+                         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                         "\"params\":{\"requestId\":%lld,\"reason\":\"the client did not answer\"}}",
+                         (long long)p->ur->id);
+        if (up->wire == WIRE_LEGACY && up->link) up->link->ops->send(up->link, note, (size_t)n, NULL);
+        if (up->link && up->link->ops->abandon) up->link->ops->abandon(up->link, p->ur);
+        up_ureq_free(up, p->ur);
+    } else if (p->ur) {
+        p->ur->parked = NULL;
+    }
+    asked_free(&p->q);
+    free(p);
+}
+
+static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
+                      const char *method, const char *params, size_t pn) {
+    pcall *pc = r->pc;
+    park *p = calloc(1, sizeof *p);
+    unsigned char rnd[12];
+    if (!p || getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        free(p);
+        refuse_question(up, id_json, id_len, "out of memory");
+        return;
+    }
+    int off = snprintf(p->token, sizeof p->token, PARK_PREFIX);
+    for (size_t i = 0; i < sizeof rnd; i++)
+        off += snprintf(p->token + off, sizeof p->token - (size_t)off, "%02x", rnd[i]);
+    p->q.id_json = span_dup(id_json, id_len);
+    p->q.method = strdup(method);
+    p->q.params_json = params ? span_dup(params, pn) : NULL;
+    p->ur = r;
+    p->expires_ms = up_now_ms(up) + (uint64_t)up->cfg.c->input_wait_ms;
+    p->next = up->parks;
+    up->parks = p;
+    r->parked = p;
+    r->pc = NULL;
+    pc->ur = NULL;
+    /* the client's answer: this question, and how to come back */
+    mcpg_buf req = {0};
+    mcpg_buf_puts(&req, "{\"" ASK_KEY "\":{\"method\":");
+    mcpg_buf_append_json_string(&req, method, strlen(method));
+    if (params) {
+        mcpg_buf_puts(&req, ",\"params\":");
+        mcpg_buf_append(&req, params, pn);
+    }
+    mcpg_buf_puts(&req, "}}");
+    mcpg_call *c = claim(up, pc);
+    if (c) {
+        mcpg_status st = mcpg_result_input_required(up->h, c, req.data, req.len, p->token,
+                                                    strlen(p->token));
+        up->h->call_resume(c, st);
+    }
+    mcpg_buf_free(&req);
+    release(up, pc);
+}
+
+static void resume_parked(upstream *up, pcall *pc) {
+    park **pp = NULL;
+    park *p = park_of_token(up, pc->request_state, &pp);
+    if (!p) {
+        calls_fail(up, pc, MCPG_RPC_INVALID_PARAMS,
+                   "requestState is unknown or expired (questions wait %lld ms)",
+                   (long long)up->cfg.c->input_wait_ms);
+        return;
+    }
+    mcpg_json_span answer;
+    const char *ir = pc->input_responses;
+    if (!ir || mcpg_json_object_get(ir, strlen(ir), ASK_KEY, &answer) != 1 ||
+        answer.type != MCPG_JSON_OBJECT) {
+        calls_fail(up, pc, MCPG_RPC_INVALID_PARAMS,
+                   "inputResponses.%s is missing: it answers the upstream's %s", ASK_KEY,
+                   p->q.method);
+        return;
+    }
+    char *body = NULL;
+    if (asprintf(&body, "\"result\":%.*s", (int)answer.n, answer.p) < 0) body = NULL;
+    *pp = p->next;
+    ureq *r = p->ur;
+    r->parked = NULL;
+    r->pc = pc;
+    pc->ur = r;
+    if (body) {
+        mcpg_buf b = {0};
+        mcpg_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,%s}", p->q.id_json, body);
+        if (b.data) up->link->ops->send(up->link, b.data, b.len, NULL);
+        mcpg_buf_free(&b);
+        free(body);
+    }
+    p->ur = NULL;
+    park_free(up, p, false);
+}
+
+void calls_expire_parks(upstream *up) {
+    uint64_t now = up_now_ms(up);
+    for (park **pp = &up->parks; *pp;) {
+        park *p = *pp;
+        if (now < p->expires_ms) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        park_free(up, p, true);
+    }
+}
+
+void calls_fail_all(upstream *up, const char *why) {
+    for (ureq *r = up->pending, *next; r; r = next) {
+        next = r->next;
+        if (r->kind == UR_CALL && r->pc) {
+            pcall *pc = r->pc;
+            r->pc = NULL;
+            pc->ur = NULL;
+            calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "upstream: %s", why);
+        }
+    }
+    while (up->parks) {
+        park *p = up->parks;
+        up->parks = p->next;
+        park_free(up, p, false);
+    }
+}

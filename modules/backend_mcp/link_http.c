@@ -1,0 +1,325 @@
+/* backend_mcp: the upstream over Streamable HTTP (lib/upclient: keep-alive
+ * connections, TLS). Each message is one POST; a request's answer comes as
+ * one JSON body or as an SSE stream that may carry the upstream's messages
+ * about it first (progress, questions for the client). On the session wire
+ * the session id the upstream gives at initialize goes on every POST, and a
+ * GET stream carries what belongs to no request (list changes, resource
+ * updates). On the stateless wire every POST carries Mcp-Method (and
+ * Mcp-Name) headers. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "upclient.h"
+#include "sse.h"
+#include "upstream.h"
+
+#define ERROR_EXCERPT 200
+#define GET_RETRY_MS 1000
+
+typedef struct link_http link_http;
+
+/* One POST (or the GET stream) and its answer. */
+typedef struct hx {
+    link_http *l;
+    ureq *r;             /* the request it carries (NULL: a notification, a response, GET) */
+    up_req *req;
+    int status;
+    bool sse, is_get, is_init, is_discover;
+    mcpg_buf body;       /* a JSON answer (or an error's excerpt) */
+    sse_reader sse_r;
+    struct hx *next;     /* every exchange open: stop ends them */
+} hx;
+
+struct link_http {
+    mcp_link base;
+    up_target *target;
+    up_pool *pool;
+    hx *open;
+    bool stopped;
+    hx *get;             /* the session wire's GET stream */
+    uv_timer_t get_timer;
+    bool get_timer_init;
+    char url[512];
+};
+
+static void forget_hx(link_http *l, hx *x) {
+    for (hx **pp = &l->open; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    if (l->get == x) l->get = NULL;
+    if (x->r && x->r->link_ctx == x) x->r->link_ctx = NULL;
+    mcpg_buf_free(&x->body);
+    sse_free(&x->sse_r);
+    free(x);
+}
+
+static void on_event(void *arg, const char *data, size_t n) {
+    hx *x = arg;
+    if (n) up_on_message(x->l->base.up, data, n, x->r);
+}
+
+static int on_head(void *arg, int status, const up_header *h, size_t n) {
+    hx *x = arg;
+    upstream *up = x->l->base.up;
+    x->status = status;
+    const up_header *ct = up_header_find(h, n, "content-type");
+    x->sse = ct && ct->value_len >= 17 && strncasecmp(ct->value, "text/event-stream", 17) == 0;
+    const up_header *sid = up_header_find(h, n, "mcp-session-id");
+    if (x->is_init && sid && sid->value_len && sid->value_len < 256 && status < 300) {
+        free(up->session_id);
+        up->session_id = strndup(sid->value, sid->value_len);
+    }
+    return 0;
+}
+
+static int on_body(void *arg, const char *p, size_t n) {
+    hx *x = arg;
+    upstream *up = x->l->base.up;
+    if (x->sse && x->status < 300) return sse_feed(&x->sse_r, p, n, on_event, x);
+    if (x->body.len + n > (size_t)up->cfg.c->max_message_bytes) return -1;
+    return mcpg_buf_append(&x->body, p, n) ? -1 : 0;
+}
+
+static void schedule_get(link_http *l);
+
+static void on_done(void *arg, int err) {
+    hx *x = arg;
+    link_http *l = x->l;
+    upstream *up = l->base.up;
+    const char *detail = err && x->req ? up_req_error_detail(x->req) : NULL;
+    x->req = NULL;
+    if (l->stopped) {
+        forget_hx(l, x);
+        return;
+    }
+    bool json = !x->sse && x->body.len && x->body.data[0] == '{';
+    if (x->is_get) {
+        bool again = x->status != 405;
+        forget_hx(l, x);
+        if (up->state == UP_READY && again) schedule_get(l);
+        return;
+    }
+    if (err && !x->status) { /* never reached the upstream */
+        char why[800];
+        snprintf(why, sizeof why, "cannot reach %s: %s", l->url,
+                 detail ? detail : up_strerror(err));
+        forget_hx(l, x);
+        up_link_down(up, why);
+        return;
+    }
+    if (x->status == 404 && up->session_id && !x->is_init) {
+        forget_hx(l, x);
+        up_link_down(up, "the upstream ended its session (HTTP 404)");
+        return;
+    }
+    if (json && x->r) up_on_message(up, x->body.data, x->body.len, x->r); /* may free x->r */
+    if (x->r) {
+        char why[400];
+        if (x->status >= 300)
+            snprintf(why, sizeof why, "HTTP %d: %.*s", x->status,
+                     (int)(x->body.len < ERROR_EXCERPT ? x->body.len : ERROR_EXCERPT),
+                     x->body.data ? x->body.data : "");
+        else
+            snprintf(why, sizeof why, "the upstream's answer ended early%s%s",
+                     err ? ": " : "", err ? up_strerror(err) : "");
+        ureq *r = x->r;
+        x->r = NULL;
+        r->link_ctx = NULL;
+        up_request_failed(up, r, why);
+    }
+    forget_hx(l, x);
+}
+
+static const up_callbacks CALLBACKS = {on_head, on_body, on_done};
+
+/* params.name or params.uri of a request, for Mcp-Name. */
+static void name_header(const char *json, size_t n, const mcpg_json_span *method, mcpg_buf *h) {
+    mcpg_json_span params, v;
+    const char *key = mcpg_json_string_eq(method, "resources/read", 14) ? "uri" : "name";
+    if (!mcpg_json_string_eq(method, "tools/call", 10) &&
+        !mcpg_json_string_eq(method, "prompts/get", 11) &&
+        !mcpg_json_string_eq(method, "resources/read", 14))
+        return;
+    if (mcpg_json_object_get(json, n, "params", &params) != 1 ||
+        mcpg_json_object_get(params.p, params.n, key, &v) != 1 || v.type != MCPG_JSON_STRING ||
+        v.escaped)
+        return;
+    for (size_t i = 0; i < v.n; i++)
+        if ((unsigned char)v.p[i] < 0x20 || (unsigned char)v.p[i] > 0x7e) return;
+    mcpg_buf_puts(h, "Mcp-Name: ");
+    mcpg_buf_append(h, v.p, v.n);
+    mcpg_buf_puts(h, "\r\n");
+}
+
+static void build_headers(link_http *l, const char *json, size_t n, bool discover, mcpg_buf *h) {
+    upstream *up = l->base.up;
+    mcpg_buf_puts(h, "Content-Type: application/json\r\n"
+                     "Accept: application/json, text/event-stream\r\n");
+    if (up->wire == WIRE_STATELESS || discover) {
+        mcpg_json_span method;
+        mcpg_buf_puts(h, "MCP-Protocol-Version: " MCP_MODERN_VERSION "\r\n");
+        if (mcpg_json_object_get(json, n, "method", &method) == 1 &&
+            method.type == MCPG_JSON_STRING && !method.escaped) {
+            mcpg_buf_puts(h, "Mcp-Method: ");
+            mcpg_buf_append(h, method.p, method.n);
+            mcpg_buf_puts(h, "\r\n");
+            name_header(json, n, &method, h);
+        }
+    } else if (up->protocol[0]) {
+        mcpg_buf_printf(h, "MCP-Protocol-Version: %s\r\n", up->protocol);
+    }
+    if (up->session_id) mcpg_buf_printf(h, "Mcp-Session-Id: %s\r\n", up->session_id);
+    mcpg_buf_puts(h, up->cfg.header_lines ? up->cfg.header_lines : "");
+}
+
+static hx *hx_open(link_http *l, ureq *r) {
+    hx *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->l = l;
+    x->r = r;
+    x->sse_r.max = (size_t)l->base.up->cfg.c->max_message_bytes;
+    x->next = l->open;
+    l->open = x;
+    if (r) r->link_ctx = x;
+    return x;
+}
+
+static int http_send(mcp_link *base, const char *json, size_t n, ureq *r) {
+    link_http *l = (link_http *)base;
+    if (l->stopped || !l->pool) return MCPG_EUNAVAIL;
+    hx *x = hx_open(l, r);
+    if (!x) return MCPG_ENOMEM;
+    x->is_init = r && r->kind == UR_INIT;
+    x->is_discover = r && r->kind == UR_DISCOVER;
+    mcpg_buf h = {0};
+    build_headers(l, json, n, x->is_discover, &h);
+    x->req = up_send(l->pool, "POST", up_target_path(l->target), h.data, json, n, 0, &CALLBACKS, x);
+    mcpg_buf_free(&h);
+    if (!x->req) {
+        forget_hx(l, x);
+        return MCPG_ENOMEM;
+    }
+    return 0;
+}
+
+static void open_get(link_http *l) {
+    upstream *up = l->base.up;
+    if (l->stopped || l->get || up->state != UP_READY || up->wire != WIRE_LEGACY ||
+        !up->session_id)
+        return;
+    hx *x = hx_open(l, NULL);
+    if (!x) return;
+    x->is_get = true;
+    mcpg_buf h = {0};
+    mcpg_buf_printf(&h, "Accept: text/event-stream\r\nMCP-Protocol-Version: %s\r\n"
+                        "Mcp-Session-Id: %s\r\n%s",
+                    up->protocol, up->session_id, up->cfg.header_lines ? up->cfg.header_lines : "");
+    x->req = up_send(l->pool, "GET", up_target_path(l->target), h.data, NULL, 0, 0, &CALLBACKS, x);
+    mcpg_buf_free(&h);
+    if (!x->req) forget_hx(l, x);
+    else l->get = x;
+}
+
+static void on_get_timer(uv_timer_t *t) { open_get(t->data); }
+
+static void schedule_get(link_http *l) {
+    if (l->get_timer_init && !l->stopped) uv_timer_start(&l->get_timer, on_get_timer, GET_RETRY_MS, 0);
+}
+
+static int http_start(mcp_link *base) {
+    link_http *l = (link_http *)base;
+    upstream *up = base->up;
+    l->stopped = false;
+    if (!l->get_timer_init) {
+        uv_timer_init(&up->loop, &l->get_timer);
+        l->get_timer.data = l;
+        l->get_timer_init = true;
+    }
+    unsigned conns = (unsigned)up->cfg.c->max_conns;
+    l->pool = up_pool_new(&up->loop, l->target, conns, conns < 16 ? conns : 16, 4096);
+    if (!l->pool) {
+        up_link_down(up, "out of memory");
+        return -1;
+    }
+    up_link_up(up);
+    return 0;
+}
+
+/* The upstream is ready: the session wire's GET stream opens. */
+static void http_ready(mcp_link *base) { open_get((link_http *)base); }
+
+static void http_forget(mcp_link *base, ureq *r) {
+    (void)base;
+    hx *x = r->link_ctx;
+    if (x && x->r == r) x->r = NULL;
+    r->link_ctx = NULL;
+}
+
+static void http_abandon(mcp_link *base, ureq *r) {
+    (void)base;
+    hx *x = r->link_ctx;
+    if (!x) return;
+    x->r = NULL;
+    r->link_ctx = NULL;
+    if (x->req) up_req_abort(x->req); /* on_done runs now, with no request left to fail */
+}
+
+static void http_stop(mcp_link *base) {
+    link_http *l = (link_http *)base;
+    if (l->stopped) return;
+    l->stopped = true;
+    for (hx *x = l->open; x; x = x->next)
+        if (x->r) {
+            x->r->link_ctx = NULL;
+            x->r = NULL;
+        }
+    if (l->pool) up_pool_close(l->pool); /* each open request's on_done frees its exchange */
+    l->pool = NULL;
+    if (l->get_timer_init) {
+        uv_timer_stop(&l->get_timer);
+        if (base->up->state == UP_STOPPING) {
+            uv_close((uv_handle_t *)&l->get_timer, NULL);
+            l->get_timer_init = false;
+        }
+    }
+}
+
+static void http_destroy(mcp_link *base) {
+    link_http *l = (link_http *)base;
+    while (l->open) forget_hx(l, l->open);
+    up_target_free(l->target);
+    free(l);
+}
+
+static const mcp_link_ops HTTP_OPS = {
+    .what = "http",
+    .start = http_start,
+    .send = http_send,
+    .abandon = http_abandon,
+    .forget = http_forget,
+    .ready = http_ready,
+    .stop = http_stop,
+    .destroy = http_destroy,
+};
+
+mcp_link *link_http_new(upstream *up, char *err, size_t errcap) {
+    const mcp_cfg *c = up->cfg.c;
+    up_tls_opts tls = {.insecure = c->tls_insecure, .ca_file = c->ca_file,
+                       .cert_file = c->cert_file, .key_file = c->key_file};
+    link_http *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    snprintf(l->url, sizeof l->url, "%s", c->url);
+    l->target = up_target_new(c->url, &tls, (uint64_t)c->connect_timeout_ms, err, errcap);
+    if (!l->target) {
+        free(l);
+        return NULL;
+    }
+    l->base.ops = &HTTP_OPS;
+    l->base.up = up;
+    return &l->base;
+}

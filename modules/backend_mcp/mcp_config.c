@@ -1,0 +1,172 @@
+/* backend_mcp: parse and check its configuration. */
+#define _GNU_SOURCE
+#include "mcp_config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "upclient.h"
+#include "upstream.h"
+
+const mcpg_config_field mcp_config_fields[] = {
+    MCPG_CFG_STRING_FIELD(mcp_cfg, url, "url", NULL,
+                          "the upstream's MCP endpoint (http:// or https://); or set command"),
+    MCPG_CFG_STRING_FIELD(mcp_cfg, command, "command", NULL,
+                          "an executable speaking MCP on stdin/stdout; or set url"),
+    MCPG_CFG_JSON_FIELD(mcp_cfg, args, "args", "[]", "command's arguments (array of strings)"),
+    MCPG_CFG_JSON_FIELD(mcp_cfg, env, "env", "{}",
+                        "variables added to command's environment (object of strings)"),
+    MCPG_CFG_STRING_FIELD(mcp_cfg, cwd, "cwd", NULL, "command's working directory"),
+    MCPG_CFG_JSON_FIELD(mcp_cfg, headers, "headers", "{}",
+                        "HTTP headers sent with every request to url (object of strings)"),
+    MCPG_CFG_ENUM_FIELD(mcp_cfg, wire, "wire", "\"auto\"", "auto|stateless|legacy",
+                        "auto: try the stateless wire, fall back to initialize"),
+    MCPG_CFG_INT_FIELD(mcp_cfg, connect_timeout_ms, "connect_timeout_ms", "5000", 1, 600000,
+                       "connecting (or negotiating with) the upstream may take this long"),
+    MCPG_CFG_INT_FIELD(mcp_cfg, restart_min_ms, "restart_min_ms", "250", 1, 600000,
+                       "first wait before reconnecting (or restarting command); doubles"),
+    MCPG_CFG_INT_FIELD(mcp_cfg, restart_max_ms, "restart_max_ms", "30000", 1, 3600000,
+                       "longest wait between reconnection attempts"),
+    MCPG_CFG_INT_FIELD(mcp_cfg, input_wait_ms, "input_wait_ms", "60000", 1, 3600000,
+                       "how long a stateless client has to answer an upstream's question"),
+    MCPG_CFG_INT_FIELD(mcp_cfg, max_message_bytes, "max_message_bytes", "16777216", 1024,
+                       1073741824, "largest message accepted from the upstream"),
+    MCPG_CFG_INT_FIELD(mcp_cfg, max_conns, "max_conns", "64", 1, 65536,
+                       "HTTP connections to the upstream at most"),
+    MCPG_CFG_BOOL_FIELD(mcp_cfg, tls_insecure, "tls_insecure", "false",
+                        "https: do not verify the upstream's certificate"),
+    MCPG_CFG_STRING_FIELD(mcp_cfg, ca_file, "ca_file", NULL,
+                          "https: PEM bundle to verify the upstream against"),
+    MCPG_CFG_STRING_FIELD(mcp_cfg, cert_file, "cert_file", NULL, "https: client certificate"),
+    MCPG_CFG_STRING_FIELD(mcp_cfg, key_file, "key_file", NULL, "https: its private key"),
+    MCPG_CONFIG_END};
+
+static char **strv_push(char **v, size_t *n, char *s) {
+    char **nv = s ? realloc(v, (*n + 2) * sizeof *v) : NULL;
+    if (!nv) {
+        free(s);
+        return NULL;
+    }
+    nv[(*n)++] = s;
+    nv[*n] = NULL;
+    return nv;
+}
+
+static void strv_free(char **v) {
+    for (size_t i = 0; v && v[i]; i++) free(v[i]);
+    free(v);
+}
+
+static int parse_args(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *s) {
+    size_t n = 0;
+    if (!(s->argv = strv_push(NULL, &n, strdup(c->command)))) return -1;
+    json_t *a = json_loads(c->args ? c->args : "[]", 0, NULL);
+    if (!json_is_array(a)) {
+        mcpg_config_problem(p, "args", "must be an array of strings");
+        json_decref(a);
+        return 1;
+    }
+    size_t i;
+    json_t *v;
+    int bad = 0;
+    json_array_foreach(a, i, v) {
+        char key[32];
+        snprintf(key, sizeof key, "args[%zu]", i);
+        if (!json_is_string(v)) {
+            mcpg_config_problem(p, key, "must be a string");
+            bad++;
+        } else if (!(s->argv = strv_push(s->argv, &n, strdup(json_string_value(v))))) {
+            bad++;
+            break;
+        }
+    }
+    json_decref(a);
+    return bad;
+}
+
+/* An object of strings, each turned into "name<sep>value<end>". */
+static int parse_pairs(mcpg_config_problems *p, const char *key, const char *text,
+                       const char *sep, const char *end, char ***out) {
+    json_t *o = json_loads(text ? text : "{}", 0, NULL);
+    if (!json_is_object(o)) {
+        mcpg_config_problem(p, key, "must be an object of strings");
+        json_decref(o);
+        return 1;
+    }
+    const char *k;
+    json_t *v;
+    int bad = 0;
+    size_t n = 0;
+    *out = calloc(1, sizeof **out);
+    json_object_foreach(o, k, v) {
+        char path[256];
+        snprintf(path, sizeof path, "%s.%s", key, k);
+        const char *sv = json_string_value(v);
+        if (!sv || strpbrk(k, "\r\n:= ") || !k[0] || strpbrk(sv, "\r\n")) {
+            mcpg_config_problem(p, path, sv ? "name or value holds a character it may not"
+                                             : "must be a string");
+            bad++;
+            continue;
+        }
+        char *line = NULL;
+        if (asprintf(&line, "%s%s%s%s", k, sep, sv, end) < 0) line = NULL;
+        if (!*out || !(*out = strv_push(*out, &n, line))) return bad + 1;
+    }
+    json_decref(o);
+    return bad;
+}
+
+static int check_program(mcpg_config_problems *p, const char *cmd) {
+    if (strchr(cmd, '/')) {
+        if (access(cmd, X_OK) == 0) return 0;
+        mcpg_config_problem(p, "command", "\"%s\" is not an executable file", cmd);
+        return 1;
+    }
+    return 0; /* looked up in PATH when started */
+}
+
+int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *s) {
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    int bad = 0;
+    bool has_url = c->url && c->url[0], has_cmd = c->command && c->command[0];
+    if (has_url == has_cmd) {
+        mcpg_config_problem(p, has_url ? "command" : "url",
+                            has_url ? "give url or command, not both"
+                                    : "give url (an MCP endpoint) or command (an executable)");
+        return 1;
+    }
+    char why[300];
+    if (has_url && up_url_check(c->url, why, sizeof why) != 0) {
+        mcpg_config_problem(p, "url", "%s", why);
+        bad++;
+    }
+    if (has_cmd) bad += check_program(p, c->command) + parse_args(p, c, s);
+    bad += parse_pairs(p, "env", c->env, "=", "", &s->envp);
+    char **hdrs = NULL;
+    bad += parse_pairs(p, "headers", c->headers, ": ", "\r\n", &hdrs);
+    size_t total = 1;
+    for (size_t i = 0; hdrs && hdrs[i]; i++) total += strlen(hdrs[i]);
+    if ((s->header_lines = calloc(1, total)))
+        for (size_t i = 0; hdrs && hdrs[i]; i++) strcat(s->header_lines, hdrs[i]);
+    strv_free(hdrs);
+    if (c->restart_max_ms < c->restart_min_ms) {
+        mcpg_config_problem(p, "restart_max_ms", "must be at least restart_min_ms (%lld)",
+                            (long long)c->restart_min_ms);
+        bad++;
+    }
+    s->wire = !c->wire || strcmp(c->wire, "auto") == 0 ? WIRE_UNKNOWN
+              : strcmp(c->wire, "stateless") == 0   ? WIRE_STATELESS
+                                                     : WIRE_LEGACY;
+    return bad;
+}
+
+void mcp_settings_free(mcp_settings *s) {
+    strv_free(s->argv);
+    strv_free(s->envp);
+    free(s->header_lines);
+    memset(s, 0, sizeof *s);
+}

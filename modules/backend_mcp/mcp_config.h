@@ -1,0 +1,40 @@
+/* backend_mcp: its configuration, as the manifest gives it (mcp_cfg) and as
+ * the module uses it (mcp_settings). One parser serves validate() (problems
+ * with key paths) and create() (problems logged). */
+#ifndef BACKEND_MCP_CONFIG_H
+#define BACKEND_MCP_CONFIG_H
+
+#include <mcpg/sdk.h>
+
+typedef struct mcp_cfg {
+    const char *url;       /* http:// or https://: Streamable HTTP */
+    const char *command;   /* or: an executable speaking MCP on stdio */
+    const char *args;      /* JSON array of strings */
+    const char *env;       /* JSON object of strings */
+    const char *cwd;
+    const char *headers;   /* JSON object of strings: sent with every HTTP request */
+    const char *wire;      /* auto | stateless | legacy */
+    int64_t connect_timeout_ms;
+    int64_t restart_min_ms, restart_max_ms;
+    int64_t input_wait_ms;
+    int64_t max_message_bytes;
+    int64_t max_conns;
+    int tls_insecure;
+    const char *ca_file, *cert_file, *key_file;
+} mcp_cfg;
+
+extern const mcpg_config_field mcp_config_fields[];
+
+typedef struct mcp_settings {
+    const mcp_cfg *c;
+    char **argv;           /* command then args, NULL-terminated */
+    char **envp;           /* "K=V" added to the gateway's environment, NULL-terminated */
+    char *header_lines;    /* "Name: value\r\n"... for HTTP, or "" */
+    int wire;              /* WIRE_UNKNOWN (auto), WIRE_STATELESS, WIRE_LEGACY */
+} mcp_settings;
+
+/* 0, or the number of problems (reported through p). */
+int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *out);
+void mcp_settings_free(mcp_settings *s);
+
+#endif

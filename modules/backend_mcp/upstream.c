@@ -1,0 +1,560 @@
+/* backend_mcp: the upstream's life on the I/O thread. Connect (start the
+ * link), agree on a wire (server/discover for the stateless wire, else
+ * initialize), fetch the lists, then serve; when the link fails, fail what
+ * waits, wait (doubling from restart_min_ms to restart_max_ms) and start
+ * again. Messages from the upstream are sorted here: answers to our
+ * requests, its requests to the client, its notifications. */
+#define _GNU_SOURCE
+#include "upstream.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void connect_now(upstream *up);
+static void fetch_lists(upstream *up, uint32_t bits);
+
+uint64_t up_now_ms(upstream *up) { return uv_now(&up->loop); }
+
+/* ---- jobs from other threads ---- */
+
+int up_post(upstream *up, job *j) {
+    pthread_mutex_lock(&up->lock);
+    int refused = up->stopping || up->n_jobs >= JOBS_MAX;
+    if (!refused) {
+        j->next = NULL;
+        if (up->jobs_tail) up->jobs_tail->next = j;
+        else up->jobs_head = j;
+        up->jobs_tail = j;
+        up->n_jobs++;
+    }
+    pthread_mutex_unlock(&up->lock);
+    if (!refused) uv_async_send(&up->wake);
+    return refused;
+}
+
+static void run_job(upstream *up, job *j) {
+    switch (j->kind) {
+    case JOB_CALL: calls_start(up, j->pc); break;
+    case JOB_CANCEL: calls_cancel(up, j->pc); break;
+    case JOB_REPLY:
+        if (up->link && up->state == UP_READY)
+            up->link->ops->send(up->link, j->text, strlen(j->text), NULL);
+        break;
+    case JOB_SUBSCRIBE:
+        if (up->state == UP_READY) {
+            ureq *r = up_ureq_new(up, UR_SUBSCRIBE);
+            mcpg_buf p = {0};
+            mcpg_buf_puts(&p, "{\"uri\":");
+            mcpg_buf_append_json_string(&p, j->text, strlen(j->text));
+            mcpg_buf_puts(&p, "}");
+            if (r && p.data)
+                up_send_request(up, r, j->on ? "resources/subscribe" : "resources/unsubscribe",
+                                p.data);
+            mcpg_buf_free(&p);
+        }
+        break;
+    }
+    free(j->text);
+    free(j);
+}
+
+static void on_wake(uv_async_t *a) {
+    upstream *up = a->data;
+    pthread_mutex_lock(&up->lock);
+    job *j = up->jobs_head;
+    up->jobs_head = up->jobs_tail = NULL;
+    up->n_jobs = 0;
+    bool stopping = up->stopping;
+    pthread_mutex_unlock(&up->lock);
+    while (j) {
+        job *next = j->next;
+        run_job(up, j);
+        j = next;
+    }
+    if (stopping && up->state != UP_STOPPING) {
+        up->state = UP_STOPPING;
+        calls_fail_all(up, "the gateway is stopping");
+        if (up->link) up->link->ops->stop(up->link);
+        uv_timer_stop(&up->retry_timer);
+        uv_timer_stop(&up->park_timer);
+        uv_close((uv_handle_t *)&up->retry_timer, NULL);
+        uv_close((uv_handle_t *)&up->park_timer, NULL);
+        uv_close((uv_handle_t *)&up->wake, NULL);
+    }
+}
+
+/* ---- requests ---- */
+
+ureq *up_ureq_new(upstream *up, ureq_kind kind) {
+    ureq *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->id = ++up->next_id;
+    r->kind = kind;
+    r->next = up->pending;
+    up->pending = r;
+    return r;
+}
+
+void up_ureq_free(upstream *up, ureq *r) {
+    if (r->link_ctx && up->link && up->link->ops->forget) up->link->ops->forget(up->link, r);
+    for (ureq **pp = &up->pending; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    free(r);
+}
+
+static ureq *find_ureq(upstream *up, int64_t id) {
+    for (ureq *r = up->pending; r; r = r->next)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+int up_modern_meta(upstream *up, mcpg_buf *b, const char *caps) {
+    mcpg_buf_puts(b, "\"io.modelcontextprotocol/protocolVersion\":\"" MCP_MODERN_VERSION "\","
+                     "\"io.modelcontextprotocol/clientCapabilities\":");
+    mcpg_buf_puts(b, caps ? caps : "{\"sampling\":{},\"elicitation\":{\"form\":{},\"url\":{}},"
+                                   "\"roots\":{}}");
+    mcpg_buf_puts(b, ",\"io.modelcontextprotocol/clientInfo\":{\"name\":");
+    const char *gw = up->h->gateway_name ? up->h->gateway_name() : "mcpg";
+    mcpg_buf_append_json_string(b, gw, strlen(gw));
+    return mcpg_buf_printf(b, ",\"version\":\"%s\"}", up->h->gateway_version());
+}
+
+/* params_json: the params object's text (NULL: none). On the stateless
+ * wire a request the gateway makes for itself carries the _meta envelope;
+ * a client's call brings its own (calls.c). */
+int up_send_request(upstream *up, ureq *r, const char *method, const char *params_json) {
+    mcpg_buf b = {0};
+    mcpg_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":", (long long)r->id);
+    mcpg_buf_append_json_string(&b, method, strlen(method));
+    bool envelope = up->wire == WIRE_STATELESS && r->kind != UR_CALL;
+    if (params_json || envelope) {
+        mcpg_buf_puts(&b, ",\"params\":");
+        if (envelope) {
+            size_t n = params_json ? strlen(params_json) : 0;
+            bool empty = n <= 2;
+            mcpg_buf_puts(&b, "{\"_meta\":{");
+            up_modern_meta(up, &b, NULL);
+            mcpg_buf_puts(&b, empty ? "}}" : "},");
+            if (!empty) mcpg_buf_append(&b, params_json + 1, n - 1);
+        } else {
+            mcpg_buf_puts(&b, params_json);
+        }
+    }
+    int rc = mcpg_buf_puts(&b, "}");
+    if (!rc && up->link) rc = up->link->ops->send(up->link, b.data, b.len, r);
+    else if (!rc) rc = MCPG_EUNAVAIL;
+    mcpg_buf_free(&b);
+    return rc;
+}
+
+static void send_response(upstream *up, const char *id_json, size_t id_len, const char *body) {
+    mcpg_buf b = {0};
+    mcpg_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    mcpg_buf_append(&b, id_json, id_len);
+    mcpg_buf_puts(&b, ",");
+    if (!mcpg_buf_puts(&b, body) && !mcpg_buf_puts(&b, "}") && up->link)
+        up->link->ops->send(up->link, b.data, b.len, NULL);
+    mcpg_buf_free(&b);
+}
+
+/* ---- the lists ---- */
+
+int up_list_copy(upstream *up, int list, mcpg_buf *out) {
+    pthread_mutex_lock(&up->lock);
+    int rc = up->has_list[list] ? mcpg_buf_append(out, up->lists[list].data, up->lists[list].len)
+                                : 1;
+    pthread_mutex_unlock(&up->lock);
+    return rc;
+}
+
+static const char *const LIST_METHOD[LIST_COUNT] = {"tools/list", "prompts/list",
+                                                    "resources/list", "resources/templates/list"};
+static const char *const LIST_KEY[LIST_COUNT] = {"tools", "prompts", "resources",
+                                                 "resourceTemplates"};
+static const uint32_t LIST_BIT[LIST_COUNT] = {MCPG_LIST_TOOLS, MCPG_LIST_PROMPTS,
+                                              MCPG_LIST_RESOURCES, MCPG_LIST_RESOURCES};
+
+static void fetch_page(upstream *up, int list, const char *cursor, size_t cursor_len) {
+    ureq *r = up_ureq_new(up, UR_LIST);
+    if (!r) return;
+    r->list = list;
+    mcpg_buf p = {0};
+    if (cursor) {
+        mcpg_buf_puts(&p, "{\"cursor\":");
+        mcpg_buf_append(&p, cursor - 1, cursor_len + 2); /* the JSON string, quotes and all */
+        mcpg_buf_puts(&p, "}");
+    }
+    if (up_send_request(up, r, LIST_METHOD[list], p.data) != 0) up_ureq_free(up, r);
+    mcpg_buf_free(&p);
+}
+
+static bool server_offers(upstream *up, const char *what) {
+    mcpg_json_span v;
+    return mcpg_json_object_get(up->server_caps, strlen(up->server_caps), what, &v) == 1 &&
+           v.type == MCPG_JSON_OBJECT;
+}
+
+static void fetch_lists(upstream *up, uint32_t bits) {
+    for (int l = 0; l < LIST_COUNT; l++) {
+        if (!(bits & (1u << l))) continue;
+        const char *cap = l == LIST_TOOLS ? "tools" : l == LIST_PROMPTS ? "prompts" : "resources";
+        if (!server_offers(up, cap)) continue;
+        if (up->lists_loading & (1u << l)) continue; /* a fetch runs: its result will do */
+        up->lists_loading |= 1u << l;
+        up->fetch[l].len = 0;
+        mcpg_buf_puts(&up->fetch[l], "[");
+        fetch_page(up, l, NULL, 0);
+    }
+}
+
+static void list_page(upstream *up, ureq *r, const char *msg, size_t n) {
+    int l = r->list;
+    mcpg_json_span res, arr, cur, item;
+    up->lists_loading &= ~(1u << l);
+    if (mcpg_json_object_get(msg, n, "result", &res) != 1 ||
+        mcpg_json_object_get(res.p, res.n, LIST_KEY[l], &arr) != 1 ||
+        arr.type != MCPG_JSON_ARRAY) {
+        up->h->log(up->self, MCPG_LOG_WARN, "upstream did not answer %s with a list: %.200s",
+                   LIST_METHOD[l], msg);
+        return;
+    }
+    size_t it = 0;
+    while (mcpg_json_array_next(arr.p, arr.n, &it, &item) == 1) {
+        if (up->fetch[l].len > 1) mcpg_buf_puts(&up->fetch[l], ",");
+        mcpg_buf_append(&up->fetch[l], item.p, item.n);
+    }
+    if (mcpg_json_object_get(res.p, res.n, "nextCursor", &cur) == 1 &&
+        cur.type == MCPG_JSON_STRING && cur.n) {
+        up->lists_loading |= 1u << l;
+        fetch_page(up, l, cur.p, cur.n);
+        return;
+    }
+    mcpg_buf_puts(&up->fetch[l], "]");
+    pthread_mutex_lock(&up->lock);
+    mcpg_buf tmp = up->lists[l];
+    up->lists[l] = up->fetch[l];
+    up->fetch[l] = tmp;
+    up->has_list[l] = true;
+    pthread_mutex_unlock(&up->lock);
+    /* one notice once every list being fetched has come (the kernel
+     * rebuilds the merged lists for each) */
+    up->lists_told |= LIST_BIT[l];
+    if (!up->lists_loading) {
+        up->h->lists_changed(up->self, up->lists_told);
+        up->lists_told = 0;
+    }
+}
+
+/* ---- negotiation ---- */
+
+static void became_ready(upstream *up) {
+    uv_timer_stop(&up->retry_timer); /* the handshake's deadline */
+    up->state = UP_READY;
+    up->ready_since_ms = up_now_ms(up);
+    up->h->log(up->self, MCPG_LOG_INFO, "upstream ready over %s, %s wire (protocol %s)",
+               up->link->ops->what, up->wire == WIRE_STATELESS ? "stateless" : "session",
+               up->protocol);
+    if (up->link->ops->ready) up->link->ops->ready(up->link);
+    fetch_lists(up, 0xf);
+}
+
+static void send_initialize(upstream *up) {
+    ureq *r = up_ureq_new(up, UR_INIT);
+    if (!r) return;
+    up->wire = WIRE_LEGACY;
+    char params[512];
+    const char *gw = up->h->gateway_name ? up->h->gateway_name() : "mcpg";
+    snprintf(params, sizeof params,
+             "{\"protocolVersion\":\"" MCP_LEGACY_VERSION "\",\"capabilities\":{\"sampling\":{},"
+             "\"elicitation\":{\"form\":{},\"url\":{}},\"roots\":{\"listChanged\":true}},"
+             "\"clientInfo\":{\"name\":\"%.64s\",\"version\":\"%s\"}}",
+             gw, up->h->gateway_version());
+    up_send_request(up, r, "initialize", params);
+}
+
+static void keep_caps(upstream *up, const mcpg_json_span *res) {
+    mcpg_json_span caps;
+    up->server_caps[0] = '\0';
+    if (mcpg_json_object_get(res->p, res->n, "capabilities", &caps) == 1 &&
+        caps.type == MCPG_JSON_OBJECT && caps.n < sizeof up->server_caps) {
+        memcpy(up->server_caps, caps.p, caps.n);
+        up->server_caps[caps.n] = '\0';
+    }
+}
+
+static void on_discovered(upstream *up, const char *msg, size_t n) {
+    mcpg_json_span res, versions, v;
+    bool modern = false;
+    if (mcpg_json_object_get(msg, n, "result", &res) == 1 &&
+        mcpg_json_object_get(res.p, res.n, "supportedVersions", &versions) == 1) {
+        size_t it = 0;
+        while (mcpg_json_array_next(versions.p, versions.n, &it, &v) == 1)
+            if (mcpg_json_string_eq(&v, MCP_MODERN_VERSION, strlen(MCP_MODERN_VERSION)))
+                modern = true;
+    }
+    if (!modern) {
+        if (up->cfg.wire == WIRE_STATELESS) {
+            up_link_down(up, "the upstream does not speak the stateless wire (wire: stateless)");
+            return;
+        }
+        send_initialize(up);
+        return;
+    }
+    up->wire = WIRE_STATELESS;
+    snprintf(up->protocol, sizeof up->protocol, "%s", MCP_MODERN_VERSION);
+    keep_caps(up, &res);
+    became_ready(up);
+}
+
+static void on_initialized(upstream *up, const char *msg, size_t n) {
+    mcpg_json_span res, ver;
+    if (mcpg_json_object_get(msg, n, "result", &res) != 1 || res.type != MCPG_JSON_OBJECT) {
+        mcpg_json_span err;
+        char why[300];
+        snprintf(why, sizeof why, "initialize refused: %.200s",
+                 mcpg_json_object_get(msg, n, "error", &err) == 1 ? err.p : msg);
+        up_link_down(up, why);
+        return;
+    }
+    size_t vl = 0;
+    if (mcpg_json_object_get(res.p, res.n, "protocolVersion", &ver) == 1)
+        mcpg_json_string_decode(&ver, up->protocol, sizeof up->protocol, &vl);
+    keep_caps(up, &res);
+    static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+    up->link->ops->send(up->link, note, sizeof note - 1, NULL);
+    became_ready(up);
+}
+
+/* Called by a link once it can carry messages. */
+static void negotiate(upstream *up) {
+    if (up->cfg.wire == WIRE_LEGACY) {
+        send_initialize(up);
+        return;
+    }
+    ureq *r = up_ureq_new(up, UR_DISCOVER);
+    if (r) up_send_request(up, r, "server/discover", NULL);
+}
+
+/* ---- messages from the upstream ---- */
+
+static void on_response(upstream *up, const char *msg, size_t n, const mcpg_json_span *id) {
+    int64_t v;
+    ureq *r = mcpg_json_int64(id, &v) == 0 ? find_ureq(up, v) : NULL;
+    if (!r) {
+        up->h->log(up->self, MCPG_LOG_DEBUG, "upstream answered an unknown request: %.100s", msg);
+        return;
+    }
+    switch (r->kind) {
+    case UR_CALL: calls_answered(up, r, msg, n); return; /* frees r */
+    case UR_DISCOVER: on_discovered(up, msg, n); break;
+    case UR_INIT: on_initialized(up, msg, n); break;
+    case UR_LIST: list_page(up, r, msg, n); break;
+    case UR_SUBSCRIBE: break;
+    }
+    up_ureq_free(up, r);
+}
+
+static void on_notification(upstream *up, const char *method, const char *params, size_t pn,
+                            ureq *on) {
+    if (strcmp(method, "notifications/tools/list_changed") == 0) fetch_lists(up, 1u << LIST_TOOLS);
+    else if (strcmp(method, "notifications/prompts/list_changed") == 0)
+        fetch_lists(up, 1u << LIST_PROMPTS);
+    else if (strcmp(method, "notifications/resources/list_changed") == 0)
+        fetch_lists(up, (1u << LIST_RESOURCES) | (1u << LIST_TEMPLATES));
+    else if (strcmp(method, "notifications/resources/updated") == 0) {
+        mcpg_json_span uri;
+        char buf[4096];
+        size_t len = 0;
+        if (params && mcpg_json_object_get(params, pn, "uri", &uri) == 1 &&
+            mcpg_json_string_decode(&uri, buf, sizeof buf, &len) == 0)
+            up->h->resource_updated(up->self, buf, len);
+    } else if (strcmp(method, "notifications/progress") == 0 ||
+               strcmp(method, "notifications/message") == 0) {
+        calls_notify(up, on, method, params, pn);
+    }
+}
+
+void up_on_message(upstream *up, const char *msg, size_t n, ureq *on) {
+    mcpg_json_span id, method, params;
+    bool has_id = mcpg_json_object_get(msg, n, "id", &id) == 1;
+    bool has_method = mcpg_json_object_get(msg, n, "method", &method) == 1 &&
+                      method.type == MCPG_JSON_STRING;
+    if (mcpg_json_validate(msg, n) != 0) {
+        up->h->log(up->self, MCPG_LOG_WARN, "upstream sent a message that is not JSON: %.100s",
+                   msg);
+        return;
+    }
+    if (!has_method) {
+        if (has_id) on_response(up, msg, n, &id);
+        return;
+    }
+    char name[128];
+    size_t len = 0;
+    if (mcpg_json_string_decode(&method, name, sizeof name, &len) != 0) return;
+    bool has_params = mcpg_json_object_get(msg, n, "params", &params) == 1;
+    const char *pp = has_params ? params.p : NULL;
+    size_t pn = has_params ? params.n : 0;
+    if (!has_id) {
+        on_notification(up, name, pp, pn, on);
+        return;
+    }
+    const char *id_text = id.type == MCPG_JSON_STRING ? id.p - 1 : id.p;
+    size_t id_len = id.type == MCPG_JSON_STRING ? id.n + 2 : id.n;
+    if (strcmp(name, "ping") == 0) {
+        send_response(up, id_text, id_len, "\"result\":{}");
+        return;
+    }
+    calls_asked(up, on, id_text, id_len, name, pp, pn);
+}
+
+/* ---- the link's life ---- */
+
+static void on_retry(uv_timer_t *t) { connect_now(t->data); }
+
+void up_link_down(upstream *up, const char *why) {
+    if (up->state == UP_STOPPING) return;
+    snprintf(up->last_error, sizeof up->last_error, "%s", why);
+    bool was_ready = up->state == UP_READY;
+    up->state = UP_DOWN;
+    if (up->link) up->link->ops->stop(up->link);
+    calls_fail_all(up, why);
+    while (up->pending) up_ureq_free(up, up->pending);
+    up->lists_loading = 0;
+    /* a link that served a while starts over from the shortest wait */
+    if (was_ready && up_now_ms(up) - up->ready_since_ms > 10000)
+        up->backoff_ms = (uint64_t)up->cfg.c->restart_min_ms;
+    up->h->log(up->self, was_ready ? MCPG_LOG_WARN : MCPG_LOG_INFO,
+               "upstream unavailable: %s; retrying in %llu ms", why,
+               (unsigned long long)up->backoff_ms);
+    uv_timer_start(&up->retry_timer, on_retry, up->backoff_ms, 0);
+    up->backoff_ms *= 2;
+    if (up->backoff_ms > (uint64_t)up->cfg.c->restart_max_ms)
+        up->backoff_ms = (uint64_t)up->cfg.c->restart_max_ms;
+}
+
+void up_request_failed(upstream *up, ureq *r, const char *why) {
+    switch (r->kind) {
+    case UR_CALL:
+        if (r->pc) calls_fail(up, r->pc, MCPG_RPC_SERVER_ERROR, "upstream: %s", why);
+        if (r->parked) return; /* the park keeps it; it expires */
+        break;
+    case UR_DISCOVER:
+        /* not a stateless server: a legacy one answers discover with an HTTP error */
+        if (up->cfg.wire != WIRE_STATELESS) {
+            up_ureq_free(up, r);
+            send_initialize(up);
+            return;
+        }
+        up_ureq_free(up, r);
+        up_link_down(up, why);
+        return;
+    case UR_INIT:
+        up_ureq_free(up, r);
+        up_link_down(up, why);
+        return;
+    case UR_LIST: up->lists_loading &= ~(1u << r->list); break;
+    case UR_SUBSCRIBE: break;
+    }
+    up_ureq_free(up, r);
+}
+
+void up_link_up(upstream *up) { negotiate(up); }
+
+static void on_handshake_timeout(uv_timer_t *t) {
+    upstream *up = t->data;
+    if (up->state == UP_CONNECTING) up_link_down(up, "no answer to the handshake in time");
+}
+
+/* The link starts, then the handshake; both within connect_timeout_ms (the
+ * retry timer serves as their deadline until the upstream is ready). */
+static void connect_now(upstream *up) {
+    if (up->state == UP_STOPPING) return;
+    up->state = UP_CONNECTING;
+    up->wire = WIRE_UNKNOWN;
+    free(up->session_id);
+    up->session_id = NULL;
+    uv_timer_start(&up->retry_timer, on_handshake_timeout, (uint64_t)up->cfg.c->connect_timeout_ms,
+                   0);
+    if (up->link->ops->start(up->link) != 0 && up->state == UP_CONNECTING)
+        up_link_down(up, "the link could not start");
+}
+
+static void on_park_tick(uv_timer_t *t) { calls_expire_parks(t->data); }
+
+static void *io_main(void *arg) {
+    upstream *up = arg;
+    connect_now(up);
+    uv_timer_start(&up->park_timer, on_park_tick, 1000, 1000);
+    uv_run(&up->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* ---- lifecycle (the kernel's threads) ---- */
+
+int up_init(upstream *up, const mcpg_host *h, mcpg_instance *self, const mcp_settings *cfg) {
+    memset(up, 0, sizeof *up);
+    up->h = h;
+    up->self = self;
+    up->name = h->instance_name(self);
+    up->cfg = *cfg;
+    up->backoff_ms = (uint64_t)cfg->c->restart_min_ms;
+    pthread_mutex_init(&up->lock, NULL);
+    if (uv_loop_init(&up->loop) != 0) return MCPG_ENOMEM;
+    uv_async_init(&up->loop, &up->wake, on_wake);
+    uv_timer_init(&up->loop, &up->retry_timer);
+    uv_timer_init(&up->loop, &up->park_timer);
+    up->wake.data = up->retry_timer.data = up->park_timer.data = up;
+    char err[300] = "";
+    up->link = cfg->c->url ? link_http_new(up, err, sizeof err) : link_stdio_new(up);
+    if (!up->link) {
+        h->log(self, MCPG_LOG_ERROR, "%s", err[0] ? err : "out of memory");
+        return MCPG_ECONFIG;
+    }
+    return 0;
+}
+
+int up_start(upstream *up) {
+    if (pthread_create(&up->thread, NULL, io_main, up) != 0) return MCPG_ENOMEM;
+    up->thread_started = true;
+    return 0;
+}
+
+void up_stop(upstream *up) {
+    pthread_mutex_lock(&up->lock);
+    up->stopping = true;
+    pthread_mutex_unlock(&up->lock);
+    if (!up->thread_started) return;
+    uv_async_send(&up->wake);
+    pthread_join(up->thread, NULL);
+    up->thread_started = false;
+}
+
+static void close_walk(uv_handle_t *hd, void *arg) {
+    (void)arg;
+    if (!uv_is_closing(hd)) uv_close(hd, NULL);
+}
+
+void up_free(upstream *up) {
+    if (up->link) up->link->ops->destroy(up->link);
+    uv_walk(&up->loop, close_walk, NULL); /* what a thread that never ran left open */
+    uv_run(&up->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&up->loop);
+    for (int l = 0; l < LIST_COUNT; l++) {
+        mcpg_buf_free(&up->lists[l]);
+        mcpg_buf_free(&up->fetch[l]);
+    }
+    while (up->pending) up_ureq_free(up, up->pending);
+    for (job *j = up->jobs_head, *next; j; j = next) {
+        next = j->next;
+        if (j->kind == JOB_CALL) calls_free(j->pc);
+        free(j->text);
+        free(j);
+    }
+    free(up->session_id);
+    pthread_mutex_destroy(&up->lock);
+}

@@ -1,0 +1,198 @@
+/* backend_mcp: the internals shared by its files.
+ *
+ * One instance fronts one upstream MCP server. Everything that talks to the
+ * upstream runs on the instance's own thread and libuv loop (the "I/O
+ * thread"): the link (a child process over stdio, or HTTP), the protocol
+ * state (negotiation, ids, pending requests), the lists it caches. Calls
+ * reach it from the gateway's loops (or the pool) through a bounded queue
+ * and an async wake-up; answers go back with host->call_resume, which any
+ * thread may use. So none of the upstream's state needs a lock except what
+ * other threads read: the cached lists and the hand-off of a call between
+ * its op, its cancel op and the I/O thread (up->lock). */
+#ifndef BACKEND_MCP_UPSTREAM_H
+#define BACKEND_MCP_UPSTREAM_H
+
+#include <mcpg/sdk.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "mcp_config.h"
+
+#define MCP_MODERN_VERSION "2026-07-28"
+#define MCP_LEGACY_VERSION "2025-11-25"
+
+typedef struct upstream upstream;
+typedef struct pcall pcall;
+typedef struct ureq ureq;
+typedef struct park park;
+typedef struct mcp_link mcp_link;
+
+enum { WIRE_UNKNOWN, WIRE_STATELESS, WIRE_LEGACY };
+enum { UP_DOWN, UP_CONNECTING, UP_READY, UP_STOPPING };
+enum { LIST_TOOLS, LIST_PROMPTS, LIST_RESOURCES, LIST_TEMPLATES, LIST_COUNT };
+
+/* ---- the link: how bytes reach the upstream ---- */
+typedef struct mcp_link_ops {
+    const char *what; /* "stdio" or "http": for messages */
+    int (*start)(mcp_link *l);
+    /* Send one JSON-RPC message. r: the request it is (NULL for a response
+     * or notification); an HTTP link answers on that request's stream. */
+    int (*send)(mcp_link *l, const char *json, size_t n, ureq *r);
+    /* The upstream request r is abandoned (cancelled): an HTTP link closes
+     * its stream; may be NULL. */
+    void (*abandon)(mcp_link *l, ureq *r);
+    /* r is about to be freed: drop any pointer to it; may be NULL. */
+    void (*forget)(mcp_link *l, ureq *r);
+    /* The handshake is done; may be NULL. */
+    void (*ready)(mcp_link *l);
+    /* Stop: close everything; link_down is not called after. */
+    void (*stop)(mcp_link *l);
+    void (*destroy)(mcp_link *l);
+} mcp_link_ops;
+
+struct mcp_link {
+    const mcp_link_ops *ops;
+    upstream *up;
+};
+
+mcp_link *link_stdio_new(upstream *up);
+mcp_link *link_http_new(upstream *up, char *err, size_t errcap);
+
+/* From a link, on the I/O thread: one whole message from the upstream.
+ * on: the request whose stream carried it (HTTP), or NULL. */
+void up_on_message(upstream *up, const char *json, size_t n, ureq *on);
+/* The link can carry messages now: the handshake starts. */
+void up_link_up(upstream *up);
+/* The link failed (child exited, connection refused, session gone). */
+void up_link_down(upstream *up, const char *why);
+/* An HTTP link: the request r's stream ended without its answer. */
+void up_request_failed(upstream *up, ureq *r, const char *why);
+
+/* ---- requests the gateway sent upstream ---- */
+typedef enum { UR_CALL, UR_DISCOVER, UR_INIT, UR_LIST, UR_SUBSCRIBE } ureq_kind;
+
+struct ureq {
+    int64_t id;
+    ureq_kind kind;
+    pcall *pc;             /* UR_CALL: the client call waiting (NULL while parked) */
+    park *parked;          /* UR_CALL: waiting for a stateless client's retry */
+    int list;              /* UR_LIST: which */
+    void *link_ctx;        /* the link's own (an HTTP exchange) */
+    ureq *next;
+};
+
+/* A server-to-client request the upstream sent while one of our calls ran,
+ * waiting for the client's answer. */
+typedef struct asked {
+    char *id_json;      /* the upstream's request id, as JSON text */
+    char *method;
+    char *params_json;  /* or NULL */
+} asked;
+
+/* A client call in flight to the upstream. */
+struct pcall {
+    upstream *up;
+    mcpg_call *call;       /* NULL once claimed for the answer (under up->lock) */
+    uint32_t method;
+    bool cancel_queued;    /* under up->lock: a cancel job holds pc */
+    bool orphan;           /* under up->lock: answered; the cancel job frees it */
+    char *method_name;     /* "tools/call" */
+    char *params;          /* the upstream request's params (JSON), built on the caller's thread */
+    char *meta;            /* the client's _meta members to pass on ({...}), or NULL */
+    char *client_token;    /* the client's progressToken as JSON text, or NULL */
+    char *request_state;   /* a stateless client's retry: requestState (decoded) */
+    char *input_responses; /* ... and its inputResponses object (JSON) */
+    char *caps;            /* the client's capabilities (JSON) or NULL */
+    ureq *ur;
+    pcall *qnext;
+};
+
+/* ---- the upstream ---- */
+typedef struct job job;
+
+struct upstream {
+    const mcpg_host *h;
+    mcpg_instance *self;
+    const char *name;       /* the instance's name: every error names it */
+    mcp_settings cfg;
+
+    pthread_t thread;
+    bool thread_started;
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_timer_t retry_timer, park_timer;
+
+    pthread_mutex_t lock;   /* jobs, lists, and the call hand-off */
+    job *jobs_head, *jobs_tail;
+    size_t n_jobs;
+    bool stopping;          /* under lock */
+    mcpg_buf lists[LIST_COUNT]; /* JSON arrays, under lock; empty: offers none */
+    bool has_list[LIST_COUNT];
+    mcpg_buf fetch[LIST_COUNT]; /* I/O thread: a list's pages as they come */
+
+    /* I/O thread only */
+    mcp_link *link;
+    int state, wire;
+    int64_t next_id;
+    ureq *pending;
+    park *parks;
+    char server_caps[4096];
+    char last_error[800];
+    uint64_t backoff_ms;
+    uint64_t ready_since_ms;
+    char *session_id;       /* legacy HTTP: Mcp-Session-Id */
+    char protocol[32];      /* the version agreed */
+    uint32_t lists_loading; /* bits (1 << LIST_*) of lists being fetched */
+    uint32_t lists_told;    /* MCPG_LIST_* bits fetched, not yet told to the kernel */
+};
+
+/* Jobs from other threads. */
+typedef enum { JOB_CALL, JOB_CANCEL, JOB_REPLY, JOB_SUBSCRIBE } job_kind;
+struct job {
+    job_kind kind;
+    pcall *pc;          /* CALL, CANCEL */
+    char *text;         /* REPLY: the whole JSON-RPC response to send; SUBSCRIBE: uri */
+    int on;             /* SUBSCRIBE */
+    job *next;
+};
+
+#define JOBS_MAX 4096
+
+/* upstream.c */
+int up_init(upstream *up, const mcpg_host *h, mcpg_instance *self, const mcp_settings *cfg);
+int up_start(upstream *up);
+void up_stop(upstream *up);
+void up_free(upstream *up);
+/* Any thread: queue a job and wake the I/O thread; non-zero when full or stopping. */
+int up_post(upstream *up, job *j);
+int up_send_request(upstream *up, ureq *r, const char *method, const char *params_json);
+ureq *up_ureq_new(upstream *up, ureq_kind kind);
+void up_ureq_free(upstream *up, ureq *r);
+int up_list_copy(upstream *up, int list, mcpg_buf *out);
+/* The _meta every request carries on the stateless wire. */
+int up_modern_meta(upstream *up, mcpg_buf *b, const char *caps);
+uint64_t up_now_ms(upstream *up);
+
+/* calls.c (I/O thread unless said) */
+/* The op's thread: build the pcall for a client call; NULL with the call's error set. */
+pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method);
+void calls_free(pcall *pc);
+void calls_start(upstream *up, pcall *pc);
+void calls_cancel(upstream *up, pcall *pc);
+/* The upstream answered r (a UR_CALL). msg is the whole response. */
+void calls_answered(upstream *up, ureq *r, const char *msg, size_t n);
+/* The upstream asked the client something while r ran (r may be NULL on stdio). */
+void calls_asked(upstream *up, ureq *r, const char *id_json, size_t id_len, const char *method,
+                 const char *params, size_t params_len);
+/* A notification about a call (progress, log message). */
+void calls_notify(upstream *up, ureq *r, const char *method, const char *params, size_t n);
+/* Fail a call with a JSON-RPC error naming the instance. */
+void calls_fail(upstream *up, pcall *pc, int64_t code, const char *fmt, ...) MCPG_PRINTF(4, 5);
+/* The link went down: every call waiting fails; parked ones too. */
+void calls_fail_all(upstream *up, const char *why);
+void calls_expire_parks(upstream *up);
+ureq *calls_find_single(upstream *up); /* the one call in flight (stdio routing), or NULL */
+
+#endif
