@@ -244,9 +244,15 @@ class Record {
     }
 }
 
+// A JSON-RPC error as it came over the wire: the v1 SDK spells its message
+// "MCP error <code>: <message>", the v2 client keeps the message alone.
 function errorOf(e) {
     const out = { message: String(e && e.message ? e.message : e) };
-    if (e && typeof e.code === 'number') out.code = e.code;
+    if (e && typeof e.code === 'number') {
+        out.code = e.code;
+        const sdkPrefix = `MCP error ${e.code}: `;
+        if (out.message.startsWith(sdkPrefix)) out.message = out.message.slice(sdkPrefix.length);
+    }
     if (e && e.data !== undefined) out.data = e.data;
     return out;
 }
