@@ -124,7 +124,7 @@ static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated
     b->len = 0;
     int rc = h->buf_printf(b, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"", method);
     if (updated) {
-        rc |= h->buf_append(b, ",\"params\":{\"uri\":", 16);
+        rc |= h->buf_append(b, ",\"params\":{\"uri\":", 17);
         rc |= h->buf_append_json_string(b, uri, uri_len);
         rc |= h->buf_append(b, "}", 1);
     }
