@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 #                                 (libclang-rt-14-dev is only a Recommends: list it)
 # libuv1-dev libjansson-dev libssl-dev : libraries the kernel and modules link
 # libffi-dev                    : backend_ffi calls C functions through libffi
+# openssl                       : the command that makes the TLS tests' certificates
 # node-llhttp                   : llhttp C sources (/usr/share/llhttp), no -dev package
 # python3                       : integration tests (/usr/bin/python3, stdlib only)
 # curl                          : README example, health checks
@@ -24,7 +25,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   clang libclang-rt-14-dev
   libuv1-dev libjansson-dev libssl-dev
-  libffi-dev
+  libffi-dev openssl
   node-llhttp
   python3 curl
   nginx-light wrk

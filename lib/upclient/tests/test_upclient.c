@@ -90,6 +90,21 @@ static up_target *target(const char *scheme, int port, const up_tls_opts *o, uin
     return t;
 }
 
+/* A pool on a fresh target; pool_end closes both. */
+static up_pool *pool_at(const char *scheme, int port, const up_tls_opts *o, unsigned max_conns,
+                        unsigned queue_max, up_target **t) {
+    *t = target(scheme, port, o, 2000);
+    up_pool *p = up_pool_new(&loop, *t, max_conns, max_conns, queue_max);
+    MCPG_REQUIRE(p, "pool");
+    return p;
+}
+
+static void pool_end(up_pool *p, up_target *t) {
+    up_pool_close(p);
+    settle(20);
+    up_target_free(t);
+}
+
 static void get(up_pool *p, const char *path, res *x) {
     x->r = up_send(p, "GET", path, "Accept: */*\r\n", NULL, 0, 1, &cbs, x);
     MCPG_REQUIRE(x->r, "up_send");
@@ -126,8 +141,8 @@ static void test_target(void) {
 }
 
 static void test_plain_chunked_close(void) {
-    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    up_target *t;
+    up_pool *p = pool_at("http", tsrv_port(plain), NULL, 4, 8, &t);
     res a = {0}, b = {0}, c = {0}, g = {0};
     get(p, "/", &a);
     get(p, "/chunked", &b);
@@ -142,30 +157,26 @@ static void test_plain_chunked_close(void) {
     MCPG_CHECK(b.err == 0 && strcmp(b.body, "hello world") == 0, "chunked: %d %s", b.err, b.body);
     MCPG_CHECK(c.err == 0 && strcmp(c.body, "until-close") == 0, "until close: %d %s", c.err, c.body);
     MCPG_CHECK(g.err == UP_EPROTO && strstr(g.detail, "malformed"), "garbage: %d %s", g.err, g.detail);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 /* SSE-like: the first piece arrives while the server still holds the rest
  * (it sends it only once the client has seen the first). */
 static void test_streamed(void) {
-    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    up_target *t;
+    up_pool *p = pool_at("http", tsrv_port(plain), NULL, 4, 8, &t);
     res s = {.release_on_first = 1};
     get(p, "/stream", &s);
     run_until(&s.done, 5000);
     MCPG_CHECK(s.err == 0 && strcmp(s.first, "part1") == 0 && strcmp(s.body, "part1part2") == 0 &&
                    s.nbody >= 2,
                "streamed: err %d first '%s' body '%s' pieces %d", s.err, s.first, s.body, s.nbody);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 static void test_keep_alive(void) {
-    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    up_target *t;
+    up_pool *p = pool_at("http", tsrv_port(plain), NULL, 4, 8, &t);
     int before = tsrv_accepted(plain);
     for (int i = 0; i < 3; i++) {
         res x = {0};
@@ -175,16 +186,14 @@ static void test_keep_alive(void) {
     }
     MCPG_CHECK(tsrv_accepted(plain) - before == 1, "3 requests, %d connections",
                tsrv_accepted(plain) - before);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 /* max_conns 1, queue 1: the second waits for the first's connection, the
  * third is refused (later, not inside up_send). */
 static void test_queue(void) {
-    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 1, 1, 1);
+    up_target *t;
+    up_pool *p = pool_at("http", tsrv_port(plain), NULL, 1, 1, &t);
     int before = tsrv_accepted(plain);
     res a = {0}, b = {0}, c = {0};
     get(p, "/hold", &a);
@@ -197,14 +206,12 @@ static void test_queue(void) {
     MCPG_CHECK(a.err == 0 && b.err == 0 && strcmp(a.body, "held") == 0 && strcmp(b.body, "held") == 0,
                "both served: %d %d", a.err, b.err);
     MCPG_CHECK(tsrv_accepted(plain) - before == 1, "one connection: %d", tsrv_accepted(plain) - before);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 static void test_abort(void) {
-    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    up_target *t;
+    up_pool *p = pool_at("http", tsrv_port(plain), NULL, 4, 8, &t);
     res s = {0};
     get(p, "/stream", &s);
     run_until(&s.nbody, 3000);
@@ -227,28 +234,19 @@ static void test_abort(void) {
     get(p, "/", &ok);
     run_until(&ok.done, 3000);
     MCPG_CHECK(ok.err == 0 && ok.status == 200, "after aborts: %d", ok.err);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 static void test_refused(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    MCPG_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-                     getsockname(fd, (struct sockaddr *)&a, &al) == 0, "free port");
-    int port = ntohs(a.sin_port);
-    close(fd); /* bound, never listening, now closed: nobody listens there */
-    up_target *t = target("http", port, NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    int port = tsrv_dead_port();
+    MCPG_REQUIRE(port > 0, "free port");
+    up_target *t;
+    up_pool *p = pool_at("http", port, NULL, 4, 8, &t);
     res x = {0};
     get(p, "/", &x);
     run_until(&x.done, 3000);
     MCPG_CHECK(x.err == UV_ECONNREFUSED, "refused: %s", up_strerror(x.err));
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 /* The connect timeout covers the TLS handshake: a listener that accepts
@@ -279,8 +277,8 @@ static void test_connect_timeout(void) {
 /* A request sent on a kept connection the upstream has just closed: sent
  * again on a fresh one when retry_stale, UP_ECLOSED otherwise. */
 static void test_stale(int retry) {
-    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    up_target *t;
+    up_pool *p = pool_at("http", tsrv_port(plain), NULL, 4, 8, &t);
     tsrv_close_after(plain, 1);
     int before = tsrv_accepted(plain);
     res second = {0};
@@ -298,15 +296,13 @@ static void test_stale(int retry) {
                        tsrv_accepted(plain) - before == 1,
                    "not retried: %s, %d connections", up_strerror(second.err),
                    tsrv_accepted(plain) - before);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 /* An idle connection the upstream closes is dropped at once. */
 static void test_idle_closed(void) {
-    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    up_target *t;
+    up_pool *p = pool_at("http", tsrv_port(plain), NULL, 4, 8, &t);
     tsrv_close_after(plain, 1);
     int before = tsrv_accepted(plain);
     res a = {0}, b = {0};
@@ -318,14 +314,12 @@ static void test_idle_closed(void) {
     run_until(&b.done, 3000);
     MCPG_CHECK(a.err == 0 && b.err == 0 && tsrv_accepted(plain) - before == 2, "%d %d, %d connections",
                a.err, b.err, tsrv_accepted(plain) - before);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 static void test_pool_close_in_flight(void) {
-    up_target *t = target("http", tsrv_port(plain), NULL, 2000);
-    up_pool *p = up_pool_new(&loop, t, 1, 1, 4);
+    up_target *t;
+    up_pool *p = pool_at("http", tsrv_port(plain), NULL, 1, 4, &t);
     res a = {0}, b = {0};
     get(p, "/slow", &a);
     get(p, "/slow", &b); /* queued */
@@ -341,13 +335,11 @@ static void test_pool_close_in_flight(void) {
 /* TLS                                                                 */
 
 static void tls_get(const up_tls_opts *o, res *x) {
-    up_target *t = target("https", tsrv_port(tls), o, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    up_target *t;
+    up_pool *p = pool_at("https", tsrv_port(tls), o, 4, 8, &t);
     get(p, "/", x);
     run_until(&x->done, 3000);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 static void test_tls(void) {
@@ -375,8 +367,8 @@ static void test_tls(void) {
 
 static void test_tls_keep_alive_chunked(void) {
     up_tls_opts o = {.ca_file = certs.ca};
-    up_target *t = target("https", tsrv_port(tls), &o, 2000);
-    up_pool *p = up_pool_new(&loop, t, 4, 4, 8);
+    up_target *t;
+    up_pool *p = pool_at("https", tsrv_port(tls), &o, 4, 8, &t);
     int before = tsrv_accepted(tls);
     for (int i = 0; i < 3; i++) {
         res x = {0};
@@ -385,9 +377,7 @@ static void test_tls_keep_alive_chunked(void) {
         MCPG_CHECK(x.err == 0 && strcmp(x.body, "hello world") == 0, "tls %d: %s", i, x.detail);
     }
     MCPG_CHECK(tsrv_accepted(tls) - before == 1, "one TLS connection: %d", tsrv_accepted(tls) - before);
-    up_pool_close(p);
-    settle(20);
-    up_target_free(t);
+    pool_end(p, t);
 }
 
 int main(void) {

@@ -195,6 +195,16 @@ void tsrv_stop(tsrv *s) {
     free(s);
 }
 
+int tsrv_dead_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+             getsockname(fd, (struct sockaddr *)&a, &al) == 0;
+    if (fd >= 0) close(fd);
+    return ok ? ntohs(a.sin_port) : -1;
+}
+
 /* ------------------------------------------------------------------ */
 /* certificates                                                        */
 

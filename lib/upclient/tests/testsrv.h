@@ -23,6 +23,8 @@ int tsrv_requests(const tsrv *s);
 void tsrv_close_after(tsrv *s, int on); /* close each connection after its answer */
 void tsrv_release(tsrv *s);             /* let a /stream send its second part */
 void tsrv_stop(tsrv *s);                /* joins every thread */
+/* A port of 127.0.0.1 nobody listens on (bound, never listening, closed). */
+int tsrv_dead_port(void);
 
 /* A CA and a server certificate for localhost and 127.0.0.1 in a fresh
  * temporary directory (openssl CLI). 0 or -1. */

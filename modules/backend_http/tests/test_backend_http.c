@@ -373,15 +373,11 @@ static void test_cancel(void) {
 }
 
 static void test_refused(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    MCPG_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-                     getsockname(fd, (struct sockaddr *)&a, &al) == 0, "free port");
+    int port = tsrv_dead_port();
+    MCPG_REQUIRE(port > 0, "free port");
     char conf[512];
     snprintf(conf, sizeof conf, "{\"tools\":[{\"name\":\"down\",\"method\":\"GET\","
-             "\"url\":\"http://127.0.0.1:%d/\"}]}", ntohs(a.sin_port));
-    close(fd); /* bound, never listening, now closed: nobody listens there */
+             "\"url\":\"http://127.0.0.1:%d/\"}]}", port);
     mcpg_instance *inst = NULL;
     MCPG_REQUIRE(mcpg_fakehost_load_file(fh, so_path, "rest", conf, &inst) == 0, "load");
     MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "inline");
