@@ -101,10 +101,14 @@ static int rewrite_params(upstream *up, pcall *pc, mcpg_call *call) {
             pc->input_responses = span_dup(v.p, v.n);
             continue;
         }
-        if (mcpg_json_string_eq(&k, "name", 4) && target &&
-            (pc->method == MCPG_METHOD_TOOLS_CALL || pc->method == MCPG_METHOD_PROMPTS_GET)) {
+        bool named = pc->method == MCPG_METHOD_TOOLS_CALL || pc->method == MCPG_METHOD_PROMPTS_GET;
+        bool tasked = pc->method >= MCPG_METHOD_TASKS_GET && pc->method <= MCPG_METHOD_TASKS_UPDATE;
+        if (target && ((named && mcpg_json_string_eq(&k, "name", 4)) ||
+                       (tasked && mcpg_json_string_eq(&k, "taskId", 6)))) {
             if (out.len > 1) mcpg_buf_append(&out, ",", 1);
-            mcpg_buf_puts(&out, "\"name\":");
+            mcpg_buf_append(&out, "\"", 1);
+            mcpg_buf_append(&out, k.p, k.n);
+            mcpg_buf_append(&out, "\":", 2);
             mcpg_buf_append_json_string(&out, target, strlen(target));
             continue;
         }
@@ -224,14 +228,28 @@ static uint32_t take_result_type(const mcpg_json_span *res, mcpg_buf *out) {
     return type;
 }
 
-static void answer_with(upstream *up, mcpg_call *c, const char *msg, size_t n) {
+/* A task made by the upstream on the session wire answers the call with
+ * {"task":{...}}: the kernel is told a task was created. */
+static uint32_t legacy_task_type(upstream *up, uint32_t method, const mcpg_json_span *res) {
+    mcpg_json_span t;
+    return up->wire == WIRE_LEGACY && method == MCPG_METHOD_TOOLS_CALL &&
+                   mcpg_json_object_get(res->p, res->n, "task", &t) == 1 &&
+                   t.type == MCPG_JSON_OBJECT
+               ? MCPG_RESULT_TASK : MCPG_RESULT_COMPLETE;
+}
+
+static void answer_with(upstream *up, pcall *pc, mcpg_call *c, const char *msg, size_t n) {
     const mcpg_host *h = up->h;
     mcpg_json_span res, err;
     if (mcpg_json_object_get(msg, n, "result", &res) == 1 && res.type == MCPG_JSON_OBJECT) {
-        mcpg_buf copy = {0};
+        mcpg_buf ids = {0}, copy = {0};
+        if (task_ids_present(res.p, res.n) && task_ids_for_client(up, res.p, res.n, &ids) == 0)
+            res = (mcpg_json_span){.p = ids.data, .n = ids.len, .type = MCPG_JSON_OBJECT};
         uint32_t type = take_result_type(&res, &copy);
+        if (type == MCPG_RESULT_COMPLETE) type = legacy_task_type(up, pc->method, &res);
         int rc = copy.data ? h->call_result(c, copy.data, copy.len) : h->call_result(c, res.p, res.n);
         mcpg_buf_free(&copy);
+        mcpg_buf_free(&ids);
         if (type != MCPG_RESULT_COMPLETE && MCPG_HOST_HAS(h, call_set_result_type))
             h->call_set_result_type(c, type);
         h->call_resume(c, rc ? MCPG_DENY : MCPG_CONTINUE);
@@ -274,7 +292,7 @@ void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
     if (!pc) return;
     pc->ur = NULL;
     mcpg_call *c = claim(up, pc);
-    if (c) answer_with(up, c, msg, n);
+    if (c) answer_with(up, pc, c, msg, n);
     release(up, pc);
 }
 
@@ -404,7 +422,20 @@ void calls_notify(upstream *up, ureq *on, const char *method, const char *params
         return;
     }
     ureq *r = on && on->kind == UR_CALL ? on : calls_find_single(up);
-    if (r && r->pc && r->pc->call) up->h->call_notify(r->pc->call, method, params, n);
+    if (!r || !r->pc || !r->pc->call) {
+        /* nobody's: the gateway's own session with the upstream said it */
+        if (strcmp(method, "notifications/message") == 0)
+            up->h->log(up->self, MCPG_LOG_INFO, "upstream log message outside any call: %.*s",
+                       (int)(n > 500 ? 500 : n), params ? params : "");
+        return;
+    }
+    mcpg_buf ids = {0};
+    if (task_ids_present(params, n) && task_ids_for_client(up, params, n, &ids) == 0) {
+        params = ids.data;
+        n = ids.len;
+    }
+    up->h->call_notify(r->pc->call, method, params, n);
+    mcpg_buf_free(&ids);
 }
 
 /* ---- the upstream's questions for the client ---- */
@@ -491,16 +522,20 @@ void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, con
         refuse_question(up, id_json, id_len, "out of memory");
         return;
     }
+    mcpg_buf ids = {0};
+    if (task_ids_present(params, pn) && task_ids_for_client(up, params, pn, &ids) == 0) {
+        params = ids.data;
+        pn = ids.len;
+    }
     int rc = MCPG_HOST_HAS(up->h, call_request)
                  ? up->h->call_request(r->pc->call, method, params, pn, 0, on_client_reply, x)
                  : MCPG_ENOTSUP;
+    if (rc == MCPG_ENOTSUP) park_call(up, r, id_json, id_len, method, params, pn);
+    mcpg_buf_free(&ids);
     if (rc == 0) return;
     free(x->id_json);
     free(x);
-    if (rc == MCPG_ENOTSUP) {
-        park_call(up, r, id_json, id_len, method, params, pn);
-        return;
-    }
+    if (rc == MCPG_ENOTSUP) return; /* parked above */
     char why[200];
     snprintf(why, sizeof why, "the client cannot be asked now: %s", mcpg_strerror(rc));
     refuse_question(up, id_json, id_len, why);

@@ -87,6 +87,15 @@ static int on_body(void *arg, const char *p, size_t n) {
 
 static void schedule_get(link_http *l);
 
+/* The spec says 404 for a session the server no longer has; servers also
+ * answer 400 naming the session (e.g. after a restart). Either way the
+ * gateway starts a new one. */
+static bool session_lost(const upstream *up, const hx *x) {
+    if (!up->session_id || x->is_init) return false;
+    if (x->status == 404) return true;
+    return x->status == 400 && x->body.data && strcasestr(x->body.data, "session");
+}
+
 static void on_done(void *arg, int err) {
     hx *x = arg;
     link_http *l = x->l;
@@ -99,9 +108,17 @@ static void on_done(void *arg, int err) {
     }
     bool json = !x->sse && x->body.len && x->body.data[0] == '{';
     if (x->is_get) {
-        bool again = x->status != 405;
+        int status = x->status;
         forget_hx(l, x);
-        if (up->state == UP_READY && again) schedule_get(l);
+        if (err && !status) {
+            char why[800];
+            snprintf(why, sizeof why, "cannot reach %s: %s", l->url, detail ? detail : up_strerror(err));
+            up_link_down(up, why);
+        } else if (status == 400 || status == 404) {
+            up_link_down(up, "the upstream no longer knows the gateway's session");
+        } else if (up->state == UP_READY && status != 405) { /* 405: it offers no GET stream */
+            schedule_get(l);
+        }
         return;
     }
     if (err && !x->status) { /* never reached the upstream */
@@ -112,9 +129,12 @@ static void on_done(void *arg, int err) {
         up_link_down(up, why);
         return;
     }
-    if (x->status == 404 && up->session_id && !x->is_init) {
+    if (session_lost(up, x)) {
+        char why[300];
+        snprintf(why, sizeof why, "the upstream no longer knows the gateway's session (HTTP %d: %.120s)",
+                 x->status, x->body.data ? x->body.data : "");
         forget_hx(l, x);
-        up_link_down(up, "the upstream ended its session (HTTP 404)");
+        up_link_down(up, why);
         return;
     }
     if (json && x->r) up_on_message(up, x->body.data, x->body.len, x->r); /* may free x->r */

@@ -167,6 +167,7 @@ static const mcpg_backend_ops mb_ops = {
     .complete = mb_call,
     .cancel = mb_cancel,
     .subscribe = mb_subscribe,
+    .task = mb_call,
 };
 
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_mcp", "1.0.0",

@@ -195,4 +195,9 @@ void calls_fail_all(upstream *up, const char *why);
 void calls_expire_parks(upstream *up);
 ureq *calls_find_single(upstream *up); /* the one call in flight (stdio routing), or NULL */
 
+/* task_ids.c: does a JSON text mention "taskId"; copy an object with every
+ * taskId given the "<instance>." prefix clients use. */
+bool task_ids_present(const char *json, size_t n);
+int task_ids_for_client(upstream *up, const char *obj, size_t n, mcpg_buf *out);
+
 #endif
