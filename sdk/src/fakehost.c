@@ -740,6 +740,9 @@ int mcpg_fakehost_unload(mcpg_fakehost *fh, mcpg_instance *inst) {
     if (!may_turn(fh, "mcpg_fakehost_unload")) return MCPG_EINVAL;
     fh_calls_forget(fh, inst);
     instance_stop(fh, inst);
+    /* as the kernel does: closes the module began in worker_stop complete
+     * (their callbacks are module code) before the image can go */
+    for (int i = 0; i < 4; i++) uv_run(&fh->loop, UV_RUN_NOWAIT);
     if (drain_work(fh, inst)) return MCPG_ETIMEDOUT; /* destroy would free what work uses */
     int left = cancel_timers(fh, inst);
     if (inst->created) inst->m->lifecycle->destroy(inst->state);
