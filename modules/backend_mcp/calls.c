@@ -161,6 +161,7 @@ void calls_free(pcall *pc) {
     free(pc->method_name);
     free(pc->params);
     free(pc->meta);
+    free(pc->extra);
     free(pc->client_token);
     free(pc->request_state);
     free(pc->input_responses);
@@ -184,12 +185,27 @@ static mcpg_call *claim(upstream *up, pcall *pc) {
     return c;
 }
 
-/* Done with pc: freed now, or by its cancel job if one is queued. */
+void calls_hold(upstream *up, pcall *pc) {
+    pthread_mutex_lock(&up->lock);
+    pc->holds++;
+    pthread_mutex_unlock(&up->lock);
+}
+
+bool calls_unhold(upstream *up, pcall *pc) {
+    pthread_mutex_lock(&up->lock);
+    bool gone = --pc->holds == 0 && pc->orphan;
+    pthread_mutex_unlock(&up->lock);
+    if (gone) calls_free(pc);
+    return gone;
+}
+
+/* Done with pc: freed now, or by the last hold (a queued cancel job, a
+ * question still out). */
 static void release(upstream *up, pcall *pc) {
     if (pc->ur && pc->ur->pc == pc) pc->ur->pc = NULL;
     pc->ur = NULL;
     pthread_mutex_lock(&up->lock);
-    bool later = pc->cancel_queued;
+    bool later = pc->holds > 0;
     pc->orphan = true;
     pthread_mutex_unlock(&up->lock);
     if (!later) calls_free(pc);
@@ -279,6 +295,9 @@ static void answer_with(upstream *up, pcall *pc, mcpg_call *c, const char *msg, 
 static park *park_of_token(upstream *up, const char *token, park ***link_out);
 static void park_free(upstream *up, park *p, bool answer_upstream);
 
+static bool ask_round(upstream *up, pcall *pc, const char *msg, size_t n);
+static int send_call(upstream *up, pcall *pc);
+
 void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
     pcall *pc = r->pc;
     if (r->parked) { /* nobody to tell: the upstream gave up on its question */
@@ -291,9 +310,156 @@ void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
     up_ureq_free(up, r);
     if (!pc) return;
     pc->ur = NULL;
+    if (up->wire == WIRE_STATELESS && ask_round(up, pc, msg, n)) return;
     mcpg_call *c = claim(up, pc);
     if (c) answer_with(up, pc, c, msg, n);
     release(up, pc);
+}
+
+/* ---- a stateless upstream's input_required, for a client that can be asked ----
+ * The client is asked each question on the call's own stream; once every
+ * answer is in, the call goes to the upstream again with inputResponses
+ * and the upstream's requestState, as a stateless client would retry it. */
+
+typedef struct round {
+    upstream *up;
+    pcall *pc;
+    pthread_mutex_t lock;
+    int waiting;          /* questions not answered yet */
+    bool failed;
+    mcpg_buf answers;     /* "key":result,... */
+    char *state;          /* the upstream's requestState (JSON), or NULL */
+} round;
+
+typedef struct round_ask {
+    round *rd;
+    char *key;            /* JSON string text, quotes included */
+} round_ask;
+
+static void round_end(round *rd) {
+    job *j = calloc(1, sizeof *j);
+    char *extra = NULL;
+    if (!rd->failed && asprintf(&extra, "\"inputResponses\":{%s}%s%s",
+                                rd->answers.data ? rd->answers.data : "",
+                                rd->state ? ",\"requestState\":" : "",
+                                rd->state ? rd->state : "") < 0)
+        extra = NULL;
+    if (j) {
+        j->kind = JOB_RETRY;
+        j->pc = rd->pc;
+        j->text = extra;
+        if (up_post(rd->up, j) != 0) { /* stopping: the stop answers the call */
+            free(j->text);
+            free(j);
+        }
+    } else {
+        free(extra);
+    }
+    mcpg_buf_free(&rd->answers);
+    free(rd->state);
+    pthread_mutex_destroy(&rd->lock);
+    free(rd);
+}
+
+/* Any thread (the call's loop, or the I/O thread when asking failed). */
+static void round_answer(round *rd, const char *key, const mcpg_reply *rep) {
+    pthread_mutex_lock(&rd->lock);
+    if (rep && rep->status == 0 && !rep->is_error) {
+        if (rd->answers.len) mcpg_buf_append(&rd->answers, ",", 1);
+        mcpg_buf_puts(&rd->answers, key);
+        mcpg_buf_append(&rd->answers, ":", 1);
+        mcpg_buf_append(&rd->answers, rep->result_json, rep->result_len);
+    } else {
+        rd->failed = true;
+    }
+    bool last = --rd->waiting == 0;
+    pthread_mutex_unlock(&rd->lock);
+    if (last) round_end(rd);
+}
+
+static void on_round_reply(void *arg, const mcpg_reply *rep) {
+    round_ask *a = arg;
+    round_answer(a->rd, a->key, rep);
+    free(a->key);
+    free(a);
+}
+
+static bool ask_round(upstream *up, pcall *pc, const char *msg, size_t n) {
+    mcpg_json_span res, rt, reqs, state, k, v, m, params;
+    if (!pc->call || !MCPG_HOST_HAS(up->h, call_request) ||
+        mcpg_json_object_get(msg, n, "result", &res) != 1 ||
+        mcpg_json_object_get(res.p, res.n, "resultType", &rt) != 1 ||
+        !mcpg_json_string_eq(&rt, "input_required", 14) ||
+        mcpg_json_object_get(res.p, res.n, "inputRequests", &reqs) != 1 ||
+        reqs.type != MCPG_JSON_OBJECT)
+        return false;
+    size_t it = 0, count = 0;
+    while (mcpg_json_object_next(reqs.p, reqs.n, &it, &k, &v) == 1) count++;
+    round *rd = calloc(1, sizeof *rd);
+    if (!rd || !count) {
+        free(rd);
+        return false;
+    }
+    rd->up = up;
+    rd->pc = pc;
+    rd->waiting = (int)count;
+    pthread_mutex_init(&rd->lock, NULL);
+    if (mcpg_json_object_get(res.p, res.n, "requestState", &state) == 1 &&
+        state.type == MCPG_JSON_STRING)
+        rd->state = span_dup(state.p - 1, state.n + 2);
+    calls_hold(up, pc); /* released by the JOB_RETRY round_end posts */
+    it = 0;
+    bool any_asked = false;
+    while (mcpg_json_object_next(reqs.p, reqs.n, &it, &k, &v) == 1) {
+        char method[64];
+        size_t ml = 0;
+        bool has_params = mcpg_json_object_get(v.p, v.n, "params", &params) == 1;
+        round_ask *a = calloc(1, sizeof *a);
+        char *key = span_dup(k.p - 1, k.n + 2);
+        int rc = MCPG_ENOMEM;
+        if (a && key && mcpg_json_object_get(v.p, v.n, "method", &m) == 1 &&
+            mcpg_json_string_decode(&m, method, sizeof method, &ml) == 0) {
+            a->rd = rd;
+            a->key = key;
+            rc = up->h->call_request(pc->call, method, has_params ? params.p : NULL,
+                                     has_params ? params.n : 0, 0, on_round_reply, a);
+        }
+        if (rc == MCPG_ENOTSUP && !any_asked) { /* a stateless client: it gets the round itself */
+            free(a);
+            free(key);
+            pthread_mutex_lock(&up->lock);
+            pc->holds--;
+            pthread_mutex_unlock(&up->lock);
+            mcpg_buf_free(&rd->answers);
+            free(rd->state);
+            pthread_mutex_destroy(&rd->lock);
+            free(rd);
+            return false;
+        }
+        any_asked = true;
+        if (rc != 0) {
+            free(a);
+            round_answer(rd, key ? key : "\"?\"", NULL);
+            free(key);
+        }
+    }
+    return true;
+}
+
+void calls_retry(upstream *up, pcall *pc, char *extra, const char *why) {
+    if (calls_unhold(up, pc) || pc->orphan) { /* answered meanwhile (cancelled) */
+        free(extra);
+        return;
+    }
+    if (!extra) {
+        calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "%s", why);
+        return;
+    }
+    free(pc->extra);
+    pc->extra = extra;
+    if (up->state != UP_READY || send_call(up, pc) != 0)
+        calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "upstream unavailable%s%s",
+                   up->last_error[0] ? ": " : "", up->last_error);
 }
 
 /* ---- sending (I/O thread) ---- */
@@ -326,12 +492,17 @@ static int send_call(upstream *up, pcall *pc) {
         mcpg_buf_puts(&b, "}");
     }
     size_t pl = strlen(pc->params);
+    bool comma = meta;
     if (pl > 2) {
-        if (meta) mcpg_buf_puts(&b, ",");
-        mcpg_buf_append(&b, pc->params + 1, pl - 1);
-    } else {
-        mcpg_buf_puts(&b, "}");
+        if (comma) mcpg_buf_puts(&b, ",");
+        mcpg_buf_append(&b, pc->params + 1, pl - 2);
+        comma = true;
     }
+    if (pc->extra) {
+        if (comma) mcpg_buf_puts(&b, ",");
+        mcpg_buf_puts(&b, pc->extra);
+    }
+    mcpg_buf_puts(&b, "}");
     int rc = mcpg_buf_puts(&b, "}");
     if (!rc) rc = up->link->ops->send(up->link, b.data, b.len, r);
     mcpg_buf_free(&b);
@@ -357,12 +528,9 @@ void calls_start(upstream *up, pcall *pc) {
 void calls_cancel(upstream *up, pcall *pc) {
     pthread_mutex_lock(&up->lock);
     pc->cancel_queued = false;
-    bool orphan = pc->orphan;
     pthread_mutex_unlock(&up->lock);
-    if (orphan) { /* answered before the cancel job ran */
-        calls_free(pc);
-        return;
-    }
+    if (calls_unhold(up, pc)) return; /* answered before the cancel job ran */
+    if (pc->orphan) return;            /* answered; another hold frees it */
     ureq *r = pc->ur;
     if (r) {
         char note[160];

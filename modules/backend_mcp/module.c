@@ -67,8 +67,12 @@ static void mb_cancel(void *instance, mcpg_call *call) {
     pthread_mutex_lock(&up->lock);
     void **slot = up->h->call_slot(call, up->self);
     pcall *pc = slot ? *slot : NULL;
-    if (pc && pc->call && !pc->cancel_queued) pc->cancel_queued = true;
-    else pc = NULL;
+    if (pc && pc->call && !pc->cancel_queued) {
+        pc->cancel_queued = true;
+        pc->holds++;
+    } else {
+        pc = NULL;
+    }
     pthread_mutex_unlock(&up->lock);
     if (!pc) {
         free(j);
@@ -79,6 +83,7 @@ static void mb_cancel(void *instance, mcpg_call *call) {
     if (up_post(up, j) != 0) { /* stopping: the stop fails every call */
         pthread_mutex_lock(&up->lock);
         pc->cancel_queued = false;
+        pc->holds--;
         pthread_mutex_unlock(&up->lock);
         free(j);
     }

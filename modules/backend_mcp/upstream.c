@@ -38,6 +38,10 @@ static void run_job(upstream *up, job *j) {
     switch (j->kind) {
     case JOB_CALL: calls_start(up, j->pc); break;
     case JOB_CANCEL: calls_cancel(up, j->pc); break;
+    case JOB_RETRY:
+        calls_retry(up, j->pc, j->text, j->text ? NULL : "the client did not answer the question");
+        j->text = NULL;
+        break;
     case JOB_REPLY:
         if (up->link && up->state == UP_READY)
             up->link->ops->send(up->link, j->text, strlen(j->text), NULL);
@@ -131,7 +135,7 @@ int up_send_request(upstream *up, ureq *r, const char *method, const char *param
     mcpg_buf b = {0};
     mcpg_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":", (long long)r->id);
     mcpg_buf_append_json_string(&b, method, strlen(method));
-    bool envelope = up->wire == WIRE_STATELESS && r->kind != UR_CALL;
+    bool envelope = (up->wire == WIRE_STATELESS && r->kind != UR_CALL) || r->kind == UR_DISCOVER;
     if (params_json || envelope) {
         mcpg_buf_puts(&b, ",\"params\":");
         if (envelope) {
@@ -298,6 +302,7 @@ static void on_discovered(upstream *up, const char *msg, size_t n) {
                 modern = true;
     }
     if (!modern) {
+        up->h->log(up->self, MCPG_LOG_INFO, "server/discover answered %.300s", msg);
         if (up->cfg.wire == WIRE_STATELESS) {
             up_link_down(up, "the upstream does not speak the stateless wire (wire: stateless)");
             return;
@@ -445,6 +450,7 @@ void up_request_failed(upstream *up, ureq *r, const char *why) {
         break;
     case UR_DISCOVER:
         /* not a stateless server: a legacy one answers discover with an HTTP error */
+        up->h->log(up->self, MCPG_LOG_INFO, "server/discover: %s", why);
         if (up->cfg.wire != WIRE_STATELESS) {
             up_ureq_free(up, r);
             send_initialize(up);

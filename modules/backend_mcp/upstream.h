@@ -96,11 +96,13 @@ struct pcall {
     upstream *up;
     mcpg_call *call;       /* NULL once claimed for the answer (under up->lock) */
     uint32_t method;
-    bool cancel_queued;    /* under up->lock: a cancel job holds pc */
-    bool orphan;           /* under up->lock: answered; the cancel job frees it */
+    bool cancel_queued;    /* under up->lock: a cancel job is queued */
+    int holds;             /* under up->lock: jobs and client questions that still point at pc */
+    bool orphan;           /* under up->lock: answered; the last hold frees it */
     char *method_name;     /* "tools/call" */
     char *params;          /* the upstream request's params (JSON), built on the caller's thread */
     char *meta;            /* the client's _meta members to pass on ({...}), or NULL */
+    char *extra;           /* members added to params by an input_required round, or NULL */
     char *client_token;    /* the client's progressToken as JSON text, or NULL */
     char *request_state;   /* a stateless client's retry: requestState (decoded) */
     char *input_responses; /* ... and its inputResponses object (JSON) */
@@ -149,11 +151,12 @@ struct upstream {
 };
 
 /* Jobs from other threads. */
-typedef enum { JOB_CALL, JOB_CANCEL, JOB_REPLY, JOB_SUBSCRIBE } job_kind;
+typedef enum { JOB_CALL, JOB_CANCEL, JOB_REPLY, JOB_SUBSCRIBE, JOB_RETRY } job_kind;
 struct job {
     job_kind kind;
     pcall *pc;          /* CALL, CANCEL */
-    char *text;         /* REPLY: the whole JSON-RPC response to send; SUBSCRIBE: uri */
+    char *text;         /* REPLY: the whole JSON-RPC response to send; SUBSCRIBE: uri;
+                           RETRY: the members to add to the call's params, or NULL on failure */
     int on;             /* SUBSCRIBE */
     job *next;
 };
@@ -181,6 +184,14 @@ pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method);
 void calls_free(pcall *pc);
 void calls_start(upstream *up, pcall *pc);
 void calls_cancel(upstream *up, pcall *pc);
+/* The client answered a stateless upstream's input_required round: send
+ * the call again with `extra` (inputResponses and requestState members),
+ * or fail it (extra NULL, why says what went wrong). */
+void calls_retry(upstream *up, pcall *pc, char *extra, const char *why);
+/* Any thread: pc is referenced from elsewhere (a queued job, a question). */
+void calls_hold(upstream *up, pcall *pc);
+/* I/O thread: that reference is gone; true when pc was freed. */
+bool calls_unhold(upstream *up, pcall *pc);
 /* The upstream answered r (a UR_CALL). msg is the whole response. */
 void calls_answered(upstream *up, ureq *r, const char *msg, size_t n);
 /* The upstream asked the client something while r ran (r may be NULL on stdio). */
