@@ -589,7 +589,9 @@ void calls_notify(upstream *up, ureq *on, const char *method, const char *params
         relay_progress(up, params, n);
         return;
     }
-    ureq *r = on && on->kind == UR_CALL ? on : calls_find_single(up);
+    /* on another request's stream (a listen, a subscribe) it is nobody's;
+     * with no stream at all (stdio, the GET stream) the call in flight */
+    ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_find_single(up);
     if (!r || !r->pc || !r->pc->call) {
         /* nobody's: the gateway's own session with the upstream said it */
         if (strcmp(method, "notifications/message") == 0)
@@ -676,7 +678,9 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
 
 void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, const char *method,
                  const char *params, size_t pn) {
-    ureq *r = on && on->kind == UR_CALL ? on : calls_find_single(up);
+    /* on another request's stream (a listen, a subscribe) it is nobody's;
+     * with no stream at all (stdio, the GET stream) the call in flight */
+    ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_find_single(up);
     if (!r || !r->pc || !r->pc->call) {
         char why[200];
         snprintf(why, sizeof why, "no client call is waiting that could answer %s", method);

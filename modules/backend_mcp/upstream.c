@@ -46,19 +46,7 @@ static void run_job(upstream *up, job *j) {
         if (up->link && up->state == UP_READY)
             up->link->ops->send(up->link, j->text, strlen(j->text), NULL);
         break;
-    case JOB_SUBSCRIBE:
-        if (up->state == UP_READY) {
-            ureq *r = up_ureq_new(up, UR_SUBSCRIBE);
-            mcpg_buf p = {0};
-            mcpg_buf_puts(&p, "{\"uri\":");
-            mcpg_buf_append_json_string(&p, j->text, strlen(j->text));
-            mcpg_buf_puts(&p, "}");
-            if (r && p.data)
-                up_send_request(up, r, j->on ? "resources/subscribe" : "resources/unsubscribe",
-                                p.data);
-            mcpg_buf_free(&p);
-        }
-        break;
+    case JOB_SUBSCRIBE: listen_subscribe(up, j->text, j->on); break;
     }
     free(j->text);
     free(j);
@@ -83,8 +71,10 @@ static void on_wake(uv_async_t *a) {
         if (up->link) up->link->ops->stop(up->link);
         uv_timer_stop(&up->retry_timer);
         uv_timer_stop(&up->park_timer);
+        uv_timer_stop(&up->listen_timer);
         uv_close((uv_handle_t *)&up->retry_timer, NULL);
         uv_close((uv_handle_t *)&up->park_timer, NULL);
+        uv_close((uv_handle_t *)&up->listen_timer, NULL);
         uv_close((uv_handle_t *)&up->wake, NULL);
     }
 }
@@ -265,6 +255,8 @@ static void became_ready(upstream *up) {
                up->protocol);
     if (up->link->ops->ready) up->link->ops->ready(up->link);
     fetch_lists(up, 0xf);
+    listen_resubscribe(up);
+    listen_ready(up);
 }
 
 static void send_initialize(upstream *up) {
@@ -360,6 +352,7 @@ static void on_response(upstream *up, const char *msg, size_t n, const mcpg_json
     case UR_INIT: on_initialized(up, msg, n); break;
     case UR_LIST: list_page(up, r, msg, n); break;
     case UR_SUBSCRIBE: break;
+    case UR_LISTEN: listen_ended(up, r); break;
     }
     up_ureq_free(up, r);
 }
@@ -428,6 +421,7 @@ void up_link_down(upstream *up, const char *why) {
     up->state = UP_DOWN;
     if (up->link) up->link->ops->stop(up->link);
     calls_fail_all(up, why);
+    listen_forget(up);
     while (up->pending) up_ureq_free(up, up->pending);
     up->lists_loading = 0;
     /* a link that served a while starts over from the shortest wait */
@@ -465,6 +459,7 @@ void up_request_failed(upstream *up, ureq *r, const char *why) {
         return;
     case UR_LIST: up->lists_loading &= ~(1u << r->list); break;
     case UR_SUBSCRIBE: break;
+    case UR_LISTEN: listen_ended(up, r); break;
     }
     up_ureq_free(up, r);
 }
@@ -514,7 +509,8 @@ int up_init(upstream *up, const mcpg_host *h, mcpg_instance *self, const mcp_set
     uv_async_init(&up->loop, &up->wake, on_wake);
     uv_timer_init(&up->loop, &up->retry_timer);
     uv_timer_init(&up->loop, &up->park_timer);
-    up->wake.data = up->retry_timer.data = up->park_timer.data = up;
+    uv_timer_init(&up->loop, &up->listen_timer);
+    up->wake.data = up->retry_timer.data = up->park_timer.data = up->listen_timer.data = up;
     char err[300] = "";
     up->link = cfg->c->url ? link_http_new(up, err, sizeof err) : link_stdio_new(up);
     if (!up->link) {
@@ -562,5 +558,6 @@ void up_free(upstream *up) {
         free(j);
     }
     free(up->session_id);
+    listen_free(up);
     pthread_mutex_destroy(&up->lock);
 }

@@ -71,7 +71,7 @@ void up_link_down(upstream *up, const char *why);
 void up_request_failed(upstream *up, ureq *r, const char *why);
 
 /* ---- requests the gateway sent upstream ---- */
-typedef enum { UR_CALL, UR_DISCOVER, UR_INIT, UR_LIST, UR_SUBSCRIBE } ureq_kind;
+typedef enum { UR_CALL, UR_DISCOVER, UR_INIT, UR_LIST, UR_SUBSCRIBE, UR_LISTEN } ureq_kind;
 
 struct ureq {
     int64_t id;
@@ -124,7 +124,7 @@ struct upstream {
     bool thread_started;
     uv_loop_t loop;
     uv_async_t wake;
-    uv_timer_t retry_timer, park_timer;
+    uv_timer_t retry_timer, park_timer, listen_timer;
 
     pthread_mutex_t lock;   /* jobs, lists, and the call hand-off */
     job *jobs_head, *jobs_tail;
@@ -148,6 +148,8 @@ struct upstream {
     char protocol[32];      /* the version agreed */
     uint32_t lists_loading; /* bits (1 << LIST_*) of lists being fetched */
     uint32_t lists_told;    /* MCPG_LIST_* bits fetched, not yet told to the kernel */
+    char **subs; size_t n_subs; /* resources some client subscribed to */
+    ureq *listen;           /* the stateless wire's subscriptions/listen */
 };
 
 /* Jobs from other threads. */
@@ -177,6 +179,14 @@ int up_list_copy(upstream *up, int list, mcpg_buf *out);
 /* The _meta every request carries on the stateless wire. */
 int up_modern_meta(upstream *up, mcpg_buf *b, const char *caps);
 uint64_t up_now_ms(upstream *up);
+
+/* listen.c (I/O thread): what the upstream says outside calls */
+void listen_ready(upstream *up);
+void listen_ended(upstream *up, ureq *r);
+void listen_forget(upstream *up);
+void listen_subscribe(upstream *up, const char *uri, int on);
+void listen_resubscribe(upstream *up);
+void listen_free(upstream *up);
 
 /* calls.c (I/O thread unless said) */
 /* The op's thread: build the pcall for a client call; NULL with the call's error set. */
