@@ -80,6 +80,17 @@ static bool in_list(char **list, size_t n, const char *s, size_t len) {
     return false;
 }
 
+/* Does the binding let the item through? Tools and prompts by name
+ * (allow/deny), resources and templates by uri or uriTemplate
+ * (allow_resources/deny_resources). */
+static bool bound(const decl_binding *b, bool named, const char *id, size_t n) {
+    char **allow = named ? b->allow : b->allow_resources;
+    size_t n_allow = named ? b->n_allow : b->n_allow_resources;
+    if (n_allow && !in_list(allow, n_allow, id, n)) return false;
+    return named ? !in_list(b->deny, b->n_deny, id, n)
+                 : !in_list(b->deny_resources, b->n_deny_resources, id, n);
+}
+
 /* Append one item to the merged list, its identifying member rewritten to
  * what clients see; remember where it lies, for paging. */
 static void emit_item(catalog *cat, const mcpg_json_span *item, const char *key,
@@ -170,8 +181,7 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
         problem(bc, "backend \"%s\" lists a %s without a valid %s", be->name, k->noun, k->key);
         return;
     }
-    if (k->prefixed && b && b->n_allow && !in_list(b->allow, b->n_allow, target, tlen)) return;
-    if (k->prefixed && b && in_list(b->deny, b->n_deny, target, tlen)) return;
+    if (b && !bound(b, k->prefixed, target, tlen)) return;
     char client[4200];
     if (!client_name(bc, b, target, client, sizeof client)) return;
     const char *description = k->prefixed && b ? pair_of(&b->describe, target) : NULL;

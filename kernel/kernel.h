@@ -75,6 +75,8 @@ typedef struct decl_binding {
     char *separator;
     char **allow; size_t n_allow;
     char **deny; size_t n_deny;
+    char **allow_resources; size_t n_allow_resources; /* uris and uriTemplates */
+    char **deny_resources; size_t n_deny_resources;
     name_pairs rename;       /* the backend's tool/prompt name → what clients see (before the prefix) */
     name_pairs describe;     /* the backend's tool/prompt name → the description clients see */
 } decl_binding;

@@ -358,7 +358,8 @@ static void parse_bindings(mctx *c, json_t *root) {
         return;
     }
     static const char *const keys[] = {"backend", "prefix", "separator", "allow", "deny",
-                                       "rename", "describe"};
+                                       "allow_resources", "deny_resources", "rename",
+                                       "describe"};
     m->bindings = calloc(json_array_size(bs) + 1, sizeof *m->bindings);
     size_t i;
     json_t *e;
@@ -376,6 +377,8 @@ static void parse_bindings(mctx *c, json_t *root) {
         b->separator = get_string(c, e, "separator", base, "_");
         b->allow = get_strings(c, e, "allow", base, &b->n_allow);
         b->deny = get_strings(c, e, "deny", base, &b->n_deny);
+        b->allow_resources = get_strings(c, e, "allow_resources", base, &b->n_allow_resources);
+        b->deny_resources = get_strings(c, e, "deny_resources", base, &b->n_deny_resources);
         get_pairs(c, e, "rename", base, &b->rename);
         get_pairs(c, e, "describe", base, &b->describe);
         for (size_t k = 0; k < b->rename.n; k++)
@@ -668,6 +671,8 @@ void manifest_free(manifest *m) {
         free(b->separator);
         free_strings(b->allow, b->n_allow);
         free_strings(b->deny, b->n_deny);
+        free_strings(b->allow_resources, b->n_allow_resources);
+        free_strings(b->deny_resources, b->n_deny_resources);
         free_strings(b->rename.from, b->rename.n);
         free_strings(b->rename.to, b->rename.n);
         free_strings(b->describe.from, b->describe.n);

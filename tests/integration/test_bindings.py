@@ -57,7 +57,37 @@ def main():
         check_eq(rc, 2, "--check exit code (%s)" % (out + err))
         check("bindings[0].rename.echo" in out + err, "the key path: %s" % (out + err))
 
+    def t_resource_lists():
+        m = base_manifest()
+        m["modules"].append({"name": "every", "module": "backend_everything", "config": {}})
+        m["bindings"] = [{"backend": "mock"},
+                         {"backend": "every", "deny_resources": ["test://static-binary"],
+                          "allow": ["test_simple_text"]}]
+        with Gateway(ctx, manifest=m, name="bindings-res") as gw:
+            r = send_one(gw.port, stateless_request(gw.port, "resources/list", {}))
+            uris = sorted(x["uri"] for x in expect_result(r, r.rpc(), 1, "resources/list")["resources"])
+            check("test://static-text" in uris, "an undenied resource stays: %r" % uris)
+            check("test://static-binary" not in uris, "deny_resources hides it: %r" % uris)
+            r = send_one(gw.port, stateless_request(gw.port, "resources/read",
+                                                    {"uri": "test://static-binary"}, id=2,
+                                                    name="test://static-binary"))
+            expect_error(r, 200, -32602, "a denied resource cannot be read", id=2)
+            r = send_one(gw.port, stateless_request(gw.port, "tools/list", {}, id=3))
+            names = sorted(t["name"] for t in expect_result(r, r.rpc(), 3, "tools/list")["tools"])
+            check_eq(names, ["echo", "test_simple_text"], "allow keeps tools only; resources apart")
+        m["bindings"][1] = {"backend": "every", "allow_resources": ["test://template/{id}/data"]}
+        with Gateway(ctx, manifest=m, name="bindings-res2") as gw:
+            r = send_one(gw.port, stateless_request(gw.port, "resources/list", {}))
+            got = expect_result(r, r.rpc(), 1, "resources/list")["resources"]
+            check_eq(got, [], "allow_resources with only a template lists no resource")
+            r = send_one(gw.port, stateless_request(gw.port, "resources/templates/list", {}))
+            t = expect_result(r, r.rpc(), 1, "templates")["resourceTemplates"]
+            check_eq([x["uriTemplate"] for x in t], ["test://template/{id}/data"],
+                     "the allowed template stays")
+
     return run_tests([
+        ("allow_resources/deny_resources filter resources and templates by URI",
+         t_resource_lists),
         ("rename before the prefix, description override, the old name gone", t_rename_and_describe),
         ("a rename or description for a name not offered refuses the start", t_unknown_name),
         ("a rename to an invalid name is a --check error", t_invalid_rename),
