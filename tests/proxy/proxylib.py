@@ -35,6 +35,8 @@ EVERYTHING = os.path.join(CLIENTS, "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")
 SWEEP = os.path.join(HERE, "sweep.mjs")
 SWEEP_TIMEOUT = float(os.environ.get("MCPG_SWEEP_TIMEOUT", "120"))
+# How long a gateway may take to reach its upstreams and list their tools.
+LISTS_TIMEOUT = float(os.environ.get("MCPG_LISTS_TIMEOUT", "15"))
 
 
 def node_binary():
@@ -53,11 +55,47 @@ def need_module(ctx, name):
     g.check(os.path.exists(path), "module %s not found: no %s (is it built?)" % (name, path))
 
 
+def list_tools_raw(port, id=1):
+    """tools/list through the gateway on the stateless wire, every page, as
+    the JSON the gateway sent (no SDK client in between)."""
+    tools, cursor = [], None
+    for page in range(50):
+        params = {"cursor": cursor} if cursor else {}
+        r = g.send_one(port, g.stateless_request(port, "tools/list", params, id=id + page))
+        res = g.expect_result(r, r.rpc(), id + page, "raw tools/list")
+        tools += res.get("tools", [])
+        cursor = res.get("nextCursor")
+        if not cursor:
+            return tools
+    g.fail("raw tools/list never stopped paging")
+
+
+def wait_listed(port, want, what, timeout=LISTS_TIMEOUT):
+    """The gateway listens before its upstreams are reached: backend_mcp's
+    lists arrive asynchronously and the kernel rebuilds the merged lists when
+    they do. Polls tools/list until every name in want is there; returns that
+    listing. Bounded: a list that never arrives fails, naming what is missing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tools = list_tools_raw(port)
+        missing = sorted(set(want) - {t["name"] for t in tools})
+        if not missing:
+            return tools
+        if time.monotonic() >= deadline:
+            g.fail("%s: after %ss tools/list still lacks %s; it lists %s"
+                   % (what, timeout, missing, [t["name"] for t in tools]))
+        time.sleep(0.1)
+
+
 def gateway_env(extra):
     """MCPG_* for a gateway; Gateway's --listen overrides MCPG_LISTEN's default."""
     env = {"MCPG_AUDIT_FILE": "proxy-audit.jsonl"}
     env.update(extra)
     return env
+
+
+# What server-everything prints when its session-start roots/list is refused.
+ROOTS_REFUSED = "Failed to request roots from client"
 
 
 class Upstream:
@@ -96,13 +134,36 @@ class Upstream:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
-    def log_tail(self, n=30):
+    def log_lines(self):
+        """The upstream's output so far (kept across restarts)."""
         try:
             with open(self.ctx.path(self.name + ".log"), "rb") as f:
-                lines = f.read().decode("utf-8", "replace").splitlines()
+                return f.read().decode("utf-8", "replace").splitlines()
         except OSError:
-            return ""
-        return "\n".join(lines[-n:])
+            return []
+
+    def log_count(self, text):
+        return sum(text in line for line in self.log_lines())
+
+    def wait_roots_settled(self, sessions, timeout=LISTS_TIMEOUT):
+        """server-everything asks its client for roots 350 ms after each
+        initialize, on a timer tied to no call. Through mcpg no client call is
+        waiting for it, so backend_mcp refuses it and the upstream prints
+        ROOTS_REFUSED. Waits until that has happened for the upstream's
+        first `sessions` sessions, so that no call of the test is in flight
+        when the question comes (over stdio nothing tells an unattributed
+        question from a call's, and backend_mcp hands it to the call in
+        flight)."""
+        deadline = time.monotonic() + timeout
+        while self.log_count(ROOTS_REFUSED) < sessions:
+            if time.monotonic() >= deadline:
+                g.fail("%s: the session-start roots/list of session %d was not refused within %ss "
+                       "(was it handed to a call in flight?):\n%s"
+                       % (self.name, sessions, timeout, self.log_tail()))
+            time.sleep(0.05)
+
+    def log_tail(self, n=30):
+        return "\n".join(self.log_lines()[-n:])
 
     def __enter__(self):
         return self.start()
@@ -127,10 +188,14 @@ def shlex_quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-def sweep(ctx, node, client, label, url=None, stdio=None, prefix=""):
-    """Runs sweep.mjs; returns its record. A sweep that stopped early fails."""
+def sweep(ctx, node, client, label, url=None, stdio=None, prefix="", task_tools=None):
+    """Runs sweep.mjs; returns its record. A sweep that stopped early fails.
+    task_tools: the task-augmented tools' names, for a client that cannot see
+    the tools' execution member (see task_tools())."""
     out = ctx.path("sweep-%s.json" % label)
     argv = [node, SWEEP, "--client", client, "--out", out, "--prefix", prefix]
+    if task_tools is not None:
+        argv += ["--task-tools", json.dumps(sorted(task_tools))]
     argv += ["--url", url] if url else ["--stdio", stdio]
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=SWEEP_TIMEOUT,
@@ -203,7 +268,16 @@ def _task_stream(step):
 
 
 def normalise(rec):
-    """{step: normalised step} of a sweep record."""
+    """{step: normalised step} of a sweep record.
+
+    The record's rootsRequests (the roots/list requests that came outside any
+    step) is deliberately not compared: server-everything asks for roots on a
+    350 ms timer after initialize, tied to no call. Directly the client
+    answers it; through mcpg no client call is waiting, so backend_mcp refuses
+    it (the upstream prints "Failed to request roots ...") and the upstream
+    asks again inside get-roots-list's call, which reaches the client. What
+    the roots are for is checked by expect_exchanges: get-roots-list shows the
+    client's roots on every path."""
     out = {}
     for key, step in rec["steps"].items():
         out[key] = _walk(_task_stream(step))
@@ -218,22 +292,30 @@ STATELESS_ABSENT = {
     "resources/subscribe": "subscriptions/listen replaces resources/subscribe on 2026-07-28",
     "resources/unsubscribe": "subscriptions/listen replaces resources/unsubscribe on 2026-07-28",
 }
-STATELESS_SKIPPED_TOOLS = {
-    "simulate-research-query": "task-augmented (taskSupport required): no tasks/result on 2026-07-28",
-}
+
+
+def task_tools(norm):
+    """The tools a v1 record lists with execution.taskSupport "required": they
+    can only be called task-augmented, and tasks/result is not on 2026-07-28,
+    so the stateless sweep skips them. Decided from the v1 record because the
+    v2 client drops execution when it parses tools/list (see for_v2_client)."""
+    return {t["name"] for t in norm["list/tools"].get("result", [])
+            if (t.get("execution") or {}).get("taskSupport") == "required"}
 
 
 def for_stateless(norm):
     """A session-wire record cut to what a stateless client can see: the steps
-    above left out, the toggles' notifications (they go to the session's GET
-    stream) left out, url elicitations without elicitationId (2026-07-28
-    dropped the field) and form elicitations with their default mode spelt."""
+    above left out, the task-augmented tools (task_tools) skipped, the
+    toggles' notifications (they go to the session's GET stream) left out, url
+    elicitations without elicitationId (2026-07-28 dropped the field) and form
+    elicitations with their default mode spelt."""
+    skipped = task_tools(norm)
     out = {}
     for key, step in norm.items():
         if key in STATELESS_ABSENT:
             continue
         tool = key[len("tool/"):].split("#")[0] if key.startswith("tool/") else None
-        if tool in STATELESS_SKIPPED_TOOLS:
+        if tool in skipped:
             out[key] = {"skipped": "task-augmented calls are not swept on this wire"}
             continue
         step = dict(step)
@@ -251,6 +333,47 @@ def _elicitations(norm):
             p.setdefault("mode", "form")
             p.pop("elicitationId", None)
     return norm
+
+
+def for_v2_client(norm):
+    """The v2 SDK client (@modelcontextprotocol/client) parses tools/list with
+    its 2026-07-28 Tool schema, which has no execution member, so a v2 record
+    never shows it. That the gateway does pass execution on that wire is
+    checked on the raw listing (expect_raw_execution); here the member is
+    left out of the baseline's list/tools and nowhere else."""
+    out = dict(norm)
+    step = out.get("list/tools")
+    if step and isinstance(step.get("result"), list):
+        step = dict(step)
+        step["result"] = [{k: v for k, v in t.items() if k != "execution"} for t in step["result"]]
+        out["list/tools"] = step
+    return out
+
+
+def expect_raw_execution(norm, raw, what):
+    """Every tool the baseline lists carries the same execution member in the
+    gateway's raw listing (raw: list_tools_raw)."""
+    got = {t["name"]: t.get("execution") for t in raw}
+    for t in norm["list/tools"].get("result", []):
+        g.check(t["name"] in got, "%s: %s is not in the raw listing" % (what, t["name"]))
+        g.check_eq(got[t["name"]], t.get("execution"), "%s: %s's execution" % (what, t["name"]))
+
+
+# Through mcpg on the session wire, the upstream's log message answering a
+# resources/subscribe ("Received Subscribe Resource request for URI ...") never
+# reaches the client: the gateway sends its own resources/subscribe upstream,
+# once for all its clients, and the message the upstream sends about it
+# answers no client's call, so backend_mcp cannot attribute it and logs it in
+# the gateway log instead of relaying it. The baseline's notice is expected to
+# be absent (null) through mcpg; that field and nothing else.
+def for_gateway_session(norm):
+    out = dict(norm)
+    step = out.get("resources/subscribe")
+    if step and "notice" in step:
+        step = dict(step)
+        step["notice"] = None
+        out["resources/subscribe"] = step
+    return out
 
 
 # 2026-07-28 result fields with no 2025-11-25 counterpart (SEP-2549 caching,

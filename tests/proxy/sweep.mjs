@@ -3,12 +3,17 @@
 // server-to-client traffic that goes with them (sampling, elicitation and
 // roots requests this client answers with fixed values, progress, log and
 // resource-updated notifications). It writes what it saw, raw, as one JSON
-// record; compare.py normalises and compares two records, so the same sweep
+// record; proxylib.py normalises and compares two records, so the same sweep
 // run directly against an upstream and through mcpg proves the proxy changed
 // nothing but the names' prefix.
 //
 //   node sweep.mjs --client v1|v2 (--url URL | --stdio PROGRAM) --out FILE
-//                  [--prefix PREFIX]
+//                  [--prefix PREFIX] [--task-tools JSON]
+//
+// --task-tools names (a JSON array, unprefixed) the tools that can only be
+// called task-augmented. Without it the sweep reads each tool's
+// execution.taskSupport; the v2 client drops execution when it parses
+// tools/list, so its caller names them from another listing.
 //
 // v1 is @modelcontextprotocol/sdk on the session wire (2025-11-25); v2 is
 // @modelcontextprotocol/client pinned to the stateless wire (2026-07-28), where
@@ -31,14 +36,19 @@ const { values: opt } = parseArgs({
         url: { type: 'string' },
         stdio: { type: 'string' },
         out: { type: 'string' },
-        prefix: { type: 'string', default: '' }
+        prefix: { type: 'string', default: '' },
+        'task-tools': { type: 'string' }
     }
 });
 if (!opt.out || !!opt.url === !!opt.stdio || !['v1', 'v2'].includes(opt.client)) {
-    console.error('usage: sweep.mjs --client v1|v2 (--url URL | --stdio PROGRAM) --out FILE [--prefix P]');
+    console.error('usage: sweep.mjs --client v1|v2 (--url URL | --stdio PROGRAM) --out FILE [--prefix P] [--task-tools JSON]');
     process.exit(2);
 }
 const V2 = opt.client === 'v2';
+const TASK_TOOLS = opt['task-tools'] === undefined ? null : new Set(JSON.parse(opt['task-tools']));
+const taskAugmented = tool => TASK_TOOLS
+    ? TASK_TOOLS.has(tool.name)
+    : tool.execution?.taskSupport === 'required';
 // One request never waits longer than this: a proxy that never answers is a
 // recorded error, not a hung test.
 const CALL_TIMEOUT_MS = Number(process.env.MCPG_SWEEP_TIMEOUT_MS || 20000);
@@ -348,7 +358,7 @@ async function sweep(c, rec) {
 
 async function callOne(c, rec, tool, args, key) {
     const params = { name: prefixed(tool.name), arguments: args };
-    if (tool.execution?.taskSupport === 'required') {
+    if (taskAugmented(tool)) {
         if (!c.callToolTask) {
             rec.steps[key] = { skipped: 'task-augmented calls are not swept on this wire' };
             return;

@@ -1,9 +1,11 @@
 """Federation: two upstream MCP servers (server-everything over Streamable HTTP,
 bound with prefixes "a" and "b" through backend_mcp), backend_ffi (libm sqrt)
 and backend_everything behind one mcpg. One tools/list shows them all and each
-is callable; an upstream killed in the middle of a call gives errors naming its
-instance for its own tools only, while the others keep answering; restarted on
-the same port, its tools answer again within a bounded wait.
+is callable (once the upstreams' lists have arrived: the gateway listens
+before it reaches them); an upstream killed in the middle of a call gives
+errors naming its instance for its own tools only, which stay listed, while the
+others keep answering; restarted on the same port, its tools answer again
+within a bounded wait.
 
     test_federation.py --bin B --modules M --source S
 """
@@ -75,18 +77,28 @@ def expect_answers(port, backend, id):
     g.check(want in text, "%s (%s): answer %r lacks %r" % (tool, backend, text[:300], want))
 
 
+# backend_mcp names its instance this way in every error it answers with.
+BETA = 'backend "beta"'
+# beta's tools this test calls; they stay listed while beta is down
+# (backend_mcp keeps an upstream's last-known lists).
+BETA_TOOLS = ("b_echo", "b_get-sum", "b_trigger-long-running-operation")
+
+
 def expect_down_error(rpc, tool, what):
     g.check("error" in rpc, "%s: %s answered %r, expected a JSON-RPC error" % (what, tool, rpc))
     msg = rpc["error"].get("message", "")
-    g.check("beta" in msg, "%s: %s's error %r does not name the instance beta" % (what, tool, msg))
+    g.check(BETA in msg, "%s: %s's error %r does not name the instance (%s)" % (what, tool, msg, BETA))
+    print("  %s: %s: %s" % (what, tool, msg))
 
 
 def t_all_listed_and_callable():
     port = STATE["gw"].port
-    r = g.send_one(port, g.stateless_request(port, "tools/list", {}, id=1))
-    tools = [t["name"] for t in g.expect_result(r, r.rpc(), 1, "tools/list").get("tools", [])]
-    for want in ("a_echo", "a_get-sum", "b_echo", "b_get-sum", "sqrt", "test_simple_text"):
-        g.check(want in tools, "%s is not in tools/list: %s" % (want, tools))
+    # The gateway listens before it reaches its upstreams; their tools join
+    # the merged list when their lists arrive.
+    want = ("a_echo", "a_get-sum", "sqrt", "test_simple_text") + BETA_TOOLS
+    tools = [t["name"] for t in p.wait_listed(port, want, "both upstreams listed")]
+    for up in (STATE["alpha"], STATE["beta"]):
+        up.wait_roots_settled(1)
     g.check(not any(t in tools for t in ("echo", "get-sum")),
             "an upstream tool is listed without its prefix: %s" % tools)
     for i, backend in enumerate(CALLS):
@@ -95,6 +107,7 @@ def t_all_listed_and_callable():
 
 def t_killed_mid_call():
     port, beta = STATE["gw"].port, STATE["beta"]
+    p.wait_listed(port, BETA_TOOLS, "beta listed before it is killed")
     box = {}
 
     def long_call():
@@ -121,15 +134,34 @@ def t_killed_mid_call():
     r, rpc = call(port, "beta", 21, timeout=DOWN_ANSWER_TIMEOUT)
     g.check(time.monotonic() - t0 < DOWN_ANSWER_TIMEOUT, "b_echo took too long to fail")
     expect_down_error(rpc, "b_echo", "upstream down")
+    listed = {t["name"] for t in p.list_tools_raw(port, id=25)}
+    g.check(set(BETA_TOOLS) <= listed, "while beta is down its last-known tools are not all listed: "
+            "%s missing" % sorted(set(BETA_TOOLS) - listed))
     for i, backend in enumerate(("alpha", "math", "everything")):
         expect_answers(port, backend, 30 + i)
 
 
 def t_recovers():
-    port, beta = STATE["gw"].port, STATE["beta"]
+    STATE["beta"].start()
+    expect_beta_back(40, sessions=2)
+
+
+def t_idle_restart():
+    """Killed and restarted while no call is in flight: the gateway's session
+    with the old process is gone, and its tools must answer again all the
+    same."""
+    beta = STATE["beta"]
+    beta.kill()
     beta.start()
+    expect_beta_back(200, sessions=3)
+
+
+def expect_beta_back(n, sessions):
+    """Polls b_echo until it answers (bounded); once beta's session-start roots
+    question (its sessions-th) is settled, calls every backend."""
+    port = STATE["gw"].port
     deadline = time.monotonic() + RECOVERY_TIMEOUT
-    last, n = None, 40
+    last = None
     while time.monotonic() < deadline:
         n += 1
         r, rpc = call(port, "beta", n)
@@ -140,8 +172,9 @@ def t_recovers():
     else:
         g.fail("b_echo did not answer within %ss of beta's restart; last answer %r"
                % (RECOVERY_TIMEOUT, last))
+    STATE["beta"].wait_roots_settled(sessions)
     for i, backend in enumerate(CALLS):
-        expect_answers(port, backend, 100 + i)
+        expect_answers(port, backend, n + 100 + i)
 
 
 def main():
@@ -149,7 +182,7 @@ def main():
     ctx = g.Context(args)
     node = p.node_binary()
     p.need_module(ctx, "backend_mcp")
-    alpha = p.Upstream(ctx, node, "alpha").start()
+    alpha = STATE["alpha"] = p.Upstream(ctx, node, "alpha").start()
     STATE["beta"] = p.Upstream(ctx, node, "beta").start()
     try:
         with g.Gateway(ctx, manifest=manifest(alpha.url, STATE["beta"].url), name="federation") as gw:
@@ -159,6 +192,8 @@ def main():
                  t_all_listed_and_callable),
                 ("beta killed mid-call: errors naming beta for its tools only", t_killed_mid_call),
                 ("beta restarted on its port: its tools answer again", t_recovers),
+                ("beta killed while idle and restarted on its port: its tools answer again",
+                 t_idle_restart),
             ])
     finally:
         alpha.kill()

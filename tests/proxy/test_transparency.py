@@ -34,12 +34,19 @@ def parse_cli():
     return g.parse_args(extra)
 
 
-def proxied(ctx, conf, env, client, label):
-    """Starts mcpg with conf/<conf> and runs the sweep through it."""
+def proxied(ctx, conf, env, client, label, check_listing=None, task_tools=None):
+    """Starts mcpg with conf/<conf>, waits until it lists every tool the
+    direct sweep saw (the upstream is reached after the gateway listens),
+    hands that raw listing to check_listing, and runs the sweep through it."""
     p.need_module(ctx, "backend_mcp")
     config = os.path.join(ctx.source, "conf", conf)
+    want = [t["name"] for t in STATE["direct"]["list/tools"]["result"]]
     with g.Gateway(ctx, config=config, env=p.gateway_env(env), name="proxy") as gw:
-        return p.sweep(ctx, NODE, client, label, url="http://127.0.0.1:%d/mcp" % gw.port)
+        raw = p.wait_listed(gw.port, want, "mcpg with %s" % conf)
+        if check_listing:
+            check_listing(raw)
+        return p.sweep(ctx, NODE, client, label, url="http://127.0.0.1:%d/mcp" % gw.port,
+                       task_tools=task_tools)
 
 
 def t_http_direct():
@@ -68,15 +75,22 @@ def t_v1_through_mcpg():
     g.check("direct" in STATE, "the direct sweep failed; nothing to compare with")
     conf, env = upstream_env()
     rec = p.normalise(proxied(CTX, conf, env, "v1", "v1-proxied"))
-    p.expect_same(STATE["direct"], rec, "v1 client, %s" % conf)
+    p.expect_same(p.for_gateway_session(STATE["direct"]), rec, "v1 client, %s" % conf)
 
 
 def t_v2_through_mcpg():
     g.check("direct" in STATE, "the direct sweep failed; nothing to compare with")
     conf, env = upstream_env()
-    rec = p.stateless_record(p.normalise(proxied(CTX, conf, env, "v2", "v2-proxied")))
+    direct = STATE["direct"]
+    tasks = p.task_tools(direct)
+    g.check(tasks, "the direct listing shows no task-augmented tool: nothing for the skip rule to do")
+
+    def listing(raw):
+        p.expect_raw_execution(direct, raw, "raw stateless tools/list through mcpg")
+    rec = p.stateless_record(p.normalise(proxied(CTX, conf, env, "v2", "v2-proxied",
+                                                 check_listing=listing, task_tools=tasks)))
     p.expect_exchanges(rec, "v2 through mcpg", session=False)
-    p.expect_same(p.for_stateless(STATE["direct"]), rec, "v2 stateless client, %s" % conf)
+    p.expect_same(p.for_v2_client(p.for_stateless(direct)), rec, "v2 stateless client, %s" % conf)
 
 
 def main():
