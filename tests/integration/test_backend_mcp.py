@@ -318,6 +318,17 @@ def main():
         check_eq(result_of(p, "up_echo", {"message": "after"}, id=43)["content"][0]["text"],
                  "echo: after", "still serving after a timeout")
 
+    pool_fake = Fake(ctx, "pool")
+    pool = start(mcp_manifest(stdio_cfg(pool_fake), timeout_ms=1000, inline=False), "pool")
+
+    def t_timeout_on_pool():
+        wait_tool(pool.port, "up_echo")
+        err = error_of(pool.port, "up_sleep", {"seconds": 5, "tag": "pool"}, id=44)
+        check(INST in err["message"], "the error names the instance: %r" % err)
+        up_id = pool_fake.call_with("sleep", "tag", "pool")["id"]
+        wait_for(lambda: pool_fake.cancelled(up_id), 3,
+                 "notifications/cancelled for upstream id %r with inline_dispatch false" % up_id)
+
     def t_client_cancel():
         sid = session(p)
         with Conn(p) as a:
@@ -526,6 +537,8 @@ def main():
              t_elicitation_bridge),
             ("timeout_ms: an error naming the instance, the upstream told cancelled",
              t_timeout),
+            ("timeout_ms on the pool (inline_dispatch false): the upstream told cancelled",
+             t_timeout_on_pool),
             ("a client's cancel reaches the upstream", t_client_cancel),
             ("list changes: the new tool served, sessions told, bad names left out",
              t_list_changed),
