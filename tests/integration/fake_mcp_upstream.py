@@ -1,0 +1,417 @@
+#!/usr/bin/python3
+"""A fake MCP server that the backend_mcp tests script exactly (standard library only).
+
+stdio (default): newline-delimited JSON-RPC on stdin/stdout, one thread per request so a
+slow tool does not hold the others. --http PORT: the Streamable HTTP session wire on
+/mcp (initialize mints Mcp-Session-Id; a POST is answered as one JSON body, or as an SSE
+stream when the tool sends messages first; GET is 405 or a stream with --get sse).
+
+--wire legacy (default) refuses server/discover, so the gateway falls back to initialize;
+--wire stateless answers it with 2026-07-28. --record FILE appends every message received
+as a JSON line {"msg": ..., "headers": {...}} (HTTP headers lower-cased), and {"minted": id}
+for each session id given out. --pid-file FILE gets the process id.
+
+Tools (the name the upstream sees decides):
+  echo {message}       text "echo: <message>"
+  sleep {seconds}      answers after sleeping
+  progress {steps}     notifications/progress with the request's progressToken, then answers
+  log {text}           notifications/message, then answers
+  ask                  elicitation/create to the client; answers with what it got
+  fail                 a JSON-RPC error (code -32050, message, data)
+  rich {is_error}      structuredContent, _meta and isError as given
+  exit {code}          a line on stderr, then the process exits (stdio)
+  huge {bytes}         writes one line that long (and no answer)
+  garbage              writes lines that are not JSON, then answers
+  add_tool {name}      adds a tool and sends notifications/tools/list_changed
+  whoami               {"pid": ..., "authorization": ...}
+"""
+import argparse
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import uuid
+
+TOOLS = ["echo", "sleep", "progress", "log", "ask", "fail", "rich", "exit", "huge", "garbage",
+         "add_tool", "whoami"]
+
+
+class Fake:
+    def __init__(self, args):
+        self.args = args
+        self.lock = threading.Lock()
+        self.added = []
+        self.asks = {}   # our request id -> [Event, reply]
+        self.n_ask = 0
+        self.get_streams = []  # HTTP: queues of the open GET streams
+
+    # -- bookkeeping --
+
+    def record(self, obj):
+        if not self.args.record:
+            return
+        with self.lock:
+            with open(self.args.record, "a") as f:
+                f.write(json.dumps(obj) + "\n")
+
+    def tools(self):
+        names = TOOLS + self.added
+        if self.args.bad_tools:
+            names = names + ["bad name!", "x" * 70]
+        return [{"name": n, "description": "fake " + n,
+                 "inputSchema": {"type": "object"}} for n in names]
+
+    # -- one message in; out(msg) sends a message about it, the return value answers it --
+
+    def result(self, id, res):
+        if self.args.wire == "stateless":
+            res = dict(res)
+            res.setdefault("resultType", "complete")
+        return {"jsonrpc": "2.0", "id": id, "result": res}
+
+    def error(self, id, code, message, data=None):
+        e = {"code": code, "message": message}
+        if data is not None:
+            e["data"] = data
+        return {"jsonrpc": "2.0", "id": id, "error": e}
+
+    def on_reply(self, msg):
+        with self.lock:
+            w = self.asks.get(msg.get("id"))
+        if w:
+            w[1] = msg
+            w[0].set()
+
+    def handle(self, msg, out, headers=None):
+        """A request: its answer (None for none)."""
+        id, method = msg.get("id"), msg.get("method")
+        params = msg.get("params") or {}
+        if method == "initialize":
+            v = params.get("protocolVersion")
+            return self.result(id, {
+                "protocolVersion": v if v in ("2025-11-25", "2025-06-18") else "2025-11-25",
+                "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+                "serverInfo": {"name": "fake", "version": "1"}})
+        if method == "server/discover":
+            if self.args.wire != "stateless":
+                return self.error(id, -32601, "Method not found: server/discover")
+            return self.result(id, {"supportedVersions": ["2026-07-28"],
+                                    "capabilities": {"tools": {"listChanged": True}},
+                                    "ttlMs": 0, "cacheScope": "private"})
+        if method == "ping":
+            return self.result(id, {})
+        if method == "tools/list":
+            return self.result(id, {"tools": self.tools()})
+        if method == "tools/call":
+            return self.call(id, params.get("name"), params.get("arguments") or {}, params, out,
+                             headers or {})
+        return self.error(id, -32601, "Method not found: %s" % method)
+
+    def text(self, id, text, **more):
+        res = {"content": [{"type": "text", "text": text}]}
+        res.update(more)
+        return self.result(id, res)
+
+    def call(self, id, name, a, params, out, headers):
+        if name == "echo":
+            return self.text(id, "echo: %s" % a.get("message", ""))
+        if name == "sleep":
+            time.sleep(float(a.get("seconds", 1)))
+            return self.text(id, "slept")
+        if name == "progress":
+            tok = (params.get("_meta") or {}).get("progressToken")
+            if tok is None:
+                return self.text(id, "no progressToken")
+            steps = int(a.get("steps", 2))
+            for i in range(1, steps + 1):
+                out({"jsonrpc": "2.0", "method": "notifications/progress",
+                     "params": {"progressToken": tok, "progress": i, "total": steps,
+                                "message": "step %d" % i}})
+            return self.text(id, "progressed")
+        if name == "log":
+            out({"jsonrpc": "2.0", "method": "notifications/message",
+                 "params": {"level": "warning", "logger": "fake", "data": a.get("text", "")}})
+            return self.text(id, "logged")
+        if name == "ask":
+            return self.ask(id, out)
+        if name == "fail":
+            return self.error(id, -32050, "the fake failed on purpose",
+                              {"why": "asked to", "list": [1, 2, 3]})
+        if name == "rich":
+            return self.result(id, {"content": [{"type": "text", "text": "{\"answer\":42}"}],
+                                    "structuredContent": {"answer": 42, "nested": {"a": [1, None]}},
+                                    "isError": bool(a.get("is_error")),
+                                    "_meta": {"example.com/trace": "t-1"}})
+        if name == "exit":
+            sys.stderr.write("fake: exiting on request\n")
+            sys.stderr.flush()
+            os._exit(int(a.get("code", 3)))
+        if name == "huge":
+            n = int(a.get("bytes", 100000))
+            out({"jsonrpc": "2.0", "method": "notifications/message",
+                 "params": {"level": "info", "data": "x" * n}})
+            return None
+        if name == "garbage":
+            out("this is not JSON")
+            out('{"jsonrpc": "2.0", "method": broken')
+            return self.text(id, "after garbage")
+        if name == "add_tool":
+            with self.lock:
+                self.added.append(a.get("name", "added"))
+            note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+            if not self.broadcast(note):
+                out(note)
+            return self.text(id, "added")
+        if name == "whoami":
+            return self.text(id, json.dumps({"pid": os.getpid(),
+                                             "authorization": headers.get("authorization")}))
+        return self.error(id, -32602, "Unknown tool: %s" % name)
+
+    def ask(self, id, out):
+        with self.lock:
+            self.n_ask += 1
+            qid = "fake-ask-%d" % self.n_ask
+            w = self.asks[qid] = [threading.Event(), None]
+        out({"jsonrpc": "2.0", "id": qid, "method": "elicitation/create",
+             "params": {"mode": "form", "message": "Your name?",
+                        "requestedSchema": {"type": "object",
+                                            "properties": {"name": {"type": "string"}}}}})
+        got = w[1] if w[0].wait(20) else None
+        with self.lock:
+            self.asks.pop(qid, None)
+        if got is None:
+            return self.error(id, -32000, "no answer to elicitation/create")
+        reply = got.get("result") if "result" in got else {"error": got.get("error")}
+        return self.text(id, json.dumps(reply), structuredContent={"got": reply})
+
+    def broadcast(self, note):
+        with self.lock:
+            streams = list(self.get_streams)
+        for q in streams:
+            q.put(note)
+        return bool(streams)
+
+
+# ---------------------------------------------------------------------------
+# stdio
+
+
+def serve_stdio(fake):
+    wlock = threading.Lock()
+    stdout = sys.stdout.buffer
+
+    def out(msg):
+        line = msg if isinstance(msg, str) else json.dumps(msg)
+        with wlock:
+            stdout.write(line.encode() + b"\n")
+            stdout.flush()
+
+    def run(msg):
+        try:
+            ans = fake.handle(msg, out)
+        except BrokenPipeError:
+            return
+        if ans is not None:
+            try:
+                out(ans)
+            except BrokenPipeError:
+                pass
+
+    if fake.args.stderr:
+        sys.stderr.write(fake.args.stderr + "\n")
+        sys.stderr.flush()
+    if fake.args.garbage:
+        out("garbage before anything")
+    for line in sys.stdin.buffer:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            fake.record({"unparsed": line.decode("utf-8", "replace")})
+            continue
+        fake.record({"msg": msg})
+        if "method" not in msg:
+            fake.on_reply(msg)
+        elif "id" in msg:
+            threading.Thread(target=run, args=(msg,), daemon=True).start()
+    os._exit(0)
+
+
+# ---------------------------------------------------------------------------
+# HTTP
+
+
+def serve_http(fake):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    sessions = set()
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *a):
+            pass
+
+        def send_json(self, status, obj, extra=()):
+            body = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in extra:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def send_empty(self, status, extra=()):
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            for k, v in extra:
+                self.send_header(k, v)
+            self.end_headers()
+
+        def chunk(self, data):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        def start_sse(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+        def authorized(self):
+            want = fake.args.require_auth
+            if want and self.headers.get("Authorization") != want:
+                self.send_json(401, {"error": "unauthorized"})
+                return False
+            return True
+
+        def session_ok(self):
+            if self.headers.get("Mcp-Session-Id") in sessions:
+                return True
+            self.send_json(404, {"jsonrpc": "2.0", "id": None,
+                                 "error": {"code": -32001, "message": "Session not found"}})
+            return False
+
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(n)
+            hdrs = {k.lower(): v for k, v in self.headers.items()}
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                self.send_json(400, {"error": "not JSON"})
+                return
+            fake.record({"msg": msg, "headers": hdrs})
+            if not self.authorized():
+                return
+            method = msg.get("method")
+            if method == "server/discover" and fake.args.wire != "stateless":
+                self.send_json(400, {"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32000, "message": "Bad Request: Server not initialized"}})
+                return
+            if method == "initialize":
+                sid = uuid.uuid4().hex
+                sessions.add(sid)
+                fake.record({"minted": sid})
+                self.send_json(200, fake.handle(msg, None), [("Mcp-Session-Id", sid)])
+                return
+            if fake.args.wire != "stateless" and not self.session_ok():
+                return
+            if method is None:
+                fake.on_reply(msg)
+                self.send_empty(202)
+                return
+            if "id" not in msg:
+                self.send_empty(202)
+                return
+            streaming = []
+
+            def out(m):
+                if not streaming:
+                    self.start_sse()
+                    streaming.append(True)
+                data = m if isinstance(m, str) else json.dumps(m)
+                self.chunk(b"data: " + data.encode() + b"\n\n")
+
+            ans = fake.handle(msg, out, hdrs)
+            if streaming:
+                if ans is not None:
+                    out(ans)
+                self.chunk(b"")
+            elif ans is not None:
+                self.send_json(200, ans)
+            else:
+                self.send_empty(202)
+
+        def do_GET(self):
+            fake.record({"get": True, "headers": {k.lower(): v for k, v in self.headers.items()}})
+            if fake.args.get != "sse":
+                self.send_empty(405, [("Allow", "POST, DELETE")])
+                return
+            if not self.authorized() or not self.session_ok():
+                return
+            q = queue.Queue()
+            with fake.lock:
+                fake.get_streams.append(q)
+            self.start_sse()
+            try:
+                self.chunk(b": open\n\n")
+                while True:
+                    try:
+                        m = q.get(timeout=1)
+                        self.chunk(b"data: " + json.dumps(m).encode() + b"\n\n")
+                    except queue.Empty:
+                        self.chunk(b": keep-alive\n\n")
+            except OSError:
+                pass
+            finally:
+                with fake.lock:
+                    fake.get_streams.remove(q)
+
+        def do_DELETE(self):
+            sessions.discard(self.headers.get("Mcp-Session-Id"))
+            self.send_empty(200)
+
+    ThreadingHTTPServer.daemon_threads = True
+    ThreadingHTTPServer.allow_reuse_address = True
+    srv = ThreadingHTTPServer(("127.0.0.1", fake.args.http), H)
+    if fake.args.port_file:
+        with open(fake.args.port_file + ".tmp", "w") as f:
+            f.write(str(srv.server_address[1]))
+        os.rename(fake.args.port_file + ".tmp", fake.args.port_file)
+    srv.serve_forever()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--http", type=int, default=None, help="serve HTTP on this port (0: any)")
+    ap.add_argument("--port-file", help="HTTP: write the port here")
+    ap.add_argument("--wire", choices=("legacy", "stateless"), default="legacy")
+    ap.add_argument("--record")
+    ap.add_argument("--pid-file")
+    ap.add_argument("--stderr", help="a line to write to stderr at start")
+    ap.add_argument("--garbage", action="store_true", help="a line that is not JSON at start")
+    ap.add_argument("--bad-tools", action="store_true", help="list tools with invalid names")
+    ap.add_argument("--get", choices=("405", "sse"), default="405")
+    ap.add_argument("--require-auth", help="HTTP: this Authorization value or 401")
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+    if args.pid_file:
+        with open(args.pid_file + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(args.pid_file + ".tmp", args.pid_file)
+    fake = Fake(args)
+    if args.http is not None:
+        serve_http(fake)
+    else:
+        serve_stdio(fake)
+
+
+if __name__ == "__main__":
+    main()
