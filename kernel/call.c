@@ -408,8 +408,9 @@ const char *host_call_header(mcpg_call *h, const char *lname, size_t *len) {
 
 void **host_call_slot(mcpg_call *h, mcpg_instance *self) {
     mcpg_call *c = call_of(h, "call_slot");
-    if (!c || !self || self->gen != c->gen || self->slot >= c->n_slots) return NULL;
-    return &c->slots[self->slot];
+    int i = c && self ? generation_slot_of(c->gen, self) : -1;
+    if (i < 0 || (uint32_t)i >= c->n_slots) return NULL;
+    return &c->slots[i];
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }

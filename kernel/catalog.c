@@ -325,7 +325,6 @@ static void catset_free(catset *cs) {
 }
 
 void catalog_build(generation *g, manifest *m, errlist *errs) {
-    g->m = m;
     catset *cs = catset_build(g, m, errs, 1);
     if (!cs) {
         errlist_add(errs, m->path, "bindings", "out of memory building the merged lists");

@@ -150,12 +150,17 @@ static void pool_deadlines_remove(mcpg_call *c) {
 static int copy_request(mcpg_call *c);
 
 static void detach(mcpg_call *c, uint64_t now, const char *why) {
+    atomic_store(&c->cancelled, true);
     if (c->route->backend->inline_dispatch) {
         /* it is pending on the loop: tell it to stop, and let it read the
          * call's own copies once the transport's request is gone */
-        atomic_store(&c->cancelled, true);
         backend_cancel_if_pending(c);
         (void)copy_request(c);
+    } else {
+        /* an op on the pool that answered PENDING (it waits on something
+         * of its own, an upstream) is told too; one still running sees
+         * call_cancelled */
+        backend_cancel_if_pending(c);
     }
     c->pool.detached = true;
     c->backend_failed = true;

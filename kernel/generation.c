@@ -8,12 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The instance takes the parsed config from the declaration (it outlives
+ * the manifest when a reload carries it over) and a use of the image. */
 static mcpg_instance *instance_new(decl_instance *d, uint32_t slot) {
     mcpg_instance *inst = calloc(1, sizeof *inst);
     inst->name = strdup(d->name);
     inst->image = d->image;
+    inst->image->users++;
     inst->desc = d->image->desc;
     inst->config = d->config;
+    d->config = NULL;
+    inst->refs = 1;
     inst->inline_dispatch = d->inline_dispatch;
     inst->timeout_ms = (uint64_t)d->timeout_ms;
     inst->slot = slot;
@@ -47,10 +52,30 @@ static void fill_stages(generation *g, manifest *m) {
     }
 }
 
+int generation_slot_of(const generation *g, const mcpg_instance *inst) {
+    for (size_t i = 0; g && i < g->n_instances; i++)
+        if (g->instances[i] == inst) return (int)i;
+    return -1;
+}
+
+/* The last generation holding it lets it go: destroy, then its config and
+ * its use of the image (the image goes with its last user). */
+static void instance_release(mcpg_instance *inst) {
+    if (--inst->refs > 0) return;
+    if (inst->state) inst->desc->lifecycle->destroy(inst->state);
+    if (inst->config) mcpg_config_free(inst->desc->config, inst->config);
+    free(inst->config);
+    if (--inst->image->users == 0) image_unload(inst->image);
+    free(inst->name);
+    free(inst);
+}
+
 generation *generation_build(manifest *m, errlist *errs) {
     static atomic_uint next_id = 1;
     generation *g = calloc(1, sizeof *g);
     g->id = atomic_fetch_add(&next_id, 1);
+    g->m = m;
+    m->refs++; /* the generation's: list rebuilds read its bindings */
     g->instances = calloc(m->n_instances + 1, sizeof *g->instances);
     size_t before = errs->count;
     g->transport = instance_new(&m->transport, 0);
@@ -129,13 +154,9 @@ void generation_stop(generation *g) { generation_stop_kind(g, 0); }
 
 void generation_free(generation *g) {
     if (!g) return;
-    for (size_t i = g->n_instances; i-- > 0;) {
-        mcpg_instance *inst = g->instances[i];
-        if (inst->state) inst->desc->lifecycle->destroy(inst->state);
-        free(inst->name);
-        free(inst);
-    }
-    catalog_free(g);
+    catalog_free(g); /* routes point at instances: first */
+    for (size_t i = g->n_instances; i-- > 0;) instance_release(g->instances[i]);
+    manifest_free(g->m);
     for (int s = 0; s < STAGE_COUNT; s++) free(g->stage[s]);
     free(g->instances);
     free(g);

@@ -38,7 +38,8 @@ typedef struct image {
     char *run_path;  /* the private copy that was dlopen'd */
     void *dl;
     const mcpg_module *desc;
-    unsigned users;  /* instances using it */
+    unsigned users;  /* declarations and instances using it */
+    struct image *next; /* every image loaded (loader.c) */
 } image;
 /* Load <dir>/<name>.so through a private copy in runtime_dir. On failure
  * returns NULL and writes one line ("FILE: what is wrong") into err. */
@@ -99,13 +100,20 @@ typedef struct manifest {
     char **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
     decl_binding *bindings; size_t n_bindings;
     bool default_bindings;   /* "bindings" absent: one per backend */
+    int refs;                /* its loader's, and each generation built from it */
+    bool borrowed_runtime_dir; /* a reload's: the folder stays when it goes */
 } manifest;
 
 /* Read, expand, parse and fully validate FILE (loading the modules it names
  * into runtime_dir). Every problem goes to errs; returns NULL if any. */
 manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
                         errlist *errs);
+/* Let go of a manifest (its loader's reference, or a generation's): the
+ * last one frees it. */
 void manifest_free(manifest *m);
+/* A reload reads its manifest into the folder the running gateway already
+ * copies its modules to (NULL: a fresh one, as at start). */
+void manifest_use_runtime_dir(const char *dir);
 /* ${VAR} / ${VAR:-default} expansion; NULL + errs on an unset variable. */
 char *expand_env(const char *text, const char *file, errlist *errs);
 
@@ -119,12 +127,15 @@ struct mcpg_instance {
     char stamp[160];        /* "[kind:module:instance]" */
     bool inline_dispatch;
     uint64_t timeout_ms;
-    uint32_t slot;          /* index into a call's slots */
+    uint32_t slot;          /* 1 + its index in the manifest that made it (messages) */
+    int refs;               /* generations holding it: a reload carries it over */
     bool started;
     atomic_int live_timers;
     atomic_int work_in_flight;  /* work_submit'ed, done() not yet run */
-    struct generation *gen;
+    struct generation *gen;     /* the newest generation holding it */
 };
+/* Its index in g's instances (a call's slot), or -1 when g does not hold it. */
+int generation_slot_of(const struct generation *g, const mcpg_instance *inst);
 
 /* Where a name a client uses goes: a tool or prompt by its client name, a
  * resource by its uri, a template by its uriTemplate. */

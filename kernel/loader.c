@@ -78,6 +78,26 @@ static int check_descriptor(const char *file, const char *stem, const mcpg_modul
     return 0;
 }
 
+/* Every image loaded, so that a file whose content did not change (the
+ * same copy name: the hash) is the same image in the next manifest: a
+ * reload carries its instances over instead of loading the code twice.
+ * Loads happen on the main thread only (start, --check, reload). */
+static image *loaded;
+
+static image *loaded_find(const char *run_path) {
+    for (image *im = loaded; im; im = im->next)
+        if (strcmp(im->run_path, run_path) == 0) return im;
+    return NULL;
+}
+
+static void loaded_remove(image *im) {
+    for (image **pp = &loaded; *pp; pp = &(*pp)->next)
+        if (*pp == im) {
+            *pp = im->next;
+            return;
+        }
+}
+
 image *image_load(const char *dir, const char *name, const char *runtime_dir, char *err,
                   size_t errcap) {
     char src[4096], run[4096];
@@ -88,6 +108,8 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
         return NULL;
     }
     if (copy_hashed(src, runtime_dir, name, run, sizeof run, err, errcap)) return NULL;
+    image *same = loaded_find(run);
+    if (same) return same; /* unchanged since it was loaded: the same code */
     void *dl = dlopen(run, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         snprintf(err, errcap, "%s: dlopen failed: %s", src, dlerror());
@@ -114,6 +136,8 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
             im->run_path = strdup(run);
             im->dl = dl;
             im->desc = d;
+            im->next = loaded;
+            loaded = im;
             return im;
         }
         snprintf(err, errcap, "%s: out of memory", src);
@@ -127,6 +151,7 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
  * copy: a copy deleted while mapped leaves core files without symbols. */
 void image_unload(image *im) {
     if (!im) return;
+    loaded_remove(im);
     dlclose(im->dl);
     void *still = dlopen(im->run_path, RTLD_NOW | RTLD_NOLOAD);
     if (still) {

@@ -404,8 +404,18 @@ static decl_instance *find_instance(manifest *m, const char *name) {
 
 /* ---- resolving modules and their configs ---- */
 
+static const char *reuse_runtime_dir;
+
+void manifest_use_runtime_dir(const char *dir) { reuse_runtime_dir = dir; }
+
 static int prepare_runtime_dir(mctx *c) {
     manifest *m = c->m;
+    if (reuse_runtime_dir) { /* a reload: the running gateway's folder */
+        free(m->runtime_dir);
+        m->runtime_dir = strdup(reuse_runtime_dir);
+        m->borrowed_runtime_dir = true;
+        return 0;
+    }
     if (m->runtime_dir && *m->runtime_dir) {
         if (mkdir(m->runtime_dir, 0700) != 0 && errno != EEXIST) {
             err(c, "gateway.runtime_dir", "cannot create %s: %s", m->runtime_dir, strerror(errno));
@@ -619,6 +629,7 @@ static json_t *parse_root(mctx *c, const char *text) {
 manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
                         errlist *errs) {
     manifest *m = calloc(1, sizeof *m);
+    m->refs = 1;
     m->path = strdup(path);
     m->dir = dir_of(path);
     mctx c = {path, errs, m};
@@ -659,7 +670,7 @@ static void free_instance(decl_instance *d) {
 }
 
 void manifest_free(manifest *m) {
-    if (!m) return;
+    if (!m || --m->refs > 0) return;
     for (size_t i = 0; i < m->n_instances; i++) free_instance(&m->instances[i]);
     free(m->instances);
     free_instance(&m->transport);
@@ -680,7 +691,8 @@ void manifest_free(manifest *m) {
     }
     free(m->bindings);
     free_strings(m->listen, m->n_listen);
-    if (m->runtime_dir) rmdir(m->runtime_dir); /* only succeeds once our copies are gone */
+    if (m->runtime_dir && !m->borrowed_runtime_dir)
+        rmdir(m->runtime_dir); /* only succeeds once our copies are gone */
     free(m->runtime_dir);
     free(m->module_dir);
     free(m->name);

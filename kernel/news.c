@@ -68,7 +68,8 @@ void news_control_init(uv_loop_t *loop) {
 }
 
 void host_lists_changed(mcpg_instance *self, uint32_t lists) {
-    generation *g = self ? self->gen : NULL;
+    generation *g = K.gen; /* an instance a reload carried over tells the newest */
+    if (!self || !g || generation_slot_of(g, self) < 0) return;
     lists &= MCPG_LIST_TOOLS | MCPG_LIST_RESOURCES | MCPG_LIST_PROMPTS;
     if (!g || !lists) return;
     atomic_fetch_or(&g->lists_dirty, lists);

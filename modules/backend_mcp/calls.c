@@ -464,6 +464,13 @@ void calls_retry(upstream *up, pcall *pc, char *extra, const char *why) {
 
 /* ---- sending (I/O thread) ---- */
 
+/* notifications/cancelled is how a request is cancelled on the session
+ * wire and on stdio; on the stateless wire over HTTP closing the request's
+ * stream is (the link's abandon). */
+static bool tells_cancel(const upstream *up) {
+    return up->wire == WIRE_LEGACY || !up->link->ops->abandon;
+}
+
 static int send_call(upstream *up, pcall *pc) {
     ureq *r = up_ureq_new(up, UR_CALL);
     if (!r) return MCPG_ENOMEM;
@@ -538,7 +545,7 @@ void calls_cancel(upstream *up, pcall *pc) {
                          "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
                          "\"params\":{\"requestId\":%lld,\"reason\":\"the client went away\"}}",
                          (long long)r->id);
-        if (up->wire == WIRE_LEGACY) up->link->ops->send(up->link, note, (size_t)n, NULL);
+        if (tells_cancel(up)) up->link->ops->send(up->link, note, (size_t)n, NULL);
         if (up->link->ops->abandon) up->link->ops->abandon(up->link, r);
         r->pc = NULL;
         up_ureq_free(up, r);
@@ -742,7 +749,7 @@ static void park_free(upstream *up, park *p, bool answer_upstream) {
                          "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
                          "\"params\":{\"requestId\":%lld,\"reason\":\"the client did not answer\"}}",
                          (long long)p->ur->id);
-        if (up->wire == WIRE_LEGACY && up->link) up->link->ops->send(up->link, note, (size_t)n, NULL);
+        if (up->link && tells_cancel(up)) up->link->ops->send(up->link, note, (size_t)n, NULL);
         if (up->link && up->link->ops->abandon) up->link->ops->abandon(up->link, p->ur);
         up_ureq_free(up, p->ur);
     } else if (p->ur) {

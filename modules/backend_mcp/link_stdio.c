@@ -130,7 +130,7 @@ static int init_handles(link_stdio *l, uv_loop_t *loop) {
     uv_pipe_init(loop, &l->err, 0);
     uv_timer_init(loop, &l->kill_timer);
     l->in.data = l->out.data = l->err.data = l->kill_timer.data = l->proc.data = l;
-    l->open = 4;
+    l->open = 4; /* the pipes and the kill timer */
     return 0;
 }
 
@@ -182,8 +182,7 @@ static int stdio_start(mcp_link *base) {
     l->line.len = l->errline.len = 0;
     int rc = uv_spawn(&up->loop, &l->proc, &o);
     free(env);
-    if (rc) {
-        l->open = 3; /* the process handle is closed by uv_spawn's failure... */
+    if (rc) { /* the four handles counted close; the process handle uncounted */
         close_pipes(l);
         close_one(l, (uv_handle_t *)&l->kill_timer);
         uv_close((uv_handle_t *)&l->proc, NULL);
@@ -193,6 +192,7 @@ static int stdio_start(mcp_link *base) {
         return -1;
     }
     l->running = true;
+    l->open++; /* the process handle, closed once it has exited */
     uv_read_start((uv_stream_t *)&l->out, on_alloc, on_stdout);
     uv_read_start((uv_stream_t *)&l->err, on_alloc, on_stderr);
     up->h->log(up->self, MCPG_LOG_INFO, "started upstream process %d: %s", l->proc.pid,
