@@ -381,6 +381,11 @@ def serve_http(fake):
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer.allow_reuse_address = True
     srv = ThreadingHTTPServer(("127.0.0.1", fake.args.http), H)
+    if fake.args.tls_cert:
+        import ssl
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(fake.args.tls_cert, fake.args.tls_key)
+        srv.socket = tls.wrap_socket(srv.socket, server_side=True)
     if fake.args.port_file:
         with open(fake.args.port_file + ".tmp", "w") as f:
             f.write(str(srv.server_address[1]))
@@ -400,6 +405,8 @@ def main():
     ap.add_argument("--bad-tools", action="store_true", help="list tools with invalid names")
     ap.add_argument("--get", choices=("405", "sse"), default="405")
     ap.add_argument("--require-auth", help="HTTP: this Authorization value or 401")
+    ap.add_argument("--tls-cert", help="HTTP: serve HTTPS with this certificate (PEM)")
+    ap.add_argument("--tls-key", help="HTTP: ... and this key (PEM)")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
     if args.pid_file:

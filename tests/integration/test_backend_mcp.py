@@ -517,6 +517,48 @@ def main():
         call = [r for r in recs if r.get("msg", {}).get("method") == "tools/call"][-1]
         check_eq(call["headers"].get("mcp-session-id"), minted[-1], "the new session id used")
 
+    def make_certs():
+        """A CA and a server certificate for 127.0.0.1 (openssl, as the deps install)."""
+        d = ctx.path("tls")
+        os.makedirs(d, exist_ok=True)
+        def run(*argv):
+            r = subprocess.run(argv, cwd=d, capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, "%s: %s" % (" ".join(argv), r.stderr[-400:]))
+        run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test ca")
+        run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=127.0.0.1")
+        with open(os.path.join(d, "ext.cnf"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\n")
+        run("openssl", "x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "ext.cnf")
+        return [os.path.join(d, n) for n in ("ca.pem", "srv.pem", "srv.key")]
+
+    def t_https():
+        ca, cert, key = make_certs()
+        tls_fake = Fake(ctx, "https")
+        port = free_port()
+        pf = ctx.path("https.port")
+        proc = subprocess.Popen([sys.executable] + tls_fake.argv(
+            "--http", str(port), "--port-file", pf, "--tls-cert", cert, "--tls-key", key),
+            preexec_fn=_child_setup)
+        procs.append(proc)
+        wait_for(lambda: os.path.exists(pf), 10, "the HTTPS fake listening")
+        url = "https://127.0.0.1:%d/mcp" % port
+        verified = start(mcp_manifest({"url": url, "ca_file": ca}, timeout_ms=5000), "https-ok")
+        wait_tool(verified.port, "up_echo")
+        check_eq(result_of(verified.port, "up_echo", {"message": "tls"}, id=2)["content"][0]["text"],
+                 "echo: tls", "a call over HTTPS, the certificate verified against ca_file")
+        refused = start(mcp_manifest({"url": url, "restart_min_ms": 100, "restart_max_ms": 200},
+                                     timeout_ms=5000), "https-refused")
+        wait_for(lambda: "certificate verify failed" in refused.stderr(), 10,
+                 "the verification failure logged")
+        err = error_of(refused.port, "up_echo", {"message": "x"}, id=3)
+        check(err is not None, "no tool is offered by an upstream that cannot be verified")
+        insecure = start(mcp_manifest({"url": url, "tls_insecure": True}, timeout_ms=5000),
+                         "https-insecure")
+        wait_tool(insecure.port, "up_echo")
+
     def t_stop():
         for g in gws:
             g.stop()
@@ -525,6 +567,8 @@ def main():
 
     try:
         return run_tests([
+            ("https: verified with ca_file, refused without it, accepted with tls_insecure",
+             t_https),
             ("--check names the key at fault", t_check),
             ("a prefixed call: the upstream's own name; results and errors unchanged",
              t_prefix_and_unchanged),
