@@ -1,7 +1,10 @@
 /* Generations: the immutable pipeline built from one manifest. Instances are
- * created (create), then the whole generation is started (start), serves, and
- * is later stopped and destroyed as a unit. What the backends offer is merged
- * once, here (kernel/catalog.c), not per call. */
+ * created (create), then the generation is started (start), serves, and is
+ * later stopped and destroyed. A reload builds the next generation from the
+ * new manifest and the one serving: an instance whose module code (the same
+ * image), config and dispatch settings did not change is carried over (held
+ * by both), every other one is created anew. What the backends offer is
+ * merged here (kernel/catalog.c), not per call. */
 #include "kernel.h"
 
 #include <stdio.h>
@@ -13,6 +16,7 @@
 static mcpg_instance *instance_new(decl_instance *d, uint32_t slot) {
     mcpg_instance *inst = calloc(1, sizeof *inst);
     inst->name = strdup(d->name);
+    inst->config_json = strdup(d->config_json ? d->config_json : "");
     inst->image = d->image;
     inst->image->users++;
     inst->desc = d->image->desc;
@@ -65,26 +69,54 @@ static void instance_release(mcpg_instance *inst) {
     if (inst->state) inst->desc->lifecycle->destroy(inst->state);
     if (inst->config) mcpg_config_free(inst->desc->config, inst->config);
     free(inst->config);
-    if (--inst->image->users == 0) image_unload(inst->image);
+    if (--inst->image->users == 0 && image_unload(inst->image)) atomic_fetch_add(&K.pinned_images, 1);
     free(inst->name);
+    free(inst->config_json);
     free(inst);
 }
 
-generation *generation_build(manifest *m, errlist *errs) {
+/* The serving generation's instance that d describes unchanged, or NULL. */
+static mcpg_instance *unchanged(const generation *old, const decl_instance *d) {
+    for (size_t i = 0; old && i < old->n_instances; i++) {
+        mcpg_instance *inst = old->instances[i];
+        if (strcmp(inst->name, d->name) == 0 && inst->image == d->image &&
+            strcmp(inst->config_json, d->config_json ? d->config_json : "") == 0 &&
+            inst->inline_dispatch == d->inline_dispatch &&
+            inst->timeout_ms == (uint64_t)d->timeout_ms && inst->state)
+            return inst;
+    }
+    return NULL;
+}
+
+static mcpg_instance *take(generation *g, const generation *old, decl_instance *d,
+                           uint32_t slot) {
+    mcpg_instance *inst = unchanged(old, d);
+    if (inst) {
+        inst->refs++;
+        g->carried[g->n_instances] = true;
+        return inst;
+    }
+    return instance_new(d, slot);
+}
+
+generation *generation_build_from(manifest *m, const generation *old, errlist *errs) {
     static atomic_uint next_id = 1;
     generation *g = calloc(1, sizeof *g);
     g->id = atomic_fetch_add(&next_id, 1);
     g->m = m;
     m->refs++; /* the generation's: list rebuilds read its bindings */
     g->instances = calloc(m->n_instances + 1, sizeof *g->instances);
+    g->carried = calloc(m->n_instances + 1, sizeof *g->carried);
     size_t before = errs->count;
-    g->transport = instance_new(&m->transport, 0);
+    g->transport = take(g, old, &m->transport, 0);
     g->instances[g->n_instances++] = g->transport;
-    for (size_t i = 0; i < m->n_instances; i++)
-        g->instances[g->n_instances++] = instance_new(&m->instances[i], (uint32_t)(i + 1));
+    for (size_t i = 0; i < m->n_instances; i++) {
+        mcpg_instance *inst = take(g, old, &m->instances[i], (uint32_t)(i + 1));
+        g->instances[g->n_instances++] = inst;
+    }
     for (size_t i = 0; i < g->n_instances; i++) {
         g->instances[i]->gen = g;
-        instance_create(g->instances[i], errs, m->path);
+        if (!g->carried[i]) instance_create(g->instances[i], errs, m->path);
     }
     for (size_t i = 0; i < g->n_instances; i++)
         if (!g->coordinator && g->instances[i]->desc->kind == MCPG_KIND_COORDINATOR)
@@ -98,6 +130,10 @@ generation *generation_build(manifest *m, errlist *errs) {
         return NULL;
     }
     return g;
+}
+
+generation *generation_build(manifest *m, errlist *errs) {
+    return generation_build_from(m, NULL, errs);
 }
 
 /* An identity, policy, limits or audit instance that no stage lists never
@@ -123,6 +159,7 @@ static void log_started(const generation *g, const mcpg_instance *inst) {
 int generation_start(generation *g) {
     for (size_t i = 0; i < g->n_instances; i++) {
         mcpg_instance *inst = g->instances[i];
+        if (inst->started) continue; /* carried over: it serves already */
         const mcpg_lifecycle_ops *lc = inst->desc->lifecycle;
         if (MCPG_HAS(lc, start)) {
             int rc = lc->start(inst->state);
@@ -152,11 +189,23 @@ void generation_stop_kind(generation *g, uint32_t kind) {
 
 void generation_stop(generation *g) { generation_stop_kind(g, 0); }
 
+void generation_stop_fresh(generation *g) {
+    for (size_t i = g->n_instances; i-- > 0;) {
+        mcpg_instance *inst = g->instances[i];
+        if (g->carried[i] || !inst->started) continue;
+        const mcpg_lifecycle_ops *lc = inst->desc->lifecycle;
+        if (MCPG_HAS(lc, stop)) lc->stop(inst->state);
+        inst->started = false;
+        instance_timers_cancel(inst);
+    }
+}
+
 void generation_free(generation *g) {
     if (!g) return;
     catalog_free(g); /* routes point at instances: first */
     for (size_t i = g->n_instances; i-- > 0;) instance_release(g->instances[i]);
     manifest_free(g->m);
+    free(g->carried);
     for (int s = 0; s < STAGE_COUNT; s++) free(g->stage[s]);
     free(g->instances);
     free(g);

@@ -325,4 +325,5 @@ const mcpg_host HOST = {
     .resource_subscribe = host_resource_subscribe,
     .coordinator = host_coordinator,
     .tasks_offered = host_tasks_offered,
+    .reload = host_reload,
 };

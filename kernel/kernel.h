@@ -45,7 +45,8 @@ typedef struct image {
  * returns NULL and writes one line ("FILE: what is wrong") into err. */
 image *image_load(const char *dir, const char *name, const char *runtime_dir, char *err,
                   size_t errcap);
-void image_unload(image *im);
+/* dlclose and prove the image unmapped: true when it stays mapped (pinned). */
+bool image_unload(image *im);
 const char *kind_name(uint32_t kind);
 /* Remove the runtime folders (in base) of gateways that are no longer running. */
 void runtime_dirs_sweep(const char *base);
@@ -92,6 +93,7 @@ typedef struct manifest {
     char *runtime_dir;
     int log_level;
     int64_t drain_timeout_ms;
+    int64_t reload_drain_ms; /* how long a replaced transport's streams may run on */
     int64_t max_calls_per_worker;
     int64_t pool_threads, pool_queue;
     int64_t list_page_size;  /* items per page of a merged list */
@@ -120,6 +122,7 @@ char *expand_env(const char *text, const char *file, errlist *errs);
 /* ---- instances and generations ---- */
 struct mcpg_instance {
     char *name;
+    char *config_json;      /* as the manifest gave it: what a reload compares */
     image *image;
     const mcpg_module *desc;
     void *config;
@@ -168,6 +171,7 @@ typedef struct catset {
 typedef struct generation {
     uint32_t id;
     mcpg_instance **instances; size_t n_instances; /* every instance, transport first */
+    bool *carried;                /* per instance: taken over from the generation before */
     mcpg_instance *transport;
     mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
     _Atomic(catset *) cats;       /* the current merged lists (catalog_acquire) */
@@ -201,9 +205,13 @@ const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... *
 const route *catalog_find_task_backend(const generation *g, const char *instance, size_t n);
 
 generation *generation_build(manifest *m, errlist *errs);
+/* A reload's: instances of `old` that m describes unchanged are carried over. */
+generation *generation_build_from(manifest *m, const generation *old, errlist *errs);
 int generation_start(generation *g);
 void generation_stop(generation *g);
 void generation_stop_kind(generation *g, uint32_t kind);
+/* Stop the instances a failed reload started (not those it carried over). */
+void generation_stop_fresh(generation *g);
 void generation_free(generation *g);
 
 /* ---- workers ---- */
@@ -244,6 +252,7 @@ typedef struct kernel {
     mcpg_worker *workers; uint32_t n_workers;
     atomic_uint_fast64_t audit_seq;
     atomic_bool draining;
+    atomic_ulong pinned_images;  /* images still mapped after their dlclose */
     uint64_t max_calls_per_worker;
     uint64_t list_page_size;   /* items per page of a merged list (0: 500) */
 } kernel;
@@ -331,6 +340,17 @@ void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);
 int host_tasks_offered(void);
+
+/* ---- reload (kernel/reload.c), on the control loop ---- */
+typedef void (*reload_done_fn)(void *arg, int http_status, const char *json, size_t len);
+void reload_init(uv_loop_t *loop, const char *exe_dir, const char *listen_override);
+/* SIGHUP: reload, logging the outcome. */
+void reload_on_signal(void);
+int host_reload(mcpg_worker *w, reload_done_fn done, void *arg);
+/* Retiring generations still waiting (the stop waits for none: it frees
+ * what it can). */
+void reload_shutdown(void);
+void reload_worker_stopping(mcpg_worker *w);
 void asks_expire(mcpg_worker *w); /* requests to clients past their deadline (messages.c) */
 void asks_free(mcpg_worker *w);
 

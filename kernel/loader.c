@@ -53,6 +53,10 @@ static int copy_hashed(const char *src, const char *runtime_dir, const char *nam
         return -1;
     }
     snprintf(dst, dstcap, "%s/%s.%016llx.so", runtime_dir, name, (unsigned long long)h);
+    if (access(dst, F_OK) == 0) { /* the same content is there (maybe mapped): keep that file */
+        unlink(tmp);
+        return 0;
+    }
     if (rename(tmp, dst) != 0) {
         snprintf(err, errcap, "%s: cannot place %s: %s", src, dst, strerror(errno));
         unlink(tmp);
@@ -149,11 +153,12 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
 
 /* dlclose, then prove the image is gone (RTLD_NOLOAD) before deleting the
  * copy: a copy deleted while mapped leaves core files without symbols. */
-void image_unload(image *im) {
-    if (!im) return;
+bool image_unload(image *im) {
+    if (!im) return false;
     loaded_remove(im);
     dlclose(im->dl);
     void *still = dlopen(im->run_path, RTLD_NOW | RTLD_NOLOAD);
+    bool pinned = still != NULL;
     if (still) {
         klog(MCPG_LOG_WARN, "kernel", "module image %s is still mapped after dlclose (pinned)",
              im->run_path);
@@ -165,4 +170,5 @@ void image_unload(image *im) {
     free(im->src_path);
     free(im->run_path);
     free(im);
+    return pinned;
 }

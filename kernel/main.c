@@ -114,7 +114,8 @@ static void on_stop_signal(uv_signal_t *s, int signum) {
 static void on_sighup(uv_signal_t *s, int signum) {
     (void)s;
     (void)signum;
-    klog(MCPG_LOG_WARN, "kernel", "SIGHUP: reload is not available in this build; still serving");
+    klog(MCPG_LOG_INFO, "kernel", "SIGHUP: reloading %s", K.m->path);
+    reload_on_signal();
 }
 
 static void close_handle(uv_handle_t *h, void *arg) {
@@ -136,12 +137,14 @@ static void stop_signals(int how) {
 }
 
 static main_loop ml;
+static const char *exe_folder, *listen_override; /* what a reload reads the manifest with */
 
 /* Before the instances start, so that news they give at start (a backend
  * whose lists arrive) has a loop to wake. */
 static void main_loop_init(void) {
     uv_loop_init(&ml.loop);
     news_control_init(&ml.loop);
+    reload_init(&ml.loop, exe_folder, listen_override);
 }
 
 static void run_main_loop(void) {
@@ -194,6 +197,7 @@ static void shutdown_gateway(void) {
         _exit(0);
     }
     generation_stop(K.gen);
+    reload_shutdown(); /* a generation still retiring */
     if (calls_dropped())
         klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",
              calls_dropped());
@@ -248,6 +252,8 @@ int main(int argc, char **argv) {
     if (!o.check) stop_signals(SIG_BLOCK);
     char dir[PATH_MAX];
     exe_dir(dir, sizeof dir);
+    exe_folder = dir;
+    listen_override = o.listen;
     errlist errs = {0};
     manifest *m = manifest_load(o.config, o.listen, dir, &errs);
     if (!m) {

@@ -192,7 +192,7 @@ static void parse_listen(mctx *c, json_t *gw, const char *listen_override) {
 static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
                           const char *exe_dir) {
     static const char *const keys[] = {"name", "listen", "workers", "module_dir", "runtime_dir",
-                                       "log_level", "drain_timeout_ms", "max_calls_per_worker",
+                                       "log_level", "drain_timeout_ms", "reload_drain_ms", "max_calls_per_worker",
                                        "pool", "transport", "server", "list_page_size"};
     manifest *m = c->m;
     json_t *gw = get_object(c, root, "gateway", "gateway");
@@ -220,6 +220,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     }
     free(lvl);
     m->drain_timeout_ms = get_int(c, gw, "drain_timeout_ms", "gateway", 10000, 0, 3600000);
+    m->reload_drain_ms = get_int(c, gw, "reload_drain_ms", "gateway", 5000, 0, 3600000);
     m->max_calls_per_worker =
         get_int(c, gw, "max_calls_per_worker", "gateway", 4096, 1, 1 << 24);
     m->list_page_size = get_int(c, gw, "list_page_size", "gateway", 500, 1, 100000);

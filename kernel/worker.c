@@ -386,6 +386,7 @@ static void stop_on_loop(void *arg) {
         const mcpg_lifecycle_ops *lc = g->instances[i]->desc->lifecycle;
         if (MCPG_HAS(lc, worker_stop)) lc->worker_stop(g->instances[i]->state, w);
     }
+    reload_worker_stopping(w); /* a generation still retiring: what leaves */
     timers_close_left(w); /* module bugs: logged, closed and freed */
     uv_walk(&w->loop, close_any, NULL);
 }

@@ -246,6 +246,16 @@ struct mcpg_host {
     /* 1 when a backend of the current generation offers tasks (its `task`
      * op): the transport advertises the tasks capability then. */
     int (*tasks_offered)(void);
+
+    /* ---- administration (the transport's admin routes) ---- */
+    /* Reload the manifest (POST /admin/reload). done(arg, http_status, json,
+     * len) runs once, on w's loop: 200 with {"generation":N,...} once every
+     * loop serves the new generation, 400 with {"errors":[...]} when the
+     * new manifest is refused (the old generation serves on), 409 while
+     * another reload runs. 0, or MCPG_EUNAVAIL while the gateway drains. */
+    int (*reload)(mcpg_worker *w,
+                  void (*done)(void *arg, int http_status, const char *json, size_t len),
+                  void *arg);
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */

@@ -85,13 +85,19 @@ static mcpg_status mock_stats_answer(mock *m, mcpg_call *call) {
     return mcpg_result_text(h, call, inner, (size_t)n, 0);
 }
 
+/* A second build of this module answers with another prefix: the reload
+ * test swaps the two files and sees which code serves. */
+#ifndef MOCK_ECHO_PREFIX
+#define MOCK_ECHO_PREFIX "Echo: "
+#endif
+
 /* Append the echo result: the text is "Echo: " + msg, padded with 'x' to
  * payload_bytes bytes, escaped straight into the call's buffer (no copy of
  * the whole text first). */
 static int mock_write_echo(const mcpg_host *h, mcpg_buf *b, const mock_tool *t,
                            const char *msg, size_t n) {
-    static const char head[] = "{\"content\":[{\"type\":\"text\",\"text\":\"Echo: ";
-    size_t text = 6 + n;
+    static const char head[] = "{\"content\":[{\"type\":\"text\",\"text\":\"" MOCK_ECHO_PREFIX;
+    size_t text = sizeof MOCK_ECHO_PREFIX - 1 + n;
     size_t pad = (uint64_t)t->payload_bytes > text ? (size_t)t->payload_bytes - text : 0;
     if (h->buf_append(b, head, sizeof head - 1) || h->buf_reserve(b, 6 * n + pad + 32))
         return MCPG_ENOMEM;

@@ -229,6 +229,7 @@ static int known_index(const char *name, size_t n) {
     case 12: return memcmp(name, "content-type", 12) ? -1 : TH_H_CONTENT_TYPE;
     case 13:
         if (!memcmp(name, "last-event-id", 13)) return TH_H_LAST_EVENT_ID;
+        if (!memcmp(name, "authorization", 13)) return TH_H_AUTHORIZATION;
         return -1;
     case 14: return memcmp(name, "mcp-session-id", 14) ? -1 : TH_H_SESSION_ID;
     case 20: return memcmp(name, "mcp-protocol-version", 20) ? -1 : TH_H_PROTOCOL_VERSION;

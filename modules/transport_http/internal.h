@@ -60,6 +60,7 @@ typedef struct th_config {
     int64_t session_ttl_ms;
     const char *allowed_hosts;   /* JSON array text, or NULL: the loopback default */
     const char *allowed_origins; /* JSON array text, or NULL: the loopback default */
+    const char *admin_token_env; /* names the variable holding the admin token, or NULL */
 } th_config;
 
 /* The headers the transport itself reads, found once while parsing. */
@@ -74,6 +75,7 @@ enum {
     TH_H_ORIGIN,
     TH_H_SESSION_ID,
     TH_H_LAST_EVENT_ID,
+    TH_H_AUTHORIZATION,
     TH_H_COUNT
 };
 
@@ -233,7 +235,14 @@ struct th_mod {
     th_names origins;    /* gateway.server.allowed_origins, parsed */
     const mcpg_coordinator_ops *co_ops; /* host->coordinator(): sessions, or NULL */
     void *co;
+    char *admin_token;   /* from the variable admin_token_env names; NULL: no admin routes */
+    size_t admin_token_len;
 };
+
+/* admin.c: POST /admin/reload */
+int th_admin_init(th_mod *m);
+int th_admin_enabled(const th_mod *m);
+void th_admin_reload(th_conn *c, th_req *r);
 
 /* worker.c */
 th_wslot *th_slot(th_mod *m, mcpg_worker *w);

@@ -32,6 +32,10 @@ static const mcpg_config_field th_schema[] = {
                         "Origin values /mcp accepts (403 else; no Origin is always accepted): an "
                         "array of \"scheme://host[:port]\" or \"*\"; unset: only http(s) origins on "
                         "loopback names on a loopback connection, any origin otherwise"),
+    MCPG_CFG_STRING_FIELD(th_config, admin_token_env, "admin_token_env", NULL,
+                          "the environment variable holding the admin token: POST /admin/reload "
+                          "with Authorization: Bearer <token> reloads the manifest; unset: no "
+                          "admin routes"),
     MCPG_CONFIG_END};
 
 /* server/discover's body after the id: fixed for the instance's life. */
@@ -121,6 +125,7 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_hosts, &m->hosts);
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_origins, &m->origins);
     if (!rc) rc = alog_src_build(m);
+    if (!rc) rc = th_admin_init(m);
     if (rc) {
         th_destroy(m);
         return rc;
@@ -139,6 +144,7 @@ static void th_destroy(void *instance) {
     host->buf_free(&m->alog_src);
     th_names_free(host, &m->hosts);
     th_names_free(host, &m->origins);
+    host->free(m->admin_token);
     host->free(m);
 }
 

@@ -12,6 +12,7 @@ const char *th_status_reason(int status) {
     case 200: return "OK";
     case 202: return "Accepted";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
@@ -23,6 +24,7 @@ const char *th_status_reason(int status) {
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
@@ -65,7 +67,9 @@ int th_resp_append(const mcpg_host *h, mcpg_buf *out, const th_resp_head *hd,
     size_t dlen = hd->date ? strlen(hd->date) : 0;
     size_t alen = hd->allow ? strlen(hd->allow) : 0;
     size_t slen = hd->session ? strlen(hd->session) : 0;
-    if (h->buf_reserve(out, TH_HEAD_FIXED + rlen + dlen + alen + slen + blen)) return MCPG_ENOMEM;
+    size_t wlen = hd->www_authenticate ? strlen(hd->www_authenticate) + 24 : 0;
+    if (h->buf_reserve(out, TH_HEAD_FIXED + rlen + dlen + alen + slen + wlen + blen))
+        return MCPG_ENOMEM;
 
     char *d = out->data + out->len;
     d = PUT_LIT(d, "HTTP/1.1 ");
@@ -99,6 +103,11 @@ int th_resp_append(const mcpg_host *h, mcpg_buf *out, const th_resp_head *hd,
     if (hd->allow) {
         d = PUT_LIT(d, "Allow: ");
         d = put(d, hd->allow, alen);
+        d = PUT_LIT(d, "\r\n");
+    }
+    if (hd->www_authenticate) {
+        d = PUT_LIT(d, "WWW-Authenticate: ");
+        d = put(d, hd->www_authenticate, strlen(hd->www_authenticate));
         d = PUT_LIT(d, "\r\n");
     }
     d = PUT_LIT(d, "\r\n");
