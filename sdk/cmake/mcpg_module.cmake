@@ -26,7 +26,9 @@ function(mcpg_add_module name)
   endif()
   target_link_options(${name} PRIVATE
     -Wl,--version-script=${_MCPG_MODULE_CMAKE_DIR}/module.map)
-  if(NOT MCPG_SANITIZE OR NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
+  # Clang links no sanitizer runtime into a shared object: its symbols come
+  # from the (sanitized) gateway at load time.
+  if(NOT (MCPG_SANITIZE OR MCPG_SDK_SANITIZE) OR NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
     target_link_options(${name} PRIVATE -Wl,-z,defs)
   endif()
 endfunction()
