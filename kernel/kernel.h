@@ -227,8 +227,7 @@ struct mcpg_worker {
     mcpg_post *post_head, *post_tail;
     bool stopped;            /* no more posts accepted */
     atomic_int senders;      /* posters between unlock and uv_async_send */
-    int listen_fds[16]; size_t n_listen;
-    uv_poll_t listen_polls[16];
+    struct listener *listeners[16]; size_t n_listen; /* this loop's sockets, one per address */
     uv_timer_t accept_timer; /* listeners paused after EMFILE and the like */
     generation *gen;         /* current generation for new calls */
     call_freelist freelist;
@@ -260,6 +259,14 @@ typedef struct kernel {
 extern kernel K; /* the one kernel of this process (the kernel is not a module) */
 
 int workers_bind(manifest *m, errlist *errs);
+/* A reload with other listen addresses: every loop's sockets for `listen`
+ * (those already open kept), opened now on the control thread. A busy
+ * address fails it with an error, nothing changed; else each loop takes
+ * them when it adopts the new generation (workers_listen_apply). */
+int workers_listen_prepare(char **listen, size_t n, errlist *errs, const char *file);
+void workers_listen_apply(mcpg_worker *w);
+void workers_listen_abandon(void);
+void workers_listen_done(void);
 int workers_start(void);
 void workers_drain(void);
 bool workers_idle(void);

@@ -146,21 +146,23 @@ static void describe_change(const generation *old, const generation *g, char *ou
     if (n < cap) snprintf(out + n, cap - n, "]");
 }
 
-/* What a reload cannot change (the loops and their listeners are made
- * once): said as errors, with the key. */
+/* What a reload cannot change (the loops and the pool are made once):
+ * said as errors, with the key. */
 static void check_fixed(const manifest *m, errlist *errs) {
     const manifest *cur = K.m;
-    bool same = m->n_listen == cur->n_listen;
-    for (size_t i = 0; same && i < m->n_listen; i++) same = strcmp(m->listen[i], cur->listen[i]) == 0;
-    if (!same)
-        errlist_add(errs, m->path, "gateway.listen",
-                    "a reload cannot change the listeners (restart the gateway)");
     if (m->workers != cur->workers)
         errlist_add(errs, m->path, "gateway.workers",
                     "a reload cannot change the number of loops (restart the gateway)");
     if (m->pool_threads != cur->pool_threads || m->pool_queue != cur->pool_queue)
         errlist_add(errs, m->path, "gateway.pool",
                     "a reload cannot change the worker pool (restart the gateway)");
+}
+
+static bool listen_changed(const manifest *m) {
+    const manifest *cur = K.m;
+    bool same = m->n_listen == cur->n_listen;
+    for (size_t i = 0; same && i < m->n_listen; i++) same = strcmp(m->listen[i], cur->listen[i]) == 0;
+    return !same;
 }
 
 /* ---- publish ---- */
@@ -174,6 +176,7 @@ static void adopt_on_loop(void *arg) {
         if (!g->carried[i] && MCPG_HAS(lc, worker_start)) lc->worker_start(g->instances[i]->state, w);
     }
     w->gen = g;
+    workers_listen_apply(w); /* new addresses accept before dropped ones close */
     loop_done();
 }
 
@@ -193,6 +196,9 @@ static void run(asker *a) {
     manifest_use_runtime_dir(NULL);
     uint64_t t_read = mono_us();
     if (m) check_fixed(m, &errs);
+    bool relisten = m && !errs.count && listen_changed(m);
+    if (relisten && workers_listen_prepare(m->listen, m->n_listen, &errs, m->path) != 0)
+        relisten = false;
     generation *g = m && !errs.count ? generation_build_from(m, K.gen, &errs) : NULL;
     uint64_t t_build = mono_us();
     if (g && generation_start(g) != 0) {
@@ -202,6 +208,7 @@ static void run(asker *a) {
         g = NULL;
     }
     if (!g) {
+        if (relisten) workers_listen_abandon();
         refuse(a, &errs, m ? "the new generation could not be built" : "the manifest is not valid");
         manifest_free(m);
         errlist_free(&errs);
@@ -228,6 +235,7 @@ static void run(asker *a) {
 
 static void published(void) {
     R.t_published = mono_us();
+    workers_listen_done();
     R.reloads++;
     klog(MCPG_LOG_INFO, "kernel", "reload: generation %u serves (after %u), published in %.1f ms: %s",
          R.next->id, R.old->id, (R.t_published - R.t0) / 1000.0, R.summary);
@@ -237,6 +245,9 @@ static void published(void) {
     if (asprintf(&json, "{\"generation\":%u,\"previous\":%u,\"published_ms\":%.1f,%s}", R.next->id,
                  R.old->id, (R.t_published - R.t0) / 1000.0, change) < 0)
         json = NULL;
+    for (size_t i = 0; i < K.m->n_listen; i++)
+        klog(MCPG_LOG_INFO, "kernel", "listening on http://%s/mcp (generation %u)", K.m->listen[i],
+             R.next->id);
     answer(R.current, 200, json);
     R.current = NULL;
     R.phase = WAIT_CALLS;

@@ -111,6 +111,36 @@ static uint32_t usable_cpus(void) {
     return cpus > 0 ? (uint32_t)cpus : 1;
 }
 
+/* One loop's socket on one address. Its memory goes in the poll handle's
+ * close callback, so a reload can drop it while the loop runs. */
+typedef struct listener {
+    uv_poll_t poll;
+    int fd;
+    bool polling;   /* the handle is initialised on the loop */
+    char addr[200];
+} listener;
+
+static listener *listener_new(const char *addr, int fd) {
+    listener *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->fd = fd;
+    snprintf(l->addr, sizeof l->addr, "%s", addr);
+    return l;
+}
+
+static void listener_freed(uv_handle_t *h) { free(h); /* the poll is the listener's first member */ }
+
+/* On the loop (or before it runs, when never polled). */
+static void listener_close(listener *l) {
+    close(l->fd);
+    if (!l->polling) {
+        free(l);
+        return;
+    }
+    uv_poll_stop(&l->poll);
+    uv_close((uv_handle_t *)&l->poll, listener_freed);
+}
+
 /* Bind every listener for every worker up front, so a busy port fails the
  * start with a clear message before any thread runs. */
 int workers_bind(manifest *m, errlist *errs) {
@@ -121,17 +151,99 @@ int workers_bind(manifest *m, errlist *errs) {
     for (uint32_t i = 0; i < n; i++) {
         mcpg_worker *w = &K.workers[i];
         w->index = i;
-        for (size_t l = 0; l < m->n_listen; l++) {
+        for (size_t l = 0; l < m->n_listen && l < 16; l++) {
             char e[512];
             int fd = open_listener(m->listen[l], i == 0, e, sizeof e);
-            if (fd < 0) {
-                errlist_add(errs, m->path, "gateway.listen", "%s", e);
+            listener *li = fd >= 0 ? listener_new(m->listen[l], fd) : NULL;
+            if (!li) {
+                if (fd >= 0) close(fd);
+                errlist_add(errs, m->path, "gateway.listen", "%s", fd < 0 ? e : "out of memory");
                 return -1;
             }
-            w->listen_fds[w->n_listen++] = fd;
+            w->listeners[w->n_listen++] = li;
         }
     }
     return 0;
+}
+
+/* ---- listeners a reload changes ---- */
+
+static listener *(*pending_listeners)[16]; /* per worker, until each loop applies */
+static size_t pending_n;
+
+static listener *listener_of(mcpg_worker *w, const char *addr) {
+    for (size_t l = 0; l < w->n_listen; l++)
+        if (strcmp(w->listeners[l]->addr, addr) == 0) return w->listeners[l];
+    return NULL;
+}
+
+int workers_listen_prepare(char **listen, size_t n, errlist *errs, const char *file) {
+    if (n > 16) n = 16;
+    pending_listeners = calloc(K.n_workers, sizeof *pending_listeners);
+    pending_n = n;
+    if (!pending_listeners) return -1;
+    for (uint32_t i = 0; i < K.n_workers; i++) {
+        mcpg_worker *w = &K.workers[i];
+        for (size_t a = 0; a < n; a++) {
+            listener *kept = listener_of(w, listen[a]);
+            if (kept) {
+                pending_listeners[i][a] = kept;
+                continue;
+            }
+            char e[512];
+            int fd = open_listener(listen[a], i == 0, e, sizeof e);
+            pending_listeners[i][a] = fd >= 0 ? listener_new(listen[a], fd) : NULL;
+            if (!pending_listeners[i][a]) {
+                if (fd >= 0) close(fd);
+                errlist_add(errs, file, "gateway.listen", "%s", fd < 0 ? e : "out of memory");
+                workers_listen_abandon();
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Close what was opened for a reload that did not happen. */
+void workers_listen_abandon(void) {
+    for (uint32_t i = 0; pending_listeners && i < K.n_workers; i++)
+        for (size_t a = 0; a < pending_n; a++) {
+            listener *l = pending_listeners[i][a];
+            if (l && !listener_of(&K.workers[i], l->addr)) listener_close(l);
+        }
+    free(pending_listeners);
+    pending_listeners = NULL;
+    pending_n = 0;
+}
+
+static void on_accept(uv_poll_t *p, int status, int events);
+
+/* On w's loop: the new sockets accept first, then the dropped ones close. */
+void workers_listen_apply(mcpg_worker *w) {
+    if (!pending_listeners || w->draining) return;
+    listener **next = pending_listeners[w->index];
+    for (size_t a = 0; a < pending_n; a++) {
+        listener *l = next[a];
+        if (l->polling) continue;
+        uv_poll_init_socket(&w->loop, &l->poll, l->fd);
+        l->poll.data = w;
+        l->polling = true;
+        uv_poll_start(&l->poll, UV_READABLE, on_accept);
+    }
+    for (size_t l = 0; l < w->n_listen; l++) {
+        bool kept = false;
+        for (size_t a = 0; a < pending_n && !kept; a++) kept = next[a] == w->listeners[l];
+        if (!kept) listener_close(w->listeners[l]);
+    }
+    memcpy(w->listeners, next, pending_n * sizeof *next);
+    w->n_listen = pending_n;
+}
+
+/* Once every loop applied them. */
+void workers_listen_done(void) {
+    free(pending_listeners);
+    pending_listeners = NULL;
+    pending_n = 0;
 }
 
 static void run_posts(mcpg_worker *w) {
@@ -208,7 +320,6 @@ void worker_defer_job(mcpg_worker *w, pool_job *job) {
     w->jobs_tail = job;
 }
 
-static void on_accept(uv_poll_t *p, int status, int events);
 
 /* Out of file descriptors (or memory), the pending connection stays in the
  * backlog and the listener stays readable: polling on would spin this loop
@@ -218,20 +329,20 @@ static void on_accept(uv_poll_t *p, int status, int events);
 static void accept_resume(uv_timer_t *t) {
     mcpg_worker *w = t->data;
     for (size_t l = 0; l < w->n_listen; l++) /* n_listen is 0 once draining */
-        uv_poll_start(&w->listen_polls[l], UV_READABLE, on_accept);
+        uv_poll_start(&w->listeners[l]->poll, UV_READABLE, on_accept);
 }
 
 static void accept_pause(mcpg_worker *w, int err) {
     klog(MCPG_LOG_WARN, "kernel", "accept: %s: not accepting for %d ms", strerror(err),
          ACCEPT_PAUSE_MS);
-    for (size_t l = 0; l < w->n_listen; l++) uv_poll_stop(&w->listen_polls[l]);
+    for (size_t l = 0; l < w->n_listen; l++) uv_poll_stop(&w->listeners[l]->poll);
     uv_timer_start(&w->accept_timer, accept_resume, ACCEPT_PAUSE_MS, 0);
 }
 
 static void on_accept(uv_poll_t *p, int status, int events) {
     mcpg_worker *w = p->data;
     if (status < 0 || w->draining) return;
-    int lfd = w->listen_fds[p - w->listen_polls];
+    int lfd = ((listener *)p)->fd;
     for (int i = 0; i < 64; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -267,7 +378,7 @@ static void begin_on_loop(void *arg) {
         if (MCPG_HAS(lc, worker_start)) lc->worker_start(g->instances[i]->state, w);
     }
     for (size_t l = 0; l < w->n_listen; l++)
-        uv_poll_start(&w->listen_polls[l], UV_READABLE, on_accept);
+        uv_poll_start(&w->listeners[l]->poll, UV_READABLE, on_accept);
 }
 
 static void on_asks_timer(uv_timer_t *t) { asks_expire(t->data); }
@@ -297,8 +408,10 @@ int workers_start(void) {
         uv_timer_init(&w->loop, &w->accept_timer);
         w->accept_timer.data = w;
         for (size_t l = 0; l < w->n_listen; l++) {
-            uv_poll_init_socket(&w->loop, &w->listen_polls[l], w->listen_fds[l]);
-            w->listen_polls[l].data = w;
+            listener *li = w->listeners[l];
+            uv_poll_init_socket(&w->loop, &li->poll, li->fd);
+            li->poll.data = w;
+            li->polling = true;
         }
         begin_posts[i].fn = begin_on_loop;
         begin_posts[i].arg = w;
@@ -311,7 +424,6 @@ int workers_start(void) {
 
 /* ---- drain: stop accepting, let in-flight calls finish ---- */
 
-static void on_listener_closed(uv_handle_t *h) { (void)h; }
 
 /* Idle: no call in flight, no connection, and no call still held by a
  * backend on the pool (pool_deadlines: a call that timed out was answered,
@@ -330,11 +442,7 @@ static void drain_on_loop(void *arg) {
     if (w->draining) calls_give_up_backends(w); /* the second, forced drain */
     w->draining = true;
     uv_timer_stop(&w->accept_timer);
-    for (size_t l = 0; l < w->n_listen; l++) {
-        uv_poll_stop(&w->listen_polls[l]);
-        uv_close((uv_handle_t *)&w->listen_polls[l], on_listener_closed);
-        close(w->listen_fds[l]);
-    }
+    for (size_t l = 0; l < w->n_listen; l++) listener_close(w->listeners[l]);
     w->n_listen = 0;
     mcpg_instance *tr = w->gen->transport;
     const mcpg_transport_ops *ops = tr->desc->ops;

@@ -266,6 +266,44 @@ def main():
             time.sleep(0.05)
         check("result" in rpc_, "SIGHUP reloaded: echo4 answers (%r)" % rpc_)
 
+    def t_listen_change():
+        from gateway import free_port, port_is_listening
+        a, b = free_port(), free_port()
+        lpath = ctx.write_manifest(dict(manifest(), gateway=dict(
+            manifest()["gateway"], listen=["127.0.0.1:%d" % a])), "listen.json")
+        lg = Gateway(ctx, config=lpath, env={"MCPG_TEST_ADMIN": TOKEN}, listen=False,
+                     health_port=a, name="listen").start()
+        try:
+            check_eq(echo_text(a), "Echo: hi", "served on the first address")
+            m = json.load(open(lpath))
+            m["gateway"]["listen"] = ["127.0.0.1:%d" % a, "127.0.0.1:%d" % b]
+            with open(lpath, "w") as f:
+                json.dump(m, f)
+            ans = reload_ok(a)
+            check_eq(ans["started"], [], "a listen change alone starts no instance")
+            check_eq(echo_text(b, id=2), "Echo: hi", "the added address serves")
+            check_eq(echo_text(a, id=3), "Echo: hi", "the kept address still serves")
+            m["gateway"]["listen"] = ["127.0.0.1:%d" % b]
+            with open(lpath, "w") as f:
+                json.dump(m, f)
+            reload_ok(b)
+            deadline = time.time() + 5
+            while port_is_listening(a) and time.time() < deadline:
+                time.sleep(0.05)
+            check(not port_is_listening(a), "the dropped address no longer accepts")
+            check_eq(echo_text(b, id=4), "Echo: hi", "the remaining address serves")
+            busy = Gateway(ctx, manifest=manifest(), name="busy").start()
+            m["gateway"]["listen"] = ["127.0.0.1:%d" % b, "127.0.0.1:%d" % busy.port]
+            with open(lpath, "w") as f:
+                json.dump(m, f)
+            r = post_reload(b)
+            check_eq(r.status, 400, "a busy address refuses the reload (%r)" % r.body[:300])
+            check("address already in use" in r.body.decode(), "the error says why: %r" % r.body)
+            check_eq(echo_text(b, id=5), "Echo: hi", "still served after the refusal")
+            busy.stop()
+        finally:
+            lg.stop()
+
     def t_stop():
         gw.stop()
 
@@ -278,6 +316,7 @@ def main():
         ("bad reloads leave the old generation serving", t_bad_reloads),
         ("a legacy session and its GET stream across reloads", t_session_across_reload),
         ("SIGHUP reloads", t_sighup),
+        ("listen addresses added and dropped by a reload; a busy one refused", t_listen_change),
         ("the gateway stops cleanly", t_stop),
     ], ctx)
 
