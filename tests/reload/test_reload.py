@@ -293,6 +293,8 @@ def main():
             check(not port_is_listening(a), "the dropped address no longer accepts")
             check_eq(echo_text(b, id=4), "Echo: hi", "the remaining address serves")
             busy = Gateway(ctx, manifest=manifest(), name="busy").start()
+            r = post_reload(busy.port)
+            check_eq(r.status, 404, "no admin token in its environment: no admin route")
             m["gateway"]["listen"] = ["127.0.0.1:%d" % b, "127.0.0.1:%d" % busy.port]
             with open(lpath, "w") as f:
                 json.dump(m, f)
