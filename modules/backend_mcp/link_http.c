@@ -28,6 +28,7 @@ typedef struct hx {
     up_req *req;
     int status;
     bool sse, is_get, is_init, is_discover;
+    bool abandoned;      /* its request was cancelled: nothing of its end matters */
     mcpg_buf body;       /* a JSON answer (or an error's excerpt) */
     sse_reader sse_r;
     struct hx *next;     /* every exchange open: stop ends them */
@@ -102,7 +103,7 @@ static void on_done(void *arg, int err) {
     upstream *up = l->base.up;
     const char *detail = err && x->req ? up_req_error_detail(x->req) : NULL;
     x->req = NULL;
-    if (l->stopped) {
+    if (l->stopped || x->abandoned) {
         forget_hx(l, x);
         return;
     }
@@ -261,7 +262,9 @@ static int http_start(mcp_link *base) {
         l->get_timer_init = true;
     }
     unsigned conns = (unsigned)up->cfg.c->max_conns;
-    l->pool = up_pool_new(&up->loop, l->target, conns, conns < 16 ? conns : 16, 4096);
+    /* as many kept alive as may be open: calls never wait for a connect
+     * the pool could have spared */
+    l->pool = up_pool_new(&up->loop, l->target, conns, conns, 4096);
     if (!l->pool) {
         up_link_down(up, "out of memory");
         return -1;
@@ -285,8 +288,9 @@ static void http_abandon(mcp_link *base, ureq *r) {
     hx *x = r->link_ctx;
     if (!x) return;
     x->r = NULL;
+    x->abandoned = true;
     r->link_ctx = NULL;
-    if (x->req) up_req_abort(x->req); /* on_done runs now, with no request left to fail */
+    if (x->req) up_req_abort(x->req); /* on_done runs now and only lets go of x */
 }
 
 static void http_stop(mcp_link *base) {

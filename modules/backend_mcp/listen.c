@@ -39,7 +39,7 @@ void listen_ready(upstream *up) { listen_open(up); }
 
 /* The listen ended (answered, or its stream failed): open it again soon. */
 void listen_ended(upstream *up, ureq *r) {
-    if (up->listen == r) up->listen = NULL;
+    if (!r || up->listen == r) up->listen = NULL;
     if (up->state == UP_READY) uv_timer_start(&up->listen_timer, on_listen_timer, LISTEN_AGAIN_MS, 0);
 }
 

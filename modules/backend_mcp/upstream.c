@@ -206,8 +206,7 @@ static void fetch_lists(upstream *up, uint32_t bits) {
     }
 }
 
-static void list_page(upstream *up, ureq *r, const char *msg, size_t n) {
-    int l = r->list;
+static void list_page(upstream *up, int l, const char *msg, size_t n) {
     mcpg_json_span res, arr, cur, item;
     up->lists_loading &= ~(1u << l);
     if (mcpg_json_object_get(msg, n, "result", &res) != 1 ||
@@ -346,15 +345,26 @@ static void on_response(upstream *up, const char *msg, size_t n, const mcpg_json
         up->h->log(up->self, MCPG_LOG_DEBUG, "upstream answered an unknown request: %.100s", msg);
         return;
     }
-    switch (r->kind) {
-    case UR_CALL: calls_answered(up, r, msg, n); return; /* frees r */
+    if (r->kind == UR_CALL) {
+        calls_answered(up, r, msg, n); /* frees r */
+        return;
+    }
+    /* let go of r first: a handler may bring the link down, which frees
+     * every request still pending */
+    ureq_kind kind = r->kind;
+    int list = r->list;
+    bool was_listen = up->listen == r;
+    up_ureq_free(up, r);
+    switch (kind) {
     case UR_DISCOVER: on_discovered(up, msg, n); break;
     case UR_INIT: on_initialized(up, msg, n); break;
-    case UR_LIST: list_page(up, r, msg, n); break;
+    case UR_LIST: list_page(up, list, msg, n); break;
     case UR_SUBSCRIBE: break;
-    case UR_LISTEN: listen_ended(up, r); break;
+    case UR_LISTEN:
+        if (was_listen) listen_ended(up, NULL);
+        break;
+    case UR_CALL: break;
     }
-    up_ureq_free(up, r);
 }
 
 static void on_notification(upstream *up, const char *method, const char *params, size_t pn,
@@ -457,7 +467,13 @@ void up_request_failed(upstream *up, ureq *r, const char *why) {
         up_ureq_free(up, r);
         up_link_down(up, why);
         return;
-    case UR_LIST: up->lists_loading &= ~(1u << r->list); break;
+    case UR_LIST:
+        up->lists_loading &= ~(1u << r->list);
+        if (!up->lists_loading && up->lists_told) { /* what did arrive is told */
+            up->h->lists_changed(up->self, up->lists_told);
+            up->lists_told = 0;
+        }
+        break;
     case UR_SUBSCRIBE: break;
     case UR_LISTEN: listen_ended(up, r); break;
     }

@@ -507,6 +507,19 @@ def main():
                 if m.get("method") == "notifications/progress"]
         check(len(prog) == 2 and all(m["params"]["progressToken"] == 99 for m in prog),
               "progress over the upstream's SSE answer: %r" % r.body[:500])
+        # a call whose client goes away (its deadline) closes its upstream stream only
+        short = start(mcp_manifest({"url": "http://127.0.0.1:%d/mcp" % hport,
+                                    "headers": {"Authorization": "Bearer ${FAKE_TOKEN}"}},
+                                   timeout_ms=400), "http-short", env={"FAKE_TOKEN": "s3cret"})
+        wait_tool(short.port, "up_echo")
+        for i in range(3):
+            err = error_of(short.port, "up_sleep", {"seconds": 2}, id=60 + i)
+            check(INST in err["message"] and "timed out" in err["message"],
+                  "the deadline names the instance: %r" % err)
+        check_eq(result_of(short.port, "up_echo", {"message": "still"}, id=70)["content"][0]["text"],
+                 "echo: still", "the link is still up after abandoned calls")
+        check("upstream unavailable" not in short.stderr(),
+              "an abandoned call does not bring the link down")
         # the upstream restarts: new sessions
         stop_proc(procs[-1])
         start_http()
@@ -559,6 +572,16 @@ def main():
                          "https-insecure")
         wait_tool(insecure.port, "up_echo")
 
+    def t_forced_stateless_refused():
+        legacy_fake = Fake(ctx, "forced")
+        g = start(mcp_manifest(stdio_cfg(legacy_fake, wire="stateless", restart_min_ms=50,
+                                         restart_max_ms=100)), "forced")
+        wait_for(lambda: g.stderr().count("does not speak the stateless wire") >= 2, 10,
+                 "the refusal logged, and tried again")
+        err = error_of(g.port, "up_echo", {"message": "x"}, id=80)
+        check(INST in err["message"] or err["code"] == -32602, "an error, not a hang: %r" % err)
+        check(g.proc.poll() is None, "the gateway is still running")
+
     def t_stop():
         for g in gws:
             g.stop()
@@ -570,6 +593,8 @@ def main():
             ("https: verified with ca_file, refused without it, accepted with tls_insecure",
              t_https),
             ("--check names the key at fault", t_check),
+            ("wire stateless against a session-wire upstream: refused, retried, no crash",
+             t_forced_stateless_refused),
             ("a prefixed call: the upstream's own name; results and errors unchanged",
              t_prefix_and_unchanged),
             ("initialize declares the capabilities; the upstream's stderr is logged",
