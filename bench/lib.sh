@@ -1,12 +1,14 @@
 # shellcheck shell=bash
-# Shared by bench/cpu-per-call.sh and bench/wires.sh (sourced, not run): the
-# /proc readers, starting the gateway and nginx pinned to a core, and one
-# measured run (warm-up, then the window whose CPU is counted). See
-# bench/README.md for the method and the columns.
+# Shared by bench/cpu-per-call.sh, bench/wires.sh and bench/proxy.sh
+# (sourced, not run): the /proc readers, starting the gateway and nginx
+# pinned to a core, and one measured run (warm-up, then the window whose CPU
+# is counted). See bench/README.md for the method and the columns.
 #
 # The caller sets: ROOT LOAD MCPG GW_CPU LOAD_CPU DURATION WARMUP CONNECTIONS
 # TOOL MESSAGE TMP CLK_TCK JSON_OUT, the array LOAD_EXTRA, and ME (its name,
-# for messages); ROUND (optional) goes into the JSON lines.
+# for messages); ROUND (optional) goes into the JSON lines; WINDOW_HOOK
+# (optional) names a function measure() calls with "start LABEL" and "end
+# LABEL" around the measured window.
 
 die() { echo "$ME: $*" >&2; exit 2; }
 
@@ -41,15 +43,15 @@ wait_port() { # pid port: the process listens, or it died / took too long
 }
 
 # ---- what we start ----
-# start_gateway NAME CONFIG PORT: runs mcpg on GW_CPU with its audit log and
-# output in TMP/NAME.*; sets STARTED_PID.
+# start_gateway NAME CONFIG PORT [CPU]: runs mcpg on CPU (default GW_CPU)
+# with its audit log and output in TMP/NAME.*; sets STARTED_PID.
 start_gateway() {
-    local name=$1 config=$2 port=$3
+    local name=$1 config=$2 port=$3 cpu=${4:-$GW_CPU}
     port_busy "$port" && die "port $port is in use"
     [ -x "$MCPG" ] || die "no $MCPG (the gateway is not built yet)"
     # The audit log goes to the scratch dir: a shared /tmp file would mix runs.
     MCPG_AUDIT_FILE=$TMP/$name.audit.jsonl \
-        taskset -c "$GW_CPU" "$MCPG" --config "$config" --listen "127.0.0.1:$port" >"$TMP/$name.log" 2>&1 &
+        taskset -c "$cpu" "$MCPG" --config "$config" --listen "127.0.0.1:$port" >"$TMP/$name.log" 2>&1 &
     STARTED_PID=$!
     wait_port "$STARTED_PID" "$port" || { cat "$TMP/$name.log" >&2; die "gateway $name did not start"; }
 }
@@ -67,6 +69,31 @@ nginx_quote() {
 # statically; sets NGINX_MASTER and NGINX_WORKER.
 start_nginx() {
     local port=$1 body=$2
+    launch_nginx "$port" "" "default_type application/json;
+            return 200 $(nginx_quote "$body");"
+}
+
+# start_nginx_proxy PORT UPSTREAM_PORT KEEPALIVE: one worker on GW_CPU
+# passing POST /mcp to 127.0.0.1:UPSTREAM_PORT over HTTP/1.1 connections it
+# keeps (at most KEEPALIVE idle ones); sets NGINX_MASTER and NGINX_WORKER.
+start_nginx_proxy() {
+    local port=$1 up=$2 keep=$3
+    launch_nginx "$port" "upstream u {
+        server 127.0.0.1:$up;
+        keepalive $keep;
+        keepalive_requests 1000000000;
+        keepalive_timeout 300s;
+    }" "proxy_pass http://u;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_set_header Host 127.0.0.1:$up;"
+}
+
+# launch_nginx PORT HTTP_EXTRA LOCATION: what both share: one worker, no
+# access log, keep-alive without a request limit, location = /mcp doing
+# LOCATION.
+launch_nginx() {
+    local port=$1 extra=$2 location=$3
     port_busy "$port" && die "port $port is in use"
     mkdir -p "$TMP/nginx"
     cat >"$TMP/nginx/nginx.conf" <<EOF
@@ -77,13 +104,14 @@ events { worker_connections 4096; }
 http {
     access_log off;
     client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
     keepalive_requests 1000000000;   # the default 1000 would force reconnects into the measure
     keepalive_timeout 300s;
+    $extra
     server {
         listen 127.0.0.1:$port;
         location = /mcp {
-            default_type application/json;
-            return 200 $(nginx_quote "$body");
+            $location
         }
     }
 }
@@ -128,9 +156,12 @@ measure() {
             { cat "$TMP/warmup.err" >&2; die "$label: errors during warm-up"; }
     fi
     local t0 c0 t1 c1 rc=0
+    [ -z "${WINDOW_HOOK:-}" ] || "$WINDOW_HOOK" start "$label"
     t0=$(ticks_of "$pid"); c0=$(core_ticks "$GW_CPU")
     out=$(taskset -c "$LOAD_CPU" "$LOAD" "${args[@]}" -w 0 -d "$DURATION" --json 2>"$TMP/run.err") || rc=$?
+    kill -0 "$pid" 2>/dev/null || { cat "$TMP/run.err" >&2; die "$label: process $pid died during the run"; }
     t1=$(ticks_of "$pid"); c1=$(core_ticks "$GW_CPU")
+    [ -z "${WINDOW_HOOK:-}" ] || "$WINDOW_HOOK" end "$label"
     [ "$rc" = 0 ] || { cat "$TMP/run.err" >&2; echo "$ME: $label: mcpg-load exited $rc" >&2; }
     report "$label" "$pid" "$out" $((${t1% *} - ${t0% *})) $((${t1#* } - ${t0#* })) $c0 $c1
     return "$rc"

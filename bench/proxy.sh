@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# What proxying one MCP call costs the gateway, from one run: an upstream
+# (an mcpg with backend_mock's echo) and three measured servers in front of
+# nothing or of it:
+#   direct  mcpg answering echo with backend_mock in process (no upstream)
+#   proxy   mcpg with backend_mcp passing echo to the upstream
+#   nginx   nginx proxying the same POST to the same upstream (keep-alive)
+# CPU per call is Δ(utime+stime) of the measured process only (nginx: its
+# worker) over good calls; the upstream's CPU is not in it. The targets
+# alternate for --rounds rounds; medians and the ratios to nginx and to
+# direct are printed. See bench/README.md.
+#
+#   bench/proxy.sh                                 3 rounds of 5 s
+#   bench/proxy.sh --rounds 5 --json proxy.jsonl
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LOAD=$ROOT/build/bin/mcpg-load
+MCPG=$ROOT/build/bin/mcpg
+CONFIG=$ROOT/conf/bench.json
+GW_CPU=0 LOAD_CPU=1 UP_CPU=""
+PORT_BASE=18280
+DURATION=5 WARMUP=2 CONNECTIONS=64 ROUNDS=3
+TOOL=echo MESSAGE=hello
+UP_WIRE=stateless KEEPALIVE="" JSON_OUT=""
+LOAD_EXTRA=()
+ME=proxy
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
+usage() {
+    cat <<EOF
+usage: $0 [options] [-- mcpg-load options]
+  --rounds N           rounds; each measures every target once (default $ROUNDS)
+  --duration S         measured seconds per run (default $DURATION; keep it <= 10)
+  --warmup S           seconds of load before each run, in a separate mcpg-load (default $WARMUP)
+  --connections N      (default $CONNECTIONS)   --message TEXT
+  --config PATH        the measured gateways' manifest (default conf/bench.json): direct is it
+                       with its backend_mock inline; proxy is it with backend_mcp in the mock's place
+  --upstream-wire W    backend_mcp's wire toward the upstream: stateless|legacy|auto (default $UP_WIRE)
+  --nginx-keepalive N  idle upstream connections nginx keeps (default: --connections, so none
+                       is closed and reopened under a closed loop of that many calls)
+  --port-base P        ports P..P+3: upstream, direct, proxy, nginx (default $PORT_BASE)
+  --gw-cpu N           the measured server's core (default $GW_CPU)
+  --load-cpu N         mcpg-load's core (default $LOAD_CPU)
+  --upstream-cpu N     the upstream's core (default: the load's)
+  --mcpg PATH  --load PATH    binaries to use
+  --json FILE          append one JSON line per run, then one summary line per target
+EOF
+}
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --rounds) ROUNDS=$2; shift ;;
+    --duration) DURATION=$2; shift ;;
+    --warmup) WARMUP=$2; shift ;;
+    --connections|-c) CONNECTIONS=$2; shift ;;
+    --message) MESSAGE=$2; shift ;;
+    --config) CONFIG=$2; shift ;;
+    --upstream-wire) UP_WIRE=$2; shift ;;
+    --nginx-keepalive) KEEPALIVE=$2; shift ;;
+    --port-base) PORT_BASE=$2; shift ;;
+    --gw-cpu) GW_CPU=$2; shift ;;
+    --load-cpu) LOAD_CPU=$2; shift ;;
+    --upstream-cpu) UP_CPU=$2; shift ;;
+    --mcpg) MCPG=$2; shift ;;
+    --load) LOAD=$2; shift ;;
+    --json) JSON_OUT=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; LOAD_EXTRA=("$@"); break ;;
+    *) usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+[ -x "$LOAD" ] || die "no $LOAD: build it (cmake --build build --target mcpg-load)"
+command -v jq >/dev/null || die "jq is needed to derive the manifests"
+command -v nginx >/dev/null || die "no nginx: it is the baseline"
+case $UP_WIRE in stateless|legacy|auto) ;; *) die "--upstream-wire: stateless, legacy or auto" ;; esac
+UP_CPU=${UP_CPU:-$LOAD_CPU} KEEPALIVE=${KEEPALIVE:-$CONNECTIONS}
+CLK_TCK=$(getconf CLK_TCK)
+TMP=$(mktemp -d /tmp/mcpg-proxy.XXXXXX)
+RUNS_FILE=$TMP/runs.txt
+STARTED=() NGINX_MASTER=""
+UP_PORT=$PORT_BASE
+
+cleanup() {
+    local pid
+    for pid in "${STARTED[@]}"; do stop_pid "$pid"; done
+    stop_pid "$NGINX_MASTER" QUIT # graceful: the master stops its worker
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+progress() { echo "$ME: $*" >&2; }
+
+# ---- the manifests, all derived from --config ----
+# The upstream: only backend_mock's echo, inline, no audit, and its access
+# log on: one line per request is how the script counts what it served.
+jq '{description: "the upstream of bench/proxy.sh",
+     gateway: {listen: .gateway.listen, log_level: "warn", server: {access_log: true}},
+     cluster: {kind: "single_node"},
+     modules: [{name: "mock", module: "backend_mock", inline_dispatch: true,
+                config: {tools: [{name: "echo"}]}}]}' "$CONFIG" >"$TMP/upstream.json" ||
+    die "cannot derive the upstream's manifest from $CONFIG"
+# direct and proxy differ in the backend alone: both dispatched inline.
+jq '.modules |= map(if .module == "backend_mock" then .inline_dispatch = true else . end)
+    | .description = "direct, derived by bench/proxy.sh from: " + (.description // "")' \
+    "$CONFIG" >"$TMP/direct.json" || die "cannot derive a manifest from $CONFIG"
+jq --arg url "http://127.0.0.1:$UP_PORT/mcp" --arg wire "$UP_WIRE" \
+    '(.modules | map(.module) | index("backend_mock")) as $i
+    | if $i == null then error("no backend_mock module to replace") else . end
+    | .modules[$i] = {name: .modules[$i].name, module: "backend_mcp", inline_dispatch: true,
+                      config: {url: $url, wire: $wire}}
+    | .gateway.log_level = "info"
+    | .description = "proxy, derived by bench/proxy.sh from: " + (.description // "")' \
+    "$CONFIG" >"$TMP/proxy.json" || die "cannot derive the proxy manifest from $CONFIG (it needs a backend_mock module)"
+
+# ---- what the upstream served: its access log's good POSTs ----
+upstream_served() { grep -c '"path":"/mcp","status":200' "$TMP/upstream.log" || true; }
+declare -A UP_SERVED
+UP_BEFORE=0
+window_hook() { # start|end LABEL
+    if [ "$1" = start ]; then UP_BEFORE=$(upstream_served); return; fi
+    sleep 0.2 # the access log is written once per loop turn
+    UP_SERVED[$2]=$(( $(upstream_served) - UP_BEFORE ))
+}
+WINDOW_HOOK=window_hook
+
+# upstream_check LABEL: the upstream served the calls (proxied targets) or
+# none (direct): within the calls in flight at either end of the window.
+upstream_check() {
+    local n=$1 served=${UP_SERVED[$1]} ok
+    ok=$(awk -v t="$n" '$1 == t { v = $12 } END { print v + 0 }' "$RUNS_FILE")
+    echo "$n $served" >>"$TMP/served.txt"
+    if [ "$n" = direct ]; then
+        [ "$served" = 0 ] && return 0
+        echo "$ME: direct: the upstream served $served requests, expected none" >&2; return 1
+    fi
+    awk -v s="$served" -v o="$ok" -v c="$CONNECTIONS" 'BEGIN { d = s - o; exit !(o > 0 && d <= 2 * c && d >= -2 * c) }' &&
+        return 0
+    echo "$ME: $n: the upstream served $served requests for $ok good calls" >&2
+    return 1
+}
+
+# ---- start: the upstream, then the measured servers ----
+progress "placement: measured server on core $GW_CPU alone; mcpg-load on core $LOAD_CPU; upstream on core $UP_CPU"
+start_gateway upstream "$TMP/upstream.json" "$UP_PORT" "$UP_CPU"; STARTED+=("$STARTED_PID")
+start_gateway direct "$TMP/direct.json" $((PORT_BASE + 1)); STARTED+=("$STARTED_PID"); DIRECT_PID=$STARTED_PID
+start_gateway proxy "$TMP/proxy.json" $((PORT_BASE + 2)); STARTED+=("$STARTED_PID"); PROXY_PID=$STARTED_PID
+# backend_mcp negotiates after the start: wait until a call goes through.
+for _ in $(seq 50); do gateway_answer $((PORT_BASE + 2)) "$TMP/proxy-answer.json" && break; sleep 0.1; done
+[ -s "$TMP/proxy-answer.json" ] || { cat "$TMP/proxy.log" >&2; die "no call went through backend_mcp"; }
+ready=$(grep -o 'upstream ready over [^"]*' "$TMP/proxy.log" | head -n1)
+progress "backend_mcp: ${ready:-no readiness line in its log}"
+if [ "$UP_WIRE" = stateless ] && [[ $ready != *"stateless wire"* ]]; then die "backend_mcp did not take the stateless wire"; fi
+start_nginx_proxy $((PORT_BASE + 3)) "$UP_PORT" "$KEEPALIVE"
+gateway_answer $((PORT_BASE + 3)) "$TMP/nginx-answer.json" || { cat "$TMP/nginx/"*.log >&2; die "nginx did not proxy a call"; }
+
+TARGETS=(direct proxy nginx)
+declare -A T_PORT=([direct]=$((PORT_BASE + 1)) [proxy]=$((PORT_BASE + 2)) [nginx]=$((PORT_BASE + 3)))
+declare -A T_PID=([direct]=$DIRECT_PID [proxy]=$PROXY_PID [nginx]=$NGINX_WORKER)
+
+# ---- the rounds: every target once per round, the order rotated ----
+failed=0
+total=$(( ROUNDS * ${#TARGETS[@]} )) done_runs=0
+print_header
+for ROUND in $(seq "$ROUNDS"); do
+    for i in 0 1 2; do
+        n=${TARGETS[$(( (i + ROUND - 1) % 3 ))]}
+        done_runs=$((done_runs + 1))
+        progress "round $ROUND/$ROUNDS, run $done_runs/$total: $n (warm-up ${WARMUP} s, measure ${DURATION} s)"
+        measure "$n" "${T_PID[$n]}" "${T_PORT[$n]}" --wire stateless || failed=1
+        upstream_check "$n" || failed=1
+    done
+done
+
+# ---- medians and ratios ----
+SUM="%-7s %10s %8s %8s %11s %5s %9s %10s %12s %9s %9s %7s %6s %6s %s\n"
+echo
+echo "placement: measured server on core $GW_CPU alone, mcpg-load on core $LOAD_CPU, upstream on core $UP_CPU;"
+echo "backend_mcp toward the upstream: ${ready:-?}; nginx: 1 worker, keepalive $KEEPALIVE"
+echo "medians over the clean runs of $ROUNDS round(s) (all runs when none was clean):"
+printf "$SUM" target calls/s p50_us p99_us cpu_us/call sys% vs_nginx vs_direct upstream/ok VmHWM_kB VmRSS_kB threads other% steal% runs
+fig() { local v; v=$(median "$1" "$2"); awk -v v="${v%% *}" -v f="${3:-%.0f}" 'BEGIN { printf f "\n", v }'; }
+served_ratio() { # the median over runs of what the upstream served per good call
+    awk -v t="$1" 'NR == FNR { if ($1 == t) s[++n] = $2; next } $1 == t { o[++m] = $12 }
+        END { for (i = 1; i <= n && i <= m; i++) v[i] = o[i] > 0 ? s[i] / o[i] : 0
+              for (i = 2; i <= n; i++) { x = v[i]; for (q = i - 1; q >= 1 && v[q] > x; q--) v[q + 1] = v[q]; v[q + 1] = x }
+              if (n) printf "%.3f\n", n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2; else print "-" }' \
+        "$TMP/served.txt" "$RUNS_FILE"
+}
+ngx=$(fig nginx 2 %.2f) dir=$(fig direct 2 %.2f)
+for n in "${TARGETS[@]}"; do
+    cpu=$(fig "$n" 2 %.2f)
+    f() { fig "$n" "$@"; }
+    c=$(clean_runs "$n"); runs="$c of $ROUNDS clean"; [ "$c" -gt 0 ] || runs="NONE of $ROUNDS clean"
+    read -r vn vd < <(awk -v c="$cpu" -v g="$ngx" -v d="$dir" \
+        'BEGIN { printf "%.2fx %.2fx\n", (g > 0 ? c / g : 0), (d > 0 ? c / d : 0) }')
+    sr=$(served_ratio "$n")
+    printf "$SUM" "$n" "$(f 4 %.1f)" "$(f 5 %.1f)" "$(f 6 %.1f)" "$cpu" "$(f 16)%" "$vn" "$vd" "$sr" "$(f 7)" "$(f 8)" "$(f 9)" \
+        "$(f 10 %.1f)" "$(f 11 %.1f)" "$runs"
+    if [ -n "$JSON_OUT" ]; then
+        printf '{"bench":"proxy-summary","target":"%s","rounds":%s,"clean_runs":%s,"calls_per_s":%s,"p50_us":%s,"p99_us":%s,' \
+            "$n" "$ROUNDS" "$c" "$(f 4 %.1f)" "$(f 5 %.1f)" "$(f 6 %.1f)" >>"$JSON_OUT"
+        printf '"cpu_us_per_call":%s,"ratio_to_nginx":%s,"ratio_to_direct":%s,"upstream_served_per_call":%s,' \
+            "$cpu" "${vn%x}" "${vd%x}" "$([ "$sr" = - ] && echo null || echo "$sr")" >>"$JSON_OUT"
+        printf '"vm_hwm_kb":%s,"vm_rss_kb":%s,"threads":%s,"core_other_pct":%s,"core_steal_pct":%s,"cpu_sys_pct":%s,' \
+            "$(f 7)" "$(f 8)" "$(f 9)" "$(f 10 %.1f)" "$(f 11 %.1f)" "$(f 16)" >>"$JSON_OUT"
+        printf '"gw_cpu":%s,"load_cpu":%s,"upstream_cpu":%s}\n' "$GW_CPU" "$LOAD_CPU" "$UP_CPU" >>"$JSON_OUT"
+    fi
+done
+[ "$failed" = 0 ] || echo "$ME: some runs had errors, or the upstream did not serve the proxied calls: see above" >&2
+exit "$failed"
