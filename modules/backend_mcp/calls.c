@@ -140,6 +140,7 @@ pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
         mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
         return NULL;
     }
+    pc->tag = PCALL_TAG;
     pc->up = up;
     pc->call = call;
     pc->method = method;
@@ -254,7 +255,7 @@ static uint32_t legacy_task_type(upstream *up, uint32_t method, const mcpg_json_
                ? MCPG_RESULT_TASK : MCPG_RESULT_COMPLETE;
 }
 
-static void answer_with(upstream *up, pcall *pc, mcpg_call *c, const char *msg, size_t n) {
+void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const char *msg, size_t n) {
     const mcpg_host *h = up->h;
     mcpg_json_span res, err;
     if (mcpg_json_object_get(msg, n, "result", &res) == 1 && res.type == MCPG_JSON_OBJECT) {
@@ -295,7 +296,6 @@ static void answer_with(upstream *up, pcall *pc, mcpg_call *c, const char *msg, 
 static park *park_of_token(upstream *up, const char *token, park ***link_out);
 static void park_free(upstream *up, park *p, bool answer_upstream);
 
-static bool ask_round(upstream *up, pcall *pc, const char *msg, size_t n);
 static int send_call(upstream *up, pcall *pc);
 
 void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
@@ -310,9 +310,9 @@ void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
     up_ureq_free(up, r);
     if (!pc) return;
     pc->ur = NULL;
-    if (up->wire == WIRE_STATELESS && ask_round(up, pc, msg, n)) return;
+    if (up->wire == WIRE_STATELESS && calls_ask_round(up, pc, msg, n)) return;
     mcpg_call *c = claim(up, pc);
-    if (c) answer_with(up, pc, c, msg, n);
+    if (c) calls_answer(up, pc, c, msg, n);
     release(up, pc);
 }
 
@@ -384,7 +384,7 @@ static void on_round_reply(void *arg, const mcpg_reply *rep) {
     free(a);
 }
 
-static bool ask_round(upstream *up, pcall *pc, const char *msg, size_t n) {
+bool calls_ask_round(upstream *up, pcall *pc, const char *msg, size_t n) {
     mcpg_json_span res, rt, reqs, state, k, v, m, params;
     if (!pc->call || !MCPG_HOST_HAS(up->h, call_request) ||
         mcpg_json_object_get(msg, n, "result", &res) != 1 ||
@@ -471,46 +471,55 @@ static bool tells_cancel(const upstream *up) {
     return up->wire == WIRE_LEGACY || !up->link->ops->abandon;
 }
 
+int calls_build_message(upstream *up, const pcall *pc, int64_t id, bool stateless, mcpg_buf *b) {
+    mcpg_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    char num[24];
+    mcpg_buf_append(b, num, (size_t)snprintf(num, sizeof num, "%lld", (long long)id));
+    mcpg_buf_puts(b, ",\"method\":\"");
+    mcpg_buf_puts(b, pc->method_name);
+    mcpg_buf_puts(b, "\",\"params\":{");
+    bool meta = stateless || pc->client_token || pc->meta;
+    if (meta) {
+        mcpg_buf_puts(b, "\"_meta\":{");
+        size_t before = b->len;
+        if (stateless) up_modern_meta(up, b, pc->caps);
+        /* the upstream reports progress against our id; we map it back */
+        if (pc->client_token) {
+            if (b->len > before) mcpg_buf_puts(b, ",");
+            mcpg_buf_puts(b, "\"progressToken\":");
+            mcpg_buf_append(b, num, strlen(num));
+        }
+        if (pc->meta) {
+            size_t ml = strlen(pc->meta);
+            if (ml > 2) {
+                if (b->len > before) mcpg_buf_puts(b, ",");
+                mcpg_buf_append(b, pc->meta + 1, ml - 2);
+            }
+        }
+        mcpg_buf_puts(b, "}");
+    }
+    size_t pl = strlen(pc->params);
+    bool comma = meta;
+    if (pl > 2) {
+        if (comma) mcpg_buf_puts(b, ",");
+        mcpg_buf_append(b, pc->params + 1, pl - 2);
+        comma = true;
+    }
+    if (pc->extra) {
+        if (comma) mcpg_buf_puts(b, ",");
+        mcpg_buf_puts(b, pc->extra);
+    }
+    mcpg_buf_puts(b, "}");
+    return mcpg_buf_puts(b, "}");
+}
+
 static int send_call(upstream *up, pcall *pc) {
     ureq *r = up_ureq_new(up, UR_CALL);
     if (!r) return MCPG_ENOMEM;
     r->pc = pc;
     pc->ur = r;
     mcpg_buf b = {0};
-    mcpg_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":\"%s\",\"params\":{",
-                    (long long)r->id, pc->method_name);
-    bool meta = up->wire == WIRE_STATELESS || pc->client_token || pc->meta;
-    if (meta) {
-        size_t before;
-        mcpg_buf_puts(&b, "\"_meta\":{");
-        before = b.len;
-        if (up->wire == WIRE_STATELESS) up_modern_meta(up, &b, pc->caps);
-        /* the upstream reports progress against our id; we map it back */
-        if (pc->client_token)
-            mcpg_buf_printf(&b, "%s\"progressToken\":%lld", b.len > before ? "," : "",
-                            (long long)r->id);
-        if (pc->meta) {
-            size_t ml = strlen(pc->meta);
-            if (ml > 2) {
-                if (b.len > before) mcpg_buf_puts(&b, ",");
-                mcpg_buf_append(&b, pc->meta + 1, ml - 2);
-            }
-        }
-        mcpg_buf_puts(&b, "}");
-    }
-    size_t pl = strlen(pc->params);
-    bool comma = meta;
-    if (pl > 2) {
-        if (comma) mcpg_buf_puts(&b, ",");
-        mcpg_buf_append(&b, pc->params + 1, pl - 2);
-        comma = true;
-    }
-    if (pc->extra) {
-        if (comma) mcpg_buf_puts(&b, ",");
-        mcpg_buf_puts(&b, pc->extra);
-    }
-    mcpg_buf_puts(&b, "}");
-    int rc = mcpg_buf_puts(&b, "}");
+    int rc = calls_build_message(up, pc, r->id, up->wire == WIRE_STATELESS, &b);
     if (!rc) rc = up->link->ops->send(up->link, b.data, b.len, r);
     mcpg_buf_free(&b);
     return rc;
@@ -570,15 +579,8 @@ ureq *calls_find_single(upstream *up) {
     return NULL;
 }
 
-/* progressToken: ours (the upstream request's id) back to the client's. */
-static void relay_progress(upstream *up, const char *params, size_t n) {
-    mcpg_json_span tok, k, v;
-    int64_t id;
-    if (!params || mcpg_json_object_get(params, n, "progressToken", &tok) != 1 ||
-        mcpg_json_int64(&tok, &id) != 0)
-        return;
-    ureq *r = call_by_id(up, id);
-    pcall *pc = r ? r->pc : NULL;
+void calls_progress(upstream *up, pcall *pc, const char *params, size_t n) {
+    mcpg_json_span k, v;
     if (!pc || !pc->client_token || !pc->call) return;
     mcpg_buf b = {0};
     mcpg_buf_puts(&b, "{\"progressToken\":");
@@ -589,6 +591,17 @@ static void relay_progress(upstream *up, const char *params, size_t n) {
     if (!mcpg_buf_puts(&b, "}"))
         up->h->call_notify(pc->call, "notifications/progress", b.data, b.len);
     mcpg_buf_free(&b);
+}
+
+/* progressToken: ours (the upstream request's id) back to the client's. */
+static void relay_progress(upstream *up, const char *params, size_t n) {
+    mcpg_json_span tok;
+    int64_t id;
+    if (!params || mcpg_json_object_get(params, n, "progressToken", &tok) != 1 ||
+        mcpg_json_int64(&tok, &id) != 0)
+        return;
+    ureq *r = call_by_id(up, id);
+    calls_progress(up, r ? r->pc : NULL, params, n);
 }
 
 void calls_notify(upstream *up, ureq *on, const char *method, const char *params, size_t n) {

@@ -177,21 +177,36 @@ static void name_header(const char *json, size_t n, const mcpg_json_span *method
     mcpg_buf_puts(h, "\r\n");
 }
 
+/* A POST of the stateless wire: its headers mirror the message (also the
+ * direct path's, fast.c, from any loop: it reads only the settings). */
+void link_http_stateless_headers(const upstream *up, const char *json, size_t n, mcpg_buf *h) {
+    mcpg_json_span method;
+    mcpg_buf_puts(h, "Content-Type: application/json\r\n"
+                     "Accept: application/json, text/event-stream\r\n"
+                     "MCP-Protocol-Version: " MCP_MODERN_VERSION "\r\n");
+    if (mcpg_json_object_get(json, n, "method", &method) == 1 && method.type == MCPG_JSON_STRING &&
+        !method.escaped) {
+        mcpg_buf_puts(h, "Mcp-Method: ");
+        mcpg_buf_append(h, method.p, method.n);
+        mcpg_buf_puts(h, "\r\n");
+        name_header(json, n, &method, h);
+    }
+    mcpg_buf_puts(h, up->cfg.header_lines ? up->cfg.header_lines : "");
+}
+
+const up_target *link_http_target(const mcp_link *base) {
+    return ((const link_http *)base)->target;
+}
+
 static void build_headers(link_http *l, const char *json, size_t n, bool discover, mcpg_buf *h) {
     upstream *up = l->base.up;
+    if (up->wire == WIRE_STATELESS || discover) {
+        link_http_stateless_headers(up, json, n, h);
+        return;
+    }
     mcpg_buf_puts(h, "Content-Type: application/json\r\n"
                      "Accept: application/json, text/event-stream\r\n");
-    if (up->wire == WIRE_STATELESS || discover) {
-        mcpg_json_span method;
-        mcpg_buf_puts(h, "MCP-Protocol-Version: " MCP_MODERN_VERSION "\r\n");
-        if (mcpg_json_object_get(json, n, "method", &method) == 1 &&
-            method.type == MCPG_JSON_STRING && !method.escaped) {
-            mcpg_buf_puts(h, "Mcp-Method: ");
-            mcpg_buf_append(h, method.p, method.n);
-            mcpg_buf_puts(h, "\r\n");
-            name_header(json, n, &method, h);
-        }
-    } else if (up->protocol[0]) {
+    if (up->protocol[0]) {
         mcpg_buf_printf(h, "MCP-Protocol-Version: %s\r\n", up->protocol);
     }
     if (up->session_id) mcpg_buf_printf(h, "Mcp-Session-Id: %s\r\n", up->session_id);

@@ -32,6 +32,7 @@ static mcpg_status forward(mcp_backend *b, mcpg_call *call) {
     const mcpg_host *h = up->h;
     pcall *pc = calls_prepare(up, call, h->call_method(call));
     if (!pc) return MCPG_DENY;
+    if (fast_try(up, pc, call)) return MCPG_PENDING; /* answered on this loop */
     job *j = calloc(1, sizeof *j);
     void **slot = h->call_slot(call, up->self);
     if (!j || !slot) {
@@ -66,7 +67,14 @@ static void mb_cancel(void *instance, mcpg_call *call) {
     if (!j) return; /* the call's deadline still answers it */
     pthread_mutex_lock(&up->lock);
     void **slot = up->h->call_slot(call, up->self);
-    pcall *pc = slot ? *slot : NULL;
+    void *held = slot ? *slot : NULL;
+    if (fast_is(held)) { /* the direct path: on this loop, answered now */
+        pthread_mutex_unlock(&up->lock);
+        free(j);
+        fast_cancel(held);
+        return;
+    }
+    pcall *pc = held;
     if (pc && pc->call && !pc->cancel_queued) {
         pc->cancel_queued = true;
         pc->holds++;
@@ -112,10 +120,16 @@ static int mb_validate(const mcpg_host *host, const void *config, mcpg_report *r
     return bad ? MCPG_ECONFIG : 0;
 }
 
+static void mb_worker_stop(void *instance, mcpg_worker *w) {
+    mcp_backend *b = instance;
+    fast_worker_stop(&b->up, b->up.h->worker_index(w));
+}
+
 static void mb_destroy(void *instance) {
     mcp_backend *b = instance;
     up_stop(&b->up);
     up_free(&b->up);
+    fast_free(&b->up);
     mcp_settings_free(&b->settings);
     free(b);
 }
@@ -131,8 +145,10 @@ static int mb_create(const mcpg_host *host, mcpg_instance *self, const void *con
         return MCPG_ECONFIG;
     }
     int rc = up_init(&b->up, host, self, &b->settings);
+    if (!rc) rc = fast_init(&b->up);
     if (rc) {
         up_free(&b->up);
+        fast_free(&b->up);
         mcp_settings_free(&b->settings);
         free(b);
         return rc;
@@ -158,6 +174,7 @@ static const mcpg_lifecycle_ops mb_lifecycle = {
     .destroy = mb_destroy,
     .start = mb_start,
     .stop = mb_stop,
+    .worker_stop = mb_worker_stop,
 };
 
 static const mcpg_backend_ops mb_ops = {

@@ -67,6 +67,7 @@ static void on_wake(uv_async_t *a) {
     }
     if (stopping && up->state != UP_STOPPING) {
         up->state = UP_STOPPING;
+        atomic_store(&up->fast_ok, false);
         calls_fail_all(up, "the gateway is stopping");
         if (up->link) up->link->ops->stop(up->link);
         uv_timer_stop(&up->retry_timer);
@@ -107,15 +108,24 @@ static ureq *find_ureq(upstream *up, int64_t id) {
     return NULL;
 }
 
+/* The stateless envelope's fixed part (clientInfo), built once. */
+static void build_client_info(upstream *up) {
+    mcpg_buf *b = &up->client_info;
+    const char *gw = up->h->gateway_name ? up->h->gateway_name() : "mcpg";
+    const char *v = up->h->gateway_version();
+    mcpg_buf_puts(b, ",\"io.modelcontextprotocol/clientInfo\":{\"name\":");
+    mcpg_buf_append_json_string(b, gw, strlen(gw));
+    mcpg_buf_puts(b, ",\"version\":");
+    mcpg_buf_append_json_string(b, v ? v : "", v ? strlen(v) : 0);
+    mcpg_buf_puts(b, "}");
+}
+
 int up_modern_meta(upstream *up, mcpg_buf *b, const char *caps) {
     mcpg_buf_puts(b, "\"io.modelcontextprotocol/protocolVersion\":\"" MCP_MODERN_VERSION "\","
                      "\"io.modelcontextprotocol/clientCapabilities\":");
     mcpg_buf_puts(b, caps ? caps : "{\"sampling\":{},\"elicitation\":{\"form\":{},\"url\":{}},"
                                    "\"roots\":{}}");
-    mcpg_buf_puts(b, ",\"io.modelcontextprotocol/clientInfo\":{\"name\":");
-    const char *gw = up->h->gateway_name ? up->h->gateway_name() : "mcpg";
-    mcpg_buf_append_json_string(b, gw, strlen(gw));
-    return mcpg_buf_printf(b, ",\"version\":\"%s\"}", up->h->gateway_version());
+    return mcpg_buf_append(b, up->client_info.data, up->client_info.len);
 }
 
 /* params_json: the params object's text (NULL: none). On the stateless
@@ -253,6 +263,8 @@ static void became_ready(upstream *up) {
                up->link->ops->what, up->wire == WIRE_STATELESS ? "stateless" : "session",
                up->protocol);
     if (up->link->ops->ready) up->link->ops->ready(up->link);
+    /* no session: the loops may send calls themselves (fast.c) */
+    atomic_store(&up->fast_ok, up->wire == WIRE_STATELESS && up->cfg.c->url != NULL);
     fetch_lists(up, 0xf);
     listen_resubscribe(up);
     listen_ready(up);
@@ -427,6 +439,7 @@ static void on_retry(uv_timer_t *t) { connect_now(t->data); }
 void up_link_down(upstream *up, const char *why) {
     if (up->state == UP_STOPPING) return;
     snprintf(up->last_error, sizeof up->last_error, "%s", why);
+    atomic_store(&up->fast_ok, false);
     bool was_ready = up->state == UP_READY;
     up->state = UP_DOWN;
     if (up->link) up->link->ops->stop(up->link);
@@ -521,6 +534,7 @@ int up_init(upstream *up, const mcpg_host *h, mcpg_instance *self, const mcp_set
     up->cfg = *cfg;
     up->backoff_ms = (uint64_t)cfg->c->restart_min_ms;
     pthread_mutex_init(&up->lock, NULL);
+    build_client_info(up);
     if (uv_loop_init(&up->loop) != 0) return MCPG_ENOMEM;
     uv_async_init(&up->loop, &up->wake, on_wake);
     uv_timer_init(&up->loop, &up->retry_timer);
@@ -574,6 +588,7 @@ void up_free(upstream *up) {
         free(j);
     }
     free(up->session_id);
+    mcpg_buf_free(&up->client_info);
     listen_free(up);
     pthread_mutex_destroy(&up->lock);
 }

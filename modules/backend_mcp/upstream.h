@@ -15,6 +15,7 @@
 #include <mcpg/sdk.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <uv.h>
 
@@ -59,6 +60,10 @@ struct mcp_link {
 
 mcp_link *link_stdio_new(upstream *up);
 mcp_link *link_http_new(upstream *up, char *err, size_t errcap);
+/* The HTTP link's upstream (parsed URL, TLS context): immutable, any thread. */
+const struct up_target *link_http_target(const mcp_link *l);
+/* The headers of a stateless-wire POST carrying json (any thread). */
+void link_http_stateless_headers(const upstream *up, const char *json, size_t n, mcpg_buf *h);
 
 /* From a link, on the I/O thread: one whole message from the upstream.
  * on: the request whose stream carried it (HTTP), or NULL. */
@@ -91,8 +96,11 @@ typedef struct asked {
     char *params_json;  /* or NULL */
 } asked;
 
-/* A client call in flight to the upstream. */
+/* A client call in flight to the upstream. Its first field tells it from
+ * a direct-path exchange (fast.c) in the call's slot. */
+#define PCALL_TAG 0x4c414350u /* "PCAL" */
 struct pcall {
+    uint32_t tag;
     upstream *up;
     mcpg_call *call;       /* NULL once claimed for the answer (under up->lock) */
     uint32_t method;
@@ -149,6 +157,13 @@ struct upstream {
     uint32_t lists_loading; /* bits (1 << LIST_*) of lists being fetched */
     uint32_t lists_told;    /* MCPG_LIST_* bits fetched, not yet told to the kernel */
     char **subs; size_t n_subs; /* resources some client subscribed to */
+    mcpg_buf client_info;   /* the stateless envelope's clientInfo member, built once */
+
+    /* the direct path (fast.c): any loop thread */
+    atomic_bool fast_ok;    /* a stateless upstream over HTTP, ready */
+    atomic_llong fast_next_id;
+    struct up_pool **fast_pools; /* per loop, made on it */
+    uint32_t n_fast_pools;
     ureq *listen;           /* the stateless wire's subscriptions/listen */
 };
 
@@ -209,12 +224,33 @@ void calls_asked(upstream *up, ureq *r, const char *id_json, size_t id_len, cons
                  const char *params, size_t params_len);
 /* A notification about a call (progress, log message). */
 void calls_notify(upstream *up, ureq *r, const char *method, const char *params, size_t n);
+/* The whole request for pc under id (the stateless envelope when asked). */
+int calls_build_message(upstream *up, const pcall *pc, int64_t id, bool stateless, mcpg_buf *b);
+/* Set the upstream's answer msg as c's outcome and resume it (any one thread). */
+void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const char *msg, size_t n);
+/* A stateless upstream's input_required for a client that can be asked:
+ * the questions go out and the retry follows on the I/O thread; false when
+ * the answer is not that (or the client cannot be asked). */
+bool calls_ask_round(upstream *up, pcall *pc, const char *msg, size_t n);
+/* A progress notification for pc's client, with its own token (any one thread). */
+void calls_progress(upstream *up, pcall *pc, const char *params, size_t n);
 /* Fail a call with a JSON-RPC error naming the instance. */
 void calls_fail(upstream *up, pcall *pc, int64_t code, const char *fmt, ...) MCPG_PRINTF(4, 5);
 /* The link went down: every call waiting fails; parked ones too. */
 void calls_fail_all(upstream *up, const char *why);
 void calls_expire_parks(upstream *up);
 ureq *calls_find_single(upstream *up); /* the one call in flight (stdio routing), or NULL */
+
+/* fast.c: the direct path. On a loop thread: true when it took the call
+ * (its answer comes on this loop, without the I/O thread). */
+bool fast_try(upstream *up, pcall *pc, mcpg_call *call);
+/* The cancel op found a direct-path exchange in the call's slot. */
+void fast_cancel(void *fc);
+bool fast_is(const void *slot_value);
+/* On w's loop as it stops: its connections close, its calls are answered. */
+void fast_worker_stop(upstream *up, uint32_t worker_index);
+int fast_init(upstream *up);
+void fast_free(upstream *up);
 
 /* task_ids.c: does a JSON text mention "taskId"; copy an object with every
  * taskId given the "<instance>." prefix clients use. */

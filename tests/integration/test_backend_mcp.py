@@ -582,6 +582,50 @@ def main():
         check(INST in err["message"] or err["code"] == -32602, "an error, not a hang: %r" % err)
         check(g.proc.poll() is None, "the gateway is still running")
 
+    def t_http_stateless_direct():
+        """A stateless upstream over HTTP: calls go out on the gateway's own loops (the
+        direct path: request ids from 2^40), with the same faithfulness."""
+        sfake = Fake(ctx, "direct")
+        port = free_port()
+        pf = ctx.path("direct.port")
+        proc = subprocess.Popen([sys.executable] + sfake.argv(
+            "--http", str(port), "--port-file", pf, "--wire", "stateless"),
+            preexec_fn=_child_setup)
+        procs.append(proc)
+        wait_for(lambda: os.path.exists(pf), 10, "the stateless HTTP fake listening")
+        g = start(mcp_manifest({"url": "http://127.0.0.1:%d/mcp" % port}, timeout_ms=600),
+                  "direct")
+        wait_tool(g.port, "up_echo")
+        check_eq(result_of(g.port, "up_echo", {"message": "d"}, id=2)["content"][0]["text"],
+                 "echo: d", "a call on the direct path")
+        rec = [r for r in sfake.records() if r.get("msg", {}).get("method") == "tools/call"][-1]
+        check(rec["msg"]["id"] >= 1 << 40, "sent from the loop (direct path id): %r" % rec["msg"])
+        check_eq(rec["headers"].get("mcp-method"), "tools/call", "Mcp-Method")
+        check_eq(rec["headers"].get("mcp-name"), "echo", "Mcp-Name: the upstream's own name")
+        meta = rec["msg"]["params"].get("_meta", {})
+        check("io.modelcontextprotocol/clientCapabilities" in meta, "the envelope: %r" % meta)
+        res = result_of(g.port, "up_rich", {"is_error": True}, id=3)
+        check_eq(res.get("structuredContent"), {"answer": 42, "nested": {"a": [1, None]}},
+                 "structuredContent unchanged")
+        err = error_of(g.port, "up_fail", {}, id=4)
+        check_eq(err, {"code": -32050, "message": "the fake failed on purpose",
+                       "data": {"why": "asked to", "list": [1, 2, 3]}}, "the error unchanged")
+        sid = session(g.port)
+        r = request(g.port, body={"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                                  "params": {"name": "up_progress", "arguments": {"steps": 2},
+                                             "_meta": {"progressToken": "tok"}}}, session=sid)
+        prog = [m for m in stream_messages(r.body.decode())
+                if m.get("method") == "notifications/progress"]
+        check(len(prog) == 2 and all(m["params"]["progressToken"] == "tok" for m in prog),
+              "progress with the client's token on the direct path: %r" % r.body[:400])
+        for i in range(3):
+            err = error_of(g.port, "up_sleep", {"seconds": 2}, id=10 + i)
+            check(INST in err["message"] and "timed out" in err["message"],
+                  "the deadline names the instance: %r" % err)
+        check_eq(result_of(g.port, "up_echo", {"message": "e"}, id=20)["content"][0]["text"],
+                 "echo: e", "serving after abandoned direct calls")
+        check("upstream unavailable" not in g.stderr(), "the link stayed up")
+
     def t_stop():
         for g in gws:
             g.stop()
@@ -593,6 +637,8 @@ def main():
             ("https: verified with ca_file, refused without it, accepted with tls_insecure",
              t_https),
             ("--check names the key at fault", t_check),
+            ("a stateless HTTP upstream: the direct path from the loops, as faithful",
+             t_http_stateless_direct),
             ("wire stateless against a session-wire upstream: refused, retried, no crash",
              t_forced_stateless_refused),
             ("a prefixed call: the upstream's own name; results and errors unchanged",
