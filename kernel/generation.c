@@ -165,6 +165,8 @@ int generation_start(generation *g) {
             int rc = lc->start(inst->state);
             if (rc) {
                 klog(MCPG_LOG_ERROR, inst->stamp, "start failed: %s", mcpg_strerror(rc));
+                g->failed = inst->name;
+                g->failed_rc = rc;
                 return rc;
             }
         }

@@ -172,6 +172,7 @@ typedef struct generation {
     uint32_t id;
     mcpg_instance **instances; size_t n_instances; /* every instance, transport first */
     bool *carried;                /* per instance: taken over from the generation before */
+    const char *failed; int failed_rc; /* the instance whose start failed, and why */
     mcpg_instance *transport;
     mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
     _Atomic(catset *) cats;       /* the current merged lists (catalog_acquire) */

@@ -158,6 +158,11 @@ static void run_main_loop(void) {
     uv_signal_start(&ml.sighup, on_sighup, SIGHUP);
     stop_signals(SIG_UNBLOCK);
     uv_run(&ml.loop, UV_RUN_DEFAULT);
+}
+
+/* After the loops and the pool have stopped: nothing can wake the main
+ * loop any more (a loop finishing a reload step, a backend's news). */
+static void main_loop_close(void) {
     uv_walk(&ml.loop, close_handle, NULL);
     uv_run(&ml.loop, UV_RUN_DEFAULT);
     uv_loop_close(&ml.loop);
@@ -206,17 +211,24 @@ static void shutdown_gateway(void) {
     klog(MCPG_LOG_INFO, "kernel", "stopped");
 }
 
+/* serve owns m: the generation holds what it needs of it (a reload's
+ * generation holds another), so its images go when the last instance using
+ * them does. */
 static int serve(manifest *m) {
     errlist errs = {0};
     K.m = m;
     K.max_calls_per_worker = (uint64_t)m->max_calls_per_worker;
     K.list_page_size = (uint64_t)m->list_page_size;
+    char *runtime_dir = strdup(m->runtime_dir ? m->runtime_dir : "");
     if (workers_bind(m, &errs) == 0) K.gen = generation_build(m, &errs);
+    manifest_free(m); /* the loader's reference; the generation keeps its own */
     if (errs.count) {
         errlist_print(&errs);
         errlist_free(&errs);
+        free(runtime_dir);
         return 1;
     }
+    m = K.m;
     main_loop_init();
     if (pool_start((unsigned)m->pool_threads, (unsigned)m->pool_queue) != 0 ||
         generation_start(K.gen) != 0) {
@@ -226,6 +238,7 @@ static int serve(manifest *m) {
         pool_stop();
         generation_stop(K.gen);
         generation_free(K.gen);
+        free(runtime_dir);
         return 1;
     }
     if (workers_start() != 0) { /* threads may be running: exit without unloading */
@@ -237,6 +250,9 @@ static int serve(manifest *m) {
              m->listen[i], K.n_workers, K.gen->id);
     run_main_loop();
     shutdown_gateway();
+    main_loop_close();
+    if (*runtime_dir) rmdir(runtime_dir); /* empty once every copy is unloaded */
+    free(runtime_dir);
     return 0;
 }
 
@@ -262,7 +278,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     klog_init(m->log_level);
-    int rc = o.check ? check_only(m) : serve(m);
+    if (!o.check) return serve(m); /* it owns m */
+    int rc = check_only(m);
     manifest_free(m);
     return rc;
 }

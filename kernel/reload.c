@@ -57,6 +57,7 @@ typedef struct reload_state {
     mcpg_post *posts;    /* one per loop, reused phase after phase */
     uint32_t reloads, refused;
     char summary[1024];
+    generation **pinned; size_t n_pinned; /* retired but left loaded: freed at the stop */
 } reload_state;
 
 static reload_state R;
@@ -202,7 +203,9 @@ static void run(asker *a) {
     generation *g = m && !errs.count ? generation_build_from(m, K.gen, &errs) : NULL;
     uint64_t t_build = mono_us();
     if (g && generation_start(g) != 0) {
-        errlist_add(&errs, m->path, "modules", "an instance could not start (see the log)");
+        errlist_add(&errs, m->path, g->failed ? g->failed : "modules",
+                    "the instance could not start: %s (see the log); nothing changed",
+                    mcpg_strerror(g->failed_rc));
         generation_stop_fresh(g);
         generation_free(g);
         g = NULL;
@@ -328,8 +331,15 @@ static void retired(bool stuck) {
     generation *old = R.old;
     uint32_t id = old->id;
     if (stuck) {
-        /* code may still run in it: nothing of it is freed or unloaded */
+        /* code may still run in it: nothing of it is freed or unloaded
+         * while the gateway runs (the stop frees it, once the loops and
+         * their timers are gone) */
         atomic_fetch_add(&K.pinned_images, 1);
+        generation **v = realloc(R.pinned, (R.n_pinned + 1) * sizeof *v);
+        if (v) {
+            R.pinned = v;
+            R.pinned[R.n_pinned++] = old;
+        }
     } else {
         generation_free(old);
     }
@@ -489,6 +499,10 @@ void reload_shutdown(void) {
         generation_free(R.old);
         R.old = NULL;
     }
+    for (size_t i = 0; i < R.n_pinned; i++) generation_free(R.pinned[i]);
+    free(R.pinned);
+    R.pinned = NULL;
+    R.n_pinned = 0;
     free(R.posts);
     R.posts = NULL;
 }
