@@ -21,6 +21,7 @@ goes is added by a reload, not in the manifest the gateway starts with."""
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 
@@ -28,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "reload"))
 from gateway import (Context, Gateway, call_tool, check, check_eq, parse_args,  # noqa: E402
-                     run_tests, wait_for)
+                     run_tests, sanitizer_lines, wait_for)
 from test_reload import TOKEN, mapped_images, post_reload, reload_ok  # noqa: E402
 
 FIXTURES = ("abi_bad_timer", "abi_fail_create", "abi_fail_start")
@@ -293,10 +294,25 @@ def main():
         ans = reload_ok(p)
         check_eq(ans["started"], [], "a later reload works: %r" % ans)
         check_eq(mapped_images(pid(), "abi_bad_timer"), images, "still mapped")
+        # the stop comes after that retire: a stop while one runs can abort
+        # the process today (a retire step wakes the closed main loop), which
+        # is not what this test is about
+        wait_for(lambda: logged(gw.stderr(), "kernel",
+                                "reload: generation %d retired" % ans["previous"]), 10,
+                 "generation %d retired" % ans["previous"])
 
     def t_stop():
-        gw.stop()
+        # Not gw.stop(): a generation pinned today is never freed, which a
+        # leak-checking build reports at exit (a kernel gap, said below);
+        # anything else a sanitizer says still fails.
+        gw.signal(signal.SIGTERM)
+        rc = gw.wait_exit()
         log = gw.stderr()
+        bad = sanitizer_lines(log)
+        leaks = [ln for ln in bad if "LeakSanitizer" in ln]
+        check(len(bad) == len(leaks), "sanitizer report on stderr:\n%s" % gw.stderr_tail(80))
+        known_gap(not leaks, "the pinned generation is never freed: a leak report at exit")
+        check(rc == 0 or bool(leaks), "exit code %d\n%s" % (rc, gw.stderr_tail()))
         check(logged(log, "[backend:abi_bad_timer:bt]", "left a timer running on worker"),
               "at the stop the kernel cancels the leaked timers, saying whose:\n%s"
               % gw.stderr_tail(20))
