@@ -228,6 +228,54 @@ void calls_fail(upstream *up, pcall *pc, int64_t code, const char *fmt, ...) {
     release(up, pc);
 }
 
+int calls_read_answer(const char *msg, size_t n, up_answer *a) {
+    memset(a, 0, sizeof *a);
+    size_t it = 0;
+    mcpg_json_span k, v;
+    int r;
+    while ((r = mcpg_json_object_next(msg, n, &it, &k, &v)) == 1) {
+        if (mcpg_json_string_eq(&k, "result", 6)) a->result = v;
+        else if (mcpg_json_string_eq(&k, "error", 5)) a->error = v;
+    }
+    if (r < 0) return -1; /* every value was scanned: not JSON stops it here */
+    if (a->result.p && a->result.type == MCPG_JSON_OBJECT) {
+        it = 0;
+        while (mcpg_json_object_next(a->result.p, a->result.n, &it, &k, &v) == 1)
+            if (mcpg_json_string_eq(&k, "resultType", 10)) {
+                a->rt_key = k;
+                a->rt_val = v;
+            }
+    }
+    return 0;
+}
+
+static uint32_t result_type_of(const mcpg_json_span *rt) {
+    return !rt->p                                          ? MCPG_RESULT_COMPLETE
+           : mcpg_json_string_eq(rt, "input_required", 14) ? MCPG_RESULT_INPUT_REQUIRED
+           : mcpg_json_string_eq(rt, "task", 4)            ? MCPG_RESULT_TASK
+                                                           : MCPG_RESULT_COMPLETE;
+}
+
+/* The result without its resultType member (the transport writes that):
+ * the bytes before and after it, and one of the commas around it. */
+static int result_without_type(const up_answer *a, mcpg_buf *out) {
+    const char *p = a->result.p, *end = p + a->result.n;
+    const char *from = a->rt_key.p - 1; /* its opening quote */
+    const char *to = a->rt_val.p + a->rt_val.n + (a->rt_val.type == MCPG_JSON_STRING);
+    const char *q = to;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) q++;
+    if (q < end && *q == ',') {
+        to = q + 1;
+    } else {
+        const char *b = from;
+        while (b > p && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\n' || b[-1] == '\r')) b--;
+        if (b > p && b[-1] == ',') from = b - 1;
+    }
+    out->len = 0;
+    mcpg_buf_append(out, p, (size_t)(from - p));
+    return mcpg_buf_append(out, to, (size_t)(end - to));
+}
+
 /* resultType is the transport's to write: the value becomes the call's
  * result type and the member is left out of the copy. */
 static uint32_t take_result_type(const mcpg_json_span *res, mcpg_buf *out) {
@@ -255,14 +303,20 @@ static uint32_t legacy_task_type(upstream *up, uint32_t method, const mcpg_json_
                ? MCPG_RESULT_TASK : MCPG_RESULT_COMPLETE;
 }
 
-void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const char *msg, size_t n) {
+void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const up_answer *a) {
     const mcpg_host *h = up->h;
-    mcpg_json_span res, err;
-    if (mcpg_json_object_get(msg, n, "result", &res) == 1 && res.type == MCPG_JSON_OBJECT) {
+    if (a->result.p && a->result.type == MCPG_JSON_OBJECT) {
         mcpg_buf ids = {0}, copy = {0};
-        if (task_ids_present(res.p, res.n) && task_ids_for_client(up, res.p, res.n, &ids) == 0)
+        uint32_t type;
+        mcpg_json_span res = a->result;
+        if (task_ids_present(res.p, res.n) && task_ids_for_client(up, res.p, res.n, &ids) == 0) {
+            /* rare: the rewritten copy is read again */
             res = (mcpg_json_span){.p = ids.data, .n = ids.len, .type = MCPG_JSON_OBJECT};
-        uint32_t type = take_result_type(&res, &copy);
+            type = take_result_type(&res, &copy);
+        } else {
+            type = result_type_of(&a->rt_val);
+            if (a->rt_key.p) result_without_type(a, &copy);
+        }
         if (type == MCPG_RESULT_COMPLETE) type = legacy_task_type(up, pc->method, &res);
         int rc = copy.data ? h->call_result(c, copy.data, copy.len) : h->call_result(c, res.p, res.n);
         mcpg_buf_free(&copy);
@@ -272,12 +326,13 @@ void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const char *msg, size_t
         h->call_resume(c, rc ? MCPG_DENY : MCPG_CONTINUE);
         return;
     }
+    mcpg_json_span err = a->error;
     mcpg_json_span code, message, data;
     int64_t cv = MCPG_RPC_INTERNAL_ERROR;
     char text[1024] = "the upstream's error had no message";
     size_t tl = 0;
     char *data_text = NULL;
-    if (mcpg_json_object_get(msg, n, "error", &err) == 1 && err.type == MCPG_JSON_OBJECT) {
+    if (err.p && err.type == MCPG_JSON_OBJECT) {
         if (mcpg_json_object_get(err.p, err.n, "code", &code) == 1) mcpg_json_int64(&code, &cv);
         if (mcpg_json_object_get(err.p, err.n, "message", &message) == 1)
             mcpg_json_string_decode(&message, text, sizeof text, &tl);
@@ -310,9 +365,14 @@ void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
     up_ureq_free(up, r);
     if (!pc) return;
     pc->ur = NULL;
-    if (up->wire == WIRE_STATELESS && calls_ask_round(up, pc, msg, n)) return;
+    up_answer a;
+    if (calls_read_answer(msg, n, &a) != 0) {
+        calls_fail(up, pc, MCPG_RPC_INTERNAL_ERROR, "the upstream's answer is not valid JSON");
+        return;
+    }
+    if (up->wire == WIRE_STATELESS && calls_ask_round(up, pc, &a)) return;
     mcpg_call *c = claim(up, pc);
-    if (c) calls_answer(up, pc, c, msg, n);
+    if (c) calls_answer(up, pc, c, &a);
     release(up, pc);
 }
 
@@ -384,12 +444,10 @@ static void on_round_reply(void *arg, const mcpg_reply *rep) {
     free(a);
 }
 
-bool calls_ask_round(upstream *up, pcall *pc, const char *msg, size_t n) {
-    mcpg_json_span res, rt, reqs, state, k, v, m, params;
-    if (!pc->call || !MCPG_HOST_HAS(up->h, call_request) ||
-        mcpg_json_object_get(msg, n, "result", &res) != 1 ||
-        mcpg_json_object_get(res.p, res.n, "resultType", &rt) != 1 ||
-        !mcpg_json_string_eq(&rt, "input_required", 14) ||
+bool calls_ask_round(upstream *up, pcall *pc, const up_answer *ans) {
+    mcpg_json_span res = ans->result, reqs, state, k, v, m, params;
+    if (!pc->call || !MCPG_HOST_HAS(up->h, call_request) || !res.p ||
+        result_type_of(&ans->rt_val) != MCPG_RESULT_INPUT_REQUIRED ||
         mcpg_json_object_get(res.p, res.n, "inputRequests", &reqs) != 1 ||
         reqs.type != MCPG_JSON_OBJECT)
         return false;

@@ -114,11 +114,12 @@ static void on_done(void *arg, int err) {
                               : (fc->body.len && fc->body.data[0] == '{' ? fc->body.data : NULL);
     size_t n = msg ? fc->body.len : 0;
     char why[700];
+    up_answer answer;
     if (fc->cancelled) {
         fail(fc, "request cancelled");
-    } else if (msg && mcpg_json_validate(msg, n) == 0) {
+    } else if (msg && calls_read_answer(msg, n, &answer) == 0) {
         pcall *pc = fc->pc;
-        if (calls_ask_round(up, pc, msg, n)) {
+        if (calls_ask_round(up, pc, &answer)) {
             /* the I/O thread sends the retry: the call is its now */
             pthread_mutex_lock(&up->lock);
             if (slot) *slot = pc;
@@ -127,7 +128,7 @@ static void on_done(void *arg, int err) {
         } else {
             mcpg_call *c = pc->call;
             pc->call = NULL;
-            calls_answer(up, pc, c, msg, n);
+            calls_answer(up, pc, c, &answer);
         }
     } else if (err && !fc->status) {
         snprintf(why, sizeof why, "upstream: cannot reach %.300s: %.300s", up->cfg.c->url,

@@ -226,12 +226,21 @@ void calls_asked(upstream *up, ureq *r, const char *id_json, size_t id_len, cons
 void calls_notify(upstream *up, ureq *r, const char *method, const char *params, size_t n);
 /* The whole request for pc under id (the stateless envelope when asked). */
 int calls_build_message(upstream *up, const pcall *pc, int64_t id, bool stateless, mcpg_buf *b);
-/* Set the upstream's answer msg as c's outcome and resume it (any one thread). */
-void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const char *msg, size_t n);
+/* An upstream's answer, read once: its result or error, and the result's
+ * resultType member (.p NULL when absent). */
+typedef struct up_answer {
+    mcpg_json_span result, error;
+    mcpg_json_span rt_key, rt_val;
+} up_answer;
+/* One pass over the answer's members (scanning, so checking, every value)
+ * and one over its result's: 0, or -1 when it is not a JSON object. */
+int calls_read_answer(const char *msg, size_t n, up_answer *a);
+/* Set the upstream's answer as c's outcome and resume it (any one thread). */
+void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const up_answer *a);
 /* A stateless upstream's input_required for a client that can be asked:
  * the questions go out and the retry follows on the I/O thread; false when
  * the answer is not that (or the client cannot be asked). */
-bool calls_ask_round(upstream *up, pcall *pc, const char *msg, size_t n);
+bool calls_ask_round(upstream *up, pcall *pc, const up_answer *a);
 /* A progress notification for pc's client, with its own token (any one thread). */
 void calls_progress(upstream *up, pcall *pc, const char *params, size_t n);
 /* Fail a call with a JSON-RPC error naming the instance. */
