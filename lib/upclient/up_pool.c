@@ -545,6 +545,9 @@ static void conn_open(up_pool *p, up_req *r) {
     p->conns = c;
     p->nconns++;
     attach(c, r);
+    /* The loop's clock is refreshed only when it turns: after long work in
+     * this turn (or an idle loop) it is behind, and the timeout would end early. */
+    uv_update_time(p->loop);
     if (p->t->connect_timeout_ms)
         uv_timer_start(c->timer, on_connect_timeout, p->t->connect_timeout_ms, 0);
     int rc = uv_tcp_connect(&c->creq, &c->tcp, (const struct sockaddr *)&p->t->addr, on_connect);

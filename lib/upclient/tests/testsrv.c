@@ -28,7 +28,7 @@ struct tsrv {
     int lfd, port;
     SSL_CTX *tls;
     pthread_t th;
-    atomic_int stop, accepted, requests, close_after, released;
+    atomic_int stop, accepted, requests, closed, close_after, released;
     pthread_mutex_t lock;
     sconn *conns[MAX_CONNS];
     int nconns;
@@ -107,22 +107,39 @@ static int read_request(sconn *c, char *buf, size_t cap, size_t *have, char *pat
     }
 }
 
-static void *conn_main(void *arg) {
-    sconn *c = arg;
-    tsrv *s = c->s;
-    if (s->tls) {
-        c->ssl = SSL_new(s->tls);
-        SSL_set_fd(c->ssl, c->fd);
-        if (SSL_accept(c->ssl) != 1) return NULL; /* e.g. the client refused the certificate */
+/* Our side is shut: wait for the client to close its end (what it sends
+ * meanwhile is dropped), so tsrv_closed tells the test the client saw it. */
+static void drain(sconn *c) {
+    char scratch[4096];
+    struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+    while (!atomic_load(&c->s->stop)) {
+        int rc = poll(&pf, 1, 20);
+        if (rc < 0 || (rc > 0 && recv(c->fd, scratch, sizeof scratch, 0) <= 0)) return;
     }
+}
+
+static void serve(sconn *c) {
+    tsrv *s = c->s;
     char buf[16384], path[256];
     size_t have = 0;
     while (!atomic_load(&s->stop) && read_request(c, buf, sizeof buf, &have, path) == 0) {
         atomic_fetch_add(&s->requests, 1);
-        if (answer(c, path) || atomic_load(&s->close_after)) break;
+        /* read before answering: the test changes it only once it has seen
+         * an answer, so each answer goes out under the setting meant for it */
+        int close_after = atomic_load(&s->close_after);
+        if (answer(c, path) || close_after) return;
     }
-    if (c->ssl) SSL_shutdown(c->ssl);
-    shutdown(c->fd, SHUT_RDWR);
+}
+
+static void *conn_main(void *arg) {
+    sconn *c = arg;
+    if (c->s->tls && (c->ssl = SSL_new(c->s->tls))) SSL_set_fd(c->ssl, c->fd);
+    int ok = !c->s->tls || (c->ssl && SSL_accept(c->ssl) == 1); /* no: e.g. the client refused the certificate */
+    if (ok) serve(c);
+    if (ok && c->ssl) SSL_shutdown(c->ssl);
+    shutdown(c->fd, SHUT_WR);
+    drain(c);
+    atomic_fetch_add(&c->s->closed, 1);
     return NULL;
 }
 
@@ -176,6 +193,7 @@ tsrv *tsrv_start(SSL_CTX *tls) {
 int tsrv_port(const tsrv *s) { return s->port; }
 int tsrv_accepted(const tsrv *s) { return atomic_load(&s->accepted); }
 int tsrv_requests(const tsrv *s) { return atomic_load(&s->requests); }
+int tsrv_closed(const tsrv *s) { return atomic_load(&s->closed); }
 void tsrv_close_after(tsrv *s, int on) { atomic_store(&s->close_after, on); }
 void tsrv_release(tsrv *s) { atomic_store(&s->released, 1); }
 

@@ -20,6 +20,9 @@ tsrv *tsrv_start(SSL_CTX *tls); /* NULL: plain HTTP; tls is borrowed */
 int tsrv_port(const tsrv *s);
 int tsrv_accepted(const tsrv *s);
 int tsrv_requests(const tsrv *s);
+/* Connections ended by both sides: when the server ends one (close_after,
+ * /close...) it shuts its side and counts it once the client closed too. */
+int tsrv_closed(const tsrv *s);
 void tsrv_close_after(tsrv *s, int on); /* close each connection after its answer */
 void tsrv_release(tsrv *s);             /* let a /stream send its second part */
 void tsrv_stop(tsrv *s);                /* joins every thread */

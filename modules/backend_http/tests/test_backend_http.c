@@ -32,18 +32,29 @@ static struct {
     pthread_t th;
     atomic_int stop;
     atomic_int accepted;     /* connections accepted */
+    atomic_int open;         /* connections not yet closed by both ends */
     atomic_int close_after;  /* close each connection after its answer */
+    atomic_int drop_next;    /* close without answering the next request */
     pthread_mutex_t lock;
     char line[1024];         /* the last request line */
     char head[2048];         /* the last request's header block */
     char body[2048];         /* the last request's body */
 } srv;
 
+/* A connection the server ended (after an answer, or instead of one) is
+ * only half-closed: it stays open until the client closes its end too,
+ * which tells the test the client saw the close. */
 typedef struct sconn {
     int fd;
+    int ended; /* our side is shut: what the client sends now is dropped */
     char buf[8192];
     size_t n;
 } sconn;
+
+static void end_conn(sconn *c) {
+    c->ended = 1;
+    shutdown(c->fd, SHUT_WR);
+}
 
 static void reply(int fd, int status, const char *reason, const char *body) {
     char out[8192];
@@ -69,7 +80,12 @@ static int serve_one(sconn *c) {
     pthread_mutex_unlock(&srv.lock);
     char path[512];
     sscanf(c->buf, "%*s %511s", path);
-    if (strncmp(path, "/missing", 8) == 0) {
+    /* read before answering: the test changes it only once it has seen an
+     * answer, so each answer goes out under the setting meant for it */
+    int close_after = atomic_load(&srv.close_after);
+    if (atomic_exchange(&srv.drop_next, 0)) {
+        close_after = 1; /* a kept connection the upstream closes as a request arrives */
+    } else if (strncmp(path, "/missing", 8) == 0) {
         reply(c->fd, 404, "Not Found", "no such item here");
     } else if (strncmp(path, "/slow", 5) == 0) {
         /* never answers: the client's timeout ends it */
@@ -84,6 +100,7 @@ static int serve_one(sconn *c) {
     }
     memmove(c->buf, c->buf + hlen + blen, c->n - hlen - blen);
     c->n -= hlen + blen;
+    if (close_after) end_conn(c);
     return 1;
 }
 
@@ -100,21 +117,21 @@ static void *srv_main(void *arg) {
             if (fd >= 0) {
                 conns[nc++] = (sconn){.fd = fd};
                 atomic_fetch_add(&srv.accepted, 1);
+                atomic_fetch_add(&srv.open, 1);
             }
         }
         for (size_t i = nc; i-- > 0;) {
             if (!(pf[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             sconn *c = &conns[i];
             ssize_t n = read(c->fd, c->buf + c->n, sizeof c->buf - c->n);
-            int drop = n <= 0;
-            if (n > 0) {
+            if (n > 0 && !c->ended) {
                 c->n += (size_t)n;
-                while (serve_one(c))
-                    if (atomic_load(&srv.close_after)) drop = 1;
+                while (!c->ended && serve_one(c)) {}
             }
-            if (drop) {
+            if (n <= 0) { /* the client closed its end */
                 close(c->fd);
                 conns[i] = conns[--nc];
+                atomic_fetch_sub(&srv.open, 1);
             }
         }
     }
@@ -138,6 +155,14 @@ static void srv_stop(void) {
     atomic_store(&srv.stop, 1);
     pthread_join(srv.th, NULL);
     close(srv.lfd);
+}
+
+/* Turn the loop until the client has closed every connection to the
+ * server (each one the server ended included: the pool saw its close and
+ * dropped it). The bound is only there to end a broken run. */
+static int srv_all_closed(void) {
+    for (int i = 0; i < 500 && atomic_load(&srv.open) > 0; i++) mcpg_fakehost_run_for(fh, 10);
+    return atomic_load(&srv.open) == 0;
 }
 
 static void last_request(char *line, char *head, char *body) {
@@ -317,15 +342,15 @@ static void test_keep_alive(void) {
     }
     MCPG_CHECK(atomic_load(&srv.accepted) - before == 1, "2 calls, %d connections",
                atomic_load(&srv.accepted) - before);
-    /* The upstream closes its connections after each answer: the pooled one
-     * is found closed and the GET is sent again on a new one. */
+    /* The upstream closes its connections after each answer: the pool drops
+     * each when the close arrives, and the next call opens a new one. */
     atomic_store(&srv.close_after, 1);
     before = atomic_load(&srv.accepted);
     for (int i = 0; i < 3; i++) { /* the first reuses the open one */
-        mcpg_fakehost_run_for(fh, 50); /* the server's close arrives */
         json_t *o = call(inst, "get", "{}", &code, msg, sizeof msg);
         MCPG_CHECK(o && !json_object_get(o, "isError"), "after close %d: %s", i, msg);
         json_decref(o);
+        MCPG_CHECK(srv_all_closed(), "call %d: the client kept the connection the upstream closed", i);
     }
     MCPG_CHECK(atomic_load(&srv.accepted) - before == 2, "a new connection each: %d",
                atomic_load(&srv.accepted) - before);
@@ -335,7 +360,7 @@ static void test_keep_alive(void) {
 
 /* An idle connection the upstream closed is dropped when the close
  * arrives, so the next call (even a POST, never sent twice) goes on a new
- * one. (A request that meets a close before its answer: test_upclient.) */
+ * one. */
 static void test_closed_idle_dropped(void) {
     mcpg_instance *inst = load(
         "{\"tools\":[{\"name\":\"post\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:PORT/items\","
@@ -346,7 +371,7 @@ static void test_closed_idle_dropped(void) {
     json_t *o = call(inst, "post", "{}", &code, msg, sizeof msg);
     MCPG_CHECK(o && !json_object_get(o, "isError"), "first post: %s", msg);
     json_decref(o);
-    mcpg_fakehost_run_for(fh, 50);
+    MCPG_CHECK(srv_all_closed(), "the client kept the connection the upstream closed");
     int before = atomic_load(&srv.accepted);
     o = call(inst, "post", "{}", &code, msg, sizeof msg);
     MCPG_CHECK(o && !json_object_get(o, "isError"), "second post: %s", msg);
@@ -354,6 +379,35 @@ static void test_closed_idle_dropped(void) {
     MCPG_CHECK(atomic_load(&srv.accepted) == before + 1, "a new connection: %d",
                atomic_load(&srv.accepted) - before);
     atomic_store(&srv.close_after, 0);
+    unload(inst);
+}
+
+/* A kept connection the upstream closes as the next request arrives (no
+ * byte of an answer): a GET is sent again on a new connection, a POST is
+ * never sent twice and fails, naming the tool and the close. */
+static void test_stale_request(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"get\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/items/1\"},"
+        "{\"name\":\"post\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:PORT/items\"}]}");
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "get", "{}", &code, msg, sizeof msg); /* opens the connection kept */
+    MCPG_CHECK(o && !json_object_get(o, "isError"), "first get: %s", msg);
+    json_decref(o);
+    int before = atomic_load(&srv.accepted);
+    atomic_store(&srv.drop_next, 1);
+    o = call(inst, "get", "{}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && !json_object_get(o, "isError") && atomic_load(&srv.accepted) == before + 1,
+               "GET sent again on a new connection: %s, %d connections", msg,
+               atomic_load(&srv.accepted) - before);
+    json_decref(o);
+    before = atomic_load(&srv.accepted);
+    atomic_store(&srv.drop_next, 1);
+    o = call(inst, "post", "{}", &code, msg, sizeof msg); /* on the connection the GET opened */
+    MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "post: upstream closed the connection") &&
+                   atomic_load(&srv.accepted) == before,
+               "POST not sent again: %s, %d connections", msg, atomic_load(&srv.accepted) - before);
+    json_decref(o);
     unload(inst);
 }
 
@@ -488,6 +542,7 @@ int main(int argc, char **argv) {
     test_timeout_and_cap();
     test_keep_alive();
     test_closed_idle_dropped();
+    test_stale_request();
     test_cancel();
     test_refused();
     test_https();
