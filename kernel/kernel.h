@@ -244,6 +244,9 @@ struct mcpg_worker {
     struct module_work *works; /* host->work_submit'ed here, done() not yet run (loop only) */
     uv_check_t jobs_flush;
     uv_idle_t jobs_awake;    /* keeps the poll from blocking while jobs wait */
+    mcpg_post *local_head, *local_tail; /* posts made on this loop: no wake-up needed */
+    uv_check_t local_flush;
+    uv_idle_t local_awake;
 };
 
 typedef struct kernel {

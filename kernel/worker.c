@@ -246,6 +246,8 @@ void workers_listen_done(void) {
     pending_n = 0;
 }
 
+static void keep_awake_local(uv_idle_t *h) { (void)h; }
+
 static void run_posts(mcpg_worker *w) {
     pthread_mutex_lock(&w->post_lock);
     mcpg_post *p = w->post_head;
@@ -261,7 +263,41 @@ static void run_posts(mcpg_worker *w) {
 
 static void on_wake(uv_async_t *a) { run_posts(a->data); }
 
+/* Posts made on the loop's own thread (a backend answering from one of
+ * its callbacks there) run later in the same loop turn, after the poll,
+ * without the wake-up's two system calls; the idle handle keeps the next
+ * poll from blocking when one is made after the check. They keep their
+ * order among themselves; posts from other threads come by the wake-up. */
+static void run_local_posts(uv_check_t *h) {
+    mcpg_worker *w = h->data;
+    mcpg_post *p = w->local_head;
+    w->local_head = w->local_tail = NULL;
+    uv_check_stop(&w->local_flush);
+    uv_idle_stop(&w->local_awake);
+    while (p) {
+        mcpg_post *next = p->next; /* fn may reuse the node */
+        p->next = NULL;
+        p->fn(p->arg);
+        p = next;
+    }
+}
+
+static int post_local(mcpg_worker *w, mcpg_post *node) {
+    if (w->stopped) return MCPG_ESTATE;
+    node->next = NULL;
+    if (w->local_tail) {
+        w->local_tail->next = node;
+    } else {
+        w->local_head = node;
+        uv_check_start(&w->local_flush, run_local_posts);
+        uv_idle_start(&w->local_awake, keep_awake_local);
+    }
+    w->local_tail = node;
+    return 0;
+}
+
 int worker_post(mcpg_worker *w, mcpg_post *node) {
+    if (current_worker == w) return post_local(w, node);
     node->next = NULL;
     pthread_mutex_lock(&w->post_lock);
     if (w->stopped) {
@@ -405,6 +441,10 @@ int workers_start(void) {
         w->jobs_flush.data = w;
         uv_idle_init(&w->loop, &w->jobs_awake);
         w->jobs_awake.data = w;
+        uv_check_init(&w->loop, &w->local_flush);
+        w->local_flush.data = w;
+        uv_idle_init(&w->loop, &w->local_awake);
+        w->local_awake.data = w;
         uv_timer_init(&w->loop, &w->accept_timer);
         w->accept_timer.data = w;
         for (size_t l = 0; l < w->n_listen; l++) {
@@ -485,6 +525,7 @@ static void stop_on_loop(void *arg) {
     pthread_mutex_unlock(&w->post_lock);
     while (atomic_load(&w->senders)) sched_yield(); /* a wake-up still on its way */
     run_posts(w); /* whatever raced in before the door closed */
+    if (w->local_head) run_local_posts(&w->local_flush);
     module_work_cancel_queued(w); /* done(MCPG_ECANCELED), before the instances stop */
     calls_free_worker(w);
     /* instances close what they keep on this loop, in reverse order; the
