@@ -133,6 +133,13 @@ static int rewrite_params(upstream *up, pcall *pc, mcpg_call *call) {
     return out.data ? 0 : MCPG_ENOMEM;
 }
 
+/* A value that may go in an HTTP header as it is. */
+static bool header_safe(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) return false;
+    return true;
+}
+
 pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
     const mcpg_host *h = up->h;
     pcall *pc = calloc(1, sizeof *pc);
@@ -149,6 +156,10 @@ pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
     const char *caps = MCPG_HOST_HAS(h, call_client_capabilities)
                            ? h->call_client_capabilities(call, &cn) : NULL;
     if (caps && cn) pc->caps = span_dup(caps, cn);
+    const char *target = h->call_target(call);
+    if (target && (method == MCPG_METHOD_TOOLS_CALL || method == MCPG_METHOD_PROMPTS_GET ||
+                   method == MCPG_METHOD_RESOURCES_READ) && header_safe(target))
+        pc->mcp_name = strdup(target);
     if (!pc->method_name || rewrite_params(up, pc, call) != 0) {
         calls_free(pc);
         mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
@@ -167,6 +178,7 @@ void calls_free(pcall *pc) {
     free(pc->request_state);
     free(pc->input_responses);
     free(pc->caps);
+    free(pc->mcp_name);
     free(pc);
 }
 

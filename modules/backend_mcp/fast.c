@@ -178,7 +178,9 @@ bool fast_try(upstream *up, pcall *pc, mcpg_call *call) {
     fc->sse_r.max = (size_t)up->cfg.c->max_message_bytes;
     mcpg_buf body = {0}, hdr = {0};
     int rc = calls_build_message(up, pc, fc->id, true, &body);
-    if (!rc) link_http_stateless_headers(up, body.data, body.len, &hdr);
+    if (!rc) /* the method and name are known: the message is not scanned for them */
+        link_http_stateless_head(up, pc->method_name, strlen(pc->method_name), pc->mcp_name,
+                                 pc->mcp_name ? strlen(pc->mcp_name) : 0, &hdr);
     if (!rc && hdr.data) {
         *slot = fc;
         fc->req = up_send(pool, "POST", up_target_path(link_http_target(up->link)), hdr.data,

@@ -179,19 +179,34 @@ static void name_header(const char *json, size_t n, const mcpg_json_span *method
 
 /* A POST of the stateless wire: its headers mirror the message (also the
  * direct path's, fast.c, from any loop: it reads only the settings). */
-void link_http_stateless_headers(const upstream *up, const char *json, size_t n, mcpg_buf *h) {
-    mcpg_json_span method;
+void link_http_stateless_head(const upstream *up, const char *method, size_t method_len,
+                              const char *name, size_t name_len, mcpg_buf *h) {
     mcpg_buf_puts(h, "Content-Type: application/json\r\n"
                      "Accept: application/json, text/event-stream\r\n"
-                     "MCP-Protocol-Version: " MCP_MODERN_VERSION "\r\n");
-    if (mcpg_json_object_get(json, n, "method", &method) == 1 && method.type == MCPG_JSON_STRING &&
-        !method.escaped) {
-        mcpg_buf_puts(h, "Mcp-Method: ");
-        mcpg_buf_append(h, method.p, method.n);
+                     "MCP-Protocol-Version: " MCP_MODERN_VERSION "\r\nMcp-Method: ");
+    mcpg_buf_append(h, method, method_len);
+    mcpg_buf_puts(h, "\r\n");
+    if (name) {
+        mcpg_buf_puts(h, "Mcp-Name: ");
+        mcpg_buf_append(h, name, name_len);
         mcpg_buf_puts(h, "\r\n");
-        name_header(json, n, &method, h);
     }
     mcpg_buf_puts(h, up->cfg.header_lines ? up->cfg.header_lines : "");
+}
+
+void link_http_stateless_headers(const upstream *up, const char *json, size_t n, mcpg_buf *h) {
+    mcpg_json_span method;
+    if (mcpg_json_object_get(json, n, "method", &method) != 1 || method.type != MCPG_JSON_STRING ||
+        method.escaped) {
+        link_http_stateless_head(up, "", 0, NULL, 0, h);
+        return;
+    }
+    mcpg_buf name = {0};
+    name_header(json, n, &method, &name);
+    /* name_header wrote "Mcp-Name: value\r\n": take the value */
+    const char *v = name.len > 12 ? name.data + 10 : NULL;
+    link_http_stateless_head(up, method.p, method.n, v, v ? name.len - 12 : 0, h);
+    mcpg_buf_free(&name);
 }
 
 const up_target *link_http_target(const mcp_link *base) {

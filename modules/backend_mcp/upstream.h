@@ -62,8 +62,11 @@ mcp_link *link_stdio_new(upstream *up);
 mcp_link *link_http_new(upstream *up, char *err, size_t errcap);
 /* The HTTP link's upstream (parsed URL, TLS context): immutable, any thread. */
 const struct up_target *link_http_target(const mcp_link *l);
-/* The headers of a stateless-wire POST carrying json (any thread). */
+/* The headers of a stateless-wire POST carrying json (any thread), read
+ * from the message, or given (name NULL: no Mcp-Name). */
 void link_http_stateless_headers(const upstream *up, const char *json, size_t n, mcpg_buf *h);
+void link_http_stateless_head(const upstream *up, const char *method, size_t method_len,
+                              const char *name, size_t name_len, mcpg_buf *h);
 
 /* From a link, on the I/O thread: one whole message from the upstream.
  * on: the request whose stream carried it (HTTP), or NULL. */
@@ -115,6 +118,7 @@ struct pcall {
     char *request_state;   /* a stateless client's retry: requestState (decoded) */
     char *input_responses; /* ... and its inputResponses object (JSON) */
     char *caps;            /* the client's capabilities (JSON) or NULL */
+    char *mcp_name;        /* the Mcp-Name header's value (the upstream's name or uri), or NULL */
     ureq *ur;
     pcall *qnext;
 };
