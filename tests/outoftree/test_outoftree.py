@@ -54,8 +54,11 @@ def run(argv, what, cwd=None, env=None, shell=False):
 
 
 def no_tree_paths(text, trees, what):
+    """No path into a tree: the tree's folder as a whole path component (a tree at
+    /tmp/cc must not match the compiler's own /tmp/ccXXXX.s temporaries)."""
     for t in trees:
-        check(t not in text, "%s names %s (must use only the prefix):\n%s" % (what, t, text))
+        hit = re.search(re.escape(t.rstrip("/")) + r"(?=$|[/\s'\";:=])", text, re.M)
+        check(hit is None, "%s names %s (must use only the prefix):\n%s" % (what, t, text))
 
 
 def main():
