@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench/run.sh SCENARIO...: run benchmark scenarios one after the other, each
+# printing its table (and progress lines) and appending its JSON lines to one
+# results file. Every scenario starts what it needs on free loopback ports,
+# pins the measured server and the load to separate cores, and stops all it
+# started. `make bench` runs this with BENCH_ARGS as the scenarios.
+#
+#   scale     both MCP wires, default and tuned manifests, beside nginx (wires.sh)
+#   cpu       CPU per call of the embedded bench manifest beside nginx (cpu-per-call.sh)
+#   proxy     a call proxied through backend_mcp beside in process and nginx (proxy.sh)
+#   reload    steady state beside code swapped and reloaded every 200 ms (reload.sh)
+#
+#   bench/run.sh                      every scenario
+#   bench/run.sh proxy reload         those two
+#   RESULTS=out.jsonl bench/run.sh    where the JSON lines go (default bench/results-<UTC>.jsonl)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
+ALL=(scale cpu proxy reload)
+
+run_one() {
+    case $1 in
+    scale) bash "$ROOT/bench/wires.sh" --json "$RESULTS" ;;
+    cpu) bash "$ROOT/bench/cpu-per-call.sh" --start --nginx --json "$RESULTS" ;;
+    proxy) bash "$ROOT/bench/proxy.sh" --json "$RESULTS" ;;
+    reload) bash "$ROOT/bench/reload.sh" --json "$RESULTS" ;;
+    *) echo "bench/run.sh: unknown scenario \"$1\" (one of: ${ALL[*]})" >&2; return 2 ;;
+    esac
+}
+
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=("${ALL[@]}")
+for s in "${scenarios[@]}"; do
+    case " ${ALL[*]} " in *" $s "*) ;; *) echo "bench/run.sh: unknown scenario \"$s\" (one of: ${ALL[*]})" >&2; exit 2 ;; esac
+done
+failed=0 n=0
+for s in "${scenarios[@]}"; do
+    n=$((n + 1))
+    echo "bench/run.sh: scenario $n/${#scenarios[@]}: $s ($(date -u +%H:%M:%S) UTC)" >&2
+    run_one "$s" || { echo "bench/run.sh: $s failed" >&2; failed=1; }
+done
+echo "bench/run.sh: results appended to $RESULTS" >&2
+exit "$failed"
