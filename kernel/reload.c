@@ -201,6 +201,14 @@ static void run(asker *a) {
     if (relisten && workers_listen_prepare(m->listen, m->n_listen, &errs, m->path) != 0)
         relisten = false;
     generation *g = m && !errs.count ? generation_build_from(m, K.gen, &errs) : NULL;
+    if (g && !g->carried[0]) {
+        /* the transport owns the connections and their streams: replacing
+         * it under them is not offered yet */
+        errlist_add(&errs, m->path, "gateway.server",
+                    "a reload cannot change the transport or its settings (restart the gateway)");
+        generation_free(g);
+        g = NULL;
+    }
     uint64_t t_build = mono_us();
     if (g && generation_start(g) != 0) {
         errlist_add(&errs, m->path, g->failed ? g->failed : "modules",

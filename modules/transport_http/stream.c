@@ -1,6 +1,8 @@
 /* transport_http: SSE answers and listening streams (see stream.h). */
 #include "stream.h"
 
+#include <stdbool.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -168,12 +170,18 @@ static void end_one(th_wslot *ws, th_req *r) {
     const mcpg_host *h = ws->mod->host;
     mcpg_buf *b = &ws->scratch;
     b->len = 0;
-    int rc = h->buf_append(b, "{\"jsonrpc\":\"2.0\",\"id\":", 22);
-    rc |= h->buf_append(b, r->desc.id_json, r->desc.id_len);
-    rc |= h->buf_append(b, ",\"result\":{\"resultType\":\"complete\"}}", 36);
+    /* a legacy GET stream answers no request: it has no id (and its desc
+     * may hold a length left from the request before) */
+    bool answer = !r->legacy && r->desc.id_json && r->desc.id_len;
+    int rc = 0;
+    if (answer) {
+        rc |= h->buf_append(b, "{\"jsonrpc\":\"2.0\",\"id\":", 22);
+        rc |= h->buf_append(b, r->desc.id_json, r->desc.id_len);
+        rc |= h->buf_append(b, ",\"result\":{\"resultType\":\"complete\"}}", 36);
+    }
     th_conn *c = r->conn;
     th_listener_remove(ws, r);
-    if (rc || r->legacy) th_sse_end(c, r, NULL, 0, NULL, 0);
+    if (rc || !answer) th_sse_end(c, r, NULL, 0, NULL, 0);
     else th_sse_end(c, r, NULL, 0, b->data, b->len);
     th_conn_advance(c);
 }

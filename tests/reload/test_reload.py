@@ -306,6 +306,15 @@ def main():
         finally:
             lg.stop()
 
+    def t_transport_change_refused():
+        """The transport owns the connections and their streams: a reload that would
+        replace it (gateway.server changed) is refused naming the key; nothing changes."""
+        m = manifest()
+        m["gateway"]["server"]["access_log"] = False
+        refused(m, ["gateway.server", "restart"], "a transport setting changed")
+        rewrite(manifest())
+        reload_ok(p)
+
     def t_stop():
         gw.stop()
 
@@ -318,6 +327,7 @@ def main():
         ("bad reloads leave the old generation serving", t_bad_reloads),
         ("a legacy session and its GET stream across reloads", t_session_across_reload),
         ("SIGHUP reloads", t_sighup),
+        ("a reload that would replace the transport is refused", t_transport_change_refused),
         ("listen addresses added and dropped by a reload; a busy one refused", t_listen_change),
         ("the gateway stops cleanly", t_stop),
     ], ctx)
