@@ -541,6 +541,21 @@ static bool tells_cancel(const upstream *up) {
     return up->wire == WIRE_LEGACY || !up->link->ops->abandon;
 }
 
+/* Give up an upstream request: tell the upstream (or close its stream),
+ * then let go of r. */
+static void cancel_upstream(upstream *up, ureq *r, const char *reason) {
+    if (up->link && tells_cancel(up)) {
+        char note[200];
+        int n = snprintf(note, sizeof note,
+                         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                         "\"params\":{\"requestId\":%lld,\"reason\":\"%s\"}}",
+                         (long long)r->id, reason);
+        up->link->ops->send(up->link, note, (size_t)n, NULL);
+    }
+    if (up->link && up->link->ops->abandon) up->link->ops->abandon(up->link, r);
+    up_ureq_free(up, r);
+}
+
 int calls_build_message(upstream *up, const pcall *pc, int64_t id, bool stateless, mcpg_buf *b) {
     mcpg_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
     char num[24];
@@ -619,16 +634,9 @@ void calls_cancel(upstream *up, pcall *pc) {
     if (pc->orphan) return;            /* answered; another hold frees it */
     ureq *r = pc->ur;
     if (r) {
-        char note[160];
-        int n = snprintf(note, sizeof note,
-                         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
-                         "\"params\":{\"requestId\":%lld,\"reason\":\"the client went away\"}}",
-                         (long long)r->id);
-        if (tells_cancel(up)) up->link->ops->send(up->link, note, (size_t)n, NULL);
-        if (up->link->ops->abandon) up->link->ops->abandon(up->link, r);
         r->pc = NULL;
-        up_ureq_free(up, r);
         pc->ur = NULL;
+        cancel_upstream(up, r, "the client went away");
     }
     calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "request cancelled");
 }
@@ -754,13 +762,7 @@ static void on_client_reply(void *arg, const mcpg_reply *rep) {
 static void refuse_question(upstream *up, const char *id_json, size_t id_len, const char *why) {
     char body[700];
     error_body(body, sizeof body, MCPG_RPC_INTERNAL_ERROR, why);
-    mcpg_buf b = {0};
-    mcpg_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    mcpg_buf_append(&b, id_json, id_len);
-    mcpg_buf_puts(&b, ",");
-    mcpg_buf_puts(&b, body);
-    if (!mcpg_buf_puts(&b, "}") && up->link) up->link->ops->send(up->link, b.data, b.len, NULL);
-    mcpg_buf_free(&b);
+    up_send_response(up, id_json, id_len, body);
 }
 
 static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
@@ -827,14 +829,7 @@ static void park_free(upstream *up, park *p, bool answer_upstream) {
         if (p->q.id_json)
             refuse_question(up, p->q.id_json, strlen(p->q.id_json),
                             "the client did not answer in time");
-        char note[160];
-        int n = snprintf(note, sizeof note,
-                         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
-                         "\"params\":{\"requestId\":%lld,\"reason\":\"the client did not answer\"}}",
-                         (long long)p->ur->id);
-        if (up->link && tells_cancel(up)) up->link->ops->send(up->link, note, (size_t)n, NULL);
-        if (up->link && up->link->ops->abandon) up->link->ops->abandon(up->link, p->ur);
-        up_ureq_free(up, p->ur);
+        cancel_upstream(up, p->ur, "the client did not answer");
     } else if (p->ur) {
         p->ur->parked = NULL;
     }

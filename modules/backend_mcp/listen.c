@@ -83,13 +83,8 @@ static bool subs_add(upstream *up, const char *uri) {
     return true;
 }
 
-void listen_subscribe(upstream *up, const char *uri, int on) {
-    bool changed = on ? subs_add(up, uri) : subs_remove(up, uri);
-    if (up->wire == WIRE_STATELESS) {
-        if (changed) replace_listen(up);
-        return;
-    }
-    if (up->state != UP_READY) return; /* subscribed again when it is (listen_resubscribe) */
+/* The session wire: resources/subscribe (or unsubscribe) for uri. */
+static void send_subscribe(upstream *up, const char *uri, int on) {
     mcpg_buf p = {0};
     mcpg_buf_puts(&p, "{\"uri\":");
     mcpg_buf_append_json_string(&p, uri, strlen(uri));
@@ -100,18 +95,20 @@ void listen_subscribe(upstream *up, const char *uri, int on) {
     mcpg_buf_free(&p);
 }
 
+void listen_subscribe(upstream *up, const char *uri, int on) {
+    bool changed = on ? subs_add(up, uri) : subs_remove(up, uri);
+    if (up->wire == WIRE_STATELESS) {
+        if (changed) replace_listen(up);
+        return;
+    }
+    if (up->state != UP_READY) return; /* subscribed again when it is (listen_resubscribe) */
+    send_subscribe(up, uri, on);
+}
+
 /* A new session knows nothing of the old one's subscriptions. */
 void listen_resubscribe(upstream *up) {
     if (up->wire == WIRE_STATELESS) return; /* the listen carries them */
-    for (size_t i = 0; i < up->n_subs; i++) {
-        mcpg_buf p = {0};
-        mcpg_buf_puts(&p, "{\"uri\":");
-        mcpg_buf_append_json_string(&p, up->subs[i], strlen(up->subs[i]));
-        mcpg_buf_puts(&p, "}");
-        ureq *r = p.data ? up_ureq_new(up, UR_SUBSCRIBE) : NULL;
-        if (r && up_send_request(up, r, "resources/subscribe", p.data)) up_ureq_free(up, r);
-        mcpg_buf_free(&p);
-    }
+    for (size_t i = 0; i < up->n_subs; i++) send_subscribe(up, up->subs[i], 1);
 }
 
 void listen_free(upstream *up) {

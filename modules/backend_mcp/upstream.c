@@ -156,7 +156,7 @@ int up_send_request(upstream *up, ureq *r, const char *method, const char *param
     return rc;
 }
 
-static void send_response(upstream *up, const char *id_json, size_t id_len, const char *body) {
+void up_send_response(upstream *up, const char *id_json, size_t id_len, const char *body) {
     mcpg_buf b = {0};
     mcpg_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
     mcpg_buf_append(&b, id_json, id_len);
@@ -426,7 +426,7 @@ void up_on_message(upstream *up, const char *msg, size_t n, ureq *on) {
     const char *id_text = id.type == MCPG_JSON_STRING ? id.p - 1 : id.p;
     size_t id_len = id.type == MCPG_JSON_STRING ? id.n + 2 : id.n;
     if (strcmp(name, "ping") == 0) {
-        send_response(up, id_text, id_len, "\"result\":{}");
+        up_send_response(up, id_text, id_len, "\"result\":{}");
         return;
     }
     calls_asked(up, on, id_text, id_len, name, pp, pn);

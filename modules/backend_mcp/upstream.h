@@ -192,6 +192,8 @@ void up_free(upstream *up);
 /* Any thread: queue a job and wake the I/O thread; non-zero when full or stopping. */
 int up_post(upstream *up, job *j);
 int up_send_request(upstream *up, ureq *r, const char *method, const char *params_json);
+/* A response to the upstream's request id: body is its "result":... or "error":... member. */
+void up_send_response(upstream *up, const char *id_json, size_t id_len, const char *body);
 ureq *up_ureq_new(upstream *up, ureq_kind kind);
 void up_ureq_free(upstream *up, ureq *r);
 int up_list_copy(upstream *up, int list, mcpg_buf *out);
