@@ -94,13 +94,10 @@ static int on_body(void *arg, const char *p, size_t n) {
     return mcpg_buf_append(&fc->body, p, n) ? -1 : 0;
 }
 
+/* The call fails with an error naming the instance (calls_fail frees pc). */
 static void fail(fast_call *fc, const char *msg) {
-    char full[800];
-    snprintf(full, sizeof full, "backend \"%s\": %s", fc->up->name, msg);
-    mcpg_call *c = fc->pc->call;
-    fc->pc->call = NULL;
-    fc->up->h->call_error(c, MCPG_RPC_SERVER_ERROR, full, NULL);
-    fc->up->h->call_resume(c, MCPG_DENY);
+    calls_fail(fc->up, fc->pc, MCPG_RPC_SERVER_ERROR, "%s", msg);
+    fc->pc = NULL;
 }
 
 static void on_done(void *arg, int err) {
