@@ -62,6 +62,40 @@ typedef enum mcpg_method {
 #define MCPG_RPC_MISSING_CLIENT_CAPABILITY (-32021)
 #define MCPG_RPC_UNSUPPORTED_VERSION (-32022)
 
+/* ABI 1.2: what a connection's TLS session established, for the identity
+ * stage (the transport fills it; borrowed like the rest of the call desc).
+ * Every string is NUL-terminated or NULL. */
+typedef struct mcpg_tls_info {
+    uint32_t size;            /* sizeof(mcpg_tls_info) as the transport knows it */
+    uint32_t client_verified; /* 1: the client presented a certificate that verified
+                                 against the transport's CA; the cert_* fields are set */
+    const char *version;      /* "TLSv1.3" */
+    const char *cipher;       /* "TLS_AES_256_GCM_SHA384" */
+    const char *alpn;         /* "http/1.1", or NULL when none was negotiated */
+    const char *server_name;  /* the SNI the client sent, or NULL */
+    const char *cert_subject; /* RFC 2253 one line: "CN=alice,O=Acme" */
+    const char *cert_issuer;  /* the same for the issuer */
+    const char *cert_sans_json; /* the subjectAltNames as a JSON array of "TYPE:value"
+                                 strings: "DNS:a.example", "URI:spiffe://t/x",
+                                 "email:a@b.example", "IP:10.0.0.1"; "[]" when none */
+    const char *cert_sha256;  /* the certificate's DER SHA-256, 64 lower-case hex */
+} mcpg_tls_info;
+
+/* ABI 1.2: who a call is, as an identity module sets it
+ * (host->call_identify). Borrowed for that call; the kernel copies it. */
+typedef struct mcpg_identity {
+    uint32_t size;            /* sizeof(mcpg_identity) as the module knows it */
+    uint32_t n_roles;
+    const char *principal;    /* required */
+    const char *tenant;       /* or NULL */
+    const char *const *roles; /* n_roles NUL-terminated strings */
+    const char *claims_json;  /* a JSON object the policy stage may read (a token's
+                                 claims), or NULL */
+    size_t claims_len;
+    const char *method;       /* how it was established, for audit: "apikey", "jwt",
+                                 "mtls"; or NULL */
+} mcpg_identity;
+
 /* A growable byte buffer. Grow it only through host->buf_* (the kernel owns
  * the allocator); read data/len directly. data is NUL-terminated after any
  * host->buf_* call. */
@@ -132,6 +166,13 @@ typedef struct mcpg_call_desc {
     size_t client_caps_len;
     const char *protocol_version;
     size_t protocol_version_len;
+
+    /* ---- ABI 1.2 ---- */
+    /* The client's address as text ("127.0.0.1:51234", "[::1]:51234"), or
+     * NULL; and the connection's TLS facts, NULL on clear text. */
+    const char *peer;
+    size_t peer_len;
+    const mcpg_tls_info *tls;
 } mcpg_call_desc;
 
 /* The outcome of a call, read by the transport in `complete`. Every pointer is
@@ -150,6 +191,9 @@ typedef struct mcpg_call_outcome {
     uint32_t retry_after_s;   /* with 429/503: Retry-After, 0 = none */
     /* ---- ABI 1.1 ---- */
     uint32_t result_type;     /* mcpg_result_type of `result` (!is_error) */
+    /* ---- ABI 1.2 ---- */
+    const char *www_authenticate; /* with 401: the WWW-Authenticate value a stage set
+                                     (host->call_set_challenge), NUL-terminated, or NULL */
 } mcpg_call_outcome;
 
 /* What a result is (2026-07-28 `resultType`). Append only. */
@@ -209,6 +253,21 @@ typedef struct mcpg_audit_event {
     const char *error_message;/* NULL on success */
     uint64_t latency_us;      /* completed/failed: time since the call entered */
     uint64_t backend_us;      /* completed/failed: time spent in the backend */
+    /* ---- ABI 1.2 (MCPG_HAS_FIELD(event, slot)); every string NUL-terminated
+     * or NULL ---- */
+    const char *roles_json;   /* the principal's roles as a JSON array, or NULL */
+    const char *auth_method;  /* mcpg_identity.method, or NULL */
+    const char *peer;         /* the client's address, or NULL */
+    const char *denied_stage; /* .denied: "identity", "policy" or "limits" */
+    const char *denied_by;    /* .denied: the instance that refused */
+    const char *args_json;    /* params.arguments after the gateway's redaction (or
+                                 {"sha256":"..."} when hashed), or NULL */
+    size_t args_len;
+    const char *result_json;  /* .completed: the result after redaction, only when
+                                 gateway.audit.results is on; else NULL */
+    size_t result_len;
+    const char *traceparent;  /* the request's W3C traceparent header, or NULL */
+    const char *gateway_id;   /* gateway.id (default: the host name) */
 } mcpg_audit_event;
 
 #endif

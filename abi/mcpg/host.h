@@ -256,6 +256,43 @@ struct mcpg_host {
     int (*reload)(mcpg_worker *w,
                   void (*done)(void *arg, int http_status, const char *json, size_t len),
                   void *arg);
+
+    /* ======== ABI 1.2 ======== */
+
+    /* ---- a call's connection and identity (as the call_* slots above) ---- */
+    /* The client's address ("127.0.0.1:51234"), NULL when the transport did
+     * not say; and its TLS facts, NULL on clear text. Borrowed until the op
+     * answers. */
+    const char *(*call_peer)(mcpg_call *call, size_t *len_out);
+    const mcpg_tls_info *(*call_tls)(mcpg_call *call);
+    /* Set who the call is (copied): principal, tenant, roles, claims,
+     * method. 0, MCPG_EINVAL (no principal, or claims that are not a JSON
+     * object), MCPG_ENOMEM. call_set_identity (1.0) is this with its comma
+     * list split into roles. */
+    int (*call_identify)(mcpg_call *call, const mcpg_identity *id);
+    uint32_t (*call_role_count)(mcpg_call *call);
+    const char *(*call_role)(mcpg_call *call, uint32_t i); /* NULL past the end */
+    int (*call_has_role)(mcpg_call *call, const char *role);  /* 1 or 0 */
+    /* The identity's claims object as JSON text, or NULL. */
+    const char *(*call_claims)(mcpg_call *call, size_t *len_out);
+    const char *(*call_auth_method)(mcpg_call *call);
+    /* The tool or prompt name, or the resource uri, as the client sent it
+     * (before the binding's prefix was removed); NULL when the method names
+     * none. NUL-terminated. */
+    const char *(*call_client_name)(mcpg_call *call);
+    /* The WWW-Authenticate value to answer a 401 with (copied); a later call
+     * replaces it. Any stage may set it, also one that passes: the kernel's
+     * own 401 for an anonymous call carries it. */
+    int (*call_set_challenge)(mcpg_call *call, const char *www_authenticate);
+
+    /* ---- the gateway (any thread) ---- */
+    /* gateway.id from the manifest (default: the host name): in audit events. */
+    const char *(*gateway_id)(void);
+    /* Redact a JSON text by the gateway's rules (gateway.redact: credential-
+     * shaped strings, configured pointers and patterns) into out (appended).
+     * For a sink or a log line that shows call data. 0, MCPG_EPROTO (not
+     * JSON: nothing appended), MCPG_ENOMEM. */
+    int (*redact_json)(const char *json, size_t len, mcpg_buf *out);
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */

@@ -50,9 +50,13 @@ typedef struct mcpg_transport_ops {
 } mcpg_transport_ops;
 
 /* ---- identity: who is calling ------------------------------------------
- * A chain: each instance accepts (sets identity with host->call_set_identity
- * and answers CONTINUE), rejects (call_error + DENY), or passes (CONTINUE
- * without setting identity, so the next one tries). */
+ * A chain: each instance accepts (sets identity with host->call_identify, or
+ * 1.0's call_set_identity, and answers CONTINUE: the chain stops there),
+ * rejects (call_error + DENY; for missing or bad credentials also
+ * call_set_http(401) and call_set_challenge), or passes (CONTINUE without
+ * setting identity, so the next one tries). A call every instance passed is
+ * anonymous: the kernel refuses it with 401 unless the manifest's
+ * gateway.anonymous allows it (then the policy stage sees no principal). */
 typedef struct mcpg_identity_ops {
     uint32_t size, version;
     mcpg_status (*authenticate)(void *instance, mcpg_call *call); /* mandatory */
@@ -62,10 +66,19 @@ typedef struct mcpg_identity_ops {
 typedef struct mcpg_policy_ops {
     uint32_t size, version;
     mcpg_status (*check)(void *instance, mcpg_call *call); /* mandatory */
-    /* Optional: whether a listed item is visible to the call's principal, for
-     * filtered lists. kind is "tool", "resource" or "prompt". Reserved: this
-     * kernel does not call it yet; lists are the same for every caller until
-     * per-principal filtering lands with identity and policy. */
+    /* check() runs for every call that passed identity: tools/call,
+     * prompts/get, resources/read (host->call_client_name is the name the
+     * client used, host->call_target the backend's), the lists, and the
+     * rest. A DENY is audited as mcpg.tool.call.denied with this stage and
+     * instance named.
+     * Optional: whether a listed item is visible to the call's principal:
+     * for tools/list, prompts/list, resources/list and
+     * resources/templates/list (both wires) the kernel asks each policy
+     * instance that has it for each item, after check() let the list
+     * through, and leaves out what any of them answers 0 to. kind is "tool",
+     * "prompt", "resource" or "resource_template"; name is the client's
+     * name (tools, prompts: with the binding's prefix), the uri or the
+     * uriTemplate. On the call's loop; must not block. */
     int (*visible)(void *instance, mcpg_call *call, const char *kind, const char *name);
 } mcpg_policy_ops;
 

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define MCPG_ABI_MAJOR 1
-#define MCPG_ABI_MINOR 1
+#define MCPG_ABI_MINOR 2
 #define MCPG_MODULE_MAGIC 0x6d637067u /* "mcpg" */
 #define MCPG_ENTRY_SYMBOL "mcpg_module_entry"
 
@@ -149,6 +149,15 @@ typedef struct mcpg_lifecycle_ops {
      * timers). The loop ends after it returns; stop() itself runs on the main
      * thread, where no loop-thread slot may be used. */
     void (*worker_stop)(void *instance, struct mcpg_worker *w);
+
+    /* ---- ABI 1.2 ---- */
+    /* Optional. A reload published a generation that carried this instance
+     * over unchanged (same module image, same config): on the control (main)
+     * thread, once that generation serves. Re-read what the config names
+     * outside the manifest (a keys file, certificates) and swap it in; keep
+     * what it had when the new copy is bad, and log why. Must not block for
+     * long: the next reload waits for it. */
+    void (*reloaded)(void *instance);
 } mcpg_lifecycle_ops;
 
 /* ---- the descriptor ----------------------------------------------------- */
