@@ -8,7 +8,8 @@
  *                  tries (a Bearer token shaped like a JWT counts as no key,
  *                  for identity_jwt), or the kernel refuses the anonymous
  *                  call with 401;
- *   a key that matches nothing -> DENY, JSON-RPC -32001, HTTP 401 and
+ *   a key that matches nothing -> DENY, JSON-RPC -32001 (MCPG_RPC_UNAUTHENTICATED,
+ *                  as the kernel's anonymous refusal and every identity module), HTTP 401 and
  *                  WWW-Authenticate: Bearer realm="...", error="invalid_token".
  *
  * The table is swapped whole at a reload (the `reloaded` lifecycle op, on the
@@ -28,8 +29,6 @@
 
 #include "keytable.h"
 
-/* The JSON-RPC code of a refused credential; identity_mtls answers the same. */
-#define IDKEY_RPC_UNAUTHORIZED (-32001)
 #define IDKEY_REALM_MAX 64
 #define IDKEY_WARN_EVERY_US 1000000u /* at most one "invalid key" line a second */
 
@@ -200,7 +199,7 @@ static void warn_invalid(apikey *a, mcpg_call *call, const char *header) {
 static mcpg_status refuse(apikey *a, mcpg_call *call, const char *header) {
     const mcpg_host *h = a->host;
     /* The message never carries the key, nor anything derived from it. */
-    h->call_error(call, IDKEY_RPC_UNAUTHORIZED, "Unauthorized: invalid API key", NULL);
+    h->call_error(call, MCPG_RPC_UNAUTHENTICATED, "Unauthenticated: invalid API key", NULL);
     h->call_set_http(call, 401, 0);
     if (MCPG_HOST_HAS(h, call_set_challenge))
         h->call_set_challenge(call, a->challenge_invalid);

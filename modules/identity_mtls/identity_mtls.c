@@ -19,8 +19,6 @@
 
 #include "mtls_names.h"
 
-/* The JSON-RPC code of a refused credential; identity_apikey answers the same. */
-#define MTLS_RPC_UNAUTHORIZED (-32001)
 #define MTLS_MAX_FROM 4
 #define MTLS_MAX_ROLES 64
 #define MTLS_MAX_ROLE 128
@@ -274,7 +272,7 @@ static int rules_parse(const mtls_cfg *cfg, mcpg_config_problems *p, mtls_rules 
 /* a call                                                              */
 
 static mcpg_status refuse(mtls *m, mcpg_call *call, const char *why) {
-    m->host->call_error(call, MTLS_RPC_UNAUTHORIZED, why, NULL);
+    m->host->call_error(call, MCPG_RPC_UNAUTHENTICATED, why, NULL);
     m->host->call_set_http(call, 401, 0);
     return MCPG_DENY;
 }
@@ -365,11 +363,11 @@ static mcpg_status mtls_authenticate(void *instance, mcpg_call *call) {
     if (!t || !MCPG_HAS_FIELD(t, client_verified) || !t->client_verified ||
         !principal_of(m, t, principal, sizeof principal, &from))
         return m->cfg->require
-                   ? refuse(m, call, "Unauthorized: a verified client certificate is required")
+                   ? refuse(m, call, "Unauthenticated: a verified client certificate is required")
                    : MCPG_CONTINUE;
     const mtls_grant *g = lookup(m, principal);
     if (!g && m->cfg->mapped_only)
-        return refuse(m, call, "Unauthorized: this client certificate is not admitted");
+        return refuse(m, call, "Unauthenticated: this client certificate is not admitted");
     return identify(m, call, t, principal, from, g);
 }
 

@@ -107,6 +107,7 @@ static outcome authenticate(mcpg_instance *inst, const char *const *headers) {
     MCPG_REQUIRE(c, "call_new");
     for (const char *const *hd = headers; hd && *hd; hd += 2)
         MCPG_REQUIRE(mcpg_fakehost_call_set_header(c, hd[0], hd[1]) == 0, "header %s", hd[0]);
+    mcpg_fakehost_call_set_peer(c, "192.0.2.7:4242");
     outcome o = {0};
     o.status = mcpg_fakehost_run(fh, inst, c, 1000);
     copy(o.principal, sizeof o.principal, h->call_principal(c));
@@ -184,7 +185,7 @@ static void test_refuses(void) {
     mcpg_instance *inst = load(NULL);
     outcome o = authenticate(inst, (const char *const[]){"x-api-key", KEY_WRONG, NULL});
     expect_refused(&o, "X-API-Key wrong", KEY_WRONG);
-    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "refused an API key in X-API-Key"),
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "refused an API key in X-API-Key from 192.0.2.7:4242"),
                "the refusal is logged:\n%s", mcpg_fakehost_log_text(fh));
     o = authenticate(inst, (const char *const[]){"authorization", "Bearer " KEY_WRONG, NULL});
     expect_refused(&o, "Bearer wrong", KEY_WRONG);
@@ -203,10 +204,9 @@ static void test_refuses(void) {
 static void test_passes(void) {
     mcpg_instance *inst = load(NULL);
     outcome o = authenticate(inst, NULL);
+    /* (the challenge a pass sets shows only in the kernel's anonymous 401:
+     * tests/integration/test_identity.py) */
     expect_passed(&o, "no header");
-    if (host_has_challenges())
-        MCPG_CHECK(strcmp(o.challenge, "Bearer realm=\"mcpg\"") == 0,
-                   "no header: challenge for the anonymous 401 '%s'", o.challenge);
     o = authenticate(inst, (const char *const[]){"authorization", "Bearer " JWT, NULL});
     expect_passed(&o, "a JWT-shaped Bearer");
     o = authenticate(inst, (const char *const[]){"authorization", "Basic YWxpY2U6cHc=", NULL});
@@ -216,7 +216,7 @@ static void test_passes(void) {
     expect_passed(&o, "empty Bearer and X-API-Key");
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 
-    /* the JWT is a key to refuse once skip_jwt_shaped is off; no anonymous challenge */
+    /* the JWT is a key to refuse once skip_jwt_shaped is off; another realm */
     inst = load("\"skip_jwt_shaped\":false,\"challenge_anonymous\":false,\"realm\":\"tools\"");
     o = authenticate(inst, (const char *const[]){"authorization", "Bearer " JWT, NULL});
     MCPG_CHECK(o.status == MCPG_DENY && o.http == 401, "JWT as key: status %d http %d", o.status,
@@ -226,7 +226,6 @@ static void test_passes(void) {
                    "realm in the challenge: '%s'", o.challenge);
     o = authenticate(inst, NULL);
     expect_passed(&o, "no header, challenge_anonymous off");
-    MCPG_CHECK(o.challenge[0] == '\0', "no anonymous challenge: '%s'", o.challenge);
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
@@ -251,8 +250,7 @@ static void test_header_choice(void) {
 /* reload                                                              */
 
 static void reloaded(mcpg_instance *inst) {
-    MCPG_REQUIRE(MCPG_HAS(desc->lifecycle, reloaded), "the module has a reloaded op");
-    desc->lifecycle->reloaded(mcpg_fakehost_state(inst));
+    MCPG_REQUIRE(mcpg_fakehost_reloaded(fh, inst) == 0, "the module has a reloaded op");
     mcpg_fakehost_run_for(fh, 20); /* the loop passes: the old table is freed */
 }
 
@@ -286,7 +284,7 @@ static void test_reload(void) {
     /* many reloads in a row, each retiring the table before */
     for (int i = 0; i < 50; i++) {
         write_keys(i & 1);
-        desc->lifecycle->reloaded(mcpg_fakehost_state(inst));
+        MCPG_CHECK(mcpg_fakehost_reloaded(fh, inst) == 0, "reload %d", i);
     }
     mcpg_fakehost_run_for(fh, 20);
     o = authenticate(inst, (const char *const[]){"x-api-key", KEY_CAROL, NULL});
@@ -409,9 +407,9 @@ int main(int argc, char **argv) {
     MCPG_REQUIRE(fh, "mcpg_fakehost_new");
     mcpg_fakehost_set_quiet(fh, 1);
     write_keys(0);
-    if (!MCPG_HOST_HAS(mcpg_fakehost_host(fh), call_identify))
-        fprintf(stderr, "note: this fake host has no ABI 1.2 identity slots: "
-                        "challenges and auth methods are not checked\n");
+    MCPG_REQUIRE(MCPG_HOST_HAS(mcpg_fakehost_host(fh), call_identify) &&
+                     MCPG_HOST_HAS(mcpg_fakehost_host(fh), call_set_challenge),
+                 "the fake host serves ABI 1.2");
 
     test_accepts();
     test_refuses();

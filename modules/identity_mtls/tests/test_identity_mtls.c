@@ -1,7 +1,8 @@
 /* identity_mtls through the SDK's fake host: the built .so, loaded as the
  * kernel would. Usage: test_identity_mtls path/to/identity_mtls.so
  *
- * The TLS facts a transport would hand the call are the test's: the principal
+ * The TLS facts a transport would hand the call are the test's
+ * (mcpg_fakehost_call_set_tls): the principal
  * from the subject CN or a SAN (in principal_from's order), the map and the
  * defaults, require and mapped_only, the claims, config errors by key path,
  * and a kernel without TLS facts (ABI 1.1). */
@@ -16,15 +17,6 @@
 static const char *so_path;
 static mcpg_fakehost *fh;
 static const mcpg_module *desc;
-
-/* The certificate the next call's connection verified (NULL: clear text). */
-static const mcpg_tls_info *cert;
-
-/* Until the fake host hands calls TLS facts itself, play the transport. */
-static const mcpg_tls_info *test_call_tls(mcpg_call *call) {
-    (void)call;
-    return cert;
-}
 
 static mcpg_tls_info tls_of(const char *subject, const char *sans, int verified) {
     return (mcpg_tls_info){.size = sizeof(mcpg_tls_info),
@@ -57,9 +49,9 @@ static void copy(char *dst, size_t cap, const char *s) {
 
 static outcome authenticate(mcpg_instance *inst, const mcpg_tls_info *tls) {
     const mcpg_host *h = mcpg_fakehost_host(fh);
-    cert = tls;
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{}", "1");
     MCPG_REQUIRE(c, "call_new");
+    mcpg_fakehost_call_set_tls(c, tls); /* as the transport would: NULL is clear text */
     outcome o = {0};
     o.status = mcpg_fakehost_run(fh, inst, c, 1000);
     copy(o.principal, sizeof o.principal, h->call_principal(c));
@@ -253,8 +245,6 @@ int main(int argc, char **argv) {
     fh = mcpg_fakehost_new();
     MCPG_REQUIRE(fh, "mcpg_fakehost_new");
     mcpg_fakehost_set_quiet(fh, 1);
-    mcpg_host *h = mcpg_fakehost_host(fh);
-    if (!MCPG_HOST_HAS(h, call_tls)) h->call_tls = test_call_tls;
 
     test_subject_cn();
     test_require();
