@@ -82,6 +82,8 @@ typedef struct apikey {
     const apikey_cfg *cfg;
     int from_x_api_key, from_authorization;
     EVP_MD *sha256;
+    EVP_MD_CTX **digest; /* one per worker, reused call after call */
+    uint32_t n_digest;
     char challenge_invalid[IDKEY_REALM_MAX + 48];
     char challenge_anonymous[IDKEY_REALM_MAX + 24];
     _Atomic(keytable *) table;
@@ -224,12 +226,23 @@ static mcpg_status identify(apikey *a, mcpg_call *call, const keytable_entry *e)
     return rc ? fail_internal(a, call, "setting the identity") : MCPG_CONTINUE;
 }
 
+/* SHA-256 with the calling loop's own context: EVP_Digest would allocate
+ * and free one (two mallocs) on every call. */
+static int hash_key(apikey *a, mcpg_call *call, const presented *p, uint8_t *out) {
+    const mcpg_host *h = a->host;
+    uint32_t i = h->worker_index(h->call_worker(call));
+    if (i >= a->n_digest) return EVP_Digest(p->key, p->len, out, NULL, a->sha256, NULL);
+    EVP_MD_CTX *c = a->digest[i];
+    return EVP_DigestInit_ex2(c, a->sha256, NULL) && EVP_DigestUpdate(c, p->key, p->len) &&
+           EVP_DigestFinal_ex(c, out, NULL);
+}
+
 static mcpg_status apikey_authenticate(void *instance, mcpg_call *call) {
     apikey *a = instance;
     presented p;
     if (!find_key(a, call, &p)) return pass(a, call);
     uint8_t hash[KEYTABLE_HASH_LEN];
-    if (!EVP_Digest(p.key, p.len, hash, NULL, a->sha256, NULL))
+    if (!hash_key(a, call, &p, hash))
         return fail_internal(a, call, "SHA-256");
     /* The table read here stays alive until this op returns (see retire). */
     const keytable *t = atomic_load_explicit(&a->table, memory_order_acquire);
@@ -364,8 +377,19 @@ static void apikey_destroy(void *instance) {
     reap_retired(a, 1);
     keytable *t = atomic_load_explicit(&a->table, memory_order_relaxed);
     if (t) keytable_free(a->host, t);
+    for (uint32_t i = 0; i < a->n_digest; i++) EVP_MD_CTX_free(a->digest[i]);
+    a->host->free(a->digest);
     EVP_MD_free(a->sha256);
     a->host->free(a);
+}
+
+/* One digest context per worker (none at --check, where there are no loops). */
+static int make_digests(apikey *a) {
+    uint32_t n = a->host->worker_count();
+    if (n && !(a->digest = a->host->calloc(n, sizeof *a->digest))) return 0;
+    for (; a->n_digest < n; a->n_digest++)
+        if (!(a->digest[a->n_digest] = EVP_MD_CTX_new())) return 0;
+    return 1;
 }
 
 static int apikey_create(const mcpg_host *host, mcpg_instance *self, const void *config,
@@ -386,9 +410,10 @@ static int apikey_create(const mcpg_host *host, mcpg_instance *self, const void 
              cfg->realm);
     /* Fetched once: EVP_sha256() would look the algorithm up on every call. */
     a->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-    keytable *t = a->sha256 ? load_table(a) : NULL;
+    int digests = a->sha256 && make_digests(a);
+    keytable *t = digests ? load_table(a) : NULL;
     if (!t) {
-        if (!a->sha256) host->log(self, MCPG_LOG_ERROR, "OpenSSL offers no SHA256");
+        if (!digests) host->log(self, MCPG_LOG_ERROR, "OpenSSL: no SHA256 context");
         apikey_destroy(a);
         return MCPG_ECONFIG;
     }
