@@ -1,6 +1,7 @@
 /* What identity_apikey's authenticate costs per call, by table size and
- * outcome. Usage: bench_identity_apikey path/to/identity_apikey.so [calls [keys]]
- * (keys: one table size instead of 1, 10, 100, 1000 and 10000)
+ * outcome. Usage: bench_identity_apikey path/to/identity_apikey.so [calls [keys [case]]]
+ * (keys: one table size instead of 1, 10, 100, 1000 and 10000; case: only
+ * valid, wrong, none or jwt, the others print 0)
  *
  * Each row times `calls` authenticate ops driven through the fake host
  * (op_begin / authenticate / op_end on one call with its headers set), minus
@@ -8,9 +9,9 @@
  * module's own work: header lookups, SHA-256, the constant-time scan, and
  * call_identify or the refusal. Run it under
  *   valgrind --tool=callgrind --toggle-collect=apikey_authenticate
- * for instruction counts (Ir of apikey_authenticate over the calls made: 5
- * authenticate rows of `calls` each, minus nothing). A tool that prints
- * numbers, not a test. */
+ * with one keys size and one case for instruction counts (the Ir of
+ * apikey_authenticate divided by calls). A tool that prints numbers, not a
+ * test. */
 #define _GNU_SOURCE
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
@@ -115,13 +116,15 @@ int main(int argc, char **argv) {
         char last[80];
         key_of(n - 1, last, sizeof last);
         double base = time_op(inst, nothing, NULL, NULL, k, MCPG_CONTINUE);
-        double valid = time_op(inst, ops->authenticate, "x-api-key", last, k, MCPG_CONTINUE);
-        double wrong = time_op(inst, ops->authenticate, "x-api-key", "mcpg_wrong", k, MCPG_DENY);
-        double none = time_op(inst, ops->authenticate, NULL, NULL, k, MCPG_CONTINUE);
-        double jwt = time_op(inst, ops->authenticate, "authorization",
-                             "Bearer eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln", k, MCPG_CONTINUE);
-        printf("%-6d %12.0f %12.0f %12.0f %12.0f\n", n, valid - base, wrong - base, none - base,
-               jwt - base);
+        const char *one = argc > 4 ? argv[4] : NULL;
+#define ROW(name, ...) (!one || !strcmp(one, name) ? time_op(inst, __VA_ARGS__) - base : 0)
+        double valid = ROW("valid", ops->authenticate, "x-api-key", last, k, MCPG_CONTINUE);
+        double wrong = ROW("wrong", ops->authenticate, "x-api-key", "mcpg_wrong", k, MCPG_DENY);
+        double none = ROW("none", ops->authenticate, NULL, NULL, k, MCPG_CONTINUE);
+        double jwt = ROW("jwt", ops->authenticate, "authorization",
+                         "Bearer eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln", k, MCPG_CONTINUE);
+#undef ROW
+        printf("%-6d %12.0f %12.0f %12.0f %12.0f\n", n, valid, wrong, none, jwt);
         MCPG_REQUIRE(mcpg_fakehost_unload(fh, inst) == 0, "unload");
     }
     int problems = mcpg_fakehost_free(fh);
