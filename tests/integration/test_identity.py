@@ -21,17 +21,15 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, Skip, base_manifest, build_request, check,  # noqa: E402
+from gateway import (Context, Gateway, Skip, base_manifest, build_request, check,  # noqa: E402
                      check_eq, expect_error, expect_result, fail, parse_args, read_audit,
                      rpc_body, run_cli, run_tests, send_one, stateless_headers,
-                     stateless_request, wait_for, IO_TIMEOUT, START_TIMEOUT)
+                     stateless_request, wait_for)
 
 CHALLENGE_INVALID = 'Bearer realm="mcpg", error="invalid_token"'
 CHALLENGE_ANONYMOUS = 'Bearer realm="mcpg"'
@@ -273,105 +271,35 @@ def main():
 # mTLS, when transport_http serves TLS
 
 
-def openssl(*argv, cwd):
-    subprocess.run(["openssl"] + list(argv), cwd=cwd, check=True, capture_output=True)
-
-
-def make_pki(folder):
-    """A CA, a server certificate for 127.0.0.1, client certificates for alice
-    (CN and a URI SAN) and for mallory signed by another CA."""
-    os.makedirs(folder, exist_ok=True)
-
-    def ca(name):
-        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                "-nodes", "-keyout", name + ".key", "-out", name + ".pem", "-days", "2",
-                "-subj", "/CN=%s" % name, cwd=folder)
-
-    def leaf(name, subject, ext, signer):
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-keyout", name + ".key", "-out", name + ".csr", "-subj", subject, cwd=folder)
-        with open(os.path.join(folder, name + ".ext"), "w") as f:
-            f.write(ext + "\n")
-        openssl("x509", "-req", "-in", name + ".csr", "-CA", signer + ".pem", "-CAkey",
-                signer + ".key", "-CAcreateserial", "-out", name + ".pem", "-days", "2",
-                "-extfile", name + ".ext", cwd=folder)
-
-    ca("test-ca")
-    ca("rogue-ca")
-    leaf("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1,DNS:localhost", "test-ca")
-    leaf("alice", "/CN=alice/O=Acme",
-         "subjectAltName=URI:spiffe://test/alice\nextendedKeyUsage=clientAuth", "test-ca")
-    leaf("mallory", "/CN=mallory", "extendedKeyUsage=clientAuth", "rogue-ca")
-    return lambda name: os.path.join(folder, name)
-
-
-class TlsConn(Conn):
-    def __init__(self, port, context, timeout=IO_TIMEOUT):
-        raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.port = port
-        self.sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
-        self.buf = b""
-        self.eof = False
-
-
-def client_context(pki, cert=None):
-    c = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=pki("test-ca.pem"))
-    if cert:
-        c.load_cert_chain(pki(cert + ".pem"), pki(cert + ".key"))
-    return c
-
-
-class TlsGateway(Gateway):
-    """Health over TLS: the listener speaks nothing else."""
-
-    def __init__(self, ctx, pki, **kw):
-        Gateway.__init__(self, ctx, **kw)
-        self.pki = pki
-
-    def _wait_healthy(self):
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                fail("%s exited before it was healthy:\n%s" % (self.name, self.stderr_tail()))
-            try:
-                with TlsConn(self.port, client_context(self.pki, "alice"), timeout=2) as c:
-                    c.send(build_request(self.port, "GET", "/healthz",
-                                         headers=[("Connection", "close")]))
-                    if c.read_response().status == 200:
-                        return
-            except (OSError, ssl.SSLError):
-                pass
-            time.sleep(0.05)
-        fail("%s: GET /healthz over TLS not 200\n%s" % (self.name, self.stderr_tail()))
-
-
 def t_mtls(ctx, audit):
     rc, out, err = run_cli(ctx, ["--help-module", "transport_http"])
     if "tls_cert_file" not in out:
         raise Skip("transport_http has no tls_cert_file in its schema (no TLS yet)")
-    pki = make_pki(ctx.path("pki"))
+    from tlskit import Pki, TlsConn, TlsGateway  # comes with transport_http's TLS
+    pki = Pki(ctx.path("pki"))  # alice: CN=alice/O=Acme, URI:spiffe://test/alice, ...
     m = base_manifest(audit_path=audit, server={
-        "tls_cert_file": pki("server.pem"), "tls_key_file": pki("server.key"),
-        "tls_client_ca_file": pki("test-ca.pem"), "tls_client_auth": "optional"})
-    m["modules"].append({"name": "mtls", "module": "identity_mtls",
-                         "config": {"map": {"alice": {"tenant": "acme", "roles": ["ops"]}}}})
+        "tls_cert_file": pki.path("server", "pem"), "tls_key_file": pki.path("server", "key"),
+        "tls_client_ca_file": pki.path("ca", "pem"), "tls_client_auth": "optional"})
+    m["modules"].append({"name": "mtls", "module": "identity_mtls", "config": {
+        "principal_from": ["san_uri", "subject_cn"], "roles": ["guest"],
+        "map": {"spiffe://test/alice": {"tenant": "acme", "roles": ["ops"]}}}})
     m["pipeline"]["identity"] = ["mtls"]
 
     def tls_call(port, cert, rpc_id):
-        with TlsConn(port, client_context(pki, cert)) as c:
+        with TlsConn(port, pki.client_context(cert)) as c:
             c.send(stateless_request(port, "tools/call", {"name": "echo",
                                                           "arguments": {"message": "hi"}},
                                      id=rpc_id, name="echo"))
             return c.read_response()
 
-    with TlsGateway(ctx, pki, manifest=m, name="mtls") as g:
+    with TlsGateway(ctx, pki.client_context("alice"), manifest=m, name="mtls") as g:
         r = tls_call(g.port, "alice", 71)
         expect_result(r, r.rpc(), 71, "mTLS alice")
         rec = wait_for(lambda: [x for x in read_audit(audit) if x.get("id") == 71
                                 and x.get("event") == "mcpg.tool.call.completed"], 5,
                        "alice's completed line")[0]
-        check_eq((rec.get("principal"), rec.get("tenant")), ("alice", "acme"),
-                 "mTLS principal and tenant from the map")
+        check_eq((rec.get("principal"), rec.get("tenant")), ("spiffe://test/alice", "acme"),
+                 "mTLS principal (the URI SAN) and tenant from the map")
         r = tls_call(g.port, None, 72)
         expect_error(r, 401, -32001, "TLS without a client certificate: anonymous refused",
                      id=72)
