@@ -15,7 +15,8 @@ Keys are made by scripts/mcpg-apikey (--json --add), so the script is tested too
   * a chain: a JWT-shaped Bearer token is passed on by the first instance and
     taken by the next (a second identity_apikey standing in for identity_jwt);
   * mTLS (when transport_http has tls_cert_file): a client certificate signed
-    by the test's CA -> its CN is the principal; none -> 401.
+    by the test's CA -> its URI SAN is the principal, mapped to a tenant; none
+    -> the anonymous 401; another CA's -> refused in the handshake.
 """
 import hashlib
 import json
@@ -262,7 +263,7 @@ def main():
         ("gateway.anonymous: true serves a call without a key", t_anonymous_allowed),
         ("chain: a JWT-shaped Bearer token is passed on", t_chain_jwt_passed_on),
         ("no key in any log or audit line", t_nothing_leaked),
-        ("mTLS: the client certificate's CN is the principal", lambda: t_mtls(ctx, audit)),
+        ("mTLS: the client certificate's URI SAN is the principal", lambda: t_mtls(ctx, audit)),
     ]
     return run_tests(tests, ctx)
 
