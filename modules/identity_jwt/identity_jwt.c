@@ -22,11 +22,6 @@
 #include "jwt_jwks.h"
 #include "jwt_token.h"
 
-/* The JSON-RPC code of a refused credential (401) or of keys not available
- * (503): the gateway's own "server error", as the kernel answers an
- * anonymous call. */
-#define JWT_RPC_CODE MCPG_RPC_SERVER_ERROR
-
 typedef struct jwt_inst {
     const mcpg_host *h;
     mcpg_instance *self;
@@ -65,7 +60,9 @@ static mcpg_status refuse(jwt_inst *m, mcpg_call *call, jwt_verdict v, uint32_t 
     char msg[256];
     snprintf(msg, sizeof msg, "%s: %s",
              status == 401 ? "Unauthorized" : "Service unavailable", why);
-    h->call_error(call, JWT_RPC_CODE, msg, NULL);
+    /* -32001 as the kernel's own 401 for an anonymous call; -32000 for a 503 */
+    h->call_error(call, status == 401 ? MCPG_RPC_UNAUTHENTICATED : MCPG_RPC_SERVER_ERROR, msg,
+                  NULL);
     h->call_set_http(call, status, status == 503 ? (retry_s ? retry_s : 1) : 0);
     if (status == 401) {
         const char *meta = m->cfg->resource_metadata_url;
@@ -211,7 +208,8 @@ static const char *bearer_token(const char *v, size_t len, size_t *n) {
 static mcpg_status jwt_authenticate(void *instance, mcpg_call *call) {
     jwt_inst *m = instance;
     size_t hlen = 0, n = 0;
-    const char *tok = bearer_token(m->h->call_header(call, "authorization", &hlen), hlen, &n);
+    const char *hdr = m->h->call_header(call, "authorization", &hlen);
+    const char *tok = bearer_token(hdr, hlen, &n);
     if (!tok) return pass(m, call);
     jwt_shape shape = jwt_shape_of(tok, n);
     if (shape == JWT_SHAPE_OTHER) return pass(m, call); /* an API key, say: not ours */
