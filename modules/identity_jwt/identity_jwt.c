@@ -156,8 +156,8 @@ static mcpg_status judge_opened(jwt_inst *m, mcpg_call *call, const jwt_token *t
     unsigned char hash[32];
     uint32_t loop = loop_of(m, call);
     int sig = JWT_OK;
-    if (m->cache) jwt_token_sha256(tok, n, hash);
-    if (!m->cache || !jwt_cache_hit(m->cache, loop, hash, gen, now_s))
+    int hashed = jwt_cache_hash(m->cache, loop, tok, n, hash) == 0;
+    if (!hashed || !jwt_cache_hit(m->cache, loop, hash, gen, now_s))
         sig = check_signature(m, t, ks);
     int have_keys = ks != NULL;
     jwt_keyset_unref(ks);
@@ -169,7 +169,7 @@ static mcpg_status judge_opened(jwt_inst *m, mcpg_call *call, const jwt_token *t
     jwt_mapped id;
     jwt_verdict v = jwt_claims_check(&m->rules, t->payload, t->payload_len, now_s, &id);
     if (v != JWT_OK) return refuse(m, call, v, 0);
-    if (m->cache) jwt_cache_put(m->cache, loop, hash, gen, id.exp + m->rules.skew_s);
+    if (hashed) jwt_cache_put(m->cache, loop, hash, gen, id.exp + m->rules.skew_s);
     return accept_token(m, call, t, &id);
 }
 

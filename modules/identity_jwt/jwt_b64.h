@@ -10,8 +10,8 @@
 /* Bytes a decode of n characters yields at most. */
 #define JWT_B64_DECODED_MAX(n) ((n) / 4 * 3 + 2)
 
-/* 1 when every one of s[0..n) is in the base64url alphabet. */
-int jwt_b64url_alphabet(const char *s, size_t n);
+/* How many of s[0..n), from the start, are in the base64url alphabet. */
+size_t jwt_b64url_span(const char *s, size_t n);
 
 /* Decode s[0..n) into out (cap bytes): 0 with *out_len, or -1 when s is
  * not canonical base64url or out is too small. */

@@ -21,7 +21,10 @@ typedef struct jwt_caches jwt_caches;
 jwt_caches *jwt_caches_new(uint32_t loops, size_t slots);
 void jwt_caches_free(jwt_caches *c);
 
-void jwt_token_sha256(const char *token, size_t n, unsigned char out[32]);
+/* On loop `loop`'s thread: the token's SHA-256, with that loop's own
+ * digest context. 0, or -1 (no cache, or OpenSSL failed). */
+int jwt_cache_hash(jwt_caches *c, uint32_t loop, const char *token, size_t n,
+                   unsigned char out[32]);
 
 /* On loop `loop`'s thread. 1 when the token verified under key set `gen` and
  * its entry still counts at now_s. */

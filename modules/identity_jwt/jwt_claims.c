@@ -10,7 +10,7 @@
 #define SEGMENT_MAX 256
 
 int jwt_claim_find(const char *claims, size_t n, const char *name, mcpg_json_span *v) {
-    if (mcpg_json_object_get(claims, n, name, v) == 1) return 1;
+    if (mcpg_json_object_get_trusted(claims, n, name, v) == 1) return 1;
     if (!strchr(name, '.')) return 0;
     mcpg_json_span cur = {claims, n, MCPG_JSON_OBJECT, 0};
     for (const char *seg = name;;) {
@@ -19,7 +19,7 @@ int jwt_claim_find(const char *claims, size_t n, const char *name, mcpg_json_spa
         if (len == 0 || len >= sizeof key || cur.type != MCPG_JSON_OBJECT) return 0;
         memcpy(key, seg, len);
         key[len] = '\0';
-        if (mcpg_json_object_get(cur.p, cur.n, key, &cur) != 1) return 0;
+        if (mcpg_json_object_get_trusted(cur.p, cur.n, key, &cur) != 1) return 0;
         if (!seg[len]) break;
         seg += len + 1;
     }
@@ -45,7 +45,7 @@ static int numeric_date(const mcpg_json_span *v, int64_t *out) {
 /* 1 when claim `name` is present (its date in *out), 0 absent, -1 not a number. */
 static int date_claim(const char *claims, size_t n, const char *name, int64_t *out) {
     mcpg_json_span v;
-    if (mcpg_json_object_get(claims, n, name, &v) != 1) return 0;
+    if (mcpg_json_object_get_trusted(claims, n, name, &v) != 1) return 0;
     return numeric_date(&v, out) == 0 ? 1 : -1;
 }
 
@@ -142,9 +142,9 @@ jwt_verdict jwt_claims_check(const jwt_rules *r, const char *claims, size_t n, i
     jwt_verdict t = check_times(r, claims, n, now_s, &out->exp);
     if (t != JWT_OK) return t;
     mcpg_json_span v;
-    if (mcpg_json_object_get(claims, n, "iss", &v) != 1 || !string_is(&v, r->issuer))
+    if (mcpg_json_object_get_trusted(claims, n, "iss", &v) != 1 || !string_is(&v, r->issuer))
         return JWT_ISSUER;
-    if (mcpg_json_object_get(claims, n, "aud", &v) != 1 || !audience_ok(&v, r->audience))
+    if (mcpg_json_object_get_trusted(claims, n, "aud", &v) != 1 || !audience_ok(&v, r->audience))
         return JWT_AUDIENCE;
     return map_identity(r, claims, n, out);
 }

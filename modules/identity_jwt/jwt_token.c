@@ -15,23 +15,21 @@
 #define MEMBER_NAME_MAX 256
 
 /* Every JOSE header is a JSON object, whose base64url begins "eyJ" ('{"'):
- * that and the dots tell a JWT from an API key without decoding anything. */
+ * that and the dots tell a JWT from an API key without decoding anything.
+ * A JWS has three parts (the signature's may be empty: alg none), a JWE five. */
 jwt_shape jwt_shape_of(const char *s, size_t n) {
-    size_t dots = 0, first = n;
     if (n < 3 || memcmp(s, "eyJ", 3) != 0) return JWT_SHAPE_OTHER;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '.') {
-            if (!dots) first = i;
-            dots++;
-        } else if (!jwt_b64url_alphabet(s + i, 1)) {
-            return JWT_SHAPE_OTHER;
-        }
+    size_t parts = 0, pos = 0, len[5];
+    for (;;) {
+        size_t span = jwt_b64url_span(s + pos, n - pos);
+        len[parts++] = span;
+        pos += span;
+        if (pos == n) break;
+        if (s[pos] != '.' || parts == 5) return JWT_SHAPE_OTHER;
+        pos++;
     }
-    if (dots == 2) {
-        const char *second = memchr(s + first + 1, '.', n - first - 1);
-        return second > s + first + 1 ? JWT_SHAPE_JWS : JWT_SHAPE_OTHER;
-    }
-    return dots == 4 ? JWT_SHAPE_JWE : JWT_SHAPE_OTHER;
+    if (parts == 3 && len[1] > 0) return JWT_SHAPE_JWS;
+    return parts == 5 ? JWT_SHAPE_JWE : JWT_SHAPE_OTHER;
 }
 
 /* ---- duplicate members ---------------------------------------------------
@@ -50,7 +48,7 @@ int jwt_json_unique_members(const char *obj, size_t n) {
     char scratch[MEMBER_NAME_MAX + 1];
     size_t it = 0, count = 0;
     int rc;
-    while ((rc = mcpg_json_object_next(obj, n, &it, &key, &val)) == 1) {
+    while ((rc = mcpg_json_object_next_trusted(obj, n, &it, &key, &val)) == 1) {
         if (count == MEMBERS_MAX || key.n > MEMBER_NAME_MAX * 6) return -1;
         for (size_t i = 0; i < count; i++)
             if (same_name(&names[i], &key, scratch) != 0) return -1;
@@ -103,13 +101,13 @@ static int typ_ok(const mcpg_json_span *v) {
 
 static jwt_verdict read_header(jwt_token *t, unsigned algs) {
     mcpg_json_span v;
-    if (mcpg_json_object_get(t->header, t->header_len, "alg", &v) != 1) return JWT_BAD_HEADER;
+    if (mcpg_json_object_get_trusted(t->header, t->header_len, "alg", &v) != 1) return JWT_BAD_HEADER;
     jwt_verdict r = alg_verdict(&v, algs, &t->alg);
     if (r != JWT_OK) return r;
-    if (mcpg_json_object_get(t->header, t->header_len, "crit", &v) == 1) return JWT_CRIT;
-    if (mcpg_json_object_get(t->header, t->header_len, "typ", &v) == 1 && !typ_ok(&v))
+    if (mcpg_json_object_get_trusted(t->header, t->header_len, "crit", &v) == 1) return JWT_CRIT;
+    if (mcpg_json_object_get_trusted(t->header, t->header_len, "typ", &v) == 1 && !typ_ok(&v))
         return JWT_TYP;
-    if (mcpg_json_object_get(t->header, t->header_len, "kid", &v) == 1) {
+    if (mcpg_json_object_get_trusted(t->header, t->header_len, "kid", &v) == 1) {
         if (v.type != MCPG_JSON_STRING ||
             mcpg_json_string_decode(&v, t->kid, sizeof t->kid, &t->kid_len) != 0)
             return JWT_BAD_HEADER;

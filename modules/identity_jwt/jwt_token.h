@@ -46,8 +46,9 @@ void jwt_token_close(jwt_token *t);
  * 0 not (or the signature is not of that algorithm's form). Any thread. */
 int jwt_token_verify(const jwt_token *t, const jwt_key *k);
 
-/* 0 when obj[0..n) (a valid JSON object) names no member twice; -1 when it
- * does, or has more members or longer names than a token needs. */
+/* 0 when obj[0..n) (a JSON object already validated) names no member
+ * twice; -1 when it does, or has more members or longer names than a token
+ * needs. */
 int jwt_json_unique_members(const char *obj, size_t n);
 
 #endif

@@ -350,8 +350,12 @@ static void test_cache(void) {
     jwt_caches *c = jwt_caches_new(2, 8);
     MCPG_REQUIRE(c, "cache");
     unsigned char a[32], b[32];
-    jwt_token_sha256("token-a", 7, a);
-    jwt_token_sha256("token-b", 7, b);
+    MCPG_REQUIRE(jwt_cache_hash(c, 0, "token-a", 7, a) == 0 &&
+                     jwt_cache_hash(c, 1, "token-b", 7, b) == 0 &&
+                     jwt_cache_hash(c, 2, "token-b", 7, b) != 0,
+                 "hashes (loop 2 does not exist)");
+    static const unsigned char sha_a[4] = {0xa7, 0x0b, 0xf5, 0x0e}; /* sha256sum's */
+    MCPG_CHECK(memcmp(a, sha_a, 4) == 0, "SHA-256 of token-a");
     MCPG_CHECK(!jwt_cache_hit(c, 0, a, 1, NOW), "empty");
     jwt_cache_put(c, 0, a, 1, NOW + 10);
     MCPG_CHECK(jwt_cache_hit(c, 0, a, 1, NOW), "hit");
