@@ -262,6 +262,8 @@ def test_tokens_and_rotation():
             mac = hmac.new(rsa.public_pem(), signing.encode(), hashlib.sha256).digest()
             refused(gw, signing + "." + b64url(mac), "HMAC-signed tokens",
                     "HS256 with the RSA public key as secret")
+            refused(gw, ec.token(header={"kid": "rsa-1"}), "not a key for the token alg",
+                    "ES256 naming the RSA key (algorithm confusion)")
             forged = rsa.token()[:-4] + ("AAAA" if not rsa.token().endswith("AAAA") else "BBBB")
             refused(gw, forged, "signature does not verify", "a bad signature")
             check_eq(issuer.count(), fetches, "JWKS fetches after refusals that need no key")

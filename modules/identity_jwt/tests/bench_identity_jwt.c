@@ -4,8 +4,10 @@
  * signature) and on (the same token again: the SHA-256 and the claims only),
  * beside a call without a token (what the fake host's dispatch itself costs).
  * A tool that prints numbers, not a test.
- * Usage: bench_identity_jwt path/to/identity_jwt.so [calls per case [only]]
- * (only: "hit" runs the cached cases alone, for a profiler). */
+ * Usage: bench_identity_jwt path/to/identity_jwt.so [calls per case [which [alg]]]
+ * (which: "hit" or "miss" runs only the cached or the uncached cases, alg only
+ * that algorithm's token: for a profiler, e.g. callgrind --toggle-collect=
+ * jwt_authenticate, whose count divided by the calls is instructions per call). */
 #define _GNU_SOURCE
 #include <mcpg/fakehost.h>
 
@@ -39,11 +41,13 @@ static double per_call(mcpg_fakehost *fh, mcpg_instance *inst, const char *auth,
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_identity_jwt identity_jwt.so [calls]\n");
+        fprintf(stderr, "usage: bench_identity_jwt identity_jwt.so [calls [hit|miss [alg]]]\n");
         return 2;
     }
     int n = argc > 2 ? atoi(argv[2]) : 5000;
     int hits_only = argc > 3 && strcmp(argv[3], "hit") == 0;
+    int misses_only = argc > 3 && strcmp(argv[3], "miss") == 0;
+    const char *only_alg = argc > 4 ? argv[4] : NULL;
     const char *algs[3] = {"RS256", "ES256", "EdDSA"};
     char dir[] = "/tmp/bench_identity_jwt-XXXXXX", path[64], *auth[3];
     if (!mkdtemp(dir)) return 1;
@@ -75,7 +79,8 @@ int main(int argc, char **argv) {
     mcpg_fakehost_set_quiet(fh, 1);
     printf("identity_jwt: CPU µs per authenticate, %d calls per case (fake host, one loop)\n", n);
     printf("%-8s %12s %12s\n", "token", "no cache", "cache hit");
-    for (int cache = hits_only; cache < 2; cache++) {
+    double t[4][2] = {{0}};
+    for (int cache = hits_only; cache < 2 - misses_only; cache++) {
         char cfg[512];
         snprintf(cfg, sizeof cfg,
                  "{\"issuer\":\"https://issuer.example\",\"audience\":\"mcp\",\"jwks_file\":\"%s\","
@@ -85,16 +90,18 @@ int main(int argc, char **argv) {
             fprintf(stderr, "load: %s\n", mcpg_fakehost_report_text(fh));
             return 1;
         }
-        static double t[4][2];
         t[0][cache] = per_call(fh, inst, NULL, n);
-        for (int i = 0; i < 3; i++) t[i + 1][cache] = per_call(fh, inst, auth[i], n);
+        for (int i = 0; i < 3; i++)
+            if (!only_alg || strcmp(only_alg, algs[i]) == 0)
+                t[i + 1][cache] = per_call(fh, inst, auth[i], n);
         mcpg_fakehost_unload(fh, inst);
-        if (!cache) continue;
-        for (int i = 0; i < 4; i++) {
-            char off[16] = "-";
-            if (!hits_only) snprintf(off, sizeof off, "%.2f", t[i][0]);
-            printf("%-8s %12s %12.2f\n", i ? algs[i - 1] : "(none)", off, t[i][1]);
-        }
+    }
+    for (int i = 0; i < 4; i++) {
+        if (i && only_alg && strcmp(only_alg, algs[i - 1]) != 0) continue;
+        char off[16] = "-", on[16] = "-";
+        if (!hits_only) snprintf(off, sizeof off, "%.2f", t[i][0]);
+        if (!misses_only) snprintf(on, sizeof on, "%.2f", t[i][1]);
+        printf("%-8s %12s %12s\n", i ? algs[i - 1] : "(none)", off, on);
     }
     for (int i = 0; i < 3; i++) free(auth[i]);
     unlink(path);

@@ -178,7 +178,8 @@ static char *config(const char *source) {
                           "{\"issuer\":\"" ISS "\",\"audience\":\"mcp\",%s,"
                           "\"tenant_claim\":\"org\",\"roles_claim\":\"scope\","
                           "\"resource_metadata_url\":\"" META "\","
-                          "\"jwks_min_refresh_ms\":300,\"jwks_timeout_ms\":2000}",
+                          "\"jwks_min_refresh_ms\":300,\"jwks_timeout_ms\":2000,"
+                          "\"max_waiters\":3}",
                           source) > 0,
                  "asprintf");
     return c;
@@ -412,6 +413,11 @@ static void test_url(void) {
         free(hdr);
         MCPG_CHECK(mcpg_fakehost_dispatch(fh, inst, held[i]) == MCPG_PENDING, "held %d", i);
     }
+    /* max_waiters (3) are waiting: the next is turned away at once */
+    char *hdr4;
+    MCPG_REQUIRE(asprintf(&hdr4, "Bearer %s", st) > 0, "asprintf");
+    expect_refused(call_with(inst, hdr4), 503, "too many calls are waiting", "max_waiters");
+    free(hdr4);
     for (int i = 0; i < 3; i++) {
         answer a;
         a.st = mcpg_fakehost_wait(fh, held[i], 10000);
