@@ -185,13 +185,21 @@ static char *config(const char *source) {
     return c;
 }
 
+/* An instance with config(source) loaded. */
+static mcpg_instance *load_with(const char *source) {
+    char *cfg = config(source);
+    mcpg_instance *inst;
+    MCPG_REQUIRE(mcpg_fakehost_load_file(fh, so_path, "jwt", cfg, &inst) == 0, "load: %s",
+                 mcpg_fakehost_report_text(fh));
+    free(cfg);
+    return inst;
+}
+
 /* ---- config errors ------------------------------------------------------------------ */
 
 static void check_bad(const char *json, const char *want) {
-    const mcpg_module *m = NULL;
     mcpg_instance *inst = NULL;
     int rc = mcpg_fakehost_load_file(fh, so_path, "jwt", json, &inst);
-    (void)m;
     MCPG_CHECK(rc == MCPG_ECONFIG && strstr(mcpg_fakehost_report_text(fh), want),
                "config %s: rc %d, report: %s", json, rc, mcpg_fakehost_report_text(fh));
     if (rc == 0) mcpg_fakehost_unload(fh, inst);
@@ -231,11 +239,7 @@ static void test_file(void) {
     write_file(path, jw);
     free(jw);
     snprintf(source, sizeof source, "\"jwks_file\":\"%s\"", path);
-    char *cfg = config(source);
-    mcpg_instance *inst;
-    MCPG_REQUIRE(mcpg_fakehost_load_file(fh, so_path, "jwt", cfg, &inst) == 0, "load: %s",
-                 mcpg_fakehost_report_text(fh));
-    free(cfg);
+    mcpg_instance *inst = load_with(source);
 
     answer a = call_with(inst, NULL);
     MCPG_CHECK(a.st == MCPG_CONTINUE && !a.principal[0], "no header: passes");
@@ -364,12 +368,7 @@ static void srv_stop(void) {
 static mcpg_instance *load_url(int port) {
     char source[128];
     snprintf(source, sizeof source, "\"jwks_url\":\"http://127.0.0.1:%d/jwks.json\"", port);
-    char *cfg = config(source);
-    mcpg_instance *inst;
-    MCPG_REQUIRE(mcpg_fakehost_load_file(fh, so_path, "jwt", cfg, &inst) == 0, "load: %s",
-                 mcpg_fakehost_report_text(fh));
-    free(cfg);
-    return inst;
+    return load_with(source);
 }
 
 static void test_url(void) {
