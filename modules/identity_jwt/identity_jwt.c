@@ -257,9 +257,11 @@ static int jwt_create(const mcpg_host *host, mcpg_instance *self, const void *co
     char err[800];
     if (!(m->jwks = jwt_jwks_new(host, self, &jc, err, sizeof err)))
         mcpg_config_problem(&p, c->jwks_file ? "jwks_file" : "jwks_url", "%s", err);
-    m->cache = jwt_caches_new(host->worker_count(), (size_t)c->cache_tokens);
+    /* no loops yet (mcpg --check creates instances too): no cache needed */
+    uint32_t loops = host->worker_count();
+    m->cache = jwt_caches_new(loops, (size_t)c->cache_tokens);
     m->pass_challenge = pass_challenge(host, c->resource_metadata_url);
-    if (p.errors || !m->pass_challenge || (c->cache_tokens && !m->cache)) {
+    if (p.errors || !m->pass_challenge || (c->cache_tokens && loops && !m->cache)) {
         jwt_destroy(m);
         return p.errors ? MCPG_ECONFIG : MCPG_ENOMEM;
     }

@@ -226,6 +226,9 @@ def test_check_errors():
         rc, out, err = run_cli(ctx, ["--check", "--config", path])
         check_eq(rc, 2, "--check exit for %s" % want)
         check(want in out + err, "--check should say %r:\n%s%s" % (want, out, err))
+    path = ctx.write_manifest(manifest(jwt_config(jwks_url="http://127.0.0.1:1/jwks.json")))
+    rc, out, err = run_cli(ctx, ["--check", "--config", path])
+    check_eq(rc, 0, "--check of a good manifest (%s%s)" % (out, err))
 
 
 def test_tokens_and_rotation():
