@@ -77,11 +77,12 @@ static mcpg_status refuse(jwt_inst *m, mcpg_call *call, jwt_verdict v, uint32_t 
     return MCPG_DENY;
 }
 
-/* The ABI 1.0 way, for an older kernel: roles as one comma-separated list. */
+/* The ABI 1.0 way, for an older kernel: roles as one comma-separated list
+ * (no longer than the text they came from, where each ended in a NUL). */
 static int identify_1_0(jwt_inst *m, mcpg_call *call, const jwt_mapped *id) {
     char roles[JWT_MAPPED_TEXT];
     size_t n = 0;
-    for (uint32_t i = 0; i < id->n_roles; i++)
+    for (uint32_t i = 0; i < id->n_roles && n < sizeof roles; i++)
         n += (size_t)snprintf(roles + n, sizeof roles - n, "%s%s", i ? "," : "", id->roles[i]);
     return m->h->call_set_identity(call, id->principal, id->tenant, id->n_roles ? roles : NULL);
 }

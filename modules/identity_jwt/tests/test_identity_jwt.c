@@ -15,6 +15,7 @@
 #include <mcpg/fakehost.h>
 
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -261,6 +262,19 @@ static void test_file(void) {
     MCPG_REQUIRE(asprintf(&lower, "bearer   %s  ", t) > 0, "asprintf");
     expect_accepted(call_with(inst, lower), "scheme in lower case, spaces around");
     free(lower);
+    free(t);
+
+    /* an ABI 1.1 kernel: no call_identify, no challenges: identity the 1.0 way */
+    mcpg_host *host = mcpg_fakehost_host(fh);
+    uint32_t size = host->size;
+    host->size = (uint32_t)offsetof(mcpg_host, call_peer);
+    t = token(2);
+    a = call_token(inst, t);
+    host->size = size;
+    MCPG_CHECK(a.st == MCPG_CONTINUE && strcmp(a.principal, "alice") == 0 &&
+                   strcmp(a.tenant, "acme") == 0 && strcmp(a.roles, "tools:read,tools:call") == 0,
+               "1.1 kernel: status %d principal '%s' tenant '%s' roles '%s'", a.st, a.principal,
+               a.tenant, a.roles);
     free(t);
 
     t = token_ex(1, "", -3600);
