@@ -349,8 +349,9 @@ static void parse_rule_array(const where *w, json_t *arr, pr_policy *pol) {
 static void parse_inline(mcpg_config_problems *p, const char *text, pr_policy *pol) {
     where w = {p, NULL};
     json_error_t err;
-    json_t *arr = json_loads(text, JSON_REJECT_DUPLICATES, &err);
-    if (!json_is_array(arr)) problem(&w, "rules", "expected an array of rules");
+    json_t *arr = json_loads(text, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+    if (!arr) problem(&w, "rules", "%s", err.text);
+    else if (!json_is_array(arr)) problem(&w, "rules", "expected an array of rules");
     else parse_rule_array(&w, arr, pol);
     json_decref(arr);
 }
@@ -358,7 +359,7 @@ static void parse_inline(mcpg_config_problems *p, const char *text, pr_policy *p
 static void parse_file(mcpg_config_problems *p, const char *file, pr_policy *pol) {
     where w = {p, file};
     json_error_t err;
-    json_t *doc = json_load_file(file, JSON_REJECT_DUPLICATES, &err);
+    json_t *doc = json_load_file(file, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
     if (!doc) {
         mcpg_config_problem(p, "rules_file", "%s: %s (line %d)", file, err.text, err.line);
         return;
