@@ -37,9 +37,14 @@ uint64_t pr_subject_mask(const pr_policy *pol, const pr_subject *s) {
     return m;
 }
 
-static int first_failing(const pr_rule *r, const char *args, size_t n, const pr_guard **failed) {
+/* The first guard of r the arguments fail. *valid: 0 not yet known, 1 the
+ * arguments are valid JSON (checked once per decision, so each guard can
+ * walk them trusting their structure), -1 they are not (every guard fails). */
+static int first_failing(const pr_rule *r, const char *args, size_t n, int *valid,
+                         const pr_guard **failed) {
+    if (r->n_guards && !*valid) *valid = mcpg_json_validate(args, n) == 0 ? 1 : -1;
     for (uint32_t i = 0; i < r->n_guards; i++) {
-        if (pr_guard_passes(&r->guards[i], args, n)) continue;
+        if (*valid > 0 && pr_guard_passes(&r->guards[i], args, n)) continue;
         *failed = &r->guards[i];
         return 1;
     }
@@ -49,12 +54,13 @@ static int first_failing(const pr_rule *r, const char *args, size_t n, const pr_
 pr_verdict pr_decide(const pr_policy *pol, const pr_subject *s, pr_kind kind, const char *name,
                      size_t n, const char *args, size_t args_n, const pr_guard **failed) {
     pr_verdict v = PR_NO_RULE;
+    int valid = 0;
     for (uint32_t i = 0; i < pol->n; i++) {
         const pr_rule *r = &pol->rules[i];
         /* the item first: a literal compare, usually cheaper than the caller */
         if (!any_glob(&r->items[kind], name, n) || !pr_admits(pol, i, s)) continue;
         const pr_guard *g = NULL;
-        if (!args || !first_failing(r, args, args_n, &g)) return PR_ALLOW;
+        if (!args || !first_failing(r, args, args_n, &valid, &g)) return PR_ALLOW;
         if (v == PR_NO_RULE) *failed = g;
         v = PR_GUARD_FAILED;
     }

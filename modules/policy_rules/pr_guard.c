@@ -67,14 +67,14 @@ void pr_pointer_free(pr_pointer *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* The member named t in an object. Every member is looked at: a second one
- * of that name makes the place ambiguous (a backend may read either copy,
- * so the guard must not choose for it). */
+/* The member named t in an object (text the caller validated). Every member
+ * is looked at: a second one of that name makes the place ambiguous (a
+ * backend may read either copy, so the guard must not choose for it). */
 static int member(const mcpg_json_span *obj, const pr_token *t, mcpg_json_span *out) {
     size_t it = 0;
     mcpg_json_span k, v;
     int found = PR_ABSENT, r;
-    while ((r = mcpg_json_object_next(obj->p, obj->n, &it, &k, &v)) == 1) {
+    while ((r = mcpg_json_object_next_trusted(obj->p, obj->n, &it, &k, &v)) == 1) {
         if (mcpg_json_string_eq(&k, t->text, t->len) != 1) continue;
         if (found == PR_FOUND) return PR_AMBIGUOUS;
         found = PR_FOUND;
@@ -92,10 +92,32 @@ static int element(const mcpg_json_span *arr, uint32_t index, mcpg_json_span *ou
     return r < 0 ? PR_MALFORMED : PR_ABSENT;
 }
 
+/* The whole of a validated text as one span (no second pass over it). */
+static void root_span(const char *doc, size_t n, mcpg_json_span *out) {
+    while (n && (*doc == ' ' || *doc == '\t' || *doc == '\n' || *doc == '\r')) doc++, n--;
+    while (n && (doc[n - 1] == ' ' || doc[n - 1] == '\t' || doc[n - 1] == '\n' ||
+                 doc[n - 1] == '\r'))
+        n--;
+    *out = (mcpg_json_span){.p = doc, .n = n};
+    switch (n ? doc[0] : 0) {
+    case '{': out->type = MCPG_JSON_OBJECT; break;
+    case '[': out->type = MCPG_JSON_ARRAY; break;
+    case '"': /* a string span is what lies between its quotes */
+        out->type = MCPG_JSON_STRING;
+        out->p = doc + 1;
+        out->n = n - 2;
+        out->escaped = memchr(out->p, '\\', out->n) != NULL;
+        break;
+    case 't': out->type = MCPG_JSON_TRUE; break;
+    case 'f': out->type = MCPG_JSON_FALSE; break;
+    case 'n': out->type = MCPG_JSON_NULL; break;
+    default: out->type = MCPG_JSON_NUMBER;
+    }
+}
+
 int pr_pointer_find(const pr_pointer *p, const char *doc, size_t n, mcpg_json_span *out) {
-    size_t pos = 0;
     mcpg_json_span cur;
-    if (mcpg_json_value(doc, n, &pos, &cur) != 1) return PR_MALFORMED;
+    root_span(doc, n, &cur);
     for (uint32_t i = 0; i < p->n; i++) {
         mcpg_json_span next;
         int r = cur.type == MCPG_JSON_OBJECT  ? member(&cur, &p->tokens[i], &next)

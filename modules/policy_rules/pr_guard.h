@@ -69,10 +69,12 @@ typedef enum pr_found {
     PR_MALFORMED = -2
 } pr_found;
 
-/* Resolve p in the JSON text doc[0..n); *out is the value's span. */
+/* Resolve p in the JSON text doc[0..n), which the caller has validated
+ * (mcpg_json_validate: the walk trusts its structure); *out is the value's
+ * span. */
 int pr_pointer_find(const pr_pointer *p, const char *doc, size_t n, mcpg_json_span *out);
 
-/* 1 when the arguments args[0..n) (an object's text) satisfy g. */
+/* 1 when the arguments args[0..n) (validated JSON text) satisfy g. */
 int pr_guard_passes(const pr_guard *g, const char *args, size_t n);
 void pr_guard_free(pr_guard *g);
 
