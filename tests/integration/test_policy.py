@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""policy_rules on the real gateway: a policy matrix of five principals x four tools x
+"""policy_rules on the real gateway: a policy matrix of six callers (five principals and an
+anonymous one) x four tools x
 allowed and refused arguments, on the stateless (2026-07-28) wire and on legacy (2025-11-25)
 sessions; tools/list, prompts/list, resources/list and resources/templates/list showing each
 principal only what it may use; prompts/get and resources/read judged; a denial is JSON-RPC
@@ -41,7 +42,8 @@ RULES = [
     {"id": "ops-reset", "roles": "ops", "tools": "admin_reset",
      "arguments": [{"pointer": "/force", "enum": [False]}]},
     {"id": "services", "principal": "svc-*", "prompts": "ev_*"},
-    {"id": "nobody-else", "principal": "nobody-at-all", "tools": "never"},
+    {"id": "public", "anonymous": True, "tools": "echo",
+     "arguments": [{"pointer": "/message", "max_length": 10}]},
 ]
 
 # principal -> (tenant, roles)
@@ -51,6 +53,7 @@ PRINCIPALS = {
     "bob": (None, None),
     "olga": ("globex", "ops"),
     "zed": ("acme", "guest"),
+    "(anonymous)": (None, None),  # no X-Test-Principal: gateway.anonymous lets it through
 }
 
 # tool -> (arguments allowed by its guards, arguments refused by them)
@@ -85,6 +88,8 @@ EXPECTED = {
     ("olga", "db_query"): (NO, NO), ("olga", "admin_reset"): (ok(), guard("/force")),
     ("zed", "echo"): (NO, NO), ("zed", "search"): (NO, NO),
     ("zed", "db_query"): (NO, NO), ("zed", "admin_reset"): (NO, NO),
+    ("(anonymous)", "echo"): (ok(), guard("/message")), ("(anonymous)", "search"): (NO, NO),
+    ("(anonymous)", "db_query"): (NO, NO), ("(anonymous)", "admin_reset"): (NO, NO),
 }
 
 VISIBLE = {
@@ -94,10 +99,13 @@ VISIBLE = {
     "bob": (["echo", "db_query"], [], [], TEMPLATES),
     "olga": (["admin_reset"], [], [], []),
     "zed": ([], [], [], []),
+    "(anonymous)": (["echo"], [], [], []),
 }
 
 
 def identity(principal):
+    if principal == "(anonymous)":
+        return []
     tenant, roles = PRINCIPALS[principal]
     h = [("X-Test-Principal", principal)]
     if tenant:
@@ -123,7 +131,8 @@ def module_dir(ctx, test_modules):
 
 def manifest(mdir, audit_path, fast_path=False):
     return {
-        "gateway": {"module_dir": mdir, "server": {"unary_json_fast_path": fast_path}},
+        "gateway": {"module_dir": mdir, "anonymous": True,
+                    "server": {"unary_json_fast_path": fast_path}},
         "cluster": {"kind": "single_node"},
         "modules": [
             {"name": "who", "module": "identity_testheader"},
@@ -310,13 +319,17 @@ def main():
         wait_for(lambda: len(denied_events()) >= len(denials), 10, "the denials in the audit")
         events = denied_events()
         for principal, tool, rid in denials:
-            ev = [e for e in events if e.get("principal") == principal and e.get("tool") == tool
+            who = None if principal == "(anonymous)" else principal
+            ev = [e for e in events if e.get("principal") == who and e.get("tool") == tool
                   and e.get("id") == rid]
             check(ev, "no mcpg.tool.call.denied for %s calling %s (id %r) in %r"
                   % (principal, tool, rid, events[-3:]))
             check_eq(ev[0].get("error_code"), -32003, "the audited code")
+            # audit_file writes the 1.2 fields once the audit work lands
             if "denied_stage" in ev[0]:
                 check_eq(ev[0]["denied_stage"], "policy", "denied_stage")
+            if "denied_by" in ev[0]:
+                check_eq(ev[0]["denied_by"], "rules", "denied_by")
 
     def t_check_example():
         conf = os.path.join(ctx.source, "conf", "policy-example.json")
@@ -340,7 +353,7 @@ def main():
         fast.stop()
 
     return run_tests([
-        ("stateless: 5 principals x 4 tools x allowed/refused arguments", t_matrix_stateless),
+        ("stateless: 6 callers x 4 tools x allowed/refused arguments", t_matrix_stateless),
         ("legacy sessions (SSE answers): the same matrix", t_matrix_legacy),
         ("legacy sessions (unary_json_fast_path): the same matrix", t_matrix_legacy_fast),
         ("stateless: each principal's tools, prompts, resources and templates", t_lists_stateless),

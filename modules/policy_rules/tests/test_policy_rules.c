@@ -1,8 +1,9 @@
 /* policy_rules.so through the SDK's fake host: check() on every method it
  * judges (allowed, no rule, a failed guard: -32003, HTTP 403, a message and
  * data that name no rule), visible() for each kind, the config errors
- * `mcpg --check` shows, other_methods, and the rules file read again at
- * reloaded() (a bad file keeps the rules served). Ends leak-free. */
+ * `mcpg --check` shows, other_methods, ABI 1.2's client name and roles (and
+ * a kernel without them), and the rules file read again at reloaded() (a
+ * bad file keeps the rules served). Ends leak-free. */
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
 
@@ -231,6 +232,43 @@ static void test_other_methods(void) {
     mcpg_fakehost_unload(fh, deny);
 }
 
+/* ---- ABI 1.2: the client's own name, roles one by one; and a 1.0 kernel ---- */
+
+static void test_identities(void) {
+    mcpg_instance *p = load("ids", "{\"rules\":[{\"roles\":\"r40\",\"tools\":\"pre_search\"},"
+                                   "{\"roles\":\"writer\",\"tools\":\"search\"}]}");
+    /* forty roles: more than the check keeps on its stack */
+    char names[40][8];
+    const char *roles[40];
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof names[i], "r%d", i + 1);
+        roles[i] = names[i];
+    }
+    mcpg_identity id = {.size = sizeof id, .n_roles = 40, .principal = "many", .roles = roles};
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "search", "{}", "1");
+    MCPG_REQUIRE(host->call_identify(c, &id) == 0, "call_identify");
+    mcpg_fakehost_call_set_client_name(c, "pre_search");
+    MCPG_CHECK(run(p, c).status == MCPG_CONTINUE, "the client's name (with the prefix) is judged");
+    c = mcpg_fakehost_call_new(fh, "tools/call", "search", "{}", "1");
+    host->call_identify(c, &id);
+    mcpg_fakehost_call_set_client_name(c, "other_search");
+    verdict v = run(p, c);
+    MCPG_CHECK(v.status == MCPG_DENY && strstr(v.message, "\"other_search\""),
+               "not the backend's name: %s", v.message);
+
+    /* a kernel without the 1.2 slots: roles from the comma list, the target as the name */
+    mcpg_host saved = *host;
+    host->call_role_count = NULL;
+    host->call_role = NULL;
+    host->call_client_name = NULL;
+    const who writer = {"wendy", NULL, "reader,writer"};
+    MCPG_CHECK(allowed(p, &writer, "tools/call", "search", "{}"), "1.0: roles split");
+    MCPG_CHECK(!allowed(p, &NOBODY, "tools/call", "search", "{}"), "1.0: still denies");
+    *host = saved;
+    MCPG_CHECK(allowed(p, &writer, "tools/call", "search", "{}"), "1.2 again");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, p) == 0, "unload");
+}
+
 /* ---- the rules file at reload ---- */
 
 static void write_file(const char *path, const char *text) {
@@ -251,21 +289,20 @@ static void test_reloaded(void) {
     mcpg_instance *p = load("filed", cfg);
     MCPG_CHECK(allowed(p, &BOB, "tools/call", "echo", "{}") &&
                    !allowed(p, &BOB, "tools/call", "search", "{}"), "the file's rules");
-    MCPG_REQUIRE(MCPG_HAS(mod->lifecycle, reloaded), "reloaded op");
     write_file(path, "{\"rules\":[{\"principal\":\"bob\",\"tools\":\"search\"}]}");
-    mod->lifecycle->reloaded(mcpg_fakehost_state(p));
+    MCPG_CHECK(mcpg_fakehost_reloaded(fh, p) == 0, "reloaded");
     MCPG_CHECK(!allowed(p, &BOB, "tools/call", "echo", "{}") &&
                    allowed(p, &BOB, "tools/call", "search", "{}"), "the new rules");
     mcpg_fakehost_run_for(fh, 20); /* the old policy is freed once the loop passes */
     write_file(path, "{\"rules\":[{\"tols\":\"x\"}]}");
     mcpg_fakehost_log_clear(fh);
-    mod->lifecycle->reloaded(mcpg_fakehost_state(p));
+    mcpg_fakehost_reloaded(fh, p);
     MCPG_CHECK(mcpg_fakehost_log_contains(fh, "rules[0].tols: unknown key") &&
                    mcpg_fakehost_log_contains(fh, "not reloaded"),
                "a bad file is logged:\n%s", mcpg_fakehost_log_text(fh));
     MCPG_CHECK(allowed(p, &BOB, "tools/call", "search", "{}"), "and the rules before it serve");
     write_file(path, "[{\"principal\":\"bob\",\"tools\":\"three\"}]");
-    mod->lifecycle->reloaded(mcpg_fakehost_state(p)); /* retired but not yet freed at unload */
+    mcpg_fakehost_reloaded(fh, p); /* retired, not yet freed at unload: destroy frees it */
     MCPG_CHECK(allowed(p, &BOB, "tools/call", "three", "{}"), "a third version");
     MCPG_CHECK(mcpg_fakehost_unload(fh, p) == 0, "unload");
     remove(path);
@@ -286,6 +323,7 @@ int main(int argc, char **argv) {
     test_visible();
     test_config();
     test_other_methods();
+    test_identities();
     test_reloaded();
     int problems = mcpg_fakehost_free(fh);
     MCPG_CHECK(problems == 0, "fake host: %d problem(s)", problems);
