@@ -282,12 +282,13 @@ static mcpg_status pr_check(void *instance, mcpg_call *call) {
 
 /* The caller's admission mask, kept in the call's slot for the rest of the
  * list: bit 0 set, bits 1-8 the policy's version (a reload between two
- * items recomputes), bits 9-63 the first 55 rules. */
+ * items recomputes), bits 9-63 the first 55 rules (64-bit pointers only). */
 #define PR_MASK_RULES 55
 
 static int mask_of(pr_mod *m, mcpg_call *call, const pr_published *pub, pr_subject *s) {
     const mcpg_host *h = m->host;
-    void **slot = pub->pol.n <= PR_MASK_RULES ? h->call_slot(call, m->self) : NULL;
+    int fits = pub->pol.n <= PR_MASK_RULES && sizeof(uintptr_t) >= sizeof(uint64_t);
+    void **slot = fits ? h->call_slot(call, m->self) : NULL;
     uintptr_t tag = 1u | (uintptr_t)(pub->version & 0xffu) << 1;
     if (slot && *slot && ((uintptr_t)*slot & 0x1ffu) == tag) {
         s->mask = (uint64_t)((uintptr_t)*slot >> 9);
