@@ -65,6 +65,7 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
 static void call_reset(mcpg_call *c) {
     mcpg_buf keep_result = c->result, keep_data = c->err_data, keep_req = c->pool.req_copy;
     mcpg_buf keep_target = c->target_copy, keep_name = c->name_copy, keep_args = c->audit_args;
+    mcpg_buf keep_shown = c->audit_shown;
     uint32_t keep_slots = c->n_slots;
     uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
@@ -78,6 +79,8 @@ static void call_reset(mcpg_call *c) {
     c->name_copy.len = 0;
     c->audit_args = keep_args;
     c->audit_args.len = 0;
+    c->audit_shown = keep_shown;
+    c->audit_shown.len = 0;
     c->list_kind = -1;
     c->result.len = 0;
     c->err_data.len = 0;
@@ -113,6 +116,7 @@ static void call_free(mcpg_call *c) {
     mcpg_buf_free(&c->target_copy);
     mcpg_buf_free(&c->name_copy);
     mcpg_buf_free(&c->audit_args);
+    mcpg_buf_free(&c->audit_shown);
     mcpg_buf_free(&c->err_data);
     mcpg_buf_free(&c->pool.req_copy);
     free(c);

@@ -132,6 +132,7 @@ struct mcpg_call {
     const char *denied_stage;    /* "identity", "policy", "limits" when a stage refused */
     const mcpg_instance *denied_by;
     mcpg_buf audit_args;         /* the arguments as events show them (kept across recycling) */
+    mcpg_buf audit_shown;        /* the result as events show it (kept across recycling) */
     bool audit_args_made;
     mcpg_buf result;
     mcpg_buf target_copy;        /* a resource uri as the client sent it (kept across recycling) */

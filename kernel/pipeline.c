@@ -56,20 +56,18 @@ static void audit_args(mcpg_call *c, mcpg_audit_event *ev) {
     ev->args_len = c->audit_args.len;
 }
 
-/* The result, redacted, when gateway.audit.results asks for it: into the
- * call's err_data buffer's neighbour would tangle lifetimes, so a buffer of
- * the loop's own, reused (sinks copy events before emit returns). */
+/* The result, redacted, when gateway.audit.results asks for it. */
 static void audit_result(mcpg_call *c, mcpg_audit_event *ev) {
-    static __thread mcpg_buf shown;
+    mcpg_buf *shown = &c->audit_shown;
     const redactor *r = c->gen->m->redact;
     if (!redactor_results(r) || c->is_error || c->pool.detached) return;
     const char *res = c->borrowed ? c->borrowed->data : c->result.data;
     size_t n = c->borrowed ? c->borrowed->len : c->result.len;
     if (!res || !n) return;
-    shown.len = 0;
-    if (redact_json(r, res, n, &shown) != 0) return;
-    ev->result_json = shown.data;
-    ev->result_len = shown.len;
+    shown->len = 0;
+    if (redact_json(r, res, n, shown) != 0) return;
+    ev->result_json = shown->data;
+    ev->result_len = shown->len;
 }
 
 /* The W3C traceparent header, as the request carried it (a header lookup on
