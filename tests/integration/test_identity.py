@@ -13,7 +13,9 @@ Keys are made by scripts/mcpg-apikey (--json --add), so the script is tested too
     accepted; a broken file + SIGHUP -> logged with the file, old keys kept;
   * mcpg --check names the keys file, the entry and the field;
   * a chain: a JWT-shaped Bearer token is passed on by the first instance and
-    taken by the next (a second identity_apikey standing in for identity_jwt);
+    taken by the next (a second identity_apikey with skip_jwt_shaped off), and
+    with identity_jwt after it: a signed token is verified there, an API key in
+    the same header is taken first, a wrong key is refused before it;
   * mTLS (when transport_http has tls_cert_file): a client certificate signed
     by the test's CA -> its URI SAN is the principal, mapped to a tenant; none
     -> the anonymous 401; another CA's -> refused in the handshake.
@@ -25,6 +27,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Gateway, Skip, base_manifest, build_request, check,  # noqa: E402
@@ -242,6 +245,37 @@ def main():
             expect_refused(call(cg.port, [("Authorization", "Bearer " + WRONG_KEY)], id=63),
                            "a wrong key stops the chain", WRONG_KEY)
 
+    def t_chain_identity_jwt():
+        mint = os.path.join(os.path.dirname(ctx.bin), "jwt_mint")
+        pem = ctx.path("issuer-es256.pem")
+        jwk = json.loads(subprocess.run([mint, "keygen", "ES256", pem, "k1"], check=True,
+                                        capture_output=True, text=True).stdout)
+        jwks = ctx.path("jwks.json")
+        with open(jwks, "w") as f:
+            json.dump({"keys": [jwk]}, f)
+        iss, aud, now = "https://issuer.example", "https://gw.example/mcp", int(time.time())
+        claims = {"iss": iss, "aud": aud, "sub": "jwt-alice", "org": "jwt-tenant",
+                  "iat": now, "exp": now + 600}
+        token = subprocess.run([mint, "token", "ES256", pem,
+                                json.dumps({"alg": "ES256", "kid": "k1", "typ": "JWT"}),
+                                json.dumps(claims)],
+                               check=True, capture_output=True, text=True).stdout.strip()
+        used_keys.append(token)
+        jwt = {"name": "jwt", "module": "identity_jwt",
+               "config": {"issuer": iss, "audience": aud, "jwks_file": jwks,
+                          "tenant_claim": "org"}}
+        with Gateway(ctx, manifest=manifest(identity=["keys", "jwt"], extra_modules=[jwt]),
+                     name="apikey-jwt") as jg:
+            expect_principal(call(jg.port, [("Authorization", "Bearer " + token)], id=65), 65,
+                             "jwt-alice", "jwt-tenant", "a JWT passed on to identity_jwt")
+            expect_principal(call(jg.port, [("Authorization", "Bearer " + bob)], id=66), 66,
+                             "bob", None, "an API key in the same header, taken first")
+            expect_refused(call(jg.port, [("Authorization", "Bearer " + WRONG_KEY)], id=67),
+                           "a wrong key, refused before identity_jwt", WRONG_KEY)
+            r = call(jg.port, id=68)
+            expect_error(r, 401, -32001, "no credentials: anonymous refused", id=68)
+        check(token not in jg.stderr(), "the token in the gateway's log")
+
     def t_nothing_leaked():
         gw.stop()
         logs = gw.stderr()
@@ -262,6 +296,7 @@ def main():
         ("mcpg --check names the keys file's faults", t_check),
         ("gateway.anonymous: true serves a call without a key", t_anonymous_allowed),
         ("chain: a JWT-shaped Bearer token is passed on", t_chain_jwt_passed_on),
+        ("chain: identity_apikey then identity_jwt", t_chain_identity_jwt),
         ("no key in any log or audit line", t_nothing_leaked),
         ("mTLS: the client certificate's URI SAN is the principal", lambda: t_mtls(ctx, audit)),
     ]
