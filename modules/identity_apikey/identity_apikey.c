@@ -110,21 +110,26 @@ static int is_b64url(char c) {
            c == '-' || c == '_';
 }
 
-/* Three non-empty base64url parts joined by two dots: a JWS compact
- * serialisation, which identity_jwt verifies. */
+/* What identity_jwt judges rather than passes on (its jwt_shape_of): "eyJ"
+ * (a JOSE header's '{"' in base64url), then base64url parts joined by dots:
+ * three with a non-empty payload (a JWS; its signature may be empty, which
+ * identity_jwt refuses as alg none) or five (a JWE). Keys made by
+ * scripts/mcpg-apikey have no dots. */
 static int jwt_shaped(const char *s, size_t n) {
-    size_t dots = 0, part = 0;
+    if (n < 3 || memcmp(s, "eyJ", 3) != 0) return 0;
+    size_t parts = 1, len = 0, payload = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '.') {
-            if (part == 0 || ++dots > 2) return 0;
-            part = 0;
+            if (parts == 2) payload = len;
+            if (++parts > 5) return 0;
+            len = 0;
         } else if (is_b64url(s[i])) {
-            part++;
+            len++;
         } else {
             return 0;
         }
     }
-    return dots == 2 && part > 0;
+    return (parts == 3 && payload > 0) || parts == 5;
 }
 
 /* The token of "Bearer <token>" (scheme case-insensitive), or 0. */

@@ -209,6 +209,15 @@ static void test_passes(void) {
     expect_passed(&o, "no header");
     o = authenticate(inst, (const char *const[]){"authorization", "Bearer " JWT, NULL});
     expect_passed(&o, "a JWT-shaped Bearer");
+    o = authenticate(inst, (const char *const[]){"authorization",
+                                                 "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", NULL});
+    expect_passed(&o, "a JWS without a signature (identity_jwt refuses alg none)");
+    o = authenticate(inst, (const char *const[]){"authorization", "Bearer eyJa.b.c.d.e", NULL});
+    expect_passed(&o, "a JWE-shaped Bearer");
+    o = authenticate(inst, (const char *const[]){"authorization", "Bearer abc.def.ghi", NULL});
+    expect_refused(&o, "dots without a JOSE header: a key", "abc.def.ghi");
+    o = authenticate(inst, (const char *const[]){"authorization", "Bearer eyJa..c", NULL});
+    expect_refused(&o, "a JWS with an empty payload: a key", "eyJa..c");
     o = authenticate(inst, (const char *const[]){"authorization", "Basic YWxpY2U6cHc=", NULL});
     expect_passed(&o, "Basic credentials");
     o = authenticate(inst, (const char *const[]){"authorization", "Bearer", "x-api-key", "",
