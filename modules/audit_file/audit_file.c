@@ -4,10 +4,18 @@
  *   emit()  on a loop thread: format the line on the stack, then, under the
  *           mutex, append it to the `pending` batch with the call to resume.
  *           Answers PENDING. No allocation once the batch buffers have grown.
- *   writer  one thread: swap `pending` with its own empty batch, write it with
- *           one writev() and one fdatasync() per max_batch_bytes chunk, then
- *           resume every call of the chunk. A failing disk fails the calls
- *           closed (DENY + 503); nothing is ever dropped silently.
+ *   writer  one thread: swap `pending` with its own empty batch, chain its
+ *           lines (number and SHA-256 of the line before: audit_chain.h),
+ *           write them with one writev() and one fdatasync() per
+ *           max_batch_bytes chunk, then resume every call of the chunk. A
+ *           failing disk fails the calls closed (DENY + 503); nothing is ever
+ *           dropped silently. Between chunks it rotates the file when due
+ *           (audit_disk.c, which also keeps the chain right when another
+ *           writer shares the file).
+ *
+ * The lines are chained by the writer, not by emit(): events from several
+ * loops arrive a little out of seq order, and the chain follows the file's
+ * order, which only the writer knows.
  *
  * The queue is bounded by queue_max events not yet durable (pending plus the
  * batch being written): a full queue refuses the new call with 503, it never
@@ -17,7 +25,6 @@
 #include <mcpg/sdk.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -26,14 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit_disk.h"
 #include "audit_format.h"
-
-typedef struct audit_cfg {
-    const char *path;
-    int fsync;
-    int64_t queue_max;
-    int64_t max_batch_bytes;
-} audit_cfg;
 
 static const mcpg_config_field audit_config[] = {
     MCPG_CFG_REQUIRED_STRING_FIELD(audit_cfg, path, "path",
@@ -45,6 +46,11 @@ static const mcpg_config_field audit_config[] = {
                        "events waiting for disk; when full, new calls get 503"),
     MCPG_CFG_INT_FIELD(audit_cfg, max_batch_bytes, "max_batch_bytes", "1048576", 4096,
                        1073741824, "largest single write+fdatasync"),
+    MCPG_CFG_INT_FIELD(audit_cfg, rotate_bytes, "rotate_bytes", "0", 0, INT64_MAX / 2,
+                       "rotate once the file holds this many bytes (0 = never): path is "
+                       "renamed path.1 and a new one started, between batches"),
+    MCPG_CFG_INT_FIELD(audit_cfg, rotate_keep, "rotate_keep", "5", 1, 1000,
+                       "rotated files kept: path.1 (newest) .. path.N; the oldest is removed"),
     MCPG_CONFIG_END};
 
 /* One queued event: where its line ends in the batch text and whom to wake. */
@@ -65,7 +71,7 @@ typedef struct audit {
     const mcpg_host *host;
     mcpg_instance *self;
     const audit_cfg *cfg;
-    int fd;
+    audit_disk disk;
     pthread_t thread;
     int thread_started;
 
@@ -80,7 +86,8 @@ typedef struct audit {
     int running;
     /* ---- writer thread only ---- */
     audit_batch writing;
-    int torn;             /* the last write stopped mid-line: start the next on a new line */
+    char *out;            /* a chunk's lines with their chain fields */
+    size_t out_cap;
     uint64_t n_batches, n_events, max_events, n_failures;
     uint64_t fail_streak; /* batches failed in a row; see audit_log_errno */
     int fail_errno;
@@ -195,21 +202,21 @@ static void audit_fail_call(audit *a, const audit_entry *e) {
 }
 
 /* *written counts the bytes that reached the file, also when it fails. */
-static int audit_write_all(audit *a, const char *p, size_t n, size_t *written) {
+static int audit_write_all(audit_disk *d, const char *p, size_t n, size_t *written) {
     static const char nl = '\n';
     struct iovec iov[2];
     int cnt = 0;
     *written = 0;
-    if (a->torn) iov[cnt++] = (struct iovec){(void *)&nl, 1};
+    if (d->torn) iov[cnt++] = (struct iovec){(void *)&nl, 1};
     iov[cnt++] = (struct iovec){(void *)p, n};
     while (cnt > 0) {
-        ssize_t w = writev(a->fd, iov, cnt);
+        ssize_t w = writev(d->fd, iov, cnt);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             if (w == 0) errno = EIO; /* no progress on a regular file: treat as a failure */
             return -1;
         }
-        a->torn = 1; /* until the whole chunk is out */
+        d->torn = 1; /* until the whole chunk is out */
         size_t done = (size_t)w;
         *written += done;
         while (cnt > 0 && done >= iov[0].iov_len) {
@@ -222,7 +229,7 @@ static int audit_write_all(audit *a, const char *p, size_t n, size_t *written) {
             iov[0].iov_len -= done;
         }
     }
-    a->torn = 0;
+    d->torn = 0;
     return 0;
 }
 
@@ -231,16 +238,16 @@ static int audit_write_all(audit *a, const char *p, size_t n, size_t *written) {
  * lines of the chunk's other events, whose calls were failed closed: the
  * file then said "allowed" for calls that never ran. After the rollback the
  * file holds exactly the events whose calls continued.
- * Only when the file still ends where our write ended: another writer (the
- * previous generation's sink during a reload) may have appended since, and
- * its lines must not go. Then, as before, the next chunk starts on a new line.
- * Returns 1 when the bytes are gone. */
-static int audit_rollback(audit *a, size_t written) {
+ * Only a regular file that still ends where our write ended: the lock
+ * (audit_disk.c) keeps the other writers of a shared file out meanwhile, so
+ * that is the rule; on a pipe or when truncating fails, as before, the next
+ * chunk starts on a new line. Returns 1 when the bytes are gone. */
+static int audit_rollback(audit_disk *d, size_t written) {
     if (!written) return 1;
-    off_t end = lseek(a->fd, 0, SEEK_CUR); /* O_APPEND: just past our last write */
+    off_t end = lseek(d->fd, 0, SEEK_CUR); /* O_APPEND: just past our last write */
     struct stat st;
-    return end >= (off_t)written && fstat(a->fd, &st) == 0 && S_ISREG(st.st_mode) &&
-           st.st_size == end && ftruncate(a->fd, end - (off_t)written) == 0;
+    return end >= (off_t)written && fstat(d->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+           st.st_size == end && ftruncate(d->fd, end - (off_t)written) == 0;
 }
 
 /* A failing disk fails every batch, and with calls arriving a batch is a few
@@ -273,19 +280,72 @@ static void audit_log_recovered(audit *a) {
     a->fail_streak = 0;
 }
 
-/* One group commit: events [i, j) of the writing batch. */
-static void audit_commit(audit *a, size_t i, size_t j) {
+/* Events [i, j) of the writing batch with their chain fields, into a->out;
+ * the chain's head moves past them. 0, or -1 with errno. */
+static int audit_chain_chunk(audit *a, size_t i, size_t j, size_t *len) {
+    const mcpg_host *h = a->host;
     audit_batch *b = &a->writing;
-    size_t off = i ? b->ev[i - 1].end : 0, written;
-    int torn_before = a->torn;
-    int ok = audit_write_all(a, b->data + off, b->ev[j - 1].end - off, &written) == 0;
-    if (!ok) audit_log_errno(a, "write to", errno);
-    if (ok && a->cfg->fsync && fdatasync(a->fd) != 0) {
+    size_t off = i ? b->ev[i - 1].end : 0;
+    size_t need = b->ev[j - 1].end - off + (j - i) * AUDIT_CHAIN_PREFIX_MAX;
+    if (need > a->out_cap) {
+        char *p = h->realloc(a->out, need);
+        if (!p) {
+            errno = ENOMEM;
+            return -1;
+        }
+        a->out = p;
+        a->out_cap = need;
+    }
+    size_t n = 0;
+    for (size_t k = i; k < j; k++) {
+        size_t from = k ? b->ev[k - 1].end : 0;
+        size_t w = audit_chain_line(a->disk.hasher, &a->disk.head, a->out + n, b->data + from,
+                                    b->ev[k].end - from);
+        if (!w) {
+            errno = EIO; /* SHA-256 failed: OpenSSL */
+            return -1;
+        }
+        n += w;
+    }
+    *len = n;
+    return 0;
+}
+
+/* Lock, chain, write, sync: 1 when the chunk is on disk (synced when fsync
+ * is on); else the file is as it was (see audit_rollback) and so is the
+ * chain's head. */
+static int audit_commit_chunk(audit *a, size_t i, size_t j) {
+    audit_disk *d = &a->disk;
+    audit_chain_head before = d->head;
+    int torn_before = d->torn;
+    size_t len = 0, written = 0;
+    int ok = audit_disk_begin(d) == 0;
+    if (!ok) audit_log_errno(a, "locking or reopening", errno);
+    if (ok && audit_chain_chunk(a, i, j, &len) != 0) {
+        ok = 0;
+        audit_log_errno(a, "chaining the lines of", errno);
+    }
+    if (ok && audit_write_all(d, a->out, len, &written) != 0) {
+        ok = 0;
+        audit_log_errno(a, "write to", errno);
+    }
+    if (ok && a->cfg->fsync && fdatasync(d->fd) != 0) {
         ok = 0;
         audit_log_errno(a, "fdatasync of", errno);
     }
-    /* the file is as it was before the chunk, '\n' of a torn line included */
-    if (!ok && audit_rollback(a, written)) a->torn = torn_before;
+    if (!ok) {
+        d->head = before;
+        /* the file is as it was before the chunk, '\n' of a torn line included */
+        if (audit_rollback(d, written)) d->torn = torn_before;
+    }
+    audit_disk_end(d, ok);
+    return ok;
+}
+
+/* One group commit: events [i, j) of the writing batch. */
+static void audit_commit(audit *a, size_t i, size_t j) {
+    audit_batch *b = &a->writing;
+    int ok = audit_commit_chunk(a, i, j);
     if (ok && a->fail_streak) audit_log_recovered(a);
     for (size_t k = i; k < j; k++) {
         if (!b->ev[k].call) continue;
@@ -351,7 +411,7 @@ static int audit_create(const mcpg_host *host, mcpg_instance *self, const void *
     a->host = host;
     a->self = self;
     a->cfg = config;
-    a->fd = -1;
+    a->disk = (audit_disk){.host = host, .self = self, .cfg = config, .fd = -1};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* flush's deadline ignores clock jumps */
@@ -380,11 +440,10 @@ static int audit_spawn_writer(audit *a) {
 static int audit_start(void *instance) {
     audit *a = instance;
     char buf[128];
-    a->fd = open(a->cfg->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (a->fd < 0) {
-        a->host->log(a->self, MCPG_LOG_ERROR, "cannot open audit file %s: %s", a->cfg->path,
-                     strerror_r(errno, buf, sizeof buf));
-        return MCPG_EIO;
+    int err = audit_disk_open(&a->disk);
+    if (err) {
+        audit_disk_close(&a->disk);
+        return err;
     }
     a->running = 1;
     int rc = audit_spawn_writer(a);
@@ -392,8 +451,7 @@ static int audit_start(void *instance) {
         a->host->log(a->self, MCPG_LOG_ERROR, "cannot start the audit writer thread: %s",
                      strerror_r(rc, buf, sizeof buf));
         a->running = 0;
-        close(a->fd);
-        a->fd = -1;
+        audit_disk_close(&a->disk);
         return MCPG_ENOMEM;
     }
     return 0;
@@ -410,15 +468,18 @@ static void audit_stop(void *instance) {
     pthread_join(a->thread, NULL);
     a->thread_started = 0;
     a->running = 0;
-    close(a->fd);
-    a->fd = -1;
+    char hex[2 * AUDIT_HASH_LEN + 1];
+    audit_hash_hex(a->disk.head.hash, hex);
+    audit_disk_close(&a->disk);
     double avg = a->n_batches ? (double)a->n_events / (double)a->n_batches : 0.0;
+    /* the head is what anchors the chain's last line: an operator may keep it */
     a->host->log(a->self, MCPG_LOG_INFO,
                  "closed %s: %llu events in %llu batches (%.1f per batch, max %llu), "
-                 "%llu failed batches",
+                 "%llu failed batches, %llu rotations; chain head line %llu sha256 %s",
                  a->cfg->path, (unsigned long long)a->n_events,
                  (unsigned long long)a->n_batches, avg, (unsigned long long)a->max_events,
-                 (unsigned long long)a->n_failures);
+                 (unsigned long long)a->n_failures, (unsigned long long)a->disk.rotations,
+                 (unsigned long long)a->disk.head.line, hex);
 }
 
 /* Wait (bounded: flush may block only briefly) until every queued event is
@@ -450,6 +511,8 @@ static void audit_destroy(void *instance) {
     if (a->thread_started) audit_stop(a); /* never leave a thread running the unmapped code */
     audit_batch_free(a->host, &a->pending);
     audit_batch_free(a->host, &a->writing);
+    a->host->free(a->out);
+    audit_disk_close(&a->disk); /* started but never stopped: the hasher */
     pthread_cond_destroy(&a->wake);
     pthread_cond_destroy(&a->idle);
     pthread_mutex_destroy(&a->mu);
@@ -470,8 +533,9 @@ static const mcpg_audit_ops audit_ops = {
     .flush = audit_flush,
 };
 
-MCPG_MODULE_DEFINE(MCPG_KIND_AUDIT, "audit_file", "1.0.0",
-                   .description = "durable audit sink: JSON lines, group-committed with fdatasync",
+MCPG_MODULE_DEFINE(MCPG_KIND_AUDIT, "audit_file", "1.1.0",
+                   .description = "durable audit sink: hash-chained JSON lines, group-committed "
+                                  "with fdatasync, rotated by size",
                    .flags = MCPG_MOD_DURABLE | MCPG_MOD_OWNS_THREADS,
                    .config = audit_config, .config_size = sizeof(audit_cfg),
                    .lifecycle = &audit_lifecycle, .ops = &audit_ops);
