@@ -116,6 +116,19 @@ static int read_head(audit_disk *d, int *unchained) {
     return 0;
 }
 
+/* A crash between rotate_files' link and its rename leaves path.1 a second
+ * name of the file at the path: take it back, or the next rotation would
+ * keep the same lines under two names. */
+static void undo_half_rotation(audit_disk *d) {
+    char first[PATH_MAX];
+    struct stat a, b;
+    if (rotated_name(d, first, sizeof first, 1) == 0 && stat(d->cfg->path, &a) == 0 &&
+        stat(first, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+        unlink(first) == 0)
+        d->host->log(d->self, MCPG_LOG_WARN, "%s was a second name of %s (a rotation a crash "
+                     "cut short): removed", first, d->cfg->path);
+}
+
 int audit_disk_open(audit_disk *d) {
     char buf[128], hex[2 * AUDIT_HASH_LEN + 1];
     const char *path = d->cfg->path;
@@ -134,6 +147,7 @@ int audit_disk_open(audit_disk *d) {
     d->head = (audit_chain_head){0};
     if (!d->regular) return 0; /* a pipe or a device: written, never read back */
     int unchained = 0, rc = lock_fd(d->fd);
+    if (rc == 0) undo_half_rotation(d);
     if (rc == 0) rc = read_head(d, &unchained);
     int err = errno;
     flock(d->fd, LOCK_UN);
@@ -180,10 +194,12 @@ static int switch_file(audit_disk *d) {
 }
 
 /* Is fd still the file at path? When the path names another file (rotated
- * by another writer or by logrotate) or none, write to the one there now. */
+ * by another writer) or none (renamed away by logrotate), write to the one
+ * there now. Each switch waits for that file's lock, whose holder may rotate
+ * it again before letting go: so a few rounds, bounded. */
 static int follow_path(audit_disk *d) {
     char buf[128];
-    for (int tries = 0; tries < 3; tries++) {
+    for (int tries = 0; tries < 100; tries++) {
         struct stat st;
         if (stat(d->cfg->path, &st) == 0 && st.st_dev == d->dev && st.st_ino == d->ino) return 0;
         if (switch_file(d) == 0) continue; /* and check again: it may have moved meanwhile */
@@ -202,7 +218,8 @@ static int follow_path(audit_disk *d) {
         errno = err;
         return -1;
     }
-    return 0;
+    errno = EAGAIN; /* the path kept moving */
+    return -1;
 }
 
 int audit_disk_begin(audit_disk *d) {
@@ -240,10 +257,11 @@ static void sync_folder(const char *path) {
     close(fd);
 }
 
-/* path.(k-1) -> path.k ... path -> path.1, dropping path.<keep> only when
- * every name is taken. It fills the first free name instead, so a rotation
- * that failed half way is finished by the next try without losing a file. */
-static int shift_files(audit_disk *d) {
+/* Free the name path.1: path.(k-1) -> path.k ... up to the first free name,
+ * dropping path.<keep> only when every name is taken. Filling the first free
+ * name, a rotation that failed half way is finished by the next try without
+ * losing a file. */
+static int free_first_name(audit_disk *d) {
     char from[PATH_MAX], to[PATH_MAX];
     int64_t keep = d->cfg->rotate_keep, gap = keep;
     for (int64_t k = 1; k <= keep; k++) {
@@ -261,21 +279,65 @@ static int shift_files(audit_disk *d) {
             rotated_name(d, to, sizeof to, k + 1) != 0 || rename(from, to) != 0)
             return -1;
     }
-    if (rotated_name(d, to, sizeof to, 1) != 0) return -1;
-    return rename(d->cfg->path, to);
+    return 0;
 }
 
-/* Rename and reopen, between batches, under the lock. The new file's first
- * line chains to the rotated one's last: the head simply goes on. */
+/* The next file, made under a name of its own and locked before it takes
+ * the path. */
+static int make_next_file(audit_disk *d, char *tmp, size_t cap) {
+    int n = snprintf(tmp, cap, "%s.rotating", d->cfg->path);
+    if (n < 0 || (size_t)n >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    unlink(tmp); /* one a crash left */
+    int fd = open(tmp, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0) return -1;
+    if (lock_fd(fd) != 0) {
+        int err = errno;
+        close(fd);
+        unlink(tmp);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
+/* Between batches, under the lock: the file gets the name path.1 (a link
+ * first), then a new file replaces it at the path in one rename. The path
+ * never stops naming a file: another writer sharing it that found no file
+ * there would make one of its own and start a second chain. And the new file
+ * is locked before anyone can open it, so this writer's head is still the
+ * chain's: the new file's first line chains to the rotated one's last. */
+static int rotate_files(audit_disk *d) {
+    char first[PATH_MAX], tmp[PATH_MAX];
+    if (free_first_name(d) != 0 || rotated_name(d, first, sizeof first, 1) != 0) return -1;
+    if (link(d->cfg->path, first) != 0) return -1;
+    int fd = make_next_file(d, tmp, sizeof tmp);
+    if (fd >= 0 && rename(tmp, d->cfg->path) == 0) {
+        close(d->fd); /* and its lock */
+        d->fd = fd;
+        remember(d);
+        d->known_size = 0;
+        d->torn = 0;
+        return 0;
+    }
+    int err = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    unlink(first); /* the file keeps its one name, the path */
+    errno = err;
+    return -1;
+}
+
 static void rotate(audit_disk *d) {
     char buf[128];
     time_t now = mono_s();
     if (now < d->rotate_next_s) return;
     off_t size = d->known_size;
-    struct stat st;
-    if (shift_files(d) == 0 && switch_file(d) == 0) {
-        d->known_size = fstat(d->fd, &st) == 0 ? st.st_size : -1;
-        d->torn = 0;
+    if (rotate_files(d) == 0) {
         d->rotations++;
         sync_folder(d->cfg->path);
         d->host->log(d->self, MCPG_LOG_INFO, "rotated %s to %s.1 after chain line %llu (%lld bytes)",

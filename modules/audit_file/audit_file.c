@@ -360,16 +360,30 @@ static void audit_commit(audit *a, size_t i, size_t j) {
     if (!ok) a->n_failures++;
 }
 
+/* Bytes the file may still take before it is due to rotate: a chunk stops
+ * once it reaches them, so a file passes rotate_bytes by one line at most
+ * (unless other writers share it). SIZE_MAX when it never rotates. */
+static size_t audit_room(const audit *a) {
+    const audit_disk *d = &a->disk;
+    if (a->cfg->rotate_bytes <= 0 || !d->regular || d->known_size < 0) return SIZE_MAX;
+    off_t left = (off_t)a->cfg->rotate_bytes - d->known_size;
+    return left > 0 ? (size_t)left : 0;
+}
+
 /* Write the swapped-out batch in chunks of at most max_batch_bytes (at least
- * one event each), so one huge backlog does not become one huge write. */
+ * one event each, chain fields counted), so one huge backlog does not become
+ * one huge write. */
 static void audit_write_batch(audit *a) {
     audit_batch *b = &a->writing;
-    size_t max = (size_t)a->cfg->max_batch_bytes;
-    size_t i = 0;
+    size_t max = (size_t)a->cfg->max_batch_bytes, i = 0;
     while (i < b->n) {
-        size_t base = i ? b->ev[i - 1].end : 0;
-        size_t j = i + 1;
-        while (j < b->n && b->ev[j].end - base <= max) j++;
+        size_t base = i ? b->ev[i - 1].end : 0, room = audit_room(a), j = i + 1;
+        while (j < b->n) {
+            size_t so_far = b->ev[j - 1].end - base + (j - i) * AUDIT_CHAIN_PREFIX_MAX;
+            size_t with_next = b->ev[j].end - base + (j + 1 - i) * AUDIT_CHAIN_PREFIX_MAX;
+            if (with_next > max || so_far >= room) break;
+            j++;
+        }
         audit_commit(a, i, j);
         i = j;
     }
