@@ -21,12 +21,11 @@
  * batch being written): a full queue refuses the new call with 503, it never
  * drops an event.
  */
-#define _GNU_SOURCE /* strerror_r returning char *, pthread_setname_np */
+#define _GNU_SOURCE /* strerror_r returning char * */
 #include <mcpg/sdk.h>
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -34,7 +33,8 @@
 #include <unistd.h>
 
 #include "audit_disk.h"
-#include "audit_format.h"
+#include "audit_sink.h"
+#include "audit_writer.h"
 
 static const mcpg_config_field audit_config[] = {
     MCPG_CFG_REQUIRED_STRING_FIELD(audit_cfg, path, "path",
@@ -72,17 +72,9 @@ typedef struct audit {
     mcpg_instance *self;
     const audit_cfg *cfg;
     audit_disk disk;
-    pthread_t thread;
-    int thread_started;
-
-    pthread_mutex_t mu;
-    pthread_cond_t wake;  /* the writer waits here for work or stop */
-    pthread_cond_t idle;  /* flush() waits here for an empty queue */
-    /* ---- under mu ---- */
+    audit_writer w;       /* w.queued counts events not yet answered: pending + being written */
+    /* ---- under w.mu ---- */
     audit_batch pending;
-    size_t queued;        /* events not yet answered: pending + being written */
-    int writer_waiting;   /* signal only a sleeping writer: one futex wake per batch */
-    int stopping;
     int running;
     /* ---- writer thread only ---- */
     audit_batch writing;
@@ -103,13 +95,6 @@ typedef struct audit_fail {
 
 /* ------------------------------------------------------------------ */
 /* emit: on a loop thread                                              */
-
-static mcpg_status audit_refuse(audit *a, mcpg_call *call, const char *why) {
-    if (!call) return MCPG_DENY;
-    a->host->call_error(call, MCPG_RPC_SERVER_ERROR, why, NULL);
-    a->host->call_set_http(call, 503, 1);
-    return MCPG_DENY;
-}
 
 /* Grow a batch (under mu) to take one more line of n bytes. Amortised: once
  * the buffers have reached their working size this never allocates. */
@@ -133,41 +118,35 @@ static int batch_reserve(const mcpg_host *h, audit_batch *b, size_t n) {
 }
 
 static mcpg_status audit_enqueue(audit *a, mcpg_call *call, const char *line, size_t n) {
-    mcpg_worker *w = call ? a->host->call_worker(call) : NULL;
-    pthread_mutex_lock(&a->mu);
+    mcpg_worker *loop = call ? a->host->call_worker(call) : NULL;
+    pthread_mutex_lock(&a->w.mu);
     const char *why = NULL;
-    if (!a->running || a->stopping)
+    if (!a->running || a->w.stopping)
         why = "audit sink not running";
-    else if (a->queued >= (size_t)a->cfg->queue_max)
+    else if (a->w.queued >= (size_t)a->cfg->queue_max)
         why = "audit queue full";
     else if (batch_reserve(a->host, &a->pending, n))
         why = "audit queue full"; /* out of memory is a full queue too */
     if (why) {
-        pthread_mutex_unlock(&a->mu);
-        return audit_refuse(a, call, why);
+        pthread_mutex_unlock(&a->w.mu);
+        return audit_sink_refuse(a->host, call, why);
     }
     audit_batch *b = &a->pending;
     memcpy(b->data + b->len, line, n);
     b->len += n;
-    b->ev[b->n++] = (audit_entry){call, w, b->len};
-    a->queued++;
-    if (a->writer_waiting) {
-        a->writer_waiting = 0;
-        pthread_cond_signal(&a->wake);
-    }
-    pthread_mutex_unlock(&a->mu);
+    b->ev[b->n++] = (audit_entry){call, loop, b->len};
+    a->w.queued++;
+    audit_writer_wake(&a->w);
+    pthread_mutex_unlock(&a->w.mu);
     /* Without a call there is nobody to resume: the event is queued, done. */
     return call ? MCPG_PENDING : MCPG_CONTINUE;
 }
 
 static mcpg_status audit_emit(void *instance, mcpg_call *call, const mcpg_audit_event *ev) {
     audit *a = instance;
-    char stack[2048];
-    audit_lens lens;
-    size_t bound = audit_line_bound(ev, &lens);
-    char *line = bound <= sizeof stack ? stack : a->host->alloc(bound);
-    if (!line) return audit_refuse(a, call, "audit queue full");
-    size_t n = audit_format_line(line, ev, &lens);
+    char stack[2048], *line;
+    size_t n = audit_sink_format(a->host, ev, stack, sizeof stack, &line);
+    if (!n) return audit_sink_refuse(a->host, call, "audit queue full");
     mcpg_status st = audit_enqueue(a, call, line, n);
     if (line != stack) a->host->free(line);
     return st;
@@ -389,31 +368,27 @@ static void audit_write_batch(audit *a) {
     }
 }
 
-static void *audit_writer(void *arg) {
-    audit *a = arg;
-    pthread_mutex_lock(&a->mu);
-    for (;;) {
-        while (a->pending.n == 0 && !a->stopping) {
-            a->writer_waiting = 1;
-            pthread_cond_wait(&a->wake, &a->mu);
-            a->writer_waiting = 0;
-        }
-        if (a->pending.n == 0) break; /* stopping and drained */
-        audit_batch t = a->pending;
-        a->pending = a->writing;
-        a->writing = t;
-        pthread_mutex_unlock(&a->mu);
+/* ---- what the writer thread (lib/audit's audit_writer) does here ---- */
 
-        audit_write_batch(a);
+static int audit_has_work(void *sink) { return ((audit *)sink)->pending.n > 0; }
 
-        pthread_mutex_lock(&a->mu);
-        a->queued -= a->writing.n;
-        a->writing.n = a->writing.len = 0;
-        if (a->queued == 0) pthread_cond_broadcast(&a->idle);
-    }
-    pthread_mutex_unlock(&a->mu);
-    return NULL;
+static void audit_take(void *sink) {
+    audit *a = sink;
+    audit_batch t = a->pending;
+    a->pending = a->writing;
+    a->writing = t;
 }
+
+static size_t audit_write_taken(void *sink) {
+    audit *a = sink;
+    audit_write_batch(a);
+    size_t n = a->writing.n;
+    a->writing.n = a->writing.len = 0;
+    return n;
+}
+
+static const audit_writer_ops audit_writer_of_file = {audit_has_work, audit_take,
+                                                      audit_write_taken};
 
 /* ------------------------------------------------------------------ */
 /* lifecycle                                                           */
@@ -426,28 +401,8 @@ static int audit_create(const mcpg_host *host, mcpg_instance *self, const void *
     a->self = self;
     a->cfg = config;
     a->disk = (audit_disk){.host = host, .self = self, .cfg = config, .fd = -1};
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* flush's deadline ignores clock jumps */
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->wake, &ca);
-    pthread_cond_init(&a->idle, &ca);
-    pthread_condattr_destroy(&ca);
+    audit_writer_init(&a->w, &audit_writer_of_file, a);
     *instance_out = a;
-    return 0;
-}
-
-/* The writer must not take the process's signals (SIGHUP, SIGTERM are the
- * main thread's), so it starts with all of them blocked. */
-static int audit_spawn_writer(audit *a) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&a->thread, NULL, audit_writer, a);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) return rc;
-    pthread_setname_np(a->thread, "mcpg-audit");
-    a->thread_started = 1;
     return 0;
 }
 
@@ -460,7 +415,7 @@ static int audit_start(void *instance) {
         return err;
     }
     a->running = 1;
-    int rc = audit_spawn_writer(a);
+    int rc = audit_writer_start(&a->w, "mcpg-audit");
     if (rc != 0) {
         a->host->log(a->self, MCPG_LOG_ERROR, "cannot start the audit writer thread: %s",
                      strerror_r(rc, buf, sizeof buf));
@@ -474,13 +429,8 @@ static int audit_start(void *instance) {
 /* Drain: the writer exits only once everything queued is written and synced. */
 static void audit_stop(void *instance) {
     audit *a = instance;
-    if (!a->thread_started) return;
-    pthread_mutex_lock(&a->mu);
-    a->stopping = 1;
-    pthread_cond_signal(&a->wake);
-    pthread_mutex_unlock(&a->mu);
-    pthread_join(a->thread, NULL);
-    a->thread_started = 0;
+    if (!a->w.started) return;
+    audit_writer_stop(&a->w);
     a->running = 0;
     char hex[2 * AUDIT_HASH_LEN + 1];
     audit_hash_hex(a->disk.head.hash, hex);
@@ -500,15 +450,7 @@ static void audit_stop(void *instance) {
  * on disk and its call resumed. */
 static void audit_flush(void *instance) {
     audit *a = instance;
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += 10;
-    pthread_mutex_lock(&a->mu);
-    int rc = 0;
-    while (a->queued > 0 && a->thread_started && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&a->idle, &a->mu, &dl);
-    size_t left = a->queued;
-    pthread_mutex_unlock(&a->mu);
+    size_t left = audit_writer_flush(&a->w, 10);
     if (left)
         a->host->log(a->self, MCPG_LOG_WARN, "flush gave up after 10 s with %zu events queued",
                      left);
@@ -522,14 +464,12 @@ static void audit_batch_free(const mcpg_host *h, audit_batch *b) {
 
 static void audit_destroy(void *instance) {
     audit *a = instance;
-    if (a->thread_started) audit_stop(a); /* never leave a thread running the unmapped code */
+    if (a->w.started) audit_stop(a); /* never leave a thread running the unmapped code */
     audit_batch_free(a->host, &a->pending);
     audit_batch_free(a->host, &a->writing);
     a->host->free(a->out);
     audit_disk_close(&a->disk); /* started but never stopped: the hasher */
-    pthread_cond_destroy(&a->wake);
-    pthread_cond_destroy(&a->idle);
-    pthread_mutex_destroy(&a->mu);
+    audit_writer_destroy(&a->w);
     a->host->free(a);
 }
 
