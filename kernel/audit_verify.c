@@ -33,6 +33,10 @@ static void print_intact(const char *const *files, size_t n, const audit_verify_
         printf("note: the chain starts at line %" PRIu64 ": its earlier lines are in files "
                "not given (removed by rotation?)\n",
                r->first_line);
+    if (r->twice)
+        printf("note: %s is %s under another name (a rotation a crash cut short; audit_file "
+               "removes that name at its next start): read once\n",
+               files[r->twice_file], files[r->twice_of]);
     if (r->torn_tail)
         printf("note: %s ends with a torn line (a write cut short by a crash; its call never "
                "continued): not part of the chain, audit_file removes it at its next start\n",

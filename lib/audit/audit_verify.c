@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* One line as the verifier keeps it: no text, only what the rules need. */
 typedef struct vline {
@@ -235,6 +236,21 @@ static int feed_file(verifier *v, const char *path, size_t i, int last_file,
     return rc;
 }
 
+/* Is files[i] one of the files before it under another name? */
+static int seen_before(const char *const *files, size_t i, audit_verify_result *out) {
+    struct stat a, b;
+    if (stat(files[i], &a) != 0) return 0;
+    for (size_t k = 0; k < i; k++) {
+        if (stat(files[k], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+            out->twice = 1;
+            out->twice_file = i;
+            out->twice_of = k;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 audit_break audit_verify_files(const char *const *files, size_t n, audit_verify_result *out) {
     *out = (audit_verify_result){.what = AUDIT_INTACT};
     verifier v = {.h = audit_hasher_new()};
@@ -243,8 +259,12 @@ audit_break audit_verify_files(const char *const *files, size_t n, audit_verify_
         out->err = ENOMEM;
         return AUDIT_IO;
     }
+    size_t last = n; /* the last file that is not another's second name */
+    for (size_t i = n; i-- > 0 && last == n;)
+        if (!seen_before(files, i, out)) last = i;
     for (size_t i = 0; i < n; i++) {
-        int rc = feed_file(&v, files[i], i, i + 1 == n, out);
+        if (i > last || seen_before(files, i, out)) continue;
+        int rc = feed_file(&v, files[i], i, i == last, out);
         if (rc < 0) {
             out->what = AUDIT_IO;
             out->file = i;

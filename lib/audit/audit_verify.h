@@ -34,6 +34,10 @@ typedef struct audit_verify_result {
     int torn_tail;    /* the last file ends in a line without '\n' (a write cut
                          short by a crash; audit_file removes it at its next
                          start): reported, not a break */
+    int twice;        /* files[twice_file] is files[twice_of] under another name
+                         (a rotation a crash cut short: audit_file takes the
+                         extra name back at its next start): read once */
+    size_t twice_file, twice_of;
 } audit_verify_result;
 
 /* Check files[0..n) (oldest first) as one chain. Returns out->what. */

@@ -229,6 +229,19 @@ static void test_rotated_set(void) {
     MCPG_CHECK(r.head.line == 12 && memcmp(r.head.hash, head.hash, AUDIT_HASH_LEN) == 0,
                "the head is the writer's");
 
+    /* a rotation a crash cut short leaves one file under two names */
+    const char *twice = path_of("a.jsonl.1-link");
+    MCPG_REQUIRE(link(files[1], twice) == 0, "link");
+    MCPG_CHECK(audit_verify_files((const char *[]){files[0], files[1], twice, files[2]}, 4, &r) ==
+                       AUDIT_INTACT &&
+                   r.twice && r.twice_file == 2 && r.twice_of == 1 && r.lines == 12,
+               "a file under two names is read once: %s", r.detail);
+    MCPG_CHECK(audit_verify_files((const char *[]){files[0], files[1], files[2], twice}, 4, &r) ==
+                       AUDIT_INTACT &&
+                   r.twice && r.twice_file == 3 && r.lines == 12,
+               "wherever the second name stands");
+    unlink(twice);
+
     expect("the middle file missing", (const char *[]){files[0], files[2]}, 2, AUDIT_DELETED, 1,
            1);
     expect("out of order", (const char *[]){files[1], files[0], files[2]}, 3, AUDIT_REORDERED, 1,
