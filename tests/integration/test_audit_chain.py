@@ -6,8 +6,8 @@ every rotated file kept) and audit_stdout. Calls to echo from four threads:
   * every call whose answer arrived has its allowed and completed events in
     the rotated set, the set spans many files, and `mcpg audit verify` over it
     (oldest first) exits 0: the chain runs across every rotation;
-  * the events carry the ABI 1.2 fields (gateway_id, args; peer when the
-    transport reports it);
+  * the events carry the ABI 1.2 fields (gateway_id, args, traceparent; peer
+    when the transport reports it);
   * the stdout sink wrote the same events: each of its lines is the file's
     line without the chain fields (one formatter);
   * copies of the files edited in each way make `mcpg audit verify` exit 1
@@ -23,11 +23,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Gateway, audit_files, audit_verify, base_manifest,  # noqa: E402
-                     check, check_eq, echo_load, parse_args, read_audit, run_tests)
+                     build_request, check, check_eq, echo_load, parse_args, read_audit,
+                     rpc_body, run_tests, send_one, stateless_headers)
 
 ALLOWED = "mcpg.tool.call.allowed"
 COMPLETED = "mcpg.tool.call.completed"
 THREADS, PER_THREAD = 4, 250
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 def lines_of(path):
@@ -57,6 +59,11 @@ def main():
         acked, failed = echo_load(gw.port, ids)
         check_eq(failed, [], "calls that did not succeed")
         check_eq(len(acked), THREADS * PER_THREAD, "calls answered")
+        body = rpc_body("tools/call", {"name": "echo", "arguments": {"message": "traced"}},
+                        id="traced")
+        headers = stateless_headers("tools/call", "echo") + [("traceparent", TRACEPARENT)]
+        r = send_one(gw.port, build_request(gw.port, headers=headers, body=body))
+        check_eq(r.status, 200, "a call with a traceparent")
         gw.stop()
         state["acked"] = acked
         files = audit_files(audit)
@@ -70,8 +77,11 @@ def main():
             by_id.setdefault(r.get("id"), []).append(r["event"])
         for i in state["acked"]:
             check_eq(sorted(by_id.get(i, [])), [ALLOWED, COMPLETED], "events of id %d" % i)
-        check_eq(len(events), 2 * len(state["acked"]), "events in the rotated set")
-        r = events[-1]
+        check_eq(len(events), 2 * len(state["acked"]) + 2, "events in the rotated set")
+        traced = [r for r in events if r.get("id") == "traced"]
+        check_eq([r.get("traceparent") for r in traced], [TRACEPARENT] * 2, "traceparent")
+        check_eq(traced[0].get("args"), {"message": "traced"}, "args")
+        r = events[0]
         check_eq(r.get("gateway_id"), "gw-chain-test", "gateway_id")
         # the transport may not report the peer yet; when it does, it is an address
         check("peer" not in r or re.match(r"^127\.0\.0\.1:\d+$", r["peer"]), "peer: %r" % r)
@@ -82,7 +92,7 @@ def main():
     def t_verify_intact():
         rc, out = audit_verify(ctx, state["files"])
         check(rc == 0, "verify of the rotated set: exit %d\n%s" % (rc, out))
-        check("intact: lines 1..%d" % (2 * len(state["acked"])) in out, out)
+        check("intact: lines 1..%d" % (2 * len(state["acked"]) + 2) in out, out)
 
     def t_stdout_sink():
         # The kernel measures latency_us as it hands the event to each sink,
