@@ -10,6 +10,8 @@ every rotated file kept) and audit_stdout. Calls to echo from four threads:
     when the transport reports it);
   * the stdout sink wrote the same events: each of its lines is the file's
     line without the chain fields (one formatter);
+  * reloads under load, each starting a new audit_file instance on the same
+    file while the old one still records its calls: one chain, intact;
   * copies of the files edited in each way make `mcpg audit verify` exit 1
     naming the right file and line: a field changed, a line deleted, two lines
     swapped, a line inserted, the first line of a rotated file edited, a
@@ -20,11 +22,16 @@ import os
 import re
 import shutil
 import sys
+import threading
+import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "reload"))
 from gateway import (Context, Gateway, audit_files, audit_verify, base_manifest,  # noqa: E402
                      build_request, check, check_eq, echo_load, parse_args, read_audit,
                      rpc_body, run_tests, send_one, stateless_headers)
+from test_reload import TOKEN, reload_ok  # noqa: E402
 
 ALLOWED = "mcpg.tool.call.allowed"
 COMPLETED = "mcpg.tool.call.completed"
@@ -111,6 +118,50 @@ def main():
             seq = json.loads(ln)["seq"]
             check_eq(same_but_latency(ln), file_lines.get(seq), "the stdout line of seq %d" % seq)
 
+    def t_reload_under_load():
+        path = ctx.path("reload-audit.jsonl")
+        manifest = ctx.path("reload.json")
+
+        def write(queue_max):
+            # calls take 20 ms: every reload finds some in flight on the old one
+            mr = base_manifest(audit_path=path, gateway={"workers": 2},
+                               tools=[{"name": "echo", "latency_ms": 20}])
+            mr["gateway"]["server"] = {"admin_token_env": "MCPG_TEST_ADMIN"}
+            mr["modules"][-1]["config"].update({"queue_max": queue_max, "rotate_bytes": 65536,
+                                                "rotate_keep": 1000})
+            ctx.write_manifest(mr, manifest + ".tmp")
+            os.rename(manifest + ".tmp", manifest)
+
+        write(65536)
+        with Gateway(ctx, config=manifest, env={"MCPG_TEST_ADMIN": TOKEN}, name="reload") as g:
+            result = {}
+            ids = [[500000 + t * 1000 + i for i in range(100)] for t in range(THREADS)]
+            load = threading.Thread(target=lambda: result.update(
+                zip(("acked", "failed"), echo_load(g.port, ids))))
+            load.start()
+            for k in range(5):  # a changed config: a new audit instance each time
+                time.sleep(0.2)
+                write(65535 - k)
+                ans = reload_ok(g.port)
+                check("audit" in ans.get("started", []) and "audit" in ans.get("stopping", []),
+                      "a new audit instance, the old one stopping: %r" % ans)
+            load.join()
+            check_eq(result["failed"], [], "calls that failed across reloads")
+        files = audit_files(path)
+        rc, out = audit_verify(ctx, files)
+        check(rc == 0, "verify after five reloads under load: exit %d\n%s" % (rc, out))
+        events = {}
+        for f in files:
+            for r in read_audit(f):
+                events.setdefault(r.get("id"), []).append(r["event"])
+        for i in result["acked"]:
+            check_eq(events.get(i), [ALLOWED, COMPLETED], "events of id %d" % i)
+        gens = [r["generation"] for f in files for r in read_audit(f)]
+        check(len(set(gens)) >= 4, "events of several generations in one chain: %r" % set(gens))
+        # the old instance wrote after the new one had: they shared the file
+        back = sum(1 for a, b in zip(gens, gens[1:]) if b < a)
+        check(back > 0, "no line of an older generation after a newer one's")
+
     def tampered(edit, files=None):
         """Copies of the set with `edit(copies)` applied; verify's answer."""
         d = ctx.path(ctx.unique("tamper"))
@@ -191,6 +242,7 @@ def main():
         ("every acknowledged call has allowed and completed, with 1.2 fields", t_every_call_recorded),
         ("mcpg audit verify: the rotated set is intact", t_verify_intact),
         ("audit_stdout wrote the same events, same formatter", t_stdout_sink),
+        ("reloads under load: two instances on one file, one chain", t_reload_under_load),
         ("a field changed -> edited, its line", t_field_changed),
         ("a line deleted -> deleted, where it was", t_line_deleted),
         ("two lines swapped -> reordered", t_lines_swapped),
