@@ -182,37 +182,34 @@ def main():
     def target(copies):
         return copies[-2]  # the newest rotated file: full, and chained on both ends
 
-    def t_field_changed():
+    def in_target(change):
+        """An edit of target()'s lines: change(lines) alters the list in place."""
         def edit(copies):
             ls = lines_of(target(copies))
+            change(ls)
+            write_lines(target(copies), ls)
+        return edit
+
+    def t_field_changed():
+        def change(ls):
             check(b'"tool":"echo"' in ls[2], "line 3: %r" % ls[2])
             ls[2] = ls[2].replace(b'"tool":"echo"', b'"tool":"rm"')
-            write_lines(target(copies), ls)
-        copies, rc, out = tampered(edit)
+        copies, rc, out = tampered(in_target(change))
         expect_break(copies, rc, out, target(copies), 3, "edited")
 
     def t_line_deleted():
-        def edit(copies):
-            ls = lines_of(target(copies))
-            del ls[4]
-            write_lines(target(copies), ls)
-        copies, rc, out = tampered(edit)
+        copies, rc, out = tampered(in_target(lambda ls: ls.pop(4)))
         expect_break(copies, rc, out, target(copies), 5, "deleted")
 
     def t_lines_swapped():
-        def edit(copies):
-            ls = lines_of(target(copies))
+        def change(ls):
             ls[3], ls[4] = ls[4], ls[3]
-            write_lines(target(copies), ls)
-        copies, rc, out = tampered(edit)
+        copies, rc, out = tampered(in_target(change))
         expect_break(copies, rc, out, target(copies), 4, "reordered")
 
     def t_line_inserted():
-        def edit(copies):
-            ls = lines_of(target(copies))
-            ls.insert(6, ls[1])  # a copy of line 2 after line 6
-            write_lines(target(copies), ls)
-        copies, rc, out = tampered(edit)
+        # a copy of line 2 after line 6
+        copies, rc, out = tampered(in_target(lambda ls: ls.insert(6, ls[1])))
         expect_break(copies, rc, out, target(copies), 7, "inserted")
 
     def t_first_line_of_rotated_file():
