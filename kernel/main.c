@@ -3,6 +3,7 @@
  *   mcpg --config FILE [--listen HOST:PORT]   run (MCPG_CONFIG may name FILE)
  *   mcpg --check --config FILE                validate: exit 0, or 2 with every error
  *   mcpg --version                            the version and the ABI version
+ *   mcpg audit verify FILE...                 check an audit file's hash chain
  *
  * SIGTERM/SIGINT: stop accepting, let in-flight calls finish (bounded by
  * gateway.drain_timeout_ms), flush audit, exit 0. */
@@ -29,6 +30,7 @@ static void usage(FILE *f) {
             "       mcpg --check --config FILE\n"
             "       mcpg --version\n"
             "       mcpg --help-module NAME   a module's description and config keys\n"
+            "       mcpg audit verify FILE... an audit trail's hash chain, oldest file first\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");
 }
 
@@ -257,7 +259,10 @@ static int serve(manifest *m) {
     return 0;
 }
 
+int audit_command(int argc, char **argv); /* audit_verify.c */
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_command(argc - 1, argv + 1);
     options o = {0};
     if (parse_args(argc, argv, &o)) return 2;
     if (o.help_module) {

@@ -4,36 +4,37 @@
  *   emit()  on a loop thread: format the line on the stack, then, under the
  *           mutex, append it to the `pending` batch with the call to resume.
  *           Answers PENDING. No allocation once the batch buffers have grown.
- *   writer  one thread: swap `pending` with its own empty batch, write it with
- *           one writev() and one fdatasync() per max_batch_bytes chunk, then
- *           resume every call of the chunk. A failing disk fails the calls
- *           closed (DENY + 503); nothing is ever dropped silently.
+ *   writer  one thread: swap `pending` with its own empty batch, chain its
+ *           lines (number and SHA-256 of the line before: audit_chain.h),
+ *           write them with one writev() and one fdatasync() per
+ *           max_batch_bytes chunk, then resume every call of the chunk. A
+ *           failing disk fails the calls closed (DENY + 503); nothing is ever
+ *           dropped silently. Between chunks it rotates the file when due
+ *           (audit_disk.c, which also keeps the chain right when another
+ *           writer shares the file).
+ *
+ * The lines are chained by the writer, not by emit(): events from several
+ * loops arrive a little out of seq order, and the chain follows the file's
+ * order, which only the writer knows.
  *
  * The queue is bounded by queue_max events not yet durable (pending plus the
  * batch being written): a full queue refuses the new call with 503, it never
  * drops an event.
  */
-#define _GNU_SOURCE /* strerror_r returning char *, pthread_setname_np */
+#define _GNU_SOURCE /* strerror_r returning char * */
 #include <mcpg/sdk.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "audit_format.h"
-
-typedef struct audit_cfg {
-    const char *path;
-    int fsync;
-    int64_t queue_max;
-    int64_t max_batch_bytes;
-} audit_cfg;
+#include "audit_disk.h"
+#include "audit_sink.h"
+#include "audit_writer.h"
 
 static const mcpg_config_field audit_config[] = {
     MCPG_CFG_REQUIRED_STRING_FIELD(audit_cfg, path, "path",
@@ -45,6 +46,11 @@ static const mcpg_config_field audit_config[] = {
                        "events waiting for disk; when full, new calls get 503"),
     MCPG_CFG_INT_FIELD(audit_cfg, max_batch_bytes, "max_batch_bytes", "1048576", 4096,
                        1073741824, "largest single write+fdatasync"),
+    MCPG_CFG_INT_FIELD(audit_cfg, rotate_bytes, "rotate_bytes", "0", 0, INT64_MAX / 2,
+                       "rotate once the file holds this many bytes (0 = never): path is "
+                       "renamed path.1 and a new one started, between batches"),
+    MCPG_CFG_INT_FIELD(audit_cfg, rotate_keep, "rotate_keep", "5", 1, 1000,
+                       "rotated files kept: path.1 (newest) .. path.N; the oldest is removed"),
     MCPG_CONFIG_END};
 
 /* One queued event: where its line ends in the batch text and whom to wake. */
@@ -65,22 +71,15 @@ typedef struct audit {
     const mcpg_host *host;
     mcpg_instance *self;
     const audit_cfg *cfg;
-    int fd;
-    pthread_t thread;
-    int thread_started;
-
-    pthread_mutex_t mu;
-    pthread_cond_t wake;  /* the writer waits here for work or stop */
-    pthread_cond_t idle;  /* flush() waits here for an empty queue */
-    /* ---- under mu ---- */
+    audit_disk disk;
+    audit_writer w;       /* w.queued counts events not yet answered: pending + being written */
+    /* ---- under w.mu ---- */
     audit_batch pending;
-    size_t queued;        /* events not yet answered: pending + being written */
-    int writer_waiting;   /* signal only a sleeping writer: one futex wake per batch */
-    int stopping;
     int running;
     /* ---- writer thread only ---- */
     audit_batch writing;
-    int torn;             /* the last write stopped mid-line: start the next on a new line */
+    char *out;            /* a chunk's lines with their chain fields */
+    size_t out_cap;
     uint64_t n_batches, n_events, max_events, n_failures;
     uint64_t fail_streak; /* batches failed in a row; see audit_log_errno */
     int fail_errno;
@@ -96,13 +95,6 @@ typedef struct audit_fail {
 
 /* ------------------------------------------------------------------ */
 /* emit: on a loop thread                                              */
-
-static mcpg_status audit_refuse(audit *a, mcpg_call *call, const char *why) {
-    if (!call) return MCPG_DENY;
-    a->host->call_error(call, MCPG_RPC_SERVER_ERROR, why, NULL);
-    a->host->call_set_http(call, 503, 1);
-    return MCPG_DENY;
-}
 
 /* Grow a batch (under mu) to take one more line of n bytes. Amortised: once
  * the buffers have reached their working size this never allocates. */
@@ -126,41 +118,35 @@ static int batch_reserve(const mcpg_host *h, audit_batch *b, size_t n) {
 }
 
 static mcpg_status audit_enqueue(audit *a, mcpg_call *call, const char *line, size_t n) {
-    mcpg_worker *w = call ? a->host->call_worker(call) : NULL;
-    pthread_mutex_lock(&a->mu);
+    mcpg_worker *loop = call ? a->host->call_worker(call) : NULL;
+    pthread_mutex_lock(&a->w.mu);
     const char *why = NULL;
-    if (!a->running || a->stopping)
+    if (!a->running || a->w.stopping)
         why = "audit sink not running";
-    else if (a->queued >= (size_t)a->cfg->queue_max)
+    else if (a->w.queued >= (size_t)a->cfg->queue_max)
         why = "audit queue full";
     else if (batch_reserve(a->host, &a->pending, n))
         why = "audit queue full"; /* out of memory is a full queue too */
     if (why) {
-        pthread_mutex_unlock(&a->mu);
-        return audit_refuse(a, call, why);
+        pthread_mutex_unlock(&a->w.mu);
+        return audit_sink_refuse(a->host, call, why);
     }
     audit_batch *b = &a->pending;
     memcpy(b->data + b->len, line, n);
     b->len += n;
-    b->ev[b->n++] = (audit_entry){call, w, b->len};
-    a->queued++;
-    if (a->writer_waiting) {
-        a->writer_waiting = 0;
-        pthread_cond_signal(&a->wake);
-    }
-    pthread_mutex_unlock(&a->mu);
+    b->ev[b->n++] = (audit_entry){call, loop, b->len};
+    a->w.queued++;
+    audit_writer_wake(&a->w);
+    pthread_mutex_unlock(&a->w.mu);
     /* Without a call there is nobody to resume: the event is queued, done. */
     return call ? MCPG_PENDING : MCPG_CONTINUE;
 }
 
 static mcpg_status audit_emit(void *instance, mcpg_call *call, const mcpg_audit_event *ev) {
     audit *a = instance;
-    char stack[2048];
-    audit_lens lens;
-    size_t bound = audit_line_bound(ev, &lens);
-    char *line = bound <= sizeof stack ? stack : a->host->alloc(bound);
-    if (!line) return audit_refuse(a, call, "audit queue full");
-    size_t n = audit_format_line(line, ev, &lens);
+    char stack[2048], *line;
+    size_t n = audit_sink_format(a->host, ev, stack, sizeof stack, &line);
+    if (!n) return audit_sink_refuse(a->host, call, "audit queue full");
     mcpg_status st = audit_enqueue(a, call, line, n);
     if (line != stack) a->host->free(line);
     return st;
@@ -195,21 +181,21 @@ static void audit_fail_call(audit *a, const audit_entry *e) {
 }
 
 /* *written counts the bytes that reached the file, also when it fails. */
-static int audit_write_all(audit *a, const char *p, size_t n, size_t *written) {
+static int audit_write_all(audit_disk *d, const char *p, size_t n, size_t *written) {
     static const char nl = '\n';
     struct iovec iov[2];
     int cnt = 0;
     *written = 0;
-    if (a->torn) iov[cnt++] = (struct iovec){(void *)&nl, 1};
+    if (d->torn) iov[cnt++] = (struct iovec){(void *)&nl, 1};
     iov[cnt++] = (struct iovec){(void *)p, n};
     while (cnt > 0) {
-        ssize_t w = writev(a->fd, iov, cnt);
+        ssize_t w = writev(d->fd, iov, cnt);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             if (w == 0) errno = EIO; /* no progress on a regular file: treat as a failure */
             return -1;
         }
-        a->torn = 1; /* until the whole chunk is out */
+        d->torn = 1; /* until the whole chunk is out */
         size_t done = (size_t)w;
         *written += done;
         while (cnt > 0 && done >= iov[0].iov_len) {
@@ -222,7 +208,7 @@ static int audit_write_all(audit *a, const char *p, size_t n, size_t *written) {
             iov[0].iov_len -= done;
         }
     }
-    a->torn = 0;
+    d->torn = 0;
     return 0;
 }
 
@@ -231,16 +217,16 @@ static int audit_write_all(audit *a, const char *p, size_t n, size_t *written) {
  * lines of the chunk's other events, whose calls were failed closed: the
  * file then said "allowed" for calls that never ran. After the rollback the
  * file holds exactly the events whose calls continued.
- * Only when the file still ends where our write ended: another writer (the
- * previous generation's sink during a reload) may have appended since, and
- * its lines must not go. Then, as before, the next chunk starts on a new line.
- * Returns 1 when the bytes are gone. */
-static int audit_rollback(audit *a, size_t written) {
+ * Only a regular file that still ends where our write ended: the lock
+ * (audit_disk.c) keeps the other writers of a shared file out meanwhile, so
+ * that is the rule; on a pipe or when truncating fails, as before, the next
+ * chunk starts on a new line. Returns 1 when the bytes are gone. */
+static int audit_rollback(audit_disk *d, size_t written) {
     if (!written) return 1;
-    off_t end = lseek(a->fd, 0, SEEK_CUR); /* O_APPEND: just past our last write */
+    off_t end = lseek(d->fd, 0, SEEK_CUR); /* O_APPEND: just past our last write */
     struct stat st;
-    return end >= (off_t)written && fstat(a->fd, &st) == 0 && S_ISREG(st.st_mode) &&
-           st.st_size == end && ftruncate(a->fd, end - (off_t)written) == 0;
+    return end >= (off_t)written && fstat(d->fd, &st) == 0 && S_ISREG(st.st_mode) &&
+           st.st_size == end && ftruncate(d->fd, end - (off_t)written) == 0;
 }
 
 /* A failing disk fails every batch, and with calls arriving a batch is a few
@@ -273,19 +259,72 @@ static void audit_log_recovered(audit *a) {
     a->fail_streak = 0;
 }
 
-/* One group commit: events [i, j) of the writing batch. */
-static void audit_commit(audit *a, size_t i, size_t j) {
+/* Events [i, j) of the writing batch with their chain fields, into a->out;
+ * the chain's head moves past them. 0, or -1 with errno. */
+static int audit_chain_chunk(audit *a, size_t i, size_t j, size_t *len) {
+    const mcpg_host *h = a->host;
     audit_batch *b = &a->writing;
-    size_t off = i ? b->ev[i - 1].end : 0, written;
-    int torn_before = a->torn;
-    int ok = audit_write_all(a, b->data + off, b->ev[j - 1].end - off, &written) == 0;
-    if (!ok) audit_log_errno(a, "write to", errno);
-    if (ok && a->cfg->fsync && fdatasync(a->fd) != 0) {
+    size_t off = i ? b->ev[i - 1].end : 0;
+    size_t need = b->ev[j - 1].end - off + (j - i) * AUDIT_CHAIN_PREFIX_MAX;
+    if (need > a->out_cap) {
+        char *p = h->realloc(a->out, need);
+        if (!p) {
+            errno = ENOMEM;
+            return -1;
+        }
+        a->out = p;
+        a->out_cap = need;
+    }
+    size_t n = 0;
+    for (size_t k = i; k < j; k++) {
+        size_t from = k ? b->ev[k - 1].end : 0;
+        size_t w = audit_chain_line(a->disk.hasher, &a->disk.head, a->out + n, b->data + from,
+                                    b->ev[k].end - from);
+        if (!w) {
+            errno = EIO; /* SHA-256 failed: OpenSSL */
+            return -1;
+        }
+        n += w;
+    }
+    *len = n;
+    return 0;
+}
+
+/* Lock, chain, write, sync: 1 when the chunk is on disk (synced when fsync
+ * is on); else the file is as it was (see audit_rollback) and so is the
+ * chain's head. */
+static int audit_commit_chunk(audit *a, size_t i, size_t j) {
+    audit_disk *d = &a->disk;
+    audit_chain_head before = d->head;
+    int torn_before = d->torn;
+    size_t len = 0, written = 0;
+    int ok = audit_disk_begin(d) == 0;
+    if (!ok) audit_log_errno(a, "locking or reopening", errno);
+    if (ok && audit_chain_chunk(a, i, j, &len) != 0) {
+        ok = 0;
+        audit_log_errno(a, "chaining the lines of", errno);
+    }
+    if (ok && audit_write_all(d, a->out, len, &written) != 0) {
+        ok = 0;
+        audit_log_errno(a, "write to", errno);
+    }
+    if (ok && a->cfg->fsync && fdatasync(d->fd) != 0) {
         ok = 0;
         audit_log_errno(a, "fdatasync of", errno);
     }
-    /* the file is as it was before the chunk, '\n' of a torn line included */
-    if (!ok && audit_rollback(a, written)) a->torn = torn_before;
+    if (!ok) {
+        d->head = before;
+        /* the file is as it was before the chunk, '\n' of a torn line included */
+        if (audit_rollback(d, written)) d->torn = torn_before;
+    }
+    audit_disk_end(d, ok);
+    return ok;
+}
+
+/* One group commit: events [i, j) of the writing batch. */
+static void audit_commit(audit *a, size_t i, size_t j) {
+    audit_batch *b = &a->writing;
+    int ok = audit_commit_chunk(a, i, j);
     if (ok && a->fail_streak) audit_log_recovered(a);
     for (size_t k = i; k < j; k++) {
         if (!b->ev[k].call) continue;
@@ -300,46 +339,56 @@ static void audit_commit(audit *a, size_t i, size_t j) {
     if (!ok) a->n_failures++;
 }
 
+/* Bytes the file may still take before it is due to rotate: a chunk stops
+ * once it reaches them, so a file passes rotate_bytes by one line at most
+ * (unless other writers share it). SIZE_MAX when it never rotates. */
+static size_t audit_room(const audit *a) {
+    const audit_disk *d = &a->disk;
+    if (a->cfg->rotate_bytes <= 0 || !d->regular || d->known_size < 0) return SIZE_MAX;
+    off_t left = (off_t)a->cfg->rotate_bytes - d->known_size;
+    return left > 0 ? (size_t)left : 0;
+}
+
 /* Write the swapped-out batch in chunks of at most max_batch_bytes (at least
- * one event each), so one huge backlog does not become one huge write. */
+ * one event each, chain fields counted), so one huge backlog does not become
+ * one huge write. */
 static void audit_write_batch(audit *a) {
     audit_batch *b = &a->writing;
-    size_t max = (size_t)a->cfg->max_batch_bytes;
-    size_t i = 0;
+    size_t max = (size_t)a->cfg->max_batch_bytes, i = 0;
     while (i < b->n) {
-        size_t base = i ? b->ev[i - 1].end : 0;
-        size_t j = i + 1;
-        while (j < b->n && b->ev[j].end - base <= max) j++;
+        size_t base = i ? b->ev[i - 1].end : 0, room = audit_room(a), j = i + 1;
+        while (j < b->n) {
+            size_t so_far = b->ev[j - 1].end - base + (j - i) * AUDIT_CHAIN_PREFIX_MAX;
+            size_t with_next = b->ev[j].end - base + (j + 1 - i) * AUDIT_CHAIN_PREFIX_MAX;
+            if (with_next > max || so_far >= room) break;
+            j++;
+        }
         audit_commit(a, i, j);
         i = j;
     }
 }
 
-static void *audit_writer(void *arg) {
-    audit *a = arg;
-    pthread_mutex_lock(&a->mu);
-    for (;;) {
-        while (a->pending.n == 0 && !a->stopping) {
-            a->writer_waiting = 1;
-            pthread_cond_wait(&a->wake, &a->mu);
-            a->writer_waiting = 0;
-        }
-        if (a->pending.n == 0) break; /* stopping and drained */
-        audit_batch t = a->pending;
-        a->pending = a->writing;
-        a->writing = t;
-        pthread_mutex_unlock(&a->mu);
+/* ---- what the writer thread (lib/audit's audit_writer) does here ---- */
 
-        audit_write_batch(a);
+static int audit_has_work(void *sink) { return ((audit *)sink)->pending.n > 0; }
 
-        pthread_mutex_lock(&a->mu);
-        a->queued -= a->writing.n;
-        a->writing.n = a->writing.len = 0;
-        if (a->queued == 0) pthread_cond_broadcast(&a->idle);
-    }
-    pthread_mutex_unlock(&a->mu);
-    return NULL;
+static void audit_take(void *sink) {
+    audit *a = sink;
+    audit_batch t = a->pending;
+    a->pending = a->writing;
+    a->writing = t;
 }
+
+static size_t audit_write_taken(void *sink) {
+    audit *a = sink;
+    audit_write_batch(a);
+    size_t n = a->writing.n;
+    a->writing.n = a->writing.len = 0;
+    return n;
+}
+
+static const audit_writer_ops audit_writer_of_file = {audit_has_work, audit_take,
+                                                      audit_write_taken};
 
 /* ------------------------------------------------------------------ */
 /* lifecycle                                                           */
@@ -351,49 +400,27 @@ static int audit_create(const mcpg_host *host, mcpg_instance *self, const void *
     a->host = host;
     a->self = self;
     a->cfg = config;
-    a->fd = -1;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* flush's deadline ignores clock jumps */
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->wake, &ca);
-    pthread_cond_init(&a->idle, &ca);
-    pthread_condattr_destroy(&ca);
+    a->disk = (audit_disk){.host = host, .self = self, .cfg = config, .fd = -1};
+    audit_writer_init(&a->w, &audit_writer_of_file, a);
     *instance_out = a;
-    return 0;
-}
-
-/* The writer must not take the process's signals (SIGHUP, SIGTERM are the
- * main thread's), so it starts with all of them blocked. */
-static int audit_spawn_writer(audit *a) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&a->thread, NULL, audit_writer, a);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) return rc;
-    pthread_setname_np(a->thread, "mcpg-audit");
-    a->thread_started = 1;
     return 0;
 }
 
 static int audit_start(void *instance) {
     audit *a = instance;
     char buf[128];
-    a->fd = open(a->cfg->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (a->fd < 0) {
-        a->host->log(a->self, MCPG_LOG_ERROR, "cannot open audit file %s: %s", a->cfg->path,
-                     strerror_r(errno, buf, sizeof buf));
-        return MCPG_EIO;
+    int err = audit_disk_open(&a->disk);
+    if (err) {
+        audit_disk_close(&a->disk);
+        return err;
     }
     a->running = 1;
-    int rc = audit_spawn_writer(a);
+    int rc = audit_writer_start(&a->w, "mcpg-audit");
     if (rc != 0) {
         a->host->log(a->self, MCPG_LOG_ERROR, "cannot start the audit writer thread: %s",
                      strerror_r(rc, buf, sizeof buf));
         a->running = 0;
-        close(a->fd);
-        a->fd = -1;
+        audit_disk_close(&a->disk);
         return MCPG_ENOMEM;
     }
     return 0;
@@ -402,38 +429,28 @@ static int audit_start(void *instance) {
 /* Drain: the writer exits only once everything queued is written and synced. */
 static void audit_stop(void *instance) {
     audit *a = instance;
-    if (!a->thread_started) return;
-    pthread_mutex_lock(&a->mu);
-    a->stopping = 1;
-    pthread_cond_signal(&a->wake);
-    pthread_mutex_unlock(&a->mu);
-    pthread_join(a->thread, NULL);
-    a->thread_started = 0;
+    if (!a->w.started) return;
+    audit_writer_stop(&a->w);
     a->running = 0;
-    close(a->fd);
-    a->fd = -1;
+    char hex[2 * AUDIT_HASH_LEN + 1];
+    audit_hash_hex(a->disk.head.hash, hex);
+    audit_disk_close(&a->disk);
     double avg = a->n_batches ? (double)a->n_events / (double)a->n_batches : 0.0;
+    /* the head is what anchors the chain's last line: an operator may keep it */
     a->host->log(a->self, MCPG_LOG_INFO,
                  "closed %s: %llu events in %llu batches (%.1f per batch, max %llu), "
-                 "%llu failed batches",
+                 "%llu failed batches, %llu rotations; chain head line %llu sha256 %s",
                  a->cfg->path, (unsigned long long)a->n_events,
                  (unsigned long long)a->n_batches, avg, (unsigned long long)a->max_events,
-                 (unsigned long long)a->n_failures);
+                 (unsigned long long)a->n_failures, (unsigned long long)a->disk.rotations,
+                 (unsigned long long)a->disk.head.line, hex);
 }
 
 /* Wait (bounded: flush may block only briefly) until every queued event is
  * on disk and its call resumed. */
 static void audit_flush(void *instance) {
     audit *a = instance;
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += 10;
-    pthread_mutex_lock(&a->mu);
-    int rc = 0;
-    while (a->queued > 0 && a->thread_started && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&a->idle, &a->mu, &dl);
-    size_t left = a->queued;
-    pthread_mutex_unlock(&a->mu);
+    size_t left = audit_writer_flush(&a->w, 10);
     if (left)
         a->host->log(a->self, MCPG_LOG_WARN, "flush gave up after 10 s with %zu events queued",
                      left);
@@ -447,12 +464,12 @@ static void audit_batch_free(const mcpg_host *h, audit_batch *b) {
 
 static void audit_destroy(void *instance) {
     audit *a = instance;
-    if (a->thread_started) audit_stop(a); /* never leave a thread running the unmapped code */
+    if (a->w.started) audit_stop(a); /* never leave a thread running the unmapped code */
     audit_batch_free(a->host, &a->pending);
     audit_batch_free(a->host, &a->writing);
-    pthread_cond_destroy(&a->wake);
-    pthread_cond_destroy(&a->idle);
-    pthread_mutex_destroy(&a->mu);
+    a->host->free(a->out);
+    audit_disk_close(&a->disk); /* started but never stopped: the hasher */
+    audit_writer_destroy(&a->w);
     a->host->free(a);
 }
 
@@ -470,8 +487,9 @@ static const mcpg_audit_ops audit_ops = {
     .flush = audit_flush,
 };
 
-MCPG_MODULE_DEFINE(MCPG_KIND_AUDIT, "audit_file", "1.0.0",
-                   .description = "durable audit sink: JSON lines, group-committed with fdatasync",
+MCPG_MODULE_DEFINE(MCPG_KIND_AUDIT, "audit_file", "1.1.0",
+                   .description = "durable audit sink: hash-chained JSON lines, group-committed "
+                                  "with fdatasync, rotated by size",
                    .flags = MCPG_MOD_DURABLE | MCPG_MOD_OWNS_THREADS,
                    .config = audit_config, .config_size = sizeof(audit_cfg),
                    .lifecycle = &audit_lifecycle, .ops = &audit_ops);

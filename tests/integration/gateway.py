@@ -5,11 +5,14 @@ What is here:
   * Gateway           -- starts build/bin/mcpg on a free loopback port, waits for
                          GET /healthz, and always stops it by pid: SIGTERM, wait,
                          exit code must be 0, stderr must hold no sanitizer report.
-                         SIGKILL only as a last resort, and that is a failure.
+                         SIGKILL only as a last resort, and that is a failure,
+                         unless a test kills it on purpose (Gateway.kill).
   * Conn / Response   -- a raw-socket HTTP/1.1 client, so tests control every byte
                          (pipelining, 1-byte writes, malformed requests) and can see
                          whether the server closed the connection.
   * stateless helpers -- build 2026-07-28 requests (headers + params._meta).
+  * audit helpers     -- read_audit, audit_files (a rotated set), audit_verify
+                         (mcpg audit verify), echo_load (calls from several threads).
   * run_tests()       -- run test functions in order, report each, exit 1 on failure.
 
 Every gateway is started from the main thread with PR_SET_PDEATHSIG=SIGKILL, so a
@@ -27,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -388,6 +392,19 @@ class Gateway:
         check(rc == 0, "%s exited with %d after SIGTERM (expected 0)\n%s"
               % (self.name, rc, self.stderr_tail()))
 
+    def kill(self):
+        """SIGKILL by pid on purpose: the crash a test wants to see survived
+        (unlike a stop that has to fall back to SIGKILL, not a failure).
+        Waits for the process and returns its exit status (-9)."""
+        check(self.proc is not None and self.proc.poll() is None,
+              "%s is not running" % self.name)
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.returncode = self.proc.returncode
+        self._close_files()
+        _live.discard(self)
+        return self.returncode
+
     def check_sanitizers(self):
         bad = sanitizer_lines(self.stderr())
         check(not bad, "%s: sanitizer report on stderr:\n%s"
@@ -396,6 +413,13 @@ class Gateway:
     def stderr(self):
         try:
             with open(self.stderr_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stdout(self):
+        try:
+            with open(self.stdout_path, "rb") as f:
                 return f.read().decode("utf-8", "replace")
         except OSError:
             return ""
@@ -733,6 +757,58 @@ def audit_name(rec):
 def audit_id(rec):
     """The JSON-RPC id recorded in an audit line, as a Python value (None if absent)."""
     return rec.get("id")
+
+
+def audit_files(path):
+    """The rotated set of an audit file that exists, oldest first:
+    path.N .. path.1, path."""
+    rotated = []
+    k = 1
+    while os.path.exists("%s.%d" % (path, k)):
+        rotated.append("%s.%d" % (path, k))
+        k += 1
+    return list(reversed(rotated)) + ([path] if os.path.exists(path) else [])
+
+
+def audit_verify(ctx, files):
+    """mcpg audit verify FILE...: (exit code, stdout + stderr)."""
+    rc, out, err = run_cli(ctx, ["audit", "verify"] + list(files))
+    return rc, out + err
+
+
+def echo_load(port, ids_per_thread, stop=None, message="hi"):
+    """Calls to echo from one thread per list in ids_per_thread, each on its
+    own keep-alive connection, one call at a time with the list's ids.
+    Returns (acked, failed): the ids whose successful answer arrived, and
+    (id, status, body) of answers that were not a success. A connection
+    the server closes ends its thread quietly (a gateway killed mid-run);
+    `stop` (a threading.Event) ends every thread."""
+    acked, failed = [], []
+    lock = threading.Lock()
+
+    def run(ids):
+        try:
+            with Conn(port) as c:
+                for i in ids:
+                    if stop is not None and stop.is_set():
+                        return
+                    c.send(tool_call_request(port, "echo", {"message": message}, id=i))
+                    r = c.read_response()
+                    ok = False
+                    if r.status == 200:
+                        rpc = r.rpc()
+                        ok = "result" in rpc and rpc.get("id") == i
+                    with lock:
+                        (acked if ok else failed).append(i if ok else (i, r.status, r.body[:200]))
+        except OSError:
+            return
+
+    threads = [threading.Thread(target=run, args=(ids,)) for ids in ids_per_thread]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return acked, failed
 
 
 def wait_for(pred, timeout, what, interval=0.02):

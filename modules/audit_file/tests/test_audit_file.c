@@ -1,6 +1,9 @@
 /* audit_file through the SDK's fake host: the built .so, loaded as the kernel
  * would. Usage: test_audit_file path/to/audit_file.so
  *
+ * Every file a test writes is also checked with lib/audit's verifier (the
+ * code behind `mcpg audit verify`): the hash chain must be intact.
+ *
  * Prints figures (events per batch, CPU per event); it never fails on them. */
 #define _GNU_SOURCE
 #include <mcpg/check.h>
@@ -19,6 +22,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "audit_verify.h"
 
 static const char *so_path;
 static mcpg_fakehost *fh;
@@ -59,6 +64,75 @@ static mcpg_call *new_call(void) {
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{}", "1");
     MCPG_REQUIRE(c, "call_new");
     return c;
+}
+
+/* The module's ops called directly, as a loop would (no call: CONTINUE once
+ * queued), from any thread. */
+typedef struct direct {
+    void *image;
+    const mcpg_audit_ops *ops;
+    void *state;
+} direct;
+
+static direct direct_open(mcpg_instance *inst) {
+    direct d = {.image = dlopen(so_path, RTLD_NOW | RTLD_NOLOAD)}; /* the fake host's copy */
+    MCPG_REQUIRE(d.image, "the module's image");
+    mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(d.image, MCPG_ENTRY_SYMBOL);
+    d.ops = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops;
+    d.state = mcpg_fakehost_state(inst);
+    return d;
+}
+
+static void direct_emit(const direct *d, uint64_t seq) {
+    char id[24];
+    mcpg_audit_event ev = event_for(seq, id, sizeof id);
+    MCPG_REQUIRE(d->ops->emit(d->state, NULL, &ev) == MCPG_CONTINUE, "emit %llu",
+                 (unsigned long long)seq);
+}
+
+static void direct_close(direct *d) { dlclose(d->image); }
+
+/* The chain of files[0..n) (oldest first) is intact and ends at line `last`
+ * (0: any); returns its first line. */
+static uint64_t verify_chain(const char *const *files, size_t n, uint64_t last) {
+    audit_verify_result r;
+    audit_break what = audit_verify_files(files, n, &r);
+    MCPG_CHECK(what == AUDIT_INTACT, "%s (of %zu files): %s at line %llu: %s",
+               files[what == AUDIT_INTACT ? 0 : r.file], n, audit_break_name(what),
+               (unsigned long long)r.file_line, r.detail);
+    MCPG_CHECK(!r.torn_tail, "%s ends torn", files[n - 1]);
+    MCPG_CHECK(last == 0 || r.last_line == last, "the chain ends at line %llu, want %llu",
+               (unsigned long long)r.last_line, (unsigned long long)last);
+    return r.first_line;
+}
+
+static uint64_t verify_file(const char *path, uint64_t last) {
+    return verify_chain(&path, 1, last);
+}
+
+/* path.K .. path.1, path: the rotated set that exists, oldest first. */
+typedef struct fileset {
+    char names[64][160];
+    const char *files[64];
+    size_t n;
+} fileset;
+
+static void fileset_of(fileset *fs, const char *path) {
+    fs->n = 0;
+    for (int k = 63; k >= 1; k--) {
+        snprintf(fs->names[fs->n], sizeof fs->names[0], "%s.%d", path, k);
+        if (access(fs->names[fs->n], F_OK) == 0) {
+            fs->files[fs->n] = fs->names[fs->n];
+            fs->n++;
+        }
+    }
+    snprintf(fs->names[fs->n], sizeof fs->names[0], "%s", path);
+    fs->files[fs->n] = fs->names[fs->n];
+    fs->n++;
+}
+
+static void fileset_unlink(fileset *fs) {
+    for (size_t i = 0; i < fs->n; i++) unlink(fs->files[i]);
 }
 
 /* Every line is one JSON object with the fields of event_for(first + i). */
@@ -162,6 +236,7 @@ static void test_group_commit(int fsync_on, int inflight, uint64_t total) {
     double main_cpu = cpu_s(CLOCK_THREAD_CPUTIME_ID) - main0, all = process_cpu_s() - all0;
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
     MCPG_CHECK(check_file(path, 1) == total, "every event in %s", path);
+    verify_file(path, total);
     char label[96];
     snprintf(label, sizeof label, "fsync=%d, %d in flight", fsync_on, inflight);
     print_batches(label);
@@ -371,6 +446,8 @@ static void test_disk_full(void) {
     fclose(f);
     for (int i = 0; i < N; i++) continued += st[i] == MCPG_CONTINUE;
     MCPG_CHECK(lines == continued, "%zu lines for %zu calls that continued", lines, continued);
+    /* the failed chunks' lines were taken back with their place in the chain */
+    verify_file(path, continued);
     unlink(path);
 }
 
@@ -379,17 +456,14 @@ static void test_flush_and_stop(void) {
     char path[128];
     snprintf(path, sizeof path, "%s/flush.jsonl", dir);
     mcpg_instance *inst = load(config_for(path, NULL));
-    void *image = dlopen(so_path, RTLD_NOW | RTLD_NOLOAD); /* the fake host's copy */
-    MCPG_REQUIRE(image, "the module's image");
-    mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(image, MCPG_ENTRY_SYMBOL);
-    const mcpg_audit_ops *ops = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops;
+    direct d = direct_open(inst);
     enum { N = 500 };
     mcpg_call *c[N];
     for (int i = 0; i < N; i++) {
         c[i] = new_call();
         emit(inst, c[i], (uint64_t)i + 1);
     }
-    ops->flush(mcpg_fakehost_state(inst)); /* without turning the loop */
+    d.ops->flush(d.state); /* without turning the loop */
     MCPG_CHECK(check_file(path, 1) == N, "flush wrote every event");
     for (int i = 0; i < N; i++) {
         MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE, "call %d answered", i);
@@ -399,23 +473,200 @@ static void test_flush_and_stop(void) {
         c[i] = new_call();
         emit(inst, c[i], (uint64_t)N + (uint64_t)i + 1);
     }
-    ops->flush(mcpg_fakehost_state(inst));
+    d.ops->flush(d.state);
     for (int i = 0; i < N; i++) {
         MCPG_REQUIRE(mcpg_fakehost_wait(fh, c[i], 5000) == MCPG_CONTINUE, "call %d answered", i);
         mcpg_fakehost_call_free(fh, c[i]);
     }
     /* events still queued when stop comes are written before it returns (no
      * flush first; no calls, since none may be pending across an unload) */
-    for (uint64_t i = 0; i < N; i++) {
-        char id[24];
-        mcpg_audit_event ev = event_for(2 * N + i + 1, id, sizeof id);
-        MCPG_REQUIRE(ops->emit(mcpg_fakehost_state(inst), NULL, &ev) == MCPG_CONTINUE, "emit");
-    }
-    dlclose(image);
+    for (uint64_t i = 0; i < N; i++) direct_emit(&d, 2 * N + i + 1);
+    direct_close(&d);
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
     MCPG_CHECK(check_file(path, 1) == 3 * N, "stop wrote every event");
+    verify_file(path, 3 * N);
     struct stat st;
     MCPG_CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "mode 0600");
+    unlink(path);
+}
+
+/* ---- the chain across restarts, rotation and other writers ---- */
+
+/* Each seq in the files exactly once; returns how many lines they hold. */
+static size_t collect_seqs(const fileset *fs, unsigned char *seen, uint64_t max) {
+    size_t lines = 0;
+    for (size_t i = 0; i < fs->n; i++) {
+        FILE *f = fopen(fs->files[i], "r");
+        MCPG_REQUIRE(f, "open %s", fs->files[i]);
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        while ((len = getline(&line, &cap, f)) > 0) {
+            json_t *o = json_loadb(line, (size_t)len - 1, 0, NULL);
+            MCPG_REQUIRE(o, "%s: a JSON line: %.80s", fs->files[i], line);
+            uint64_t seq = (uint64_t)json_integer_value(json_object_get(o, "seq"));
+            json_decref(o);
+            MCPG_REQUIRE(seq >= 1 && seq <= max, "%s: seq %llu", fs->files[i],
+                         (unsigned long long)seq);
+            MCPG_CHECK(!seen[seq], "seq %llu twice", (unsigned long long)seq);
+            seen[seq] = 1;
+            lines++;
+        }
+        free(line);
+        fclose(f);
+    }
+    return lines;
+}
+
+/* A stop and a start: the second instance's first line chains to the
+ * first's last (read back from the file). A torn last line left by a crash
+ * is cut at start and said so; a file that is not chained is refused. */
+static void test_restart(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/restart.jsonl", dir);
+    for (int round = 0; round < 2; round++) {
+        mcpg_fakehost_log_clear(fh);
+        mcpg_instance *inst = load(config_for(path, NULL));
+        MCPG_CHECK(round == 0 ? mcpg_fakehost_log_contains(fh, "a new chain starts")
+                              : mcpg_fakehost_log_contains(fh, "goes on after line 50"),
+                   "round %d: the log says where the chain stands:\n%s", round,
+                   mcpg_fakehost_log_text(fh));
+        direct d = direct_open(inst);
+        for (uint64_t i = 1; i <= 50; i++) direct_emit(&d, (uint64_t)round * 50 + i);
+        direct_close(&d);
+        MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    }
+    MCPG_CHECK(verify_file(path, 100) == 1, "one chain over two runs");
+
+    /* a crash cut the last write short */
+    FILE *f = fopen(path, "a");
+    fputs("{\"line\":101,\"prev\":\"00", f);
+    fclose(f);
+    mcpg_fakehost_log_clear(fh);
+    mcpg_instance *inst = load(config_for(path, NULL));
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "removed a torn last line (22 bytes)"),
+               "the cut is logged:\n%s", mcpg_fakehost_log_text(fh));
+    direct d = direct_open(inst);
+    for (uint64_t i = 101; i <= 110; i++) direct_emit(&d, i);
+    direct_close(&d);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    verify_file(path, 110);
+    MCPG_CHECK(check_file(path, 1) == 110, "every event once, in order");
+    unlink(path);
+
+    /* a file from before the chain */
+    f = fopen(path, "w");
+    fputs("{\"ts\":\"2026-01-01T00:00:00.000000Z\",\"event\":\"mcpg.tool.call.allowed\"}\n", f);
+    fclose(f);
+    mcpg_fakehost_log_clear(fh);
+    inst = NULL;
+    MCPG_CHECK(mcpg_fakehost_load_file(fh, so_path, "audit", config_for(path, NULL), &inst) != 0 &&
+                   !inst,
+               "an unchained file is refused");
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "carries no hash chain") &&
+                   mcpg_fakehost_log_contains(fh, path),
+               "the log names the file and why:\n%s", mcpg_fakehost_log_text(fh));
+    unlink(path);
+}
+
+typedef struct emitter {
+    direct d;
+    uint64_t from, count;
+} emitter;
+
+static void *emit_thread(void *arg) {
+    emitter *e = arg;
+    for (uint64_t i = 0; i < e->count; i++) {
+        direct_emit(&e->d, e->from + i);
+        if (i % 64 == 63) usleep(200); /* several batches, interleaved */
+    }
+    return NULL;
+}
+
+/* Two threads emit (events reach the writer out of seq order, as from two
+ * loops) into `insts` (one instance, or two sharing the file as a reload's
+ * old and new generation do); the file rotates many times. Every event is in
+ * the set once and the chain runs intact across every file. */
+static void rotate_with(const char *path, mcpg_instance **insts, size_t n_inst, uint64_t per) {
+    enum { ROTATE = 16384 };
+    emitter e[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        e[i] = (emitter){direct_open(insts[i % n_inst]), (uint64_t)i * per + 1, per};
+        MCPG_REQUIRE(pthread_create(&t[i], NULL, emit_thread, &e[i]) == 0, "thread");
+    }
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; i++) direct_close(&e[i].d);
+    for (size_t i = 0; i < n_inst; i++)
+        MCPG_CHECK(mcpg_fakehost_unload(fh, insts[i]) == 0, "unload");
+    fileset fs;
+    fileset_of(&fs, path);
+    unsigned char *seen = calloc(2 * per + 1, 1);
+    size_t lines = collect_seqs(&fs, seen, 2 * per);
+    MCPG_CHECK(lines == 2 * per, "%zu lines for %llu events", lines,
+               (unsigned long long)(2 * per));
+    MCPG_CHECK(fs.n > 5, "rotated: %zu files", fs.n);
+    MCPG_CHECK(verify_chain(fs.files, fs.n, 2 * per) == 1, "one chain from line 1");
+    /* one line more at most; a writer sharing the file knows its size only
+     * as it left it, so each of two may fill the room once */
+    off_t most = (off_t)n_inst * ROTATE + 1024;
+    for (size_t i = 0; i + 1 < fs.n; i++) {
+        struct stat st;
+        MCPG_CHECK(stat(fs.files[i], &st) == 0 && st.st_size >= ROTATE && st.st_size <= most,
+                   "%s: %lld bytes for rotate_bytes %d (%lld at most)", fs.files[i],
+                   (long long)st.st_size, ROTATE, (long long)most);
+    }
+    free(seen);
+    fileset_unlink(&fs);
+}
+
+static void test_rotation(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/rot.jsonl", dir);
+    mcpg_fakehost_log_clear(fh);
+    const char *cfg = "\"rotate_bytes\":16384,\"rotate_keep\":60";
+    mcpg_instance *inst = load(config_for(path, cfg));
+    rotate_with(path, &inst, 1, 1000);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "rotated "), "rotations are logged");
+
+    /* two instances on one file, as during a reload */
+    mcpg_instance *two[2] = {load(config_for(path, cfg)), load(config_for(path, cfg))};
+    rotate_with(path, two, 2, 1000);
+
+    /* rotate_keep: only the newest N rotated files stay */
+    inst = load(config_for(path, "\"rotate_bytes\":4096,\"rotate_keep\":2"));
+    direct d = direct_open(inst);
+    for (uint64_t i = 1; i <= 600; i++) {
+        direct_emit(&d, i);
+        if (i % 50 == 0) d.ops->flush(d.state); /* one batch at a time */
+    }
+    direct_close(&d);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    fileset fs;
+    fileset_of(&fs, path);
+    MCPG_CHECK(fs.n == 3, "path, path.1, path.2: %zu files", fs.n);
+    MCPG_CHECK(verify_chain(fs.files, fs.n, 600) > 1, "the oldest files are gone");
+    fileset_unlink(&fs);
+}
+
+/* logrotate's way: the file renamed away under the sink. The next batch
+ * goes to a new file at the path, chained to the renamed one's last line. */
+static void test_renamed_away(void) {
+    char path[128], old[160];
+    snprintf(path, sizeof path, "%s/moved.jsonl", dir);
+    snprintf(old, sizeof old, "%s.1", path);
+    mcpg_instance *inst = load(config_for(path, NULL));
+    direct d = direct_open(inst);
+    for (uint64_t i = 1; i <= 100; i++) direct_emit(&d, i);
+    d.ops->flush(d.state);
+    MCPG_REQUIRE(rename(path, old) == 0, "rename");
+    for (uint64_t i = 101; i <= 200; i++) direct_emit(&d, i);
+    direct_close(&d);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    MCPG_CHECK(check_file(old, 1) == 100 && check_file(path, 101) == 100, "100 and 100");
+    const char *files[] = {old, path};
+    MCPG_CHECK(verify_chain(files, 2, 200) == 1, "one chain over both");
+    unlink(old);
     unlink(path);
 }
 
@@ -427,24 +678,16 @@ static void bench_emit(void) {
     mcpg_fakehost_log_clear(fh);
     /* a queue as deep as the burst: a slow disk must not refuse any of it */
     mcpg_instance *inst = load(config_for(path, "\"queue_max\":262144"));
-    void *image = dlopen(so_path, RTLD_NOW | RTLD_NOLOAD);
-    MCPG_REQUIRE(image, "the module's image");
-    mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(image, MCPG_ENTRY_SYMBOL);
-    const mcpg_audit_ops *ops = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops;
-    void *state = mcpg_fakehost_state(inst);
+    direct d = direct_open(inst);
     enum { N = 200000 };
     double t0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
-    for (uint64_t i = 1; i <= N; i++) {
-        char id[24];
-        mcpg_audit_event ev = event_for(i, id, sizeof id);
-        MCPG_REQUIRE(ops->emit(state, NULL, &ev) == MCPG_CONTINUE, "emit %llu",
-                     (unsigned long long)i);
-    }
+    for (uint64_t i = 1; i <= N; i++) direct_emit(&d, i);
     double dt = cpu_s(CLOCK_THREAD_CPUTIME_ID) - t0;
-    ops->flush(state);
-    dlclose(image);
+    d.ops->flush(d.state);
+    direct_close(&d);
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
     MCPG_CHECK(check_file(path, 1) == N, "every event written");
+    verify_file(path, N);
     printf("emit() alone: %.3f us/event on the loop thread\n", dt / N * 1e6);
     print_batches("  bench");
     unlink(path);
@@ -463,6 +706,9 @@ int main(int argc, char **argv) {
     test_queue_full();
     test_disk_full();
     test_flush_and_stop();
+    test_restart();
+    test_rotation();
+    test_renamed_away();
     bench_emit();
     test_group_commit(1, 1, 2000);
     test_group_commit(1, 64, 50000);

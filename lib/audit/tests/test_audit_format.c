@@ -1,11 +1,12 @@
-/* audit_file: the line formatter alone. Every line parses as JSON with the
+/* lib/audit: the line formatter alone. Every line parses as JSON with the
  * expected fields; timestamps agree with gmtime_r over a wide range; and the
  * cost of one line is printed (a figure, not a pass/fail threshold). */
 #define _GNU_SOURCE
-#include "../audit_format.h"
+#include "audit_format.h"
 
 #include <jansson.h>
 #include <mcpg/check.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,58 @@ static void test_hostile_id(void) {
     json_decref(o);
 }
 
+/* ABI 1.2: who, from where, denied by whom, with what; raw JSON inserted as
+ * JSON, kept on one line. */
+static void test_abi_1_2_fields(void) {
+    const char args[] = "{\n  \"q\": \"a\\nb\",\t\"n\": [1, 2]\r\n}";
+    const char result[] = "{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}";
+    mcpg_audit_event ev = {.size = sizeof ev, .name = "mcpg.tool.call.denied", .seq = 9,
+                           .id_json = "3", .id_len = 1, .method = "tools/call", .tool = "rm",
+                           .principal = "bob", .tenant = "acme",
+                           .roles_json = "[\"admin\",\"ops\"]", .auth_method = "apikey",
+                           .peer = "127.0.0.1:5555", .denied_stage = "policy",
+                           .denied_by = "rules", .args_json = args, .args_len = sizeof args - 1,
+                           .result_json = result, .result_len = sizeof result - 1,
+                           .traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                           .gateway_id = "gw-1", .error_code = -32001,
+                           .error_message = "denied"};
+    json_t *o = format(&ev);
+    json_t *roles = json_object_get(o, "roles");
+    MCPG_CHECK(json_is_array(roles) && json_array_size(roles) == 2 &&
+                   strcmp(json_string_value(json_array_get(roles, 1)), "ops") == 0,
+               "roles as an array");
+    MCPG_CHECK(strcmp(str(o, "auth_method"), "apikey") == 0, "auth_method");
+    MCPG_CHECK(strcmp(str(o, "peer"), "127.0.0.1:5555") == 0, "peer");
+    MCPG_CHECK(strcmp(str(o, "denied_stage"), "policy") == 0, "denied_stage");
+    MCPG_CHECK(strcmp(str(o, "denied_by"), "rules") == 0, "denied_by");
+    MCPG_CHECK(strcmp(str(o, "gateway_id"), "gw-1") == 0, "gateway_id");
+    MCPG_CHECK(strncmp(str(o, "traceparent"), "00-0af7", 7) == 0, "traceparent");
+    json_t *a = json_object_get(o, "args");
+    MCPG_CHECK(json_is_object(a) && strcmp(json_string_value(json_object_get(a, "q")), "a\nb") == 0 &&
+                   json_array_size(json_object_get(a, "n")) == 2,
+               "args as an object, its newlines gone from the line");
+    json_t *r = json_object_get(o, "result");
+    MCPG_CHECK(json_is_object(r) && json_is_array(json_object_get(r, "content")), "result");
+    json_decref(o);
+
+    /* text that is not JSON stays a string, and the line stays valid */
+    ev.args_json = "{\"a\":";
+    ev.args_len = 5;
+    ev.roles_json = "[\"x\x01\"]";
+    o = format(&ev);
+    MCPG_CHECK(strcmp(str(o, "args"), "{\"a\":") == 0, "broken args kept as a string");
+    MCPG_CHECK(strcmp(str(o, "roles"), "[\"x\x01\"]") == 0, "roles with a control byte");
+    json_decref(o);
+
+    /* an ABI 1.1 kernel's event ends before roles_json: nothing after it is read */
+    ev.size = (uint32_t)offsetof(mcpg_audit_event, roles_json);
+    o = format(&ev);
+    MCPG_CHECK(!json_object_get(o, "roles") && !json_object_get(o, "peer") &&
+                   !json_object_get(o, "args") && !json_object_get(o, "gateway_id"),
+               "no 1.2 field from a 1.1 event");
+    json_decref(o);
+}
+
 /* Numbers at their limits, checked as text (jansson stops at int64). */
 static void test_numbers(void) {
     uint64_t vals[] = {0, 9, 10, 99, 100, 12345, 1000000, UINT64_MAX};
@@ -163,6 +216,7 @@ int main(void) {
     test_allowed();
     test_failed_escaped();
     test_hostile_id();
+    test_abi_1_2_fields();
     test_numbers();
     test_timestamps();
     bench();

@@ -1,4 +1,4 @@
-/* audit_file: the event formatter. Hand-written rather than snprintf: it runs
+/* lib/audit: the event formatter. Hand-written rather than snprintf: it runs
  * once per event on a loop thread, and the calibration shows printf-family
  * formatting is a visible share of a call's user time. The caller sizes dst
  * with audit_line_bound, so no step checks space. */
@@ -93,18 +93,38 @@ size_t audit_format_ts(char *dst, int64_t time_us) {
     return (size_t)(p - dst);
 }
 
-static size_t slen(const char *s) { return s ? strlen(s) : 0; }
+static audit_text text_of(const char *s) { return (audit_text){s, s ? strlen(s) : 0}; }
+
+/* A 1.2 string of the event, or absent when the kernel's event is older. */
+#define TEXT_12(ev, f) (MCPG_HAS_FIELD(ev, f) ? text_of((ev)->f) : (audit_text){NULL, 0})
+#define RAW_12(ev, f, len)                                                                    \
+    (MCPG_HAS_FIELD(ev, len) && (ev)->f ? (audit_text){(ev)->f, (ev)->len} : (audit_text){NULL, 0})
 
 /* Escaping grows a byte to at most 6 ("\u00XX", "\ufffd"); +32 for the key. */
 #define STR_BOUND(n) (6 * (n) + 2 + 32)
 
 size_t audit_line_bound(const mcpg_audit_event *ev, audit_lens *l) {
-    *l = (audit_lens){slen(ev->name),      slen(ev->method),  slen(ev->tool),
-                      slen(ev->backend),   slen(ev->principal), slen(ev->tenant),
-                      slen(ev->session),   slen(ev->error_message)};
-    size_t text = l->name + l->method + l->tool + l->backend + l->principal + l->tenant +
-                  l->session + l->error_message + (ev->id_json ? ev->id_len : 0);
-    return 512 /* fixed keys, numbers, timestamp, wire */ + STR_BOUND(text) + 8 * 34;
+    *l = (audit_lens){.name = text_of(ev->name),
+                      .method = text_of(ev->method),
+                      .tool = text_of(ev->tool),
+                      .backend = text_of(ev->backend),
+                      .principal = text_of(ev->principal),
+                      .tenant = text_of(ev->tenant),
+                      .session = text_of(ev->session),
+                      .error_message = text_of(ev->error_message),
+                      .roles = TEXT_12(ev, roles_json),
+                      .auth_method = TEXT_12(ev, auth_method),
+                      .peer = TEXT_12(ev, peer),
+                      .denied_stage = TEXT_12(ev, denied_stage),
+                      .denied_by = TEXT_12(ev, denied_by),
+                      .args = RAW_12(ev, args_json, args_len),
+                      .result = RAW_12(ev, result_json, result_len),
+                      .traceparent = TEXT_12(ev, traceparent),
+                      .gateway_id = TEXT_12(ev, gateway_id)};
+    const audit_text *all = &l->name;
+    size_t text = ev->id_json ? ev->id_len : 0, count = sizeof *l / sizeof *all;
+    for (size_t i = 0; i < count; i++) text += all[i].n;
+    return 512 /* fixed keys, numbers, timestamp, wire */ + STR_BOUND(text) + 20 * 34;
 }
 
 /* The id is inserted as raw JSON (it is the client's own id text, already
@@ -123,22 +143,40 @@ static char *put_id(char *p, const char *id, size_t n) {
     return put_str(p, id, n);
 }
 
-static char *put_opt(char *p, const char *key, size_t klen, const char *s, size_t n) {
-    if (!s) return p;
+static char *put_opt(char *p, const char *key, size_t klen, audit_text t) {
+    if (!t.s) return p;
     memcpy(p, key, klen);
-    return put_str(p + klen, s, n);
+    return put_str(p + klen, t.s, t.n);
 }
-#define OPT(p, key, s, n) put_opt((p), key, sizeof(key) - 1, (s), (n))
+#define OPT(p, key, t) put_opt((p), key, sizeof(key) - 1, (t))
 
-static int ends_with(const char *s, size_t n, const char *suffix, size_t k) {
-    return s && n >= k && memcmp(s + n - k, suffix, k) == 0;
+/* A JSON value the kernel hands over as text (roles, arguments, result),
+ * inserted as it is: valid JSON can hold a byte below 0x20 only as
+ * whitespace between tokens, and those become spaces so the line stays one
+ * line. Text that is not one valid JSON value is kept as a string instead,
+ * so the line stays valid JSON whatever it is given. */
+static char *put_raw(char *p, const char *key, size_t klen, audit_text t) {
+    if (!t.s) return p;
+    memcpy(p, key, klen);
+    p += klen;
+    if (mcpg_json_validate(t.s, t.n) != 0) return put_str(p, t.s, t.n);
+    for (size_t i = 0; i < t.n; i++) {
+        unsigned char c = (unsigned char)t.s[i];
+        *p++ = c < 0x20 ? ' ' : (char)c;
+    }
+    return p;
+}
+#define RAW(p, key, t) put_raw((p), key, sizeof(key) - 1, (t))
+
+static int ends_with(audit_text t, const char *suffix, size_t k) {
+    return t.s && t.n >= k && memcmp(t.s + t.n - k, suffix, k) == 0;
 }
 
-static const char *wire_name(uint32_t wire) {
+static audit_text wire_name(uint32_t wire) {
     switch (wire) {
-    case MCPG_WIRE_STATELESS: return "2026-07-28";
-    case MCPG_WIRE_LEGACY: return "2025-11-25";
-    default: return NULL;
+    case MCPG_WIRE_STATELESS: return (audit_text){"2026-07-28", 10};
+    case MCPG_WIRE_LEGACY: return (audit_text){"2025-11-25", 10};
+    default: return (audit_text){NULL, 0};
     }
 }
 
@@ -147,9 +185,8 @@ static char *put_outcome(char *p, const mcpg_audit_event *ev, const audit_lens *
         p = LIT(p, ",\"error_code\":");
         p = put_i64(p, ev->error_code);
     }
-    p = OPT(p, ",\"error_message\":", ev->error_message, l->error_message);
-    if (ends_with(ev->name, l->name, ".completed", 10) ||
-        ends_with(ev->name, l->name, ".failed", 7)) {
+    p = OPT(p, ",\"error_message\":", l->error_message);
+    if (ends_with(l->name, ".completed", 10) || ends_with(l->name, ".failed", 7)) {
         p = LIT(p, ",\"latency_us\":");
         p = put_u64(p, ev->latency_us);
         p = LIT(p, ",\"backend_us\":");
@@ -158,26 +195,40 @@ static char *put_outcome(char *p, const mcpg_audit_event *ev, const audit_lens *
     return p;
 }
 
+/* Who called and from where. */
+static char *put_caller(char *p, const audit_lens *l) {
+    p = OPT(p, ",\"principal\":", l->principal);
+    p = OPT(p, ",\"tenant\":", l->tenant);
+    p = RAW(p, ",\"roles\":", l->roles);
+    p = OPT(p, ",\"auth_method\":", l->auth_method);
+    p = OPT(p, ",\"session\":", l->session);
+    p = OPT(p, ",\"peer\":", l->peer);
+    return p;
+}
+
 size_t audit_format_line(char *dst, const mcpg_audit_event *ev, const audit_lens *l) {
     char *p = dst;
     p = LIT(p, "{\"ts\":\"");
     p += audit_format_ts(p, ev->time_us);
     p = LIT(p, "\",\"event\":");
-    p = put_str(p, ev->name ? ev->name : "", l->name);
+    p = put_str(p, l->name.s ? l->name.s : "", l->name.n);
     p = LIT(p, ",\"seq\":");
     p = put_u64(p, ev->seq);
     p = put_id(p, ev->id_json, ev->id_len);
-    p = OPT(p, ",\"method\":", ev->method, l->method);
-    p = OPT(p, ",\"tool\":", ev->tool, l->tool);
-    p = OPT(p, ",\"backend\":", ev->backend, l->backend);
-    p = OPT(p, ",\"principal\":", ev->principal, l->principal);
-    p = OPT(p, ",\"tenant\":", ev->tenant, l->tenant);
-    p = OPT(p, ",\"session\":", ev->session, l->session);
-    const char *wire = wire_name(ev->wire);
-    p = OPT(p, ",\"wire\":", wire, 10);
+    p = OPT(p, ",\"method\":", l->method);
+    p = OPT(p, ",\"tool\":", l->tool);
+    p = OPT(p, ",\"backend\":", l->backend);
+    p = put_caller(p, l);
+    p = OPT(p, ",\"wire\":", wire_name(ev->wire));
     p = LIT(p, ",\"generation\":");
     p = put_u64(p, ev->generation);
+    p = OPT(p, ",\"gateway_id\":", l->gateway_id);
+    p = OPT(p, ",\"traceparent\":", l->traceparent);
+    p = OPT(p, ",\"denied_stage\":", l->denied_stage);
+    p = OPT(p, ",\"denied_by\":", l->denied_by);
+    p = RAW(p, ",\"args\":", l->args);
     p = put_outcome(p, ev, l);
+    p = RAW(p, ",\"result\":", l->result);
     p = LIT(p, "}\n");
     return (size_t)(p - dst);
 }

@@ -1,0 +1,73 @@
+/* lib/audit: the audit file's SHA-256 hash chain. Its rules live here and
+ * only here: audit_file writes by them, `mcpg audit verify` checks by them,
+ * and docs/audit.md states them.
+ *
+ * A chained line is an event line (audit_format.h) whose leading '{' is
+ * replaced by
+ *     {"line":N,"prev":"<64 lower-case hex>",
+ * N counts the chain's lines from 1 and goes on across rotation; prev is the
+ * SHA-256 of the chain's line N-1: every byte of it, its own prefix included,
+ * without its final '\n'. Line 1's prev is 64 zeros (the genesis hash). */
+#ifndef AUDIT_CHAIN_H
+#define AUDIT_CHAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define AUDIT_HASH_LEN 32
+/* The longest prefix: {"line":<20 digits>,"prev":"<64 hex>", */
+#define AUDIT_CHAIN_PREFIX_MAX (sizeof "{\"line\":,\"prev\":\"\"," - 1 + 20 + 2 * AUDIT_HASH_LEN)
+
+/* Where a chain stands: its last line's number and hash. The genesis (no
+ * line yet) is {0, all zeros}. */
+typedef struct audit_chain_head {
+    uint64_t line;
+    uint8_t hash[AUDIT_HASH_LEN];
+} audit_chain_head;
+
+/* A reusable SHA-256 context (OpenSSL's EVP, fetched once): one per thread. */
+typedef struct audit_hasher audit_hasher;
+audit_hasher *audit_hasher_new(void); /* NULL when out of memory */
+void audit_hasher_free(audit_hasher *h);
+
+/* The hash of one line: `n` bytes, without its final '\n'. 0, or -1 when
+ * OpenSSL fails. */
+int audit_hash_line(audit_hasher *h, const char *line, size_t n, uint8_t out[AUDIT_HASH_LEN]);
+
+/* Chain one formatted event line (`body`, body_len bytes, "{...}\n" as
+ * audit_format_line writes it) into dst, which must hold AUDIT_CHAIN_PREFIX_MAX
+ * + body_len bytes: the next line after *head. On success *head is that
+ * line and the bytes written are returned; 0 when hashing failed (*head is
+ * unchanged). */
+size_t audit_chain_line(audit_hasher *h, audit_chain_head *head, char *dst, const char *body,
+                        size_t body_len);
+
+/* Read a line's chain fields: 1 when `line` (n bytes, no '\n') starts with a
+ * well-formed prefix (then *line_no and prev are set), 0 when it does not. */
+int audit_chain_parse(const char *line, size_t n, uint64_t *line_no, uint8_t prev[AUDIT_HASH_LEN]);
+
+/* "abcd…" (2*AUDIT_HASH_LEN hex digits and a NUL) for logs and reports. */
+void audit_hash_hex(const uint8_t hash[AUDIT_HASH_LEN], char out[2 * AUDIT_HASH_LEN + 1]);
+
+/* ---- the end of an existing file ---- */
+
+typedef enum audit_tail_kind {
+    AUDIT_TAIL_EMPTY = 0,     /* no whole line */
+    AUDIT_TAIL_CHAINED = 1,   /* the last whole line is a chain line: head is set */
+    AUDIT_TAIL_UNCHAINED = 2  /* the last whole line carries no chain fields */
+} audit_tail_kind;
+
+typedef struct audit_tail {
+    audit_tail_kind kind;
+    audit_chain_head head; /* AUDIT_TAIL_CHAINED */
+    off_t whole;           /* bytes up to and including the last '\n' */
+    off_t size;            /* the file's size: size > whole means a torn last line */
+} audit_tail;
+
+/* Read the end of the regular file open on fd (readable): its last whole line
+ * and whether bytes follow it. Reads backwards, never the whole file.
+ * 0, or -1 with errno. */
+int audit_chain_read_tail(int fd, audit_hasher *h, audit_tail *out);
+
+#endif

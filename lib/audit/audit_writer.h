@@ -1,0 +1,48 @@
+/* lib/audit: the writer thread every sink runs the same way. Loop threads
+ * append to the sink's pending batch under `mu` and call
+ * audit_writer_wake; the thread takes the batch (swap, under mu), writes it
+ * without the lock, and counts what is done. flush waits, bounded, until
+ * nothing is queued; stop writes out everything queued, then joins.
+ *
+ * The sink says what a batch is through three callbacks and what `queued`
+ * counts (events, bytes): it adds to it when it queues, the writer takes
+ * away what write() returns. */
+#ifndef AUDIT_WRITER_H
+#define AUDIT_WRITER_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+typedef struct audit_writer_ops {
+    int (*has_work)(void *sink);  /* under mu: the pending batch holds something */
+    void (*take)(void *sink);     /* under mu: the pending batch becomes the writer's */
+    size_t (*write)(void *sink);  /* without mu: write the taken batch; returns the
+                                     units it held (they leave `queued`) */
+} audit_writer_ops;
+
+typedef struct audit_writer {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;  /* the thread waits here for work or stop */
+    pthread_cond_t idle;  /* flush waits here for nothing queued */
+    const audit_writer_ops *ops;
+    void *sink;
+    pthread_t thread;
+    int started;
+    /* ---- under mu ---- */
+    size_t queued;
+    int waiting;          /* wake only a sleeping thread: one futex wake per batch */
+    int stopping;
+} audit_writer;
+
+void audit_writer_init(audit_writer *w, const audit_writer_ops *ops, void *sink);
+/* 0, or the pthread_create error. The thread has every signal blocked. */
+int audit_writer_start(audit_writer *w, const char *name);
+/* Under mu, after queueing: wake the thread if it sleeps. */
+void audit_writer_wake(audit_writer *w);
+/* Wait at most `seconds` until nothing is queued; returns what is left. */
+size_t audit_writer_flush(audit_writer *w, int seconds);
+/* Write out everything queued, then join (no-op when not started). */
+void audit_writer_stop(audit_writer *w);
+void audit_writer_destroy(audit_writer *w);
+
+#endif
