@@ -64,7 +64,8 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
 /* Zero every field but the buffers, which keep their memory (emptied). */
 static void call_reset(mcpg_call *c) {
     mcpg_buf keep_result = c->result, keep_data = c->err_data, keep_req = c->pool.req_copy;
-    mcpg_buf keep_target = c->target_copy;
+    mcpg_buf keep_target = c->target_copy, keep_name = c->name_copy, keep_args = c->audit_args;
+    mcpg_buf keep_shown = c->audit_shown;
     uint32_t keep_slots = c->n_slots;
     uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
@@ -74,6 +75,12 @@ static void call_reset(mcpg_call *c) {
     c->pool.req_copy = keep_req;
     c->target_copy = keep_target;
     c->target_copy.len = 0;
+    c->name_copy = keep_name;
+    c->name_copy.len = 0;
+    c->audit_args = keep_args;
+    c->audit_args.len = 0;
+    c->audit_shown = keep_shown;
+    c->audit_shown.len = 0;
     c->list_kind = -1;
     c->result.len = 0;
     c->err_data.len = 0;
@@ -107,16 +114,12 @@ static mcpg_call *call_alloc(mcpg_worker *w, uint32_t n_slots) {
 static void call_free(mcpg_call *c) {
     mcpg_buf_free(&c->result);
     mcpg_buf_free(&c->target_copy);
+    mcpg_buf_free(&c->name_copy);
+    mcpg_buf_free(&c->audit_args);
+    mcpg_buf_free(&c->audit_shown);
     mcpg_buf_free(&c->err_data);
     mcpg_buf_free(&c->pool.req_copy);
     free(c);
-}
-
-static void free_identity(mcpg_call *c) {
-    free(c->principal);
-    free(c->tenant);
-    free(c->roles);
-    c->principal = c->tenant = c->roles = NULL;
 }
 
 static void free_header_copies(mcpg_call *c) {
@@ -130,7 +133,7 @@ static void free_header_copies(mcpg_call *c) {
 /* Let go of what a call holds beyond its reusable buffers. */
 static void call_clear(mcpg_call *c) {
     live_remove(c, c->w);
-    free_identity(c);
+    call_identity_clear(c);
     free_header_copies(c);
     pthread_mutex_destroy(&c->pool.hdr_lock);
     msgs_destroy(c);
@@ -284,6 +287,10 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
     c->method = mcpg_method_of(d->method, d->method_len);
     atomic_fetch_add(&w->calls_in_flight, 1);
     *out = call_handle(c, CALL_STAGE_TRANSPORT);
+    if (c->d.peer && c->d.peer_len < sizeof c->peer) {
+        memcpy(c->peer, c->d.peer, c->d.peer_len);
+        c->peer[c->d.peer_len] = '\0';
+    }
     if (d->session_id && d->session_id_len < sizeof c->session) {
         memcpy(c->session, d->session_id, d->session_id_len);
         c->session[d->session_id_len] = '\0';
@@ -313,6 +320,7 @@ static void outcome_fill(mcpg_call *c, mcpg_call_outcome *o) {
             o->retry_after_s = c->retry_after;
             o->error_data = c->err_data.len ? c->err_data.data : NULL;
             o->error_data_len = c->err_data.len;
+            if (c->http_status == 401) o->www_authenticate = c->challenge;
         }
     } else if (c->borrowed) {
         o->result = c->borrowed->data;
@@ -411,35 +419,6 @@ void **host_call_slot(mcpg_call *h, mcpg_instance *self) {
     int i = c && self ? generation_slot_of(c->gen, self) : -1;
     if (i < 0 || (uint32_t)i >= c->n_slots) return NULL;
     return &c->slots[i];
-}
-
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
-
-int host_call_set_identity(mcpg_call *h, const char *principal, const char *tenant,
-                           const char *roles) {
-    mcpg_call *c = call_of(h, "call_set_identity");
-    if (!c) return MCPG_ESTATE;
-    free_identity(c);
-    c->principal = dup_or_null(principal);
-    c->tenant = dup_or_null(tenant);
-    c->roles = dup_or_null(roles);
-    bool lost = (principal && !c->principal) || (tenant && !c->tenant) || (roles && !c->roles);
-    return lost ? MCPG_ENOMEM : 0;
-}
-
-const char *host_call_principal(mcpg_call *h) {
-    mcpg_call *c = call_of(h, "call_principal");
-    return c ? c->principal : NULL;
-}
-
-const char *host_call_tenant(mcpg_call *h) {
-    mcpg_call *c = call_of(h, "call_tenant");
-    return c ? c->tenant : NULL;
-}
-
-const char *host_call_roles(mcpg_call *h) {
-    mcpg_call *c = call_of(h, "call_roles");
-    return c ? c->roles : NULL;
 }
 
 int host_call_result(mcpg_call *h, const char *json, size_t len) {

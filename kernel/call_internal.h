@@ -4,6 +4,8 @@
  *               write on it (the host table's call_* slots)
  *   pipeline.c  where a call goes next: the stage order, audit events,
  *               the answer
+ *   call_identity.c  who the call is and where it came from (the host
+ *               table's identity, peer, TLS and challenge slots)
  *   dispatch.c  how an op's answer gets back to the call's loop (the resume
  *               handshake), and backends run inline or on the pool (deadlines,
  *               request and header copies)
@@ -18,6 +20,7 @@
 /* op_sync, op_begin/op_settle/op_resume and the call handle, shared with
  * the SDK's fake host (sdk/src/handshake.h). */
 #include "handshake.h"
+#include "ident.h"
 
 enum phase { PH_IDENTITY, PH_POLICY, PH_LIMITS, PH_AUDIT_ALLOWED, PH_BACKEND, PH_AUDIT_DONE,
              PH_COMPLETE };
@@ -122,7 +125,15 @@ struct mcpg_call {
     uint64_t t0, tb0, tb1;
     uint64_t event_seq;          /* the audit event being emitted: one seq and */
     int64_t event_time_us;       /* one time for every sink that records it */
-    char *principal, *tenant, *roles;
+    mcpg_ident *ident;           /* who the call is (call_identity.c), or NULL */
+    char *challenge;             /* WWW-Authenticate for a 401, or NULL */
+    char peer[64];               /* the client's address, copied at submit ("" unknown) */
+    mcpg_buf name_copy;          /* call_client_name of an unrouted call (kept across recycling) */
+    const char *denied_stage;    /* "identity", "policy", "limits" when a stage refused */
+    const mcpg_instance *denied_by;
+    mcpg_buf audit_args;         /* the arguments as events show them (kept across recycling) */
+    mcpg_buf audit_shown;        /* the result as events show it (kept across recycling) */
+    bool audit_args_made;
     mcpg_buf result;
     mcpg_buf target_copy;        /* a resource uri as the client sent it (kept across recycling) */
     char session[80];            /* the legacy wire's session id, NUL-terminated (audit) */
@@ -180,6 +191,11 @@ static inline bool call_error_of(mcpg_call *c, int64_t *code, const char **msg) 
     *msg = c->err_msg;
     return c->is_error;
 }
+
+/* ---- call_identity.c ---- */
+void call_identity_clear(mcpg_call *c);
+/* The name the client used for the call's item, NUL-terminated, or NULL. */
+const char *call_client_name_of(mcpg_call *c);
 
 /* ---- messages.c ---- */
 void msgs_init(mcpg_call *c);     /* a new life */

@@ -17,6 +17,7 @@ typedef struct cat_kind {
     const char *noun;      /* in error lines: "tool" */
     const char *key;       /* the item's identifying member: "name", "uri", "uriTemplate" */
     const char *answer;    /* the list result's member: "tools" */
+    const char *visible_kind; /* the policy's visible() kind: "tool" */
     bool prefixed;         /* the binding's prefix applies, and names must be valid */
     int (*list_op)(const mcpg_backend_ops *ops, void *state, mcpg_buf *out);
 } cat_kind;
@@ -35,11 +36,11 @@ static int list_templates(const mcpg_backend_ops *o, void *s, mcpg_buf *b) {
 }
 
 static const cat_kind KINDS[CAT_COUNT] = {
-    [CAT_TOOLS] = {"tool", "name", "tools", true, list_tools},
-    [CAT_PROMPTS] = {"prompt", "name", "prompts", true, list_prompts},
-    [CAT_RESOURCES] = {"resource", "uri", "resources", false, list_resources},
-    [CAT_TEMPLATES] = {"resource template", "uriTemplate", "resourceTemplates", false,
-                       list_templates},
+    [CAT_TOOLS] = {"tool", "name", "tools", "tool", true, list_tools},
+    [CAT_PROMPTS] = {"prompt", "name", "prompts", "prompt", true, list_prompts},
+    [CAT_RESOURCES] = {"resource", "uri", "resources", "resource", false, list_resources},
+    [CAT_TEMPLATES] = {"resource template", "uriTemplate", "resourceTemplates",
+                       "resource_template", false, list_templates},
 };
 
 const char *catalog_answer_key(int kind) { return KINDS[kind].answer; }
@@ -121,7 +122,7 @@ static void emit_item(catalog *cat, const mcpg_json_span *item, const char *key,
         else mcpg_buf_append(out, v.p, v.n);
     }
     mcpg_buf_puts(out, "}");
-    cat->items[cat->n_items++] = (cat_span){start, out->len - start};
+    cat->items[cat->n_items++] = (cat_span){start, out->len - start, strdup(client)};
 }
 
 static route *route_add(build_ctx *bc, mcpg_instance *be, const char *client,
@@ -317,6 +318,7 @@ static void catset_free(catset *cs) {
             free(cat->routes[i].target);
         }
         free(cat->routes);
+        for (size_t i = 0; i < cat->n_items; i++) free(cat->items[i].name);
         free(cat->items);
         mcpg_buf_free(&cat->list);
         mcpg_buf_free(&cat->answer);
@@ -468,10 +470,11 @@ const route *catalog_find_resource(const catset *cs, const char *uri, size_t len
     return NULL;
 }
 
-/* A page of a merged list, into out: {"tools":[items from..],"nextCursor":".."}.
- * The cursor is the offset of the page's first item, as decimal text. */
+/* A page of a merged list, into out: {"tools":[items from..],"nextCursor":".."},
+ * holding at most `page` of the items keep() lets through (NULL: all). The
+ * cursor is the index of the first item to look at, as decimal text. */
 int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_len,
-                 size_t page, mcpg_buf *out) {
+                 size_t page, catalog_keep_fn keep, void *arg, mcpg_buf *out) {
     const catalog *cat = &cs->cat[kind];
     size_t from = 0;
     if (cursor) {
@@ -482,14 +485,17 @@ int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_l
         }
         if (from > cat->n_items) return MCPG_EINVAL;
     }
-    size_t to = from + page < cat->n_items ? from + page : cat->n_items;
     out->len = 0;
     mcpg_buf_printf(out, "{\"%s\":[", KINDS[kind].answer);
-    for (size_t i = from; i < to; i++) {
-        if (i > from) mcpg_buf_append(out, ",", 1);
+    size_t i = from, shown = 0;
+    for (; i < cat->n_items && shown < page; i++) {
+        if (keep && !keep(arg, KINDS[kind].visible_kind, cat->items[i].name)) continue;
+        if (shown++) mcpg_buf_append(out, ",", 1);
         mcpg_buf_append(out, cat->list.data + cat->items[i].off, cat->items[i].len);
     }
+    /* a full page says where to go on; the next may turn out empty when
+     * filtering leaves nothing after it, which a client handles */
     mcpg_buf_append(out, "]", 1);
-    if (to < cat->n_items) mcpg_buf_printf(out, ",\"nextCursor\":\"%zu\"", to);
+    if (i < cat->n_items) mcpg_buf_printf(out, ",\"nextCursor\":\"%zu\"", i);
     return mcpg_buf_append(out, "}", 1);
 }

@@ -212,3 +212,22 @@ void generation_free(generation *g) {
     free(g->instances);
     free(g);
 }
+
+/* HOST of "HOST:PORT" is a loopback name or address. */
+static bool loopback_host(const char *hostport) {
+    const char *colon = strrchr(hostport, ':');
+    size_t n = colon ? (size_t)(colon - hostport) : strlen(hostport);
+    return (n >= 4 && strncmp(hostport, "127.", 4) == 0) ||
+           (n == 9 && strncmp(hostport, "localhost", 9) == 0) ||
+           (n == 5 && strncmp(hostport, "[::1]", 5) == 0);
+}
+
+void generation_warn_open(const generation *g, char **listen, size_t n_listen) {
+    if (g->n_stage[STAGE_IDENTITY]) return;
+    for (size_t i = 0; i < n_listen; i++)
+        if (!loopback_host(listen[i]))
+            klog(MCPG_LOG_WARN, "kernel",
+                 "WARNING: listening on %s beyond loopback with no identity stage: anyone who can "
+                 "reach it may call every tool (add identity modules to pipeline.identity)",
+                 listen[i]);
+}

@@ -39,6 +39,16 @@ static int host_log_enabled(mcpg_instance *self, int level) {
 static const char *host_instance_name(mcpg_instance *self) { return self->name; }
 static const char *host_gateway_version(void) { return MCPG_VERSION; }
 static const char *host_gateway_name(void) { return K.m && K.m->name ? K.m->name : "mcpg"; }
+static const char *host_gateway_id(void) { return K.m && K.m->id ? K.m->id : "mcpg"; }
+
+/* The rules of the generation the calling loop serves (stable on its
+ * thread), else the current one's. */
+static int host_redact_json(const char *json, size_t len, mcpg_buf *out) {
+    if (!json || !out) return MCPG_EINVAL;
+    mcpg_worker *w = worker_self();
+    const generation *g = w ? w->gen : K.gen;
+    return redact_json(g && g->m ? g->m->redact : NULL, json, len, out);
+}
 
 /* ---- workers ---- */
 
@@ -326,4 +336,16 @@ const mcpg_host HOST = {
     .coordinator = host_coordinator,
     .tasks_offered = host_tasks_offered,
     .reload = host_reload,
+    .call_peer = host_call_peer,
+    .call_tls = host_call_tls,
+    .call_identify = host_call_identify,
+    .call_role_count = host_call_role_count,
+    .call_role = host_call_role,
+    .call_has_role = host_call_has_role,
+    .call_claims = host_call_claims,
+    .call_auth_method = host_call_auth_method,
+    .call_client_name = host_call_client_name,
+    .call_set_challenge = host_call_set_challenge,
+    .gateway_id = host_gateway_id,
+    .redact_json = host_redact_json,
 };

@@ -83,10 +83,29 @@ typedef struct decl_binding {
     name_pairs describe;     /* the backend's tool/prompt name → the description clients see */
 } decl_binding;
 
+/* ---- redaction (redact.c) ---- */
+typedef struct redactor redactor;
+enum { AUDIT_ARGS_REDACTED, AUDIT_ARGS_HASHED, AUDIT_ARGS_OMITTED };
+/* gateway.redact and gateway.audit compiled; problems to errs. Never NULL. */
+struct json_t;
+redactor *redactor_compile(struct json_t *redact, struct json_t *audit, const char *file,
+                           errlist *errs);
+void redactor_free(redactor *r);
+int redactor_args_mode(const redactor *r);
+bool redactor_results(const redactor *r);
+/* json redacted by r's rules, appended to out: 0, MCPG_EPROTO (not JSON:
+ * nothing appended), MCPG_ENOMEM. */
+int redact_json(const redactor *r, const char *json, size_t len, mcpg_buf *out);
+/* {"sha256":"<hex of json>"} appended to out. */
+int redact_hash(const char *json, size_t len, mcpg_buf *out);
+
 typedef struct manifest {
     char *path;
     char *dir;               /* the manifest's folder */
     char *name;
+    char *id;                /* gateway.id: in audit events (default: the host name) */
+    bool anonymous;          /* gateway.anonymous: a call no identity module took is served */
+    redactor *redact;        /* gateway.redact and gateway.audit */
     char **listen; size_t n_listen;
     int64_t workers;
     char *module_dir;
@@ -139,6 +158,9 @@ struct mcpg_instance {
 };
 /* Its index in g's instances (a call's slot), or -1 when g does not hold it. */
 int generation_slot_of(const struct generation *g, const mcpg_instance *inst);
+/* A loud warning for each listen address beyond loopback when g has no
+ * identity stage. */
+void generation_warn_open(const struct generation *g, char **listen, size_t n_listen);
 
 /* Where a name a client uses goes: a tool or prompt by its client name, a
  * resource by its uri, a template by its uriTemplate. */
@@ -150,7 +172,10 @@ typedef struct route {
 
 /* What the backends offer, of one kind, merged (kernel/catalog.c). */
 enum { CAT_TOOLS, CAT_PROMPTS, CAT_RESOURCES, CAT_TEMPLATES, CAT_COUNT };
-typedef struct cat_span { size_t off, len; } cat_span;
+typedef struct cat_span {
+    size_t off, len;        /* its text in the catalog's list */
+    char *name;             /* the client's name for it (policy's visible()) */
+} cat_span;
 typedef struct catalog {
     route *routes; size_t n_routes; /* sorted by client_name (templates: listed order) */
     mcpg_buf list;                  /* the merged items: [{...},{...}] */
@@ -199,8 +224,11 @@ const route *catalog_find(const catset *cs, int kind, const char *name, size_t l
 const route *catalog_find_resource(const catset *cs, const char *uri, size_t len);
 /* One page of a merged list into out (cursor NULL: the first). MCPG_EINVAL
  * for a cursor this list never gave. */
+/* 1 when the item (kind: "tool", "prompt", "resource", "resource_template")
+ * is shown to the caller. */
+typedef int (*catalog_keep_fn)(void *arg, const char *kind, const char *name);
 int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_len,
-                 size_t page, mcpg_buf *out);
+                 size_t page, catalog_keep_fn keep, void *arg, mcpg_buf *out);
 const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... */
 /* The backend that offers tasks (its `task` op) named instance[0..n). */
 const route *catalog_find_task_backend(const generation *g, const char *instance, size_t n);
@@ -327,6 +355,16 @@ int host_call_set_identity(mcpg_call *c, const char *p, const char *t, const cha
 const char *host_call_principal(mcpg_call *c);
 const char *host_call_tenant(mcpg_call *c);
 const char *host_call_roles(mcpg_call *c);
+int host_call_identify(mcpg_call *c, const mcpg_identity *id);
+uint32_t host_call_role_count(mcpg_call *c);
+const char *host_call_role(mcpg_call *c, uint32_t i);
+int host_call_has_role(mcpg_call *c, const char *role);
+const char *host_call_claims(mcpg_call *c, size_t *len);
+const char *host_call_auth_method(mcpg_call *c);
+const char *host_call_peer(mcpg_call *c, size_t *len);
+const mcpg_tls_info *host_call_tls(mcpg_call *c);
+const char *host_call_client_name(mcpg_call *c);
+int host_call_set_challenge(mcpg_call *c, const char *value);
 int host_call_result(mcpg_call *c, const char *json, size_t len);
 mcpg_buf *host_call_result_buf(mcpg_call *c);
 int host_call_error(mcpg_call *c, int64_t code, const char *message, const char *data_json);

@@ -229,6 +229,7 @@ static int serve(manifest *m) {
         return 1;
     }
     m = K.m;
+    generation_warn_open(K.gen, m->listen, m->n_listen);
     main_loop_init();
     if (pool_start((unsigned)m->pool_threads, (unsigned)m->pool_queue) != 0 ||
         generation_start(K.gen) != 0) {

@@ -193,13 +193,20 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
                           const char *exe_dir) {
     static const char *const keys[] = {"name", "listen", "workers", "module_dir", "runtime_dir",
                                        "log_level", "drain_timeout_ms", "reload_drain_ms", "max_calls_per_worker",
-                                       "pool", "transport", "server", "list_page_size"};
+                                       "pool", "transport", "server", "list_page_size",
+                                       "id", "anonymous", "audit", "redact"};
     manifest *m = c->m;
     json_t *gw = get_object(c, root, "gateway", "gateway");
     json_t *empty = json_object();
     if (!gw) gw = empty;
     check_keys(c, gw, "gateway", keys, sizeof keys / sizeof *keys);
     m->name = get_string(c, gw, "name", "gateway", "mcpg");
+    char host[256] = "mcpg";
+    gethostname(host, sizeof host - 1);
+    m->id = get_string(c, gw, "id", "gateway", host);
+    m->anonymous = get_bool(c, gw, "anonymous", "gateway", false);
+    m->redact = redactor_compile(json_object_get(gw, "redact"), json_object_get(gw, "audit"),
+                                 c->file, c->errs);
     parse_listen(c, gw, listen_override);
     m->workers = get_int(c, gw, "workers", "gateway", 0, 0, MCPG_MAX_WORKERS);
     char *md = get_string(c, gw, "module_dir", "gateway", NULL);
@@ -675,6 +682,8 @@ void manifest_free(manifest *m) {
     for (size_t i = 0; i < m->n_instances; i++) free_instance(&m->instances[i]);
     free(m->instances);
     free_instance(&m->transport);
+    free(m->id);
+    redactor_free(m->redact);
     for (int s = 0; s < STAGE_COUNT; s++) free_strings(m->stage[s], m->n_stage[s]);
     for (size_t i = 0; i < m->n_bindings; i++) {
         decl_binding *b = &m->bindings[i];

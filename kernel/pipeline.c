@@ -11,7 +11,11 @@
  * answered; on_status() decides, from an op's answer, where the call goes. */
 #include "call_internal.h"
 
+#include <string.h>
+
 /* ---- audit ---- */
+
+static void audit_result(mcpg_call *c, mcpg_audit_event *ev);
 
 static const char *audit_event_name(mcpg_call *c) {
     if (c->phase == PH_AUDIT_ALLOWED) return "mcpg.tool.call.allowed";
@@ -27,6 +31,55 @@ static void audit_outcome(mcpg_call *c, mcpg_audit_event *ev) {
     }
     ev->latency_us = mono_us() - c->t0;
     ev->backend_us = c->tb1 > c->tb0 ? c->tb1 - c->tb0 : 0;
+    audit_result(c, ev);
+}
+
+/* The arguments as the manifest's gateway.audit.arguments shows them, made
+ * once per call (both events share them). Malformed arguments never reach
+ * a backend, but are hidden whole here rather than shown raw. */
+static void audit_args(mcpg_call *c, mcpg_audit_event *ev) {
+    const redactor *r = c->gen->m->redact;
+    int mode = redactor_args_mode(r);
+    if (!c->d.args_json || mode == AUDIT_ARGS_OMITTED) return;
+    if (!c->audit_args_made) {
+        c->audit_args_made = true;
+        c->audit_args.len = 0;
+        int rc = mode == AUDIT_ARGS_HASHED
+                     ? redact_hash(c->d.args_json, c->d.args_len, &c->audit_args)
+                     : redact_json(r, c->d.args_json, c->d.args_len, &c->audit_args);
+        if (rc) {
+            c->audit_args.len = 0;
+            mcpg_buf_puts(&c->audit_args, "\"[REDACTED]\"");
+        }
+    }
+    ev->args_json = c->audit_args.data;
+    ev->args_len = c->audit_args.len;
+}
+
+/* The result, redacted, when gateway.audit.results asks for it. */
+static void audit_result(mcpg_call *c, mcpg_audit_event *ev) {
+    mcpg_buf *shown = &c->audit_shown;
+    const redactor *r = c->gen->m->redact;
+    if (!redactor_results(r) || c->is_error || c->pool.detached) return;
+    const char *res = c->borrowed ? c->borrowed->data : c->result.data;
+    size_t n = c->borrowed ? c->borrowed->len : c->result.len;
+    if (!res || !n) return;
+    shown->len = 0;
+    if (redact_json(r, res, n, shown) != 0) return;
+    ev->result_json = shown->data;
+    ev->result_len = shown->len;
+}
+
+/* The W3C traceparent header, as the request carried it (a header lookup on
+ * the loop: the transport's request is alive until the answer). */
+static const char *traceparent_of(mcpg_call *c) {
+    static __thread char tp[128];
+    size_t n = 0;
+    const char *v = c->d.header ? c->d.header(c->d.transport_ctx, "traceparent", &n) : NULL;
+    if (!v || !n || n >= sizeof tp) return NULL;
+    memcpy(tp, v, n);
+    tp[n] = '\0';
+    return tp;
 }
 
 static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
@@ -41,13 +94,23 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     ev.id_json = c->d.id_json;
     ev.id_len = c->d.id_len;
     ev.method = mcpg_method_name(c->method);
-    ev.tool = c->route ? c->route->client_name : NULL;
     ev.backend = c->route ? c->route->backend->name : NULL;
-    ev.principal = c->principal;
-    ev.tenant = c->tenant;
+    ev.tool = call_client_name_of(c);
+    ev.principal = c->ident ? c->ident->principal : NULL;
+    ev.tenant = c->ident ? c->ident->tenant : NULL;
+    ev.roles_json = c->ident ? c->ident->roles_json : NULL;
+    ev.auth_method = c->ident ? c->ident->method : NULL;
     ev.session = c->session[0] ? c->session : NULL;
     ev.wire = c->d.wire;
     ev.generation = c->gen->id;
+    ev.peer = c->peer[0] ? c->peer : NULL;
+    ev.gateway_id = c->gen->m->id;
+    ev.traceparent = traceparent_of(c);
+    if (c->denied) {
+        ev.denied_stage = c->denied_stage;
+        ev.denied_by = c->denied_by ? c->denied_by->name : NULL;
+    }
+    audit_args(c, &ev);
     if (c->phase == PH_AUDIT_DONE) audit_outcome(c, &ev);
     const mcpg_audit_ops *ops = sink->desc->ops;
     loop_op_begin(c, CALL_STAGE_AUDIT);
@@ -91,19 +154,44 @@ static int list_cursor(mcpg_call *c, const char **p, size_t *n) {
     return 1;
 }
 
+/* Whether any policy instance filters lists (has visible()). */
+static bool lists_filtered(const mcpg_call *c) {
+    for (size_t i = 0; i < c->gen->n_stage[STAGE_POLICY]; i++) {
+        const mcpg_policy_ops *ops = c->gen->stage[STAGE_POLICY][i]->desc->ops;
+        if (MCPG_HAS(ops, visible)) return true;
+    }
+    return false;
+}
+
+/* An item is shown when every policy instance that filters shows it. */
+static int item_visible(void *arg, const char *kind, const char *name) {
+    mcpg_call *c = arg;
+    for (size_t i = 0; i < c->gen->n_stage[STAGE_POLICY]; i++) {
+        mcpg_instance *p = c->gen->stage[STAGE_POLICY][i];
+        const mcpg_policy_ops *ops = p->desc->ops;
+        if (MCPG_HAS(ops, visible) &&
+            !ops->visible(p->state, call_handle(c, CALL_STAGE_POLICY), kind, name))
+            return 0;
+    }
+    return 1;
+}
+
 /* A merged list: the whole answer the generation keeps (borrowed while the
- * call pins it) when it fits one page, else the page the cursor names. */
+ * call pins it) when it fits one page and no policy filters it, else the
+ * page the cursor names, of the items the caller may see. */
 static void answer_list(mcpg_call *c) {
     const catalog *cat = &c->cats->cat[c->list_kind];
     const char *cur = NULL;
     size_t cur_n = 0;
     int has = list_cursor(c, &cur, &cur_n);
     size_t page = K.list_page_size ? (size_t)K.list_page_size : 500;
-    if (has == 0 && cat->n_items <= page) {
+    bool filtered = lists_filtered(c);
+    if (has == 0 && cat->n_items <= page && !filtered) {
         c->borrowed = &cat->answer;
         return;
     }
-    if (has < 0 || catalog_page(c->cats, c->list_kind, cur, cur_n, page, &c->result) != 0)
+    if (has < 0 || catalog_page(c->cats, c->list_kind, cur, cur_n, page,
+                                filtered ? item_visible : NULL, c, &c->result) != 0)
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: unknown cursor");
 }
 
@@ -226,13 +314,29 @@ static void after_stage(mcpg_call *c) {
     }
 }
 
+static void deny(mcpg_call *c, const char *stage, const mcpg_instance *by);
+
+/* The identity stage ran and nobody took the call: it is anonymous, which
+ * the manifest must allow (an empty identity stage serves everyone, and
+ * main.c warns about that beyond loopback). False when refused. */
+static bool anonymous_allowed(mcpg_call *c) {
+    if (c->ident || !c->gen->n_stage[STAGE_IDENTITY] || c->gen->m->anonymous) return true;
+    call_set_error(c, MCPG_RPC_UNAUTHENTICATED, 401,
+                   "Unauthenticated: no credentials this gateway accepts were given");
+    deny(c, "identity", NULL);
+    return false;
+}
+
 /* Identity, policy or limits: run the stage's next instance into *st, or,
- * when the stage is done, move the call on and return false. */
+ * when the stage is done, move the call on and return false. The identity
+ * chain stops at the first instance that identifies the call. */
 static bool stage_next(mcpg_call *c, mcpg_status *st) {
     int stage = c->phase - PH_IDENTITY;
     bool applies = stage != STAGE_LIMITS || c->method == MCPG_METHOD_TOOLS_CALL;
-    if (!applies || c->idx >= c->gen->n_stage[stage]) {
+    bool identified = stage == STAGE_IDENTITY && c->ident;
+    if (!applies || identified || c->idx >= c->gen->n_stage[stage]) {
         c->idx = 0;
+        if (stage == STAGE_IDENTITY && !anonymous_allowed(c)) return false;
         after_stage(c);
         return false;
     }
@@ -308,17 +412,20 @@ static void deny_needs_error(mcpg_call *c) {
                    kind_name(who->desc->kind), who->name);
 }
 
-/* Refused at identity, policy or limits. */
-static void deny(mcpg_call *c) {
+/* Refused at identity, policy or limits (`by` NULL: the kernel's own rule):
+ * every method's refusal is audited, as mcpg.tool.call.denied. */
+static void deny(mcpg_call *c, const char *stage, const mcpg_instance *by) {
     c->denied = true;
-    bool audited = c->method == MCPG_METHOD_TOOLS_CALL && c->gen->n_stage[STAGE_AUDIT];
-    c->phase = audited ? PH_AUDIT_DONE : PH_COMPLETE;
+    c->denied_stage = stage;
+    c->denied_by = by;
+    c->phase = c->gen->n_stage[STAGE_AUDIT] ? PH_AUDIT_DONE : PH_COMPLETE;
     c->idx = 0;
 }
 
 static void on_stage_status(mcpg_call *c, mcpg_status st) {
+    static const char *const stage_name[] = {"identity", "policy", "limits"};
     if (st == MCPG_DENY) {
-        deny(c);
+        deny(c, stage_name[c->phase - PH_IDENTITY], answering_instance(c));
         return;
     }
     if (c->phase == PH_LIMITS) c->limits_acquired++;

@@ -244,9 +244,21 @@ static void run(asker *a) {
     on_every_loop(adopt_on_loop);
 }
 
+/* Carried-over instances re-read what their config names outside the
+ * manifest (keys files, certificates): the new generation serves now, on
+ * this control thread. */
+static void tell_carried(generation *g) {
+    for (size_t i = 0; i < g->n_instances; i++) {
+        const mcpg_lifecycle_ops *lc = g->instances[i]->desc->lifecycle;
+        if (g->carried[i] && MCPG_HAS(lc, reloaded)) lc->reloaded(g->instances[i]->state);
+    }
+}
+
 static void published(void) {
     R.t_published = mono_us();
     workers_listen_done();
+    tell_carried(R.next);
+    generation_warn_open(R.next, K.m->listen, K.m->n_listen);
     R.reloads++;
     klog(MCPG_LOG_INFO, "kernel", "reload: generation %u serves (after %u), published in %.1f ms: %s",
          R.next->id, R.old->id, (R.t_published - R.t0) / 1000.0, R.summary);

@@ -61,6 +61,9 @@ typedef enum mcpg_method {
 #define MCPG_RPC_HEADER_MISMATCH   (-32020)
 #define MCPG_RPC_MISSING_CLIENT_CAPABILITY (-32021)
 #define MCPG_RPC_UNSUPPORTED_VERSION (-32022)
+/* ABI 1.2: refusals by the identity and policy stages (HTTP 401 and 403). */
+#define MCPG_RPC_UNAUTHENTICATED   (-32001)
+#define MCPG_RPC_FORBIDDEN         (-32003)
 
 /* ABI 1.2: what a connection's TLS session established, for the identity
  * stage (the transport fills it; borrowed like the rest of the call desc).

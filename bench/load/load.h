@@ -116,6 +116,8 @@ typedef struct {
 } load_request_tmpl;
 
 /* 0, or -1 with a message in err[errlen] (tool name not header-safe, ...). */
+/* Extra header lines ("Name: value\r\n"...) for every tools/call request. */
+int load_request_tmpl_add_headers(load_request_tmpl *t, const char *lines, size_t n);
 int load_request_tmpl_init(load_request_tmpl *t, load_wire wire, const char *host_port, const char *path,
                            const char *tool, const char *message, char *err, size_t errlen);
 void load_request_tmpl_free(load_request_tmpl *t);
@@ -180,6 +182,8 @@ typedef struct {
     const char *message;
     size_t message_size; /* --message-size: a generated message instead of --message */
     const char *expect;
+    char headers[1024];  /* --header lines, each ending "\r\n" */
+    size_t headers_len;
     bool check_id; /* off only for static baselines that cannot echo the id */
     bool json;
     bool print_answer; /* print the first good answer's body on stdout */

@@ -29,6 +29,8 @@ static void usage(FILE *out) {
           "  --message TEXT       arguments.message (default \"hello\")\n"
           "  --message-size N     arguments.message is N bytes of 'x' (payload-size runs)\n"
           "  --expect TEXT        an answer's body must contain TEXT\n"
+          "  --header 'N: V'      add this header to every tools/call request (repeatable; e.g.\n"
+          "                       an API key); not to the legacy wire's initialize\n"
           "  --no-id-check        accept any id (static baselines such as nginx cannot echo it)\n"
           "  --timeout S          a call without a complete answer after S seconds is an error (default 10)\n"
           "  --max-response BYTES largest answer body accepted (default 1048576)\n"
@@ -94,6 +96,7 @@ enum {
     OPT_MAX_RESP,
     OPT_JSON,
     OPT_PRINT,
+    OPT_HEADER,
 };
 
 static const struct option long_opts[] = {
@@ -112,10 +115,25 @@ static const struct option long_opts[] = {
     {"max-response", required_argument, NULL, OPT_MAX_RESP},
     {"json", no_argument, NULL, OPT_JSON},
     {"print-answer", no_argument, NULL, OPT_PRINT},
+    {"header", required_argument, NULL, OPT_HEADER},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* "Name: value" with a token name and no line breaks, appended as a line. */
+static int add_header(load_opts *o, const char *h) {
+    const char *colon = strchr(h, ':');
+    size_t n = strlen(h);
+    if (!colon || colon == h || strpbrk(h, "\r\n") || o->headers_len + n + 2 >= sizeof o->headers)
+        return -1;
+    for (const char *p = h; p < colon; p++)
+        if (*p <= ' ' || *p >= 127) return -1;
+    memcpy(o->headers + o->headers_len, h, n);
+    memcpy(o->headers + o->headers_len + n, "\r\n", 2);
+    o->headers_len += n + 2;
+    return 0;
+}
 
 /* One option; returns the name of a bad one, or NULL. */
 static const char *apply_opt(load_opts *o, int ch, const char *arg) {
@@ -152,6 +170,7 @@ static const char *apply_opt(load_opts *o, int ch, const char *arg) {
         return NULL;
     case OPT_JSON: o->json = true; return NULL;
     case OPT_PRINT: o->print_answer = true; return NULL;
+    case OPT_HEADER: return add_header(o, arg) < 0 ? "--header" : NULL;
     case 'q': o->quiet = true; return NULL;
     default: return "?";
     }
@@ -297,6 +316,11 @@ static int init_run(load_run *run, const load_opts *o, uv_loop_t *loop) {
     int rc = load_request_tmpl_init(&run->tmpl, o->wire, o->host_port, o->path, o->tool,
                                     generated ? generated : o->message, err, sizeof err);
     free(generated); /* the template holds its own escaped copy */
+    if (rc == 0 && load_request_tmpl_add_headers(&run->tmpl, o->headers, o->headers_len) != 0) {
+        load_request_tmpl_free(&run->tmpl);
+        snprintf(err, sizeof err, "out of memory");
+        rc = -1;
+    }
     if (rc < 0) {
         fprintf(stderr, "mcpg-load: %s\n", err);
         return -1;

@@ -142,6 +142,18 @@ int load_request_tmpl_init(load_request_tmpl *t, load_wire wire, const char *hos
     return 0;
 }
 
+int load_request_tmpl_add_headers(load_request_tmpl *t, const char *lines, size_t n) {
+    if (!n) return 0;
+    char *grown = realloc(t->head_prefix, t->head_prefix_len + n + 1);
+    if (!grown) return -1;
+    memcpy(grown + t->head_prefix_len, lines, n);
+    grown[t->head_prefix_len + n] = '\0';
+    t->head_prefix = grown;
+    t->head_prefix_len += n;
+    t->max_len += n;
+    return 0;
+}
+
 void load_request_tmpl_free(load_request_tmpl *t) {
     free(t->head_prefix);
     free(t->body_prefix);

@@ -241,8 +241,19 @@ static void test_request_legacy(void) {
     CHECK(length_matches(buf));
     CHECK(strstr(buf, "\r\nMCP-Protocol-Version: 2025-11-25\r\nMcp-Session-Id: ssss"));
     CHECK(!strstr(buf, "Mcp-Method") && !strstr(buf, "_meta"));
+    CHECK(!strstr(buf, "X-API-Key"));
     CHECK(strstr(buf, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
                       "\"arguments\":{\"message\":\"hi\"}}}"));
+    free(buf);
+    /* --header lines go into every call, inside the header section */
+    static const char extra[] = "X-API-Key: k1\r\n";
+    CHECK(load_request_tmpl_add_headers(&t, extra, sizeof extra - 1) == 0);
+    buf = calloc(1, t.max_len + 1);
+    n = load_request_format(&t, 6, sid, sizeof sid, buf);
+    CHECK(n <= t.max_len);
+    buf[n] = '\0';
+    CHECK(length_matches(buf));
+    CHECK(strstr(buf, "\r\nX-API-Key: k1\r\n") && strstr(buf, "\r\n\r\n{") > strstr(buf, "X-API-Key"));
     free(buf);
     load_request_tmpl_free(&t);
 

@@ -158,6 +158,18 @@ static const char *host_gateway_name(void) {
     return fh && fh->gateway_name ? fh->gateway_name : "mcpg-fakehost";
 }
 
+/* ABI 1.2: the gateway's id is its name here. redact_json is not offered:
+ * the rules are the kernel's (gateway.redact), which a fake host has not. */
+static const char *host_gateway_id(void) { return host_gateway_name(); }
+
+int mcpg_fakehost_reloaded(mcpg_fakehost *fh, mcpg_instance *inst) {
+    if (!fh || !inst || !inst->created) return MCPG_EINVAL;
+    const mcpg_lifecycle_ops *lc = inst->m->lifecycle;
+    if (!MCPG_HAS(lc, reloaded)) return MCPG_ENOTSUP;
+    lc->reloaded(inst->state);
+    return 0;
+}
+
 void mcpg_fakehost_set_gateway(mcpg_fakehost *fh, const char *name, const char *version) {
     free(fh->gateway_name);
     free(fh->gateway_version);
@@ -840,6 +852,7 @@ static void fill_host(mcpg_host *h) {
         .json_string_decode = mcpg_json_string_decode,
         .json_int64 = mcpg_json_int64,
         .gateway_name = host_gateway_name,
+        .gateway_id = host_gateway_id,
     };
     fh_call_slots(h);
     fh_transport_slots(h);

@@ -140,9 +140,11 @@ void fh_call_retire(fh_call *c) {
     free(c->args);
     free(c->params);
     free(c->id);
-    free(c->principal);
-    free(c->tenant);
-    free(c->roles);
+    free(c->ident);
+    free(c->peer);
+    free(c->client_name);
+    free(c->challenge);
+    c->tls = NULL;
     free(c->err_msg);
     free(c->session);
     free(c->caps);
@@ -259,6 +261,29 @@ int mcpg_fakehost_call_set_params(mcpg_call *call, const char *params_json) {
     return 0;
 }
 
+static int set_string(char **dst, const char *value) {
+    char *v = fh_dup_or_null(value);
+    if (value && !v) return MCPG_ENOMEM;
+    free(*dst);
+    *dst = v;
+    return 0;
+}
+
+int mcpg_fakehost_call_set_peer(mcpg_call *call, const char *peer) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_peer");
+    return c ? set_string(&c->peer, peer) : MCPG_ESTATE;
+}
+
+int mcpg_fakehost_call_set_client_name(mcpg_call *call, const char *name) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_client_name");
+    return c ? set_string(&c->client_name, name) : MCPG_ESTATE;
+}
+
+void mcpg_fakehost_call_set_tls(mcpg_call *call, const mcpg_tls_info *tls) {
+    fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_tls");
+    if (c) c->tls = tls;
+}
+
 void mcpg_fakehost_call_set_wire(mcpg_call *call, mcpg_wire wire) {
     fh_call *c = fh_call_of(call, "mcpg_fakehost_call_set_wire");
     if (c) c->wire = wire;
@@ -287,6 +312,7 @@ void fh_call_outcome(fh_call *c, mcpg_call_outcome *o) {
         o->error_message = c->err_msg ? c->err_msg : "";
         o->error_data = c->err_data.len ? c->err_data.data : NULL;
         o->error_data_len = c->err_data.len;
+        if (c->http_status == 401) o->www_authenticate = c->challenge;
         return;
     }
     o->result = c->result.len ? c->result.data : "{}";
@@ -385,38 +411,95 @@ static void **host_call_slot(mcpg_call *h, mcpg_instance *self) {
     return &c->slots[self->slot];
 }
 
+static void set_ident(fh_call *c, mcpg_ident *id) {
+    free(c->ident);
+    c->ident = id;
+}
+
 static int host_call_set_identity(mcpg_call *h, const char *principal, const char *tenant,
                                   const char *roles) {
     CALL_OR(h, "call_set_identity", MCPG_ESTATE);
-    char *p = fh_dup_or_null(principal), *t = fh_dup_or_null(tenant), *r = fh_dup_or_null(roles);
-    if ((principal && !p) || (tenant && !t) || (roles && !r)) {
-        free(p);
-        free(t);
-        free(r);
-        return MCPG_ENOMEM;
-    }
-    free(c->principal);
-    free(c->tenant);
-    free(c->roles);
-    c->principal = p;
-    c->tenant = t;
-    c->roles = r;
-    return 0;
+    mcpg_ident *id = NULL;
+    int rc = principal ? mcpg_ident_make_csv(principal, tenant, roles, &id) : 0;
+    if (rc == 0) set_ident(c, id);
+    return rc;
+}
+
+static int host_call_identify(mcpg_call *h, const mcpg_identity *in) {
+    CALL_OR(h, "call_identify", MCPG_ESTATE);
+    if (!in || in->size < offsetof(mcpg_identity, method) + sizeof in->method) return MCPG_EINVAL;
+    mcpg_ident *id = NULL;
+    int rc = mcpg_ident_make(in, &id);
+    if (rc == 0) set_ident(c, id);
+    return rc;
 }
 
 static const char *host_call_principal(mcpg_call *h) {
     CALL_OR(h, "call_principal", NULL);
-    return c->principal;
+    return c->ident ? c->ident->principal : NULL;
 }
 
 static const char *host_call_tenant(mcpg_call *h) {
     CALL_OR(h, "call_tenant", NULL);
-    return c->tenant;
+    return c->ident ? c->ident->tenant : NULL;
 }
 
 static const char *host_call_roles(mcpg_call *h) {
     CALL_OR(h, "call_roles", NULL);
-    return c->roles;
+    return c->ident ? c->ident->roles_csv : NULL;
+}
+
+static uint32_t host_call_role_count(mcpg_call *h) {
+    CALL_OR(h, "call_role_count", 0);
+    return c->ident ? c->ident->n_roles : 0;
+}
+
+static const char *host_call_role(mcpg_call *h, uint32_t i) {
+    CALL_OR(h, "call_role", NULL);
+    return c->ident && i < c->ident->n_roles ? c->ident->roles[i] : NULL;
+}
+
+static int host_call_has_role(mcpg_call *h, const char *role) {
+    CALL_OR(h, "call_has_role", 0);
+    return mcpg_ident_has_role(c->ident, role);
+}
+
+static const char *host_call_claims(mcpg_call *h, size_t *len) {
+    CALL_OR(h, "call_claims", NULL);
+    const char *claims = c->ident ? c->ident->claims : NULL;
+    if (len) *len = claims ? c->ident->claims_len : 0;
+    return claims;
+}
+
+static const char *host_call_auth_method(mcpg_call *h) {
+    CALL_OR(h, "call_auth_method", NULL);
+    return c->ident ? c->ident->method : NULL;
+}
+
+static const char *host_call_peer(mcpg_call *h, size_t *len) {
+    CALL_OR(h, "call_peer", NULL);
+    if (len) *len = c->peer ? strlen(c->peer) : 0;
+    return c->peer;
+}
+
+static const mcpg_tls_info *host_call_tls(mcpg_call *h) {
+    CALL_OR(h, "call_tls", NULL);
+    return c->tls;
+}
+
+static const char *host_call_client_name(mcpg_call *h) {
+    CALL_OR(h, "call_client_name", NULL);
+    return c->client_name ? c->client_name : c->target;
+}
+
+static int host_call_set_challenge(mcpg_call *h, const char *value) {
+    CALL_OR(h, "call_set_challenge", MCPG_ESTATE);
+    if (!value || strpbrk(value, "\r\n")) return MCPG_EINVAL;
+    char *v = fh_dup_or_null(value);
+    if (!v) return MCPG_ENOMEM;
+    free(c->challenge);
+    c->challenge = v;
+    return 0;
 }
 
 static int host_call_result(mcpg_call *h, const char *json, size_t len) {
@@ -671,8 +754,13 @@ static void default_event(const fh_call *c, mcpg_audit_event *ev) {
     ev->id_len = c->id_len;
     ev->method = c->method;
     ev->tool = c->method_id == MCPG_METHOD_TOOLS_CALL ? c->target : NULL;
-    ev->principal = c->principal;
-    ev->tenant = c->tenant;
+    ev->principal = c->ident ? c->ident->principal : NULL;
+    ev->tenant = c->ident ? c->ident->tenant : NULL;
+    ev->roles_json = c->ident ? c->ident->roles_json : NULL;
+    ev->auth_method = c->ident ? c->ident->method : NULL;
+    ev->peer = c->peer;
+    ev->args_json = c->args;
+    ev->args_len = c->args_len;
     ev->wire = c->wire;
     ev->generation = 1;
     ev->error_code = c->is_error ? c->err_code : 0;
@@ -815,6 +903,16 @@ void fh_call_slots(mcpg_host *h) {
     h->call_resume = host_call_resume;
     h->call_cancelled = host_call_cancelled;
     fh_message_slots(h);
+    h->call_peer = host_call_peer;
+    h->call_tls = host_call_tls;
+    h->call_identify = host_call_identify;
+    h->call_role_count = host_call_role_count;
+    h->call_role = host_call_role;
+    h->call_has_role = host_call_has_role;
+    h->call_claims = host_call_claims;
+    h->call_auth_method = host_call_auth_method;
+    h->call_client_name = host_call_client_name;
+    h->call_set_challenge = host_call_set_challenge;
 }
 
 /* ======== ABI 1.1: a call's messages before its outcome ====================

@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "handshake.h"
+#include "ident.h"
 
 #define FH_MAX_SLOTS 64      /* instances with a per-call slot */
 #define FH_WORK_MAX 256      /* queued or running work_submit items: then MCPG_EAGAIN */
@@ -111,7 +112,11 @@ struct fh_call {
     char *method, *target, *args, *params, *id;
     size_t args_len, params_len, id_len;
     fh_header *headers;
-    char *principal, *tenant, *roles;
+    mcpg_ident *ident;      /* ABI 1.2: who the call is (ident.h), or NULL */
+    char *peer;             /* mcpg_fakehost_call_set_peer */
+    char *client_name;      /* mcpg_fakehost_call_set_client_name; else the target */
+    char *challenge;        /* call_set_challenge */
+    const mcpg_tls_info *tls; /* mcpg_fakehost_call_set_tls (borrowed) */
     /* the outcome */
     mcpg_buf result;
     int is_error;

@@ -88,6 +88,16 @@ static mcpg_status fx_authenticate(void *inst, mcpg_call *call) {
     size_t l = n < sizeof name - 1 ? n : sizeof name - 1;
     memcpy(name, user, l);
     name[l] = '\0';
+    if (strcmp(name, "root") == 0 && MCPG_HOST_HAS(h, call_identify)) {
+        /* ABI 1.2: roles as a list, claims, how it was established */
+        static const char *const roles[] = {"admin", "ops"};
+        static const char claims[] = "{\"sub\":\"root\",\"lvl\":9}";
+        mcpg_identity id = {.size = sizeof id, .principal = "root", .tenant = "t0",
+                            .roles = roles, .n_roles = 2, .claims_json = claims,
+                            .claims_len = sizeof claims - 1, .method = "fixture"};
+        h->call_identify(call, &id);
+        return MCPG_CONTINUE;
+    }
     h->call_set_identity(call, name, NULL, NULL);
     return MCPG_CONTINUE;
 }

@@ -18,6 +18,7 @@ static char *write_manifest(const char *dir, const char *modules_dir, const char
     FILE *f = fopen(path, "w");
     fprintf(f,
             "{\"gateway\":{\"workers\":1,\"module_dir\":\"%s\",\"log_level\":\"error\","
+            "\"anonymous\":true,"
             "\"pool\":{\"threads\":2,\"queue\":8},\"server\":{\"access_log\":false}},"
             "\"modules\":["
             "{\"name\":\"who\",\"module\":\"fx_identity\"},"
@@ -95,6 +96,14 @@ int main(int argc, char **argv) {
                "late timeout: %s after %llu ms", p.text, (unsigned long long)probe_elapsed_ms(&p));
     probe_run(&p, "tools/call", "patient_late", "{\"k\":\"v2\"}", "10", "dave");
     MCPG_CHECK(!p.is_error, "patient late: %s", p.text);
+
+    /* without gateway.anonymous a call no identity module took is refused,
+     * 401, before anything about tools is told */
+    K.gen->m->anonymous = false;
+    probe_run(&p, "tools/call", "nope", "{}", "6a", NULL);
+    MCPG_CHECK(p.is_error && p.code == MCPG_RPC_UNAUTHENTICATED && p.http == 401,
+               "anonymous refused: %lld %d %s", (long long)p.code, p.http, p.text);
+    K.gen->m->anonymous = true;
 
     probe_run(&p, "tools/call", "nope", "{}", "6", NULL);
     MCPG_CHECK(p.is_error && p.code == -32602, "unknown tool: %lld", (long long)p.code);

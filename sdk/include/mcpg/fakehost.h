@@ -141,6 +141,11 @@ int mcpg_fakehost_check(mcpg_fakehost *fh, const mcpg_module *m, const char *con
  * loop has its own thread. */
 int mcpg_fakehost_unload(mcpg_fakehost *fh, mcpg_instance *inst);
 
+/* ABI 1.2: run the instance's `reloaded` op (on this thread, as the kernel
+ * does on its control thread after a reload carried the instance over): 0,
+ * MCPG_ENOTSUP (no such op), MCPG_EINVAL. */
+int mcpg_fakehost_reloaded(mcpg_fakehost *fh, mcpg_instance *inst);
+
 void *mcpg_fakehost_state(mcpg_instance *inst);        /* what create() returned */
 const void *mcpg_fakehost_config(mcpg_instance *inst); /* the parsed config struct */
 /* Run this backend's call ops on the loop thread instead of the pool, like
@@ -170,6 +175,13 @@ int mcpg_fakehost_call_set_header(mcpg_call *call, const char *lname, const char
  * MCPG_EINVAL when params_json is not a JSON object, MCPG_ENOMEM. */
 int mcpg_fakehost_call_set_params(mcpg_call *call, const char *params_json);
 void mcpg_fakehost_call_set_wire(mcpg_call *call, mcpg_wire wire);
+/* ABI 1.2: what the transport would say of the call's connection: the
+ * client's address (host->call_peer; copied, NULL clears), its TLS facts
+ * (host->call_tls; borrowed until the call is freed or set again), and the
+ * name the client used (host->call_client_name; default: the target). */
+int mcpg_fakehost_call_set_peer(mcpg_call *call, const char *peer);
+void mcpg_fakehost_call_set_tls(mcpg_call *call, const mcpg_tls_info *tls);
+int mcpg_fakehost_call_set_client_name(mcpg_call *call, const char *name);
 /* Free a call. One still running or pending is a failure and is leaked
  * instead (an op may still hold it). */
 void mcpg_fakehost_call_free(mcpg_fakehost *fh, mcpg_call *call);

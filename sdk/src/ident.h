@@ -1,0 +1,30 @@
+/* An identity as a call keeps it: what host->call_identify (or 1.0's
+ * call_set_identity) was given, copied into one allocation. Shared by the
+ * kernel and the SDK's fake host so both answer the call_role* slots alike. */
+#ifndef MCPG_SDK_IDENT_H
+#define MCPG_SDK_IDENT_H
+
+#include "mcpg/abi.h"
+
+typedef struct mcpg_ident {
+    const char *principal;
+    const char *tenant;       /* or NULL */
+    const char *method;       /* or NULL */
+    const char *claims;       /* a JSON object's text, or NULL */
+    size_t claims_len;
+    uint32_t n_roles;
+    const char *const *roles;
+    const char *roles_csv;    /* "a,b" (1.0's call_roles), or NULL without roles */
+    const char *roles_json;   /* ["a","b"] (audit), or NULL without roles */
+} mcpg_ident;
+
+/* 0 with *out (free with free()), MCPG_EINVAL (no principal, a NULL role,
+ * claims that are not a JSON object), MCPG_ENOMEM. */
+int mcpg_ident_make(const mcpg_identity *id, mcpg_ident **out);
+/* 1.0's form: roles_csv split at commas, blanks around each trimmed, empty
+ * ones dropped. */
+int mcpg_ident_make_csv(const char *principal, const char *tenant, const char *roles_csv,
+                        mcpg_ident **out);
+int mcpg_ident_has_role(const mcpg_ident *id, const char *role);
+
+#endif
