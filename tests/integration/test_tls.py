@@ -15,6 +15,10 @@ certificates from each CA) in its temp folder:
   * tls_handshake_timeout_ms closes a stalled handshake (and not before);
   * GET /.well-known/oauth-protected-resource (and .../mcp) from
     oauth_protected_resource; 404 when unset;
+  * an anonymous call refused by the kernel (fx_identity in the identity stage)
+    is an HTTP 401 on both wires, the legacy one included (not a 200 stream);
+    the WWW-Authenticate passthrough itself is in test_th_tls and the identity
+    modules' tests (no module here sets a challenge);
   * the certificate files replaced, then SIGHUP: new connections get the new
     certificate (its serial), a connection opened before keeps working; a bad
     file then is logged with its name and the certificate before is kept."""
@@ -30,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (IO_TIMEOUT, START_TIMEOUT, Conn, ConnectionClosed, Context,  # noqa: E402
-                     Gateway, base_manifest, build_request, check, check_eq, expect_result,
+                     Gateway, Skip, base_manifest, build_request, check, check_eq, expect_result,
                      fail, parse_args, rpc_body, run_cli, run_tests, stateless_headers,
                      wait_for)
 
@@ -193,7 +197,9 @@ def client_hello_half():
 
 
 def access_lines(gw):
-    return [ln for ln in gw.stderr().splitlines() if '"msg":"access"' in ln]
+    """Access log lines of anything but the health probes."""
+    return [ln for ln in gw.stderr().splitlines()
+            if '"msg":"access"' in ln and '"path":"/healthz"' not in ln]
 
 
 def serial_of(port, ctx):
@@ -353,7 +359,8 @@ def main():
             finally:
                 for s in stalled:
                     s.close()
-            # one access line: the call's; a handshake is not a request
+            # one access line (besides health probes): the call's; a handshake is
+            # not a request
             wait_for(lambda: len(access_lines(gw)) > n_before, 5, "the call's access line")
             time.sleep(0.3)
             check_eq(len(access_lines(gw)) - n_before, 1, "access lines (handshakes are no requests)")
@@ -404,6 +411,45 @@ def main():
                 c.send(build_request(gw.port, "GET", "/.well-known/oauth-protected-resource"))
                 check_eq(c.read_response().status, 404, "unset: 404")
 
+    def t_unauthenticated_is_http_401_on_both_wires():
+        # fx_identity (a kernel test fixture) takes x-test-user and passes a call
+        # without it: the kernel refuses that anonymous call with 401. The answer
+        # is an HTTP 401 on both wires, the legacy one included (not a 200 stream).
+        m = base_manifest(server=tls_server(pki))
+        m["modules"].append({"name": "who", "module": "fx_identity"})
+        m["pipeline"]["identity"] = ["who"]
+        if not os.path.exists(os.path.join(args.modules, "fx_identity.so")):
+            raise Skip("no fx_identity.so in %s (the kernel tests' fixtures)" % args.modules)
+        with TlsGateway(ctx, anon, manifest=m, name="ident") as gw:
+            with TlsConn(gw.port, anon) as c:
+                c.send(build_request(gw.port, headers=stateless_headers("tools/call", "echo"),
+                                     body=rpc_body("tools/call", {"name": "echo",
+                                                                 "arguments": {"message": "hi"}})))
+                r = c.read_response()
+                check_eq(r.status, 401, "stateless anonymous call")
+                check_eq(r.content_type(), "application/json", "stateless 401 body")
+                hdr = [("Content-Type", "application/json"),
+                       ("Accept", "application/json, text/event-stream")]
+                init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                   "clientInfo": {"name": "t", "version": "1"}}}
+                c.send(build_request(gw.port, headers=hdr, body=json.dumps(init)))
+                r = c.read_response()
+                sid = r.header("mcp-session-id")
+                check(sid, "a session (initialize is the transport's): %r" % r)
+                call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"message": "hi"}}}
+                legacy_hdr = hdr + [("Mcp-Session-Id", sid), ("MCP-Protocol-Version", "2025-11-25")]
+                c.send(build_request(gw.port, headers=legacy_hdr, body=json.dumps(call)))
+                r = c.read_response()
+                check_eq(r.status, 401, "legacy anonymous call: an HTTP 401 (%r)" % r.body[:200])
+                check_eq(r.content_type(), "application/json", "legacy 401 body")
+                check_eq(r.rpc()["id"], 2, "legacy 401 id")
+                c.send(build_request(gw.port, headers=legacy_hdr + [("x-test-user", "alice")],
+                                     body=json.dumps(call)))
+                r = c.read_response()
+                check_eq(r.status, 200, "legacy call with an identity")
+
     def t_reload_certificates():
         d = ctx.path("reload")
         os.makedirs(d)
@@ -445,6 +491,7 @@ def main():
         ("stalled_handshakes_do_not_delay_others", t_stalled_handshakes_do_not_delay_others),
         ("handshake_timeout", t_handshake_timeout),
         ("well_known", t_well_known),
+        ("unauthenticated_is_http_401_on_both_wires", t_unauthenticated_is_http_401_on_both_wires),
         ("reload_certificates", t_reload_certificates),
     ]
     return run_tests(tests, ctx)
