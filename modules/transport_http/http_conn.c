@@ -465,12 +465,12 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
     for (th_conn *c = ws->conns, *next; c; c = next) {
         next = c->next; /* closing never frees synchronously */
         if (c->closing) continue;
-        if (c->tls.ssl && !c->tls.ready) { /* a handshake: its own deadline, nothing to answer */
-            if (now - c->accepted_ms >= handshake) th_conn_close(c);
-            continue;
-        }
         if (c->lingering) {
             if (now - c->last_ms >= TH_LINGER_MS) th_conn_close(c);
+            continue;
+        }
+        if (c->tls.ssl && !c->tls.ready) { /* a handshake: its own deadline, nothing to answer */
+            if (now - c->accepted_ms >= handshake) th_conn_close(c);
             continue;
         }
         if (c->inflight || c->nstreams) continue; /* the kernel times calls out; streams live */

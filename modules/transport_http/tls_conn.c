@@ -33,7 +33,17 @@ static int handshake(th_conn *c) {
     }
     int e = SSL_get_error(t->ssl, rc);
     if (e == SSL_ERROR_WANT_READ) return 0;
-    ERR_clear_error(); /* a refused client certificate, no shared version: the alert says it */
+    /* a refused client certificate, no shared version: the alert tells the
+     * client; the operator sees why at debug level */
+    th_mod *m = c->ws->mod;
+    if (m->host->log_enabled(m->self, MCPG_LOG_DEBUG)) {
+        char why[160];
+        long v = SSL_get_verify_result(t->ssl);
+        tlsmem_reason(why, sizeof why);
+        m->host->log(m->self, MCPG_LOG_DEBUG, "TLS handshake with %s failed: %s", c->peer_len ? c->peer : "?",
+                     v != X509_V_OK ? X509_verify_cert_error_string(v) : why);
+    }
+    ERR_clear_error();
     t->failed = 1;
     c->close_after = 1;
     th_mark_dirty(c);
