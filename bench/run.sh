@@ -9,6 +9,7 @@
 #   cpu       CPU per call of the embedded bench manifest beside nginx (cpu-per-call.sh)
 #   proxy     a call proxied through backend_mcp beside in process and nginx (proxy.sh)
 #   reload    steady state beside code swapped and reloaded every 200 ms (reload.sh)
+#   security  identity, policy, redaction, audit and TLS beside a bare gateway (security.sh)
 #   tls       CPU per call over https beside http, and with a handshake per call (tls.sh)
 #
 #   bench/run.sh                      every scenario
@@ -18,7 +19,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu proxy reload tls)
+ALL=(scale cpu proxy reload security tls)
 
 run_one() {
     case $1 in
@@ -26,6 +27,7 @@ run_one() {
     cpu) bash "$ROOT/bench/cpu-per-call.sh" --start --nginx --json "$RESULTS" ;;
     proxy) bash "$ROOT/bench/proxy.sh" --json "$RESULTS" ;;
     reload) bash "$ROOT/bench/reload.sh" --json "$RESULTS" ;;
+    security) bash "$ROOT/bench/security.sh" --json "$RESULTS" ;;
     tls) bash "$ROOT/bench/tls.sh" --json "$RESULTS" ;;
     *) echo "bench/run.sh: unknown scenario \"$1\" (one of: ${ALL[*]})" >&2; return 2 ;;
     esac
