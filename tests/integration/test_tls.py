@@ -19,6 +19,8 @@ certificates from each CA) in its temp folder:
     is an HTTP 401 on both wires, the legacy one included (not a 200 stream);
     the WWW-Authenticate passthrough itself is in test_th_tls and the identity
     modules' tests (no module here sets a challenge);
+  * mcpg-load (the benchmarks' client) over https on both wires, and refusing a
+    certificate from another CA;
   * the certificate files replaced, then SIGHUP: new connections get the new
     certificate (its serial), a connection opened before keeps working; a bad
     file then is logged with its name and the certificate before is kept."""
@@ -28,6 +30,7 @@ import shutil
 import signal
 import socket
 import ssl
+import subprocess
 import sys
 import time
 
@@ -336,6 +339,27 @@ def main():
                 r = c.read_response()
                 check_eq(r.status, 200, "legacy call with an identity")
 
+    def t_mcpg_load_over_https():
+        # the benchmarks' load generator speaks TLS too (bench/tls.sh, security.sh)
+        load = os.path.join(os.path.dirname(args.bin), "mcpg-load")
+        if not os.access(load, os.X_OK):
+            raise Skip("no %s" % load)
+        with gateway(tls_server(pki)) as gw:
+            for wire in ("stateless", "legacy"):
+                p = subprocess.run([load, "--url", "https://127.0.0.1:%d/mcp" % gw.port,
+                                    "--ca-file", pki.path("ca", "pem"), "--wire", wire, "-c", "4",
+                                    "-w", "0", "--max-calls", "200", "--expect", "Echo: hello", "-q"],
+                                   capture_output=True, text=True, timeout=60)
+                check(p.returncode == 0, "mcpg-load over https (%s): rc %d\n%s"
+                      % (wire, p.returncode, p.stderr))
+            p = subprocess.run([load, "--url", "https://127.0.0.1:%d/mcp" % gw.port,
+                                "--ca-file", pki.path("other", "pem"), "-c", "1", "-w", "0",
+                                "--max-calls", "1", "-q"], capture_output=True, text=True,
+                               timeout=60)
+            check(p.returncode == 1 and "certificate" in p.stderr,
+                  "mcpg-load refuses a certificate from another CA: rc %d\n%s"
+                  % (p.returncode, p.stderr))
+
     def t_reload_certificates():
         d = ctx.path("reload")
         os.makedirs(d)
@@ -378,6 +402,7 @@ def main():
         ("handshake_timeout", t_handshake_timeout),
         ("well_known", t_well_known),
         ("unauthenticated_is_http_401_on_both_wires", t_unauthenticated_is_http_401_on_both_wires),
+        ("mcpg_load_over_https", t_mcpg_load_over_https),
         ("reload_certificates", t_reload_certificates),
     ]
     return run_tests(tests, ctx)
