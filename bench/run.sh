@@ -10,6 +10,7 @@
 #   proxy     a call proxied through backend_mcp beside in process and nginx (proxy.sh)
 #   reload    steady state beside code swapped and reloaded every 200 ms (reload.sh)
 #   security  identity, policy, redaction, audit and TLS beside a bare gateway (security.sh)
+#   tls       CPU per call over https beside http, and with a handshake per call (tls.sh)
 #
 #   bench/run.sh                      every scenario
 #   bench/run.sh proxy reload         those two
@@ -18,7 +19,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu proxy reload security)
+ALL=(scale cpu proxy reload security tls)
 
 run_one() {
     case $1 in
@@ -27,6 +28,7 @@ run_one() {
     proxy) bash "$ROOT/bench/proxy.sh" --json "$RESULTS" ;;
     reload) bash "$ROOT/bench/reload.sh" --json "$RESULTS" ;;
     security) bash "$ROOT/bench/security.sh" --json "$RESULTS" ;;
+    tls) bash "$ROOT/bench/tls.sh" --json "$RESULTS" ;;
     *) echo "bench/run.sh: unknown scenario \"$1\" (one of: ${ALL[*]})" >&2; return 2 ;;
     esac
 }

@@ -97,6 +97,7 @@ static void conn_drop(load_conn *c, bool backoff) {
     c->in_flight = false;
     c->send_deferred = false;
     c->backoff = backoff;
+    if (c->ssl) load_tls_end(c);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
@@ -111,6 +112,10 @@ static void on_write(uv_write_t *req, int status) {
     c->writing = false;
     if (status == UV_ECANCELED) return; /* closed underneath: on_closed takes over */
     if (status < 0) {
+        fail(c, LOAD_ERR_SOCKET, "write", status);
+        return;
+    }
+    if (c->ssl && (status = load_tls_flush(c)) != 0) { /* records queued meanwhile */
         fail(c, LOAD_ERR_SOCKET, "write", status);
         return;
     }
@@ -156,21 +161,21 @@ static void conn_send(load_conn *c) {
     c->rlen = 0;
     c->in_flight = true;
     c->sent_ns = uv_hrtime();
-    uv_buf_t b = uv_buf_init(c->wbuf, (unsigned)c->wlen);
+    int rc = c->ssl ? load_tls_send(c, c->wbuf, c->wlen) : load_conn_write(c, c->wbuf, c->wlen);
+    if (rc < 0) fail(c, LOAD_ERR_SOCKET, "write", rc);
+}
+
+int load_conn_write(load_conn *c, const char *p, size_t len) {
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-    if (n == (int)c->wlen) return;
-    if (n < 0 && n != UV_EAGAIN) {
-        fail(c, LOAD_ERR_SOCKET, "write", n);
-        return;
-    }
+    if (n == (int)len) return 0;
+    if (n < 0 && n != UV_EAGAIN) return n;
     size_t done = n > 0 ? (size_t)n : 0;
-    b = uv_buf_init(c->wbuf + done, (unsigned)(c->wlen - done));
+    b = uv_buf_init((char *)p + done, (unsigned)(len - done));
     int rc = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
-    if (rc < 0) {
-        fail(c, LOAD_ERR_SOCKET, "write", rc);
-        return;
-    }
+    if (rc < 0) return rc;
     c->writing = true;
+    return 0;
 }
 
 /* How much of a body an error description quotes (the body is not NUL-terminated). */
@@ -290,8 +295,7 @@ static void on_answer(load_conn *c) {
     conn_send(c);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-    load_conn *c = h->data;
+size_t load_conn_room(load_conn *c, char **at) {
     size_t limit = LOAD_RESP_HEAD_MAX + c->run->opts->max_response;
     size_t want = c->rcap;
     if (c->resp.head_len && !(c->resp.flags & LOAD_RESP_CHUNKED))
@@ -302,8 +306,15 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         char *p = realloc(c->rbuf, want);
         if (p) c->rbuf = p, c->rcap = want;
     }
+    *at = c->rbuf + c->rlen;
+    return c->rcap - c->rlen;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+    char *at;
+    size_t room = load_conn_room(h->data, &at);
     /* Zero room makes libuv report UV_ENOBUFS: an answer over the bound. */
-    *buf = uv_buf_init(c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
+    *buf = uv_buf_init(at, (unsigned)room);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
@@ -321,7 +332,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         fail(c, LOAD_ERR_SOCKET, "read", (int)nread);
         return;
     }
-    c->rlen += (size_t)nread;
+    /* https: the bytes are ciphertext; load_tls_read puts the plaintext back in
+     * their place (they are copied into OpenSSL first) */
+    if (c->ssl) load_tls_read(c, buf->base, (size_t)nread);
+    else load_conn_plain(c, (size_t)nread);
+}
+
+void load_conn_plain(load_conn *c, size_t n) {
+    c->rlen += n;
     if (!c->in_flight) {
         fail(c, LOAD_ERR_PROTOCOL, "bytes with no call in flight", 0);
         return;
@@ -355,7 +373,16 @@ static void on_connect(uv_connect_t *req, int status) {
         fail(c, LOAD_ERR_SOCKET, "read start", rc);
         return;
     }
-    conn_send(c);
+    if (!c->run->tls_ctx) conn_send(c);
+    else if (load_tls_begin(c) < 0) fail(c, LOAD_ERR_SOCKET, "TLS: out of memory", 0);
+}
+
+void load_conn_ready(load_conn *c) { conn_send(c); }
+void load_conn_fail(load_conn *c, const char *what) { fail(c, LOAD_ERR_SOCKET, what, 0); }
+
+void load_conn_eof(load_conn *c) {
+    if (!c->in_flight) conn_drop(c, false); /* idle close: reconnect */
+    else fail(c, LOAD_ERR_SOCKET, "read", UV_EOF);
 }
 
 static void conn_connect(load_conn *c) {
@@ -392,7 +419,8 @@ void load_conn_close(load_conn *c) {
 void load_conn_free(load_conn *c) {
     free(c->wbuf);
     free(c->rbuf);
-    c->wbuf = c->rbuf = NULL;
+    free(c->tbuf);
+    c->wbuf = c->rbuf = c->tbuf = NULL;
 }
 
 void load_conn_check_timeout(load_conn *c, uint64_t now_ns) {

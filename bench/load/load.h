@@ -171,6 +171,8 @@ const char *load_err_name(load_err_kind k);
 /* ---- the run ---- */
 typedef struct {
     const char *url;
+    bool tls;            /* https:// */
+    const char *ca_file; /* --ca-file: the CA the server's certificate must chain to; NULL: the system's */
     load_wire wire;
     char host_port[64];
     char path[256];
@@ -232,6 +234,10 @@ typedef struct {
     load_stage stage; /* legacy wire; kept across reconnects with the session */
     char session[LOAD_SESSION_MAX];
     size_t session_len;
+    struct ssl_st *ssl; /* https: this connection's TLS (tls.c), NULL until connected */
+    bool tls_ready;     /* its handshake is done */
+    char *tbuf;         /* ciphertext being written (kept while write_req is pending) */
+    size_t tcap;
 } load_conn;
 
 struct load_run {
@@ -255,6 +261,7 @@ struct load_run {
     load_phase interval_phase; /* the phase the current progress interval began in */
     unsigned open_at_stop;
     bool answer_printed;
+    struct ssl_ctx_st *tls_ctx; /* https: the client context (tls.c) */
 };
 
 /* conn.c */
@@ -265,6 +272,26 @@ void load_conn_free(load_conn *c);
 void load_conn_check_timeout(load_conn *c, uint64_t now_ns);
 void load_conn_retry_if_due(load_conn *c, uint64_t now_ns);
 void load_run_stop(load_run *run); /* main.c: end the measured window now */
+
+/* tls.c: https through OpenSSL over memory BIOs (lib/tlsmem) */
+int load_tls_init(load_run *run, char *err, size_t errlen); /* the context, when opts->tls */
+void load_tls_free(load_run *run);
+int load_tls_begin(load_conn *c);   /* a connected socket: start the handshake; 0 or -1 */
+void load_tls_end(load_conn *c);    /* closing: free the connection's TLS */
+/* Ciphertext that arrived: fed in, the handshake stepped; plaintext is handed
+ * to load_conn_plain. */
+void load_tls_read(load_conn *c, const char *p, size_t n);
+/* Send n bytes of a request: encrypted, written. 0, or a uv error. */
+int load_tls_send(load_conn *c, const char *p, size_t n);
+int load_tls_flush(load_conn *c); /* what OpenSSL queued goes out (0 or a uv error) */
+
+/* conn.c, for tls.c */
+size_t load_conn_room(load_conn *c, char **at); /* where the next plaintext goes */
+void load_conn_plain(load_conn *c, size_t n);   /* n bytes were put there */
+void load_conn_ready(load_conn *c);             /* the handshake is done: send */
+void load_conn_fail(load_conn *c, const char *what); /* a socket-level failure */
+void load_conn_eof(load_conn *c);               /* the server closed */
+int load_conn_write(load_conn *c, const char *p, size_t n); /* try, then queue (p kept until written) */
 
 /* report.c */
 void load_report_human(const load_run *run, FILE *out);

@@ -18,7 +18,9 @@
 static void usage(FILE *out) {
     fputs("usage: mcpg-load [options]\n"
           "Closed-loop load with MCP tools/call, every answer checked.\n"
-          "  --url URL            http://IPv4:PORT/PATH (default http://127.0.0.1:8080/mcp)\n"
+          "  --url URL            http://IPv4:PORT/PATH or https://... (default http://127.0.0.1:8080/mcp)\n"
+          "  --ca-file FILE       https: the CA (PEM) the server's certificate must chain to (default:\n"
+          "                       the system's); the certificate must name the URL's IP address\n"
           "  --wire W             stateless (2026-07-28, default) or legacy (2025-11-25: a session\n"
           "                       per connection, opened once; answers as SSE or one JSON body)\n"
           "  -c, --connections N  keep-alive connections, one call in flight each (default 64)\n"
@@ -59,12 +61,14 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     return 0;
 }
 
-/* http://HOST:PORT/PATH with an IPv4 literal ("localhost" allowed): the
- * calibration is loopback IPv4 and resolving names would only add noise. */
+/* http://HOST:PORT/PATH (or https://) with an IPv4 literal ("localhost"
+ * allowed): the calibration is loopback IPv4 and resolving names would only
+ * add noise. */
 static int parse_url(load_opts *o, const char *url) {
     const char *p = url;
-    if (strncmp(p, "http://", 7) != 0) return -1;
-    p += 7;
+    o->tls = strncmp(p, "https://", 8) == 0;
+    if (!o->tls && strncmp(p, "http://", 7) != 0) return -1;
+    p += o->tls ? 8 : 7;
     const char *slash = strchr(p, '/');
     size_t hp_len = slash ? (size_t)(slash - p) : strlen(p);
     if (hp_len == 0 || hp_len >= sizeof o->host_port) return -1;
@@ -73,7 +77,7 @@ static int parse_url(load_opts *o, const char *url) {
     snprintf(o->path, sizeof o->path, "%s", slash ? slash : "/");
     if (strlen(slash ? slash : "/") >= sizeof o->path || strpbrk(o->path, " \r\n")) return -1;
     char host[64];
-    uint64_t port = 80;
+    uint64_t port = o->tls ? 443 : 80;
     char *colon = strrchr(o->host_port, ':');
     size_t host_len = colon ? (size_t)(colon - o->host_port) : hp_len;
     memcpy(host, o->host_port, host_len);
@@ -97,6 +101,7 @@ enum {
     OPT_JSON,
     OPT_PRINT,
     OPT_HEADER,
+    OPT_CA_FILE,
 };
 
 static const struct option long_opts[] = {
@@ -116,6 +121,7 @@ static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"print-answer", no_argument, NULL, OPT_PRINT},
     {"header", required_argument, NULL, OPT_HEADER},
+    {"ca-file", required_argument, NULL, OPT_CA_FILE},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -171,6 +177,7 @@ static const char *apply_opt(load_opts *o, int ch, const char *arg) {
     case OPT_JSON: o->json = true; return NULL;
     case OPT_PRINT: o->print_answer = true; return NULL;
     case OPT_HEADER: return add_header(o, arg) < 0 ? "--header" : NULL;
+    case OPT_CA_FILE: o->ca_file = arg; return NULL;
     case 'q': o->quiet = true; return NULL;
     default: return "?";
     }
@@ -321,6 +328,10 @@ static int init_run(load_run *run, const load_opts *o, uv_loop_t *loop) {
         snprintf(err, sizeof err, "out of memory");
         rc = -1;
     }
+    if (rc == 0 && load_tls_init(run, err, sizeof err) != 0) {
+        load_request_tmpl_free(&run->tmpl);
+        rc = -1;
+    }
     if (rc < 0) {
         fprintf(stderr, "mcpg-load: %s\n", err);
         return -1;
@@ -340,6 +351,7 @@ static void free_run(load_run *run) {
     for (unsigned i = 0; run->conns && i < run->nconns; i++) load_conn_free(&run->conns[i]);
     free(run->conns);
     load_request_tmpl_free(&run->tmpl);
+    load_tls_free(run);
 }
 
 int main(int argc, char **argv) {

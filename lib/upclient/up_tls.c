@@ -2,42 +2,29 @@
  * the handshake runs on the loop without ever blocking it. */
 #define _GNU_SOURCE
 #include "up_internal.h"
+#include "tlsmem.h"
 
-#include <errno.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
-#include <string.h>
 
 static const unsigned char ALPN[] = "\x08http/1.1";
 
-static void ssl_reason(char *out, size_t cap) {
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
-    snprintf(out, cap, "%s", r ? r : "unknown error");
-    ERR_clear_error();
-}
-
-/* A file the context needs: readable now, then loaded by OpenSSL. */
-static int readable(const char *url, const char *key, const char *path, char *err, size_t cap) {
-    FILE *f = fopen(path, "r");
-    if (f) return fclose(f), 0;
-    snprintf(err, cap, "%.200s: cannot read %s %.200s: %s", url, key, path, strerror(errno));
-    return -1;
-}
-
 static int load_files(SSL_CTX *ctx, const char *url, const up_tls_opts *o, char *err,
                       size_t cap) {
-    char why[160];
+    char why[400];
     if (o && o->ca_file) {
-        if (readable(url, "ca_file", o->ca_file, err, cap)) return -1;
+        if (tlsmem_readable(o->ca_file, why, sizeof why)) {
+            snprintf(err, cap, "%.200s: ca_file: %s", url, why);
+            return -1;
+        }
         if (SSL_CTX_load_verify_locations(ctx, o->ca_file, NULL) != 1) {
-            ssl_reason(why, sizeof why);
+            tlsmem_reason(why, sizeof why);
             snprintf(err, cap, "%.200s: ca_file %.200s: %s", url, o->ca_file, why);
             return -1;
         }
     } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-        ssl_reason(why, sizeof why);
+        tlsmem_reason(why, sizeof why);
         snprintf(err, cap, "%.200s: the system's certificates: %s", url, why);
         return -1;
     }
@@ -46,15 +33,10 @@ static int load_files(SSL_CTX *ctx, const char *url, const up_tls_opts *o, char 
             snprintf(err, cap, "%.200s: cert_file and key_file go together", url);
             return -1;
         }
-        if (readable(url, "cert_file", o->cert_file, err, cap) ||
-            readable(url, "key_file", o->key_file, err, cap))
-            return -1;
-        if (SSL_CTX_use_certificate_chain_file(ctx, o->cert_file) != 1 ||
-            SSL_CTX_use_PrivateKey_file(ctx, o->key_file, SSL_FILETYPE_PEM) != 1 ||
-            SSL_CTX_check_private_key(ctx) != 1) {
-            ssl_reason(why, sizeof why);
-            snprintf(err, cap, "%.200s: cert_file %.200s / key_file %.200s: %s", url,
-                     o->cert_file, o->key_file, why);
+        int bad = tlsmem_use_pair(ctx, o->cert_file, o->key_file, why, sizeof why);
+        if (bad) {
+            snprintf(err, cap, "%.200s: %s: %s", url,
+                     bad == TLSMEM_PAIR_BAD_CERT ? "cert_file" : "key_file", why);
             return -1;
         }
     }
@@ -81,16 +63,8 @@ SSL_CTX *up__tls_ctx_new(const char *url, const up_tls_opts *o, char *err, size_
 }
 
 SSL *up__tls_new(const up_target *t) {
-    SSL *ssl = SSL_new(t->ctx);
-    BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
-    if (!ssl || !rb || !wb) {
-        SSL_free(ssl);
-        BIO_free(rb);
-        BIO_free(wb);
-        return NULL;
-    }
-    SSL_set_bio(ssl, rb, wb); /* the SSL owns both now */
-    SSL_set_connect_state(ssl);
+    SSL *ssl = tlsmem_new(t->ctx, 0);
+    if (!ssl) return NULL;
     int ok = t->name_is_ip || SSL_set_tlsext_host_name(ssl, t->name) == 1; /* no SNI for IPs */
     if (ok && !t->insecure) {
         X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
@@ -112,7 +86,7 @@ void up__tls_describe(SSL *ssl, int ret, char *out, size_t cap) {
         snprintf(out, cap, "certificate verify failed: %s", X509_verify_cert_error_string(v));
     } else if (e == SSL_ERROR_SSL) {
         char why[160];
-        ssl_reason(why, sizeof why);
+        tlsmem_reason(why, sizeof why);
         snprintf(out, cap, "TLS handshake failed: %s", why);
     } else {
         snprintf(out, cap, "TLS handshake failed (the upstream closed the connection)");

@@ -80,6 +80,7 @@ static void conn_free(th_conn *c) {
     host->buf_free(&c->out);
     host->buf_free(&c->wbuf);
     host->buf_free(&c->saved);
+    th_tls_conn_free(host, &c->tls);
     if (c->prev) c->prev->next = c->next;
     else ws->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -139,9 +140,15 @@ static void start_linger(th_conn *c) {
     update_reading(c);
 }
 
+static void flush(th_conn *c);
+
 static void maybe_finish(th_conn *c) {
     if (c->closing || c->lingering || !c->close_after) return;
     if (c->qhead || c->out.len || c->writing) return;
+    if (c->tls.ssl && th_tls_bye(c)) { /* close_notify (or an alert) before the FIN */
+        flush(c);
+        if (c->closing || c->writing || c->out.len) return; /* on_write comes back here */
+    }
     start_linger(c);
 }
 
@@ -180,7 +187,12 @@ static void on_write(uv_write_t *req, int status) {
 /* One write for everything answered so far: try it at once, hand the rest
  * to libuv, and keep collecting new answers in the other buffer. */
 static void flush(th_conn *c) {
-    if (c->closing || c->writing || !c->out.len) return;
+    if (c->closing || c->writing) return;
+    if (c->tls.ssl && th_tls_seal(c)) {
+        th_conn_close(c);
+        return;
+    }
+    if (!c->out.len) return;
     uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     if (n >= 0 && (size_t)n == c->out.len) {
@@ -270,15 +282,21 @@ static void feed(th_conn *c, const char *data, size_t n, int from_saved) {
     parse_error(c);
 }
 
+void th_conn_feed(th_conn *c, const char *data, size_t n) { feed(c, data, n, 0); }
+
+void th_conn_peer_closed(th_conn *c) {
+    if (!c->writing && (!c->tls.ssl || !th_tls_seal(c)) && c->out.len) {
+        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+        (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    }
+    th_conn_close(c);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     th_conn *c = s->data;
     if (nread == 0 || c->closing) return;
     if (nread < 0) { /* EOF or error: answer what is ready, cancel the rest */
-        if (!c->writing && c->out.len) {
-            uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-            (void)uv_try_write(s, &b, 1);
-        }
-        th_conn_close(c);
+        th_conn_peer_closed(c);
         return;
     }
     /* discarding until the peer closes, for at most TH_LINGER_MS from
@@ -287,7 +305,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
      * and the loop busy for as long as it liked) */
     if (c->lingering) return;
     c->last_ms = uv_now(c->ws->loop);
-    feed(c, buf->base, (size_t)nread, 0);
+    if (c->tls.ssl) th_tls_input(c, buf->base, (size_t)nread);
+    else feed(c, buf->base, (size_t)nread, 0);
     update_reading(c);
     if (c->out.len || c->close_after) th_mark_dirty(c);
 }
@@ -315,6 +334,7 @@ static void resume(th_conn *c) {
     llhttp_resume(&c->parser);
     if (c->saved.len) feed(c, c->saved.data, c->saved.len, 1);
     if (!c->saved.len && c->saved.cap) c->ws->mod->host->buf_free(&c->saved);
+    if (c->tls.ssl) th_tls_pump(c); /* records that arrived with the ones parsed */
 }
 
 /* Once per loop turn for each connection that changed: parse what waited,
@@ -373,13 +393,46 @@ static int local_is_loopback(uv_tcp_t *t) {
     return 1; /* a unix socket: local */
 }
 
-int th_conn_adopt(th_wslot *ws, int fd, th_conn **c_out) {
+/* The client's address, once: every call of the connection names it. */
+static void note_peer(th_conn *c) {
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+        c->peer_len = (uint8_t)th_peer_format((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+}
+
+/* A connection's TLS: the one it had on its old loop, or a new handshake. */
+static int tls_begin(th_conn *c, th_tls_conn *carry) {
+    if (carry && carry->ssl) {
+        c->tls = *carry;
+        memset(carry, 0, sizeof *carry);
+        return 0;
+    }
+    if (!c->ws->mod->tls_ctx) return 0;
+    c->tls.ssl = th_tls_accept(c->ws->mod);
+    return c->tls.ssl ? 0 : MCPG_ENOMEM;
+}
+
+/* A failed adopt gives a carried TLS state back to its caller; a new one
+ * is freed. */
+static void tls_undo(th_conn *c, th_tls_conn *carry) {
+    if (carry && !carry->ssl) *carry = c->tls;
+    else th_tls_conn_free(c->ws->mod->host, &c->tls);
+    memset(&c->tls, 0, sizeof c->tls);
+}
+
+int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out) {
     const mcpg_host *host = ws->mod->host;
     th_conn *c = host->calloc(1, sizeof *c);
     if (c_out) *c_out = NULL;
     if (!c) return MCPG_ENOMEM;
     c->ws = ws;
+    if (tls_begin(c, carry)) {
+        host->free(c);
+        return MCPG_ENOMEM;
+    }
     if (uv_tcp_init(ws->loop, &c->tcp)) {
+        tls_undo(c, carry);
         host->free(c);
         return MCPG_EIO;
     }
@@ -390,11 +443,14 @@ int th_conn_adopt(th_wslot *ws, int fd, th_conn **c_out) {
     ws->nconns++;
     if (uv_tcp_open(&c->tcp, fd)) {
         /* the handle never took the fd: the kernel closes it on our error */
+        tls_undo(c, carry);
         th_conn_close(c);
         return MCPG_EIO;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
     c->loopback = (uint8_t)local_is_loopback(&c->tcp);
+    note_peer(c);
+    c->accepted_ms = uv_now(ws->loop);
     llhttp_init(&c->parser, HTTP_REQUEST, &th_parser_settings);
     c->parser.data = c;
     c->last_ms = uv_now(ws->loop);
@@ -405,11 +461,16 @@ int th_conn_adopt(th_wslot *ws, int fd, th_conn **c_out) {
 
 void th_conn_sweep(th_wslot *ws, uint64_t now) {
     uint64_t idle = (uint64_t)ws->mod->cfg->idle_timeout_ms;
+    uint64_t handshake = (uint64_t)ws->mod->cfg->tls_handshake_timeout_ms;
     for (th_conn *c = ws->conns, *next; c; c = next) {
         next = c->next; /* closing never frees synchronously */
         if (c->closing) continue;
         if (c->lingering) {
             if (now - c->last_ms >= TH_LINGER_MS) th_conn_close(c);
+            continue;
+        }
+        if (c->tls.ssl && !c->tls.ready) { /* a handshake: its own deadline, nothing to answer */
+            if (now - c->accepted_ms >= handshake) th_conn_close(c);
             continue;
         }
         if (c->inflight || c->nstreams) continue; /* the kernel times calls out; streams live */

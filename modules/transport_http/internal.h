@@ -27,6 +27,9 @@
 #include "mcp_stateless.h"
 #include "session.h"
 #include "response.h"
+#include "tls.h"
+
+#include <pthread.h>
 
 typedef struct th_rstream th_rstream;
 
@@ -61,6 +64,14 @@ typedef struct th_config {
     const char *allowed_hosts;   /* JSON array text, or NULL: the loopback default */
     const char *allowed_origins; /* JSON array text, or NULL: the loopback default */
     const char *admin_token_env; /* names the variable holding the admin token, or NULL */
+    /* TLS (tls.h): on when tls_cert_file is set */
+    const char *tls_cert_file;      /* PEM chain, the leaf first */
+    const char *tls_key_file;       /* PEM private key */
+    const char *tls_client_ca_file; /* PEM CA(s) client certificates must chain to */
+    const char *tls_client_auth;    /* "none" | "optional" | "required" */
+    const char *tls_min_version;    /* "1.2" | "1.3" */
+    int64_t tls_handshake_timeout_ms;
+    const char *oauth_protected_resource; /* JSON object text (RFC 9728), or NULL */
 } th_config;
 
 /* The headers the transport itself reads, found once while parsing. */
@@ -145,6 +156,8 @@ typedef struct th_req {
     uint8_t changed;           /* its session change is answered (sop_status) */
     uint8_t resumable;         /* a call whose stream gets a replay buffer */
     uint32_t move_to;          /* the loop its connection moves to (resume.c) */
+    th_tls_facts *facts;       /* its connection's TLS facts while its call runs (desc.tls) */
+    char peer[TH_PEER_MAX];    /* desc.peer: the call may outlive its connection */
     char version[16];          /* the session's protocol version */
     mcpg_call_desc desc;       /* lives as long as the call */
     char name_buf[TH_NAME_MAX];
@@ -181,6 +194,10 @@ struct th_conn {
     th_req *handover;      /* moves to another loop once everything before it is written (resume.c) */
     const char *in_start;  /* the buffer llhttp_execute is parsing ... */
     uint32_t in_seq;       /* ... and its number, counted per connection */
+    th_tls_conn tls;       /* all zero on clear text (tls.h) */
+    uint64_t accepted_ms;  /* loop time of the adopt: the handshake timeout counts from it */
+    uint8_t peer_len;
+    char peer[TH_PEER_MAX];/* the client's address as text */
 };
 
 struct th_wslot {
@@ -237,6 +254,9 @@ struct th_mod {
     void *co;
     char *admin_token;   /* from the variable admin_token_env names; NULL: no admin routes */
     size_t admin_token_len;
+    pthread_mutex_t tls_lock; /* guards tls_ctx: loops take it per connection, reloaded swaps it */
+    int tls_lock_ok;
+    SSL_CTX *tls_ctx;    /* NULL: clear text */
 };
 
 /* admin.c: POST /admin/reload */
@@ -256,8 +276,10 @@ void th_conn_free_abandoned(th_conn *c);
 const char *th_date(th_wslot *ws);
 
 /* http_conn.c */
-/* c_out (may be NULL): the new connection. On failure fd is not taken. */
-int th_conn_adopt(th_wslot *ws, int fd, th_conn **c_out);
+/* c_out (may be NULL): the new connection. On failure fd is not taken.
+ * carry (may be NULL): the TLS state of a connection moved from another
+ * loop, taken (zeroed) on success; else a TLS transport starts a handshake. */
+int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out);
 void th_conn_service(th_conn *c);
 void th_conn_close(th_conn *c);
 void th_conn_maybe_free(th_conn *c);
@@ -266,6 +288,17 @@ void th_conn_drain(th_conn *c, int force);
 void th_conn_enqueue(th_conn *c, th_req *r);
 void th_conn_advance(th_conn *c);
 int th_conn_can_take_more(const th_conn *c);
+/* Parse n bytes of the client's plaintext (tls_conn.c decrypts into them). */
+void th_conn_feed(th_conn *c, const char *data, size_t n);
+/* The client closed (EOF, error, close_notify): what is ready goes out if
+ * it can at once, calls in flight are cancelled, the connection closes. */
+void th_conn_peer_closed(th_conn *c);
+
+/* tls_conn.c: the record layer of a TLS connection (c->tls.ssl set) */
+void th_tls_input(th_conn *c, const char *p, size_t n); /* what the socket read */
+void th_tls_pump(th_conn *c);  /* decrypt and parse while the parser takes more */
+int th_tls_seal(th_conn *c);   /* c->out plaintext -> ciphertext; -1: close */
+int th_tls_bye(th_conn *c);    /* close_notify queued: 1 while bytes wait to go */
 
 /* http_parse.c */
 extern const llhttp_settings_t th_parser_settings;

@@ -36,6 +36,25 @@ static const mcpg_config_field th_schema[] = {
                           "the environment variable holding the admin token: POST /admin/reload "
                           "with Authorization: Bearer <token> reloads the manifest; unset: no "
                           "admin routes"),
+    MCPG_CFG_STRING_FIELD(th_config, tls_cert_file, "tls_cert_file", NULL,
+                          "TLS: the server's certificate chain (PEM, the leaf first); set: every "
+                          "listener serves https only; re-read at reload"),
+    MCPG_CFG_STRING_FIELD(th_config, tls_key_file, "tls_key_file", NULL,
+                          "TLS: the certificate's private key (PEM); required with tls_cert_file"),
+    MCPG_CFG_STRING_FIELD(th_config, tls_client_ca_file, "tls_client_ca_file", NULL,
+                          "mTLS: the CA certificate(s) (PEM) client certificates must chain to"),
+    MCPG_CFG_ENUM_FIELD(th_config, tls_client_auth, "tls_client_auth", "\"none\"",
+                        "none|optional|required",
+                        "mTLS: none (no certificate asked for), optional (a client may present one; "
+                        "one that does not verify is refused), required (no certificate: refused)"),
+    MCPG_CFG_ENUM_FIELD(th_config, tls_min_version, "tls_min_version", "\"1.2\"", "1.2|1.3",
+                        "TLS: the oldest protocol version accepted"),
+    MCPG_CFG_INT_FIELD(th_config, tls_handshake_timeout_ms, "tls_handshake_timeout_ms", "10000", 10,
+                       3600000, "TLS: a connection whose handshake is not done this long after the "
+                       "accept is closed"),
+    MCPG_CFG_JSON_FIELD(th_config, oauth_protected_resource, "oauth_protected_resource", NULL,
+                        "RFC 9728 metadata served as is at GET /.well-known/oauth-protected-resource "
+                        "(and .../mcp): an object with a string \"resource\"; unset: 404"),
     MCPG_CONFIG_END};
 
 /* server/discover's body after the id: fixed for the instance's life. */
@@ -85,9 +104,41 @@ static int alog_src_build(th_mod *m) {
 
 static void th_destroy(void *instance);
 
+/* oauth_protected_resource: an object with a string "resource". */
+static int check_protected_resource(const mcpg_host *host, const char *json, mcpg_report *rep) {
+    mcpg_json_span res;
+    if (!json) return 0;
+    size_t n = strlen(json);
+    if (json[0] != '{' || host->json_object_get(json, n, "resource", &res) != 1 ||
+        res.type != MCPG_JSON_STRING) {
+        host->report_error(rep, "oauth_protected_resource",
+                           "must be an object with a string \"resource\" (the MCP endpoint's URL)");
+        return MCPG_ECONFIG;
+    }
+    return 0;
+}
+
+/* The files are read now, so --check names a missing, unreadable or
+ * mismatched one, and a start or reload with one is refused. */
+static int check_tls(const mcpg_host *host, const th_config *cfg, mcpg_report *rep) {
+    if (th_tls_check_keys(host, cfg, rep)) return MCPG_ECONFIG;
+    if (!th_tls_enabled(cfg)) return 0;
+    const char *key;
+    char why[512];
+    SSL_CTX *ctx = th_tls_ctx_new(cfg, &key, why, sizeof why);
+    if (ctx) {
+        SSL_CTX_free(ctx);
+        return 0;
+    }
+    host->report_error(rep, key, "%s", why);
+    return MCPG_ECONFIG;
+}
+
 static int th_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
     const th_config *cfg = config;
     int rc = 0;
+    if (check_tls(host, cfg, rep)) rc = MCPG_ECONFIG;
+    if (check_protected_resource(host, cfg->oauth_protected_resource, rep)) rc = MCPG_ECONFIG;
     const char *keys[2] = {"allowed_hosts", "allowed_origins"};
     const char *vals[2] = {cfg->allowed_hosts, cfg->allowed_origins};
     for (int i = 0; i < 2; i++) {
@@ -109,6 +160,12 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     m->self = self;
     m->cfg = config;
     m->nworkers = host->worker_count();
+    int trc = th_tls_init(m); /* a file changed since validate(): logged */
+    if (trc) {
+        th_tls_fini(m);
+        host->free(m);
+        return trc;
+    }
     m->slots = host->calloc(m->nworkers ? m->nworkers : 1, sizeof *m->slots);
     int rc = m->slots ? 0 : MCPG_ENOMEM;
     for (uint32_t i = 0; !rc && i < m->nworkers; i++) {
@@ -145,8 +202,13 @@ static void th_destroy(void *instance) {
     th_names_free(host, &m->hosts);
     th_names_free(host, &m->origins);
     host->free(m->admin_token);
+    th_tls_fini(m);
     host->free(m);
 }
+
+/* ABI 1.2: a reload carried this instance over: the certificates are read
+ * again (the config names files, not their contents). */
+static void th_reloaded(void *instance) { th_tls_reload(instance); }
 
 /* ---- transport ops ------------------------------------------------------- */
 
@@ -159,7 +221,7 @@ static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
     if ((int64_t)ws->nconns >= m->cfg->max_connections_per_worker) return MCPG_EAGAIN;
     ws->w = w;
     int rc = th_worker_start(ws);
-    return rc ? rc : th_conn_adopt(ws, fd_take, NULL);
+    return rc ? rc : th_conn_adopt(ws, fd_take, NULL, NULL);
 }
 
 static void th_drain_op(void *instance, mcpg_worker *w) {
@@ -230,6 +292,7 @@ static const mcpg_lifecycle_ops th_lifecycle = {
     .destroy = th_destroy,
     .worker_start = th_worker_start_op,
     .worker_stop = th_worker_stop_op,
+    .reloaded = th_reloaded,
 };
 
 static const mcpg_transport_ops th_ops = {

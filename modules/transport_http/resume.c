@@ -81,6 +81,7 @@ typedef struct move {
     th_wslot *to;
     th_req *r;
     int fd;
+    th_tls_conn tls; /* a TLS connection's session goes along (one loop at a time) */
 } move;
 
 /* On the stream's loop: adopt the socket, answer the request here. */
@@ -89,10 +90,12 @@ static void on_move(void *arg) {
     th_wslot *ws = mv->to;
     th_req *r = mv->r;
     int fd = mv->fd;
+    th_tls_conn tls = mv->tls;
     ws->mod->host->free(mv);
     th_conn *c = NULL;
-    if (ws->draining || ws->stopped || th_worker_start(ws) || th_conn_adopt(ws, fd, &c)) {
+    if (ws->draining || ws->stopped || th_worker_start(ws) || th_conn_adopt(ws, fd, &tls, &c)) {
         if (!c) close(fd);
+        th_tls_conn_free(ws->mod->host, &tls); /* not taken: the client sees its connection close */
         r->ws = ws;
         th_req_put(ws, r);
         return;
@@ -120,6 +123,10 @@ void th_handover(th_conn *c) {
     r->next = NULL;
     r->conn = NULL;
     move *mv = nfd >= 0 ? h->calloc(1, sizeof *mv) : NULL;
+    if (mv) { /* the session leaves with the socket: closing here frees nothing of it */
+        mv->tls = c->tls;
+        memset(&c->tls, 0, sizeof c->tls);
+    }
     th_conn_close(c); /* the duplicate keeps the socket open: no FIN, no RST */
     if (mv) {
         mv->to = ws->mod->slots[r->move_to];
@@ -128,6 +135,7 @@ void th_handover(th_conn *c) {
         mv->node.fn = on_move;
         mv->node.arg = mv;
         if (h->worker_post(mv->to->w, &mv->node) == 0) return;
+        th_tls_conn_free(h, &mv->tls);
         h->free(mv);
     }
     if (nfd >= 0) close(nfd); /* the client sees its connection close and may try again */

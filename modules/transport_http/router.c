@@ -137,7 +137,11 @@ static void write_outcome(th_wslot *ws, th_conn *c, th_req *r, const mcpg_call_o
     size_t n;
     char codebuf[24];
     if (!c && !r->rs) return; /* nobody to tell, nothing to keep */
-    if (c && th_legacy_stream_due(c, r) < 0) { /* silent until now: head and result together */
+    int challenge = hd.status == 401 && MCPG_HAS_FIELD(oc, www_authenticate) && oc->www_authenticate;
+    if (challenge) hd.www_authenticate = oc->www_authenticate;
+    /* a 401 is an HTTP answer on both wires (the client's cue to authorize),
+     * unless the legacy stream has begun already */
+    if (c && hd.status != 401 && th_legacy_stream_due(c, r) < 0) { /* silent until now: head and result together */
         th_respond_status_error(c, r, 503);
         return;
     }
@@ -274,6 +278,14 @@ void th_submit(th_conn *c, th_req *r) {
     mcpg_call_desc *d = &r->desc;
     th_piece id = {d->id_json, d->id_len};
     d->size = (uint32_t)sizeof *d;
+    /* ABI 1.2: who is on the line; copied or referenced, as the call may
+     * outlive its connection (a resumable legacy stream) */
+    memcpy(r->peer, c->peer, c->peer_len + 1u);
+    d->peer = c->peer_len ? r->peer : NULL;
+    d->peer_len = c->peer_len;
+    th_tls_facts_unref(ws->mod->host, r->facts);
+    r->facts = th_tls_facts_ref(c->tls.facts);
+    d->tls = r->facts ? &r->facts->info : NULL;
     d->transport_ctx = r;
     d->header = req_header;
     d->complete = on_call_complete;
@@ -390,6 +402,18 @@ static int hygiene_ok(th_conn *c, th_req *r) {
     return 1;
 }
 
+/* RFC 9728 metadata: where a client learns which authorization servers
+ * issue tokens for this gateway (the identity stage's 401 points here),
+ * at the well-known path and its path-suffixed form for /mcp. The route
+ * exists only when gateway.server.oauth_protected_resource gives the
+ * object, served as is. */
+static int is_protected_resource(th_conn *c, const char *url, size_t n) {
+    static const char base[] = "/.well-known/oauth-protected-resource";
+    static const char for_mcp[] = "/.well-known/oauth-protected-resource/mcp";
+    return c->ws->mod->cfg->oauth_protected_resource &&
+           (path_is(url, n, base, sizeof base - 1) || path_is(url, n, for_mcp, sizeof for_mcp - 1));
+}
+
 void th_route(th_conn *c, th_req *r) {
     const char *url = r->data.data + r->url_off;
     size_t n = r->url_len;
@@ -408,6 +432,10 @@ void th_route(th_conn *c, th_req *r) {
     } else if (path_is(url, n, "/admin/reload", 13) && th_admin_enabled(c->ws->mod)) {
         if (!hygiene_ok(c, r)) return;
         th_admin_reload(c, r);
+    } else if (is_protected_resource(c, url, n)) {
+        const char *doc = c->ws->mod->cfg->oauth_protected_resource;
+        if (get) respond_plain_json(c, r, 200, (th_piece){doc, strlen(doc)}, NULL);
+        else respond_not_allowed(c, r, "GET, HEAD");
     } else if (path_is(url, n, "/healthz", 8)) {
         if (get) respond_plain_json(c, r, 200, TH_LIT("{\"status\":\"ok\"}"), NULL);
         else respond_not_allowed(c, r, "GET, HEAD");

@@ -94,6 +94,8 @@ int th_worker_start(th_wslot *ws) {
     /* The sweep's granularity is a quarter of the timeout, so a connection
      * closes within 125% of it; bounded to keep tiny test timeouts cheap. */
     uint64_t every = (uint64_t)ws->mod->cfg->idle_timeout_ms / 4;
+    if (ws->mod->tls_ctx && (uint64_t)ws->mod->cfg->tls_handshake_timeout_ms / 4 < every)
+        every = (uint64_t)ws->mod->cfg->tls_handshake_timeout_ms / 4;
     if (every < 10) every = 10;
     if (every > 1000) every = 1000;
     uv_prepare_start(&ws->prepare, on_prepare);
@@ -146,6 +148,8 @@ th_req *th_req_get(th_wslot *ws) {
 
 void th_req_put(th_wslot *ws, th_req *r) {
     const mcpg_host *host = ws->mod->host;
+    th_tls_facts_unref(host, r->facts); /* its call is over */
+    r->facts = NULL;
     /* a one-off large body must not stay cached */
     if (r->data.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->data);
     if (r->resp.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->resp);

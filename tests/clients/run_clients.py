@@ -6,7 +6,9 @@ Starts the gateway (tests/integration/gateway.py) on a free loopback port with
 conf/everything.json and runs the client script(s) with the system Node (20 or
 later): v1.mjs for the v1 SDK on the session wire; v2.mjs twice for the v2 client,
 negotiating `auto` and pinned to 2026-07-28. Each script prints one PASS/FAIL line
-a check. Exit 1 when a check fails that expected-failures.txt does not list, when
+a check. With --tls the gateway serves https (transport_http's TLS, a certificate
+for localhost from a CA this run makes with the openssl command) and the clients
+reach https://127.0.0.1:PORT/mcp (an IP SAN of the certificate) trusting that CA through NODE_EXTRA_CA_CERTS. Exit 1 when a check fails that expected-failures.txt does not list, when
 a listed check passes (so the list only shrinks), or when a check printed nothing.
 """
 
@@ -21,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import gateway as g  # noqa: E402
+import tlskit  # noqa: E402
 
 EXPECTED = os.path.join(HERE, "expected-failures.txt")
 SCRIPT_TIMEOUT = float(os.environ.get("MCPG_CLIENT_TIMEOUT", "300"))
@@ -48,6 +51,8 @@ def parse_cli():
     def extra(ap):
         ap.add_argument("--client", required=True, choices=sorted(RUNS))
         ap.add_argument("--expected", default=EXPECTED)
+        ap.add_argument("--tls", action="store_true",
+                        help="serve https and run the clients over it")
     return g.parse_args(extra)
 
 
@@ -78,13 +83,14 @@ def node_binary():
     return node
 
 
-def run_script(node, script, extra, url, call):
+def run_script(node, script, extra, url, call, env=None):
     tool, args, expect = call
     argv = [node, os.path.join(HERE, script), "--url", url, "--tool", tool,
             "--args", json.dumps(args), "--expect", expect] + extra
     try:
         p = subprocess.run(argv, cwd=HERE, capture_output=True, text=True,
-                           timeout=SCRIPT_TIMEOUT, preexec_fn=g._child_setup)
+                           timeout=SCRIPT_TIMEOUT, preexec_fn=g._child_setup,
+                           env=dict(os.environ, **(env or {})))
     except subprocess.TimeoutExpired as e:
         out = e.stdout or ""
         if isinstance(out, bytes):
@@ -122,6 +128,19 @@ def judge(run, checks, out, err, expected, problems):
     return counts
 
 
+def https_gateway(ctx, manifest_path):
+    """The manifest with transport_http's TLS on (a CA and a localhost certificate
+    made now), a gateway probed over https, and the clients' environment."""
+    pki = tlskit.Pki(ctx.path("pki"), clients=False)
+    with open(manifest_path) as f:
+        m = json.load(f)
+    server = m.setdefault("gateway", {}).setdefault("server", {})
+    server.update({"tls_cert_file": pki.path("server", "pem"),
+                   "tls_key_file": pki.path("server", "key")})
+    gw = tlskit.TlsGateway(ctx, pki.client_context(), manifest=m, name="clients-https")
+    return gw, {"NODE_EXTRA_CA_CERTS": pki.path("ca", "pem")}
+
+
 def main():
     args = parse_cli()
     expected = read_expected(args.expected)
@@ -139,17 +158,22 @@ def main():
 
     ctx = g.Context(args)
     problems, total = [], {"pass": 0, "fail": 0, "xfail": 0}
-    with g.Gateway(ctx, config=manifest, name="clients") as gw:
-        url = "http://127.0.0.1:%d/mcp" % gw.port
+    gw, scheme, env = g.Gateway(ctx, config=manifest, name="clients"), "http", {}
+    if args.tls:
+        gw, env = https_gateway(ctx, manifest)
+        scheme = "https"
+    with gw:
+        url = "%s://127.0.0.1:%d/mcp" % (scheme, gw.port)
         for run, script, extra, checks in RUNS[args.client]:
-            out, err, rc = run_script(node, script, extra, url, call)
+            out, err, rc = run_script(node, script, extra, url, call, env)
             c = judge(run, checks, out, err, expected, problems)
             for k in total:
                 total[k] += c[k]
             if rc is None:
                 problems.append("%s: %s" % (run, err))
-    print("%s clients: checks %d passed, %d failed (%d of them expected failures)"
-          % (args.client, total["pass"], total["fail"], total["xfail"]))
+    print("%s clients%s: checks %d passed, %d failed (%d of them expected failures)"
+          % (args.client, " over https" if args.tls else "", total["pass"], total["fail"],
+             total["xfail"]))
     if problems:
         print("FAILED:\n  " + "\n  ".join(problems))
         print("(gateway logs kept in %s)" % ctx.tmp)

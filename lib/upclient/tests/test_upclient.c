@@ -141,7 +141,7 @@ static void test_target(void) {
     MCPG_CHECK(up_url_check("https://[::1]:8443/mcp?a=b", err, sizeof err) == 0, "ipv6: %s", err);
     up_tls_opts o = {.ca_file = "/nonexistent/ca.pem"};
     MCPG_CHECK(!up_target_new("https://127.0.0.1:1/", &o, 0, err, sizeof err) &&
-                   strstr(err, "cannot read ca_file /nonexistent/ca.pem: No such file"),
+                   strstr(err, "ca_file: cannot read /nonexistent/ca.pem: No such file"),
                "missing ca_file: %s", err);
     MCPG_CHECK(!up_target_new("http://no-such-host.invalid/", NULL, 0, err, sizeof err) &&
                    strstr(err, "cannot resolve host \"no-such-host.invalid\""),
