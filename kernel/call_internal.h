@@ -125,6 +125,7 @@ struct mcpg_call {
     uint64_t t0, tb0, tb1;
     uint64_t event_seq;          /* the audit event being emitted: one seq and */
     int64_t event_time_us;       /* one time for every sink that records it */
+    uint64_t event_latency_us;   /* and one latency */
     mcpg_ident *ident;           /* who the call is (call_identity.c), or NULL */
     char *challenge;             /* WWW-Authenticate for a 401, or NULL */
     char peer[64];               /* the client's address, copied at submit ("" unknown) */

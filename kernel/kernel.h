@@ -129,6 +129,9 @@ typedef struct manifest {
  * into runtime_dir). Every problem goes to errs; returns NULL if any. */
 manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
                         errlist *errs);
+/* "https" when the transport's config (gateway.server) names a certificate,
+ * else "http": for the log lines that say where the gateway listens. */
+const char *manifest_scheme(const manifest *m);
 /* Let go of a manifest (its loader's reference, or a generation's): the
  * last one frees it. */
 void manifest_free(manifest *m);

@@ -249,8 +249,8 @@ static int serve(manifest *m) {
         _exit(1);
     }
     for (size_t i = 0; i < m->n_listen; i++)
-        klog(MCPG_LOG_INFO, "kernel", "listening on http://%s/mcp (%u workers, generation %u)",
-             m->listen[i], K.n_workers, K.gen->id);
+        klog(MCPG_LOG_INFO, "kernel", "listening on %s://%s/mcp (%u workers, generation %u)",
+             manifest_scheme(m), m->listen[i], K.n_workers, K.gen->id);
     run_main_loop();
     shutdown_gateway();
     main_loop_close();

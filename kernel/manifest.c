@@ -677,6 +677,14 @@ static void free_instance(decl_instance *d) {
     free(d->config_json);
 }
 
+const char *manifest_scheme(const manifest *m) {
+    json_t *server = m->transport.config_json ? json_loads(m->transport.config_json, 0, NULL) : NULL;
+    json_t *cert = server ? json_object_get(server, "tls_cert_file") : NULL;
+    bool tls = cert && json_is_string(cert) && json_string_length(cert) > 0;
+    json_decref(server);
+    return tls ? "https" : "http";
+}
+
 void manifest_free(manifest *m) {
     if (!m || --m->refs > 0) return;
     for (size_t i = 0; i < m->n_instances; i++) free_instance(&m->instances[i]);

@@ -29,7 +29,8 @@ static void audit_outcome(mcpg_call *c, mcpg_audit_event *ev) {
         ev->error_code = 0;
         ev->error_message = NULL;
     }
-    ev->latency_us = mono_us() - c->t0;
+    if (c->idx == 0) c->event_latency_us = mono_us() - c->t0; /* one for every sink */
+    ev->latency_us = c->event_latency_us;
     ev->backend_us = c->tb1 > c->tb0 ? c->tb1 - c->tb0 : 0;
     audit_result(c, ev);
 }

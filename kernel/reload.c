@@ -269,8 +269,8 @@ static void published(void) {
                  R.old->id, (R.t_published - R.t0) / 1000.0, change) < 0)
         json = NULL;
     for (size_t i = 0; i < K.m->n_listen; i++)
-        klog(MCPG_LOG_INFO, "kernel", "listening on http://%s/mcp (generation %u)", K.m->listen[i],
-             R.next->id);
+        klog(MCPG_LOG_INFO, "kernel", "listening on %s://%s/mcp (generation %u)",
+             manifest_scheme(K.m), K.m->listen[i], R.next->id);
     answer(R.current, 200, json);
     R.current = NULL;
     R.phase = WAIT_CALLS;

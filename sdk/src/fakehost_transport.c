@@ -245,6 +245,7 @@ static void outcome_put(mcpg_call_outcome *out, const mcpg_call_outcome *in) {
     PUT(http_status);
     PUT(retry_after_s);
     PUT(result_type);
+    PUT(www_authenticate);
 #undef PUT
 }
 
