@@ -12,27 +12,25 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *write_manifest(const char *dir, const char *modules_dir, const char *trail) {
-    static char path[600];
-    snprintf(path, sizeof path, "%s/identity.json", dir);
-    FILE *f = fopen(path, "w");
-    fprintf(f,
-            "{\"gateway\":{\"workers\":1,\"module_dir\":\"%s\",\"log_level\":\"error\","
-            "\"id\":\"gw-test\",\"server\":{\"access_log\":false},"
-            "\"audit\":{\"results\":true},"
-            "\"redact\":{\"pointers\":[\"/card/number\",\"/list/*/pin\"],"
-            "\"patterns\":[\"sk-[A-Za-z0-9]{8,}\"]}},"
-            "\"modules\":["
-            "{\"name\":\"who\",\"module\":\"fx_identity\"},"
-            "{\"name\":\"rules\",\"module\":\"fx_policy\"},"
-            "{\"name\":\"mock\",\"module\":\"backend_mock\",\"inline_dispatch\":true,"
-            "\"config\":{\"tools\":[{\"name\":\"echo\"},{\"name\":\"secret_echo\"}]}},"
-            "{\"name\":\"trail\",\"module\":\"fx_trail\",\"config\":{\"path\":\"%s\"}}],"
-            "\"pipeline\":{\"identity\":[\"who\"],\"policy\":[\"rules\"],\"audit\":[\"trail\"]},"
-            "\"bindings\":[{\"backend\":\"mock\",\"prefix\":\"m\"}]}",
-            modules_dir, trail);
-    fclose(f);
-    return path;
+/* The gateway of the test (kernel_up writes it to a file). */
+static const char *manifest_text(const char *modules_dir, const char *trail) {
+    static char text[4096];
+    snprintf(text, sizeof text,
+             "{\"gateway\":{\"workers\":1,\"module_dir\":\"%s\",\"log_level\":\"error\","
+             "\"id\":\"gw-test\",\"server\":{\"access_log\":false},"
+             "\"audit\":{\"results\":true},"
+             "\"redact\":{\"pointers\":[\"/card/number\",\"/list/*/pin\"],"
+             "\"patterns\":[\"sk-[A-Za-z0-9]{8,}\"]}},"
+             "\"modules\":["
+             "{\"name\":\"who\",\"module\":\"fx_identity\"},"
+             "{\"name\":\"rules\",\"module\":\"fx_policy\"},"
+             "{\"name\":\"mock\",\"module\":\"backend_mock\",\"inline_dispatch\":true,"
+             "\"config\":{\"tools\":[{\"name\":\"echo\"},{\"name\":\"secret_echo\"}]}},"
+             "{\"name\":\"trail\",\"module\":\"fx_trail\",\"config\":{\"path\":\"%s\"}}],"
+             "\"pipeline\":{\"identity\":[\"who\"],\"policy\":[\"rules\"],\"audit\":[\"trail\"]},"
+             "\"bindings\":[{\"backend\":\"mock\",\"prefix\":\"m\"}]}",
+             modules_dir, trail);
+    return text;
 }
 
 /* The one line of the trail holding every needle (NULL ends them), or "". */
@@ -120,37 +118,18 @@ int main(int argc, char **argv) {
     if (!mkdtemp(dir)) return 2;
     char trail[600];
     snprintf(trail, sizeof trail, "%s/trail.txt", dir);
-    const char *manifest_path = write_manifest(dir, argv[1], trail);
-    errlist errs = {0};
-    manifest *m = manifest_load(manifest_path, NULL, argv[1], &errs);
-    errlist_print(&errs);
-    MCPG_REQUIRE(m != NULL, "manifest refused");
-    klog_init(m->log_level);
-    K.m = m;
-    K.max_calls_per_worker = 64;
-    K.workers = calloc(1, sizeof *K.workers);
-    K.n_workers = 1;
-    K.gen = generation_build(m, &errs);
-    errlist_print(&errs);
-    MCPG_REQUIRE(K.gen != NULL, "generation refused");
-    MCPG_CHECK(pool_start(1, 8) == 0, "pool");
-    MCPG_CHECK(generation_start(K.gen) == 0, "start");
-    MCPG_CHECK(workers_start() == 0, "workers");
+    MCPG_REQUIRE(kernel_up(dir, "identity.json", manifest_text(argv[1], trail), argv[1]),
+                 "the test's gateway did not start");
 
     lists();
     calls();
     audit_fields(trail);
 
-    workers_drain();
-    for (int i = 0; i < 200 && !workers_idle(); i++) usleep(10000);
-    workers_stop();
-    pool_stop();
-    generation_stop(K.gen);
-    workers_free();
-    generation_free(K.gen);
-    manifest_free(m);
+    kernel_down();
     unlink(trail);
-    unlink(manifest_path);
+    char path[700];
+    snprintf(path, sizeof path, "%s/identity.json", dir);
+    unlink(path);
     rmdir(dir);
     return MCPG_CHECK_EXIT("test_identity");
 }
