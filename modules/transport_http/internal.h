@@ -155,6 +155,8 @@ typedef struct th_req {
     uint8_t loaded;            /* its session was looked up (session_of) */
     uint8_t changed;           /* its session change is answered (sop_status) */
     uint8_t resumable;         /* a call whose stream gets a replay buffer */
+    uint8_t authz;             /* resources/subscribe: 1 asking the pipeline, 2 allowed */
+    uint8_t authz_again;       /* allowed inside call_submit: its submitter re-dispatches */
     uint32_t move_to;          /* the loop its connection moves to (resume.c) */
     th_tls_facts *facts;       /* its connection's TLS facts while its call runs (desc.tls) */
     char peer[TH_PEER_MAX];    /* desc.peer: the call may outlive its connection */

@@ -299,6 +299,23 @@ static void set_level(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
     else answer_result(c, r, id, "{}", 2);
 }
 
+static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id);
+
+/* A subscription passes identity and policy first, as a call of its own
+ * (the kernel answers it {} when both let it through); then the request is
+ * handled again (r->authz 2) to change the session. Giving one up needs no
+ * leave. */
+static int subscribe_allowed(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
+    if (r->authz == 2) return 1;
+    r->authz = 1;
+    to_kernel(c, r, m, id);
+    if (r->authz_again) { /* allowed inside call_submit */
+        r->authz_again = 0;
+        th_legacy_again(r);
+    }
+    return 0;
+}
+
 static void subscribe(th_conn *c, th_req *r, const lmsg *m, th_piece id, int on) {
     th_wslot *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
@@ -310,6 +327,7 @@ static void subscribe(th_conn *c, th_req *r, const lmsg *m, th_piece id, int on)
         answer_error_json(c, r, id, MCPG_RPC_INVALID_PARAMS, "Invalid params: a string params.uri is required");
         return;
     }
+    if (on && !subscribe_allowed(c, r, m, id)) return;
     if (!change(c, r, on ? TH_SC_SUBSCRIBE : TH_SC_UNSUBSCRIBE, 0, uri, un)) return;
     int rc = r->sop_status;
     if (rc == MCPG_EAGAIN) {
@@ -393,9 +411,9 @@ static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
         d->client_caps_json = r->extra.data;
         d->client_caps_len = r->extra.len;
     }
-    r->resumable = 1;
+    r->resumable = r->authz != 1; /* a subscription's question has no stream to resume */
     r->stamp = 0; /* 2025 results carry no resultType */
-    r->sse_ok = 1;
+    r->sse_ok = r->authz != 1; /* a refused subscription is answered as one JSON body */
     /* The stream starts with the call's first message, or with its outcome
      * (head, priming event and result in one write), or after TH_PRIME_MS
      * for a call that is silent that long (th_legacy_prime_waiting). */

@@ -239,6 +239,29 @@ static void on_call_complete(void *ctx, mcpg_call *call) {
     if (!r->in_submit) th_conn_advance(c); /* else the submitter advances after it returns */
 }
 
+/* A legacy resources/subscribe the pipeline (identity, policy) was asked
+ * about: a refusal is answered like any call's error; an allowance sends
+ * the request through the legacy handler again, now to change the session. */
+static void on_authz_complete(void *ctx, mcpg_call *call) {
+    th_req *r = ctx;
+    th_conn *c = r->conn;
+    const mcpg_host *host = r->ws->mod->host;
+    mcpg_call_outcome oc = {.size = sizeof oc};
+    host->call_outcome(call, &oc);
+    if (oc.is_error || !c || c->closing) {
+        on_call_complete(ctx, call);
+        return;
+    }
+    host->call_release(call);
+    r->call = NULL;
+    r->authz = 2;
+    if (r->in_submit) {
+        r->authz_again = 1;
+        return;
+    }
+    th_legacy_again(r);
+}
+
 static void submit_failed(th_conn *c, th_req *r, int rc, th_piece id) {
     if (rc == MCPG_EAGAIN)
         th_respond_rpc_error(c, r, 503, 1, id, MCPG_RPC_SERVER_ERROR,
@@ -288,7 +311,7 @@ void th_submit(th_conn *c, th_req *r) {
     d->tls = r->facts ? &r->facts->info : NULL;
     d->transport_ctx = r;
     d->header = req_header;
-    d->complete = on_call_complete;
+    d->complete = r->authz == 1 ? on_authz_complete : on_call_complete;
     d->message = on_call_message;
     r->state = TH_REQ_INFLIGHT;
     r->in_submit = 1;

@@ -279,6 +279,19 @@ def items(wire):
     check("no_such_tool" in err["message"], "the name the client sent: %r" % err)
 
 
+def subscriptions(wire):
+    """legacy resources/subscribe passes identity and policy (a uri the caller may not read
+    cannot be watched); unsubscribe needs no leave."""
+    r, msg = wire.call("rita", "resources/subscribe", {"uri": "test://static-text"})
+    check_eq(msg.get("result"), {}, "%s: rita subscribes to what she may read" % wire.name)
+    r, msg = wire.call("rita", "resources/subscribe", {"uri": "test://watched-resource"})
+    expect_denied(wire, r, msg, wire.name + ": rita subscribing to the watched resource")
+    r, msg = wire.call("rita", "resources/unsubscribe", {"uri": "test://static-text"})
+    check_eq(msg.get("result"), {}, "%s: and gives it up" % wire.name)
+    r, msg = wire.call("zed", "resources/subscribe", {"uri": "test://static-text"})
+    expect_denied(wire, r, msg, wire.name + ": a caller with no rule")
+
+
 def main():
     def extra(ap):
         ap.add_argument("--test-modules", default=None,
@@ -348,6 +361,10 @@ def main():
                        "modules[1].config.rules[1].arguments[0].pointer: a JSON pointer"):
             check(needle in err, "%r not in:\n%s" % (needle, err))
 
+    def t_subscriptions():
+        subscriptions(Legacy(gw.port))
+        subscriptions(Legacy(fast.port))
+
     def t_stop():
         gw.stop()
         fast.stop()
@@ -360,6 +377,7 @@ def main():
         ("legacy: the same lists", t_lists_legacy),
         ("prompts/get and resources/read on both wires", t_items),
         ("every denied tool call is audited as mcpg.tool.call.denied", t_audited),
+        ("legacy resources/subscribe judged by policy (SSE and fast path)", t_subscriptions),
         ("mcpg --check accepts conf/policy-example.json", t_check_example),
         ("mcpg --check names a broken policy's keys", t_check_broken),
         ("both gateways stop cleanly", t_stop),
