@@ -196,6 +196,43 @@ static void answer_list(mcpg_call *c) {
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: unknown cursor");
 }
 
+/* subscriptions/listen, submitted by the transport only to ask which of its
+ * resourceSubscriptions the caller may watch. */
+static bool is_listen(const mcpg_call *c) {
+    static const char m[] = "subscriptions/listen";
+    return c->method == MCPG_METHOD_OTHER && c->d.method_len == sizeof m - 1 &&
+           memcmp(c->d.method, m, sizeof m - 1) == 0;
+}
+
+/* {"resourceSubscriptions":[the uris every policy shows the caller]}: the
+ * transport subscribes those only. */
+static void answer_listen(mcpg_call *c) {
+    mcpg_json_span notif, uris, u;
+    mcpg_buf *out = &c->result;
+    out->len = 0;
+    int rc = mcpg_buf_puts(out, "{\"resourceSubscriptions\":[");
+    bool filtered = lists_filtered(c), first = true;
+    if (c->d.params_json &&
+        mcpg_json_object_get(c->d.params_json, c->d.params_len, "notifications", &notif) == 1 &&
+        notif.type == MCPG_JSON_OBJECT &&
+        mcpg_json_object_get(notif.p, notif.n, "resourceSubscriptions", &uris) == 1 &&
+        uris.type == MCPG_JSON_ARRAY) {
+        size_t it = 0;
+        char uri[1024];
+        size_t n;
+        while (!rc && mcpg_json_array_next(uris.p, uris.n, &it, &u) == 1) {
+            if (u.type != MCPG_JSON_STRING || mcpg_json_string_decode(&u, uri, sizeof uri, &n) != 0)
+                continue;
+            if (filtered && !item_visible(c, "resource", uri)) continue;
+            if (!first) rc |= mcpg_buf_append(out, ",", 1);
+            first = false;
+            rc |= mcpg_buf_append(out, u.p - 1, u.n + 2);
+        }
+    }
+    rc |= mcpg_buf_puts(out, "]}");
+    if (rc) call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
+}
+
 /* tasks/list (legacy wire): every task backend's tasks of this client. */
 static void answer_task_list(mcpg_call *c) {
     mcpg_buf *out = &c->result;
@@ -229,6 +266,10 @@ static void answer_locally(mcpg_call *c) {
         /* identity and policy let it through: the transport, which keeps
          * subscriptions, makes the change */
         mcpg_buf_puts(&c->result, "{}");
+        return;
+    }
+    if (is_listen(c)) {
+        answer_listen(c);
         return;
     }
     if (c->method == MCPG_METHOD_TASKS_LIST && c->d.wire != MCPG_WIRE_STATELESS) {

@@ -46,6 +46,7 @@ void th_req_reset(th_req *r) {
     r->sop_status = 0;
     r->loaded = r->changed = r->resumable = 0;
     r->authz = r->authz_again = 0;
+    r->authz_off = r->authz_len = 0;
     r->extra.len = 0;
 }
 

@@ -155,7 +155,9 @@ typedef struct th_req {
     uint8_t loaded;            /* its session was looked up (session_of) */
     uint8_t changed;           /* its session change is answered (sop_status) */
     uint8_t resumable;         /* a call whose stream gets a replay buffer */
-    uint8_t authz;             /* resources/subscribe: 1 asking the pipeline, 2 allowed */
+    uint8_t authz;             /* resources/subscribe, a listen's resourceSubscriptions:
+                                  1 asking the pipeline, 2 allowed */
+    uint32_t authz_off, authz_len; /* a listen's allowed uris (a JSON array) after the body in data */
     uint8_t authz_again;       /* allowed inside call_submit: its submitter re-dispatches */
     uint32_t move_to;          /* the loop its connection moves to (resume.c) */
     th_tls_facts *facts;       /* its connection's TLS facts while its call runs (desc.tls) */
@@ -322,6 +324,8 @@ void th_fill_header(const th_req *r, int k, th_hval *out);
 /* Hand r->desc (wire, method, name, params, args, id and the 1.1 fields set)
  * to the kernel; the answer comes from complete(). */
 void th_submit(th_conn *c, th_req *r);
+/* 1 when a subscriptions/listen asks for resource subscriptions. */
+int th_listen_has_uris(const mcpg_host *h, const th_mcp_verdict *v);
 
 /* mcp_legacy.c: the 2025-11-25 wire (sessions) */
 void th_legacy_post(th_conn *c, th_req *r);

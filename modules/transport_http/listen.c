@@ -42,6 +42,15 @@ static int subscribe_uris(th_wslot *ws, th_req *r, int on, mcpg_buf *ack) {
     return rc;
 }
 
+int th_listen_has_uris(const mcpg_host *h, const th_mcp_verdict *v) {
+    mcpg_json_span uris;
+    size_t iter = 0;
+    mcpg_json_span first;
+    return v->listen.p &&
+           h->json_object_get(v->listen.p, v->listen.n, "resourceSubscriptions", &uris) == 1 &&
+           uris.type == MCPG_JSON_ARRAY && h->json_array_next(uris.p, uris.n, &iter, &first) == 1;
+}
+
 void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
     th_wslot *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
@@ -56,6 +65,10 @@ void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
         uris.type == MCPG_JSON_ARRAY) {
         r->luris_off = (uint32_t)(uris.p - r->data.data);
         r->luris_len = (uint32_t)uris.n;
+    }
+    if (r->authz == 2) { /* the ones the pipeline allowed */
+        r->luris_off = r->authz_off;
+        r->luris_len = r->authz_len;
     }
     mcpg_buf *b = &ws->msg_body;
     b->len = 0;

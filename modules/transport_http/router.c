@@ -239,9 +239,41 @@ static void on_call_complete(void *ctx, mcpg_call *call) {
     if (!r->in_submit) th_conn_advance(c); /* else the submitter advances after it returns */
 }
 
-/* A legacy resources/subscribe the pipeline (identity, policy) was asked
- * about: a refusal is answered like any call's error; an allowance sends
- * the request through the legacy handler again, now to change the session. */
+static void handle_mcp(th_conn *c, th_req *r);
+
+/* A request whose subscriptions the pipeline allowed goes through its
+ * handler again (r->authz 2), now to make them. */
+static void authz_again(th_req *r) {
+    th_conn *c = r->conn;
+    c->inflight--;
+    if (c->closing) {
+        r->state = TH_REQ_DONE;
+        th_conn_maybe_free(c);
+        return;
+    }
+    r->state = TH_REQ_PARSING;
+    handle_mcp(c, r);
+    th_conn_advance(c);
+}
+
+/* A listen's allowed uris, from the kernel's answer, kept after the body
+ * (the request's own spans are found again when it is handled again). */
+static int keep_allowed_uris(const mcpg_host *h, th_req *r, const mcpg_call_outcome *oc) {
+    mcpg_json_span a;
+    if (h->json_object_get(oc->result, oc->result_len, "resourceSubscriptions", &a) != 1 ||
+        a.type != MCPG_JSON_ARRAY)
+        return 0;
+    size_t at = r->data.len;
+    if (h->buf_append(&r->data, a.p, a.n) != 0) return MCPG_ENOMEM;
+    r->authz_off = (uint32_t)at;
+    r->authz_len = (uint32_t)a.n;
+    return 0;
+}
+
+/* A subscription the pipeline (identity, policy) was asked about: a legacy
+ * resources/subscribe, or a stateless listen's resourceSubscriptions. A
+ * refusal is answered like any call's error; an allowance sends the request
+ * through its handler again, now to subscribe. */
 static void on_authz_complete(void *ctx, mcpg_call *call) {
     th_req *r = ctx;
     th_conn *c = r->conn;
@@ -252,14 +284,16 @@ static void on_authz_complete(void *ctx, mcpg_call *call) {
         on_call_complete(ctx, call);
         return;
     }
+    int rc = keep_allowed_uris(host, r, &oc);
     host->call_release(call);
     r->call = NULL;
     r->authz = 2;
+    if (rc) c->close_after = 1; /* out of memory: no subscription made */
     if (r->in_submit) {
         r->authz_again = 1;
         return;
     }
-    th_legacy_again(r);
+    authz_again(r);
 }
 
 static void submit_failed(th_conn *c, th_req *r, int rc, th_piece id) {
@@ -380,6 +414,17 @@ static void handle_mcp(th_conn *c, th_req *r) {
             th_respond_rpc_error(c, r, 406, 0, v.id, MCPG_RPC_INVALID_REQUEST,
                               MSG("Not Acceptable: subscriptions/listen answers with "
                                   "text/event-stream"), NULL, 0);
+            return;
+        }
+        if (r->authz != 2 && th_listen_has_uris(m->host, &v)) {
+            /* the uris a client may watch are the policy's to say */
+            r->authz = 1;
+            r->sse_ok = 0; /* a refusal is one JSON body */
+            submit(c, r, &v);
+            if (r->authz_again) {
+                r->authz_again = 0;
+                authz_again(r);
+            }
             return;
         }
         th_listen_start(c, r, &v);

@@ -109,12 +109,41 @@ static void answer_list(mcpg_fakehost *fh, fh_call *c, const char *key) {
     fh_call_finish(c, rc ? MCPG_DENY : MCPG_CONTINUE);
 }
 
+/* What the kernel answers itself once identity and policy let a
+ * subscription through (a fake host has neither: everything passes):
+ * resources/subscribe and /unsubscribe {}, a transport's question about a
+ * subscriptions/listen the uris it asked for. 1 when answered. */
+static int answer_subscription(fh_call *c) {
+    mcpg_json_span n, uris;
+    int listen = strcmp(c->method, "subscriptions/listen") == 0;
+    if (!listen && c->method_id != MCPG_METHOD_RESOURCES_SUBSCRIBE &&
+        c->method_id != MCPG_METHOD_RESOURCES_UNSUBSCRIBE)
+        return 0;
+    int rc = 0;
+    if (!listen) {
+        rc = mcpg_buf_puts(&c->result, "{}");
+    } else if (c->params &&
+               mcpg_json_object_get(c->params, c->params_len, "notifications", &n) == 1 &&
+               n.type == MCPG_JSON_OBJECT &&
+               mcpg_json_object_get(n.p, n.n, "resourceSubscriptions", &uris) == 1 &&
+               uris.type == MCPG_JSON_ARRAY) {
+        rc = mcpg_buf_printf(&c->result, "{\"resourceSubscriptions\":%.*s}", (int)uris.n, uris.p);
+    } else {
+        rc = mcpg_buf_puts(&c->result, "{\"resourceSubscriptions\":[]}");
+    }
+    if (rc) fh_call_error(c, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
+    c->dispatched = 1;
+    fh_call_finish(c, rc ? MCPG_DENY : MCPG_CONTINUE);
+    return 1;
+}
+
 static void route_submitted(mcpg_fakehost *fh, fh_call *c) {
     const char *key = list_key(c->method_id);
     if (key) {
         answer_list(fh, c, key);
         return;
     }
+    if (answer_subscription(c)) return;
     int st = fh->route ? fh_call_dispatch(fh, fh->route, c) : MCPG_ENOTSUP;
     if (st >= 0) return; /* fh_call_finish completes it, now or later */
     char msg[160];

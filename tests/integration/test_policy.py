@@ -16,7 +16,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, build_request, check, check_eq, parse_args,  # noqa: E402
+from gateway import (Conn, Context, Gateway, build_request, check, check_eq, parse_args,  # noqa: E402
                      read_audit, rpc_body, run_cli, run_tests, send_one, stateless_headers,
                      wait_for)
 from test_legacy_wire import answer, request, rpc  # noqa: E402
@@ -292,6 +292,40 @@ def subscriptions(wire):
     expect_denied(wire, r, msg, wire.name + ": a caller with no rule")
 
 
+def listen_ack(port, principal, uris):
+    """A stateless subscriptions/listen asking for uris: its acknowledgement's
+    params (the stream is then closed), or the refusal's JSON-RPC error."""
+    body = rpc_body("subscriptions/listen",
+                    {"notifications": {"resourceSubscriptions": uris}}, id="s1")
+    raw = build_request(port, headers=stateless_headers("subscriptions/listen") +
+                        identity(principal), body=body)
+    with Conn(port) as c:
+        c.send(raw)
+        got = b""
+        while True:
+            got += c.sock.recv(65536)
+            head, _, rest = got.partition(b"\r\n\r\n")
+            if b"text/event-stream" in head:
+                for ln in rest.split(b"\n"):
+                    if b"subscriptions/acknowledged" in ln and ln.rstrip().endswith(b"}"):
+                        return json.loads(ln.split(b"data: ", 1)[1])["params"]["notifications"]
+            elif rest.rstrip().endswith(b"}"):
+                return json.loads(rest)["error"]
+
+
+def stateless_subscriptions(port):
+    """A stateless listen subscribes only the uris policy shows the caller; a caller no
+    rule admits is refused."""
+    ack = listen_ack(port, "rita", ["test://static-text", "test://watched-resource"])
+    check_eq(ack.get("resourceSubscriptions"), ["test://static-text"],
+             "rita's listen: the watched resource left out (%r)" % ack)
+    ack = listen_ack(port, "ann", ["test://static-text", "test://watched-resource"])
+    check_eq(sorted(ack.get("resourceSubscriptions", [])),
+             ["test://static-text", "test://watched-resource"], "an admin watches both")
+    err = listen_ack(port, "zed", ["test://static-text"])
+    check_eq(err.get("code"), -32003, "a caller no rule admits: refused (%r)" % err)
+
+
 def main():
     def extra(ap):
         ap.add_argument("--test-modules", default=None,
@@ -364,6 +398,7 @@ def main():
     def t_subscriptions():
         subscriptions(Legacy(gw.port))
         subscriptions(Legacy(fast.port))
+        stateless_subscriptions(gw.port)
 
     def t_stop():
         gw.stop()
@@ -377,7 +412,8 @@ def main():
         ("legacy: the same lists", t_lists_legacy),
         ("prompts/get and resources/read on both wires", t_items),
         ("every denied tool call is audited as mcpg.tool.call.denied", t_audited),
-        ("legacy resources/subscribe judged by policy (SSE and fast path)", t_subscriptions),
+        ("subscriptions judged by policy: legacy subscribe, a stateless listen's uris",
+         t_subscriptions),
         ("mcpg --check accepts conf/policy-example.json", t_check_example),
         ("mcpg --check names a broken policy's keys", t_check_broken),
         ("both gateways stop cleanly", t_stop),

@@ -275,7 +275,11 @@ static const char k_log_error[] =
 static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_fakehost_plan *plan) {
     const mcpg_host *h = arg;
     plan->answer = MCPG_FAKEHOST_LATER; /* delay 0: a later loop turn */
-    if (name_is(d, "notify")) {
+    if (method_is(d, "subscriptions/listen") || method_is(d, "resources/subscribe")) {
+        /* the transport asks the pipeline which subscriptions it may make:
+         * answered as the kernel does with no policy (all of them) */
+        plan->answer = MCPG_FAKEHOST_ROUTE;
+    } else if (name_is(d, "notify")) {
         /* as the kernel does for a backend's call_notify: the transport's
          * message callback, before the outcome */
         notify_rc[0] = MCPG_HAS(d, message) ? d->message(d->transport_ctx, call, k_progress,
