@@ -343,7 +343,11 @@ void th_legacy_prime_soon(th_wslot *ws);
 /* A request waiting for the coordinator (session.h): parked, then resumed
  * (its handler runs again; the steps done are flagged in the request). */
 void th_legacy_park(th_req *r);
+/* A parked request handled again from the top (a session step answered, a
+ * subscription allowed): either wire's POST, a legacy GET or DELETE. */
 void th_legacy_again(th_req *r);
+/* POST /mcp: the wire chosen, then the request handled. */
+void th_handle_mcp(th_conn *c, th_req *r);
 /* End the standalone GET streams of session sid on this loop. */
 void th_legacy_end_streams(th_wslot *ws, const char *sid);
 /* notifications/cancelled: the call of session sid with that request id on this loop. */

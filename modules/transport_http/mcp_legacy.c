@@ -160,7 +160,7 @@ void th_legacy_again(th_req *r) {
         return;
     }
     r->state = TH_REQ_PARSING;
-    if (r->http_method == HTTP_POST) th_legacy_post(c, r);
+    if (r->http_method == HTTP_POST) th_handle_mcp(c, r); /* routes it as the first time */
     else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
     else th_legacy_delete(c, r);
     th_conn_advance(c);

@@ -239,23 +239,6 @@ static void on_call_complete(void *ctx, mcpg_call *call) {
     if (!r->in_submit) th_conn_advance(c); /* else the submitter advances after it returns */
 }
 
-static void handle_mcp(th_conn *c, th_req *r);
-
-/* A request whose subscriptions the pipeline allowed goes through its
- * handler again (r->authz 2), now to make them. */
-static void authz_again(th_req *r) {
-    th_conn *c = r->conn;
-    c->inflight--;
-    if (c->closing) {
-        r->state = TH_REQ_DONE;
-        th_conn_maybe_free(c);
-        return;
-    }
-    r->state = TH_REQ_PARSING;
-    handle_mcp(c, r);
-    th_conn_advance(c);
-}
-
 /* A listen's allowed uris, from the kernel's answer, kept after the body
  * (the request's own spans are found again when it is handled again). */
 static int keep_allowed_uris(const mcpg_host *h, th_req *r, const mcpg_call_outcome *oc) {
@@ -293,7 +276,7 @@ static void on_authz_complete(void *ctx, mcpg_call *call) {
         r->authz_again = 1;
         return;
     }
-    authz_again(r);
+    th_legacy_again(r);
 }
 
 static void submit_failed(th_conn *c, th_req *r, int rc, th_piece id) {
@@ -371,7 +354,7 @@ void th_fill_header(const th_req *r, int k, th_hval *out) {
     out->dup = (r->dup_mask >> k) & 1;
 }
 
-static void handle_mcp(th_conn *c, th_req *r) {
+void th_handle_mcp(th_conn *c, th_req *r) {
     th_mod *m = c->ws->mod;
     th_mcp_headers hd;
     th_fill_header(r, TH_H_CONTENT_TYPE, &hd.content_type);
@@ -423,7 +406,7 @@ static void handle_mcp(th_conn *c, th_req *r) {
             submit(c, r, &v);
             if (r->authz_again) {
                 r->authz_again = 0;
-                authz_again(r);
+                th_legacy_again(r);
             }
             return;
         }
@@ -493,7 +476,7 @@ void th_route(th_conn *c, th_req *r) {
                           MSG("Bad Request: only origin-form request targets (/path) are served"), NULL, 0);
     } else if (path_is(url, n, "/mcp", 4)) {
         if (!hygiene_ok(c, r)) return;
-        if (r->http_method == HTTP_POST) handle_mcp(c, r);
+        if (r->http_method == HTTP_POST) th_handle_mcp(c, r);
         else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
         else if (r->http_method == HTTP_DELETE) th_legacy_delete(c, r);
         else respond_not_allowed(c, r, "GET, POST, DELETE");
