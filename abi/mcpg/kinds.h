@@ -175,6 +175,21 @@ typedef struct mcpg_coordinator_ops {
     /* on the subscriber's loop (also inside its callback) no callback runs
      * after it returns */
     void (*unsubscribe)(void *instance, mcpg_coord_sub *sub);
+    /* ---- ABI 1.3 (MCPG_HAS(ops, rate_take)) ---- */
+    /* A rate limit's one atomic step (GCRA). The key holds "paid-until", a
+     * time in microseconds as a decimal int64 (absent: long past). With
+     * t = max(paid_until, now_us), a call fits when
+     * t + interval_us - now_us <= burst_us (burst_us = burst x interval):
+     * then the store keeps t + interval_us (expiring once that time has
+     * passed) and answers 0 with number = the new paid-until; else it changes
+     * nothing and answers MCPG_EAGAIN with number = the earliest now_us at
+     * which one call fits (t + interval_us - burst_us). now_us is the
+     * caller's clock (host->wall_us), used as given: replicas sharing a key
+     * should keep their clocks close. EINVAL: interval_us or burst_us < 1,
+     * or a value that is not an integer. */
+    int (*rate_take)(void *instance, mcpg_worker *w, const char *key, size_t klen,
+                     int64_t now_us, int64_t interval_us, int64_t burst_us,
+                     mcpg_coord_cb cb, void *arg);
 } mcpg_coordinator_ops;
 
 /* ---- events: the MCP Events pipeline ------------------------------------
