@@ -449,6 +449,46 @@ int cm_store_incr(cm_store *s, const char *key, size_t klen, int64_t delta, uint
     }
 }
 
+/* GCRA under the shard's lock: RATE_REFUSED (not MCPG_EAGAIN, which means
+ * "full" to the retry below) when the call does not fit. */
+enum { RATE_REFUSED = 1 };
+
+static int rate_take_locked(cm_store *s, cm_shard *sh, uint64_t hash, const char *key,
+                            size_t klen, const cm_rate *q, uint64_t now_us, cm_out *out) {
+    cm_entry **pp = find_live(s, sh, hash, key, klen, now_us);
+    int64_t paid = INT64_MIN, t, next;
+    if (pp && !cm_parse_int64(entry_val(*pp), (*pp)->vlen, &paid)) return MCPG_EINVAL;
+    t = paid > q->now_us ? paid : q->now_us;
+    if (__builtin_add_overflow(t, q->interval_us, &next)) return MCPG_ERANGE;
+    if (next - q->now_us > q->burst_us) {
+        out->number = next - q->burst_us;
+        return RATE_REFUSED;
+    }
+    char text[24];
+    int n = snprintf(text, sizeof text, "%lld", (long long)next);
+    /* kept until paid-until has passed on the caller's clock, counted on ours */
+    uint64_t ttl_ms = (uint64_t)(next - q->now_us) / 1000 + 1;
+    int rc = write_locked(s, sh, CM_PUT, hash, key, klen, text, (size_t)n,
+                          expiry_for(ttl_ms, now_us), 0, now_us, out);
+    if (rc) return rc;
+    out->number = next;
+    return 0;
+}
+
+int cm_store_rate_take(cm_store *s, const char *key, size_t klen, const cm_rate *q,
+                       uint64_t now_us, cm_out *out) {
+    if (q->interval_us < 1 || q->burst_us < 1) return MCPG_EINVAL;
+    uint64_t hash = cm_hash(s->seed, key, klen);
+    cm_shard *sh = shard_of(s, hash);
+    for (int attempt = 0;; attempt++) {
+        pthread_mutex_lock(&sh->mu);
+        int rc = rate_take_locked(s, sh, hash, key, klen, q, now_us, out);
+        pthread_mutex_unlock(&sh->mu);
+        if (rc == RATE_REFUSED) return MCPG_EAGAIN;
+        if (rc != MCPG_EAGAIN || attempt > 0 || !cm_store_sweep(s, now_us, SIZE_MAX)) return rc;
+    }
+}
+
 int cm_store_del(cm_store *s, const char *key, size_t klen, uint64_t now_us, cm_out *out) {
     uint64_t hash = cm_hash(s->seed, key, klen);
     cm_shard *sh = shard_of(s, hash);

@@ -86,6 +86,15 @@ int cm_store_incr(cm_store *s, const char *key, size_t klen, int64_t delta, uint
                   uint64_t now_us, cm_out *out);
 int cm_store_del(cm_store *s, const char *key, size_t klen, uint64_t now_us, cm_out *out);
 
+/* One GCRA step (the coordinator ABI's rate_take): now_us here is the
+ * caller's clock; the store's own (for expiry) is the function's now_us. 0
+ * with out->number = the new paid-until, MCPG_EAGAIN (nothing changed) with
+ * out->number = the earliest caller time one call fits, MCPG_EINVAL,
+ * MCPG_ERANGE, MCPG_ENOMEM. */
+typedef struct cm_rate { int64_t now_us, interval_us, burst_us; } cm_rate;
+int cm_store_rate_take(cm_store *s, const char *key, size_t klen, const cm_rate *q,
+                       uint64_t now_us, cm_out *out);
+
 /* The live keys starting with prefix (plen 0: all), sorted bytewise. Not a
  * snapshot: shards are visited one after the other, so a key written during
  * the scan may or may not be in it; one live throughout is, once. 0, or

@@ -234,6 +234,19 @@ static int cm_incr(void *instance, mcpg_worker *w, const char *key, size_t klen,
     return 0;
 }
 
+static int cm_rate_take(void *instance, mcpg_worker *w, const char *key, size_t klen,
+                        int64_t caller_now_us, int64_t interval_us, int64_t burst_us,
+                        mcpg_coord_cb cb, void *arg) {
+    coordmem *cm = instance;
+    cm_op *op;
+    int rc = key_ok(cm, key, klen);
+    if (!rc && (interval_us < 1 || burst_us < 1)) rc = MCPG_EINVAL;
+    if (rc || (rc = op_begin(cm, w, cb, arg, &op))) return rc;
+    cm_rate q = {caller_now_us, interval_us, burst_us};
+    op->status = cm_store_rate_take(cm->store, key, klen, &q, now_us(cm), &op->out);
+    return 0;
+}
+
 static int cm_del(void *instance, mcpg_worker *w, const char *key, size_t klen, mcpg_coord_cb cb,
                   void *arg) {
     coordmem *cm = instance;
@@ -404,6 +417,7 @@ static const mcpg_coordinator_ops cm_ops = {
     .get = cm_get,
     .put = cm_put,
     .incr = cm_incr,
+    .rate_take = cm_rate_take,
     .put_if_absent = cm_put_if_absent,
     .compare_and_set = cm_cas,
     .del = cm_del,

@@ -438,6 +438,50 @@ static void test_backlog(void) {
     cm_pubsub_free(ps);
 }
 
+/* rate_take: 600/min (interval 100 ms) with a burst of 10, at the window's
+ * edges, a clock that steps back, and the key's expiry once paid-until
+ * has passed. */
+static int take(cm_store *s, int64_t now, uint64_t store_now, outbuf *o) {
+    cm_rate q = {now, 100000, 10 * 100000};
+    return cm_store_rate_take(s, "r", 1, &q, store_now, fresh(o));
+}
+
+static void test_rate_take(void) {
+    cm_store *s = cm_store_new(H, 1000, 1 << 20, 7);
+    outbuf o = {0};
+    const int64_t now = 1700000000000000; /* the caller's wall clock, in us */
+    int admitted = 0;
+    while (take(s, now, T0, &o) == 0) admitted++;
+    MCPG_CHECK(admitted == 10, "a burst of 10 at one instant: %d", admitted);
+    MCPG_CHECK(o.out.number == now + 100000, "refused: one call fits 100 ms later (%lld)",
+               (long long)(o.out.number - now));
+    MCPG_CHECK(take(s, now + 99999, T0, &o) == MCPG_EAGAIN, "1 us before it fits: refused");
+    MCPG_CHECK(take(s, now + 100000, T0, &o) == 0, "exactly when it fits: admitted");
+    MCPG_CHECK(take(s, now + 100000, T0, &o) == MCPG_EAGAIN, "and only one");
+    /* 30 s of calls as fast as they come, one attempt per ms: 10 + 10/s x 30 s */
+    cm_store *s2 = cm_store_new(H, 1000, 1 << 20, 7);
+    admitted = 0;
+    for (int64_t t = 0; t <= 30000000; t += 1000) {
+        cm_rate q = {now + t, 100000, 1000000};
+        if (cm_store_rate_take(s2, "g", 1, &q, T0, fresh(&o)) == 0) admitted++;
+    }
+    MCPG_CHECK(admitted == 310, "30 s inclusive of both edges: 10 + 300 = 310, got %d", admitted);
+    cm_store_free(s2);
+    /* a clock that steps back admits nothing it had not paid for */
+    MCPG_CHECK(take(s, now - 5000000, T0, &o) == MCPG_EAGAIN, "a clock 5 s behind: refused");
+    /* the key lives until paid-until has passed (on the store's clock) */
+    MCPG_CHECK(get_is(s, "r", NULL, T0 + 10 * 100000 + 100000 + 1000 + 1), "expired after");
+    MCPG_CHECK(take(s, now + 60000000, T0 + 60000000, &o) == 0 && o.out.number == now + 60100000,
+               "a minute later: a fresh start");
+    /* bad input */
+    cm_rate bad = {now, 0, 1};
+    MCPG_CHECK(cm_store_rate_take(s, "r", 1, &bad, T0, fresh(&o)) == MCPG_EINVAL, "interval 0");
+    MCPG_CHECK(put(s, "txt", "abc", 0, T0) == 0, "a text value");
+    cm_rate q = {now, 1, 1};
+    MCPG_CHECK(cm_store_rate_take(s, "txt", 3, &q, T0, fresh(&o)) == MCPG_EINVAL, "not a number");
+    cm_store_free(s);
+}
+
 int main(void) {
     fh = mcpg_fakehost_new();
     MCPG_REQUIRE(fh, "fakehost");
@@ -447,6 +491,7 @@ int main(void) {
     test_subjects();
     test_basic_ops();
     test_ttl();
+    test_rate_take();
     test_bounds();
     test_scan();
     test_threads();
