@@ -82,7 +82,17 @@ typedef struct mcpg_policy_ops {
     int (*visible)(void *instance, mcpg_call *call, const char *kind, const char *name);
 } mcpg_policy_ops;
 
-/* ---- limits: concurrency caps, rates, budgets -------------------------- */
+/* ---- limits: concurrency caps, rates, budgets --------------------------
+ * acquire runs for tools/call only, after identity and policy (lists,
+ * reads and the other methods are not limited). A refusal is DENY with
+ * call_error naming the limit and call_set_http(429, Retry-After); the kernel
+ * audits it as mcpg.tool.call.denied. release runs once for every call
+ * acquire admitted, whatever its outcome (an error, a timeout, a cancel, a
+ * client gone, a drain), and only when its backend has really stopped (a
+ * timed-out pool backend still running keeps what it holds). A limit shared
+ * by gateways uses the coordinator (host->coordinator) and only its atomic
+ * ops (put_if_absent with a TTL for slots, incr for budgets, rate_take for
+ * rates). */
 typedef struct mcpg_limits_ops {
     uint32_t size, version;
     mcpg_status (*acquire)(void *instance, mcpg_call *call); /* mandatory */
