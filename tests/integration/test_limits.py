@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""The limits module with the real gateway: the governed scenario, shortened.
+
+conf/governed.json's tools and limits (local scope), each driven alone by 64
+threads on keep-alive connections calling as fast as they can, a refused call
+sent again at once:
+  * capped (100 ms per call, cap 8): the mock's own max_in_flight never
+    exceeds 8, and it admits close to 8 / 0.1 s;
+  * rated (600/min, burst 10) for ~5 s: exactly 10 + 10/s x the window. The
+    gateway judges with CLOCK_MONOTONIC, the clock of time.monotonic(), so
+    the window's edges are bounded by the client's own timestamps: every
+    admission happened between its request's send and its answer's arrival,
+    and, the bucket being saturated from the first call on, a refusal at s
+    means fewer than 10 + (s - t0) / 100 ms fit by then, an admission at s
+    means at most 10 + (s - t0) / 100 ms did;
+  * budgeted (1000 calls forever): exactly 1000 admitted.
+Every refusal is 429 with Retry-After, JSON-RPC -32029 naming the limit, and
+is audited as mcpg.tool.call.denied. mcpg --check accepts conf/governed.json
+and names a broken limit's keys.
+"""
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (Conn, Context, Gateway, call_tool, check, check_eq, parse_args,  # noqa: E402
+                     read_audit, run_cli, run_tests, tool_call_request, wait_for)
+
+CALLERS = 64
+DURATION = float(os.environ.get("MCPG_LIMITS_SECONDS", "5"))
+
+
+def governed(ctx, audit_path):
+    with open(os.path.join(ctx.source, "conf", "governed.json")) as f:
+        m = json.load(f)
+    for mod in m["modules"]:
+        if mod["module"] == "audit_file":
+            mod["config"]["path"] = audit_path
+    return m
+
+
+def drive(port, tool, seconds=None, until=None):
+    """64 threads calling `tool` for `seconds` (or until `until()` says so).
+    Returns a list of (send_time, recv_time, status, rpc, retry_after)."""
+    out = []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + (seconds or 3600)
+    done = threading.Event()
+
+    def run(k):
+        mine = []
+        try:
+            with Conn(port) as c:
+                i = 0
+                while not done.is_set() and time.monotonic() < stop_at:
+                    i += 1
+                    rid = k * 1000000 + i
+                    t0 = time.monotonic()
+                    c.send(tool_call_request(port, tool, {"message": "m%d" % rid}, id=rid))
+                    r = c.read_response()
+                    t1 = time.monotonic()
+                    mine.append((t0, t1, r.status, r.rpc(), r.header("retry-after")))
+                    if until and until(r):
+                        done.set()
+        finally:
+            with lock:
+                out.extend(mine)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(CALLERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def split(rows, tool):
+    ok = [r for r in rows if r[2] == 200 and "result" in r[3]]
+    refused = [r for r in rows if r[2] != 200 or "result" not in r[3]]
+    for r in ok:
+        text = r[3]["result"]["content"][0]["text"]
+        check(text.startswith("Echo: m"), "%s: answer %r" % (tool, text))
+    for r in refused:
+        check_eq(r[2], 429, "%s: a refusal's HTTP status (%r)" % (tool, r[3]))
+        check(r[4] is not None and int(r[4]) >= 1, "%s: Retry-After %r" % (tool, r[4]))
+        err = r[3].get("error", {})
+        check_eq(err.get("code"), -32029, "%s: the refusal's code" % tool)
+        check("limit \"%s\"" % tool in err.get("message", ""), "%s: message %r" % (tool, err))
+    return ok, refused
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    audit_path = ctx.path("audit.jsonl")
+    gw = Gateway(ctx, manifest=governed(ctx, audit_path))
+    gw.start()
+    refusals = {}
+
+    def stats():
+        r, rpc = call_tool(gw.port, "mock_stats", {})
+        return json.loads(rpc["result"]["content"][0]["text"])
+
+    def t_capped():
+        secs = min(DURATION, 3.0)
+        rows = drive(gw.port, "capped", seconds=secs)
+        ok, refused = split(rows, "capped")
+        st = stats()
+        check(st["max_in_flight"] <= 8, "capped: the mock saw %d in flight" % st["max_in_flight"])
+        check_eq(st["in_flight"], 0, "capped: in flight after the run")
+        rate = len(ok) / secs
+        print("capped: %d admitted in %.1f s (%.1f/s), %d refused, mock max_in_flight %d"
+              % (len(ok), secs, rate, len(refused), st["max_in_flight"]))
+        check(rate >= 60, "capped admits close to 80/s: %.1f/s" % rate)
+        refusals["capped"] = refused
+
+    def t_rated():
+        rows = drive(gw.port, "rated", seconds=DURATION)
+        ok, refused = split(rows, "rated")
+        check(refused, "rated: nothing refused")
+        first_send = min(r[0] for r in rows)
+        first_ok_recv = min(r[1] for r in ok)
+        last_ok_recv = max(r[1] for r in ok)
+        last_refused_send = max(r[0] for r in refused)
+        upper = 10 + math.floor((last_ok_recv - first_send) * 10)
+        lower = 10 + math.floor((last_refused_send - first_ok_recv) * 10)
+        print("rated: %d admitted, %d refused over %.3f s; bounds from the edges [%d, %d]; "
+              "10 + 10/s x %.0f s = %d" % (len(ok), len(refused), last_ok_recv - first_send,
+                                           lower, upper, DURATION, 10 + 10 * DURATION))
+        check(lower <= len(ok) <= upper, "rated: %d admitted, outside [%d, %d]"
+              % (len(ok), lower, upper))
+        refusals["rated"] = refused
+
+    def t_budgeted():
+        rows = drive(gw.port, "budgeted", until=lambda r: r.status == 429)
+        ok, refused = split(rows, "budgeted")
+        print("budgeted: %d admitted, %d refused" % (len(ok), len(refused)))
+        check_eq(len(ok), 1000, "budgeted: admitted")
+        r, rpc = call_tool(gw.port, "budgeted", {"message": "late"})
+        check_eq(r.status, 429, "budgeted: a call after the budget")
+        refusals["budgeted"] = refused + [None]
+
+    def t_audited():
+        want = sum(len(v) for v in refusals.values())
+
+        def denied():
+            return [e for e in read_audit(audit_path) if e.get("event") == "mcpg.tool.call.denied"]
+        wait_for(lambda: len(denied()) >= want, 20, "%d denials in the audit" % want)
+        events = denied()
+        check_eq(len(events), want, "denied events")
+        for tool in refusals:
+            n = sum(1 for e in events if e.get("tool") == tool)
+            check_eq(n, len(refusals[tool]), "denied events of %s" % tool)
+        check_eq(events[0].get("error_code"), -32029, "the audited code")
+
+    def t_check():
+        conf = os.path.join(ctx.source, "conf", "governed.json")
+        rc, out, err = run_cli(ctx, ["--check", "--config", conf])
+        check_eq(rc, 0, "mcpg --check %s (stderr %s)" % (conf, err))
+        m = governed(ctx, ctx.path("never.jsonl"))
+        m["modules"][1]["config"]["limits"][1]["rate"] = {"per_minute": 600, "burts": 10}
+        m["modules"][1]["config"]["limits"][2]["concurrency"] = 0
+        p = ctx.write_manifest(m)
+        rc, out, err = run_cli(ctx, ["--check", "--config", p])
+        check(rc != 0, "a broken limit passed --check")
+        check("modules[1].config.limits[1].rate.burts: unknown key" in err, err)
+        check("modules[1].config.limits[2]: needs exactly one of" in err, err)
+
+    def t_stop():
+        gw.stop()
+
+    try:
+        return run_tests([
+            ("capped: never more than 8 in flight, close to 80/s", t_capped),
+            ("rated: exactly 10 + 10/s over the run", t_rated),
+            ("budgeted: exactly 1000", t_budgeted),
+            ("every refusal audited as mcpg.tool.call.denied", t_audited),
+            ("mcpg --check: conf/governed.json, and a broken limit's keys", t_check),
+            ("the gateway stops cleanly", t_stop),
+        ], ctx)
+    finally:
+        if gw.proc is not None and gw.proc.poll() is None:
+            gw.stop()
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())
