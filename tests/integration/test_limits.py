@@ -109,18 +109,22 @@ def main():
         secs = min(DURATION, 3.0)
         rows = drive(gw.port, "capped", seconds=secs)
         ok, refused = split(rows, "capped")
+        refusals["capped"] = refused
         st = stats()
         check(st["max_in_flight"] <= 8, "capped: the mock saw %d in flight" % st["max_in_flight"])
         check_eq(st["in_flight"], 0, "capped: in flight after the run")
         rate = len(ok) / secs
         print("capped: %d admitted in %.1f s (%.1f/s), %d refused, mock max_in_flight %d"
               % (len(ok), secs, rate, len(refused), st["max_in_flight"]))
-        check(rate >= 60, "capped admits close to 80/s: %.1f/s" % rate)
-        refusals["capped"] = refused
+        # 8 / 100 ms = 80/s is the ceiling; a slot is held from acquire to
+        # release, which also covers the audit records around the backend
+        check(rate >= 50, "capped admits close to 80/s: %.1f/s" % rate)
+        check(st["max_in_flight"] >= 2, "capped: the mock never ran calls side by side")
 
     def t_rated():
         rows = drive(gw.port, "rated", seconds=DURATION)
         ok, refused = split(rows, "rated")
+        refusals["rated"] = refused
         check(refused, "rated: nothing refused")
         first_send = min(r[0] for r in rows)
         first_ok_recv = min(r[1] for r in ok)
@@ -133,7 +137,6 @@ def main():
                                            lower, upper, DURATION, 10 + 10 * DURATION))
         check(lower <= len(ok) <= upper, "rated: %d admitted, outside [%d, %d]"
               % (len(ok), lower, upper))
-        refusals["rated"] = refused
 
     def t_budgeted():
         rows = drive(gw.port, "budgeted", until=lambda r: r.status == 429)
