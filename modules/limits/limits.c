@@ -50,8 +50,7 @@ typedef struct lim_mod {
     const lim_cfg *cfg;
     lim_set set;
     lim_table table;
-    const mcpg_coordinator_ops *coord;
-    void *coord_inst;
+    _Atomic int coordinator_logged;
 } lim_mod;
 
 /* What a call holds: concurrency slots, local and (global) the slot key. */
@@ -68,6 +67,7 @@ typedef struct lim_walk {
     uint32_t next;      /* the next limit to look at */
     uint32_t n_held;
     uint32_t tries;     /* global caps: slot keys tried */
+    uint32_t trying;    /* global caps: the slot key asked for */
     lim_entry *cur;     /* the entry of the limit being taken */
     int on_heap;
     lim_hold held[LIM_MAX_LIMITS];
@@ -154,24 +154,51 @@ static void remember(lim_entry *e, int64_t until) {
     }
 }
 
+/* The gateway's coordinator, asked for on the loop thread at each use: at
+ * create() the kernel does not give the new generation's coordinator yet
+ * (host->coordinator answers from the generation serving), so a missing
+ * coordinator or rate_take is known for sure only when a call needs it.
+ * NULL (and a log line) when this call's limit cannot be judged. */
+static const mcpg_coordinator_ops *coordinator_for(lim_mod *m, const lim_def *d, void **inst) {
+    const mcpg_host *h = m->host;
+    const mcpg_coordinator_ops *ops = MCPG_HOST_HAS(h, coordinator) ? h->coordinator(inst) : NULL;
+    const char *why = !ops ? "the gateway has no coordinator (cluster.kind)"
+                      : d->type == LIM_RATE && !MCPG_HAS(ops, rate_take)
+                          ? "the coordinator has no rate_take (ABI 1.3)"
+                          : NULL;
+    if (!why) return ops;
+    if (!atomic_exchange(&m->coordinator_logged, 1))
+        h->log(m->self, MCPG_LOG_ERROR, "limit \"%s\" is global and %s: its calls are refused",
+               d->name, why);
+    return NULL;
+}
+
 /* ---- giving back ---- */
 
+/* The slot key is gone (or had expired): only now may a call of this
+ * gateway take the local slot again, else it could find every key still
+ * present and be refused while the cap has room. */
 static void del_done(void *arg, int status, const mcpg_coord_value *v) {
-    (void)arg, (void)status, (void)v; /* an absent slot (expired) is fine */
+    (void)status, (void)v;
+    lim_conc_give(&((lim_entry *)arg)->counter);
 }
 
 static void give_back(lim_walk *w) {
     lim_mod *m = w->m;
     for (uint32_t i = 0; i < w->n_held; i++) {
         lim_hold *hd = &w->held[i];
-        if (hd->slot >= 0 && m->coord) {
+        void *ci = NULL;
+        const mcpg_coordinator_ops *co =
+            hd->slot >= 0 ? coordinator_for(m, &m->set.v[hd->e->limit], &ci) : NULL;
+        if (co) {
             char idx[16], key[LIM_KEY_MAX + 96];
             snprintf(idx, sizeof idx, "%d", hd->slot);
             size_t kn = coord_key(&m->set.v[hd->e->limit], hd->e, idx, key, sizeof key);
-            if (kn && m->coord->del(m->coord_inst, m->host->call_worker(w->call), key, kn,
-                                    del_done, NULL) < 0)
-                m->host->log(m->self, MCPG_LOG_WARN, "slot %s not given back (expires by TTL)",
-                             key);
+            /* the next taker tries the key given back first */
+            atomic_store(&hd->e->next_slot, (uint32_t)hd->slot);
+            if (kn && co->del(ci, m->host->call_worker(w->call), key, kn, del_done, hd->e) == 0)
+                continue; /* the local slot goes back in del_done */
+            m->host->log(m->self, MCPG_LOG_WARN, "slot %s not given back (expires by TTL)", key);
         }
         lim_conc_give(&hd->e->counter);
     }
@@ -233,14 +260,13 @@ static void slot_done(void *arg, int status, const mcpg_coord_value *v) {
     lim_walk *w = arg;
     const lim_def *d = current_def(w);
     lim_entry *e = w->cur;
-    uint32_t slot = atomic_load(&e->next_slot) % (uint32_t)d->n;
     if (status == 0) {
-        w->held[w->n_held - 1].slot = (int32_t)slot;
-        atomic_fetch_add(&e->next_slot, 1);
+        w->held[w->n_held - 1].slot = (int32_t)w->trying;
+        atomic_store(&e->next_slot, (w->trying + 1) % (uint32_t)d->n);
         return op_answered(w, MCPG_CONTINUE);
     }
     if (status == MCPG_EEXIST && ++w->tries < (uint32_t)d->n) {
-        atomic_fetch_add(&e->next_slot, 1);
+        w->trying = (w->trying + 1) % (uint32_t)d->n;
         if (try_slot(w) == 0) return;
     }
     /* the local slot taken first goes back with the others */
@@ -252,16 +278,18 @@ static void slot_done(void *arg, int status, const mcpg_coord_value *v) {
     }
 }
 
-/* put_if_absent of the slot key next_slot % N. 0 when asked. */
+/* put_if_absent of the slot key w->trying. 0 when asked. */
 static int try_slot(lim_walk *w) {
     lim_mod *m = w->m;
     const lim_def *d = current_def(w);
     char idx[16], key[LIM_KEY_MAX + 96];
-    snprintf(idx, sizeof idx, "%u", atomic_load(&w->cur->next_slot) % (uint32_t)d->n);
+    snprintf(idx, sizeof idx, "%u", w->trying);
     size_t kn = coord_key(d, w->cur, idx, key, sizeof key);
-    if (!kn) return -1;
-    return m->coord->put_if_absent(m->coord_inst, m->host->call_worker(w->call), key, kn, "1", 1,
-                                   (uint64_t)m->cfg->slot_ttl_ms, slot_done, w);
+    void *ci = NULL;
+    const mcpg_coordinator_ops *co = kn ? coordinator_for(m, d, &ci) : NULL;
+    if (!co) return -1;
+    return co->put_if_absent(ci, m->host->call_worker(w->call), key, kn, "1", 1,
+                             (uint64_t)m->cfg->slot_ttl_ms, slot_done, w);
 }
 
 static void rate_done(void *arg, int status, const mcpg_coord_value *v) {
@@ -296,6 +324,9 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
     int64_t refused = atomic_load_explicit(&e->refused_until, memory_order_relaxed);
     int64_t mono = (int64_t)h->mono_us();
     if (refused > mono) return refuse(m, w->call, d, refused - mono);
+    void *ci = NULL;
+    const mcpg_coordinator_ops *co = coordinator_for(m, d, &ci);
+    if (!co) return fail(m, w->call, d, "no coordinator can judge it (see the log)");
     if (d->type == LIM_CONCURRENCY) {
         if (!lim_conc_take(&e->counter, d->n)) return refuse(m, w->call, d, 0);
         w->held[w->n_held++] = (lim_hold){e, -1};
@@ -308,10 +339,11 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
     char key[LIM_KEY_MAX + 96], idx[24];
     int rc;
     if (d->type == LIM_CONCURRENCY) {
+        w->trying = atomic_load(&e->next_slot) % (uint32_t)d->n;
         rc = try_slot(w);
     } else if (d->type == LIM_RATE) {
         size_t kn = coord_key(d, e, NULL, key, sizeof key);
-        rc = kn ? m->coord->rate_take(m->coord_inst, wk, key, kn, h->wall_us(), d->interval_us,
+        rc = kn ? co->rate_take(ci, wk, key, kn, h->wall_us(), d->interval_us,
                                       d->interval_us * d->burst, rate_done, w)
                 : -1;
     } else {
@@ -320,7 +352,7 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
                  (long long)(d->window_us ? now / d->window_us : 0));
         size_t kn = coord_key(d, e, idx, key, sizeof key);
         uint64_t ttl = (uint64_t)(d->window_us / 1000);
-        rc = kn ? m->coord->incr(m->coord_inst, wk, key, kn, 1, ttl, budget_done, w) : -1;
+        rc = kn ? co->incr(ci, wk, key, kn, 1, ttl, budget_done, w) : -1;
     }
     return rc < 0 ? fail(m, w->call, d, "the coordinator refused the op") : MCPG_PENDING;
 }
@@ -395,12 +427,6 @@ static void lim_release(void *instance, mcpg_call *call) {
 
 /* ---- lifecycle ---- */
 
-static int any_global(const lim_set *s) {
-    for (uint32_t i = 0; i < s->n; i++)
-        if (s->v[i].global) return 1;
-    return 0;
-}
-
 static int lim_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
     const lim_cfg *c = config;
     mcpg_config_problems p = {host, rep, NULL, 0};
@@ -410,21 +436,17 @@ static int lim_validate(const mcpg_host *host, const void *config, mcpg_report *
     return p.errors ? MCPG_ECONFIG : 0;
 }
 
-/* Global limits need a coordinator with rate_take when a rate is global. */
+/* At create: a coordinator the kernel already shows that cannot serve a
+ * global rate refuses the config. */
 static int coordinator_ok(lim_mod *m) {
-    if (!any_global(&m->set)) return 1;
     const mcpg_host *h = m->host;
-    m->coord = MCPG_HOST_HAS(h, coordinator) ? h->coordinator(&m->coord_inst) : NULL;
-    if (!m->coord) {
-        h->log(m->self, MCPG_LOG_ERROR, "limits: a global limit needs the gateway's coordinator "
-               "(cluster.kind), and there is none");
-        return 0;
-    }
-    for (uint32_t i = 0; i < m->set.n; i++) {
+    void *inst = NULL;
+    const mcpg_coordinator_ops *ops = MCPG_HOST_HAS(h, coordinator) ? h->coordinator(&inst) : NULL;
+    for (uint32_t i = 0; ops && i < m->set.n; i++) {
         const lim_def *d = &m->set.v[i];
-        if (d->global && d->type == LIM_RATE && !MCPG_HAS(m->coord, rate_take)) {
-            h->log(m->self, MCPG_LOG_ERROR, "limits: limit \"%s\" is a global rate and the "
-                   "coordinator has no rate_take (ABI 1.3)", d->name);
+        if (d->global && d->type == LIM_RATE && !MCPG_HAS(ops, rate_take)) {
+            h->log(m->self, MCPG_LOG_ERROR, "limits[%u] (\"%s\") is a global rate and the "
+                   "gateway's coordinator has no rate_take (ABI 1.3)", i, d->name);
             return 0;
         }
     }

@@ -14,7 +14,8 @@ sent again at once:
     means fewer than 10 + (s - t0) / 100 ms fit by then, an admission at s
     means at most 10 + (s - t0) / 100 ms did;
   * budgeted (1000 calls forever): exactly 1000 admitted.
-Every refusal is 429 with Retry-After, JSON-RPC -32029 naming the limit, and
+The same again with every limit `global` (the single node's coordinator_memory,
+through put_if_absent slots, rate_take and incr). Every refusal is 429 with Retry-After, JSON-RPC -32029 naming the limit, and
 is audited as mcpg.tool.call.denied. mcpg --check accepts conf/governed.json
 and names a broken limit's keys.
 """
@@ -34,9 +35,11 @@ CALLERS = 64
 DURATION = float(os.environ.get("MCPG_LIMITS_SECONDS", "5"))
 
 
-def governed(ctx, audit_path):
+def governed(ctx, audit_path, scope="local"):
     with open(os.path.join(ctx.source, "conf", "governed.json")) as f:
         m = json.load(f)
+    for lim in m["modules"][1]["config"]["limits"]:
+        lim["scope"] = scope
     for mod in m["modules"]:
         if mod["module"] == "audit_file":
             mod["config"]["path"] = audit_path
@@ -93,20 +96,21 @@ def split(rows, tool):
     return ok, refused
 
 
-def main():
-    args = parse_args()
-    ctx = Context(args)
-    audit_path = ctx.path("audit.jsonl")
-    gw = Gateway(ctx, manifest=governed(ctx, audit_path))
-    gw.start()
+def suite(ctx, scope, seconds):
+    """The scenario on a gateway whose limits have this scope."""
+    audit_path = ctx.path("audit-%s.jsonl" % scope)
+    gw = Gateway(ctx, manifest=governed(ctx, audit_path, scope), name="gateway-" + scope)
     refusals = {}
 
     def stats():
         r, rpc = call_tool(gw.port, "mock_stats", {})
         return json.loads(rpc["result"]["content"][0]["text"])
 
+    def t_start():
+        gw.start()
+
     def t_capped():
-        secs = min(DURATION, 3.0)
+        secs = min(seconds, 3.0)
         rows = drive(gw.port, "capped", seconds=secs)
         ok, refused = split(rows, "capped")
         refusals["capped"] = refused
@@ -114,15 +118,15 @@ def main():
         check(st["max_in_flight"] <= 8, "capped: the mock saw %d in flight" % st["max_in_flight"])
         check_eq(st["in_flight"], 0, "capped: in flight after the run")
         rate = len(ok) / secs
-        print("capped: %d admitted in %.1f s (%.1f/s), %d refused, mock max_in_flight %d"
-              % (len(ok), secs, rate, len(refused), st["max_in_flight"]))
+        print("%s capped: %d admitted in %.1f s (%.1f/s), %d refused, mock max_in_flight %d"
+              % (scope, len(ok), secs, rate, len(refused), st["max_in_flight"]))
         # 8 / 100 ms = 80/s is the ceiling; a slot is held from acquire to
         # release, which also covers the audit records around the backend
         check(rate >= 50, "capped admits close to 80/s: %.1f/s" % rate)
         check(st["max_in_flight"] >= 2, "capped: the mock never ran calls side by side")
 
     def t_rated():
-        rows = drive(gw.port, "rated", seconds=DURATION)
+        rows = drive(gw.port, "rated", seconds=seconds)
         ok, refused = split(rows, "rated")
         refusals["rated"] = refused
         check(refused, "rated: nothing refused")
@@ -132,16 +136,17 @@ def main():
         last_refused_send = max(r[0] for r in refused)
         upper = 10 + math.floor((last_ok_recv - first_send) * 10)
         lower = 10 + math.floor((last_refused_send - first_ok_recv) * 10)
-        print("rated: %d admitted, %d refused over %.3f s; bounds from the edges [%d, %d]; "
-              "10 + 10/s x %.0f s = %d" % (len(ok), len(refused), last_ok_recv - first_send,
-                                           lower, upper, DURATION, 10 + 10 * DURATION))
+        print("%s rated: %d admitted, %d refused over %.3f s; bounds from the edges [%d, %d]; "
+              "10 + 10/s x %.0f s = %d" % (scope, len(ok), len(refused),
+                                           last_ok_recv - first_send, lower, upper, seconds,
+                                           10 + 10 * seconds))
         check(lower <= len(ok) <= upper, "rated: %d admitted, outside [%d, %d]"
               % (len(ok), lower, upper))
 
     def t_budgeted():
         rows = drive(gw.port, "budgeted", until=lambda r: r.status == 429)
         ok, refused = split(rows, "budgeted")
-        print("budgeted: %d admitted, %d refused" % (len(ok), len(refused)))
+        print("%s budgeted: %d admitted, %d refused" % (scope, len(ok), len(refused)))
         check_eq(len(ok), 1000, "budgeted: admitted")
         r, rpc = call_tool(gw.port, "budgeted", {"message": "late"})
         check_eq(r.status, 429, "budgeted: a call after the budget")
@@ -160,6 +165,23 @@ def main():
             check_eq(n, len(refusals[tool]), "denied events of %s" % tool)
         check_eq(events[0].get("error_code"), -32029, "the audited code")
 
+    def t_stop():
+        gw.stop()
+
+    return gw, [
+        ("%s: the gateway starts" % scope, t_start),
+        ("%s capped: never more than 8 in flight, close to 80/s" % scope, t_capped),
+        ("%s rated: exactly 10 + 10/s over the run" % scope, t_rated),
+        ("%s budgeted: exactly 1000" % scope, t_budgeted),
+        ("%s: every refusal audited as mcpg.tool.call.denied" % scope, t_audited),
+        ("%s: the gateway stops cleanly" % scope, t_stop),
+    ]
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+
     def t_check():
         conf = os.path.join(ctx.source, "conf", "governed.json")
         rc, out, err = run_cli(ctx, ["--check", "--config", conf])
@@ -173,22 +195,16 @@ def main():
         check("modules[1].config.limits[1].rate.burts: unknown key" in err, err)
         check("modules[1].config.limits[2]: needs exactly one of" in err, err)
 
-    def t_stop():
-        gw.stop()
-
+    local, local_tests = suite(ctx, "local", DURATION)
+    shared, global_tests = suite(ctx, "global", min(DURATION, 3.0))
     try:
-        return run_tests([
-            ("capped: never more than 8 in flight, close to 80/s", t_capped),
-            ("rated: exactly 10 + 10/s over the run", t_rated),
-            ("budgeted: exactly 1000", t_budgeted),
-            ("every refusal audited as mcpg.tool.call.denied", t_audited),
+        return run_tests(local_tests + global_tests + [
             ("mcpg --check: conf/governed.json, and a broken limit's keys", t_check),
-            ("the gateway stops cleanly", t_stop),
         ], ctx)
     finally:
-        if gw.proc is not None and gw.proc.poll() is None:
-            gw.stop()
-
+        for gw in (local, shared):
+            if gw.proc is not None and gw.proc.poll() is None:
+                gw.stop()
 
 
 if __name__ == "__main__":
