@@ -227,7 +227,7 @@ static mcpg_status take_local(lim_walk *w, const lim_def *d, lim_entry *e) {
 
 /* ---- global limits ---- */
 
-static mcpg_status walk_on(lim_walk *w);
+static mcpg_status walk_on(lim_walk **wp);
 static void walk_finish(lim_walk *w, mcpg_status st);
 
 static lim_walk *to_heap(lim_walk *w) {
@@ -246,7 +246,7 @@ static const lim_def *current_def(lim_walk *w) { return &w->m->set.v[w->cur->lim
 static void op_answered(lim_walk *w, mcpg_status st) {
     if (st == MCPG_CONTINUE) {
         w->next++;
-        st = walk_on(w);
+        st = walk_on(&w);
     } else {
         give_back(w);
     }
@@ -362,7 +362,8 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
 /* Take every matching limit from w->next on: CONTINUE (all taken), DENY
  * (refused: what was taken is given back), PENDING (w is on the heap and a
  * coordinator callback goes on). */
-static mcpg_status walk_on(lim_walk *w) {
+static mcpg_status walk_on(lim_walk **wp) {
+    lim_walk *w = *wp;
     lim_mod *m = w->m;
     const mcpg_host *h = m->host;
     char key[LIM_KEY_MAX];
@@ -376,8 +377,9 @@ static mcpg_status walk_on(lim_walk *w) {
                            ? lim_table_get(&m->table, w->next, key, kn)
                            : NULL;
         mcpg_status st = !e ? fail(m, w->call, d, "too many keys (max_keys)")
-                         : d->global ? take_global(&w, d, e)
+                         : d->global ? take_global(wp, d, e)
                                      : take_local(w, d, e);
+        w = *wp; /* take_global may have moved it to the heap */
         if (st == MCPG_PENDING) return st;
         if (st == MCPG_DENY) {
             give_back(w);
@@ -400,10 +402,12 @@ static void walk_finish(lim_walk *w, mcpg_status st) {
 static mcpg_status lim_acquire(void *instance, mcpg_call *call) {
     lim_mod *m = instance;
     lim_walk stack = {.m = m, .call = call}, *w = &stack;
-    mcpg_status st = walk_on(w);
+    mcpg_status st = walk_on(&w);
     if (st == MCPG_PENDING) return st;
-    /* stack.next tells whether the walk moved to the heap: it never does
-     * without going PENDING, so here w is the stack copy */
+    if (w != &stack) { /* moved to the heap, then the coordinator refused the op */
+        free(w);
+        return st;
+    }
     if (st != MCPG_CONTINUE || !w->n_held) return st;
     void **slot = m->host->call_slot(call, m->self);
     lim_walk *keep = slot ? to_heap(w) : NULL;

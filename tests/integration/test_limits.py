@@ -17,12 +17,14 @@ sent again at once:
 The same again with every limit `global` (the single node's coordinator_memory,
 through put_if_absent slots, rate_take and incr). Every refusal is 429 with Retry-After, JSON-RPC -32029 naming the limit, and
 is audited as mcpg.tool.call.denied. mcpg --check accepts conf/governed.json
-and names a broken limit's keys.
+and names a broken limit's keys. A reload (SIGHUP, same config) keeps the
+instance and its counters: the spent budget stays spent.
 """
 
 import json
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -40,6 +42,8 @@ def governed(ctx, audit_path, scope="local"):
         m = json.load(f)
     for lim in m["modules"][1]["config"]["limits"]:
         lim["scope"] = scope
+    m["gateway"]["log_level"] = "info"  # the reload's "retired" line
+    m["gateway"]["server"] = {"access_log": False}
     for mod in m["modules"]:
         if mod["module"] == "audit_file":
             mod["config"]["path"] = audit_path
@@ -152,6 +156,15 @@ def suite(ctx, scope, seconds):
         check_eq(r.status, 429, "budgeted: a call after the budget")
         refusals["budgeted"] = refused + [None]
 
+    def t_reload():
+        """A reload keeps the instance (same config), and so its counters."""
+        retired = gw.stderr().count(" retired ")
+        gw.signal(signal.SIGHUP)
+        wait_for(lambda: gw.stderr().count(" retired ") > retired, 15, "the reload to end")
+        r, rpc = call_tool(gw.port, "budgeted", {"message": "after the reload"})
+        check_eq(r.status, 429, "budgeted after a reload: still spent (%r)" % rpc)
+        refusals["budgeted"].append(None)
+
     def t_audited():
         want = sum(len(v) for v in refusals.values())
 
@@ -173,6 +186,7 @@ def suite(ctx, scope, seconds):
         ("%s capped: never more than 8 in flight, close to 80/s" % scope, t_capped),
         ("%s rated: exactly 10 + 10/s over the run" % scope, t_rated),
         ("%s budgeted: exactly 1000" % scope, t_budgeted),
+        ("%s: a reload keeps the counters" % scope, t_reload),
         ("%s: every refusal audited as mcpg.tool.call.denied" % scope, t_audited),
         ("%s: the gateway stops cleanly" % scope, t_stop),
     ]
