@@ -51,6 +51,8 @@ typedef struct lim_mod {
     lim_set set;
     lim_table table;
     _Atomic int coordinator_logged;
+    /* what refusals cost, logged at destroy: coordinator ops asked, refusals */
+    _Atomic uint64_t coord_ops, refusals, refusals_from_memory;
 } lim_mod;
 
 /* What a call holds: concurrency slots, local and (global) the slot key. */
@@ -128,6 +130,7 @@ static mcpg_status refuse(lim_mod *m, mcpg_call *call, const lim_def *d, int64_t
     const mcpg_host *h = m->host;
     char msg[200], data[160];
     uint32_t s = seconds_up(retry_us);
+    atomic_fetch_add_explicit(&m->refusals, 1, memory_order_relaxed);
     snprintf(msg, sizeof msg, "limit \"%s\" reached (%s): retry in %u s", d->name,
              type_words[d->type], s);
     snprintf(data, sizeof data, "{\"limit\":\"%s\",\"type\":\"%s\",\"retry_after_s\":%u}",
@@ -288,6 +291,7 @@ static int try_slot(lim_walk *w) {
     void *ci = NULL;
     const mcpg_coordinator_ops *co = kn ? coordinator_for(m, d, &ci) : NULL;
     if (!co) return -1;
+    atomic_fetch_add_explicit(&m->coord_ops, 1, memory_order_relaxed);
     return co->put_if_absent(ci, m->host->call_worker(w->call), key, kn, "1", 1,
                              (uint64_t)m->cfg->slot_ttl_ms, slot_done, w);
 }
@@ -323,7 +327,10 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
     const mcpg_host *h = m->host;
     int64_t refused = atomic_load_explicit(&e->refused_until, memory_order_relaxed);
     int64_t mono = (int64_t)h->mono_us();
-    if (refused > mono) return refuse(m, w->call, d, refused - mono);
+    if (refused > mono) {
+        atomic_fetch_add_explicit(&m->refusals_from_memory, 1, memory_order_relaxed);
+        return refuse(m, w->call, d, refused - mono);
+    }
     void *ci = NULL;
     const mcpg_coordinator_ops *co = coordinator_for(m, d, &ci);
     if (!co) return fail(m, w->call, d, "no coordinator can judge it (see the log)");
@@ -342,6 +349,7 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
         w->trying = atomic_load(&e->next_slot) % (uint32_t)d->n;
         rc = try_slot(w);
     } else if (d->type == LIM_RATE) {
+        atomic_fetch_add_explicit(&m->coord_ops, 1, memory_order_relaxed);
         size_t kn = coord_key(d, e, NULL, key, sizeof key);
         rc = kn ? co->rate_take(ci, wk, key, kn, h->wall_us(), d->interval_us,
                                       d->interval_us * d->burst, rate_done, w)
@@ -352,6 +360,7 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
                  (long long)(d->window_us ? now / d->window_us : 0));
         size_t kn = coord_key(d, e, idx, key, sizeof key);
         uint64_t ttl = (uint64_t)(d->window_us / 1000);
+        atomic_fetch_add_explicit(&m->coord_ops, 1, memory_order_relaxed);
         rc = kn ? co->incr(ci, wk, key, kn, 1, ttl, budget_done, w) : -1;
     }
     return rc < 0 ? fail(m, w->call, d, "the coordinator refused the op") : MCPG_PENDING;
@@ -459,6 +468,12 @@ static int coordinator_ok(lim_mod *m) {
 
 static void lim_destroy(void *instance) {
     lim_mod *m = instance;
+    if (m->table.slots)
+        m->host->log(m->self, MCPG_LOG_INFO,
+                     "refusals: %llu (%llu answered from memory); coordinator ops to judge calls: %llu",
+                     (unsigned long long)atomic_load(&m->refusals),
+                     (unsigned long long)atomic_load(&m->refusals_from_memory),
+                     (unsigned long long)atomic_load(&m->coord_ops));
     lim_table_fini(&m->table);
     lim_set_free(&m->set);
     free(m);

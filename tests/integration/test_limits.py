@@ -24,6 +24,7 @@ instance and its counters: the spent budget stays spent.
 import json
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -180,6 +181,14 @@ def suite(ctx, scope, seconds):
 
     def t_stop():
         gw.stop()
+        m = re.search(r"refusals: (\d+) \((\d+) answered from memory\); coordinator ops to "
+                      r"judge calls: (\d+)", gw.stderr())
+        check(m, "the limits instance's closing count is logged")
+        refused, remembered, ops = (int(x) for x in m.groups())
+        print("%s: %d refusals (%d answered from memory), %d coordinator ops to judge calls"
+              % (scope, refused, remembered, ops))
+        if scope == "local":
+            check_eq(ops, 0, "local limits: coordinator ops")
 
     return gw, [
         ("%s: the gateway starts" % scope, t_start),
