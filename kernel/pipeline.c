@@ -57,16 +57,19 @@ static void audit_args(mcpg_call *c, mcpg_audit_event *ev) {
     ev->args_len = c->audit_args.len;
 }
 
-/* The result, redacted, when gateway.audit.results asks for it. */
+/* The result, redacted, when gateway.audit.results asks for it: redacted
+ * once, for the first sink; the others get the same text. */
 static void audit_result(mcpg_call *c, mcpg_audit_event *ev) {
     mcpg_buf *shown = &c->audit_shown;
     const redactor *r = c->gen->m->redact;
     if (!redactor_results(r) || c->is_error || c->pool.detached) return;
-    const char *res = c->borrowed ? c->borrowed->data : c->result.data;
-    size_t n = c->borrowed ? c->borrowed->len : c->result.len;
-    if (!res || !n) return;
-    shown->len = 0;
-    if (redact_json(r, res, n, shown) != 0) return;
+    if (c->idx == 0) {
+        const char *res = c->borrowed ? c->borrowed->data : c->result.data;
+        size_t n = c->borrowed ? c->borrowed->len : c->result.len;
+        shown->len = 0;
+        if (res && n && redact_json(r, res, n, shown) != 0) shown->len = 0;
+    }
+    if (!shown->len) return;
     ev->result_json = shown->data;
     ev->result_len = shown->len;
 }
