@@ -42,6 +42,29 @@ static int instance_create(mcpg_instance *inst, errlist *errs, const char *file)
     return 0;
 }
 
+/* The generation whose instances this thread is creating: while create()
+ * runs, host->coordinator answers from it, so a module can reach (and check)
+ * the coordinator it will serve with. Thread-local: loop threads keep seeing
+ * the generation serving until the swap. */
+static _Thread_local const generation *building;
+
+const generation *generation_building(void) { return building; }
+
+/* The coordinator first, then the others in manifest order: each create()
+ * already finds the gateway's coordinator created. */
+static void create_instances(generation *g, errlist *errs, const char *file) {
+    for (size_t i = 0; i < g->n_instances; i++) {
+        mcpg_instance *inst = g->instances[i];
+        if (inst->desc->kind != MCPG_KIND_COORDINATOR || g->coordinator) continue;
+        if (g->carried[i] || instance_create(inst, errs, file) == 0) g->coordinator = inst;
+    }
+    building = g;
+    for (size_t i = 0; i < g->n_instances; i++)
+        if (!g->carried[i] && g->instances[i]->desc->kind != MCPG_KIND_COORDINATOR)
+            instance_create(g->instances[i], errs, file);
+    building = NULL;
+}
+
 static mcpg_instance *find(generation *g, const char *name) {
     for (size_t i = 0; i < g->n_instances; i++)
         if (strcmp(g->instances[i]->name, name) == 0) return g->instances[i];
@@ -114,13 +137,8 @@ generation *generation_build_from(manifest *m, const generation *old, errlist *e
         mcpg_instance *inst = take(g, old, &m->instances[i], (uint32_t)(i + 1));
         g->instances[g->n_instances++] = inst;
     }
-    for (size_t i = 0; i < g->n_instances; i++) {
-        g->instances[i]->gen = g;
-        if (!g->carried[i]) instance_create(g->instances[i], errs, m->path);
-    }
-    for (size_t i = 0; i < g->n_instances; i++)
-        if (!g->coordinator && g->instances[i]->desc->kind == MCPG_KIND_COORDINATOR)
-            g->coordinator = g->instances[i];
+    for (size_t i = 0; i < g->n_instances; i++) g->instances[i]->gen = g;
+    create_instances(g, errs, m->path);
     if (errs->count == before) {
         fill_stages(g, m);
         catalog_build(g, m, errs);

@@ -236,6 +236,8 @@ const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... *
 /* The backend that offers tasks (its `task` op) named instance[0..n). */
 const route *catalog_find_task_backend(const generation *g, const char *instance, size_t n);
 
+/* The generation this thread is creating instances of, else NULL. */
+const generation *generation_building(void);
 generation *generation_build(manifest *m, errlist *errs);
 /* A reload's: instances of `old` that m describes unchanged are carried over. */
 generation *generation_build_from(manifest *m, const generation *old, errlist *errs);

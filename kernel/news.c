@@ -103,7 +103,9 @@ int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on)
 int host_tasks_offered(void) { return K.gen && K.gen->n_task_backends > 0; }
 
 const mcpg_coordinator_ops *host_coordinator(void **instance_out) {
-    mcpg_instance *c = K.gen ? K.gen->coordinator : NULL;
+    const generation *g = generation_building();
+    if (!g) g = K.gen;
+    mcpg_instance *c = g ? g->coordinator : NULL;
     if (instance_out) *instance_out = c ? c->state : NULL;
     return c ? c->desc->ops : NULL;
 }

@@ -239,7 +239,10 @@ struct mcpg_host {
 
     /* ---- fleet state (any loop thread) ---- */
     /* The gateway's coordinator (cluster.kind): its ops and the instance to
-     * pass them; NULL (and *instance_out NULL) when the manifest has none. */
+     * pass them; NULL (and *instance_out NULL) when the manifest has none.
+     * Also during create() (on the thread creating): the coordinator of the
+     * generation being built, which the kernel creates before any other
+     * instance, so a module can check at create() what it will need. */
     const mcpg_coordinator_ops *(*coordinator)(void **instance_out);
 
     /* ---- tasks (any thread) ---- */

@@ -157,11 +157,10 @@ static void remember(lim_entry *e, int64_t until) {
     }
 }
 
-/* The gateway's coordinator, asked for on the loop thread at each use: at
- * create() the kernel does not give the new generation's coordinator yet
- * (host->coordinator answers from the generation serving), so a missing
- * coordinator or rate_take is known for sure only when a call needs it.
- * NULL (and a log line) when this call's limit cannot be judged. */
+/* The gateway's coordinator, asked for on the loop thread at each use (a
+ * carried-over instance serves the generation that replaced its own): create()
+ * proved one exists, so NULL here (and a log line) is a kernel mistake, and
+ * the call is refused rather than let through unjudged. */
 static const mcpg_coordinator_ops *coordinator_for(lim_mod *m, const lim_def *d, void **inst) {
     const mcpg_host *h = m->host;
     const mcpg_coordinator_ops *ops = MCPG_HOST_HAS(h, coordinator) ? h->coordinator(inst) : NULL;
@@ -451,15 +450,22 @@ static int lim_validate(const mcpg_host *host, const void *config, mcpg_report *
 
 /* At create: a coordinator the kernel already shows that cannot serve a
  * global rate refuses the config. */
+/* A global limit needs the gateway's coordinator (and a global rate its
+ * rate_take): refused at create(), where the kernel already shows the
+ * coordinator the new generation will serve with. */
 static int coordinator_ok(lim_mod *m) {
     const mcpg_host *h = m->host;
     void *inst = NULL;
     const mcpg_coordinator_ops *ops = MCPG_HOST_HAS(h, coordinator) ? h->coordinator(&inst) : NULL;
-    for (uint32_t i = 0; ops && i < m->set.n; i++) {
+    for (uint32_t i = 0; i < m->set.n; i++) {
         const lim_def *d = &m->set.v[i];
-        if (d->global && d->type == LIM_RATE && !MCPG_HAS(ops, rate_take)) {
-            h->log(m->self, MCPG_LOG_ERROR, "limits[%u] (\"%s\") is a global rate and the "
-                   "gateway's coordinator has no rate_take (ABI 1.3)", i, d->name);
+        const char *why = !d->global ? NULL
+                          : !ops     ? "the gateway has no coordinator (cluster.kind)"
+                          : d->type == LIM_RATE && !MCPG_HAS(ops, rate_take)
+                              ? "the gateway's coordinator has no rate_take (ABI 1.3)"
+                              : NULL;
+        if (why) {
+            h->log(m->self, MCPG_LOG_ERROR, "limits[%u] (\"%s\") is global and %s", i, d->name, why);
             return 0;
         }
     }
