@@ -11,6 +11,7 @@
 #   reload    steady state beside code swapped and reloaded every 200 ms (reload.sh)
 #   security  identity, policy, redaction, audit and TLS beside a bare gateway (security.sh)
 #   tls       CPU per call over https beside http, and with a handshake per call (tls.sh)
+#   soak      minutes of churn (calls, sessions, upstream kills, reloads): memory, fds, threads flat (soak.sh)
 #
 #   bench/run.sh                      every scenario
 #   bench/run.sh proxy reload         those two
@@ -19,7 +20,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu proxy reload security tls)
+ALL=(scale cpu proxy reload security tls soak)
 
 run_one() {
     case $1 in
@@ -29,6 +30,7 @@ run_one() {
     reload) bash "$ROOT/bench/reload.sh" --json "$RESULTS" ;;
     security) bash "$ROOT/bench/security.sh" --json "$RESULTS" ;;
     tls) bash "$ROOT/bench/tls.sh" --json "$RESULTS" ;;
+    soak) bash "$ROOT/bench/soak.sh" "${SOAK_SECONDS:-300}" ;;
     *) echo "bench/run.sh: unknown scenario \"$1\" (one of: ${ALL[*]})" >&2; return 2 ;;
     esac
 }
