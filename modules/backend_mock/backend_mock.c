@@ -3,8 +3,9 @@
  * Every tool answers {"content":[{"type":"text","text":"Echo: <message>"}]},
  * optionally padded to payload_bytes, after latency_ms, or as an isError
  * result. The `mock_stats` tool (off unless stats_tool) reports how many
- * calls the mock has seen and the most it ever held at once, so tests of the
- * limits stage can check a concurrency cap from the backend's side.
+ * calls the mock has seen and the most it ever held at once, in all and per
+ * tool, so tests of the limits stage can check a concurrency cap from the
+ * backend's side while other tools run beside it.
  */
 #include <mcpg/sdk.h>
 
@@ -26,21 +27,29 @@ static const mcpg_config_field mock_config[] = {
     MCPG_CFG_JSON_FIELD(mock_cfg, tools, "tools", "[{\"name\":\"echo\"}]",
                         "array of {name, description, latency_ms, payload_bytes, fail}"),
     MCPG_CFG_BOOL_FIELD(mock_cfg, stats_tool, "stats_tool", "false",
-                        "also offer the tool mock_stats: {in_flight, max_in_flight, calls}"),
+                        "also offer the tool mock_stats: {in_flight, max_in_flight, calls, "
+                        "tools: {name: {in_flight, max_in_flight, calls}}}"),
     MCPG_CONFIG_END};
+
+/* Calls seen, in flight now, and the most ever in flight at once. */
+typedef struct mock_count {
+    _Atomic uint64_t in_flight, max_in_flight, calls;
+} mock_count;
 
 typedef struct mock {
     const mcpg_host *host;
     mcpg_instance *self;
     const mock_cfg *cfg;
     mock_tool_set set;
-    mcpg_buf list; /* the tools/list array, built once */
-    _Atomic uint64_t in_flight, max_in_flight, calls;
+    mcpg_buf list;        /* the tools/list array, built once */
+    mock_count all;       /* every configured tool together */
+    mock_count *per_tool; /* set.n of them, in the order of set.tools */
 } mock;
 
 /* A call held on a loop timer (inline latency); found again by call_slot. */
 typedef struct mock_wait {
     mock *m;
+    const mock_tool *tool;
     mcpg_call *call;
     mcpg_timer *timer;
     void **slot;
@@ -53,18 +62,33 @@ static const char echo_schema[] =
 /* ------------------------------------------------------------------ */
 /* in-flight accounting                                                */
 
-static void mock_enter(mock *m) {
-    atomic_fetch_add_explicit(&m->calls, 1, memory_order_relaxed);
-    uint64_t now = atomic_fetch_add_explicit(&m->in_flight, 1, memory_order_acq_rel) + 1;
-    uint64_t max = atomic_load_explicit(&m->max_in_flight, memory_order_relaxed);
+static void count_enter(mock_count *c) {
+    atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
+    uint64_t now = atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_acq_rel) + 1;
+    uint64_t max = atomic_load_explicit(&c->max_in_flight, memory_order_relaxed);
     while (now > max && !atomic_compare_exchange_weak_explicit(
-                            &m->max_in_flight, &max, now, memory_order_acq_rel,
+                            &c->max_in_flight, &max, now, memory_order_acq_rel,
                             memory_order_relaxed)) {
     }
 }
 
-static void mock_leave(mock *m) {
-    atomic_fetch_sub_explicit(&m->in_flight, 1, memory_order_acq_rel);
+static void count_leave(mock_count *c) {
+    atomic_fetch_sub_explicit(&c->in_flight, 1, memory_order_acq_rel);
+}
+
+static mock_count *count_of(mock *m, const mock_tool *t) {
+    return &m->per_tool[t - m->set.tools];
+}
+
+/* A call of tool t counts in the instance's totals and in t's own. */
+static void mock_enter(mock *m, const mock_tool *t) {
+    count_enter(&m->all);
+    count_enter(count_of(m, t));
+}
+
+static void mock_leave(mock *m, const mock_tool *t) {
+    count_leave(count_of(m, t));
+    count_leave(&m->all);
 }
 
 /* ------------------------------------------------------------------ */
@@ -75,14 +99,30 @@ static mcpg_status mock_fail(mock *m, mcpg_call *call, int64_t code, const char 
     return MCPG_DENY;
 }
 
+/* "in_flight":N,"max_in_flight":M,"calls":C (tool names need no escaping:
+ * they match ^[a-zA-Z0-9_-]{1,64}$). */
+static int count_print(const mcpg_host *h, mcpg_buf *b, mock_count *c) {
+    return h->buf_printf(b, "\"in_flight\":%llu,\"max_in_flight\":%llu,\"calls\":%llu",
+                         (unsigned long long)atomic_load(&c->in_flight),
+                         (unsigned long long)atomic_load(&c->max_in_flight),
+                         (unsigned long long)atomic_load(&c->calls));
+}
+
+/* {"in_flight":..,"max_in_flight":..,"calls":..,"tools":{"<name>":{the same},...}}
+ * as the result's text. */
 static mcpg_status mock_stats_answer(mock *m, mcpg_call *call) {
     const mcpg_host *h = m->host;
-    char inner[128];
-    int n = snprintf(inner, sizeof inner, "{\"in_flight\":%llu,\"max_in_flight\":%llu,\"calls\":%llu}",
-                     (unsigned long long)atomic_load(&m->in_flight),
-                     (unsigned long long)atomic_load(&m->max_in_flight),
-                     (unsigned long long)atomic_load(&m->calls));
-    return mcpg_result_text(h, call, inner, (size_t)n, 0);
+    mcpg_buf b = {0};
+    int rc = h->buf_append(&b, "{", 1) || count_print(h, &b, &m->all) ||
+             h->buf_append(&b, ",\"tools\":{", 10);
+    for (size_t i = 0; i < m->set.n && !rc; i++)
+        rc = h->buf_printf(&b, "%s\"%s\":{", i ? "," : "", m->set.tools[i].name) ||
+             count_print(h, &b, &m->per_tool[i]) || h->buf_append(&b, "}", 1);
+    if (!rc) rc = h->buf_append(&b, "}}", 2);
+    mcpg_status st = rc ? mock_fail(m, call, MCPG_RPC_INTERNAL_ERROR, "out of memory")
+                        : mcpg_result_text(h, call, b.data, b.len, 0);
+    h->buf_free(&b);
+    return st;
 }
 
 /* A second build of this module answers with another prefix: the reload
@@ -145,10 +185,11 @@ static mcpg_status mock_echo(mock *m, const mock_tool *t, mcpg_call *call) {
 
 static void mock_wait_end(mock_wait *w) {
     mock *m = w->m;
+    const mock_tool *t = w->tool;
     if (w->slot) *w->slot = NULL;
     m->host->timer_stop(w->timer); /* a fired one-shot timer is still ours to free */
     m->host->free(w);
-    mock_leave(m);
+    mock_leave(m, t);
 }
 
 static void mock_timer_fired(void *arg) {
@@ -164,15 +205,15 @@ static mcpg_status mock_delay_inline(mock *m, const mock_tool *t, mcpg_call *cal
     const mcpg_host *h = m->host;
     mock_wait *w = h->calloc(1, sizeof *w);
     if (!w) {
-        mock_leave(m);
+        mock_leave(m, t);
         return mock_fail(m, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
     }
-    *w = (mock_wait){.m = m, .call = call, .slot = h->call_slot(call, m->self)};
+    *w = (mock_wait){.m = m, .tool = t, .call = call, .slot = h->call_slot(call, m->self)};
     int rc = h->timer_start(m->self, h->call_worker(call), (uint64_t)t->latency_ms, 0,
                             mock_timer_fired, w, &w->timer);
     if (rc != 0) {
         h->free(w);
-        mock_leave(m);
+        mock_leave(m, t);
         return mock_fail(m, call, MCPG_RPC_INTERNAL_ERROR, "cannot start the latency timer");
     }
     if (w->slot) *w->slot = w; /* so cancel() can find it */
@@ -208,15 +249,15 @@ static mcpg_status mock_call_tool(void *instance, mcpg_call *call) {
         return mock_stats_answer(m, call);
     const mock_tool *t = mock_tools_find(&m->set, name);
     if (!t) return mock_unknown_tool(m, call, name);
-    mock_enter(m);
+    mock_enter(m, t);
     mcpg_status st = mock_echo(m, t, call);
     if (st != MCPG_CONTINUE || t->latency_ms == 0) {
-        mock_leave(m);
+        mock_leave(m, t);
         return st;
     }
     if (h->worker_current()) return mock_delay_inline(m, t, call);
     mock_sleep_ms(t->latency_ms);
-    mock_leave(m);
+    mock_leave(m, t);
     return MCPG_CONTINUE;
 }
 
@@ -266,6 +307,7 @@ static int mock_build_list(mock *m) {
 
 static void mock_destroy(void *instance) {
     mock *m = instance;
+    m->host->free(m->per_tool);
     mock_tools_free(m->host, &m->set);
     m->host->buf_free(&m->list);
     m->host->free(m);
@@ -284,7 +326,8 @@ static int mock_create(const mcpg_host *host, mcpg_instance *self, const void *c
         mock_destroy(m);
         return MCPG_ECONFIG;
     }
-    int rc = mock_build_list(m);
+    m->per_tool = host->calloc(m->set.n ? m->set.n : 1, sizeof *m->per_tool);
+    int rc = m->per_tool ? mock_build_list(m) : MCPG_ENOMEM;
     if (rc) {
         mock_destroy(m);
         return rc;

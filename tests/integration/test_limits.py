@@ -4,8 +4,9 @@
 conf/governed.json's tools and limits (local scope), each driven alone by 64
 threads on keep-alive connections calling as fast as they can, a refused call
 sent again at once:
-  * capped (100 ms per call, cap 8): the mock's own max_in_flight never
-    exceeds 8, and it admits close to 8 / 0.1 s;
+  * capped (100 ms per call, cap 8): the mock's own max_in_flight for the
+    tool capped (mock_stats' per-tool count) never exceeds 8, and it admits
+    close to 8 / 0.1 s;
   * rated (600/min, burst 10) for ~5 s: exactly 10 + 10/s x the window. The
     gateway judges with CLOCK_MONOTONIC, the clock of time.monotonic(), so
     the window's edges are bounded by the client's own timestamps: every
@@ -119,9 +120,10 @@ def suite(ctx, scope, seconds):
         rows = drive(gw.port, "capped", seconds=secs)
         ok, refused = split(rows, "capped")
         refusals["capped"] = refused
-        st = stats()
+        st = stats()["tools"]["capped"]  # capped's own counters, whatever else runs
         check(st["max_in_flight"] <= 8, "capped: the mock saw %d in flight" % st["max_in_flight"])
         check_eq(st["in_flight"], 0, "capped: in flight after the run")
+        check_eq(st["calls"], len(ok), "capped: calls the mock saw")
         rate = len(ok) / secs
         print("%s capped: %d admitted in %.1f s (%.1f/s), %d refused, mock max_in_flight %d"
               % (scope, len(ok), secs, rate, len(refused), st["max_in_flight"]))

@@ -207,6 +207,23 @@ static json_t *stats(mcpg_instance *inst) {
 }
 
 #define STAT(o, k) json_integer_value(json_object_get((o), (k)))
+/* A tool's own counter in the stats: {"tools":{"<tool>":{"<k>":N}}}; -1 when absent. */
+static json_int_t tool_stat(json_t *o, const char *tool, const char *k) {
+    json_t *v = json_object_get(json_object_get(json_object_get(o, "tools"), tool), k);
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+/* The counters of `tool` (NULL: the instance's) are these. */
+static void expect_counts(json_t *o, const char *tool, json_int_t in_flight, json_int_t max,
+                          json_int_t calls, const char *what) {
+    static const char *const keys[] = {"in_flight", "max_in_flight", "calls"};
+    const json_int_t want[] = {in_flight, max, calls};
+    for (int i = 0; i < 3; i++) {
+        json_int_t got = tool ? tool_stat(o, tool, keys[i]) : STAT(o, keys[i]);
+        MCPG_CHECK(got == want[i], "%s: %s %lld, wanted %lld", what, keys[i],
+                   (long long)got, (long long)want[i]);
+    }
+}
 
 static void test_latency(void) {
     const char *cfg = "{\"tools\":[{\"name\":\"slow\",\"latency_ms\":100}],\"stats_tool\":true}";
@@ -223,6 +240,7 @@ static void test_latency(void) {
     json_t *s = stats(inst); /* while they wait */
     MCPG_CHECK(STAT(s, "in_flight") == 5 && STAT(s, "max_in_flight") == 5 && STAT(s, "calls") == 5,
                "stats while 5 wait");
+    expect_counts(s, "slow", 5, 5, 5, "the tool's own stats while 5 wait");
     json_decref(s);
     for (int i = 0; i < 5; i++) {
         MCPG_REQUIRE(mcpg_fakehost_wait(fh, calls[i], 5000) == MCPG_CONTINUE,
@@ -248,7 +266,8 @@ static void test_latency(void) {
     MCPG_CHECK(now_ms() - t0 < 90, "answered at once");
     mcpg_fakehost_call_free(fh, c);
     s = stats(inst);
-    MCPG_CHECK(STAT(s, "in_flight") == 0, "nothing in flight after cancel");
+    MCPG_CHECK(STAT(s, "in_flight") == 0 && tool_stat(s, "slow", "in_flight") == 0,
+               "nothing in flight after cancel");
     json_decref(s);
 
     /* on the pool: the call sleeps on its pool thread instead */
@@ -256,6 +275,53 @@ static void test_latency(void) {
     ms = run_concurrent(inst, "slow", 2);
     printf("pool: 2 calls of latency 100 ms took %llu ms\n", (unsigned long long)ms);
     MCPG_CHECK(ms >= 100, "took %llu ms", (unsigned long long)ms);
+    unload(inst);
+}
+
+/* Dispatch `n` inline calls of `tool`, held on their latency timers. */
+static void hold(mcpg_instance *inst, const char *tool, int n, mcpg_call **out) {
+    for (int i = 0; i < n; i++) {
+        out[i] = mcpg_fakehost_call_new(fh, "tools/call", tool, "{\"message\":\"z\"}", "1");
+        MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, out[i]) == MCPG_PENDING, "%s %d pending",
+                     tool, i);
+    }
+}
+
+static void answer_all(mcpg_call **calls, int n) {
+    for (int i = 0; i < n; i++) {
+        MCPG_REQUIRE(mcpg_fakehost_wait(fh, calls[i], 5000) == MCPG_CONTINUE, "call %d answered", i);
+        mcpg_fakehost_call_free(fh, calls[i]);
+    }
+}
+
+/* Each tool counts its own calls in flight beside the instance's totals: a
+ * capped tool's maximum stays its own while other tools run. */
+static void test_per_tool_stats(void) {
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"capped\",\"latency_ms\":100},"
+                               "{\"name\":\"other\",\"latency_ms\":100},{\"name\":\"quick\"}],"
+                               "\"stats_tool\":true}");
+    MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "inline-safe");
+    mcpg_call *calls[7];
+    hold(inst, "capped", 3, calls);
+    hold(inst, "other", 4, calls + 3);
+    int64_t code;
+    free(call_text(inst, "quick", "{\"message\":\"q\"}", &code, NULL));
+    json_t *s = stats(inst);
+    expect_counts(s, NULL, 7, 8, 8, "the instance: 7 held, 8 at once with quick's");
+    expect_counts(s, "capped", 3, 3, 3, "capped: its own 3");
+    expect_counts(s, "other", 4, 4, 4, "other: its own 4");
+    expect_counts(s, "quick", 0, 1, 1, "quick: answered at once");
+    MCPG_CHECK(tool_stat(s, "mock_stats", "calls") == -1, "mock_stats does not count itself");
+    json_decref(s);
+    answer_all(calls, 7);
+    /* one more of capped alone: its maximum stays 3, the instance's 8 */
+    hold(inst, "capped", 1, calls);
+    answer_all(calls, 1);
+    s = stats(inst);
+    expect_counts(s, NULL, 0, 8, 9, "the instance after");
+    expect_counts(s, "capped", 0, 3, 4, "capped after: its maximum stays its own");
+    expect_counts(s, "other", 0, 4, 4, "other after");
+    json_decref(s);
     unload(inst);
 }
 
@@ -307,6 +373,7 @@ int main(int argc, char **argv) {
     test_bad_arguments();
     test_payload_and_fail();
     test_latency();
+    test_per_tool_stats();
     test_validate();
     int problems = mcpg_fakehost_free(fh);
     MCPG_CHECK(problems == 0, "fake host: %d problem(s)", problems);
