@@ -26,13 +26,17 @@ int64_t lim_rate_take(_Atomic int64_t *paid, int64_t now, int64_t interval, int6
     }
 }
 
-static uint64_t window_index(int64_t now, int64_t window) {
+void lim_rate_give(_Atomic int64_t *paid, int64_t interval) {
+    atomic_fetch_sub_explicit(paid, interval, memory_order_acq_rel);
+}
+
+uint64_t lim_budget_window(int64_t now, int64_t window) {
     if (window <= 0 || now < 0) return 0;
     return (uint64_t)(now / window) & 0xffffffffu;
 }
 
 int lim_budget_take(_Atomic uint64_t *word, int64_t now, int64_t window, int64_t calls) {
-    uint64_t idx = window_index(now, window);
+    uint64_t idx = lim_budget_window(now, window);
     uint64_t w = atomic_load_explicit(word, memory_order_relaxed), next;
     do {
         uint64_t stored = w >> 32, count = w & 0xffffffffu;
@@ -47,4 +51,12 @@ int lim_budget_take(_Atomic uint64_t *word, int64_t now, int64_t window, int64_t
 int64_t lim_budget_window_left(int64_t now, int64_t window) {
     if (window <= 0 || now < 0) return 0;
     return window - now % window;
+}
+
+void lim_budget_give(_Atomic uint64_t *word, uint64_t idx) {
+    uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
+    do {
+        if (w >> 32 != idx || (w & 0xffffffffu) == 0) return;
+    } while (!atomic_compare_exchange_weak_explicit(word, &w, w - 1, memory_order_acq_rel,
+                                                    memory_order_relaxed));
 }

@@ -53,6 +53,9 @@ typedef struct lim_mod {
     _Atomic int coordinator_logged;
     /* what refusals cost, logged at destroy: coordinator ops asked, refusals */
     _Atomic uint64_t coord_ops, refusals, refusals_from_memory;
+    /* the order limits are judged in: caps, then budgets, then rates (each
+     * in config order), so what a refusal must undo is cheapest to undo */
+    uint32_t order[LIM_MAX_LIMITS];
 } lim_mod;
 
 /* What a call holds: concurrency slots, local and (global) the slot key. */
@@ -61,18 +64,26 @@ typedef struct lim_hold {
     int32_t slot; /* the global slot key's index, -1: local only */
 } lim_hold;
 
+/* A rate or budget token a call took: undone if a later limit refuses it. */
+typedef struct lim_spent {
+    lim_entry *e;
+    uint64_t window; /* budgets: the window index it counted into */
+} lim_spent;
+
 /* A call's way through the limits; on the heap once it waits for the
  * coordinator or holds a slot (then it is the call's slot until release). */
 typedef struct lim_walk {
     lim_mod *m;
     mcpg_call *call;
-    uint32_t next;      /* the next limit to look at */
-    uint32_t n_held;
+    uint32_t next;      /* the position in m->order of the next limit to look at */
+    uint32_t n_held, n_spent;
     uint32_t tries;     /* global caps: slot keys tried */
     uint32_t trying;    /* global caps: the slot key asked for */
     lim_entry *cur;     /* the entry of the limit being taken */
+    uint64_t window;    /* global budgets: the window index asked for */
     int on_heap;
     lim_hold held[LIM_MAX_LIMITS];
+    lim_spent spent[LIM_MAX_LIMITS];
 } lim_walk;
 
 /* ---- keys ---- */
@@ -207,7 +218,50 @@ static void give_back(lim_walk *w) {
     w->n_held = 0;
 }
 
+static void refund_done(void *arg, int status, const mcpg_coord_value *v) {
+    (void)arg, (void)status, (void)v;
+}
+
+/* A later limit refused the call: the rate and budget tokens it took are
+ * undone, so a refused call costs no limit anything. A global rate's token
+ * cannot be (the coordinator has no op for it); rates are judged last, so
+ * only another rate refusing the same call leaves one spent. */
+static void refund(lim_walk *w) {
+    lim_mod *m = w->m;
+    for (uint32_t i = 0; i < w->n_spent; i++) {
+        lim_spent *sp = &w->spent[i];
+        const lim_def *d = &m->set.v[sp->e->limit];
+        if (!d->global) {
+            if (d->type == LIM_RATE) lim_rate_give(&sp->e->counter, d->interval_us);
+            else lim_budget_give(&sp->e->budget, sp->window);
+            continue;
+        }
+        void *ci = NULL;
+        const mcpg_coordinator_ops *co = coordinator_for(m, d, &ci);
+        char idx[24], key[LIM_KEY_MAX + 96];
+        snprintf(idx, sizeof idx, "%llu", (unsigned long long)sp->window);
+        size_t kn = coord_key(d, sp->e, idx, key, sizeof key);
+        if (co && kn)
+            co->incr(ci, m->host->call_worker(w->call), key, kn, -1, (uint64_t)(d->window_us / 1000),
+                     refund_done, NULL);
+    }
+    w->n_spent = 0;
+}
+
+/* Everything the call took goes back: it was refused. */
+static void undo(lim_walk *w) {
+    give_back(w);
+    refund(w);
+}
+
 /* ---- local limits ---- */
+
+/* A refused budget's Retry-After: the rest of its window (a budget forever:
+ * LIM_FOREVER_RETRY_S), whether the coordinator or memory refused it. */
+static int64_t budget_retry_us(const mcpg_host *h, const lim_def *d) {
+    int64_t left = lim_budget_window_left(h->wall_us(), d->window_us);
+    return left ? left : LIM_FOREVER_RETRY_S * 1000000LL;
+}
 
 static mcpg_status take_local(lim_walk *w, const lim_def *d, lim_entry *e) {
     lim_mod *m = w->m;
@@ -219,12 +273,16 @@ static mcpg_status take_local(lim_walk *w, const lim_def *d, lim_entry *e) {
     }
     if (d->type == LIM_RATE) {
         int64_t wait = lim_rate_take(&e->counter, (int64_t)h->mono_us(), d->interval_us, d->burst);
-        return wait ? refuse(m, w->call, d, wait) : MCPG_CONTINUE;
+        if (wait) return refuse(m, w->call, d, wait);
+        w->spent[w->n_spent++] = (lim_spent){e, 0};
+        return MCPG_CONTINUE;
     }
     int64_t now = h->wall_us();
-    if (lim_budget_take(&e->budget, now, d->window_us, d->n)) return MCPG_CONTINUE;
-    int64_t left = lim_budget_window_left(now, d->window_us);
-    return refuse(m, w->call, d, left ? left : LIM_FOREVER_RETRY_S * 1000000LL);
+    if (lim_budget_take(&e->budget, now, d->window_us, d->n)) {
+        w->spent[w->n_spent++] = (lim_spent){e, lim_budget_window(now, d->window_us)};
+        return MCPG_CONTINUE;
+    }
+    return refuse(m, w->call, d, budget_retry_us(h, d));
 }
 
 /* ---- global limits ---- */
@@ -250,7 +308,7 @@ static void op_answered(lim_walk *w, mcpg_status st) {
         w->next++;
         st = walk_on(&w);
     } else {
-        give_back(w);
+        undo(w);
     }
     if (st != MCPG_PENDING) walk_finish(w, st);
 }
@@ -311,12 +369,15 @@ static void budget_done(void *arg, int status, const mcpg_coord_value *v) {
     lim_walk *w = arg;
     const lim_def *d = current_def(w);
     if (status != 0) return op_answered(w, fail(w->m, w->call, d, "coordinator error"));
-    if (v->number <= d->n) return op_answered(w, MCPG_CONTINUE);
+    if (v->number <= d->n) {
+        w->spent[w->n_spent++] = (lim_spent){w->cur, w->window};
+        return op_answered(w, MCPG_CONTINUE);
+    }
     const mcpg_host *h = w->m->host;
     int64_t left = lim_budget_window_left(h->wall_us(), d->window_us);
     int64_t memory = left && left < LIM_BUDGET_MEMORY_US ? left : LIM_BUDGET_MEMORY_US;
     remember(w->cur, (int64_t)h->mono_us() + memory);
-    op_answered(w, refuse(w->m, w->call, d, left ? left : LIM_FOREVER_RETRY_S * 1000000LL));
+    op_answered(w, refuse(w->m, w->call, d, budget_retry_us(h, d)));
 }
 
 /* Ask the coordinator; the walk is on the heap from here on. */
@@ -328,7 +389,7 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
     int64_t mono = (int64_t)h->mono_us();
     if (refused > mono) {
         atomic_fetch_add_explicit(&m->refusals_from_memory, 1, memory_order_relaxed);
-        return refuse(m, w->call, d, refused - mono);
+        return refuse(m, w->call, d, d->type == LIM_BUDGET ? budget_retry_us(h, d) : refused - mono);
     }
     void *ci = NULL;
     const mcpg_coordinator_ops *co = coordinator_for(m, d, &ci);
@@ -354,9 +415,8 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
                                       d->interval_us * d->burst, rate_done, w)
                 : -1;
     } else {
-        int64_t now = h->wall_us();
-        snprintf(idx, sizeof idx, "%lld",
-                 (long long)(d->window_us ? now / d->window_us : 0));
+        w->window = lim_budget_window(h->wall_us(), d->window_us);
+        snprintf(idx, sizeof idx, "%llu", (unsigned long long)w->window);
         size_t kn = coord_key(d, e, idx, key, sizeof key);
         uint64_t ttl = (uint64_t)(d->window_us / 1000);
         atomic_fetch_add_explicit(&m->coord_ops, 1, memory_order_relaxed);
@@ -378,11 +438,12 @@ static mcpg_status walk_on(lim_walk **wp) {
     const char *tool = tool_of(h, w->call), *principal = or_empty(h->call_principal(w->call)),
                *tenant = or_empty(h->call_tenant(w->call));
     for (; w->next < m->set.n; w->next++) {
-        const lim_def *d = &m->set.v[w->next];
+        uint32_t limit = m->order[w->next];
+        const lim_def *d = &m->set.v[limit];
         if (!lim_matches(d, tool, principal, tenant)) continue;
         size_t kn;
         lim_entry *e = key_of(m, d, w->call, key, &kn) == 0
-                           ? lim_table_get(&m->table, w->next, key, kn)
+                           ? lim_table_get(&m->table, limit, key, kn)
                            : NULL;
         mcpg_status st = !e ? fail(m, w->call, d, "too many keys (max_keys)")
                          : d->global ? take_global(wp, d, e)
@@ -390,7 +451,7 @@ static mcpg_status walk_on(lim_walk **wp) {
         w = *wp; /* take_global may have moved it to the heap */
         if (st == MCPG_PENDING) return st;
         if (st == MCPG_DENY) {
-            give_back(w);
+            undo(w);
             return st;
         }
     }
@@ -420,7 +481,7 @@ static mcpg_status lim_acquire(void *instance, mcpg_call *call) {
     void **slot = m->host->call_slot(call, m->self);
     lim_walk *keep = slot ? to_heap(w) : NULL;
     if (!keep) {
-        give_back(w);
+        undo(w);
         return fail(m, call, &m->set.v[w->held[0].e->limit], "out of memory");
     }
     *slot = keep;
@@ -472,6 +533,14 @@ static int coordinator_ok(lim_mod *m) {
     return 1;
 }
 
+static void judging_order(lim_mod *m) {
+    static const lim_type by[] = {LIM_CONCURRENCY, LIM_BUDGET, LIM_RATE};
+    uint32_t k = 0;
+    for (size_t t = 0; t < sizeof by / sizeof by[0]; t++)
+        for (uint32_t i = 0; i < m->set.n; i++)
+            if (m->set.v[i].type == by[t]) m->order[k++] = i;
+}
+
 static void lim_destroy(void *instance) {
     lim_mod *m = instance;
     if (m->table.slots)
@@ -497,6 +566,7 @@ static int lim_create(const mcpg_host *host, mcpg_instance *self, const void *co
         lim_destroy(m);
         return MCPG_ECONFIG;
     }
+    judging_order(m);
     if (lim_table_init(&m->table, (size_t)m->cfg->max_keys) != 0) {
         lim_destroy(m);
         return MCPG_ENOMEM;

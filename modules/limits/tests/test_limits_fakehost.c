@@ -15,7 +15,8 @@
  *    from memory, without the coordinator;
  *  - local limits: answered at once, exact, no coordinator op; a call refused
  *    by a later limit gives back the cap slot it took before;
- *  - a global limit with no coordinator fails closed (-32000, 503). */
+ *  - a global limit with no coordinator is refused at create, naming it;
+ *  - a call a later limit refuses gives back the budget it took. */
 #define _GNU_SOURCE
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
@@ -241,12 +242,10 @@ static void exact_across(mcpg_instance *a, mcpg_instance *b, const char *tool, c
 }
 
 static void test_global_budget_and_rate(mcpg_instance *a, mcpg_instance *b) {
-    /* a budget of forever: Retry-After 3600 when the coordinator refused.
-     * From memory limits.c answers the rest of the memory (<= 1 s) instead
-     * of the window's rest: not what its README says; reported, not fixed
-     * here, so only its bounds are checked */
+    /* a budget of forever: Retry-After 3600, whether the coordinator or the
+     * gateway's memory of a refusal answers */
     exact_across(a, b, "budgeted", "fleet_budget", "budget", 5, (retry_range){3600, 3600},
-                 (retry_range){1, 3600});
+                 (retry_range){3600, 3600});
     /* 1 per minute, burst 3: 3 at once, the next in about 60 s (from memory
      * too: a rate is remembered until a call fits) */
     exact_across(a, b, "rated", "fleet_rate", "rate", 3, (retry_range){55, 60},
@@ -255,19 +254,47 @@ static void test_global_budget_and_rate(mcpg_instance *a, mcpg_instance *b) {
 
 /* ---- no coordinator ------------------------------------------------------------ */
 
-static void test_no_coordinator(mcpg_instance *b) {
-    mcpg_fakehost_run_for(fh, 30); /* past gw_b's remembered cap refusal (20 ms) */
+static void test_no_coordinator(void) {
     mcpg_fakehost_set_coordinator(fh, NULL);
-    judged j = judge(b, "capped");
-    mcpg_call_outcome o = {.size = sizeof o};
-    mcpg_fakehost_outcome(j.call, &o);
-    MCPG_CHECK(j.final == MCPG_DENY && o.error_code == MCPG_RPC_SERVER_ERROR &&
-                   o.http_status == 503 && strstr(o.error_message, "\"fleet_cap\""),
-               "no coordinator: fails closed (%d, %lld, HTTP %d, %s)", j.final,
-               (long long)o.error_code, o.http_status, o.error_message ? o.error_message : "");
-    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "has no coordinator"), "no coordinator: logged");
-    done(&j);
+    mcpg_instance *inst = NULL;
+    int rc = mcpg_fakehost_load_file(fh, lim_so, "gw_none", global_cfg, &inst);
+    MCPG_CHECK(rc != 0 && !inst, "no coordinator: a global limit is refused at create (%d)", rc);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "is global and the gateway has no coordinator"),
+               "no coordinator: the limit named:\n%s", mcpg_fakehost_log_text(fh));
     MCPG_CHECK(mcpg_fakehost_set_coordinator(fh, coord) == 0, "the coordinator back");
+}
+
+/* ---- a refused call costs no limit anything ------------------------------------ */
+
+/* A budget of 2 on "br" and "bonly", and a rate of 1 per minute (burst 1) on
+ * "br" only. Budgets are judged before rates, so each "br" the rate refuses
+ * took a budget token first: it must be given back, or the budget would be
+ * spent by calls that never ran. */
+static void test_refunds(const char *scope) {
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"limits\":["
+             "{\"name\":\"r1\",\"match\":{\"tools\":\"br\"},\"scope\":\"%s\","
+             "\"rate\":{\"per_minute\":1,\"burst\":1}},"
+             "{\"name\":\"b2\",\"match\":{\"tools\":[\"br\",\"bonly\"]},\"scope\":\"%s\","
+             "\"key\":[],\"budget\":{\"calls\":2}}]}",
+             scope, scope);
+    mcpg_instance *inst = load(lim_so, scope[0] == 'g' ? "refund_g" : "refund_l", cfg);
+    judged j = judge(inst, "br");
+    expect_admitted(&j, j.first, "refunds: the first br");
+    done(&j);
+    for (int i = 0; i < 4; i++) {
+        judged r = judge(inst, "br");
+        expect_refused(&r, "r1", "rate", 55, 60, "refunds: br refused by the rate");
+        done(&r);
+    }
+    judged k = judge(inst, "bonly");
+    expect_admitted(&k, k.first, "refunds: the budget's 2nd call (the refused br gave theirs back)");
+    done(&k);
+    judged x = judge(inst, "bonly");
+    expect_refused(&x, "b2", "budget", 3600, 3600, "refunds: the budget's 3rd");
+    done(&x);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload %s", scope);
 }
 
 /* ---- local limits -------------------------------------------------------------- */
@@ -340,7 +367,9 @@ int main(int argc, char **argv) {
 
     test_global_cap(a, b);
     test_global_budget_and_rate(a, b);
-    test_no_coordinator(b);
+    test_no_coordinator();
+    test_refunds("local");
+    test_refunds("global");
     test_local();
     test_crashed_holder(a, b); /* unloads gw_a */
 
