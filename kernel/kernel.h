@@ -263,6 +263,7 @@ struct mcpg_worker {
     atomic_int senders;      /* posters between unlock and uv_async_send */
     struct listener *listeners[16]; size_t n_listen; /* this loop's sockets, one per address */
     uv_timer_t accept_timer; /* listeners paused after EMFILE and the like */
+    uv_tcp_t fd_reserve;     /* made and closed at start: see reserve_loop_fd() */
     generation *gen;         /* current generation for new calls */
     call_freelist freelist;
     mcpg_call *live;         /* calls handed out and not yet recycled */

@@ -421,6 +421,15 @@ static void on_asks_timer(uv_timer_t *t) { asks_expire(t->data); }
 
 static mcpg_post begin_posts[MCPG_MAX_WORKERS];
 
+/* libuv opens one descriptor per loop (its reserve for EMFILE) the first time
+ * a stream is made on it. Made here, a loop's descriptors are fixed from its
+ * start: a loop that takes its first connection an hour later would otherwise
+ * show as a descriptor leak to whoever counts /proc/PID/fd. */
+static void reserve_loop_fd(mcpg_worker *w) {
+    uv_tcp_init(&w->loop, &w->fd_reserve);
+    uv_close((uv_handle_t *)&w->fd_reserve, NULL);
+}
+
 int workers_start(void) {
     for (uint32_t i = 0; i < K.n_workers; i++) {
         mcpg_worker *w = &K.workers[i];
@@ -447,6 +456,7 @@ int workers_start(void) {
         w->local_awake.data = w;
         uv_timer_init(&w->loop, &w->accept_timer);
         w->accept_timer.data = w;
+        reserve_loop_fd(w);
         for (size_t l = 0; l < w->n_listen; l++) {
             listener *li = w->listeners[l];
             uv_poll_init_socket(&w->loop, &li->poll, li->fd);

@@ -62,6 +62,17 @@ def proc_figures(pid):
             int(status["Threads"][0]))
 
 
+def fd_targets(pid):
+    """What each open fd of a live process points at (socket:[inode], a path...)."""
+    out = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out[int(fd)] = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            pass
+    return out
+
+
 def asan_build(pid):
     with open("/proc/%d/maps" % pid) as f:
         return "libasan" in f.read()
@@ -172,7 +183,15 @@ def main():
         gw.start()
         wait_for(lambda: "result" in call_tool(gw.port, "up_echo", {"message": "x"})[1], 20,
                  "the upstream serves")
-        idle = proc_figures(gw.proc.pid)  # before the churn: what it must come back to
+        # Before the churn: what it must come back to. The probe's connection may
+        # still be open in the gateway for a moment after the client closed it,
+        # so the figure is the fewest fds seen over a second.
+        idle, idle_fds = None, None
+        for _ in range(10):
+            fig = proc_figures(gw.proc.pid)
+            if idle is None or fig[1] < idle[1]:
+                idle, idle_fds = fig, fd_targets(gw.proc.pid)
+            time.sleep(0.1)
         churn = Churn(gw.port)
         reloads = [0]
 
@@ -206,8 +225,14 @@ def main():
         check(c["stateless"] > 0 and c["sessions"] > 0 and c["upstream_ok"] > 0,
               "every kind of load ran: %r" % c)
         warm = state["warm"]
-        wait_for(lambda: proc_figures(gw.proc.pid)[1] == idle[1], 10,
-                 "open fds back to the idle figure (%d)" % idle[1], interval=0.2)
+        try:
+            wait_for(lambda: proc_figures(gw.proc.pid)[1] == idle[1], 10,
+                     "open fds back to the idle figure (%d)" % idle[1], interval=0.2)
+        except Exception:
+            now = fd_targets(gw.proc.pid)
+            print("soak: fds at idle %r" % sorted(idle_fds.items()))
+            print("soak: fds now     %r" % sorted(now.items()))
+            raise
         end = proc_figures(gw.proc.pid)
         print("soak: idle rss %d KiB fds %d threads %d; warm rss %d KiB fds %d threads %d; "
               "end rss %d KiB fds %d threads %d; %d reloads; %r"
