@@ -17,7 +17,10 @@ sent again at once:
   * budgeted (1000 calls forever): exactly 1000 admitted.
 The same again with every limit `global` (the single node's coordinator_memory,
 through put_if_absent slots, rate_take and incr). Every refusal is 429 with Retry-After, JSON-RPC -32029 naming the limit, and
-is audited as mcpg.tool.call.denied. mcpg --check accepts conf/governed.json
+is audited as mcpg.tool.call.denied. A cap's slots come back whatever the
+call's outcome: after a backend timeout and after the client went away (a
+cap of 2 on a tool slower than its timeout, rounds of 2 calls, none refused).
+mcpg --check accepts conf/governed.json
 and names a broken limit's keys. A reload (SIGHUP, same config) keeps the
 instance and its counters: the spent budget stays spent.
 """
@@ -203,6 +206,79 @@ def suite(ctx, scope, seconds):
     ]
 
 
+def outcomes(ctx):
+    """A cap's slots after calls that did not complete: timed out, client gone."""
+    m = governed(ctx, ctx.path("audit-outcomes.jsonl"))
+    mock = m["modules"][0]
+    mock["timeout_ms"] = 300
+    mock["config"]["tools"].append({"name": "slow", "latency_ms": 5000})
+    # "held" outlives any wait here: only the client's leaving can end it early
+    m["modules"].insert(1, {"name": "mock2", "module": "backend_mock", "inline_dispatch": True,
+                            "timeout_ms": 120000,
+                            "config": {"tools": [{"name": "held", "latency_ms": 60000}]}})
+    for name in ("slow", "held"):
+        m["modules"][2]["config"]["limits"].append(
+            {"name": name, "match": {"tools": name}, "key": ["tool"], "concurrency": 2})
+    gw = Gateway(ctx, manifest=m, name="gateway-outcomes")
+
+    def in_parallel(fn, n=2):
+        out = [None] * n
+        threads = [threading.Thread(target=lambda k=k: out.__setitem__(k, fn(k))) for k in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return out
+
+    def timed_out(k):
+        r, rpc = call_tool(gw.port, "slow", {"message": "t%d" % k}, id=k + 1)
+        return r.status, rpc.get("error", {}).get("code"), rpc.get("error", {}).get("message", "")
+
+    def t_start():
+        gw.start()
+
+    def t_timeout():
+        for rnd in range(3):  # each round needs both slots the round before held
+            for status, code, msg in in_parallel(timed_out):
+                check(status != 429, "round %d: refused by the cap (%s): a timed-out call kept "
+                      "its slot" % (rnd, msg))
+                check_eq(code, -32000, "round %d: the timeout's code (%s)" % (rnd, msg))
+
+    def t_client_gone():
+        def leave_mid_call():
+            conns = [Conn(gw.port) for _ in range(2)]
+            for k, c in enumerate(conns):
+                c.send(tool_call_request(gw.port, "held", {"message": "g%d" % k}, id=k + 1))
+            return conns
+
+        for rnd in range(3):
+            conns = leave_mid_call()
+            time.sleep(0.2)  # both admitted, waiting on the backend
+            r, rpc = call_tool(gw.port, "held", {"message": "third"})
+            check_eq(r.status, 429, "round %d: a third call while two are held" % rnd)
+            for c in conns:
+                c.sock.close()  # the clients go away mid-call
+
+            def slot_free():
+                with Conn(gw.port) as c:  # admitted = no answer yet (held 60 s)
+                    c.send(tool_call_request(gw.port, "held", {"message": "probe"}))
+                    c.sock.settimeout(0.3)
+                    try:
+                        return c.read_response().status != 429
+                    except OSError:
+                        return True
+            wait_for(slot_free, 10, "round %d: the slots of calls whose client left" % rnd)
+            time.sleep(0.1)  # the probe's own leaving gives its slot back too
+
+    def t_stop():
+        gw.stop()
+
+    return gw, [("outcomes: the gateway starts", t_start),
+                ("outcomes: a timed-out call gives its cap slot back", t_timeout),
+                ("outcomes: a call whose client left gives its cap slot back", t_client_gone),
+                ("outcomes: the gateway stops cleanly", t_stop)]
+
+
 def main():
     args = parse_args()
     ctx = Context(args)
@@ -222,12 +298,13 @@ def main():
 
     local, local_tests = suite(ctx, "local", DURATION)
     shared, global_tests = suite(ctx, "global", min(DURATION, 3.0))
+    ends, ends_tests = outcomes(ctx)
     try:
-        return run_tests(local_tests + global_tests + [
+        return run_tests(local_tests + global_tests + ends_tests + [
             ("mcpg --check: conf/governed.json, and a broken limit's keys", t_check),
         ], ctx)
     finally:
-        for gw in (local, shared):
+        for gw in (local, shared, ends):
             if gw.proc is not None and gw.proc.poll() is None:
                 gw.stop()
 
