@@ -51,11 +51,8 @@ while [ $# -gt 0 ]; do
     --scopes) SCOPES=$2; shift ;;
     --tools) TOOLS=$2; shift ;;
     --port-base) PORT_BASE=$2; shift ;;
-    --gw-cpu) GW_CPU=$2; shift ;;
-    --load-cpu) LOAD_CPU=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
+    *) common_opt "$1" "${2:-}" || { usage >&2; exit 2; }; shift ;;
     esac
     shift
 done

@@ -12,6 +12,17 @@
 
 die() { echo "$ME: $*" >&2; exit 2; }
 
+# common_opt OPTION VALUE: the options every scenario takes (the cores and
+# the JSON file); 0 when OPTION was one of them (the caller shifts its value).
+common_opt() {
+    case $1 in
+    --gw-cpu) GW_CPU=$2 ;;
+    --load-cpu) LOAD_CPU=$2 ;;
+    --json) JSON_OUT=$2 ;;
+    *) return 1 ;;
+    esac
+}
+
 # ---- stopping: only what we started, by pid ----
 stop_pid() {
     local pid=$1 sig=${2:-TERM}

@@ -13,6 +13,7 @@ provoked on purpose:
   drop        close the socket without answering      -> socket
   close       a good answer with Connection: close    -> (reconnect, no error)
   stall       never answer                            -> timeout
+  delay       answer after --delay seconds            -> (slow, no error)
   forget      (legacy) forget the session: 404        -> http_status, then a new session
 
 --wire legacy serves the session wire as mcpg-load --wire legacy speaks it:
@@ -21,7 +22,7 @@ need the session (400 without, 404 unknown) and are answered as chunked SSE (a
 priming event, a progress notification, the response); --wire legacy-json
 answers calls with one JSON body instead.
 
-usage: mock_mcp.py --port P [--wire W] [--fault KIND --every N]   (P 0: a free port, printed on stdout)
+usage: mock_mcp.py --port P [--wire W] [--fault KIND --every N [--delay S]]   (P 0: a free port, printed on stdout)
 """
 import argparse
 import asyncio
@@ -123,6 +124,8 @@ async def serve(reader, writer, args, counter, sessions):
                 break
             if fault == "stall":
                 await asyncio.sleep(3600)
+            if fault == "delay":
+                await asyncio.sleep(args.delay)
             msg = req.get("params", {}).get("arguments", {}).get("message", "")
             status = 500 if fault == "status-500" else 200
             out = json.dumps(answer(req.get("id"), msg, fault), separators=(",", ":")).encode()
@@ -141,6 +144,7 @@ async def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--fault", default=None)
     p.add_argument("--every", type=int, default=0)
+    p.add_argument("--delay", type=float, default=0.1)
     p.add_argument("--wire", choices=("stateless", "legacy", "legacy-json"), default="stateless")
     args = p.parse_args()
     counter = [0]

@@ -11,6 +11,7 @@
 #   reload    steady state beside code swapped and reloaded every 200 ms (reload.sh)
 #   security  identity, policy, redaction, audit and TLS beside a bare gateway (security.sh)
 #   tls       CPU per call over https beside http, and with a handshake per call (tls.sh)
+#   openloop  latency against offered load at fractions of the capacity, conf/bench.json (openloop.sh)
 #   governed  the limited tools of conf/governed.json, 64 connections, 30 s each, local and global (governed.sh)
 #   soak      minutes of churn (calls, sessions, upstream kills, reloads): memory, fds, threads flat (soak.sh)
 #
@@ -21,7 +22,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu proxy reload security tls governed soak)
+ALL=(scale cpu proxy reload security tls openloop governed soak)
 
 run_one() {
     case $1 in
@@ -31,6 +32,7 @@ run_one() {
     reload) bash "$ROOT/bench/reload.sh" --json "$RESULTS" ;;
     security) bash "$ROOT/bench/security.sh" --json "$RESULTS" ;;
     tls) bash "$ROOT/bench/tls.sh" --json "$RESULTS" ;;
+    openloop) bash "$ROOT/bench/openloop.sh" --json "$RESULTS" ;;
     governed) bash "$ROOT/bench/governed.sh" --json "$RESULTS" ;;
     soak) bash "$ROOT/bench/soak.sh" "${SOAK_SECONDS:-300}" ;;
     *) echo "bench/run.sh: unknown scenario \"$1\" (one of: ${ALL[*]})" >&2; return 2 ;;

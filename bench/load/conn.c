@@ -96,6 +96,7 @@ static void conn_drop(load_conn *c, bool backoff) {
     c->state = CONN_CLOSING;
     c->in_flight = false;
     c->send_deferred = false;
+    c->idle = false; /* a stale entry on the idle stack is passed over */
     c->backoff = backoff;
     if (c->ssl) load_tls_end(c);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
@@ -146,6 +147,38 @@ static void format_next(load_conn *c) {
     }
 }
 
+/* ---- open loop: idle connections wait for the schedule ---- */
+
+static bool open_loop(const load_run *run) { return run->opts->rate > 0; }
+
+/* The slot has nothing to send until a call is due: the spin picks it. */
+static void wait_for_due(load_conn *c) {
+    load_run *run = c->run;
+    c->idle = true;
+    if (c->queued) return; /* still on the stack from an earlier wait */
+    c->queued = true;
+    run->idle_stack[run->n_idle++] = c;
+}
+
+/* When the next message is a call in an open loop: the due time of the
+ * call it may send now, or false to wait. Handshake steps go at once. */
+static bool call_allowed(load_conn *c, uint64_t now, uint64_t *due) {
+    *due = now;
+    if (!open_loop(c->run) || (legacy(c) && (c->session_len == 0 || c->stage != STAGE_CALLS))) return true;
+    return load_sched_take(&c->run->sched, now, due);
+}
+
+void load_open_loop_spin(load_run *run) {
+    uint64_t now = uv_hrtime();
+    while (run->n_idle && load_sched_backlog(&run->sched, now)) {
+        load_conn *c = run->idle_stack[--run->n_idle];
+        c->queued = false;
+        if (!c->idle || c->state != CONN_OPEN) continue; /* left while it waited */
+        c->idle = false;
+        conn_send(c);
+    }
+}
+
 /* Send the next message: try the write inline (nearly always complete on
  * loopback, and no callback to wait for), queue the rest only if needed. */
 static void conn_send(load_conn *c) {
@@ -155,12 +188,18 @@ static void conn_send(load_conn *c) {
         c->send_deferred = true;
         return;
     }
+    uint64_t now = uv_hrtime(), due;
+    if (!call_allowed(c, now, &due)) {
+        wait_for_due(c);
+        return;
+    }
     c->id = run->next_id++;
     format_next(c);
     load_resp_reset(&c->resp, run->opts->max_response, legacy(c));
     c->rlen = 0;
     c->in_flight = true;
-    c->sent_ns = uv_hrtime();
+    c->sent_ns = now;
+    c->due_ns = due;
     int rc = c->ssl ? load_tls_send(c, c->wbuf, c->wlen) : load_conn_write(c, c->wbuf, c->wlen);
     if (rc < 0) fail(c, LOAD_ERR_SOCKET, "write", rc);
 }
@@ -278,7 +317,7 @@ static void on_answer(load_conn *c) {
         /* the handshake's next step, or the first call */
     } else if (k == LOAD_ERR_COUNT) {
         print_answer_once(c);
-        count_ok(c, now - c->sent_ns);
+        count_ok(c, now - c->due_ns);
     } else {
         count_error(c, k);
         if (legacy(c) && c->resp.status == 404) c->session_len = 0; /* the session is gone: open another */

@@ -1,4 +1,4 @@
-/* mcpg-load: a closed-loop load generator for the MCP stateless wire.
+/* mcpg-load: a closed- or open-loop load generator for both MCP wires.
  *
  * One libuv loop drives N keep-alive connections; each sends its next call
  * when the last answer is complete. Every answer is checked (status, JSON-RPC
@@ -10,6 +10,7 @@
  *   resp.c     incremental HTTP/1.1 response framing (chunked on the legacy wire)
  *   rpc.c      request text and JSON-RPC answer checks
  *   sse.c      finding the JSON-RPC response among an SSE answer's events
+ *   sched.c    the open loop's schedule (--rate): when each call is due
  *   conn.c     one connection's life: connect, send, read, reconnect
  *   report.c   the human table and the JSON line
  *   main.c     options, phases, progress
@@ -50,6 +51,21 @@ void load_hist_merge(load_hist *dst, const load_hist *src);
 /* Bucket index and the bucket's bounds, exposed for the unit test. */
 unsigned load_hist_index(uint64_t ns);
 uint64_t load_hist_bucket_high(unsigned idx);
+
+/* ---- open loop (sched.c) ----
+ * --rate R: call k is due at t0 + k / R; latency counts from the due time. */
+typedef struct {
+    double rate;          /* calls per second */
+    uint64_t t0_ns;       /* when call 0 was due */
+    uint64_t issued;      /* calls handed to a connection so far */
+    uint64_t max_backlog; /* most calls due and not yet sent, at any take */
+} load_sched;
+
+void load_sched_init(load_sched *s, double rate, uint64_t t0_ns);
+uint64_t load_sched_due(const load_sched *s, uint64_t now_ns);   /* calls due by now */
+uint64_t load_sched_time_of(const load_sched *s, uint64_t k);    /* when call k is due */
+bool load_sched_take(load_sched *s, uint64_t now_ns, uint64_t *due_ns);
+uint64_t load_sched_backlog(const load_sched *s, uint64_t now_ns); /* due, not yet sent */
 
 /* ---- which MCP wire ----
  * stateless: 2026-07-28, every request self-contained (_meta, Mcp-Method).
@@ -191,6 +207,7 @@ typedef struct {
     bool print_answer; /* print the first good answer's body on stdout */
     bool quiet;
     size_t max_response;
+    double rate; /* --rate: open loop at this many calls per second; 0: closed loop */
 } load_opts;
 
 typedef enum { LOAD_PHASE_WARMUP, LOAD_PHASE_MEASURE, LOAD_PHASE_DONE } load_phase;
@@ -223,9 +240,12 @@ typedef struct {
     bool send_deferred; /* the answer came before the write completed */
     bool ever_connected;
     bool backoff; /* reconnect after a delay (connect failed) */
+    bool idle;    /* open loop: open, waiting for a call to be due */
+    bool queued;  /* open loop: on the run's idle stack (maybe no longer idle) */
     uint64_t retry_at_ns;
     uint64_t id;
     uint64_t sent_ns;
+    uint64_t due_ns; /* what latency counts from: sent_ns, or the open loop's due time */
     char *wbuf;
     size_t wlen;
     char *rbuf;
@@ -262,10 +282,17 @@ struct load_run {
     unsigned open_at_stop;
     bool answer_printed;
     struct ssl_ctx_st *tls_ctx; /* https: the client context (tls.c) */
+    /* open loop (opts->rate > 0) */
+    load_sched sched;
+    uv_idle_t spin;         /* runs every loop turn: due times are met to the µs */
+    load_conn **idle_stack; /* connections waiting for a due call (nconns at most) */
+    unsigned n_idle;
+    uint64_t backlog_at_end; /* calls due when the window ended and never sent */
 };
 
 /* conn.c */
 int load_conn_init(load_run *run, load_conn *c);
+void load_open_loop_spin(load_run *run); /* open loop: send what is due on idle connections */
 void load_conn_start(load_conn *c);
 void load_conn_close(load_conn *c);
 void load_conn_free(load_conn *c);

@@ -17,13 +17,17 @@
 
 static void usage(FILE *out) {
     fputs("usage: mcpg-load [options]\n"
-          "Closed-loop load with MCP tools/call, every answer checked.\n"
+          "Closed-loop (or, with --rate, open-loop) load with MCP tools/call, every answer checked.\n"
           "  --url URL            http://IPv4:PORT/PATH or https://... (default http://127.0.0.1:8080/mcp)\n"
           "  --ca-file FILE       https: the CA (PEM) the server's certificate must chain to (default:\n"
           "                       the system's); the certificate must name the URL's IP address\n"
           "  --wire W             stateless (2026-07-28, default) or legacy (2025-11-25: a session\n"
           "                       per connection, opened once; answers as SSE or one JSON body)\n"
           "  -c, --connections N  keep-alive connections, one call in flight each (default 64)\n"
+          "  --rate R             open loop: a call is due every 1/R s whatever the server does; it\n"
+          "                       goes out on an idle connection (waits for one when all are busy)\n"
+          "                       and its latency counts from when it was due (coordinated omission\n"
+          "                       corrected); -c bounds the calls in flight\n"
           "  -d, --duration S     measured window in seconds (default 10)\n"
           "  -w, --warmup S       seconds of load before the window, not counted (default 2)\n"
           "  --max-calls N        end the window after N answers (good or bad)\n"
@@ -102,6 +106,7 @@ enum {
     OPT_PRINT,
     OPT_HEADER,
     OPT_CA_FILE,
+    OPT_RATE,
 };
 
 static const struct option long_opts[] = {
@@ -122,6 +127,7 @@ static const struct option long_opts[] = {
     {"print-answer", no_argument, NULL, OPT_PRINT},
     {"header", required_argument, NULL, OPT_HEADER},
     {"ca-file", required_argument, NULL, OPT_CA_FILE},
+    {"rate", required_argument, NULL, OPT_RATE},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -178,6 +184,7 @@ static const char *apply_opt(load_opts *o, int ch, const char *arg) {
     case OPT_PRINT: o->print_answer = true; return NULL;
     case OPT_HEADER: return add_header(o, arg) < 0 ? "--header" : NULL;
     case OPT_CA_FILE: o->ca_file = arg; return NULL;
+    case OPT_RATE: return parse_double(arg, 0.001, 10000000, &o->rate) < 0 ? "--rate" : NULL;
     case 'q': o->quiet = true; return NULL;
     default: return "?";
     }
@@ -236,6 +243,10 @@ void load_run_stop(load_run *run) {
     else
         run->t_measure_ns = run->t_end_ns; /* stopped during warm-up: an empty window */
     run->phase = LOAD_PHASE_DONE;
+    if (run->opts->rate > 0) {
+        run->backlog_at_end = load_sched_backlog(&run->sched, run->t_end_ns);
+        close_handle((uv_handle_t *)&run->spin);
+    }
     close_handle((uv_handle_t *)&run->phase_timer);
     close_handle((uv_handle_t *)&run->tick_timer);
     close_handle((uv_handle_t *)&run->sigint);
@@ -283,10 +294,23 @@ static void start_handles(load_run *run) {
     uv_timer_start(&run->tick_timer, on_tick, TICK_MS, TICK_MS);
 }
 
+static void on_spin(uv_idle_t *h) { load_open_loop_spin(h->data); }
+
+/* The open loop's clock starts with the run; an idle handle keeps the loop
+ * polling without sleeping, so calls leave when due, not at the next
+ * millisecond timer (the load generator's core is busy all the time). */
+static void start_open_loop(load_run *run) {
+    load_sched_init(&run->sched, run->opts->rate, run->t_start_ns);
+    uv_idle_init(run->loop, &run->spin);
+    run->spin.data = run;
+    uv_idle_start(&run->spin, on_spin);
+}
+
 static void start_run(load_run *run) {
     const load_opts *o = run->opts;
     start_handles(run);
     run->t_start_ns = uv_hrtime();
+    if (o->rate > 0) start_open_loop(run);
     run->next_progress_ns = run->t_start_ns + 1000000000ull;
     if (o->warmup_s > 0) {
         run->phase = run->interval_phase = LOAD_PHASE_WARMUP;
@@ -342,6 +366,7 @@ static int init_run(load_run *run, const load_opts *o, uv_loop_t *loop) {
     run->conns = calloc(o->connections, sizeof *run->conns);
     if (!run->conns) return -1;
     run->nconns = o->connections;
+    if (o->rate > 0 && !(run->idle_stack = calloc(o->connections, sizeof *run->idle_stack))) return -1;
     for (unsigned i = 0; i < run->nconns; i++)
         if (load_conn_init(run, &run->conns[i]) < 0) return -1;
     return 0;
@@ -350,6 +375,7 @@ static int init_run(load_run *run, const load_opts *o, uv_loop_t *loop) {
 static void free_run(load_run *run) {
     for (unsigned i = 0; run->conns && i < run->nconns; i++) load_conn_free(&run->conns[i]);
     free(run->conns);
+    free(run->idle_stack);
     load_request_tmpl_free(&run->tmpl);
     load_tls_free(run);
 }

@@ -98,6 +98,11 @@ void load_report_human(const load_run *run, FILE *out) {
             grouped(load_total_errors(&run->warmup), b2, sizeof b2));
     fprintf(out, "; load generator CPU %.0f %% of one core over the window\n",
             secs > 0 ? 100.0 * run->loadgen_cpu_s / secs : 0.0);
+    if (run->opts->rate > 0)
+        fprintf(out, "  open loop at %.1f calls/s offered: latency from each call's due time; at most %s "
+                     "calls waited for a connection, %s were due and unsent at the end\n",
+                run->opts->rate, grouped(run->sched.max_backlog, b1, sizeof b1),
+                grouped(run->backlog_at_end, b2, sizeof b2));
 }
 
 static void json_string(FILE *out, const char *s) {
@@ -135,5 +140,7 @@ void load_report_json(const load_run *run, FILE *out) {
             (unsigned long long)m->connects, (unsigned long long)m->reconnects,
             (unsigned long long)run->warmup.calls, (unsigned long long)load_total_errors(&run->warmup));
     fprintf(out, ",\"loadgen_cpu_pct\":%.1f", secs > 0 ? 100.0 * run->loadgen_cpu_s / secs : 0.0);
-    fprintf(out, ",\"ok_sse\":%llu}\n", (unsigned long long)m->ok_sse);
+    fprintf(out, ",\"ok_sse\":%llu", (unsigned long long)m->ok_sse);
+    fprintf(out, ",\"rate\":%.3f,\"max_backlog\":%llu,\"backlog_at_end\":%llu}\n", run->opts->rate,
+            (unsigned long long)run->sched.max_backlog, (unsigned long long)run->backlog_at_end);
 }

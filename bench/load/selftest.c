@@ -268,7 +268,32 @@ static void test_request_legacy(void) {
     CHECK(strstr(hs, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"));
 }
 
+/* The open loop's schedule: due times on the grid, a backlog while no
+ * connection takes them, nothing due twice. */
+static void test_sched(void) {
+    load_sched s;
+    const uint64_t t0 = 1000000000ull, ms = 1000000ull;
+    load_sched_init(&s, 1000.0, t0); /* one call a millisecond */
+    uint64_t due;
+    CHECK(load_sched_due(&s, t0 - 1) == 0);
+    CHECK(load_sched_due(&s, t0) == 1); /* call 0 is due at t0 */
+    CHECK(load_sched_take(&s, t0, &due) && due == t0);
+    CHECK(!load_sched_take(&s, t0 + ms - 1, &due)); /* call 1 is due at t0 + 1 ms, not before */
+    CHECK(load_sched_take(&s, t0 + ms, &due) && due == t0 + ms);
+    /* 10 ms with nobody taking: 10 calls wait, taken in order with their own due times */
+    CHECK(load_sched_backlog(&s, t0 + 11 * ms) == 10);
+    for (uint64_t k = 2; k <= 11; k++) CHECK(load_sched_take(&s, t0 + 11 * ms, &due) && due == t0 + k * ms);
+    CHECK(!load_sched_take(&s, t0 + 11 * ms, &due));
+    CHECK(s.max_backlog == 9); /* 10 were due at the first take of them, 9 after it */
+    CHECK(s.issued == 12);
+    /* a rate that is not a divisor of a second: 3/s over 1 s is calls 0..3 */
+    load_sched_init(&s, 3.0, 0);
+    CHECK(load_sched_due(&s, 1000000000ull) == 4);
+    CHECK(load_sched_time_of(&s, 2) == 666666666ull);
+}
+
 int main(void) {
+    test_sched();
     test_hist_index();
     test_hist_percentiles();
     test_resp();

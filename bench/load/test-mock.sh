@@ -58,5 +58,33 @@ check legacy-json-counted 0 ok_sse=0 --wire legacy-json
 check legacy-sse-bad-id 1 err_mismatch --wire legacy --fault bad-id --every 50
 check legacy-sse-tool-error 1 err_tool_error --wire legacy --fault tool-error --every 50
 check legacy-forget 1 err_http_status --wire legacy --fault forget --every 50
+
+# Open loop: calls leave on the schedule, never more than it made due (rate x
+# window + 1, whatever the server's speed); a stall shows in the latency of
+# the calls due during it, counted from when they were due.
+LOAD_WIRE=stateless
+open_loop() { # connections rate [mock args]: a 1 s window at the rate
+    local conns=$1 rate=$2; shift 2
+    start_mock "$@"
+    OUT=$("$LOAD" --url "http://127.0.0.1:$PORT/mcp" -c "$conns" -w 0 -d 1 --rate "$rate" --timeout 5 \
+        --expect hello --json -q 2>/dev/null)
+    stop_mock
+}
+verdict() { # name condition-text ok?
+    if [ "$3" = 1 ]; then passed=$((passed + 1)); echo "ok   $1 ($2)"
+    else failed=$((failed + 1)); echo "FAIL $1: $2: $OUT"; fi
+}
+num() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" <<<"$OUT"; }
+open_loop 4 200
+calls=$(num calls); secs=$(num duration_s)
+verdict open-loop-rate "$calls calls in ${secs} s at 200/s" \
+    "$(awk -v c="${calls:-0}" -v s="${secs:-0}" 'BEGIN { print (c >= 100 && c <= 200 * s + 1) ? 1 : 0 }')"
+# One connection, every 100th answer 0.2 s late: the ~40 calls due during each
+# stall wait for the connection and are counted from their due times (0 to
+# 195 ms late), so p90 is ~150 ms; a closed loop would report well under 1 ms.
+open_loop 1 200 --fault delay --every 100 --delay 0.2
+p90=$(num p90_us)
+verdict open-loop-corrected "p90 ${p90} us with 0.2 s stalls every 100 calls" \
+    "$(awk -v p="${p90:-0}" 'BEGIN { print (p >= 50000 ? 1 : 0) }')"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
