@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh SCENARIO...: run benchmark scenarios one after the other, each
+# bench/run SCENARIO... (or bench/run.sh): run benchmark scenarios one after the other, each
 # printing its table (and progress lines) and appending its JSON lines to one
 # results file. Every scenario starts what it needs on free loopback ports,
 # pins the measured server and the load to separate cores, and stops all it
@@ -11,6 +11,8 @@
 #   reload    steady state beside code swapped and reloaded every 200 ms (reload.sh)
 #   security  identity, policy, redaction, audit and TLS beside a bare gateway (security.sh)
 #   tls       CPU per call over https beside http, and with a handshake per call (tls.sh)
+#   memtime   three bursts of 512 connections with idle time after each: memory over time (memtime.sh)
+#   backend_latency  backends of 0/5/50/200 ms at 10/50/100 connections, inline and on the pool (backend-latency.sh)
 #   openloop  latency against offered load at fractions of the capacity, conf/bench.json (openloop.sh)
 #   governed  the limited tools of conf/governed.json, 64 connections, 30 s each, local and global (governed.sh)
 #   soak      minutes of churn (calls, sessions, upstream kills, reloads): memory, fds, threads flat (soak.sh)
@@ -22,7 +24,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu proxy reload security tls openloop governed soak)
+ALL=(scale cpu proxy reload security tls openloop memtime backend_latency governed soak)
 
 run_one() {
     case $1 in
@@ -32,6 +34,8 @@ run_one() {
     reload) bash "$ROOT/bench/reload.sh" --json "$RESULTS" ;;
     security) bash "$ROOT/bench/security.sh" --json "$RESULTS" ;;
     tls) bash "$ROOT/bench/tls.sh" --json "$RESULTS" ;;
+    memtime) bash "$ROOT/bench/memtime.sh" --json "$RESULTS" ;;
+    backend_latency) bash "$ROOT/bench/backend-latency.sh" --json "$RESULTS" ;;
     openloop) bash "$ROOT/bench/openloop.sh" --json "$RESULTS" ;;
     governed) bash "$ROOT/bench/governed.sh" --json "$RESULTS" ;;
     soak) bash "$ROOT/bench/soak.sh" "${SOAK_SECONDS:-300}" ;;
