@@ -13,6 +13,7 @@
 #   tls       CPU per call over https beside http, and with a handshake per call (tls.sh)
 #   memtime   three bursts of 512 connections with idle time after each: memory over time (memtime.sh)
 #   backend_latency  backends of 0/5/50/200 ms at 10/50/100 connections, inline and on the pool (backend-latency.sh)
+#   micro     in process: instructions and allocations per call through the kernel and a dlopened backend (micro.sh)
 #   openloop  latency against offered load at fractions of the capacity, conf/bench.json (openloop.sh)
 #   governed  the limited tools of conf/governed.json, 64 connections, 30 s each, local and global (governed.sh)
 #   soak      minutes of churn (calls, sessions, upstream kills, reloads): memory, fds, threads flat (soak.sh)
@@ -24,7 +25,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu proxy reload security tls openloop memtime backend_latency governed soak)
+ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed soak)
 
 run_one() {
     case $1 in
@@ -36,6 +37,7 @@ run_one() {
     tls) bash "$ROOT/bench/tls.sh" --json "$RESULTS" ;;
     memtime) bash "$ROOT/bench/memtime.sh" --json "$RESULTS" ;;
     backend_latency) bash "$ROOT/bench/backend-latency.sh" --json "$RESULTS" ;;
+    micro) bash "$ROOT/bench/micro.sh" --json "$RESULTS" ;;
     openloop) bash "$ROOT/bench/openloop.sh" --json "$RESULTS" ;;
     governed) bash "$ROOT/bench/governed.sh" --json "$RESULTS" ;;
     soak) bash "$ROOT/bench/soak.sh" "${SOAK_SECONDS:-300}" ;;

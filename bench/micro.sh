@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# In process, counted not timed: instructions and allocations per call of a
+# tools/call through the kernel and the dlopened backend (inline, on the pool,
+# with an audit sink) beside the same echo work called directly
+# (bench/micro/boundary.c). Instructions are callgrind's, from two runs of
+# different lengths (N1 and N2 calls: the difference cancels start-up and
+# shutdown), so they do not depend on the machine's load; allocations are
+# counted by the program itself over all threads.
+#
+#   bench/micro.sh                       every variant
+#   bench/micro.sh --variants "direct inline" --json micro.jsonl
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=$ROOT/build/bin/mcpg-micro-boundary
+MODULES=$ROOT/build/modules
+VARIANTS="direct inline pool audit"
+N1=2000 N2=12000
+JSON_OUT=""
+ME=micro
+GW_CPU=0 LOAD_CPU=1
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --variants) VARIANTS=$2; shift ;;
+    --calls) N2=$2; shift ;;
+    -h|--help) echo "usage: $0 [--variants \"direct inline pool audit\"] [--calls N] [--json FILE]"; exit 0 ;;
+    *) common_opt "$1" "${2:-}" || { echo "$ME: unknown option $1" >&2; exit 2; }; shift ;;
+    esac
+    shift
+done
+[ -x "$BIN" ] || die "no $BIN: build it (make build)"
+command -v valgrind >/dev/null || die "valgrind is needed (apt-get install valgrind)"
+TMP=$(mktemp -d /tmp/mcpg-micro.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+# instructions VARIANT N: callgrind's total Ir of one run of N calls
+instructions() {
+    valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" "$BIN" "$1" "$2" "$MODULES" \
+        >"$TMP/out.txt" 2>"$TMP/err.txt" || { cat "$TMP/err.txt" >&2; die "$1: the run failed"; }
+    sed -n 's/^summary: *\([0-9]*\).*/\1/p; s/^totals: *\([0-9]*\).*/\1/p' "$TMP/cg.out" | head -n1
+}
+
+ROW="%-8s %14s %16s %12s\n"
+printf "$ROW" variant instr/call allocs/call ns/call
+base=""
+for v in $VARIANTS; do
+    echo "$ME: $v: callgrind at $N1 and $N2 calls" >&2
+    i1=$(instructions "$v" "$N1"); i2=$(instructions "$v" "$N2")
+    per=$(( (i2 - i1) / (N2 - N1) ))
+    native=$("$BIN" "$v" "$N2" "$MODULES" 2>/dev/null | tail -n1)
+    printf "$ROW" "$v" "$per" "$(json_num "$native" allocs_per_call)" "$(json_num "$native" ns_per_call)"
+    [ -n "$base" ] || base=$per
+    [ -z "$JSON_OUT" ] || echo "${native%\}},\"instructions_per_call\":$per}" >>"$JSON_OUT"
+done
