@@ -58,6 +58,7 @@ typedef struct th_config {
     int64_t max_body_bytes;
     int64_t max_header_bytes;
     int64_t idle_timeout_ms;
+    int64_t header_timeout_ms;
     int64_t max_connections_per_worker;
     int64_t max_sessions;
     int64_t session_ttl_ms;
@@ -285,6 +286,10 @@ const char *th_date(th_wslot *ws);
  * loop, taken (zeroed) on success; else a TLS transport starts a handshake. */
 int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out);
 void th_conn_service(th_conn *c);
+/* A socket this worker will not serve: one fixed 503 written to it if it
+ * goes at once (never on TLS), the FIN sent. The caller closes fd. */
+typedef enum { TH_REFUSE_FULL, TH_REFUSE_DRAINING } th_refusal;
+void th_conn_refuse(th_wslot *ws, int fd, th_refusal why);
 void th_conn_close(th_conn *c);
 void th_conn_maybe_free(th_conn *c);
 void th_conn_sweep(th_wslot *ws, uint64_t now_ms);

@@ -17,8 +17,13 @@ static const mcpg_config_field th_schema[] = {
                        "larger request header sections are answered 431 and the connection closed"),
     MCPG_CFG_INT_FIELD(th_config, idle_timeout_ms, "idle_timeout_ms", "60000", 10, 86400000,
                        "close a connection idle this long (or slower than this to send a request)"),
+    MCPG_CFG_INT_FIELD(th_config, header_timeout_ms, "header_timeout_ms", "10000", 10, 86400000,
+                       "a request's header section must arrive whole within this long of its "
+                       "first byte, else the connection is closed (at most idle_timeout_ms)"),
     MCPG_CFG_INT_FIELD(th_config, max_connections_per_worker, "max_connections_per_worker",
-                       "10000", 1, 1000000, "connections beyond this are closed at once"),
+                       "10000", 1, 1000000,
+                       "connections beyond this get one 503 (Retry-After, Connection: close) "
+                       "and are closed at once; the ones open are served on"),
     MCPG_CFG_INT_FIELD(th_config, max_sessions, "max_sessions", "10000", 1, 10000000,
                        "legacy wire: open sessions at most; initialize beyond it gets 503 (-32000, "
                        "Retry-After)"),
@@ -216,9 +221,15 @@ static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
     th_mod *m = instance;
     th_wslot *ws = th_slot(m, w);
     if (!ws) return MCPG_EINVAL;
-    if (ws->draining) return MCPG_EUNAVAIL;
-    /* over the cap: refusing makes the kernel close the socket at once */
-    if ((int64_t)ws->nconns >= m->cfg->max_connections_per_worker) return MCPG_EAGAIN;
+    /* refused: one fixed 503 on the socket, then the kernel closes it */
+    if (ws->draining) {
+        th_conn_refuse(ws, fd_take, TH_REFUSE_DRAINING);
+        return MCPG_EUNAVAIL;
+    }
+    if ((int64_t)ws->nconns >= m->cfg->max_connections_per_worker) {
+        th_conn_refuse(ws, fd_take, TH_REFUSE_FULL);
+        return MCPG_EAGAIN;
+    }
     ws->w = w;
     int rc = th_worker_start(ws);
     return rc ? rc : th_conn_adopt(ws, fd_take, NULL, NULL);
