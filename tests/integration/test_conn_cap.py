@@ -32,6 +32,23 @@ def main():
         res = expect_result(r, r.rpc(), rpc_id, "call %r" % rpc_id)
         check_eq(res["content"][0]["text"], "Echo: hi", "answer to %r" % rpc_id)
 
+    def served(port, rpc_id):
+        """A new connection with one call served on it, or None if it was refused
+        (a connection still closing counts against the cap until it is gone)."""
+        c = Conn(port)
+        try:
+            c.send(tool_call_request(port, "echo", {"message": "hi"}, id=rpc_id))
+            r = c.read_response()
+        except OSError:
+            c.close()
+            return None
+        if r.status != 200:
+            c.close()
+            check_eq(r.status, 503, "a new connection near the cap")
+            return None
+        expect_result(r, r.rpc(), rpc_id, "a call below the cap")
+        return c
+
     def refused(port, how, rpc_id):
         """One connection beyond the cap: its answer (a Response), having checked the
         server closes it after."""
@@ -55,10 +72,12 @@ def main():
                           server={"max_connections_per_worker": CAP, "access_log": False})
         gw = Gateway(ctx, manifest=m, name="cap")
         with gw:
-            held = [Conn(gw.port) for _ in range(CAP)]
+            held = []
             try:
-                for i, c in enumerate(held):
-                    call_on(c, "held-%d" % i)
+                # the health check's connection may still be closing: it counts too
+                for i in range(CAP):
+                    held.append(wait_for(lambda: served(gw.port, "held-%d" % i), 5,
+                                         "connection %d to be served" % i))
                 shapes = ("request first", "nothing sent", "request after")
                 for k in range(REFUSED_TRIES):
                     how = shapes[k % len(shapes)]
@@ -77,22 +96,8 @@ def main():
                     call_on(c, "held-again-%d" % i)
                 # one leaves: a new connection is served (once the close is seen)
                 held.pop().close()
-
-                def served():
-                    c = Conn(gw.port)
-                    try:
-                        c.send(tool_call_request(gw.port, "echo", {"message": "hi"}, id="new"))
-                        r = c.read_response()
-                    except OSError:
-                        c.close()
-                        return None
-                    if r.status != 200:
-                        c.close()
-                        check_eq(r.status, 503, "a new connection while one closes")
-                        return None
-                    expect_result(r, r.rpc(), "new", "a call below the cap")
-                    return c
-                newc = wait_for(served, 5, "a new connection to be served below the cap")
+                newc = wait_for(lambda: served(gw.port, "new"), 5,
+                                "a new connection to be served below the cap")
                 held.append(newc)
                 r = refused(gw.port, "request first", "over-again")
                 check_eq(r.status, 503, "at the cap again: the next connection")
