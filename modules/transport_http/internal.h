@@ -50,6 +50,7 @@ typedef struct th_rtable {
 #define TH_CONN_KEEP_CAP (256 * 1024)    /* larger output buffers are trimmed when idle */
 #define TH_ALOG_FLUSH (64 * 1024)        /* access log bytes that force an early flush */
 #define TH_LINGER_MS 2000                /* how long a closing connection drains unread input */
+#define TH_REFUSED_LOG_MS 10000          /* at most one "cap reached" warning per loop this often */
 
 /* The transport's config: the manifest's gateway.server object. */
 typedef struct th_config {
@@ -213,6 +214,8 @@ struct th_wslot {
     uint8_t started, draining, handles_open;
     uint8_t stopped;         /* worker_stop ran: no coordinator op any more */
     uint32_t nconns;         /* connection structs alive (closing ones too) */
+    uint64_t refused;        /* connections refused at the cap since the last warning */
+    uint64_t refused_log_ms; /* loop time of that warning */
     uint32_t handles_closing;/* worker handles whose close callback is pending */
     th_conn *conns;
     th_conn *dirty;

@@ -217,6 +217,22 @@ static void th_reloaded(void *instance) { th_tls_reload(instance); }
 
 /* ---- transport ops ------------------------------------------------------- */
 
+/* A cap that is reached wants an operator to know, but one line per refused
+ * connection would let a flood fill the log: the first refusal is logged,
+ * then at most one line per TH_REFUSED_LOG_MS with the count since. */
+static void note_refused(th_wslot *ws) {
+    uint64_t now = uv_now(ws->loop);
+    ws->refused++;
+    if (ws->refused_log_ms && now - ws->refused_log_ms < TH_REFUSED_LOG_MS) return;
+    ws->mod->host->log(ws->mod->self, MCPG_LOG_WARN,
+                       "loop %u: max_connections_per_worker (%lld) reached: %llu connection(s) "
+                       "refused with 503",
+                       ws->index, (long long)ws->mod->cfg->max_connections_per_worker,
+                       (unsigned long long)ws->refused);
+    ws->refused = 0;
+    ws->refused_log_ms = now ? now : 1;
+}
+
 static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
     th_mod *m = instance;
     th_wslot *ws = th_slot(m, w);
@@ -228,6 +244,7 @@ static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
     }
     if ((int64_t)ws->nconns >= m->cfg->max_connections_per_worker) {
         th_conn_refuse(ws, fd_take, TH_REFUSE_FULL);
+        note_refused(ws);
         return MCPG_EAGAIN;
     }
     ws->w = w;

@@ -8,7 +8,8 @@ loop so every connection counts against the same cap:
   * the CAP connections open meanwhile are served on (a call on each, before and
     after the refusals);
   * once one of them closes, a new connection is served again, and the one after it
-    is refused again (the cap holds, not a count that drifted).
+    is refused again (the cap holds, not a count that drifted);
+  * the refusals are logged once, not once each (a flood must not fill the log).
 """
 import os
 import sys
@@ -106,8 +107,10 @@ def main():
             finally:
                 for c in held:
                     c.close()
-            print("cap %d: %d connections beyond it refused with 503, the %d open served on"
-                  % (CAP, REFUSED_TRIES + 1, CAP))
+            warned = gw.stderr().count("max_connections_per_worker (%d) reached" % CAP)
+            check_eq(warned, 1, "warnings for %d refusals within seconds" % (REFUSED_TRIES + 1))
+            print("cap %d: %d connections beyond it refused with 503 (one warning), the %d "
+                  "open served on" % (CAP, REFUSED_TRIES + 1, CAP))
 
     return run_tests([("max_connections_per_worker: 503 beyond, served below", t_cap)], ctx)
 
