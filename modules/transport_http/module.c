@@ -19,7 +19,8 @@ static const mcpg_config_field th_schema[] = {
                        "close a connection idle this long (or slower than this to send a request)"),
     MCPG_CFG_INT_FIELD(th_config, header_timeout_ms, "header_timeout_ms", "10000", 10, 86400000,
                        "a request's header section must arrive whole within this long of its "
-                       "first byte, else the connection is closed (at most idle_timeout_ms)"),
+                       "first byte, else the connection is closed (the shorter of it and "
+                       "idle_timeout_ms applies)"),
     MCPG_CFG_INT_FIELD(th_config, max_connections_per_worker, "max_connections_per_worker",
                        "10000", 1, 1000000,
                        "connections beyond this get one 503 (Retry-After, Connection: close) "

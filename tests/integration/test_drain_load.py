@@ -10,6 +10,8 @@ keep-alive connections of both wires, reconnecting when closed. Then:
     allowed before the signal), and is audited completed;
   * every looper call either completes with its full answer, or is refused cleanly: a
     503, or its connection closed before any byte of the answer; none is cut mid-answer;
+  * the open streams (STREAMS subscriptions/listen, STREAMS legacy GET streams) end
+    cleanly: the chunked stream's last chunk, a listen's with its result;
   * new connections a moment after the signal are refused (connect refused, or closed
     before any byte) or answered 503, never served;
   * the gateway exits 0 within the drain bound (gateway.drain_timeout_ms) and without
@@ -25,15 +27,16 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, ConnectionClosed, Context, Gateway, audit_id, audit_name,  # noqa: E402
-                     base_manifest, check, check_eq, fail, parse_args, read_audit, run_tests,
-                     tool_call_request, wait_for)
-from test_legacy_wire import request_bytes  # noqa: E402
+                     base_manifest, build_request, check, check_eq, fail, parse_args, read_audit,
+                     rpc_body, run_tests, stateless_headers, tool_call_request, wait_for)
+from test_legacy_wire import head_of, read_stream, request_bytes  # noqa: E402
 
 SLOW_MS = 1500
 DRAIN_MS = 10000
 N_STATELESS = 40
 N_LEGACY = 20
 LOOPERS = 6  # half on each wire
+STREAMS = 2  # of each: stateless subscriptions/listen, legacy GET
 PROBES = 20
 
 
@@ -157,6 +160,44 @@ def main():
                 if c is not None:
                     c.close()
 
+            streams = {}       # stream name -> "open", then (outcome, detail)
+
+            def stream_client(name, raw, listen_id):
+                try:
+                    with CountingConn(port) as c:
+                        c.send(raw)
+                        status, head = head_of(c)
+                        check(status == 200 and "text/event-stream" in head,
+                              "%s: a stream (%r)" % (name, head))
+                        with lock:
+                            streams[name] = "open"
+                        text, ended = read_stream(c, timeout=DRAIN_MS / 1000.0 + 10)
+                        res = ("ended", None) if ended else ("cut", "did not end")
+                        if listen_id and '"id":"%s","result"' % listen_id not in text:
+                            res = ("cut", "no result for the listen: %r" % text[-300:])
+                except Exception as e:  # a close without the last chunk, a timeout
+                    res = ("cut", repr(e))
+                with lock:
+                    streams[name] = res
+
+            stream_threads = []
+            for i in range(STREAMS):
+                lid = "listen-%d" % i
+                body = rpc_body("subscriptions/listen",
+                                {"notifications": {"toolsListChanged": True}}, id=lid)
+                raw = build_request(port, headers=stateless_headers("subscriptions/listen"),
+                                    body=body)
+                stream_threads.append(threading.Thread(target=stream_client,
+                                                       args=(lid, raw, lid)))
+                raw = request_bytes(port, "GET", session=sessions[i],
+                                    accept="text/event-stream")
+                stream_threads.append(threading.Thread(target=stream_client,
+                                                       args=("get-%d" % i, raw, None)))
+            for t in stream_threads:
+                t.start()
+            wait_for(lambda: len(streams) == 2 * STREAMS, 10, "the streams to open")
+            check(all(v == "open" for v in streams.values()), "streams: %r" % streams)
+
             loopers = [threading.Thread(target=looper, args=(k,)) for k in range(LOOPERS)]
             slow_ids = []
             slows = []
@@ -198,7 +239,7 @@ def main():
                     t.join(30)
             finally:
                 stop.set()
-                for t in loopers + slows:
+                for t in loopers + slows + stream_threads:
                     t.join(30)
             rc = gw.wait_exit(DRAIN_MS / 1000.0 + 10)
             waited = time.monotonic() - t_sig
@@ -216,6 +257,8 @@ def main():
                      if audit_name(r) == "mcpg.tool.call.completed"]
         for i in slow_ids:
             check_eq(completed.count(i), 1, "completed events for %s" % i)
+        check(all(v == ("ended", None) for v in streams.values()),
+              "streams open at SIGTERM: %r" % streams)
         counts = {}
         for o, _ in looped:
             counts[o] = counts.get(o, 0) + 1
@@ -228,9 +271,9 @@ def main():
             pcounts[o] = pcounts.get(o, 0) + 1
             if o not in ("connect-refused", "closed-before", "503"):
                 fail("a new connection %.1fs after SIGTERM: %r" % (0.5, p))
-        print("SIGTERM with %d slow calls in flight: all complete, exit 0 after %.2fs; "
-              "looper calls %r; new connections after it %r"
-              % (len(slow_ids), waited, counts, pcounts))
+        print("SIGTERM with %d slow calls in flight: all complete, %d streams ended cleanly, "
+              "exit 0 after %.2fs; looper calls %r; new connections after it %r"
+              % (len(slow_ids), len(streams), waited, counts, pcounts))
 
     return run_tests([("SIGTERM under load: complete or refused, never cut; exit 0",
                        t_drain_load)], ctx)
