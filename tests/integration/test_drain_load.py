@@ -31,7 +31,7 @@ from gateway import (Conn, ConnectionClosed, Context, Gateway, audit_id, audit_n
                      rpc_body, run_tests, stateless_headers, tool_call_request, wait_for)
 from test_legacy_wire import head_of, read_stream, request_bytes  # noqa: E402
 
-SLOW_MS = 1500
+SLOW_MS = 2500
 DRAIN_MS = 10000
 N_STATELESS = 40
 N_LEGACY = 20
