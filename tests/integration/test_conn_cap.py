@@ -9,7 +9,9 @@ loop so every connection counts against the same cap:
     after the refusals);
   * once one of them closes, a new connection is served again, and the one after it
     is refused again (the cap holds, not a count that drifted);
-  * the refusals are logged once, not once each (a flood must not fill the log).
+  * the refusals are logged once, not once each (a flood must not fill the log);
+  * over TLS a connection beyond the cap is closed without a byte (nothing can be said
+    before a handshake), and the ones open are served on.
 """
 import os
 import sys
@@ -18,8 +20,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, Context, Gateway, base_manifest, check, check_eq,  # noqa: E402
                      expect_result, parse_args, run_tests, tool_call_request, wait_for)
+from tlskit import Pki, TlsConn, TlsGateway  # noqa: E402
 
 CAP = 8
+TLS_CAP = 2
 REFUSED_TRIES = 12
 
 
@@ -33,10 +37,13 @@ def main():
         res = expect_result(r, r.rpc(), rpc_id, "call %r" % rpc_id)
         check_eq(res["content"][0]["text"], "Echo: hi", "answer to %r" % rpc_id)
 
-    def served(port, rpc_id):
+    def served(port, rpc_id, connect=Conn):
         """A new connection with one call served on it, or None if it was refused
         (a connection still closing counts against the cap until it is gone)."""
-        c = Conn(port)
+        try:
+            c = connect(port)
+        except OSError:  # a TLS handshake refused at the cap
+            return None
         try:
             c.send(tool_call_request(port, "echo", {"message": "hi"}, id=rpc_id))
             r = c.read_response()
@@ -112,7 +119,34 @@ def main():
             print("cap %d: %d connections beyond it refused with 503 (one warning), the %d "
                   "open served on" % (CAP, REFUSED_TRIES + 1, CAP))
 
-    return run_tests([("max_connections_per_worker: 503 beyond, served below", t_cap)], ctx)
+    def t_cap_tls():
+        pki = Pki(ctx.path("pki"), clients=False)
+        client = pki.client_context()
+        m = base_manifest(gateway={"workers": 1},
+                          server={"max_connections_per_worker": TLS_CAP, "access_log": False,
+                                  "tls_cert_file": pki.path("server", "pem"),
+                                  "tls_key_file": pki.path("server", "key")})
+        gw = TlsGateway(ctx, client, manifest=m, name="captls")
+        with gw:
+            def tls(port):
+                return TlsConn(port, client)
+            held = []
+            try:
+                for i in range(TLS_CAP):
+                    held.append(wait_for(lambda: served(gw.port, "tls-%d" % i, tls), 5,
+                                         "TLS connection %d to be served" % i))
+                for k in range(3):
+                    with Conn(gw.port) as raw:  # no byte can be said before a handshake
+                        check(raw.closed_by_peer(5), "a connection beyond the cap over TLS "
+                              "is closed without a byte")
+                for i, c in enumerate(held):
+                    call_on(c, "tls-again-%d" % i)
+            finally:
+                for c in held:
+                    c.close()
+
+    return run_tests([("max_connections_per_worker: 503 beyond, served below", t_cap),
+                      ("over TLS: closed without a byte beyond, served below", t_cap_tls)], ctx)
 
 
 if __name__ == "__main__":
