@@ -488,7 +488,8 @@ void th_conn_refuse(th_wslot *ws, int fd, th_refusal why) {
                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
                      "Retry-After: 1\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
                      blen, body);
-    if (n > 0 && (size_t)n < sizeof msg) (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0 && (size_t)n < sizeof msg)
+        (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)shutdown(fd, SHUT_WR);
     char sink[4096];
     for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {

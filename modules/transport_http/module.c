@@ -226,8 +226,8 @@ static void note_refused(th_wslot *ws) {
     ws->refused++;
     if (ws->refused_log_ms && now - ws->refused_log_ms < TH_REFUSED_LOG_MS) return;
     ws->mod->host->log(ws->mod->self, MCPG_LOG_WARN,
-                       "loop %u: max_connections_per_worker (%lld) reached: %llu connection(s) "
-                       "refused with 503",
+                       "loop %u: max_connections_per_worker (%lld) reached: %llu new "
+                       "connection(s) refused",
                        ws->index, (long long)ws->mod->cfg->max_connections_per_worker,
                        (unsigned long long)ws->refused);
     ws->refused = 0;
