@@ -12,8 +12,10 @@
 #include "stream.h"
 
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #if defined(__linux__)
 #include <linux/sockios.h> /* SIOCOUTQ */
 #endif
@@ -459,8 +461,44 @@ int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out) {
     return 0;
 }
 
+/* ---- refusing a connection ------------------------------------------------------ */
+
+static const char k_full_body[] =
+    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32000,\"message\":"
+    "\"Too many connections (gateway.server.max_connections_per_worker): retry later\"}}";
+static const char k_draining_body[] =
+    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32000,\"message\":"
+    "\"The gateway is shutting down: retry later\"}}";
+
+/* Refusing must cost less than serving, or a flood of connections beyond the
+ * cap would still take the loop: no connection struct, no parser, no timer;
+ * the answer is fixed and written before the client's request is read (it
+ * does not depend on it). A fresh socket's send buffer is empty, so one
+ * non-blocking send takes the whole answer; if it does not, the client just
+ * sees the close. Then the FIN, and what the client already sent is read
+ * off: a close with unread input sends a reset, which can destroy the
+ * answer before the client reads it. Over TLS nothing cheap can be said (a
+ * handshake first): the socket is only closed. */
+void th_conn_refuse(th_wslot *ws, int fd, th_refusal why) {
+    if (th_tls_enabled(ws->mod->cfg)) return;
+    const char *body = why == TH_REFUSE_FULL ? k_full_body : k_draining_body;
+    size_t blen = why == TH_REFUSE_FULL ? sizeof k_full_body - 1 : sizeof k_draining_body - 1;
+    char msg[512];
+    int n = snprintf(msg, sizeof msg,
+                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                     "Retry-After: 1\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                     blen, body);
+    if (n > 0 && (size_t)n < sizeof msg)
+        (void)send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)shutdown(fd, SHUT_WR);
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {
+    }
+}
+
 void th_conn_sweep(th_wslot *ws, uint64_t now) {
     uint64_t idle = (uint64_t)ws->mod->cfg->idle_timeout_ms;
+    uint64_t header = (uint64_t)ws->mod->cfg->header_timeout_ms;
     uint64_t handshake = (uint64_t)ws->mod->cfg->tls_handshake_timeout_ms;
     for (th_conn *c = ws->conns, *next; c; c = next) {
         next = c->next; /* closing never frees synchronously */
@@ -475,9 +513,12 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
         }
         if (c->inflight || c->nstreams) continue; /* the kernel times calls out; streams live */
         /* a request must arrive whole within the idle timeout of its first
-         * byte, so trickling bytes cannot hold a connection forever */
+         * byte, and its header section within the (shorter) header timeout,
+         * so trickling bytes cannot hold a connection forever: a slowloris
+         * costs a slot for seconds, not a minute */
         uint64_t since = c->cur ? c->cur_start_ms : c->last_ms;
-        if (now - since < idle) continue;
+        uint64_t limit = c->cur && !c->cur->headers_done && header < idle ? header : idle;
+        if (now - since < limit) continue;
         /* An answer still on its way to a slow reader is traffic, not
          * idleness: a uv_write's callback comes only at its end, and the
          * socket's send buffer drains after that. Progress is the unsent

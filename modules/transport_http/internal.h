@@ -50,6 +50,7 @@ typedef struct th_rtable {
 #define TH_CONN_KEEP_CAP (256 * 1024)    /* larger output buffers are trimmed when idle */
 #define TH_ALOG_FLUSH (64 * 1024)        /* access log bytes that force an early flush */
 #define TH_LINGER_MS 2000                /* how long a closing connection drains unread input */
+#define TH_REFUSED_LOG_MS 10000          /* at most one "cap reached" warning per loop this often */
 
 /* The transport's config: the manifest's gateway.server object. */
 typedef struct th_config {
@@ -58,6 +59,7 @@ typedef struct th_config {
     int64_t max_body_bytes;
     int64_t max_header_bytes;
     int64_t idle_timeout_ms;
+    int64_t header_timeout_ms;
     int64_t max_connections_per_worker;
     int64_t max_sessions;
     int64_t session_ttl_ms;
@@ -212,6 +214,8 @@ struct th_wslot {
     uint8_t started, draining, handles_open;
     uint8_t stopped;         /* worker_stop ran: no coordinator op any more */
     uint32_t nconns;         /* connection structs alive (closing ones too) */
+    uint64_t refused;        /* connections refused at the cap since the last warning */
+    uint64_t refused_log_ms; /* loop time of that warning */
     uint32_t handles_closing;/* worker handles whose close callback is pending */
     th_conn *conns;
     th_conn *dirty;
@@ -285,6 +289,10 @@ const char *th_date(th_wslot *ws);
  * loop, taken (zeroed) on success; else a TLS transport starts a handshake. */
 int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out);
 void th_conn_service(th_conn *c);
+/* A socket this worker will not serve: one fixed 503 written to it if it
+ * goes at once (never on TLS), the FIN sent. The caller closes fd. */
+typedef enum { TH_REFUSE_FULL, TH_REFUSE_DRAINING } th_refusal;
+void th_conn_refuse(th_wslot *ws, int fd, th_refusal why);
 void th_conn_close(th_conn *c);
 void th_conn_maybe_free(th_conn *c);
 void th_conn_sweep(th_wslot *ws, uint64_t now_ms);

@@ -17,8 +17,14 @@ static const mcpg_config_field th_schema[] = {
                        "larger request header sections are answered 431 and the connection closed"),
     MCPG_CFG_INT_FIELD(th_config, idle_timeout_ms, "idle_timeout_ms", "60000", 10, 86400000,
                        "close a connection idle this long (or slower than this to send a request)"),
+    MCPG_CFG_INT_FIELD(th_config, header_timeout_ms, "header_timeout_ms", "10000", 10, 86400000,
+                       "a request's header section must arrive whole within this long of its "
+                       "first byte, else the connection is closed (the shorter of it and "
+                       "idle_timeout_ms applies)"),
     MCPG_CFG_INT_FIELD(th_config, max_connections_per_worker, "max_connections_per_worker",
-                       "10000", 1, 1000000, "connections beyond this are closed at once"),
+                       "10000", 1, 1000000,
+                       "connections beyond this get one 503 (Retry-After, Connection: close) "
+                       "and are closed at once; the ones open are served on"),
     MCPG_CFG_INT_FIELD(th_config, max_sessions, "max_sessions", "10000", 1, 10000000,
                        "legacy wire: open sessions at most; initialize beyond it gets 503 (-32000, "
                        "Retry-After)"),
@@ -212,13 +218,36 @@ static void th_reloaded(void *instance) { th_tls_reload(instance); }
 
 /* ---- transport ops ------------------------------------------------------- */
 
+/* A cap that is reached wants an operator to know, but one line per refused
+ * connection would let a flood fill the log: the first refusal is logged,
+ * then at most one line per TH_REFUSED_LOG_MS with the count since. */
+static void note_refused(th_wslot *ws) {
+    uint64_t now = uv_now(ws->loop);
+    ws->refused++;
+    if (ws->refused_log_ms && now - ws->refused_log_ms < TH_REFUSED_LOG_MS) return;
+    ws->mod->host->log(ws->mod->self, MCPG_LOG_WARN,
+                       "loop %u: max_connections_per_worker (%lld) reached: %llu new "
+                       "connection(s) refused",
+                       ws->index, (long long)ws->mod->cfg->max_connections_per_worker,
+                       (unsigned long long)ws->refused);
+    ws->refused = 0;
+    ws->refused_log_ms = now ? now : 1;
+}
+
 static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
     th_mod *m = instance;
     th_wslot *ws = th_slot(m, w);
     if (!ws) return MCPG_EINVAL;
-    if (ws->draining) return MCPG_EUNAVAIL;
-    /* over the cap: refusing makes the kernel close the socket at once */
-    if ((int64_t)ws->nconns >= m->cfg->max_connections_per_worker) return MCPG_EAGAIN;
+    /* refused: one fixed 503 on the socket, then the kernel closes it */
+    if (ws->draining) {
+        th_conn_refuse(ws, fd_take, TH_REFUSE_DRAINING);
+        return MCPG_EUNAVAIL;
+    }
+    if ((int64_t)ws->nconns >= m->cfg->max_connections_per_worker) {
+        th_conn_refuse(ws, fd_take, TH_REFUSE_FULL);
+        note_refused(ws);
+        return MCPG_EAGAIN;
+    }
     ws->w = w;
     int rc = th_worker_start(ws);
     return rc ? rc : th_conn_adopt(ws, fd_take, NULL, NULL);

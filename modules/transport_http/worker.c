@@ -91,9 +91,12 @@ int th_worker_start(th_wslot *ws) {
     ws->sweep.data = ws;
     ws->prime.data = ws;
     ws->kick.data = ws;
-    /* The sweep's granularity is a quarter of the timeout, so a connection
-     * closes within 125% of it; bounded to keep tiny test timeouts cheap. */
+    /* The sweep's granularity is a quarter of the shortest timeout, so a
+     * connection closes within 125% of it; bounded to keep tiny test
+     * timeouts cheap. */
     uint64_t every = (uint64_t)ws->mod->cfg->idle_timeout_ms / 4;
+    if ((uint64_t)ws->mod->cfg->header_timeout_ms / 4 < every)
+        every = (uint64_t)ws->mod->cfg->header_timeout_ms / 4;
     if (ws->mod->tls_ctx && (uint64_t)ws->mod->cfg->tls_handshake_timeout_ms / 4 < every)
         every = (uint64_t)ws->mod->cfg->tls_handshake_timeout_ms / 4;
     if (every < 10) every = 10;

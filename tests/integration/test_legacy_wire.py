@@ -24,8 +24,9 @@ from gateway import (Context, Conn, Gateway, base_manifest, check, check_eq,  # 
 ACCEPT = "application/json, text/event-stream"
 
 
-def request(port, method="POST", body=None, session=None, version="2025-11-25", accept=ACCEPT,
-            extra=(), conn=None):
+def request_bytes(port, method="POST", body=None, session=None, version="2025-11-25",
+                  accept=ACCEPT, extra=()):
+    """The raw bytes of one legacy-wire request."""
     data = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
     lines = ["%s /mcp HTTP/1.1" % method, "Host: localhost:%d" % port]
     if accept is not None:
@@ -37,7 +38,12 @@ def request(port, method="POST", body=None, session=None, version="2025-11-25", 
     if version:
         lines.append("MCP-Protocol-Version: %s" % version)
     lines += ["%s: %s" % kv for kv in extra]
-    raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+
+
+def request(port, method="POST", body=None, session=None, version="2025-11-25", accept=ACCEPT,
+            extra=(), conn=None):
+    raw = request_bytes(port, method, body, session, version, accept, extra)
     if conn is not None:
         conn.send(raw)
         return None
