@@ -84,6 +84,7 @@ typedef struct call_msgs {
     unsigned count;
     bool posted;                 /* post is in the loop's queue */
     bool closed;                 /* answered: no more messages */
+    bool asked;                  /* a request to the client was made in this life */
     bool recycle_deferred;       /* refs reached 0 while post was queued */
     mcpg_post post;
     call_ask asks[CALL_MAX_ASKS];

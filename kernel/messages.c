@@ -49,12 +49,24 @@ static void deliver_one(mcpg_call *c, const char *json, size_t len) {
     fail_ask_of(c, json, len, rc);
 }
 
-void msgs_flush(mcpg_call *c) {
-    pthread_mutex_lock(&c->msgs.lock);
+/* The queued messages, taken off the call (under its lock). */
+static call_msg *queue_take(mcpg_call *c) {
     call_msg *m = c->msgs.head;
     c->msgs.head = c->msgs.tail = NULL;
     c->msgs.count = 0;
+    return m;
+}
+
+static void deliver_all(mcpg_call *c, call_msg *m);
+
+void msgs_flush(mcpg_call *c) {
+    pthread_mutex_lock(&c->msgs.lock);
+    call_msg *m = queue_take(c);
     pthread_mutex_unlock(&c->msgs.lock);
+    deliver_all(c, m);
+}
+
+static void deliver_all(mcpg_call *c, call_msg *m) {
     while (m) {
         call_msg *next = m->next;
         if (!c->answered) deliver_one(c, m->json, m->len);
@@ -87,12 +99,19 @@ bool msgs_defer_recycle(mcpg_call *c) {
 
 static void fail_asks(mcpg_call *c, int status);
 
+/* The call is answered: what is queued goes out, nothing more is taken, and
+ * requests still waiting for the client are told the call ended. One
+ * critical section, so no message slips in between the last flush and the
+ * close; the asks' slots are visited only when the call made any (a call's
+ * usual life makes none). */
 void msgs_close(mcpg_call *c) {
-    msgs_flush(c);
     pthread_mutex_lock(&c->msgs.lock);
+    call_msg *m = queue_take(c);
     c->msgs.closed = true;
+    bool asked = c->msgs.asked;
     pthread_mutex_unlock(&c->msgs.lock);
-    fail_asks(c, MCPG_ECANCELED);
+    deliver_all(c, m);
+    if (asked) fail_asks(c, MCPG_ECANCELED);
 }
 
 /* Send (on the loop with an empty queue) or queue one framed message. */
@@ -192,6 +211,7 @@ int host_call_request(mcpg_call *h, const char *method, const char *params, size
     for (unsigned i = 0; i < CALL_MAX_ASKS && !a; i++)
         if (!c->msgs.asks[i].active) a = &c->msgs.asks[i];
     if (a) *a = (call_ask){seq, fn, arg, mono_us() + wait_ms * 1000, true};
+    if (a) c->msgs.asked = true;
     pthread_mutex_unlock(&c->msgs.lock);
     if (!a) return MCPG_EAGAIN;
     char id[48];
