@@ -6,6 +6,8 @@
  * buffer kept, so a call in steady state allocates nothing. */
 #include "call_internal.h"
 
+#include <malloc.h> /* malloc_trim */
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +176,26 @@ void calls_free_abandoned(mcpg_worker *w) {
         n++;
     }
     if (n) klog(MCPG_LOG_WARN, "kernel", "worker %u: %zu unanswered call(s) freed at exit", w->index, n);
+}
+
+/* After a burst the free list holds a call object for every call that was
+ * in flight at its peak (up to 1024), each with the buffers it grew. Once a
+ * second (the worker's housekeeping tick) it is cut to what the calls in
+ * flight now could need; when that freed a burst's worth, the heap's free
+ * pages go back to the system (malloc_trim: well under a millisecond of
+ * this loop for a small heap, and only after a fall, never in steady
+ * state). Returns how many were freed. */
+size_t calls_give_back(mcpg_worker *w) {
+    size_t keep = (size_t)atomic_load(&w->calls_in_flight) + CALL_FREELIST_FLOOR, freed = 0;
+    while (w->freelist.count > keep) {
+        mcpg_call *c = w->freelist.head;
+        w->freelist.head = c->next_free;
+        w->freelist.count--;
+        call_free(c);
+        freed++;
+    }
+    if (freed >= CALL_GIVE_BACK_MIN) malloc_trim(0);
+    return freed;
 }
 
 void calls_free_worker(mcpg_worker *w) {

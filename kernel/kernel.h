@@ -273,7 +273,8 @@ struct mcpg_worker {
     uv_timer_t drain_timer;
     mcpg_call *pool_deadlines; /* calls whose backend is on the pool, for their timeouts */
     uv_timer_t pool_deadline_timer;
-    uv_timer_t asks_timer;   /* requests to clients that were never answered */
+    uv_timer_t asks_timer;   /* housekeeping: unanswered requests to clients, memory */
+    uint32_t housekeeping_ticks;
     struct pool_job *jobs_head, *jobs_tail; /* to hand to the pool this turn */
     struct module_work *works; /* host->work_submit'ed here, done() not yet run (loop only) */
     uv_check_t jobs_flush;
@@ -342,6 +343,11 @@ void call_cancel(mcpg_call *c);
 void call_outcome(mcpg_call *c, mcpg_call_outcome *o);
 void call_release(mcpg_call *c);
 void calls_free_worker(mcpg_worker *w);
+/* The free list cut to what the calls in flight could use (once a second,
+ * on w's loop); returns how many call objects were freed. */
+#define CALL_FREELIST_FLOOR 16
+#define CALL_GIVE_BACK_MIN 64
+size_t calls_give_back(mcpg_worker *w);
 void calls_give_up_backends(mcpg_worker *w); /* the forced drain: answer calls without their backend */
 void calls_free_abandoned(mcpg_worker *w); /* after the loops and the pool ended */
 unsigned long calls_dropped(void); /* answers that came back after their loop stopped */

@@ -417,7 +417,13 @@ static void begin_on_loop(void *arg) {
         uv_poll_start(&w->listeners[l]->poll, UV_READABLE, on_accept);
 }
 
-static void on_asks_timer(uv_timer_t *t) { asks_expire(t->data); }
+/* The worker's housekeeping, four times a second: requests to clients that
+ * were never answered; and once a second, memory a burst left behind. */
+static void on_asks_timer(uv_timer_t *t) {
+    mcpg_worker *w = t->data;
+    asks_expire(w);
+    if (++w->housekeeping_ticks % 4 == 0) calls_give_back(w);
+}
 
 static mcpg_post begin_posts[MCPG_MAX_WORKERS];
 

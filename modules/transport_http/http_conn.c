@@ -443,6 +443,7 @@ int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out) {
     if (ws->conns) ws->conns->prev = c;
     ws->conns = c;
     ws->nconns++;
+    if (ws->nconns > ws->nconns_peak) ws->nconns_peak = ws->nconns;
     if (uv_tcp_open(&c->tcp, fd)) {
         /* the handle never took the fd: the kernel closes it on our error */
         tls_undo(c, carry);

@@ -47,6 +47,8 @@ typedef struct th_rtable {
 #define TH_OUT_HIGH_WATER (1024 * 1024)  /* unwritten response bytes before we stop reading */
 #define TH_REQ_CACHE 256                 /* idle requests a worker keeps for reuse */
 #define TH_REQ_KEEP_CAP (64 * 1024)      /* larger request buffers are freed, not cached */
+#define TH_REQ_CACHE_FLOOR 16            /* idle requests kept beyond one per open connection */
+#define TH_GIVE_BACK_MIN 64              /* connections gone (or requests freed) worth a trim */
 #define TH_CONN_KEEP_CAP (256 * 1024)    /* larger output buffers are trimmed when idle */
 #define TH_ALOG_FLUSH (64 * 1024)        /* access log bytes that force an early flush */
 #define TH_LINGER_MS 2000                /* how long a closing connection drains unread input */
@@ -214,6 +216,7 @@ struct th_wslot {
     uint8_t started, draining, handles_open;
     uint8_t stopped;         /* worker_stop ran: no coordinator op any more */
     uint32_t nconns;         /* connection structs alive (closing ones too) */
+    uint32_t nconns_peak;    /* the most since memory was last given back */
     uint64_t refused;        /* connections refused at the cap since the last warning */
     uint64_t refused_log_ms; /* loop time of that warning */
     uint32_t handles_closing;/* worker handles whose close callback is pending */
@@ -296,6 +299,7 @@ void th_conn_refuse(th_wslot *ws, int fd, th_refusal why);
 void th_conn_close(th_conn *c);
 void th_conn_maybe_free(th_conn *c);
 void th_conn_sweep(th_wslot *ws, uint64_t now_ms);
+void th_worker_give_back_memory(th_wslot *ws);
 void th_conn_drain(th_conn *c, int force);
 void th_conn_enqueue(th_conn *c, th_req *r);
 void th_conn_advance(th_conn *c);

@@ -12,6 +12,7 @@
 #include "replay.h"
 #include "stream.h"
 
+#include <malloc.h> /* malloc_trim: the host allocates with the C library's malloc */
 #include <string.h>
 #include <time.h>
 
@@ -72,6 +73,7 @@ static void on_sweep(uv_timer_t *t) {
         ws->keepalive_ms = now;
         th_listeners_keepalive(ws, now);
         th_sess_sweep(ws, now); /* each loop its own cache */
+        th_worker_give_back_memory(ws);
     }
 }
 
@@ -134,6 +136,13 @@ void th_worker_maybe_stop(th_wslot *ws) {
 
 /* ---- requests: a per-worker free list, so a warm worker never allocates ---- */
 
+static void req_free(const mcpg_host *host, th_req *r) {
+    host->buf_free(&r->data);
+    host->buf_free(&r->resp);
+    host->buf_free(&r->extra);
+    host->free(r);
+}
+
 th_req *th_req_get(th_wslot *ws) {
     th_req *r = ws->free_reqs;
     if (r) {
@@ -158,16 +167,35 @@ void th_req_put(th_wslot *ws, th_req *r) {
     if (r->resp.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->resp);
     if (r->extra.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->extra);
     if (ws->nfree >= TH_REQ_CACHE) {
-        host->buf_free(&r->data);
-        host->buf_free(&r->resp);
-        host->buf_free(&r->extra);
-        host->free(r);
+        req_free(host, r);
         return;
     }
     r->conn = NULL;
     r->next = ws->free_reqs;
     ws->free_reqs = r;
     ws->nfree++;
+}
+
+
+/* After a burst a loop holds memory it no longer needs: requests cached for
+ * connections that have gone, and the heap pages their buffers and the
+ * connections' own used. Once a second the cache is cut to what the open
+ * connections can use; when that, or the connections closed since the
+ * peak, freed a burst's worth, the free pages go back to the system
+ * (malloc_trim walks the heap: well under a millisecond of this loop for a
+ * small gateway's heap, and only after a fall, never in steady state). */
+void th_worker_give_back_memory(th_wslot *ws) {
+    uint32_t keep = ws->nconns + TH_REQ_CACHE_FLOOR, freed = 0;
+    while (ws->nfree > keep) {
+        th_req *r = ws->free_reqs;
+        ws->free_reqs = r->next;
+        ws->nfree--;
+        req_free(ws->mod->host, r);
+        freed++;
+    }
+    if (freed < TH_GIVE_BACK_MIN && ws->nconns_peak - ws->nconns < TH_GIVE_BACK_MIN) return;
+    ws->nconns_peak = ws->nconns;
+    malloc_trim(0);
 }
 
 void th_worker_free(th_wslot *ws) {
@@ -187,10 +215,7 @@ void th_worker_free(th_wslot *ws) {
     while (ws->free_reqs) {
         th_req *r = ws->free_reqs;
         ws->free_reqs = r->next;
-        host->buf_free(&r->data);
-        host->buf_free(&r->resp);
-        host->buf_free(&r->extra);
-        host->free(r);
+        req_free(host, r);
     }
     host->buf_free(&ws->scratch);
     host->buf_free(&ws->scratch2);
