@@ -74,13 +74,14 @@ static void audit_result(mcpg_call *c, mcpg_audit_event *ev) {
     ev->result_len = shown->len;
 }
 
-/* The W3C traceparent header, as the request carried it (a header lookup on
- * the loop: the transport's request is alive until the answer). */
+/* The W3C traceparent header, as the request carried it when it is well
+ * formed (a header lookup on the loop: the transport's request is alive
+ * until the answer); one that is not is ignored, as W3C asks. */
 static const char *traceparent_of(mcpg_call *c) {
     static __thread char tp[128];
     size_t n = 0;
     const char *v = c->d.header ? c->d.header(c->d.transport_ctx, "traceparent", &n) : NULL;
-    if (!v || !n || n >= sizeof tp) return NULL;
+    if (!v || !n || n >= sizeof tp || !mcpg_traceparent_valid(v, n)) return NULL;
     memcpy(tp, v, n);
     tp[n] = '\0';
     return tp;

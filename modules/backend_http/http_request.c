@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct sbuf {
     char *p;
@@ -130,6 +131,25 @@ static void target(sbuf *b, const http_tool *t, char *const *vals) {
     }
 }
 
+/* The REST call continues the client's trace (W3C Trace Context): a valid
+ * traceparent, and its tracestate, go on unchanged; the gateway records no
+ * span of its own. A tool that configures a traceparent header keeps its own. */
+static void trace_lines(sbuf *b, const mcpg_host *h, const http_tool *t, mcpg_call *call) {
+    for (size_t i = 0; i < t->nheaders; i++)
+        if (strcasecmp(t->headers[i].key, "traceparent") == 0) return; /* configured: theirs */
+    size_t pn = 0, sn = 0;
+    const char *tp = h->call_header(call, "traceparent", &pn);
+    if (!tp || !mcpg_traceparent_valid(tp, pn)) return;
+    puts_(b, "traceparent: ");
+    put(b, tp, pn);
+    put(b, "\r\n", 2);
+    const char *ts = h->call_header(call, "tracestate", &sn);
+    if (!ts || !mcpg_tracestate_valid(ts, sn)) return;
+    puts_(b, "tracestate: ");
+    put(b, ts, sn);
+    put(b, "\r\n", 2);
+}
+
 static void header_lines(sbuf *b, const http_tool *t, int has_body) {
     puts_(b, "Accept: application/json, */*\r\n");
     for (size_t i = 0; i < t->nheaders; i++) {
@@ -174,6 +194,7 @@ int http_request_build(const mcpg_host *h, const http_tool *t, mcpg_call *call, 
         sbuf tg = {0}, hd = {0};
         out->body = t->body ? body_text(t, args, vals) : NULL;
         target(&tg, t, vals);
+        trace_lines(&hd, h, t, call);
         header_lines(&hd, t, out->body != NULL);
         out->target = tg.p;
         out->headers = hd.p;

@@ -140,6 +140,26 @@ static bool header_safe(const char *s) {
     return true;
 }
 
+/* The upstream request continues the client's trace: its traceparent (and
+ * tracestate) go on unchanged, since the gateway records no span of its
+ * own; an invalid traceparent is dropped, and tracestate with it. */
+char *calls_trace_lines(const mcpg_host *h, mcpg_call *call) {
+    size_t pn = 0, sn = 0;
+    const char *tp = h->call_header(call, "traceparent", &pn);
+    if (!tp || !mcpg_traceparent_valid(tp, pn)) return NULL;
+    const char *ts = h->call_header(call, "tracestate", &sn);
+    mcpg_buf b = {0};
+    mcpg_buf_puts(&b, "traceparent: ");
+    mcpg_buf_append(&b, tp, pn);
+    mcpg_buf_puts(&b, "\r\n");
+    if (ts && mcpg_tracestate_valid(ts, sn)) {
+        mcpg_buf_puts(&b, "tracestate: ");
+        mcpg_buf_append(&b, ts, sn);
+        mcpg_buf_puts(&b, "\r\n");
+    }
+    return b.data;
+}
+
 pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
     const mcpg_host *h = up->h;
     pcall *pc = calloc(1, sizeof *pc);
@@ -160,6 +180,7 @@ pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
     if (target && (method == MCPG_METHOD_TOOLS_CALL || method == MCPG_METHOD_PROMPTS_GET ||
                    method == MCPG_METHOD_RESOURCES_READ) && header_safe(target))
         pc->mcp_name = strdup(target);
+    pc->trace_lines = calls_trace_lines(h, call);
     if (!pc->method_name || rewrite_params(up, pc, call) != 0) {
         calls_free(pc);
         mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
@@ -179,6 +200,7 @@ void calls_free(pcall *pc) {
     free(pc->input_responses);
     free(pc->caps);
     free(pc->mcp_name);
+    free(pc->trace_lines);
     free(pc);
 }
 

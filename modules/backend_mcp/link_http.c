@@ -213,8 +213,15 @@ const up_target *link_http_target(const mcp_link *base) {
     return ((const link_http *)base)->target;
 }
 
-static void build_headers(link_http *l, const char *json, size_t n, bool discover, mcpg_buf *h) {
+/* A call's request carries its client's trace headers. */
+static void add_trace(const ureq *r, mcpg_buf *h) {
+    if (r && r->pc && r->pc->trace_lines) mcpg_buf_puts(h, r->pc->trace_lines);
+}
+
+static void build_headers(link_http *l, const char *json, size_t n, bool discover, const ureq *r,
+                          mcpg_buf *h) {
     upstream *up = l->base.up;
+    add_trace(r, h);
     if (up->wire == WIRE_STATELESS || discover) {
         link_http_stateless_headers(up, json, n, h);
         return;
@@ -248,7 +255,7 @@ static int http_send(mcp_link *base, const char *json, size_t n, ureq *r) {
     x->is_init = r && r->kind == UR_INIT;
     x->is_discover = r && r->kind == UR_DISCOVER;
     mcpg_buf h = {0};
-    build_headers(l, json, n, x->is_discover, &h);
+    build_headers(l, json, n, x->is_discover, r, &h);
     x->req = up_send(l->pool, "POST", up_target_path(l->target), h.data, json, n, 0, &CALLBACKS, x);
     mcpg_buf_free(&h);
     if (!x->req) {

@@ -67,6 +67,9 @@ const struct up_target *link_http_target(const mcp_link *l);
 void link_http_stateless_headers(const upstream *up, const char *json, size_t n, mcpg_buf *h);
 void link_http_stateless_head(const upstream *up, const char *method, size_t method_len,
                               const char *name, size_t name_len, mcpg_buf *h);
+/* A call's W3C trace headers as the client sent them (valid ones only),
+ * ready to add to the upstream request's head; NULL when it sent none. */
+char *calls_trace_lines(const mcpg_host *h, mcpg_call *call);
 
 /* From a link, on the I/O thread: one whole message from the upstream.
  * on: the request whose stream carried it (HTTP), or NULL. */
@@ -119,6 +122,7 @@ struct pcall {
     char *input_responses; /* ... and its inputResponses object (JSON) */
     char *caps;            /* the client's capabilities (JSON) or NULL */
     char *mcp_name;        /* the Mcp-Name header's value (the upstream's name or uri), or NULL */
+    char *trace_lines;     /* "traceparent: ...\r\n" (and tracestate) from the client, or NULL */
     ureq *ur;
     pcall *qnext;
 };

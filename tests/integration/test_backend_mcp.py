@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Conn, Gateway, _child_setup, base_manifest, build_request,  # noqa: E402
                      call_tool, check, check_eq, expect_result, free_port, parse_args, run_cli,
-                     run_tests, send_one, stateless_headers, stateless_request, wait_for)
+                     rpc_body, run_tests, send_one, stateless_headers, stateless_request, wait_for)
 from test_legacy_wire import answer, events, head_of, read_stream, request  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -499,6 +499,24 @@ def main():
         check_eq(call["headers"].get("mcp-session-id"), minted[0], "the session id on the call")
         check_eq(call["headers"].get("authorization"), "Bearer s3cret",
                  "the configured header (from ${FAKE_TOKEN})")
+        check("traceparent" not in call["headers"], "no trace given, none sent")
+        # W3C Trace Context: the client's traceparent (and tracestate) go on to the upstream
+        # unchanged; an invalid one (zero trace-id) is dropped, tracestate with it
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        for n, (given, want) in enumerate([(tp, tp),
+                                           ("00-" + "0" * 32 + "-00f067aa0ba902b7-01", None)]):
+            body = rpc_body("tools/call", {"name": "up_echo", "arguments": {"message": "t%d" % n}},
+                            id=40 + n)
+            hdrs = stateless_headers("tools/call", "up_echo") + [("traceparent", given),
+                                                                  ("tracestate", "v=1")]
+            r = send_one(hp, build_request(hp, headers=hdrs, body=body))
+            check_eq(r.status, 200, "a traced call")
+            traced = [x for x in http_fake.records()
+                      if x.get("msg", {}).get("params", {}).get("arguments", {}).get("message")
+                      == "t%d" % n][-1]
+            check_eq(traced["headers"].get("traceparent"), want, "traceparent upstream (%s)" % given)
+            check_eq(traced["headers"].get("tracestate"), "v=1" if want else None,
+                     "tracestate upstream (%s)" % given)
         sid = session(hp)
         r = request(hp, body={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                               "params": {"name": "up_progress", "arguments": {"steps": 2},

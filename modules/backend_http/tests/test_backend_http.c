@@ -287,6 +287,38 @@ static void test_post_body(void) {
     unload(inst);
 }
 
+/* The client's W3C trace goes on to the REST call; an invalid traceparent
+ * (and the tracestate beside it) does not. */
+static int call_traced(mcpg_instance *inst, const char *traceparent, const char *tracestate,
+                       char *head) {
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "get", "{}", "1");
+    MCPG_REQUIRE(c, "call_new");
+    if (traceparent) mcpg_fakehost_call_set_header(c, "traceparent", traceparent);
+    if (tracestate) mcpg_fakehost_call_set_header(c, "tracestate", tracestate);
+    int st = mcpg_fakehost_run(fh, inst, c, 10000);
+    mcpg_fakehost_call_free(fh, c);
+    last_request(NULL, head, NULL);
+    return st;
+}
+
+static void test_trace_context(void) {
+    static const char tp[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"get\",\"method\":\"GET\","
+                               "\"url\":\"http://127.0.0.1:PORT/t\"}]}");
+    char head[2048];
+    MCPG_CHECK(call_traced(inst, tp, "vendor=a1", head) == MCPG_CONTINUE, "traced call");
+    MCPG_CHECK(strstr(head, "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"),
+               "traceparent passed on: %s", head);
+    MCPG_CHECK(strstr(head, "tracestate: vendor=a1\r\n"), "tracestate passed on: %s", head);
+    MCPG_CHECK(call_traced(inst, "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "vendor=a1",
+                           head) == MCPG_CONTINUE, "call with a zero trace-id");
+    MCPG_CHECK(!strstr(head, "traceparent") && !strstr(head, "tracestate"), "invalid trace dropped: %s",
+               head);
+    MCPG_CHECK(call_traced(inst, NULL, NULL, head) == MCPG_CONTINUE, "untraced call");
+    MCPG_CHECK(!strstr(head, "traceparent"), "no trace, no header: %s", head);
+    unload(inst);
+}
+
 static void test_status_errors(void) {
     mcpg_instance *inst = load(
         "{\"tools\":[{\"name\":\"miss\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/missing\"},"
@@ -538,6 +570,7 @@ int main(int argc, char **argv) {
     mcpg_fakehost_set_quiet(fh, 1);
     test_get_templates();
     test_post_body();
+    test_trace_context();
     test_status_errors();
     test_timeout_and_cap();
     test_keep_alive();

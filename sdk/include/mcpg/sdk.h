@@ -139,6 +139,13 @@ uint32_t mcpg_method_of(const char *m, size_t n);
 const char *mcpg_strerror(int err);
 const char *mcpg_errname(int err);
 
+/* ---- W3C Trace Context (src/trace.c) ----
+ * 1 when the traceparent header value s[0..n) is well formed (a version,
+ * a non-zero trace-id and parent-id, flags; lowercase hex), else 0; and a
+ * tracestate value fit to pass on (printable, at most 512 bytes). */
+int mcpg_traceparent_valid(const char *s, size_t n);
+int mcpg_tracestate_valid(const char *s, size_t n);
+
 /* ---- buffers (malloc-backed; the kernel's host->buf_* are these) ---- */
 int mcpg_buf_reserve(mcpg_buf *b, size_t extra);
 int mcpg_buf_append(mcpg_buf *b, const void *p, size_t n);
