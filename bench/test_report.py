@@ -217,6 +217,10 @@ class ReportTest(unittest.TestCase):
 
     def test_each_scenario_stands_beside_the_reference_with_its_command(self):
         page = self.generate()
+        glance = self.section(page, "At a glance")
+        self.assertIn("| 10\u202f000 stateless, — legacy | 4 801 stateless, 3 811 legacy |", glance)
+        self.assertIn("| 40.0–40.0 µs (nginx in the same run: 20.0 µs) | 251–432 µs |", glance)
+        self.assertIn("| 1 of 1 limited runs held their limit |", glance)
         scale = self.section(page, "Tool calls on one gateway")
         self.assertRegex(scale, r"\| `stateless` \| 10\u202f000 \| 4\.00 / 9\.00 \| 40\.00 \| 2\.00× .*\| 4\u202f801 \| "
                                 r"13\.0 / 20\.9 \| 338 \| 586 \|")
