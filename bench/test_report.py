@@ -229,7 +229,7 @@ class ReportTest(unittest.TestCase):
         self.assertRegex(cpu, r"\| `mcpg` \| .* \| 48\.00 \| 3\.00× \|")
         self.assertIn("1 of 2 measured runs were not clean", cpu)
         governed = self.section(page, "Limits")
-        self.assertIn("310 over [t0, t0 + 30 s], 309 half-open", governed)
+        self.assertIn("310 over [t0, t0 + 30.000 s], 309 half-open", governed)
         self.assertIn("310 (at most 10 + 10/s × 30 s = 310)", governed)
         memtime = self.section(page, "Memory over time")
         self.assertIn("61 → 567 → 140", memtime)
@@ -249,6 +249,9 @@ class ReportTest(unittest.TestCase):
         # 20 000 calls/s × 40 µs = 0.8 cores; the reference's 441 µs gives 8.8.
         self.assertRegex(sizing, r"\| scale \| `stateless` \| 40\.00 \| 25\u202f000 \| 0\.80 \| 1\.14 \|")
         self.assertIn("| 441 | 2\u202f268 | 8.8 |", sizing)
+        self.assertIn("**Worked example: 20\u202f000 stateless calls/s** × 40.00 µs (scale, `stateless`) ≈ "
+                      "**0.80 cores** of gateway CPU, 1.14 at 70 % busy; the reference: 20\u202f000 × 441 µs ≈ 8.8 cores",
+                      sizing)
         self.assertIn("per idle connection: not given", sizing)
         self.assertIn("1\u202f000 coordinator ops over 100\u202f000 judged calls = 0.0100 per call", sizing)
         self.assertIn("The stateless wire without global limits: **0**", sizing)
