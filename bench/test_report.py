@@ -170,6 +170,9 @@ RESULTS = [
              max_backlog=3, backlog_at_end=0, p99_us=1500.0),
     run_line("open-loop", 55.0, config="bench.json", fraction=1.0, rate=13000.0, calls_per_s=12000.0,
              max_backlog=900, backlog_at_end=40, p99_us=90000.0),
+    line(bench="governed", scope="global", tool="echo", connections=64, duration_s=10.0, admitted=50000, refused=0,
+         judged_per_s=5000, admitted_per_s=5000.0, max_in_flight="-", cpu_us_per_admitted=25.0,
+         cpu_us_per_judged=25.0, refusals_logged=0, refusals_from_memory=0, coordinator_ops=0),
     line(bench="governed", scope="global", tool="rated", connections=64, duration_s=30.0, admitted=309,
          refused=99691, judged_per_s=3333, admitted_per_s=10.3, max_in_flight="-", cpu_us_per_admitted=9000.0,
          cpu_us_per_judged=30.0, refusals_logged=99691, refusals_from_memory=99000, coordinator_ops=1000),
@@ -231,6 +234,7 @@ class ReportTest(unittest.TestCase):
         governed = self.section(page, "Limits")
         self.assertIn("310 over [t0, t0 + 30.000 s], 309 half-open", governed)
         self.assertIn("310 (at most 10 + 10/s × 30 s = 310)", governed)
+        self.assertIn("| 30.00 | 1.20× |", governed)  # CPU per judged call beside the unlimited echo's 25 µs
         memtime = self.section(page, "Memory over time")
         self.assertIn("61 → 567 → 140", memtime)
 
