@@ -7,6 +7,8 @@
 #   make bench   install what is missing, build, run the benchmarks (bench/README.md):
 #                bench/run.sh when it exists, else bench/cpu-per-call.sh --start --nginx;
 #                extra options go in BENCH_ARGS="..."
+#   make report  RESULTS="bench/results-*.jsonl": docs/benchmarks-report.md and its charts
+#                from results files (bench/report; more options in REPORT_ARGS="...")
 #   make clean   remove build/ and build-asan/
 
 SHELL := /bin/bash
@@ -21,7 +23,7 @@ CTEST_FLAGS    := --output-on-failure --no-tests=error -j$(CTEST_JOBS)
 
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: deps build build-asan run test test-release test-asan bench clean
+.PHONY: deps build build-asan run test test-release test-asan bench report clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -58,6 +60,10 @@ bench:
 	@$(MAKE) --no-print-directory build
 	@if [ -f bench/run.sh ]; then exec bash bench/run.sh $(BENCH_ARGS); \
 	 else exec bash bench/cpu-per-call.sh --start --nginx $(BENCH_ARGS); fi
+
+report:
+	@[ -n "$(RESULTS)" ] || { echo 'usage: make report RESULTS="bench/results-....jsonl" [REPORT_ARGS="..."]' >&2; exit 2; }
+	python3 bench/report $(RESULTS) $(REPORT_ARGS)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)
