@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""Hostile upstreams behind backend_mcp over Streamable HTTP (hostile_mcp_upstream.py).
+
+Two upstreams, one gateway: "sess" speaks the session wire (the I/O thread's path, the
+instance dispatched on the pool) and "direct" the stateless wire (the direct path from
+the loops, inline_dispatch); both with timeout_ms 1000 and max_message_bytes 1 MiB.
+Each hostile answer (an endless SSE stream, a 64 MiB JSON body, an SSE line that never
+ends, header lines forever, a header section that stalls, a slow drip) is asked of both
+at once, three rounds, and:
+  * the call is answered with a JSON-RPC -32000 naming the instance and the cause (the
+    timeout, max_message_bytes, the header section), audited as failed, within bounds;
+  * the gateway closes the hostile connection (the upstream sees it closed, having sent
+    less than it wanted to);
+  * the next call through the same instance succeeds at once: the link stays up;
+  * the gateway's VmRSS after the last two rounds is within RSS_BOUND of what it was
+    after the first (the upstreams sent hundreds of MB meanwhile)."""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (Context, Gateway, _child_setup, audit_id, audit_name,  # noqa: E402
+                     base_manifest, call_tool, check, check_eq, expect_result, parse_args,
+                     read_audit, run_tests, send_one, stateless_request, stop_process,
+                     wait_for)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOSTILE = os.path.join(HERE, "hostile_mcp_upstream.py")
+TIMEOUT_MS = 1000
+MAX_MESSAGE = 1 << 20
+RSS_BOUND = 16 << 20   # growth allowed over two rounds of every hostility on both links
+ROUNDS = 3             # the first warms the allocator; the bound covers the other two
+# mode -> what the error message must say
+MODES = {
+    "endless_sse": "timed out after %d ms" % TIMEOUT_MS,
+    "huge_json": "over max_message_bytes",
+    "huge_sse": "over max_message_bytes",
+    "endless_headers": "not valid HTTP/1.1: the answer's header is over",
+    "stalled_headers": "timed out after %d ms" % TIMEOUT_MS,
+    "slow_drip": "timed out after %d ms" % TIMEOUT_MS,
+}
+ANSWER_BOUND_S = 10.0  # generous: the timeout is 1 s, the size errors come sooner
+
+
+def vm_rss(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1]) * 1024
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    procs = {}
+    box = {}
+
+    def start_upstream(wire):
+        pf = ctx.path(wire + ".port")
+        rec = ctx.path(wire + ".rec.jsonl")
+        p = subprocess.Popen([sys.executable, HOSTILE, "--wire", wire, "--port-file", pf,
+                              "--record", rec], preexec_fn=_child_setup)
+        procs[wire] = p
+        wait_for(lambda: os.path.exists(pf), 10, "the %s hostile upstream listening" % wire)
+        with open(pf) as f:
+            return int(f.read()), rec
+
+    def records(rec):
+        try:
+            with open(rec) as f:
+                return [json.loads(ln) for ln in f if ln.strip()]
+        except FileNotFoundError:
+            return []
+
+    def t_start():
+        links = {}
+        for inst, wire, inline in (("sess", "legacy", False), ("direct", "stateless", True)):
+            port, rec = start_upstream(wire)
+            links[inst] = rec
+            box.setdefault("m_insts", []).append({
+                "name": inst, "module": "backend_mcp", "inline_dispatch": inline,
+                "timeout_ms": TIMEOUT_MS,
+                "config": {"url": "http://127.0.0.1:%d/mcp" % port, "wire": wire,
+                           "max_message_bytes": MAX_MESSAGE, "restart_min_ms": 100,
+                           "restart_max_ms": 400}})
+        box["links"] = links
+        box["audit"] = ctx.path("audit.jsonl")
+        m = base_manifest(audit_path=box["audit"])
+        m["modules"] += box["m_insts"]
+        m["bindings"] += [{"backend": "sess", "prefix": "sess"},
+                          {"backend": "direct", "prefix": "direct"}]
+        gw = box["gw"] = Gateway(ctx, manifest=m, name="hostile").start()
+
+        def listed():
+            r = send_one(gw.port, stateless_request(gw.port, "tools/list", {}))
+            names = [t["name"] for t in expect_result(r, r.rpc(), 1, "tools/list")["tools"]]
+            return "sess_slow_drip" in names and "direct_slow_drip" in names
+        wait_for(listed, 15, "both upstreams' tools listed", interval=0.1)
+        for inst in ("sess", "direct"):
+            echo(inst, "first")
+
+    def echo(inst, message, id=None):
+        id = id or "%s-echo-%s" % (inst, message)
+        r, rpc = call_tool(box["gw"].port, inst + "_echo", {"message": message}, id=id)
+        res = expect_result(r, rpc, id, "%s_echo after %s" % (inst, message))
+        check_eq(res["content"][0]["text"], "echo: " + message, inst + "_echo's answer")
+
+    def hostile_call(inst, mode, id, out):
+        t0 = time.monotonic()
+        r, rpc = call_tool(box["gw"].port, "%s_%s" % (inst, mode), {}, id=id)
+        out[inst] = (r, rpc, time.monotonic() - t0)
+
+    def one_round(n):
+        took = {}
+        for mode, says in MODES.items():
+            out = {}
+            ids = {inst: "%s-%s-%d" % (inst, mode, n) for inst in ("sess", "direct")}
+            th = [threading.Thread(target=hostile_call, args=(inst, mode, ids[inst], out))
+                  for inst in ids]
+            for t in th:
+                t.start()
+            for t in th:
+                t.join(ANSWER_BOUND_S + 30)
+            for inst in ids:
+                check(inst in out, "%s_%s was answered" % (inst, mode))
+                r, rpc, secs = out[inst]
+                check_eq(r.status, 200, "%s_%s: HTTP status (the error is the call's)"
+                         % (inst, mode))
+                err = rpc.get("error")
+                check(err is not None, "%s_%s: an error, got %r" % (inst, mode, rpc))
+                check_eq(err["code"], -32000, "%s_%s: the error's code" % (inst, mode))
+                check('backend "%s"' % inst in err["message"] and says in err["message"],
+                      "%s_%s: the error names the instance and says %r: %r"
+                      % (inst, mode, says, err["message"]))
+                check(secs < ANSWER_BOUND_S, "%s_%s answered after %.1fs" % (inst, mode, secs))
+                if "timed out" in says:
+                    check(secs >= TIMEOUT_MS / 1000.0 * 0.9,
+                          "%s_%s answered after %.2fs, before its timeout" % (inst, mode, secs))
+                took.setdefault(mode, []).append(secs)
+                echo(inst, "after-%s-%d" % (mode, n))  # the link stayed up: at once
+        return took
+
+    def t_rounds():
+        gw = box["gw"]
+        one_round(0)
+        rss0 = vm_rss(gw.proc.pid)
+        took = {}
+        for n in range(1, ROUNDS):
+            for mode, secs in one_round(n).items():
+                took.setdefault(mode, []).extend(secs)
+        rss1 = vm_rss(gw.proc.pid)
+        sent = sum(r["bytes"] for rec in box["links"].values() for r in records(rec))
+        sys.stdout.write("VmRSS %.1f MiB after the first round, %.1f MiB after %d more "
+                         "(growth %+.1f MiB, bound %d MiB); the upstreams sent %.0f MiB\n"
+                         % (rss0 / 1048576.0, rss1 / 1048576.0, ROUNDS - 1,
+                            (rss1 - rss0) / 1048576.0, RSS_BOUND >> 20, sent / 1048576.0))
+        for mode, secs in took.items():
+            sys.stdout.write("  %-16s answered in %.2f..%.2f s\n" % (mode, min(secs), max(secs)))
+        check(rss1 - rss0 <= RSS_BOUND, "VmRSS grew by %.1f MiB (bound %d MiB)"
+              % ((rss1 - rss0) / 1048576.0, RSS_BOUND >> 20))
+
+    def t_connections_closed():
+        want = len(MODES) * ROUNDS
+        for inst, rec in box["links"].items():
+            wait_for(lambda: len(records(rec)) >= want, 15,
+                     "%s: every hostile answer ended" % inst, interval=0.1)
+            got = records(rec)
+            for r in got:
+                check_eq(r["ended"], "closed", "%s: how the hostile %s answer ended (%r)"
+                         % (inst, r["mode"], r))
+                if r["mode"] == "huge_json":
+                    check(r["bytes"] < 16 * MAX_MESSAGE, "%s: the gateway read %d bytes of "
+                          "a 64 MiB answer before closing" % (inst, r["bytes"]))
+            check_eq(len(got), want, "%s: hostile answers" % inst)
+
+    def t_audited_link_up():
+        gw = box["gw"]
+        failed = [audit_id(r) for r in read_audit(box["audit"])
+                  if audit_name(r) == "mcpg.tool.call.failed"]
+        for inst in ("sess", "direct"):
+            for mode in MODES:
+                for n in range(ROUNDS):
+                    i = "%s-%s-%d" % (inst, mode, n)
+                    check_eq(failed.count(i), 1, "failed events for %s" % i)
+        check("upstream unavailable" not in gw.stderr(),
+              "no hostile answer brought a link down:\n%s" % gw.stderr_tail(20))
+        gw.stop()
+
+    try:
+        return run_tests([
+            ("two hostile upstreams federated (session wire on the pool, stateless inline)",
+             t_start),
+            ("every hostility: a clear -32000 in bounds, the link up after, memory bounded",
+             t_rounds),
+            ("the gateway closed every hostile connection", t_connections_closed),
+            ("each hostile call audited as failed; no link went down", t_audited_link_up),
+        ], ctx)
+    finally:
+        for p in procs.values():
+            stop_process(p)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
