@@ -87,6 +87,7 @@ ureq *up_ureq_new(upstream *up, ureq_kind kind) {
     if (!r) return NULL;
     r->id = ++up->next_id;
     r->kind = kind;
+    r->sent_ms = up_now_ms(up);
     r->next = up->pending;
     up->pending = r;
     return r;
@@ -514,7 +515,28 @@ static void connect_now(upstream *up) {
         up_link_down(up, "the link could not start");
 }
 
-static void on_park_tick(uv_timer_t *t) { calls_expire_parks(t->data); }
+/* A list the gateway asked for itself has no client deadline over it: an
+ * upstream that never ends its answer (an SSE stream of events only) would
+ * leave the list being fetched for ever, so no later change could fetch it
+ * again. Unanswered within connect_timeout_ms, the link is started again,
+ * as when the handshake goes unanswered: the lists are fetched anew. */
+static void expire_list_fetches(upstream *up) {
+    if (up->state != UP_READY) return;
+    uint64_t now = up_now_ms(up), limit = (uint64_t)up->cfg.c->connect_timeout_ms;
+    for (ureq *r = up->pending; r; r = r->next) {
+        if (r->kind != UR_LIST || now - r->sent_ms <= limit) continue;
+        char why[200];
+        snprintf(why, sizeof why, "no answer to %s within connect_timeout_ms (%llu ms)",
+                 LIST_METHOD[r->list], (unsigned long long)limit);
+        up_link_down(up, why); /* frees every pending request, r too */
+        return;
+    }
+}
+
+static void on_park_tick(uv_timer_t *t) {
+    calls_expire_parks(t->data);
+    expire_list_fetches(t->data);
+}
 
 static void *io_main(void *arg) {
     upstream *up = arg;

@@ -88,6 +88,7 @@ struct ureq {
     park *parked;          /* UR_CALL: waiting for a stateless client's retry */
     int list;              /* UR_LIST: which */
     void *link_ctx;        /* the link's own (an HTTP exchange) */
+    uint64_t sent_ms;      /* when it was made (the I/O loop's clock) */
     ureq *next;
 };
 

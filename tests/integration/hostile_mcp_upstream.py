@@ -12,6 +12,9 @@ answers each hostile tool's tools/call badly, one mode per tool:
   stalled_headers  a status line and one header, then nothing (the section never ends)
   slow_drip        a valid answer (Content-Length set), one byte every 50 ms (~10 s)
 
+--hostile-lists N: the first N tools/list requests get the same treatment (mode
+endless_list: an SSE stream of comments that never brings the list).
+
 A hostile answer goes on until the gateway closes the connection (or 60 s pass). For
 each one --record FILE gets a JSON line {"mode", "id", "bytes", "ended", "after_s"}:
 ended is "closed" when the gateway closed the connection, "finished" when the answer
@@ -92,6 +95,7 @@ class Server:
         self.args = args
         self.lock = threading.Lock()
         self.rec = open(args.record, "a", buffering=1) if args.record else None
+        self.lists_left = args.hostile_lists
 
     def record(self, obj):
         """One line a hostile answer, whole (line-buffered, one write under the lock)."""
@@ -142,6 +146,13 @@ class Server:
         piece = b"x" * 65536
         while not a.expired():
             a.chunk(piece)
+
+    def endless_list(self, a):
+        a.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n")
+        while not a.expired():
+            a.chunk(b": the list is coming\n\n")
+            a.wait(0.005)
 
     def endless_headers(self, a):
         a.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
@@ -203,6 +214,11 @@ class Server:
         if method == "subscriptions/listen":
             return 200, [], None, "listen"
         if method == "tools/list":
+            with self.lock:
+                hostile = self.lists_left > 0
+                self.lists_left -= hostile
+            if hostile:
+                return 200, [], None, "endless_list"
             return 200, [], self.result(id, {"tools": self.tools()}), None
         if method == "tools/call":
             name = params.get("name")
@@ -295,6 +311,7 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--wire", choices=("legacy", "stateless"), default="legacy")
     ap.add_argument("--record")
+    ap.add_argument("--hostile-lists", type=int, default=0)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
     Server(args).serve()

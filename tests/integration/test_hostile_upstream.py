@@ -13,7 +13,9 @@ at once, three rounds, and:
     less than it wanted to);
   * the next call through the same instance succeeds at once: the link stays up;
   * the gateway's VmRSS after the last two rounds is within RSS_BOUND of what it was
-    after the first (the upstreams sent hundreds of MB meanwhile)."""
+    after the first (the upstreams sent tens of MB meanwhile).
+A third upstream never ends its first tools/list (an SSE stream of comments): within
+connect_timeout_ms the link is started again, and the second tools/list lists its tools."""
 import json
 import os
 import subprocess
@@ -42,6 +44,7 @@ MODES = {
     "stalled_headers": "timed out after %d ms" % TIMEOUT_MS,
     "slow_drip": "timed out after %d ms" % TIMEOUT_MS,
 }
+LIST_WAIT_MS = 500     # the "lists" instance's connect_timeout_ms
 ANSWER_BOUND_S = 10.0  # generous: the timeout is 1 s, the size errors come sooner
 
 
@@ -59,15 +62,22 @@ def main():
     procs = {}
     box = {}
 
-    def start_upstream(wire):
-        pf = ctx.path(wire + ".port")
-        rec = ctx.path(wire + ".rec.jsonl")
+    def start_upstream(tag, wire, *extra):
+        pf = ctx.path(tag + ".port")
+        rec = ctx.path(tag + ".rec.jsonl")
         p = subprocess.Popen([sys.executable, HOSTILE, "--wire", wire, "--port-file", pf,
-                              "--record", rec], preexec_fn=_child_setup)
-        procs[wire] = p
-        wait_for(lambda: os.path.exists(pf), 10, "the %s hostile upstream listening" % wire)
+                              "--record", rec] + list(extra), preexec_fn=_child_setup)
+        procs[tag] = p
+        wait_for(lambda: os.path.exists(pf), 10, "the %s hostile upstream listening" % tag)
         with open(pf) as f:
             return int(f.read()), rec
+
+    def instance(name, port, wire, inline, **more):
+        cfg = {"url": "http://127.0.0.1:%d/mcp" % port, "wire": wire,
+               "max_message_bytes": MAX_MESSAGE, "restart_min_ms": 100, "restart_max_ms": 400}
+        cfg.update(more)
+        return {"name": name, "module": "backend_mcp", "inline_dispatch": inline,
+                "timeout_ms": TIMEOUT_MS, "config": cfg}
 
     def records(rec):
         try:
@@ -77,22 +87,19 @@ def main():
             return []
 
     def t_start():
-        links = {}
+        links, insts = {}, []
         for inst, wire, inline in (("sess", "legacy", False), ("direct", "stateless", True)):
-            port, rec = start_upstream(wire)
+            port, rec = start_upstream(inst, wire)
             links[inst] = rec
-            box.setdefault("m_insts", []).append({
-                "name": inst, "module": "backend_mcp", "inline_dispatch": inline,
-                "timeout_ms": TIMEOUT_MS,
-                "config": {"url": "http://127.0.0.1:%d/mcp" % port, "wire": wire,
-                           "max_message_bytes": MAX_MESSAGE, "restart_min_ms": 100,
-                           "restart_max_ms": 400}})
+            insts.append(instance(inst, port, wire, inline))
+        # a third upstream whose first tools/list never ends
+        port, box["lists_rec"] = start_upstream("lists", "legacy", "--hostile-lists", "1")
+        insts.append(instance("lists", port, "legacy", True, connect_timeout_ms=LIST_WAIT_MS))
         box["links"] = links
         box["audit"] = ctx.path("audit.jsonl")
         m = base_manifest(audit_path=box["audit"])
-        m["modules"] += box["m_insts"]
-        m["bindings"] += [{"backend": "sess", "prefix": "sess"},
-                          {"backend": "direct", "prefix": "direct"}]
+        m["modules"] += insts
+        m["bindings"] += [{"backend": b, "prefix": b} for b in ("sess", "direct", "lists")]
         # AddressSanitizer keeps freed memory in quarantine (256 MiB by default), which
         # would be counted as growth here: off for this gateway, so memory is reused
         # as without it (its leak check at exit still runs).
@@ -100,13 +107,21 @@ def main():
         env = {"ASAN_OPTIONS": (asan + ":" if asan else "") + "quarantine_size_mb=0"}
         gw = box["gw"] = Gateway(ctx, manifest=m, name="hostile", env=env).start()
 
-        def listed():
-            r = send_one(gw.port, stateless_request(gw.port, "tools/list", {}))
-            names = [t["name"] for t in expect_result(r, r.rpc(), 1, "tools/list")["tools"]]
-            return "sess_slow_drip" in names and "direct_slow_drip" in names
-        wait_for(listed, 15, "both upstreams' tools listed", interval=0.1)
+        wait_for(lambda: listed("sess_slow_drip", "direct_slow_drip"), 15,
+                 "both upstreams' tools listed", interval=0.1)
         for inst in ("sess", "direct"):
             echo(inst, "first")
+
+    def listed(*want):
+        port = box["gw"].port
+        r = send_one(port, stateless_request(port, "tools/list", {}))
+        names = [t["name"] for t in expect_result(r, r.rpc(), 1, "tools/list")["tools"]]
+        return all(w in names for w in want)
+
+    def instance_log(inst):
+        """The gateway's log lines stamped with one instance."""
+        src = "[backend:backend_mcp:%s]" % inst
+        return [ln for ln in box["gw"].stderr().splitlines() if src in ln]
 
     def echo(inst, message, id=None):
         id = id or "%s-echo-%s" % (inst, message)
@@ -191,9 +206,21 @@ def main():
                 for n in range(ROUNDS):
                     i = "%s-%s-%d" % (inst, mode, n)
                     check_eq(failed.count(i), 1, "failed events for %s" % i)
-        check("upstream unavailable" not in gw.stderr(),
-              "no hostile answer brought a link down:\n%s" % gw.stderr_tail(20))
-        gw.stop()
+        for inst in ("sess", "direct"):
+            down = [ln for ln in instance_log(inst) if "upstream unavailable" in ln]
+            check_eq(down, [], "%s: no hostile answer brought the link down" % inst)
+
+    def t_list_never_ends():
+        wait_for(lambda: listed("lists_echo"), 20, "the tools of the upstream whose first "
+                 "tools/list never ended", interval=0.2)
+        echo("lists", "listed")
+        why = "no answer to tools/list within connect_timeout_ms (%d ms)" % LIST_WAIT_MS
+        check(any(why in ln and "upstream unavailable" in ln for ln in instance_log("lists")),
+              "the link started again, saying why:\n%s" % "\n".join(instance_log("lists")))
+        got = records(box["lists_rec"])
+        check_eq([(r["mode"], r["ended"]) for r in got], [("endless_list", "closed")],
+                 "the endless tools/list stream, closed by the gateway")
+        box["gw"].stop()
 
     try:
         return run_tests([
@@ -203,6 +230,8 @@ def main():
              t_rounds),
             ("the gateway closed every hostile connection", t_connections_closed),
             ("each hostile call audited as failed; no link went down", t_audited_link_up),
+            ("a tools/list that never ends: the link started again, the tools listed",
+             t_list_never_ends),
         ], ctx)
     finally:
         for p in procs.values():
