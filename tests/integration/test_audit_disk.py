@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, Skip, audit_verify, base_manifest, call_tool,  # noqa: E402
+from gateway import (Context, Gateway, audit_verify, base_manifest, call_tool,  # noqa: E402
                      check, check_eq, echo_load, expect_error, expect_result, parse_args,
                      read_audit, run_tests, wait_for)
 
@@ -72,8 +72,7 @@ def main():
         return list(range(first, first + n))
 
     def t_start():
-        if not os.path.exists(shim):
-            raise Skip("faultfs.so not built at %s" % shim)
+        check(os.path.exists(shim), "faultfs.so not built at %s (target faultfs)" % shim)
         preload = [shim]
         asan = sanitizer_runtime(args.bin)
         if asan:
