@@ -13,7 +13,9 @@ answers each hostile tool's tools/call badly, one mode per tool:
   slow_drip        a valid answer (Content-Length set), one byte every 50 ms (~10 s)
 
 --hostile-lists N: the first N tools/list requests get the same treatment (mode
-endless_list: an SSE stream of comments that never brings the list).
+endless_list: an SSE stream of comments that never brings the list). --get-flood: on the
+legacy wire the GET stream (what belongs to no request) is a flood of log messages,
+two thousand a second, until the gateway closes it.
 
 A hostile answer goes on until the gateway closes the connection (or 60 s pass). For
 each one --record FILE gets a JSON line {"mode", "id", "bytes", "ended", "after_s"}:
@@ -242,6 +244,20 @@ class Server:
         except Closed:
             pass
 
+    def get_flood(self, sock):
+        """The session wire's GET stream: log messages outside any call, for ever."""
+        a = Answer(sock, "get_flood", None)
+        note = json_body({"jsonrpc": "2.0", "method": "notifications/message",
+                          "params": {"level": "info", "data": "flood"}})
+        try:
+            a.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n")
+            while not a.expired():
+                a.chunk(b"".join(b"data: " + note + b"\n\n" for _ in range(20)))
+                a.wait(0.01)
+        except (Closed, GaveUp):
+            pass
+
     def connection(self, sock):
         buf = b""
         try:
@@ -265,6 +281,8 @@ class Server:
                         return
                     buf += data
                 raw, buf = buf[:n], buf[n:]
+                if verb == "GET" and self.args.get_flood and self.args.wire == "legacy":
+                    return self.get_flood(sock)
                 if verb != "POST":
                     sock.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nAllow: POST\r\n"
                                  b"Content-Length: 0\r\n\r\n")
@@ -312,6 +330,7 @@ def main():
     ap.add_argument("--wire", choices=("legacy", "stateless"), default="legacy")
     ap.add_argument("--record")
     ap.add_argument("--hostile-lists", type=int, default=0)
+    ap.add_argument("--get-flood", action="store_true")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
     Server(args).serve()

@@ -15,7 +15,9 @@ at once, three rounds, and:
   * the gateway's VmRSS after the last two rounds is within RSS_BOUND of what it was
     after the first (the upstreams sent tens of MB meanwhile).
 A third upstream never ends its first tools/list (an SSE stream of comments): within
-connect_timeout_ms the link is started again, and the second tools/list lists its tools."""
+connect_timeout_ms the link is started again, and the second tools/list lists its tools;
+its GET stream then floods log messages outside any call: at most UP_SAID_PER_S of them
+a second reach the gateway's log, the rest are counted."""
 import json
 import os
 import subprocess
@@ -44,6 +46,7 @@ MODES = {
     "stalled_headers": "timed out after %d ms" % TIMEOUT_MS,
     "slow_drip": "timed out after %d ms" % TIMEOUT_MS,
 }
+UP_SAID_PER_S = 20     # backend_mcp's bound on what an upstream says into the log
 LIST_WAIT_MS = 500     # the "lists" instance's connect_timeout_ms
 ANSWER_BOUND_S = 10.0  # generous: the timeout is 1 s, the size errors come sooner
 
@@ -93,7 +96,8 @@ def main():
             links[inst] = rec
             insts.append(instance(inst, port, wire, inline))
         # a third upstream whose first tools/list never ends
-        port, box["lists_rec"] = start_upstream("lists", "legacy", "--hostile-lists", "1")
+        port, box["lists_rec"] = start_upstream("lists", "legacy", "--hostile-lists", "1",
+                                                "--get-flood")
         insts.append(instance("lists", port, "legacy", True, connect_timeout_ms=LIST_WAIT_MS))
         box["links"] = links
         box["audit"] = ctx.path("audit.jsonl")
@@ -105,6 +109,7 @@ def main():
         # as without it (its leak check at exit still runs).
         asan = os.environ.get("ASAN_OPTIONS", "")
         env = {"ASAN_OPTIONS": (asan + ":" if asan else "") + "quarantine_size_mb=0"}
+        box["t0"] = time.monotonic()
         gw = box["gw"] = Gateway(ctx, manifest=m, name="hostile", env=env).start()
 
         wait_for(lambda: listed("sess_slow_drip", "direct_slow_drip"), 15,
@@ -220,6 +225,22 @@ def main():
         got = records(box["lists_rec"])
         check_eq([(r["mode"], r["ended"]) for r in got], [("endless_list", "closed")],
                  "the endless tools/list stream, closed by the gateway")
+
+    def t_log_bounded():
+        # the "lists" upstream's GET stream floods log messages outside any call
+        def reported():
+            return [ln for ln in instance_log("lists") if "were not logged" in ln]
+        wait_for(reported, 10, "the count of the lines not logged", interval=0.2)
+        time.sleep(1.5)
+        lines = [ln for ln in instance_log("lists") if "outside any call: " in ln]
+        secs = time.monotonic() - box["t0"]
+        bound = UP_SAID_PER_S * (secs + 2)
+        check(len(lines) <= bound, "%d log lines of the upstream's in %.1fs (bound %d)"
+              % (len(lines), secs, bound))
+        dropped = sum(int(json.loads(ln)["msg"].split()[0]) for ln in reported())
+        print("the upstream's flood: %d lines logged, %d counted and not logged, in %.1fs"
+              % (len(lines), dropped, secs))
+        check(dropped > 0, "lines counted as not logged")
         box["gw"].stop()
 
     try:
@@ -232,6 +253,8 @@ def main():
             ("each hostile call audited as failed; no link went down", t_audited_link_up),
             ("a tools/list that never ends: the link started again, the tools listed",
              t_list_never_ends),
+            ("log messages flooded outside any call: at most %d lines a second" % UP_SAID_PER_S,
+             t_log_bounded),
         ], ctx)
     finally:
         for p in procs.values():
