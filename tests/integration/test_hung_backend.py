@@ -104,7 +104,7 @@ def main():
                 threads += [send_async(port, "hang", i, out) for i in batch]
                 wait_for(lambda: all(i in events(audit, "mcpg.tool.call.allowed")
                                      for i in batch), 5, "%r admitted" % batch)
-                time.sleep(0.1)  # the threads pick the first two up
+                time.sleep(0.5)  # the idle threads, woken at once, pick the first two up
             for t in threads:
                 t.join(30)
             for i in out:
