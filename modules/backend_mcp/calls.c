@@ -715,8 +715,8 @@ void calls_notify(upstream *up, ureq *on, const char *method, const char *params
     if (!r || !r->pc || !r->pc->call) {
         /* nobody's: the gateway's own session with the upstream said it */
         if (strcmp(method, "notifications/message") == 0)
-            up->h->log(up->self, MCPG_LOG_INFO, "upstream log message outside any call: %.*s",
-                       (int)(n > 500 ? 500 : n), params ? params : "");
+            up_log_said(up, "upstream log message outside any call: %.*s",
+                        (int)(n > 500 ? 500 : n), params ? params : "");
         return;
     }
     mcpg_buf ids = {0};

@@ -34,6 +34,7 @@ typedef struct fast_call {
     int64_t id;
     int status;
     bool sse, answered, cancelled;
+    bool too_big;          /* the answer (or one of its events) passed max_message_bytes */
     mcpg_buf body;         /* the JSON answer, or the response event's data */
     sse_reader sse_r;
 } fast_call;
@@ -86,11 +87,20 @@ static int on_head(void *arg, int status, const up_header *h, size_t n) {
     return 0;
 }
 
+/* An answer is read only up to max_message_bytes: past it the request is
+ * aborted (its connection closed) and the call told why. */
 static int on_body(void *arg, const char *p, size_t n) {
     fast_call *fc = arg;
     size_t max = (size_t)fc->up->cfg.c->max_message_bytes;
-    if (fc->sse && fc->status < 300) return sse_feed(&fc->sse_r, p, n, on_event, fc);
-    if (fc->body.len + n > max) return -1;
+    if (fc->sse && fc->status < 300) {
+        if (sse_feed(&fc->sse_r, p, n, on_event, fc) == 0) return 0;
+        fc->too_big = true; /* sse_feed refuses only a line or an event over the cap */
+        return -1;
+    }
+    if (fc->body.len + n > max) {
+        fc->too_big = true;
+        return -1;
+    }
     return mcpg_buf_append(&fc->body, p, n) ? -1 : 0;
 }
 
@@ -107,7 +117,10 @@ static void on_done(void *arg, int err) {
     fc->req = NULL;
     void **slot = up->h->call_slot(fc->call, up->self);
     if (slot) *slot = NULL;
+    /* a JSON body cut short (an error, or over the cap) is never read as the
+     * answer; a response event that came whole is, however the stream ended */
     const char *msg = fc->sse ? (fc->answered ? fc->body.data : NULL)
+                      : err   ? NULL
                               : (fc->body.len && fc->body.data[0] == '{' ? fc->body.data : NULL);
     size_t n = msg ? fc->body.len : 0;
     char why[700];
@@ -127,6 +140,14 @@ static void on_done(void *arg, int err) {
             pc->call = NULL;
             calls_answer(up, pc, c, &answer);
         }
+    } else if (fc->too_big) {
+        snprintf(why, sizeof why, "upstream: the answer is over max_message_bytes (%lld bytes)",
+                 (long long)up->cfg.c->max_message_bytes);
+        fail(fc, why);
+    } else if (err == UP_EPROTO) { /* e.g. a header section past the client's bounds */
+        snprintf(why, sizeof why, "upstream: the answer is not valid HTTP/1.1: %.300s",
+                 detail ? detail : up_strerror(err));
+        fail(fc, why);
     } else if (err && !fc->status) {
         snprintf(why, sizeof why, "upstream: cannot reach %.300s: %.300s", up->cfg.c->url,
                  detail ? detail : up_strerror(err));

@@ -29,6 +29,7 @@ typedef struct hx {
     int status;
     bool sse, is_get, is_init, is_discover;
     bool abandoned;      /* its request was cancelled: nothing of its end matters */
+    bool too_big;        /* the answer (or one of its events) passed max_message_bytes */
     mcpg_buf body;       /* a JSON answer (or an error's excerpt) */
     sse_reader sse_r;
     struct hx *next;     /* every exchange open: stop ends them */
@@ -78,12 +79,39 @@ static int on_head(void *arg, int status, const up_header *h, size_t n) {
     return 0;
 }
 
+/* An answer is read only up to max_message_bytes: past it the request is
+ * aborted (its connection closed) and said so, whatever the upstream keeps
+ * sending. */
 static int on_body(void *arg, const char *p, size_t n) {
     hx *x = arg;
     upstream *up = x->l->base.up;
-    if (x->sse && x->status < 300) return sse_feed(&x->sse_r, p, n, on_event, x);
-    if (x->body.len + n > (size_t)up->cfg.c->max_message_bytes) return -1;
+    if (x->sse && x->status < 300) {
+        if (sse_feed(&x->sse_r, p, n, on_event, x) == 0) return 0;
+        x->too_big = true; /* sse_feed refuses only a line or an event over the cap */
+        return -1;
+    }
+    if (x->body.len + n > (size_t)up->cfg.c->max_message_bytes) {
+        x->too_big = true;
+        return -1;
+    }
     return mcpg_buf_append(&x->body, p, n) ? -1 : 0;
+}
+
+/* Why a request's answer did not come whole, in words an operator can act on. */
+static void why_unanswered(const hx *x, int err, const char *detail, char *why, size_t cap) {
+    const upstream *up = x->l->base.up;
+    if (x->too_big)
+        snprintf(why, cap, "the answer is over max_message_bytes (%lld bytes)",
+                 (long long)up->cfg.c->max_message_bytes);
+    else if (x->status >= 300)
+        snprintf(why, cap, "HTTP %d: %.*s", x->status,
+                 (int)(x->body.len < ERROR_EXCERPT ? x->body.len : ERROR_EXCERPT),
+                 x->body.data ? x->body.data : "");
+    else if (err == UP_EPROTO)
+        snprintf(why, cap, "the answer is not valid HTTP/1.1: %s", detail ? detail : "");
+    else
+        snprintf(why, cap, "the upstream's answer ended early%s%s", err ? ": " : "",
+                 err ? (detail ? detail : up_strerror(err)) : "");
 }
 
 static void schedule_get(link_http *l);
@@ -107,7 +135,8 @@ static void on_done(void *arg, int err) {
         forget_hx(l, x);
         return;
     }
-    bool json = !x->sse && x->body.len && x->body.data[0] == '{';
+    /* a body cut short (an error, or over the cap) is never read as a message */
+    bool json = !err && !x->sse && x->body.len && x->body.data[0] == '{';
     if (x->is_get) {
         int status = x->status;
         forget_hx(l, x);
@@ -122,7 +151,9 @@ static void on_done(void *arg, int err) {
         }
         return;
     }
-    if (err && !x->status) { /* never reached the upstream */
+    /* never reached the upstream; an answer that is not HTTP (a header
+     * section past the client's bounds) did reach it: only that request fails */
+    if (err && !x->status && err != UP_EPROTO) {
         char why[800];
         snprintf(why, sizeof why, "cannot reach %s: %s", l->url,
                  detail ? detail : up_strerror(err));
@@ -141,13 +172,7 @@ static void on_done(void *arg, int err) {
     if (json && x->r) up_on_message(up, x->body.data, x->body.len, x->r); /* may free x->r */
     if (x->r) {
         char why[400];
-        if (x->status >= 300)
-            snprintf(why, sizeof why, "HTTP %d: %.*s", x->status,
-                     (int)(x->body.len < ERROR_EXCERPT ? x->body.len : ERROR_EXCERPT),
-                     x->body.data ? x->body.data : "");
-        else
-            snprintf(why, sizeof why, "the upstream's answer ended early%s%s",
-                     err ? ": " : "", err ? up_strerror(err) : "");
+        why_unanswered(x, err, detail, why, sizeof why);
         ureq *r = x->r;
         x->r = NULL;
         r->link_ctx = NULL;

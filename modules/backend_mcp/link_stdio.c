@@ -105,8 +105,8 @@ static void on_stdout(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
 
 static void log_stderr_line(link_stdio *l) {
     upstream *up = l->base.up;
-    if (l->errline.len) up->h->log(up->self, MCPG_LOG_INFO, "upstream stderr: %.*s",
-                                   (int)l->errline.len, l->errline.data);
+    if (l->errline.len) up_log_said(up, "upstream stderr: %.*s", (int)l->errline.len,
+                                    l->errline.data);
     l->errline.len = 0;
 }
 

@@ -27,7 +27,9 @@ int sse_feed(sse_reader *r, const char *p, size_t n, sse_event_fn fn, void *arg)
     while (n) {
         const char *nl = memchr(p, '\n', n);
         size_t take = nl ? (size_t)(nl - p) : n;
-        if (r->line.len + take > r->max || r->data.len > r->max) return -1;
+        /* a line, or an event's data lines together, past max: the stream is refused
+         * before its bytes are kept (an endless line never grows the buffer past it) */
+        if (r->line.len + take > r->max || r->data.len + r->line.len + take > r->max) return -1;
         mcpg_buf_append(&r->line, p, take);
         p += take;
         n -= take;

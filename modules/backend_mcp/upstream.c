@@ -80,6 +80,35 @@ static void on_wake(uv_async_t *a) {
     }
 }
 
+/* ---- what the upstream says outside calls, into the log (bounded) ---- */
+
+/* The count of lines not written in the second that ended, if any. */
+static void said_report(upstream *up, uint64_t now) {
+    if (now - up->said_window_ms < 1000) return;
+    if (up->said_dropped)
+        up->h->log(up->self, MCPG_LOG_WARN, "%llu more lines the upstream said outside any call "
+                   "were not logged (at most %d a second)",
+                   (unsigned long long)up->said_dropped, UP_SAID_PER_S);
+    up->said_window_ms = now;
+    up->said_in_window = 0;
+    up->said_dropped = 0;
+}
+
+void up_log_said(upstream *up, const char *fmt, ...) {
+    said_report(up, up_now_ms(up));
+    if (up->said_in_window >= UP_SAID_PER_S) {
+        up->said_dropped++;
+        return;
+    }
+    up->said_in_window++;
+    char line[2600]; /* a stderr line is kept up to 2048 bytes */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    up->h->log(up->self, MCPG_LOG_INFO, "%s", line);
+}
+
 /* ---- requests ---- */
 
 ureq *up_ureq_new(upstream *up, ureq_kind kind) {
@@ -87,6 +116,7 @@ ureq *up_ureq_new(upstream *up, ureq_kind kind) {
     if (!r) return NULL;
     r->id = ++up->next_id;
     r->kind = kind;
+    r->sent_ms = up_now_ms(up);
     r->next = up->pending;
     up->pending = r;
     return r;
@@ -514,7 +544,30 @@ static void connect_now(upstream *up) {
         up_link_down(up, "the link could not start");
 }
 
-static void on_park_tick(uv_timer_t *t) { calls_expire_parks(t->data); }
+/* A list the gateway asked for itself has no client deadline over it: an
+ * upstream that never ends its answer (an SSE stream of events only) would
+ * leave the list being fetched for ever, so no later change could fetch it
+ * again. Unanswered within connect_timeout_ms, the link is started again,
+ * as when the handshake goes unanswered: the lists are fetched anew. */
+static void expire_list_fetches(upstream *up) {
+    if (up->state != UP_READY) return;
+    uint64_t now = up_now_ms(up), limit = (uint64_t)up->cfg.c->connect_timeout_ms;
+    for (ureq *r = up->pending; r; r = r->next) {
+        if (r->kind != UR_LIST || now - r->sent_ms <= limit) continue;
+        char why[200];
+        snprintf(why, sizeof why, "no answer to %s within connect_timeout_ms (%llu ms)",
+                 LIST_METHOD[r->list], (unsigned long long)limit);
+        up_link_down(up, why); /* frees every pending request, r too */
+        return;
+    }
+}
+
+static void on_park_tick(uv_timer_t *t) {
+    upstream *up = t->data;
+    calls_expire_parks(up);
+    expire_list_fetches(up);
+    said_report(up, up_now_ms(up)); /* a flood that stopped is still counted */
+}
 
 static void *io_main(void *arg) {
     upstream *up = arg;

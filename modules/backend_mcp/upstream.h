@@ -91,6 +91,7 @@ struct ureq {
     park *parked;          /* UR_CALL: waiting for a stateless client's retry */
     int list;              /* UR_LIST: which */
     void *link_ctx;        /* the link's own (an HTTP exchange) */
+    uint64_t sent_ms;      /* when it was made (the I/O loop's clock) */
     ureq *next;
 };
 
@@ -166,6 +167,9 @@ struct upstream {
     uint32_t lists_told;    /* MCPG_LIST_* bits fetched, not yet told to the kernel */
     char **subs; size_t n_subs; /* resources some client subscribed to */
     mcpg_buf client_info;   /* the stateless envelope's clientInfo member, built once */
+    uint64_t said_window_ms;    /* up_log_said: the second being counted */
+    uint32_t said_in_window;    /* ... lines written in it */
+    uint64_t said_dropped;      /* ... lines not written since the last report */
 
     /* the direct path (fast.c): any loop thread */
     atomic_bool fast_ok;    /* a stateless upstream over HTTP, ready */
@@ -198,6 +202,12 @@ int up_post(upstream *up, job *j);
 int up_send_request(upstream *up, ureq *r, const char *method, const char *params_json);
 /* A response to the upstream's request id: body is its "result":... or "error":... member. */
 void up_send_response(upstream *up, const char *id_json, size_t id_len, const char *body);
+/* A line of what the upstream says outside any call (its stderr, a log
+ * message on no call's stream) into the gateway's log, at most UP_SAID_PER_S
+ * a second: an upstream may say things for ever. The lines beyond are
+ * counted, and the count logged once that second is over. I/O thread. */
+#define UP_SAID_PER_S 20
+void up_log_said(upstream *up, const char *fmt, ...) MCPG_PRINTF(2, 3);
 ureq *up_ureq_new(upstream *up, ureq_kind kind);
 void up_ureq_free(upstream *up, ureq *r);
 int up_list_copy(upstream *up, int list, mcpg_buf *out);

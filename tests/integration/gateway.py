@@ -218,6 +218,18 @@ def port_is_listening(port, timeout=0.5):
     return True
 
 
+def stop_process(proc, timeout=5):
+    """Stop a helper process the test started (an upstream): SIGTERM by pid, then
+    SIGKILL by pid if it has not exited within timeout."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def sanitizer_lines(text):
     return [ln for ln in text.splitlines() if any(m in ln for m in SANITIZER_MARKERS)]
 

@@ -20,7 +20,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Conn, Gateway, _child_setup, base_manifest, build_request,  # noqa: E402
                      call_tool, check, check_eq, expect_result, free_port, parse_args, run_cli,
-                     rpc_body, run_tests, send_one, stateless_headers, stateless_request, wait_for)
+                     rpc_body, run_tests, send_one, stateless_headers, stateless_request,
+                     stop_process, wait_for)
 from test_legacy_wire import answer, events, head_of, read_stream, request  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -472,15 +473,6 @@ def main():
         wait_for(lambda: os.path.exists(pf), 10, "the HTTP fake listening")
         return proc
 
-    def stop_proc(proc):
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-
     def t_http():
         start_http()
         hm = mcp_manifest({"url": "http://127.0.0.1:%d/mcp" % hport,
@@ -539,7 +531,7 @@ def main():
         check("upstream unavailable" not in short.stderr(),
               "an abandoned call does not bring the link down")
         # the upstream restarts: new sessions
-        stop_proc(procs[-1])
+        stop_process(procs[-1])
         start_http()
         wait_for(lambda: echo_works(hp), 15, "calls work again after the upstream restarted")
         recs = http_fake.records()
@@ -648,7 +640,7 @@ def main():
         for g in gws:
             g.stop()
         for proc in procs:
-            stop_proc(proc)
+            stop_process(proc)
 
     try:
         return run_tests([
