@@ -90,6 +90,7 @@ int generation_slot_of(const generation *g, const mcpg_instance *inst) {
 static void instance_release(mcpg_instance *inst) {
     if (--inst->refs > 0) return;
     if (inst->state) inst->desc->lifecycle->destroy(inst->state);
+    metrics_forget(inst); /* what it registered, also when create() failed */
     if (inst->config) mcpg_config_free(inst->desc->config, inst->config);
     free(inst->config);
     if (--inst->image->users == 0 && image_unload(inst->image)) atomic_fetch_add(&K.pinned_images, 1);
@@ -137,7 +138,10 @@ generation *generation_build_from(manifest *m, const generation *old, errlist *e
         mcpg_instance *inst = take(g, old, &m->instances[i], (uint32_t)(i + 1));
         g->instances[g->n_instances++] = inst;
     }
-    for (size_t i = 0; i < g->n_instances; i++) g->instances[i]->gen = g;
+    for (size_t i = 0; i < g->n_instances; i++) {
+        g->instances[i]->gen = g;
+        if (g->instances[i]->desc->kind == MCPG_KIND_METRICS) g->metrics = g->instances[i];
+    }
     create_instances(g, errs, m->path);
     if (errs->count == before) {
         fill_stages(g, m);
