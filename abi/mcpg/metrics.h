@@ -13,6 +13,12 @@
  * loop); off the loops it is an atomic add on the shared row. Readers sum
  * the rows (host->metrics_each, under the registry's lock).
  *
+ * Parts: one name is one family. Several instances (two of one module)
+ * may each register a part of it: the same type, label names and buckets,
+ * at least one label, and label values of their own (put the instance's
+ * name in one: the registry does not compare series across parts). Any
+ * other second registration of a name is refused.
+ *
  * Life: a family belongs to the instance that created it and is removed
  * when that instance is destroyed. A reload that carries the instance over
  * keeps its families and their values; one that replaces it (new config,
@@ -86,6 +92,11 @@ typedef struct mcpg_metric_view {
     const uint64_t *bucket_counts;
     const uint64_t *sums;             /* histogram: n_series sums of what was observed */
     const uint64_t *counts;           /* histogram: n_series counts (the sum of its buckets) */
+    /* 0 for a family's first part; 1, 2, ... for more series of the same
+     * family, registered by other instances, which follow it at once (an
+     * exporter writes # HELP and # TYPE once, at part 0) */
+    uint32_t part;
+    uint32_t reserved1;
 } mcpg_metric_view;
 
 #endif

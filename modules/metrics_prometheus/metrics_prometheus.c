@@ -129,18 +129,21 @@ static const char *type_name(uint32_t type) {
 static void put_family(void *arg, const mcpg_metric_view *v) {
     writer *w = arg;
     int micro = in_seconds(v->name);
-    if (v->help && *v->help) {
+    int first = !MCPG_HAS_FIELD(v, part) || v->part == 0; /* later parts: more series */
+    if (first && v->help && *v->help) {
         puts_(w, "# HELP ");
         puts_(w, v->name);
         puts_(w, " ");
         put_escaped(w, v->help, 0);
         puts_(w, "\n");
     }
-    puts_(w, "# TYPE ");
-    puts_(w, v->name);
-    puts_(w, " ");
-    puts_(w, type_name(v->type));
-    puts_(w, "\n");
+    if (first) {
+        puts_(w, "# TYPE ");
+        puts_(w, v->name);
+        puts_(w, " ");
+        puts_(w, type_name(v->type));
+        puts_(w, "\n");
+    }
     for (uint32_t s = 0; s < v->n_series; s++) {
         if (v->type == MCPG_METRIC_HISTOGRAM) put_histogram_series(w, v, s, micro);
         else put_sample(w, v, "", s, NULL, v->values[s], micro);

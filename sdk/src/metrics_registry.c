@@ -205,10 +205,26 @@ static mcpg_metric *family_make(const mreg *r, const mcpg_metric_desc *d, uint32
     return m;
 }
 
-static mcpg_metric *shown(mreg *r, const char *name) {
+static bool same_owner_name(const char *a, const char *b) {
+    return a && b && strcmp(a, b) == 0;
+}
+
+/* The part of `name` shown for that instance name, or NULL. */
+static mcpg_metric *shown(mreg *r, const char *name, const char *owner_name) {
     for (mcpg_metric *m = r->families; m; m = m->next)
-        if (!m->hidden && strcmp(m->name, name) == 0) return m;
+        if (!m->hidden && strcmp(m->name, name) == 0 && same_owner_name(m->owner_name, owner_name))
+            return m;
     return NULL;
+}
+
+/* What the parts of one family must share to be printed as one. */
+static bool same_family(const mcpg_metric *m, const mcpg_metric_desc *d) {
+    if (m->type != d->type || m->n_labels != d->n_labels || !d->n_labels) return false;
+    for (uint32_t l = 0; l < d->n_labels; l++)
+        if (strcmp(m->label_names[l], d->label_names[l]) != 0) return false;
+    if (d->type != MCPG_METRIC_HISTOGRAM) return true;
+    return m->n_buckets == d->n_buckets &&
+           memcmp(m->buckets, d->buckets, d->n_buckets * sizeof *d->buckets) == 0;
 }
 
 static bool same_shape(const mcpg_metric *m, const mcpg_metric_desc *d) {
@@ -216,8 +232,33 @@ static bool same_shape(const mcpg_metric *m, const mcpg_metric_desc *d) {
            m->n_buckets == (d->type == MCPG_METRIC_HISTOGRAM ? d->n_buckets : 0);
 }
 
-static bool same_owner_name(const char *a, const char *b) {
-    return a && b && strcmp(a, b) == 0;
+/* Whether desc may join the family called desc->name: 0, or MCPG_EEXIST
+ * with why. *mine is the owner's own part (asked again), *replaced the
+ * part of a predecessor of the same instance name (a reload's). */
+static int may_join(mreg *r, const void *owner, const char *owner_name,
+                    const mcpg_metric_desc *d, mcpg_metric **mine, mcpg_metric **replaced,
+                    char *why, size_t why_cap) {
+    *mine = *replaced = NULL;
+    for (mcpg_metric *m = r->families; m; m = m->next) {
+        if (m->hidden || strcmp(m->name, d->name) != 0) continue;
+        if (m->owner == owner && same_shape(m, d)) {
+            *mine = m;
+            return 0;
+        }
+        if (m->owner != owner && same_owner_name(m->owner_name, owner_name)) {
+            *replaced = m; /* its predecessor's: replaced whatever its shape */
+            continue;
+        }
+        if (m->owner == owner || !same_family(m, d)) {
+            snprintf(why, why_cap, "\"%s\" is already registered by %s%s", d->name,
+                     m->owner_name ? m->owner_name : "the gateway",
+                     m->owner == owner ? " (this instance, in another shape)"
+                                       : " (a family's parts share type, label names and "
+                                         "buckets, and have labels)");
+            return MCPG_EEXIST;
+        }
+    }
+    return 0;
 }
 
 int mreg_metric_new(mreg *r, const void *owner, const char *owner_name,
@@ -229,30 +270,22 @@ int mreg_metric_new(mreg *r, const void *owner, const char *owner_name,
     if (rc) return rc;
     if (cap_series < d->n_series) cap_series = d->n_series;
     pthread_mutex_lock(&r->lock);
-    mcpg_metric *old = shown(r, d->name);
-    if (old && old->owner == owner && same_shape(old, d)) { /* asked again: the same family */
-        *out = old;
-        pthread_mutex_unlock(&r->lock);
-        return 0;
-    }
-    if (old && (old->owner == owner || !same_owner_name(old->owner_name, owner_name))) {
-        snprintf(why, why_cap, "\"%s\" is already registered by %s", d->name,
-                 old->owner_name ? old->owner_name : "the gateway");
-        pthread_mutex_unlock(&r->lock);
-        return MCPG_EEXIST;
-    }
-    mcpg_metric *m = family_make(r, d, cap_series);
-    if (m) {
+    mcpg_metric *mine, *replaced, *m = NULL;
+    rc = may_join(r, owner, owner_name, d, &mine, &replaced, why, why_cap);
+    if (!rc && mine) {
+        m = mine; /* asked again: the same family */
+    } else if (!rc && (m = family_make(r, d, cap_series)) != NULL) {
         m->owner = owner;
         m->owner_name = owner_name ? strdup(owner_name) : NULL;
-        if (old) old->hidden = true; /* the instance's successor (a reload) takes the name */
+        if (replaced) replaced->hidden = true; /* the instance's successor takes its part */
         m->next = r->families;
         r->families = m;
+    } else if (!rc) {
+        rc = MCPG_ENOMEM;
     }
     pthread_mutex_unlock(&r->lock);
-    if (!m) return MCPG_ENOMEM;
     *out = m;
-    return 0;
+    return rc;
 }
 
 int mreg_series_labels(mreg *r, mcpg_metric *m, uint32_t series, const char *const *values) {
@@ -271,12 +304,13 @@ int mreg_series_labels(mreg *r, mcpg_metric *m, uint32_t series, const char *con
     return 0;
 }
 
-/* The newest hidden family of that name gets it back: the successor that
- * took it went away first (a reload that failed after its create()). */
-static void unhide_predecessor(mreg *r, const char *name) {
-    if (shown(r, name)) return;
+/* The newest hidden part of that name and instance name gets it back: the
+ * successor that took it went away first (a reload that failed after its
+ * create()). */
+static void unhide_predecessor(mreg *r, const char *name, const char *owner_name) {
+    if (!owner_name || shown(r, name, owner_name)) return;
     for (mcpg_metric *m = r->families; m; m = m->next)
-        if (m->hidden && strcmp(m->name, name) == 0) {
+        if (m->hidden && strcmp(m->name, name) == 0 && same_owner_name(m->owner_name, owner_name)) {
             m->hidden = false;
             return;
         }
@@ -292,11 +326,8 @@ void mreg_forget(mreg *r, const void *owner) {
             continue;
         }
         *pp = m->next;
-        bool was_shown = !m->hidden;
-        char *name = strdup(m->name);
+        if (!m->hidden) unhide_predecessor(r, m->name, m->owner_name);
         family_free(m);
-        if (was_shown && name) unhide_predecessor(r, name);
-        free(name);
     }
     pthread_mutex_unlock(&r->lock);
 }
@@ -380,26 +411,49 @@ static void view_of(const mreg *r, const mcpg_metric *m, mcpg_metric_view *v) {
     }
 }
 
-/* Oldest first: the order families were made in, so an exposition reads
- * the same from one scrape to the next. */
-static int each_from(mreg *r, mcpg_metric *m, void (*fn)(void *, const mcpg_metric_view *),
-                     void *arg) {
-    if (!m) return 0;
-    int rc = each_from(r, m->next, fn, arg);
-    if (rc || m->hidden) return rc;
+static int emit(mreg *r, const mcpg_metric *m, uint32_t part,
+                void (*fn)(void *, const mcpg_metric_view *), void *arg) {
     if (scratch_fit(r, m->n_series, (size_t)m->n_series * (m->n_buckets + 1)) != 0)
         return MCPG_ENOMEM;
     sum_series(r, m);
     mcpg_metric_view v;
     view_of(r, m, &v);
+    v.part = part;
     fn(arg, &v);
     return 0;
+}
+
+/* Families shown, oldest first (the order they were made in, so an
+ * exposition reads the same from one scrape to the next), each one's parts
+ * right after its first. */
+static int each_family(mreg *r, mcpg_metric **all, size_t n,
+                       void (*fn)(void *, const mcpg_metric_view *), void *arg) {
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (!all[i]) continue;
+        uint32_t part = 0;
+        const char *name = all[i]->name;
+        for (size_t j = i; j < n && !rc; j++) {
+            if (!all[j] || strcmp(all[j]->name, name) != 0) continue;
+            rc = emit(r, all[j], part++, fn, arg);
+            if (j > i) all[j] = NULL;
+        }
+    }
+    return rc;
 }
 
 int mreg_each(mreg *r, void (*fn)(void *arg, const mcpg_metric_view *v), void *arg) {
     if (!r || !fn) return MCPG_EINVAL;
     pthread_mutex_lock(&r->lock);
-    int rc = each_from(r, r->families, fn, arg);
+    size_t n = 0;
+    for (mcpg_metric *m = r->families; m; m = m->next) n += !m->hidden;
+    mcpg_metric **all = malloc((n ? n : 1) * sizeof *all);
+    int rc = all ? 0 : MCPG_ENOMEM;
+    size_t k = n;
+    for (mcpg_metric *m = r->families; all && m; m = m->next)
+        if (!m->hidden) all[--k] = m; /* the list is newest first */
+    if (all) rc = each_family(r, all, n, fn, arg);
     pthread_mutex_unlock(&r->lock);
+    free(all);
     return rc;
 }
