@@ -308,7 +308,8 @@ struct mcpg_host {
      * instance asking again with the same shape gets its family back),
      * MCPG_ENOMEM. */
     int (*metric_new)(mcpg_instance *self, const mcpg_metric_desc *desc, mcpg_metric **out);
-    /* Any thread, lock-free, no allocation. series < n_series (else ignored).
+    /* Any thread, lock-free, no allocation. series < n_series, else (or
+     * with a NULL metric: one metric_new refused) nothing is counted.
      * add: a counter (delta >= 0) or a gauge; set: a gauge's value (a gauge
      * is either set, by one thread at a time, or added to, not both);
      * observe: one value into a histogram (its unit: see metrics.h). */
