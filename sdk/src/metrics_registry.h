@@ -48,35 +48,39 @@ void mreg_thread_row(int row);
 
 /* ---- the hot path: no lock, no allocation, no locked instruction on a loop ---- */
 
-static inline void mreg_bump(mcpg_metric *m, size_t cell, int64_t delta) {
+/* This thread's row of m: its loop's (*own: it is the one writer), else the shared one. */
+static inline _Atomic int64_t *mreg_row(const mcpg_metric *m, bool *own) {
     uint32_t shared = m->n_rows - 1;
-    uint32_t row = mreg_tl_row >= 0 && (uint32_t)mreg_tl_row < shared ? (uint32_t)mreg_tl_row
-                                                                       : shared;
-    _Atomic int64_t *c = m->cells + row * m->row_stride + cell;
-    if (row == shared) {
+    int r = mreg_tl_row;
+    *own = r >= 0 && (uint32_t)r < shared;
+    return m->cells + (*own ? (uint32_t)r : shared) * m->row_stride;
+}
+
+static inline void mreg_bump(_Atomic int64_t *c, int64_t delta, bool own) {
+    if (own) /* the row's one writer: a reader sees the old value or the new one */
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + delta,
+                              memory_order_relaxed);
+    else
         atomic_fetch_add_explicit(c, delta, memory_order_relaxed);
-        return;
-    }
-    /* this thread is the row's one writer: readers see either value */
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + delta,
-                          memory_order_relaxed);
 }
 
 static inline void mreg_add(mcpg_metric *m, uint32_t series, int64_t delta) {
     if (!m || series >= m->cap_series || m->type == MCPG_METRIC_HISTOGRAM) return;
-    mreg_bump(m, series, delta);
+    bool own = false;
+    mreg_bump(mreg_row(m, &own) + series, delta, own);
 }
 
 static inline void mreg_observe(mcpg_metric *m, uint32_t series, uint64_t v) {
     if (!m || series >= m->cap_series || m->type != MCPG_METRIC_HISTOGRAM) return;
     uint32_t b = 0;
     while (b < m->n_buckets && v > m->buckets[b]) b++; /* le: a value on a bound is in it */
-    size_t base = (size_t)series * m->per_series;
-    mreg_bump(m, base + b, 1);
-    mreg_bump(m, base + m->n_buckets + 1, (int64_t)v);
+    bool own = false;
+    _Atomic int64_t *cells = mreg_row(m, &own) + (size_t)series * m->per_series;
+    mreg_bump(cells + b, 1, own);
+    mreg_bump(cells + m->n_buckets + 1, (int64_t)v, own);
 }
 
-/* A gauge's value: stored in the shared row, the loop rows cleared of it. */
+/* A gauge's value, kept in the shared row (a gauge is set or added to, not both). */
 void mreg_set(mcpg_metric *m, uint32_t series, int64_t value);
 
 /* ---- families: under the registry's lock ---- */
