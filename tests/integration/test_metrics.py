@@ -4,7 +4,7 @@ stateless (2026-07-28) wire and on legacy (2025-11-25) sessions, then the exposi
 parsed: mcpg_calls_total by method, wire and outcome and mcpg_tool_calls_total by tool
 and outcome equal what was sent (a call the limits stage refused counted as denied, an
 unknown tool as an error), both latency histograms count every call that had one, the
-audit sink's series count its events; a reload that carries the instances over keeps
+audit sink's series count its events, the coordinator's count the session's ops; a reload that carries the instances over keeps
 every counter and is counted, one that replaces the audit instance starts its series at
 0, a refused one is counted as refused; worker, pool and control threads are named by
 role; the route's 405, 403 and HEAD; no metrics instance, no /metrics (404); two metrics
@@ -153,6 +153,19 @@ def check_counts(samples, by_call, by_tool):
     check(value(samples, "mcpg_call_overhead_seconds_sum") > 0, "overhead is not 0")
 
 
+def check_coordinator(samples):
+    """The legacy session went through the coordinator: its ops counted, each (but
+    subscribe, which has no callback) with its latency."""
+    check(value(samples, "mcpg_coordinator_ops_total", coordinator="cluster", op="put_if_absent",
+                status="ok") >= 1, "the session's record made in the coordinator")
+    ops = sum(v for (n, ls), v in samples.items() if n == "mcpg_coordinator_ops_total"
+              and dict(ls)["op"] != "subscribe")
+    check_eq(value(samples, "mcpg_coordinator_op_seconds_count", coordinator="cluster"), ops,
+             "a latency for every coordinator op")
+    check(value(samples, "mcpg_coordinator_store", coordinator="cluster", what="keys") >= 1,
+          "the store holds the session")
+
+
 # allowed + completed for each admitted call, denied for each refused one
 def audit_events(by_tool):
     admitted = sum(n for (t, o), n in by_tool.items() if o == "ok")
@@ -188,6 +201,7 @@ def t_counts_and_threads():
         check_eq(value(samples, "mcpg_audit_batch_events_sum"), events, "events over batches")
         check_eq(value(samples, "mcpg_audit_queue_events", sink="audit"), 0, "audit queue empty")
         check_eq(value(samples, "mcpg_audit_refused_total", sink="audit"), 0, "audit refused none")
+        check_coordinator(samples)
         names = []
         for tid in os.listdir("/proc/%d/task" % gw.proc.pid):
             with open("/proc/%d/task/%s/comm" % (gw.proc.pid, tid)) as f:
