@@ -89,8 +89,10 @@ int generation_slot_of(const generation *g, const mcpg_instance *inst) {
  * its use of the image (the image goes with its last user). */
 static void instance_release(mcpg_instance *inst) {
     if (--inst->refs > 0) return;
+    /* its series go first: a scrape must not call a read callback into
+     * state that destroy() frees (also when create() failed) */
+    metrics_forget(inst);
     if (inst->state) inst->desc->lifecycle->destroy(inst->state);
-    metrics_forget(inst); /* what it registered, also when create() failed */
     if (inst->config) mcpg_config_free(inst->desc->config, inst->config);
     free(inst->config);
     if (--inst->image->users == 0 && image_unload(inst->image)) atomic_fetch_add(&K.pinned_images, 1);

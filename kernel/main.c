@@ -237,6 +237,8 @@ static int serve(manifest *m) {
     if (errs.count) {
         errlist_print(&errs);
         errlist_free(&errs);
+        metrics_shutdown();
+        metrics_tools_free();
         free(runtime_dir);
         return 1;
     }
@@ -252,6 +254,7 @@ static int serve(manifest *m) {
         generation_stop(K.gen);
         generation_free(K.gen);
         metrics_shutdown();
+        metrics_tools_free();
         free(runtime_dir);
         return 1;
     }

@@ -41,6 +41,10 @@ int host_metric_new(mcpg_instance *self, const mcpg_metric_desc *d, mcpg_metric 
     char why[256] = "";
     mreg *r = registry();
     if (!r) return MCPG_ENOMEM;
+    if (!self) { /* a family no instance owns would outlive the module's code */
+        klog(MCPG_LOG_ERROR, "kernel", "metric_new without an instance: refused (module bug)");
+        return MCPG_EINVAL;
+    }
     int rc = mreg_metric_new(r, self, self ? self->name : NULL, d, 0, out, why, sizeof why);
     if (rc == MCPG_EINVAL || rc == MCPG_EEXIST)
         klog(MCPG_LOG_ERROR, self ? self->stamp : "kernel", "metric refused: %s", why);

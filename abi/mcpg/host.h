@@ -302,7 +302,10 @@ struct mcpg_host {
 
     /* Create a family of series (the description is copied). On the main
      * thread in create() or start(), or on a loop thread; never per call.
-     * `self` owns it: it is removed when self is destroyed. 0 with *out
+     * `self` (never NULL) owns it: it is removed just before self's
+     * destroy(), so count nothing in destroy (and, as with every slot,
+     * nothing after stop); a read callback is not called once
+     * destroy() has begun. 0 with *out
      * set; MCPG_EINVAL (a bad name, label, series count or bucket list),
      * MCPG_EEXIST (another instance's family has that name; the same
      * instance asking again with the same shape gets its family back),

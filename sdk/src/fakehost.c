@@ -642,7 +642,7 @@ static void instance_free(mcpg_instance *inst) {
         fh_subs_free(inst->fh); /* they were that backend's */
     }
     if (inst->fh->coordinator == inst) inst->fh->coordinator = NULL;
-    fh_metrics_forget(inst->fh, inst); /* its families go with it, as in the kernel */
+    fh_metrics_forget(inst->fh, inst); /* a failed create: its families go too */
     config_release(inst->m, inst->config);
     if (inst->dl) dlclose(inst->dl);
     free(inst->name);
@@ -758,6 +758,7 @@ int mcpg_fakehost_unload(mcpg_fakehost *fh, mcpg_instance *inst) {
     for (int i = 0; i < 4; i++) uv_run(&fh->loop, UV_RUN_NOWAIT);
     if (drain_work(fh, inst)) return MCPG_ETIMEDOUT; /* destroy would free what work uses */
     int left = cancel_timers(fh, inst);
+    fh_metrics_forget(fh, inst); /* before destroy, as in the kernel: its read callbacks */
     if (inst->created) inst->m->lifecycle->destroy(inst->state);
     instance_free(inst);
     return left ? MCPG_ESTATE : 0;

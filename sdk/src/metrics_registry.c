@@ -44,7 +44,7 @@ static void family_free(mcpg_metric *m) {
     free_strings(m->label_names, m->n_labels);
     free_strings(m->label_values, (size_t)m->cap_series * m->n_labels);
     free(m->buckets);
-    free((void *)m->cells);
+    free(m->cells_block);
     free(m);
 }
 
@@ -167,11 +167,13 @@ static int make_cells(mcpg_metric *m, uint32_t n_rows) {
     size_t cells = (size_t)m->cap_series * m->per_series;
     m->row_stride = (cells + per_line - 1) / per_line * per_line;
     m->n_rows = n_rows;
+    /* calloc, not aligned_alloc and memset: a big family (the tools') is
+     * then zero pages the kernel maps, resident only where a loop counts */
     size_t bytes = m->row_stride * n_rows * sizeof(int64_t);
-    void *p = aligned_alloc(MREG_LINE, bytes);
-    if (!p) return MCPG_ENOMEM;
-    memset(p, 0, bytes);
-    m->cells = p;
+    m->cells_block = calloc(1, bytes + MREG_LINE);
+    if (!m->cells_block) return MCPG_ENOMEM;
+    uintptr_t at = ((uintptr_t)m->cells_block + MREG_LINE - 1) / MREG_LINE * MREG_LINE;
+    m->cells = (_Atomic int64_t *)at;
     return 0;
 }
 

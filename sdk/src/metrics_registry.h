@@ -40,6 +40,7 @@ struct mcpg_metric {
     int64_t (*read)(void *arg, uint32_t series);
     void *read_arg;
     _Atomic int64_t *cells;       /* n_rows x row_stride, aligned to a cache line */
+    void *cells_block;            /* what was allocated for them (cells is inside) */
 };
 
 /* The loop row this thread writes (-1: none, the shared row). */
