@@ -7,16 +7,28 @@
  * _seconds holds microseconds and is printed in seconds, exactly (the
  * decimal digits of the integer, never a float rounding).
  *
- * The instance keeps nothing but its host: what it renders is the registry.
+ * The instance keeps nothing but its host and config: what it renders is
+ * the registry, then (key `process`) the process's own lines (process.c).
  */
-#include <mcpg/sdk.h>
+#include "prom.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+typedef struct prom_cfg {
+    int process;
+} prom_cfg;
+
+static const mcpg_config_field prom_config[] = {
+    MCPG_CFG_BOOL_FIELD(prom_cfg, process, "process", "true",
+                        "also the process's CPU time, resident memory, open descriptors and "
+                        "each thread's CPU time by its name (read from /proc at each scrape)"),
+    MCPG_CONFIG_END};
+
 typedef struct prom {
     const mcpg_host *host;
+    const prom_cfg *cfg;
 } prom;
 
 /* One exposition being written: the first error stops it. */
@@ -32,20 +44,24 @@ static void put(writer *w, const char *s, size_t n) {
 
 static void puts_(writer *w, const char *s) { put(w, s, strlen(s)); }
 
-/* A label value (quotes too) or a help text: \, " and newline escaped. */
-static void put_escaped(writer *w, const char *s, int quotes) {
+int prom_append_escaped(const mcpg_host *h, mcpg_buf *out, const char *s, int quotes) {
     const char *run = s;
-    for (; *s; s++) {
+    int rc = 0;
+    for (; *s && !rc; s++) {
         const char *esc = *s == '\\'            ? "\\\\"
                           : *s == '"' && quotes ? "\\\""
                           : *s == '\n'          ? "\\n"
                                                 : NULL;
         if (!esc) continue;
-        put(w, run, (size_t)(s - run));
-        puts_(w, esc);
+        rc = h->buf_append(out, run, (size_t)(s - run));
+        if (!rc) rc = h->buf_append(out, esc, strlen(esc));
         run = s + 1;
     }
-    put(w, run, (size_t)(s - run));
+    return rc ? rc : h->buf_append(out, run, strlen(run));
+}
+
+static void put_escaped(writer *w, const char *s, int quotes) {
+    if (!w->rc) w->rc = prom_append_escaped(w->h, w->out, s, quotes);
 }
 
 static int in_seconds(const char *name) {
@@ -54,7 +70,7 @@ static int in_seconds(const char *name) {
 }
 
 /* v, or v / 1e6 as exact decimals ("0.000025", "1.5", "3"), into text. */
-static void format_number(char *text, size_t cap, int64_t v, int micro) {
+void prom_format_number(char *text, size_t cap, int64_t v, int micro) {
     if (!micro) {
         snprintf(text, cap, "%" PRId64, v);
         return;
@@ -70,7 +86,7 @@ static void format_number(char *text, size_t cap, int64_t v, int micro) {
 
 static void put_number(writer *w, int64_t v, int micro) {
     char text[48];
-    format_number(text, sizeof text, v, micro);
+    prom_format_number(text, sizeof text, v, micro);
     puts_(w, text);
 }
 
@@ -110,7 +126,7 @@ static void put_histogram_series(writer *w, const mcpg_metric_view *v, uint32_t 
     for (uint32_t b = 0; b <= v->n_buckets; b++) {
         cumulative += counts[b];
         char le[48] = "+Inf";
-        if (b < v->n_buckets) format_number(le, sizeof le, (int64_t)v->buckets[b], micro);
+        if (b < v->n_buckets) prom_format_number(le, sizeof le, (int64_t)v->buckets[b], micro);
         put_sample(w, v, "_bucket", s, le, (int64_t)cumulative, 0);
     }
     put_sample(w, v, "_sum", s, NULL, (int64_t)v->sums[s], micro);
@@ -154,7 +170,9 @@ static int prom_render(void *instance, mcpg_buf *out) {
     prom *p = instance;
     writer w = {p->host, out, 0};
     int rc = p->host->metrics_each(put_family, &w);
-    return rc ? rc : w.rc;
+    if (!rc) rc = w.rc;
+    if (!rc && p->cfg->process) rc = prom_write_process(p->host, out);
+    return rc;
 }
 
 static const char *prom_content_type(void *instance) {
@@ -164,7 +182,6 @@ static const char *prom_content_type(void *instance) {
 
 static int prom_create(const mcpg_host *host, mcpg_instance *self, const void *config,
                        void **instance_out) {
-    (void)config;
     if (!MCPG_HOST_HAS(host, metrics_each)) {
         host->log(self, MCPG_LOG_ERROR, "this gateway has no metrics registry (ABI 1.4 needed)");
         return MCPG_ENOTSUP;
@@ -172,6 +189,7 @@ static int prom_create(const mcpg_host *host, mcpg_instance *self, const void *c
     prom *p = host->calloc(1, sizeof *p);
     if (!p) return MCPG_ENOMEM;
     p->host = host;
+    p->cfg = config;
     *instance_out = p;
     return 0;
 }
@@ -196,4 +214,5 @@ static const mcpg_metrics_ops prom_ops = {
 MCPG_MODULE_DEFINE(MCPG_KIND_METRICS, "metrics_prometheus", "1.0.0",
                    .description = "GET /metrics in the Prometheus text format (0.0.4): every "
                                   "series the kernel and the modules register",
+                   .config = prom_config, .config_size = sizeof(prom_cfg),
                    .lifecycle = &prom_lifecycle, .ops = &prom_ops);

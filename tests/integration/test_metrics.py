@@ -7,7 +7,7 @@ unknown tool as an error), both latency histograms count every call that had one
 audit sink's series count its events, the coordinator's count the session's ops; a reload that carries the instances over keeps
 every counter and is counted, one that replaces the audit instance starts its series at
 0, a refused one is counted as refused; worker, pool and control threads are named by
-role; the route's 405, 403 and HEAD; no metrics instance, no /metrics (404); two metrics
+role, each role's CPU time in the exposition; the route's 405, 403 and HEAD; no metrics instance, no /metrics (404); two metrics
 instances refused by --check; --help-module metrics_prometheus."""
 import json
 import os
@@ -209,6 +209,10 @@ def t_counts_and_threads():
         for want in (["mcpg-main", "mcpg-audit"] + ["mcpg-loop-%d" % i for i in range(WORKERS)]
                      + ["mcpg-pool-%d" % i for i in range(POOL_THREADS)]):
             check(want in names, "a thread named %s: %r" % (want, sorted(names)))
+            check(value(samples, "mcpg_thread_cpu_seconds_total", thread=want) >= 0,
+                  "CPU time of %s in the exposition" % want)
+        check(value(samples, "process_open_fds") > 0 and
+              value(samples, "process_resident_memory_bytes") > 0, "the process's lines")
         t_reloads(gw, path, by_call, by_tool, events)
 
 

@@ -149,8 +149,8 @@ int main(int argc, char **argv) {
     MCPG_CHECK(render(&out, type, sizeof type) == MCPG_ENOENT, "no metrics instance: ENOENT");
 
     mcpg_instance *prom = NULL;
-    MCPG_REQUIRE(mcpg_fakehost_load_file(fh, argv[1], "prom", NULL, &prom) == 0, "load: %s",
-                 mcpg_fakehost_report_text(fh));
+    MCPG_REQUIRE(mcpg_fakehost_load_file(fh, argv[1], "prom", "{\"process\":false}", &prom) == 0,
+                 "load: %s", mcpg_fakehost_report_text(fh));
     MCPG_CHECK(render(&out, type, sizeof type) == 0 && out.len == 0, "an empty registry: nothing");
     register_families();
     MCPG_CHECK(render(&out, type, sizeof type) == 0, "render");
@@ -170,6 +170,19 @@ int main(int argc, char **argv) {
 
     MCPG_CHECK(mcpg_fakehost_unload(fh, prom) == 0, "unload");
     MCPG_CHECK(render(&out, type, sizeof type) == MCPG_ENOENT, "unloaded: ENOENT again");
+
+    /* by default the process's own lines follow the registry's */
+    MCPG_REQUIRE(mcpg_fakehost_load_file(fh, argv[1], "prom", NULL, &prom) == 0, "load: %s",
+                 mcpg_fakehost_report_text(fh));
+    MCPG_CHECK(render(&out, type, sizeof type) == 0 && strncmp(out.data, EXPECTED, strlen(EXPECTED)) == 0,
+               "the registry first:\n%s", out.data);
+    static const char *const process_lines[] = {
+        "\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total ",
+        "\nprocess_resident_memory_bytes ", "\nprocess_open_fds ",
+        "\n# TYPE mcpg_thread_cpu_seconds_total counter\nmcpg_thread_cpu_seconds_total{thread=\"test_metrics_pr\"} "};
+    for (int i = 0; i < 4; i++)
+        MCPG_CHECK(strstr(out.data, process_lines[i]), "has %s:\n%s", process_lines[i], out.data);
+    MCPG_CHECK(mcpg_fakehost_unload(fh, prom) == 0, "unload");
     mcpg_buf_free(&out);
     MCPG_CHECK(mcpg_fakehost_free(fh) == 0, "the fake host saw no module bug");
     return MCPG_CHECK_EXIT("test_metrics_prometheus");
