@@ -418,7 +418,7 @@ void asks_free(mcpg_worker *w);
 enum { CALL_OK, CALL_ERROR, CALL_DENIED, CALL_FAILED, CALL_OUTCOMES };
 #define METRICS_METHODS 16       /* mcpg_method values counted by name (the rest: "other") */
 #define METRICS_WIRES 2          /* stateless, legacy */
-#define METRICS_MAX_TOOLS 4096   /* tool names with their own series; then "_other" */
+#define METRICS_MAX_TOOLS 4096   /* tool names with their own series; then "(other)" */
 #define METRICS_TOOL_UNKNOWN 0   /* a tools/call naming no tool the gateway offers */
 #define METRICS_TOOL_OTHER 1     /* a tool past METRICS_MAX_TOOLS names */
 #define METRICS_FIRST_TOOL 2

@@ -45,9 +45,9 @@ int host_metric_new(mcpg_instance *self, const mcpg_metric_desc *d, mcpg_metric 
         klog(MCPG_LOG_ERROR, "kernel", "metric_new without an instance: refused (module bug)");
         return MCPG_EINVAL;
     }
-    int rc = mreg_metric_new(r, self, self ? self->name : NULL, d, 0, out, why, sizeof why);
+    int rc = mreg_metric_new(r, self, self->name, d, 0, out, why, sizeof why);
     if (rc == MCPG_EINVAL || rc == MCPG_EEXIST)
-        klog(MCPG_LOG_ERROR, self ? self->stamp : "kernel", "metric refused: %s", why);
+        klog(MCPG_LOG_ERROR, self->stamp, "metric refused: %s", why);
     return rc;
 }
 
@@ -86,7 +86,8 @@ static int64_t read_in_flight(void *arg, uint32_t series) {
     (void)arg;
     (void)series;
     long n = 0;
-    for (uint32_t i = 0; K.workers && i < K.n_workers; i++) n += atomic_load(&K.workers[i].calls_in_flight);
+    for (uint32_t i = 0; K.workers && i < K.n_workers; i++)
+        n += atomic_load(&K.workers[i].calls_in_flight);
     return n;
 }
 static int64_t read_pool_depth(void *arg, uint32_t series) {
@@ -138,7 +139,7 @@ static mcpg_metric *labelled(uint32_t type, const char *name, const char *help,
     return family(&d, 0);
 }
 
-/* method x wire x outcome, in that order (metrics_call_series). */
+/* method x wire x outcome, in that order (metrics_count_call's index). */
 static void register_calls(void) {
     static const char *const labels[] = {"method", "wire", "outcome"};
     const char *values[METRICS_METHODS * METRICS_WIRES * CALL_OUTCOMES * 3];
@@ -160,7 +161,8 @@ static void register_tools(void) {
     static const char *const labels[] = {"tool", "outcome"};
     const char *values[2 * CALL_OUTCOMES * 2];
     size_t k = 0;
-    static const char *const fixed[2] = {"_unknown", "_other"};
+    /* not names a tool may have ([a-zA-Z0-9_-]): they cannot meet a real one */
+    static const char *const fixed[2] = {"(unknown)", "(other)"};
     for (int t = 0; t < 2; t++)
         for (uint32_t o = 0; o < CALL_OUTCOMES; o++) {
             values[k++] = fixed[t];

@@ -131,7 +131,7 @@ def send_traffic(port):
                ("tools/call", "stateless", "error"): 1, ("tools/list", "stateless", "ok"): 2,
                ("tools/call", "legacy", "ok"): 4, ("tools/list", "legacy", "ok"): 1}
     by_tool = {("echo", "ok"): 9, ("other", "ok"): 3, ("limited", "ok"): 2,
-               ("limited", "denied"): 2, ("_unknown", "error"): 1}
+               ("limited", "denied"): 2, ("(unknown)", "error"): 1}
     return by_call, by_tool
 
 
