@@ -143,6 +143,8 @@ static route *route_add(build_ctx *bc, mcpg_instance *be, const char *client,
     r->client_name = strdup(client);
     r->target = strdup(target);
     r->backend = be;
+    /* the tool's series are made here, at a build, never when it is called */
+    r->tool_series = bc->kind == CAT_TOOLS ? metrics_tool_index(client) : 0;
     return r;
 }
 
@@ -297,7 +299,7 @@ static void collect_task_backends(generation *g) {
         if (!MCPG_HAS(ops, task)) continue;
         g->task_backends = realloc(g->task_backends, (g->n_task_backends + 1) * sizeof(route));
         g->task_backends[g->n_task_backends++] =
-            (route){strdup(inst->name), strdup(""), inst};
+            (route){strdup(inst->name), strdup(""), inst, 0};
     }
 }
 

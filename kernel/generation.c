@@ -89,6 +89,9 @@ int generation_slot_of(const generation *g, const mcpg_instance *inst) {
  * its use of the image (the image goes with its last user). */
 static void instance_release(mcpg_instance *inst) {
     if (--inst->refs > 0) return;
+    /* its series go first: a scrape must not call a read callback into
+     * state that destroy() frees (also when create() failed) */
+    metrics_forget(inst);
     if (inst->state) inst->desc->lifecycle->destroy(inst->state);
     if (inst->config) mcpg_config_free(inst->desc->config, inst->config);
     free(inst->config);
@@ -137,7 +140,10 @@ generation *generation_build_from(manifest *m, const generation *old, errlist *e
         mcpg_instance *inst = take(g, old, &m->instances[i], (uint32_t)(i + 1));
         g->instances[g->n_instances++] = inst;
     }
-    for (size_t i = 0; i < g->n_instances; i++) g->instances[i]->gen = g;
+    for (size_t i = 0; i < g->n_instances; i++) {
+        g->instances[i]->gen = g;
+        if (g->instances[i]->desc->kind == MCPG_KIND_METRICS) g->metrics = g->instances[i];
+    }
     create_instances(g, errs, m->path);
     if (errs->count == before) {
         fill_stages(g, m);

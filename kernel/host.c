@@ -348,4 +348,10 @@ const mcpg_host HOST = {
     .call_set_challenge = host_call_set_challenge,
     .gateway_id = host_gateway_id,
     .redact_json = host_redact_json,
+    .metric_new = host_metric_new,
+    .metric_add = host_metric_add,
+    .metric_set = host_metric_set,
+    .metric_observe = host_metric_observe,
+    .metrics_each = host_metrics_each,
+    .metrics_render = host_metrics_render,
 };

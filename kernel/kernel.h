@@ -171,6 +171,7 @@ typedef struct route {
     char *client_name;      /* what clients call */
     char *target;           /* the backend's own name */
     mcpg_instance *backend;
+    uint32_t tool_series;   /* a tool's index in mcpg_tool_calls_total (metrics_tool_index) */
 } route;
 
 /* What the backends offer, of one kind, merged (kernel/catalog.c). */
@@ -208,6 +209,7 @@ typedef struct generation {
     atomic_uint lists_dirty;      /* MCPG_LIST_* bits told since the last rebuild */
     route *task_backends; size_t n_task_backends; /* backends with a `task` op, by instance name */
     mcpg_instance *coordinator;   /* the gateway's (host->coordinator), or NULL */
+    mcpg_instance *metrics;       /* the one metrics instance (GET /metrics), or NULL */
     atomic_long refs;
 } generation;
 
@@ -336,6 +338,8 @@ void pool_stop(void);
  * still queued (it will then never run nor expire). */
 bool pool_cancel(pool_job *job);
 unsigned pool_stop_within(uint64_t wait_ms); /* threads still running after wait_ms */
+unsigned pool_queued(void); /* jobs waiting in the queue now */
+unsigned pool_busy(void);   /* threads running a job now */
 
 /* ---- calls and the pipeline ---- */
 int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
@@ -415,6 +419,37 @@ void reload_worker_stopping(mcpg_worker *w);
 void asks_expire(mcpg_worker *w); /* requests to clients past their deadline (messages.c) */
 void asks_free(mcpg_worker *w);
 
+
+/* ---- metrics (kernel/metrics.c): the registry and the kernel's series ---- */
+enum { CALL_OK, CALL_ERROR, CALL_DENIED, CALL_FAILED, CALL_OUTCOMES };
+#define METRICS_METHODS 16       /* mcpg_method values counted by name (the rest: "other") */
+#define METRICS_WIRES 2          /* stateless, legacy */
+#define METRICS_MAX_TOOLS 4096   /* tool names with their own series; then "(other)" */
+#define METRICS_TOOL_UNKNOWN 0   /* a tools/call naming no tool the gateway offers */
+#define METRICS_TOOL_OTHER 1     /* a tool past METRICS_MAX_TOOLS names */
+#define METRICS_FIRST_TOOL 2
+typedef struct kmetrics {
+    mcpg_metric *calls, *tool_calls, *overhead, *backend, *pool_refused, *reloads;
+} kmetrics;
+extern kmetrics KM;
+/* The registry with a row per loop, and the kernel's series. Before any
+ * instance is created; metrics_shutdown after the last one is destroyed. */
+int metrics_init(uint32_t n_loops);
+void metrics_shutdown(void);
+void metrics_thread_row(int row);            /* a worker loop's thread: its row */
+void metrics_forget(const mcpg_instance *inst); /* its families go (it is destroyed) */
+/* A tool name's index (its series are made the first time): at catalog builds. */
+uint32_t metrics_tool_index(const char *name);
+void metrics_tools_free(void);
+struct mcpg_call;
+void metrics_count_call(const struct mcpg_call *c); /* as it is answered, on its loop */
+void metrics_count(mcpg_metric *m, uint32_t series, int64_t delta); /* any thread */
+int host_metric_new(mcpg_instance *self, const mcpg_metric_desc *d, mcpg_metric **out);
+void host_metric_add(mcpg_metric *m, uint32_t series, int64_t delta);
+void host_metric_set(mcpg_metric *m, uint32_t series, int64_t v);
+void host_metric_observe(mcpg_metric *m, uint32_t series, uint64_t v);
+int host_metrics_each(void (*fn)(void *, const mcpg_metric_view *), void *arg);
+int host_metrics_render(mcpg_worker *w, mcpg_buf *out, char *ct, size_t ct_cap);
 
 extern const mcpg_host HOST;
 uint64_t mono_us(void);

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* pthread_setname_np */
 /* mcpg: the kernel's entry point.
  *
  *   mcpg --config FILE [--listen HOST:PORT]   run (MCPG_CONFIG may name FILE)
@@ -172,8 +173,11 @@ static void main_loop_close(void) {
 
 static int check_only(manifest *m) {
     errlist errs = {0};
+    metrics_init(0); /* instances may register their series at create() */
     generation *g = generation_build(m, &errs); /* create() proves configs and bindings */
     generation_free(g);
+    metrics_shutdown();
+    metrics_tools_free();
     errlist_print(&errs);
     int rc = errs.count ? 2 : 0;
     errlist_free(&errs);
@@ -210,6 +214,8 @@ static void shutdown_gateway(void) {
              calls_dropped());
     workers_free();
     generation_free(K.gen);
+    metrics_shutdown(); /* every instance that registered a series is gone */
+    metrics_tools_free();
     klog(MCPG_LOG_INFO, "kernel", "stopped");
 }
 
@@ -222,11 +228,17 @@ static int serve(manifest *m) {
     K.max_calls_per_worker = (uint64_t)m->max_calls_per_worker;
     K.list_page_size = (uint64_t)m->list_page_size;
     char *runtime_dir = strdup(m->runtime_dir ? m->runtime_dir : "");
-    if (workers_bind(m, &errs) == 0) K.gen = generation_build(m, &errs);
+    pthread_setname_np(pthread_self(), "mcpg-main"); /* top -H: the control thread */
+    if (workers_bind(m, &errs) == 0) {
+        if (metrics_init(K.n_workers) != 0) errlist_add(&errs, m->path, "", "out of memory");
+        else K.gen = generation_build(m, &errs);
+    }
     manifest_free(m); /* the loader's reference; the generation keeps its own */
     if (errs.count) {
         errlist_print(&errs);
         errlist_free(&errs);
+        metrics_shutdown();
+        metrics_tools_free();
         free(runtime_dir);
         return 1;
     }
@@ -241,6 +253,8 @@ static int serve(manifest *m) {
         pool_stop();
         generation_stop(K.gen);
         generation_free(K.gen);
+        metrics_shutdown();
+        metrics_tools_free();
         free(runtime_dir);
         return 1;
     }

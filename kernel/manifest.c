@@ -502,6 +502,15 @@ static size_t coordinators_before(const manifest *m, size_t i) {
     return n;
 }
 
+/* The metrics instance before instance i, or NULL: a gateway serves one
+ * exposition. */
+static const decl_instance *metrics_before(const manifest *m, size_t i) {
+    for (size_t j = 0; j < i; j++)
+        if (m->instances[j].image && m->instances[j].image->desc->kind == MCPG_KIND_METRICS)
+            return &m->instances[j];
+    return NULL;
+}
+
 static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     if (!d->image) return;
     uint32_t kind = d->image->desc->kind;
@@ -511,7 +520,10 @@ static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
         err(c, p, "\"%s\" is a transport: choose it with gateway.transport", d->module);
     else if (kind == MCPG_KIND_COORDINATOR && coordinators_before(c->m, i))
         err(c, p, "\"%s\" is a second coordinator: a gateway has one (cluster.kind)", d->module);
-    else if (kind == MCPG_KIND_EVENTS || kind == MCPG_KIND_METRICS)
+    else if (kind == MCPG_KIND_METRICS && metrics_before(c->m, i))
+        err(c, p, "\"%s\" is a second metrics instance: a gateway serves one /metrics (\"%s\" is "
+            "the first)", d->name, metrics_before(c->m, i)->name);
+    else if (kind == MCPG_KIND_EVENTS)
         err(c, p, "\"%s\" is a %s module; this kernel does not run %s modules yet", d->module,
             kind_name(kind), kind_name(kind));
     snprintf(p, sizeof p, "modules[%zu].inline_dispatch", i);

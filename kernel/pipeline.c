@@ -136,6 +136,7 @@ void pipeline_release_limits(mcpg_call *c) {
 static void finish(mcpg_call *c) {
     assert(!c->answered); /* complete() runs exactly once */
     c->answered = true;
+    metrics_count_call(c); /* before the answer: a scrape after it sees the call */
     c->phase = PH_COMPLETE;
     /* a backend still on the pool (timed out) holds its limits until it
      * ends: dispatch.c releases them then */

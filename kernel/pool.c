@@ -9,6 +9,7 @@
  * in one batch per loop turn (pool_submit_many). */
 #include "kernel.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -61,7 +62,9 @@ static pool_job *take(bool was_busy, bool *stopping) {
 }
 
 static void *pool_thread(void *arg) {
-    (void)arg;
+    char name[16]; /* top -H shows who spends what */
+    snprintf(name, sizeof name, "mcpg-pool-%u", (unsigned)(uintptr_t)arg);
+    pthread_setname_np(pthread_self(), name);
     pool_job *j;
     bool busy = false, stopping;
     while ((j = take(busy, &stopping)) != NULL) {
@@ -82,7 +85,7 @@ int pool_start(unsigned threads, unsigned queue_max) {
     P.queue_max = queue_max;
     P.threads = calloc(threads, sizeof *P.threads);
     for (unsigned i = 0; P.threads && i < threads; i++) {
-        if (pthread_create(&P.threads[i], NULL, pool_thread, NULL) != 0) break;
+        if (pthread_create(&P.threads[i], NULL, pool_thread, (void *)(uintptr_t)i) != 0) break;
         P.n_threads++;
     }
     if (P.n_threads == threads) return 0;
@@ -107,7 +110,22 @@ pool_job *pool_submit_many(pool_job *head) {
     }
     wake_for_queue();
     pthread_mutex_unlock(&P.lock);
+    for (pool_job *j = head; j; j = j->next) metrics_count(KM.pool_refused, 0, 1);
     return head;
+}
+
+unsigned pool_queued(void) {
+    pthread_mutex_lock(&P.lock);
+    unsigned n = P.queued;
+    pthread_mutex_unlock(&P.lock);
+    return n;
+}
+
+unsigned pool_busy(void) {
+    pthread_mutex_lock(&P.lock);
+    unsigned n = P.busy;
+    pthread_mutex_unlock(&P.lock);
+    return n;
 }
 
 int pool_submit(pool_job *job) {

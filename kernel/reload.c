@@ -183,6 +183,7 @@ static void adopt_on_loop(void *arg) {
 
 static void refuse(asker *a, errlist *errs, const char *why) {
     R.refused++;
+    metrics_count(KM.reloads, 1, 1); /* result="refused" */
     for (size_t i = 0; i < errs->count; i++)
         klog(MCPG_LOG_ERROR, "kernel", "reload refused: %s", errs->lines[i]);
     klog(MCPG_LOG_ERROR, "kernel", "reload refused (%s): generation %u serves on", why, K.gen->id);
@@ -260,6 +261,7 @@ static void published(void) {
     tell_carried(R.next);
     generation_warn_open(R.next, K.m->listen, K.m->n_listen);
     R.reloads++;
+    metrics_count(KM.reloads, 0, 1); /* result="ok" */
     klog(MCPG_LOG_INFO, "kernel", "reload: generation %u serves (after %u), published in %.1f ms: %s",
          R.next->id, R.old->id, (R.t_published - R.t0) / 1000.0, R.summary);
     char *json = NULL;

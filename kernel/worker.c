@@ -401,6 +401,10 @@ static void on_accept(uv_poll_t *p, int status, int events) {
 static void worker_main(void *arg) {
     mcpg_worker *w = arg;
     current_worker = w;
+    metrics_thread_row((int)w->index); /* this loop's own cells */
+    char name[16]; /* top -H shows who spends what */
+    snprintf(name, sizeof name, "mcpg-loop-%u", w->index);
+    pthread_setname_np(pthread_self(), name);
     uv_run(&w->loop, UV_RUN_DEFAULT);
 }
 

@@ -7,6 +7,7 @@
 #include "call.h"
 #include "json.h"
 #include "kinds.h"
+#include "metrics.h"
 #include "host.h"
 #include "sizes.h"
 

@@ -15,6 +15,7 @@
 #include "call.h"
 #include "json.h"
 #include "kinds.h"
+#include "metrics.h"
 
 #if defined(__GNUC__)
 #define MCPG_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -296,6 +297,38 @@ struct mcpg_host {
      * For a sink or a log line that shows call data. 0, MCPG_EPROTO (not
      * JSON: nothing appended), MCPG_ENOMEM. */
     int (*redact_json)(const char *json, size_t len, mcpg_buf *out);
+
+    /* ======== ABI 1.4: the metrics registry (mcpg/metrics.h) ======== */
+
+    /* Create a family of series (the description is copied). On the main
+     * thread in create() or start(), or on a loop thread; never per call.
+     * `self` (never NULL) owns it: it is removed just before self's
+     * destroy(), so count nothing in destroy (and, as with every slot,
+     * nothing after stop); a read callback is not called once
+     * destroy() has begun. 0 with *out
+     * set; MCPG_EINVAL (a bad name, label, series count or bucket list),
+     * MCPG_EEXIST (another instance's family has that name; the same
+     * instance asking again with the same shape gets its family back),
+     * MCPG_ENOMEM. */
+    int (*metric_new)(mcpg_instance *self, const mcpg_metric_desc *desc, mcpg_metric **out);
+    /* Any thread, lock-free, no allocation. series < n_series, else (or
+     * with a NULL metric: one metric_new refused) nothing is counted.
+     * add: a counter (delta >= 0) or a gauge; set: a gauge's value (a gauge
+     * is either set, by one thread at a time, or added to, not both);
+     * observe: one value into a histogram (its unit: see metrics.h). */
+    void (*metric_add)(mcpg_metric *m, uint32_t series, int64_t delta);
+    void (*metric_set)(mcpg_metric *m, uint32_t series, int64_t value);
+    void (*metric_observe)(mcpg_metric *m, uint32_t series, uint64_t value);
+    /* For exporters: fn(arg, view) once per family, with every series'
+     * value summed over its rows, under the registry's lock (fn must not
+     * call metric_new). Any thread. 0, or MCPG_ENOMEM. */
+    int (*metrics_each)(void (*fn)(void *arg, const mcpg_metric_view *view), void *arg);
+    /* For the transport's GET /metrics, on w's loop: the current
+     * generation's metrics instance appends its exposition to out, and its
+     * media type goes to content_type (NUL-terminated, at most ct_cap
+     * bytes). 0; MCPG_ENOENT when the manifest has no metrics instance;
+     * what render returned otherwise. */
+    int (*metrics_render)(mcpg_worker *w, mcpg_buf *out, char *content_type, size_t ct_cap);
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */

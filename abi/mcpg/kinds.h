@@ -259,11 +259,19 @@ typedef struct mcpg_backend_ops {
     int (*list_tasks)(void *instance, mcpg_call *call, mcpg_buf *out);
 } mcpg_backend_ops;
 
-/* ---- metrics exporters ------------------------------------------------ */
+/* ---- metrics exporters ------------------------------------------------
+ * A manifest has at most one metrics instance; while it exists the
+ * transport serves GET /metrics from it (host->metrics_render). It reads
+ * the registry with host->metrics_each. */
 typedef struct mcpg_metrics_ops {
     uint32_t size, version;
-    /* Append the exposition for GET /metrics; runs on a loop thread. */
+    /* Mandatory. Append the exposition for GET /metrics to out; on a loop
+     * thread, must not block. 0 or an error (the transport answers 500). */
     int (*render)(void *instance, mcpg_buf *out);
+    /* ---- ABI 1.4 ---- */
+    /* Optional: the media type of what render appends (borrowed for the
+     * instance's life); without it "text/plain; version=0.0.4; charset=utf-8". */
+    const char *(*content_type)(void *instance);
 } mcpg_metrics_ops;
 
 #endif

@@ -6,10 +6,16 @@
  *
  * The sink says what a batch is through three callbacks and what `queued`
  * counts (events, bytes): it adds to it when it queues, the writer takes
- * away what write() returns. */
+ * away what write() returns.
+ *
+ * Metrics (ABI 1.4, when the kernel keeps them): each sink's events
+ * written, its batches' sizes (events) and write-and-sync times, the events
+ * waiting, and those it could not take, labelled sink="<instance>" (one
+ * family for every sink: docs/metrics.md). */
 #ifndef AUDIT_WRITER_H
 #define AUDIT_WRITER_H
 
+#include <mcpg/abi.h>
 #include <pthread.h>
 #include <stddef.h>
 
@@ -32,6 +38,10 @@ typedef struct audit_writer {
     size_t queued;
     int waiting;          /* wake only a sleeping thread: one futex wake per batch */
     int stopping;
+    size_t pending_events, batch_events; /* queued, and in the batch being written */
+    /* ---- metrics: set at create(), NULL when the kernel keeps none ---- */
+    const mcpg_host *host;
+    mcpg_metric *m_events, *m_batch, *m_write, *m_refused;
 } audit_writer;
 
 void audit_writer_init(audit_writer *w, const audit_writer_ops *ops, void *sink);
@@ -41,6 +51,13 @@ int audit_writer_start(audit_writer *w, const char *name);
 void audit_writer_wake(audit_writer *w);
 /* Wait at most `seconds` until nothing is queued; returns what is left. */
 size_t audit_writer_flush(audit_writer *w, int seconds);
+/* The sink's series, in create(); nothing when the kernel has no registry
+ * (a refused series is logged, and the sink runs without it). */
+void audit_writer_metrics(audit_writer *w, const mcpg_host *h, mcpg_instance *self);
+/* Under mu, once per event queued. */
+static inline void audit_writer_event_queued(audit_writer *w) { w->pending_events++; }
+/* An event the sink could not take (refused or dropped); any thread. */
+void audit_writer_event_refused(audit_writer *w);
 /* Write out everything queued, then join (no-op when not started). */
 void audit_writer_stop(audit_writer *w);
 void audit_writer_destroy(audit_writer *w);

@@ -129,6 +129,7 @@ static mcpg_status audit_enqueue(audit *a, mcpg_call *call, const char *line, si
         why = "audit queue full"; /* out of memory is a full queue too */
     if (why) {
         pthread_mutex_unlock(&a->w.mu);
+        audit_writer_event_refused(&a->w);
         return audit_sink_refuse(a->host, call, why);
     }
     audit_batch *b = &a->pending;
@@ -136,6 +137,7 @@ static mcpg_status audit_enqueue(audit *a, mcpg_call *call, const char *line, si
     b->len += n;
     b->ev[b->n++] = (audit_entry){call, loop, b->len};
     a->w.queued++;
+    audit_writer_event_queued(&a->w);
     audit_writer_wake(&a->w);
     pthread_mutex_unlock(&a->w.mu);
     /* Without a call there is nobody to resume: the event is queued, done. */
@@ -146,7 +148,10 @@ static mcpg_status audit_emit(void *instance, mcpg_call *call, const mcpg_audit_
     audit *a = instance;
     char stack[2048], *line;
     size_t n = audit_sink_format(a->host, ev, stack, sizeof stack, &line);
-    if (!n) return audit_sink_refuse(a->host, call, "audit queue full");
+    if (!n) {
+        audit_writer_event_refused(&a->w);
+        return audit_sink_refuse(a->host, call, "audit queue full");
+    }
     mcpg_status st = audit_enqueue(a, call, line, n);
     if (line != stack) a->host->free(line);
     return st;
@@ -402,6 +407,7 @@ static int audit_create(const mcpg_host *host, mcpg_instance *self, const void *
     a->cfg = config;
     a->disk = (audit_disk){.host = host, .self = self, .cfg = config, .fd = -1};
     audit_writer_init(&a->w, &audit_writer_of_file, a);
+    audit_writer_metrics(&a->w, host, self);
     *instance_out = a;
     return 0;
 }

@@ -78,6 +78,7 @@ static int sink_queue(sink *s, const char *line, size_t n) {
     memcpy(s->pending.data + s->pending.len, line, n);
     s->pending.len += n;
     s->w.queued += n;
+    audit_writer_event_queued(&s->w);
     audit_writer_wake(&s->w);
     return 1;
 }
@@ -91,6 +92,7 @@ static mcpg_status sink_emit(void *instance, mcpg_call *call, const mcpg_audit_e
     if (queued == 0 && !s->refuse_when_full) s->dropped++;
     pthread_mutex_unlock(&s->w.mu);
     if (line != stack) s->host->free(line);
+    if (queued <= 0) audit_writer_event_refused(&s->w); /* refused, or dropped */
     if (queued < 0) return audit_sink_refuse(s->host, call, "audit sink not running");
     if (queued == 0 && s->refuse_when_full)
         return audit_sink_refuse(s->host, call, "audit queue full");
@@ -161,6 +163,7 @@ static int sink_create(const mcpg_host *host, mcpg_instance *self, const void *c
     s->cfg = config;
     s->refuse_when_full = strcmp(s->cfg->on_full, "refuse") == 0;
     audit_writer_init(&s->w, &sink_writer_of_stdout, s);
+    audit_writer_metrics(&s->w, host, self);
     *instance_out = s;
     return 0;
 }

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "coord_metrics.h"
 #include "coord_pubsub.h"
 #include "coord_store.h"
 
@@ -68,6 +69,8 @@ typedef struct cm_op {
     cm_worker *wk;
     struct cm_op *prev, *next; /* the worker's records in flight, or its free list */
     cm_kind kind;
+    cm_opname name;  /* for its metrics */
+    uint64_t t0;     /* when it was made: the store's "now", and its latency's start */
     int status;
     mcpg_coord_cb cb, each_cb;
     void *arg;
@@ -94,6 +97,7 @@ struct coordmem {
     cm_worker *workers;
     uint32_t nworkers;
     atomic_uint_fast64_t swept;
+    cm_metrics metrics;
 };
 
 /* ---- operation records (on their worker's thread) --------------------------- */
@@ -132,7 +136,9 @@ static void scan_answer(cm_op *op) {
 /* The post: the op's answer, on its loop. */
 static void op_answer(void *arg) {
     cm_op *op = arg;
+    const coordmem *cm = op->wk->cm;
     op_unlink(op);
+    cm_metrics_op(&cm->metrics, op->name, op->status, cm->h->mono_us() - op->t0);
     if (op->kind == CM_OP_SCAN) {
         scan_answer(op);
     } else {
@@ -145,7 +151,8 @@ static void op_answer(void *arg) {
 
 /* A record for an op on w, already queued there: MCPG_ESTATE when w is not
  * the calling thread's loop or is stopping, MCPG_ENOMEM. */
-static int op_begin(coordmem *cm, mcpg_worker *w, mcpg_coord_cb cb, void *arg, cm_op **out) {
+static int op_begin(coordmem *cm, cm_opname name, mcpg_worker *w, mcpg_coord_cb cb, void *arg,
+                    cm_op **out) {
     const mcpg_host *h = cm->h;
     if (!w || h->worker_current() != w) return MCPG_ESTATE;
     uint32_t i = h->worker_index(w);
@@ -158,7 +165,8 @@ static int op_begin(coordmem *cm, mcpg_worker *w, mcpg_coord_cb cb, void *arg, c
     } else if (!(op = h->alloc(sizeof *op))) {
         return MCPG_ENOMEM;
     }
-    *op = (cm_op){.post = {.fn = op_answer, .arg = op}, .wk = wk, .cb = cb, .arg = arg,
+    *op = (cm_op){.post = {.fn = op_answer, .arg = op}, .wk = wk, .name = name,
+                  .t0 = h->mono_us(), .cb = cb, .arg = arg,
                   .out = {.inline_buf = op->inline_buf, .inline_cap = CM_OP_INLINE}};
     if (h->worker_post(w, &op->post) != 0) {
         op_recycle(op);
@@ -190,8 +198,8 @@ static int cm_get(void *instance, mcpg_worker *w, const char *key, size_t klen, 
     coordmem *cm = instance;
     cm_op *op;
     int rc = key_ok(cm, key, klen);
-    if (rc || (rc = op_begin(cm, w, cb, arg, &op))) return rc;
-    op->status = cm_store_get(cm->store, key, klen, now_us(cm), &op->out);
+    if (rc || (rc = op_begin(cm, CMO_GET, w, cb, arg, &op))) return rc;
+    op->status = cm_store_get(cm->store, key, klen, op->t0, &op->out);
     return 0;
 }
 
@@ -200,9 +208,11 @@ static int cm_write(coordmem *cm, cm_write_mode mode, mcpg_worker *w, const char
                     uint64_t ttl_ms, mcpg_coord_cb cb, void *arg) {
     cm_op *op;
     int rc = key_ok(cm, key, klen);
-    if (rc || (rc = value_ok(cm, val, vlen)) || (rc = op_begin(cm, w, cb, arg, &op))) return rc;
-    op->status = cm_store_write(cm->store, mode, key, klen, val, vlen, ttl_ms, expected,
-                                now_us(cm), &op->out);
+    cm_opname name = mode == CM_PUT ? CMO_PUT : mode == CM_PUT_IF_ABSENT ? CMO_PUT_IF_ABSENT : CMO_CAS;
+    if (rc || (rc = value_ok(cm, val, vlen)) || (rc = op_begin(cm, name, w, cb, arg, &op)))
+        return rc;
+    op->status = cm_store_write(cm->store, mode, key, klen, val, vlen, ttl_ms, expected, op->t0,
+                                &op->out);
     return 0;
 }
 
@@ -229,8 +239,8 @@ static int cm_incr(void *instance, mcpg_worker *w, const char *key, size_t klen,
     coordmem *cm = instance;
     cm_op *op;
     int rc = key_ok(cm, key, klen);
-    if (rc || (rc = op_begin(cm, w, cb, arg, &op))) return rc;
-    op->status = cm_store_incr(cm->store, key, klen, delta, ttl_ms, now_us(cm), &op->out);
+    if (rc || (rc = op_begin(cm, CMO_INCR, w, cb, arg, &op))) return rc;
+    op->status = cm_store_incr(cm->store, key, klen, delta, ttl_ms, op->t0, &op->out);
     return 0;
 }
 
@@ -241,9 +251,9 @@ static int cm_rate_take(void *instance, mcpg_worker *w, const char *key, size_t 
     cm_op *op;
     int rc = key_ok(cm, key, klen);
     if (!rc && (interval_us < 1 || burst_us < 1)) rc = MCPG_EINVAL;
-    if (rc || (rc = op_begin(cm, w, cb, arg, &op))) return rc;
+    if (rc || (rc = op_begin(cm, CMO_RATE_TAKE, w, cb, arg, &op))) return rc;
     cm_rate q = {caller_now_us, interval_us, burst_us};
-    op->status = cm_store_rate_take(cm->store, key, klen, &q, now_us(cm), &op->out);
+    op->status = cm_store_rate_take(cm->store, key, klen, &q, op->t0, &op->out);
     return 0;
 }
 
@@ -252,8 +262,8 @@ static int cm_del(void *instance, mcpg_worker *w, const char *key, size_t klen, 
     coordmem *cm = instance;
     cm_op *op;
     int rc = key_ok(cm, key, klen);
-    if (rc || (rc = op_begin(cm, w, cb, arg, &op))) return rc;
-    op->status = cm_store_del(cm->store, key, klen, now_us(cm), &op->out);
+    if (rc || (rc = op_begin(cm, CMO_DEL, w, cb, arg, &op))) return rc;
+    op->status = cm_store_del(cm->store, key, klen, op->t0, &op->out);
     return 0;
 }
 
@@ -263,11 +273,11 @@ static int cm_scan_prefix(void *instance, mcpg_worker *w, const char *prefix, si
     cm_op *op;
     if (!each_cb || (!prefix && plen)) return MCPG_EINVAL;
     if (plen > (size_t)cm->cfg->max_key_bytes) return MCPG_ERANGE;
-    int rc = op_begin(cm, w, cb, arg, &op);
+    int rc = op_begin(cm, CMO_SCAN, w, cb, arg, &op);
     if (rc) return rc;
     op->kind = CM_OP_SCAN;
     op->each_cb = each_cb;
-    op->status = cm_store_scan(cm->store, prefix, plen, now_us(cm),
+    op->status = cm_store_scan(cm->store, prefix, plen, op->t0,
                                (size_t)cm->cfg->max_scan_keys, &op->scan);
     return 0;
 }
@@ -281,7 +291,7 @@ static int cm_pub(void *instance, mcpg_worker *w, const char *subject, const cha
     size_t slen = subject ? strnlen(subject, CM_SUBJECT_MAX + 1) : 0;
     if (!cm_subject_valid(subject, slen, 0) || (!data && len)) return MCPG_EINVAL;
     if (len > (size_t)cm->cfg->max_message_bytes) return MCPG_ERANGE;
-    int rc = op_begin(cm, w, cb, arg, &op);
+    int rc = op_begin(cm, CMO_PUBLISH, w, cb, arg, &op);
     if (rc) return rc;
     size_t reached = 0;
     op->status = cm_publish(cm->ps, subject, slen, data, len, &reached);
@@ -297,6 +307,7 @@ static int cm_sub_op(void *instance, mcpg_worker *w, const char *subject, mcpg_c
     if (!w || cm->h->worker_current() != w) return MCPG_ESTATE;
     cm_sub *sub;
     int rc = cm_subscribe(cm->ps, w, subject, slen, cb, arg, &sub);
+    cm_metrics_op(&cm->metrics, CMO_SUBSCRIBE, rc, 0);
     if (rc == 0) *sub_out = (mcpg_coord_sub *)sub;
     return rc;
 }
@@ -335,6 +346,7 @@ static int cm_create(const mcpg_host *h, mcpg_instance *self, const void *config
     }
     for (uint32_t i = 0; i < cm->nworkers; i++)
         cm->workers[i] = (cm_worker){.cm = cm, .w = h->worker_at(i)};
+    cm_metrics_register(&cm->metrics, h, self, cm->store);
     *instance_out = cm;
     return 0;
 }

@@ -329,6 +329,7 @@ int th_parse_read_end(th_conn *c, const char *data, size_t n);
 /* router.c */
 void th_route(th_conn *c, th_req *r);
 void th_respond_status_error(th_conn *c, th_req *r, int status);
+void th_metrics(th_conn *c, th_req *r); /* GET /metrics (metrics.c) */
 void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody);
 void th_respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after, th_piece id,
                           int64_t code, th_piece msg, const th_piece *data, size_t ndata);

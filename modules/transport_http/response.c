@@ -68,7 +68,8 @@ int th_resp_append(const mcpg_host *h, mcpg_buf *out, const th_resp_head *hd,
     size_t alen = hd->allow ? strlen(hd->allow) : 0;
     size_t slen = hd->session ? strlen(hd->session) : 0;
     size_t wlen = hd->www_authenticate ? strlen(hd->www_authenticate) + 24 : 0;
-    if (h->buf_reserve(out, TH_HEAD_FIXED + rlen + dlen + alen + slen + wlen + blen))
+    size_t tlen = hd->content_type ? strlen(hd->content_type) + 16 : 0;
+    if (h->buf_reserve(out, TH_HEAD_FIXED + rlen + dlen + alen + slen + wlen + tlen + blen))
         return MCPG_ENOMEM;
 
     char *d = out->data + out->len;
@@ -83,6 +84,11 @@ int th_resp_append(const mcpg_host *h, mcpg_buf *out, const th_resp_head *hd,
         d = PUT_LIT(d, "\r\n");
     }
     if (hd->json) d = PUT_LIT(d, "Content-Type: application/json\r\n");
+    else if (hd->content_type) {
+        d = PUT_LIT(d, "Content-Type: ");
+        d = put(d, hd->content_type, tlen - 16);
+        d = PUT_LIT(d, "\r\n");
+    }
     d = PUT_LIT(d, "Content-Length: ");
     d += th_fmt_u64(d, blen);
     d = PUT_LIT(d, "\r\n");

@@ -33,6 +33,7 @@ typedef struct th_resp_head {
     int head_only;          /* a HEAD request: the headers of the answer, no body */
     const char *session;    /* Mcp-Session-Id value, or NULL */
     const char *www_authenticate; /* WWW-Authenticate value, or NULL */
+    const char *content_type; /* Content-Type value when not json, or NULL */
 } th_resp_head;
 
 /* Append status line, headers and body pieces to out. Returns 0 or

@@ -480,6 +480,9 @@ void th_route(th_conn *c, th_req *r) {
         else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
         else if (r->http_method == HTTP_DELETE) th_legacy_delete(c, r);
         else respond_not_allowed(c, r, "GET, POST, DELETE");
+    } else if (path_is(url, n, "/metrics", 8)) {
+        if (!hygiene_ok(c, r)) return;
+        th_metrics(c, r);
     } else if (path_is(url, n, "/admin/reload", 13) && th_admin_enabled(c->ws->mod)) {
         if (!hygiene_ok(c, r)) return;
         th_admin_reload(c, r);

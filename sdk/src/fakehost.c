@@ -642,6 +642,7 @@ static void instance_free(mcpg_instance *inst) {
         fh_subs_free(inst->fh); /* they were that backend's */
     }
     if (inst->fh->coordinator == inst) inst->fh->coordinator = NULL;
+    fh_metrics_forget(inst->fh, inst); /* a failed create: its families go too */
     config_release(inst->m, inst->config);
     if (inst->dl) dlclose(inst->dl);
     free(inst->name);
@@ -757,6 +758,7 @@ int mcpg_fakehost_unload(mcpg_fakehost *fh, mcpg_instance *inst) {
     for (int i = 0; i < 4; i++) uv_run(&fh->loop, UV_RUN_NOWAIT);
     if (drain_work(fh, inst)) return MCPG_ETIMEDOUT; /* destroy would free what work uses */
     int left = cancel_timers(fh, inst);
+    fh_metrics_forget(fh, inst); /* before destroy, as in the kernel: its read callbacks */
     if (inst->created) inst->m->lifecycle->destroy(inst->state);
     instance_free(inst);
     return left ? MCPG_ESTATE : 0;
@@ -856,6 +858,7 @@ static void fill_host(mcpg_host *h) {
     };
     fh_call_slots(h);
     fh_transport_slots(h);
+    fh_metrics_slots(h);
 }
 
 /* ---- the fake host's life ------------------------------------------------ */
@@ -887,7 +890,8 @@ mcpg_fakehost *mcpg_fakehost_new(void) {
     atomic_store(&fh->log_level, MCPG_LOG_DEBUG);
     pthread_mutex_init(&fh->lock, NULL);
     pthread_cond_init(&fh->cond, NULL);
-    if (loop_open(fh) != 0) {
+    if (fh_metrics_open(fh) != 0 || loop_open(fh) != 0) {
+        fh_metrics_close(fh);
         pthread_cond_destroy(&fh->cond);
         pthread_mutex_destroy(&fh->lock);
         tl_loop_of = NULL;
@@ -998,6 +1002,7 @@ int mcpg_fakehost_free(mcpg_fakehost *fh) {
     mcpg_buf_free(&fh->log);
     mcpg_buf_free(&fh->report);
     mcpg_buf_free(&fh->news);
+    fh_metrics_close(fh);
     free(fh->gateway_name);
     free(fh->gateway_version);
     pthread_cond_destroy(&fh->cond);

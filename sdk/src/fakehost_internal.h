@@ -9,6 +9,7 @@
  *   fakehost_transport.c  the transport's side: call_submit and its hook,
  *                         the listener, drain, stats; replies and
  *                         subscriptions from clients, backends' news
+ *   fakehost_metrics.c    the metrics registry's slots (the kernel's registry)
  * Internal to the SDK: not installed. */
 #ifndef MCPG_FAKEHOST_INTERNAL_H
 #define MCPG_FAKEHOST_INTERNAL_H
@@ -192,6 +193,7 @@ struct mcpg_fakehost {
     mcpg_buf news;                  /* one line per piece of news, under lock */
     fh_sub *subs;                   /* resource subscriptions by uri, loop thread */
     mcpg_instance *coordinator;
+    struct mreg *metrics;           /* ABI 1.4: the registry (fakehost_metrics.c) */
 };
 
 extern mcpg_fakehost *_Atomic fh_the;
@@ -249,5 +251,11 @@ void fh_news_slots(mcpg_host *h);
 void fh_subs_free(mcpg_fakehost *fh);
 /* Run what was posted to the loop so far (before the calls are freed). */
 void fh_run_posts(mcpg_fakehost *fh);
+
+/* ---- fakehost_metrics.c ---- */
+int fh_metrics_open(mcpg_fakehost *fh);
+void fh_metrics_forget(mcpg_fakehost *fh, mcpg_instance *inst);
+void fh_metrics_close(mcpg_fakehost *fh);
+void fh_metrics_slots(mcpg_host *h);
 
 #endif

@@ -12,6 +12,11 @@
  * FIXTURE_TRIPWIRE_LIFECYCLE / FIXTURE_TRIPWIRE_OPS the tail holds a function
  * that aborts the process if called; otherwise it is NULL.
  *
+ * With FIXTURE_METRICS it is a metrics module instead (abi_metrics_v1_0):
+ * its ops table ends at render, the one 1.0 slot, so the kernel serving
+ * GET /metrics must not reach for 1.4's content_type; it renders one
+ * counter of its own text.
+ *
  * Built straight against the ABI headers, like fixture.c. */
 #include <mcpg/abi.h>
 
@@ -36,6 +41,11 @@ typedef struct backend_ops_1_0 {
     int (*list_tools)(void *instance, mcpg_buf *out);
     mcpg_status (*call_tool)(void *instance, mcpg_call *call);
 } backend_ops_1_0;
+
+typedef struct metrics_ops_1_0 {
+    uint32_t size, version;
+    int (*render)(void *instance, mcpg_buf *out);
+} metrics_ops_1_0;
 
 typedef struct config_field_1_0 {
     const char *key;
@@ -67,6 +77,7 @@ typedef struct module_1_0 {
 _Static_assert(END_OF(module_1_0, ops) == MCPG_MODULE_SIZE_1_0, "descriptor 1.0");
 _Static_assert(END_OF(lifecycle_1_0, destroy) == MCPG_LIFECYCLE_OPS_SIZE_1_0, "lifecycle 1.0");
 _Static_assert(END_OF(backend_ops_1_0, call_tool) == MCPG_BACKEND_OPS_SIZE_1_0, "backend 1.0");
+_Static_assert(END_OF(metrics_ops_1_0, render) == MCPG_METRICS_OPS_SIZE_1_0, "metrics 1.0");
 _Static_assert(END_OF(config_field_1_0, dmax) == MCPG_CONFIG_FIELD_SIZE_1_0, "config field 1.0");
 
 /* ---- tails -------------------------------------------------------------- */
@@ -120,6 +131,7 @@ static void v1_destroy(void *instance) {
     s->host->free(s);
 }
 
+#ifndef FIXTURE_METRICS
 static int v1_list_tools(void *instance, mcpg_buf *out) {
     v1_state *s = instance;
     static const char list[] = "[{\"name\":\"v1_ping\",\"description\":\"answers its config\","
@@ -139,6 +151,7 @@ static mcpg_status v1_call_tool(void *instance, mcpg_call *call) {
     }
     return MCPG_CONTINUE;
 }
+#endif
 
 static const struct {
     lifecycle_1_0 table;
@@ -149,6 +162,23 @@ static const struct {
     .tail = LIFECYCLE_TAIL,
 };
 
+#ifdef FIXTURE_METRICS
+static int v1_render(void *instance, mcpg_buf *out) {
+    v1_state *s = instance;
+    static const char text[] = "# TYPE abi_v1_0_renders counter\nabi_v1_0_renders 1\n";
+    return s->host->buf_append(out, text, sizeof text - 1);
+}
+
+static const struct {
+    metrics_ops_1_0 table;
+    any_fn tail[8];
+} v1_ops = {
+    .table = {.size = END_OF(metrics_ops_1_0, render), .version = 1, .render = v1_render},
+    .tail = OPS_TAIL,
+};
+#define FIXTURE_KIND MCPG_KIND_METRICS
+#define FIXTURE_NAME "abi_metrics_v1_0"
+#else
 static const struct {
     backend_ops_1_0 table;
     any_fn tail[8];
@@ -157,6 +187,9 @@ static const struct {
               .list_tools = v1_list_tools, .call_tool = v1_call_tool},
     .tail = OPS_TAIL,
 };
+#define FIXTURE_KIND MCPG_KIND_BACKEND
+#define FIXTURE_NAME "abi_v1_0"
+#endif
 
 static const config_field_1_0 v1_schema[] = {
     {.key = "limit", .type = MCPG_CFG_INT, .offset = offsetof(v1_config, limit),
@@ -173,10 +206,10 @@ static const module_1_0 v1_descriptor = {
     .abi_major = 1,
     .abi_minor = 0,
     .size = END_OF(module_1_0, ops),
-    .kind = MCPG_KIND_BACKEND,
-    .name = "abi_v1_0",
+    .kind = FIXTURE_KIND,
+    .name = FIXTURE_NAME,
     .version = "1.0.0",
-    .build_id = "abi_v1_0 fixture",
+    .build_id = FIXTURE_NAME " fixture",
     .description = "ABI test fixture: every table at its ABI 1.0 size",
     .flags = MCPG_MOD_INLINE_SAFE,
     .config = v1_schema,

@@ -17,8 +17,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from gateway import (Context, Gateway, _child_setup, call_tool, check, check_eq,  # noqa: E402
                      expect_result, fail, free_port, parse_args, port_is_listening,
-                     abi_version, run_cli, run_tests, sanitizer_lines, send_one, stateless_request,
-                     STOP_TIMEOUT)
+                     abi_version, http_get, run_cli, run_tests, sanitizer_lines, send_one,
+                     stateless_request, STOP_TIMEOUT)
 
 # fixture -> the parts its one refusal line must contain (the agreed forms:
 #   mcpg: FILE.so: ABI major 2, this kernel is 1: rebuild the module against ABI 1.x
@@ -148,7 +148,8 @@ def main():
             return
         check("mcpg_module_entry" not in syms, "abi_no_entry.so exports mcpg_module_entry")
         for f in ("abi_wrong_major", "abi_newer_minor", "abi_missing_op", "abi_bad_magic",
-                  "abi_config_overflow", "abi_good", "abi_v1_0", "abi_grown_minor"):
+                  "abi_config_overflow", "abi_good", "abi_v1_0", "abi_metrics_v1_0",
+                  "abi_grown_minor"):
             syms = exported_symbols(os.path.join(fixtures, f + ".so"))
             check("mcpg_module_entry" in syms, "%s.so must export mcpg_module_entry" % f)
         syms = [s for s in exported_symbols(os.path.join(fixtures, "abi_good.so"))
@@ -182,6 +183,18 @@ def main():
             check_eq(result.get("content"), [{"type": "text", "text": "limit=3 ratio=0.75"}],
                      "v1_ping content (its config, read at the 1.0 stride)")
 
+    def t_metrics_v1_0_served():
+        mdir = module_dir_with("abi_metrics_v1_0")
+        manifest = manifest_for("abi_metrics_v1_0", mdir)
+        del manifest["bindings"]
+        gw = Gateway(ctx, manifest=manifest, name="abi_metrics_v1_0")
+        with gw:
+            status, headers, body = http_get(gw.port, "/metrics")
+            check_eq(status, 200, "GET /metrics from a 1.0-sized metrics module")
+            check_eq(dict(headers).get("content-type"), "text/plain; version=0.0.4; charset=utf-8",
+                     "the default media type: the kernel did not read content_type")
+            check_eq(body, b"# TYPE abi_v1_0_renders counter\nabi_v1_0_renders 1\n", "its text")
+
     def t_v1_0_double_bounds():
         mdir = module_dir_with("abi_v1_0")
         manifest = manifest_for("abi_v1_0", mdir, config={"ratio": 2.6})
@@ -198,6 +211,8 @@ def main():
     tests.append(("loads and serves abi_good.so", t_good_module_loads))
     tests.append(("loads and serves abi_v1_0.so (1.0-sized tables)", t_v1_0_module_loads))
     tests.append(("abi_v1_0.so: DOUBLE bounds 0.5..2.5", t_v1_0_double_bounds))
+    tests.append(("serves /metrics from abi_metrics_v1_0.so (1.0-sized metrics ops)",
+                  t_metrics_v1_0_served))
     return run_tests(tests, ctx)
 
 

@@ -1,8 +1,9 @@
 /* Kernel unit test: the pipeline driven directly (no HTTP), with the real
  * backend_mock and audit_file modules and a fixture identity module.
  * Proves the stage order, PENDING/resume, denial with its audit event, pool
- * dispatch with its timeout, unknown tools, tools/list, and that a stopped
- * kernel leaves no loop handle open. */
+ * dispatch with its timeout, unknown tools, tools/list, each call counted
+ * in the kernel's series with its outcome (ok, error, denied, failed), and
+ * that a stopped kernel leaves no loop handle open. */
 #include "probe.h"
 
 #include <mcpg/check.h>
@@ -38,6 +39,67 @@ static char *write_manifest(const char *dir, const char *modules_dir, const char
     return path;
 }
 
+/* One series of the registry: its value, by its label values (-1: none). */
+typedef struct series_q {
+    const char *name;
+    const char *values[3];
+    int64_t value, sum;
+} series_q;
+
+static void find_series(void *arg, const mcpg_metric_view *v) {
+    series_q *q = arg;
+    if (strcmp(v->name, q->name) != 0) return;
+    for (uint32_t s = 0; s < v->n_series; s++) {
+        int64_t n = v->type == MCPG_METRIC_HISTOGRAM ? (int64_t)v->counts[s] : v->values[s];
+        bool match = true;
+        for (uint32_t l = 0; l < v->n_labels && l < 3; l++)
+            if (q->values[l] && strcmp(v->label_values[s * v->n_labels + l], q->values[l]) != 0)
+                match = false;
+        q->sum += n;
+        if (match) q->value = n;
+    }
+}
+
+/* The series with these label values (NULL: the family's only one); all
+ * of the family's series summed into *sum when asked. */
+static int64_t series(const char *name, const char *a, const char *b, const char *c,
+                      int64_t *sum) {
+    series_q q = {name, {a, b, c}, -1, 0};
+    MCPG_CHECK(HOST.metrics_each(find_series, &q) == 0, "metrics_each");
+    if (sum) *sum = q.sum;
+    return q.value;
+}
+
+static void check_counted(void) {
+    static const struct { const char *method, *outcome; int64_t n; } calls[] = {
+        {"tools/call", "ok", 9},     {"tools/call", "denied", 3}, {"tools/call", "failed", 2},
+        {"tools/call", "error", 2},  {"tools/list", "ok", 1},     {"tools/list", "denied", 1}};
+    int64_t total = 0, all = 0;
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        int64_t n = series("mcpg_calls_total", calls[i].method, "stateless", calls[i].outcome, &all);
+        MCPG_CHECK(n == calls[i].n, "%s %s: %lld, expected %lld", calls[i].method,
+                   calls[i].outcome, (long long)n, (long long)calls[i].n);
+        total += calls[i].n;
+    }
+    MCPG_CHECK(all == total, "every call counted once: %lld of %lld", (long long)all,
+               (long long)total);
+    static const struct { const char *tool, *outcome; int64_t n; } tools[] = {
+        {"echo", "ok", 6},     {"fast_echo", "ok", 1},  {"fast_nap", "ok", 1},
+        {"patient_late", "ok", 1}, {"echo", "denied", 1}, {"slow", "failed", 1},
+        {"late", "failed", 1}, {"(unknown)", "error", 2}, {"(unknown)", "denied", 2}};
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+        int64_t n = series("mcpg_tool_calls_total", tools[i].tool, tools[i].outcome, NULL, NULL);
+        MCPG_CHECK(n == tools[i].n, "tool %s %s: %lld, expected %lld", tools[i].tool,
+                   tools[i].outcome, (long long)n, (long long)tools[i].n);
+    }
+    MCPG_CHECK(series("mcpg_call_overhead_seconds", NULL, NULL, NULL, NULL) == total,
+               "an overhead for every call");
+    /* the nine served and the two timed out reached their backend */
+    MCPG_CHECK(series("mcpg_backend_seconds", NULL, NULL, NULL, NULL) == 11,
+               "a backend time for every call that reached one: %lld",
+               (long long)series("mcpg_backend_seconds", NULL, NULL, NULL, NULL));
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_pipeline MODULES_DIR\n");
@@ -59,6 +121,7 @@ int main(int argc, char **argv) {
     K.max_calls_per_worker = 64;
     K.workers = calloc(1, sizeof *K.workers);
     K.n_workers = 1;
+    MCPG_REQUIRE(metrics_init(1) == 0, "metrics");
     K.gen = generation_build(m, &errs);
     errlist_print(&errs);
     MCPG_REQUIRE(K.gen != NULL, "generation refused");
@@ -160,6 +223,8 @@ int main(int argc, char **argv) {
     MCPG_CHECK(took[2] < 5000, "pool calls submitted in the prepare phase took %llu us (median)",
                (unsigned long long)took[2]);
 
+    check_counted();
+
     /* no sleep first: the drain itself waits for the timed-out backends
      * still holding their calls on the pool */
     /* the fixture identity keeps one periodic host timer per loop, from its
@@ -181,6 +246,8 @@ int main(int argc, char **argv) {
     manifest_free(bare_m);
     unlink(bare_path);
     generation_free(K.gen);
+    metrics_shutdown();
+    metrics_tools_free();
 
     MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call.allowed\"", "\"id\":1,") == 1, "allowed id 1");
     MCPG_CHECK(count_lines(audit, "\"mcpg.tool.call.completed\"", "\"id\":1,") == 1,

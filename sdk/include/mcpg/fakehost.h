@@ -46,6 +46,12 @@
  * turn or after a delay, refused, with any result, error, HTTP status and
  * Retry-After. mcpg_fakehost_get_stats counts what crossed the table.
  *
+ * The metric slots (ABI 1.4) are the kernel's registry, with the one
+ * worker's loop row and a shared row: host->metric_new (self NULL: the
+ * test's own families), metric_add/_set/_observe, metrics_each;
+ * host->metrics_render asks the first loaded metrics instance (MCPG_ENOENT
+ * when none is). An instance's families go when it is unloaded.
+ *
  * What it counts as a module bug (mcpg_fakehost_failures; each is logged):
  * a stale call handle, call_resume on a call that is not pending (or with
  * MCPG_PENDING), an op answering something that is not an mcpg_status, a

@@ -1,0 +1,298 @@
+/* Metrics: the host table's registry slots (ABI 1.4), the kernel's own
+ * series, and GET /metrics through the generation's metrics instance.
+ *
+ * The registry (sdk/src/metrics_registry.c) is made once the loops are
+ * counted, before any instance is created; each worker loop writes its own
+ * row of every family. The kernel's series are made then too, with every
+ * label set fixed: a call is counted by index, never by name. Tools are the
+ * one set that grows: each name the catalog routes gets its series the
+ * first time a catalog holding it is built (kept by name across rebuilds,
+ * at most METRICS_MAX_TOOLS of them), and its route keeps the index. */
+#include "call_internal.h"
+#include "metrics_registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+kmetrics KM;
+
+static mreg *REG;
+static pthread_mutex_t tools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *const OUTCOMES[CALL_OUTCOMES] = {"ok", "error", "denied", "failed"};
+static const char *const WIRES[METRICS_WIRES] = {"stateless", "legacy"};
+
+/* Upper bounds in microseconds: 10 µs to 10 s. */
+static const uint64_t LATENCY_BUCKETS_US[] = {10,    25,    50,     100,    250,    500,
+                                              1000,  2500,  5000,   10000,  25000,  50000,
+                                              100000, 250000, 500000, 1000000, 2500000,
+                                              5000000, 10000000};
+#define N_LATENCY_BUCKETS (sizeof LATENCY_BUCKETS_US / sizeof LATENCY_BUCKETS_US[0])
+
+/* ---- the host slots ---- */
+
+static mreg *registry(void) {
+    if (!REG) REG = mreg_new(K.n_workers); /* a kernel test that never called metrics_init */
+    return REG;
+}
+
+int host_metric_new(mcpg_instance *self, const mcpg_metric_desc *d, mcpg_metric **out) {
+    char why[256] = "";
+    mreg *r = registry();
+    if (!r) return MCPG_ENOMEM;
+    if (!self) { /* a family no instance owns would outlive the module's code */
+        klog(MCPG_LOG_ERROR, "kernel", "metric_new without an instance: refused (module bug)");
+        return MCPG_EINVAL;
+    }
+    int rc = mreg_metric_new(r, self, self->name, d, 0, out, why, sizeof why);
+    if (rc == MCPG_EINVAL || rc == MCPG_EEXIST)
+        klog(MCPG_LOG_ERROR, self->stamp, "metric refused: %s", why);
+    return rc;
+}
+
+void host_metric_add(mcpg_metric *m, uint32_t series, int64_t delta) {
+    mreg_add(m, series, delta);
+}
+void host_metric_set(mcpg_metric *m, uint32_t series, int64_t v) { mreg_set(m, series, v); }
+void host_metric_observe(mcpg_metric *m, uint32_t series, uint64_t v) {
+    mreg_observe(m, series, v);
+}
+
+int host_metrics_each(void (*fn)(void *, const mcpg_metric_view *), void *arg) {
+    mreg *r = registry();
+    return r ? mreg_each(r, fn, arg) : MCPG_ENOMEM;
+}
+
+/* On w's loop its generation is stable: the metrics instance of the
+ * generation that loop serves answers. */
+int host_metrics_render(mcpg_worker *w, mcpg_buf *out, char *ct, size_t ct_cap) {
+    const generation *g = w ? w->gen : K.gen;
+    mcpg_instance *mi = g ? g->metrics : NULL;
+    return mi ? mreg_render(mi->desc->ops, mi->state, out, ct, ct_cap) : MCPG_ENOENT;
+}
+
+void metrics_forget(const mcpg_instance *inst) {
+    if (REG) mreg_forget(REG, inst);
+}
+
+void metrics_thread_row(int row) { mreg_thread_row(row); }
+
+void metrics_count(mcpg_metric *m, uint32_t series, int64_t delta) { mreg_add(m, series, delta); }
+
+/* ---- the kernel's series ---- */
+
+static int64_t read_in_flight(void *arg, uint32_t series) {
+    (void)arg;
+    (void)series;
+    long n = 0;
+    for (uint32_t i = 0; K.workers && i < K.n_workers; i++)
+        n += atomic_load(&K.workers[i].calls_in_flight);
+    return n;
+}
+static int64_t read_pool_depth(void *arg, uint32_t series) {
+    (void)arg;
+    return series == 0 ? (int64_t)pool_queued() : (int64_t)pool_busy();
+}
+static int64_t read_pinned(void *arg, uint32_t series) {
+    (void)arg;
+    (void)series;
+    return (int64_t)atomic_load(&K.pinned_images);
+}
+static int64_t read_generation(void *arg, uint32_t series) {
+    (void)arg;
+    (void)series;
+    return K.gen ? K.gen->id : 0;
+}
+static int64_t read_one(void *arg, uint32_t series) {
+    (void)arg;
+    (void)series;
+    return 1;
+}
+
+static mcpg_metric *family(const mcpg_metric_desc *d, uint32_t cap) {
+    mcpg_metric *m = NULL;
+    char why[256] = "";
+    if (mreg_metric_new(REG, NULL, NULL, d, cap, &m, why, sizeof why) != 0)
+        klog(MCPG_LOG_ERROR, "kernel", "metric %s not registered: %s", d->name, why);
+    return m;
+}
+
+static mcpg_metric *simple(uint32_t type, const char *name, const char *help,
+                           int64_t (*read)(void *, uint32_t)) {
+    mcpg_metric_desc d = {.size = sizeof d, .type = type, .name = name, .help = help,
+                          .n_series = 1, .read = read};
+    if (type == MCPG_METRIC_HISTOGRAM) {
+        d.buckets = LATENCY_BUCKETS_US;
+        d.n_buckets = N_LATENCY_BUCKETS;
+    }
+    return family(&d, 0);
+}
+
+static mcpg_metric *labelled(uint32_t type, const char *name, const char *help,
+                             const char *const *labels, uint32_t n_labels,
+                             const char *const *values, uint32_t n_series,
+                             int64_t (*read)(void *, uint32_t)) {
+    mcpg_metric_desc d = {.size = sizeof d, .type = type, .name = name, .help = help,
+                          .label_names = labels, .n_labels = n_labels, .label_values = values,
+                          .n_series = n_series, .read = read};
+    return family(&d, 0);
+}
+
+/* method x wire x outcome, in that order (metrics_count_call's index). */
+static void register_calls(void) {
+    static const char *const labels[] = {"method", "wire", "outcome"};
+    const char *values[METRICS_METHODS * METRICS_WIRES * CALL_OUTCOMES * 3];
+    size_t k = 0;
+    for (uint32_t m = 0; m < METRICS_METHODS; m++)
+        for (uint32_t w = 0; w < METRICS_WIRES; w++)
+            for (uint32_t o = 0; o < CALL_OUTCOMES; o++) {
+                values[k++] = m ? mcpg_method_name(m) : "other";
+                values[k++] = WIRES[w];
+                values[k++] = OUTCOMES[o];
+            }
+    KM.calls = labelled(MCPG_METRIC_COUNTER, "mcpg_calls_total",
+                        "Calls answered, by MCP method, wire and outcome", labels, 3, values,
+                        (uint32_t)(k / 3), NULL);
+}
+
+/* Cells for every tool name there may be; labels for the two fixed ones. */
+static void register_tools(void) {
+    static const char *const labels[] = {"tool", "outcome"};
+    const char *values[2 * CALL_OUTCOMES * 2];
+    size_t k = 0;
+    /* not names a tool may have ([a-zA-Z0-9_-]): they cannot meet a real one */
+    static const char *const fixed[2] = {"(unknown)", "(other)"};
+    for (int t = 0; t < 2; t++)
+        for (uint32_t o = 0; o < CALL_OUTCOMES; o++) {
+            values[k++] = fixed[t];
+            values[k++] = OUTCOMES[o];
+        }
+    mcpg_metric_desc d = {.size = sizeof d, .type = MCPG_METRIC_COUNTER,
+                          .name = "mcpg_tool_calls_total",
+                          .help = "tools/call answered, by the tool's client name and outcome",
+                          .label_names = labels, .n_labels = 2, .label_values = values,
+                          .n_series = (uint32_t)(k / 2)};
+    KM.tool_calls = family(&d, (METRICS_MAX_TOOLS + 2) * CALL_OUTCOMES);
+}
+
+static void register_kernel_series(void) {
+    register_calls();
+    register_tools();
+    KM.overhead = simple(MCPG_METRIC_HISTOGRAM, "mcpg_call_overhead_seconds",
+                         "Time a call spent in the gateway: its whole time less its backend's",
+                         NULL);
+    KM.backend = simple(MCPG_METRIC_HISTOGRAM, "mcpg_backend_seconds",
+                        "Time a call's backend took, for calls that reached one", NULL);
+    simple(MCPG_METRIC_GAUGE, "mcpg_calls_in_flight", "Calls submitted and not yet answered",
+           read_in_flight);
+    static const char *const state_label[] = {"state"};
+    static const char *const pool_states[] = {"queued", "running"};
+    labelled(MCPG_METRIC_GAUGE, "mcpg_pool_jobs",
+             "The worker pool's jobs: waiting in its bounded queue, and running", state_label, 1,
+             pool_states, 2, read_pool_depth);
+    KM.pool_refused = simple(MCPG_METRIC_COUNTER, "mcpg_pool_refused_total",
+                             "Jobs refused because the worker pool's queue was full", NULL);
+    static const char *const result_label[] = {"result"};
+    static const char *const results[] = {"ok", "refused"};
+    KM.reloads = labelled(MCPG_METRIC_COUNTER, "mcpg_reloads_total",
+                          "Reloads asked for, by result (ok: the new generation serves)",
+                          result_label, 1, results, 2, NULL);
+    simple(MCPG_METRIC_GAUGE, "mcpg_pinned_images",
+           "Module images still mapped after they were unloaded", read_pinned);
+    simple(MCPG_METRIC_GAUGE, "mcpg_generation", "The generation serving new calls",
+           read_generation);
+    static const char *const build_labels[] = {"version", "abi"};
+    static char abi[16];
+    snprintf(abi, sizeof abi, "%d.%d", MCPG_ABI_MAJOR, MCPG_ABI_MINOR);
+    const char *build_values[] = {MCPG_VERSION, abi};
+    labelled(MCPG_METRIC_GAUGE, "mcpg_build_info", "The gateway's version and ABI (always 1)",
+             build_labels, 2, build_values, 1, read_one);
+}
+
+int metrics_init(uint32_t n_loops) {
+    REG = mreg_new(n_loops);
+    if (!REG) return MCPG_ENOMEM;
+    register_kernel_series();
+    return 0;
+}
+
+void metrics_shutdown(void) {
+    mreg_free(REG);
+    REG = NULL;
+    memset(&KM, 0, sizeof KM);
+}
+
+/* ---- tools: a series per name, made when a catalog is built ---- */
+
+#define TOOL_SLOTS (2 * METRICS_MAX_TOOLS) /* open addressing, never more than half full */
+
+static char *tool_names[TOOL_SLOTS];
+static uint32_t tool_index[TOOL_SLOTS];
+static uint32_t n_tools;
+
+static size_t tool_hash(const char *s) {
+    size_t h = 5381;
+    while (*s) h = h * 33 + (unsigned char)*s++;
+    return h % TOOL_SLOTS;
+}
+
+static uint32_t tool_label(uint32_t index, const char *name) {
+    for (uint32_t o = 0; o < CALL_OUTCOMES; o++) {
+        const char *values[2] = {name, OUTCOMES[o]};
+        if (mreg_series_labels(REG, KM.tool_calls, index * CALL_OUTCOMES + o, values) != 0)
+            return METRICS_TOOL_OTHER;
+    }
+    return index;
+}
+
+uint32_t metrics_tool_index(const char *name) {
+    if (!KM.tool_calls || !name) return METRICS_TOOL_OTHER;
+    pthread_mutex_lock(&tools_lock);
+    size_t h = tool_hash(name);
+    while (tool_names[h] && strcmp(tool_names[h], name) != 0) h = (h + 1) % TOOL_SLOTS;
+    uint32_t index = METRICS_TOOL_OTHER;
+    if (tool_names[h]) {
+        index = tool_index[h];
+    } else if (n_tools < METRICS_MAX_TOOLS && (tool_names[h] = strdup(name))) {
+        tool_index[h] = tool_label(METRICS_FIRST_TOOL + n_tools, name);
+        n_tools++;
+        index = tool_index[h];
+    }
+    pthread_mutex_unlock(&tools_lock);
+    return index;
+}
+
+void metrics_tools_free(void) {
+    for (size_t i = 0; i < TOOL_SLOTS; i++) {
+        free(tool_names[i]);
+        tool_names[i] = NULL;
+    }
+    n_tools = 0;
+}
+
+/* ---- counting a call, as it is answered ---- */
+
+static uint32_t outcome_of(const mcpg_call *c) {
+    if (c->denied) return CALL_DENIED;
+    if (c->pool.detached || c->pool.skipped) return CALL_FAILED; /* timed out, or never ran */
+    if (!c->is_error) return CALL_OK;
+    /* the gateway's own failures (a full pool, an audit sink that cannot
+     * record, out of memory) ask for 503; a backend's error does not */
+    return c->http_status >= 500 ? CALL_FAILED : CALL_ERROR;
+}
+
+void metrics_count_call(const mcpg_call *c) {
+    uint32_t outcome = outcome_of(c);
+    uint32_t method = c->method < METRICS_METHODS ? c->method : 0;
+    uint32_t wire = c->d.wire == MCPG_WIRE_STATELESS ? 0 : 1;
+    mreg_add(KM.calls, (method * METRICS_WIRES + wire) * CALL_OUTCOMES + outcome, 1);
+    if (c->method == MCPG_METHOD_TOOLS_CALL) {
+        uint32_t tool = c->route ? c->route->tool_series : METRICS_TOOL_UNKNOWN;
+        mreg_add(KM.tool_calls, tool * CALL_OUTCOMES + outcome, 1);
+    }
+    uint64_t total = mono_us() - c->t0;
+    uint64_t backend = c->tb1 > c->tb0 ? c->tb1 - c->tb0 : 0;
+    if (c->tb0) mreg_observe(KM.backend, 0, backend);
+    mreg_observe(KM.overhead, 0, total > backend ? total - backend : 0);
+}

@@ -1,0 +1,40 @@
+/* transport_http: GET /metrics. The kernel asks the manifest's metrics
+ * instance for its exposition (host->metrics_render) on this loop; the
+ * answer is written as it is. Without a metrics instance the route answers
+ * 404, like a path that does not exist. */
+#include "internal.h"
+
+#define MSG(s) TH_LIT("\"" s "\"")
+
+static void respond_error(th_conn *c, th_req *r, int status, th_piece msg, const char *allow) {
+    th_piece body[TH_MAX_PIECES];
+    char codebuf[24];
+    int64_t code = status >= 500 ? MCPG_RPC_SERVER_ERROR : MCPG_RPC_INVALID_REQUEST;
+    size_t n = th_rpc_error_body(body, TH_LIT("null"), codebuf, code, msg, NULL, 0);
+    th_resp_head hd = {.status = status, .json = 1, .allow = allow};
+    th_respond(c, r, &hd, body, n);
+}
+
+void th_metrics(th_conn *c, th_req *r) {
+    const mcpg_host *h = c->ws->mod->host;
+    if (r->http_method != HTTP_GET && r->http_method != HTTP_HEAD) {
+        respond_error(c, r, 405, MSG("Method Not Allowed"), "GET, HEAD");
+        return;
+    }
+    mcpg_buf text = {0};
+    char type[128] = "";
+    int rc = MCPG_HOST_HAS(h, metrics_render)
+                 ? h->metrics_render(c->ws->w, &text, type, sizeof type)
+                 : MCPG_ENOENT;
+    if (rc == MCPG_ENOENT)
+        respond_error(c, r, 404, MSG("Not Found: the manifest has no metrics instance"), NULL);
+    else if (rc)
+        respond_error(c, r, 500, MSG("Internal Server Error: the metrics could not be rendered"),
+                      NULL);
+    else {
+        th_resp_head hd = {.status = 200, .content_type = type};
+        th_piece body = {text.data, text.len};
+        th_respond(c, r, &hd, &body, 1);
+    }
+    h->buf_free(&text);
+}
