@@ -868,3 +868,10 @@ def run_tests(tests, ctx=None):
     sys.stdout.write("%d passed, %d failed%s\n" % (len(tests) - len(failed), len(failed),
                      (": " + ", ".join(failed)) if failed else ""))
     return 1 if failed else 0
+
+
+def asan_build(pid):
+    """True when the process at pid runs a sanitizer build (libasan mapped): its
+    memory and speed figures are the sanitizer's, not the product's."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()

@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, base_manifest, check, check_eq,  # noqa: E402
+from gateway import (asan_build, Conn, Context, Gateway, base_manifest, check, check_eq,  # noqa: E402
                      expect_result, parse_args, run_tests, tool_call_request)
 from test_legacy_wire import request_bytes  # noqa: E402
 
@@ -47,10 +47,6 @@ def settled_rss(pid):
         time.sleep(0.1)
     return min(vals)
 
-
-def asan_build(pid):
-    with open("/proc/%d/maps" % pid) as f:
-        return "libasan" in f.read()
 
 
 def legacy(port, conn, body, session=None):

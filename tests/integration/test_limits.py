@@ -35,7 +35,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, call_tool, check, check_eq, parse_args,  # noqa: E402
+from gateway import (Conn, asan_build, Context, Gateway, call_tool, check, check_eq, parse_args,  # noqa: E402
                      read_audit, run_cli, run_tests, tool_call_request, wait_for)
 
 CALLERS = 64
@@ -132,7 +132,10 @@ def suite(ctx, scope, seconds):
               % (scope, len(ok), secs, rate, len(refused), st["max_in_flight"]))
         # 8 / 100 ms = 80/s is the ceiling; a slot is held from acquire to
         # release, which also covers the audit records around the backend
-        check(rate >= 50, "capped admits close to 80/s: %.1f/s" % rate)
+        # under a sanitizer, and beside other tests on two cores, every call is
+        # slower; the cap itself (max_in_flight) is judged the same either way
+        floor = 20 if asan_build(gw.proc.pid) else 50
+        check(rate >= floor, "capped admits close to 80/s: %.1f/s (floor %d)" % (rate, floor))
         check(st["max_in_flight"] >= 2, "capped: the mock never ran calls side by side")
 
     def t_rated():

@@ -30,7 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gateway import (Conn, Context, Gateway, base_manifest, call_tool, check,  # noqa: E402
+from gateway import (asan_build, Conn, Context, Gateway, base_manifest, call_tool, check,  # noqa: E402
                      check_eq, parse_args, run_tests, tool_call_request, wait_for)
 from test_legacy_wire import answer, initialize, request, rpc  # noqa: E402
 
@@ -72,10 +72,6 @@ def fd_targets(pid):
             pass
     return out
 
-
-def asan_build(pid):
-    with open("/proc/%d/maps" % pid) as f:
-        return "libasan" in f.read()
 
 
 class Churn:

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proxylib as p  # noqa: E402
 from proxylib import g  # noqa: E402
 
-RECOVERY_TIMEOUT = float(os.environ.get("MCPG_FEDERATION_RECOVERY", "15"))
+RECOVERY_TIMEOUT = float(os.environ.get("MCPG_FEDERATION_RECOVERY", "30"))  # a wait, not a speed test
 # An upstream that is gone must be answered well within the client's patience.
 DOWN_ANSWER_TIMEOUT = 10.0
 
