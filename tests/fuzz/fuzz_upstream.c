@@ -165,8 +165,21 @@ static void check_sse(answer *a) {
 
 /* ---- driving one exchange ------------------------------------------------------ */
 
+static uv_timer_t g_guard;
+static int g_guard_fired;
+
+static void on_guard(uv_timer_t *t) {
+    (void)t;
+    g_guard_fired = 1;
+}
+
+/* Run the loop until *flag; a loopback exchange takes microseconds, so 5 s
+ * (a loaded machine's worst) without it means the client hangs. */
 static void run_until(int *flag, const char *what) {
-    for (int i = 0; i < 100000 && !*flag; i++) uv_run(&g_loop, UV_RUN_NOWAIT);
+    g_guard_fired = 0;
+    uv_timer_start(&g_guard, on_guard, 5000, 0);
+    while (!*flag && !g_guard_fired) uv_run(&g_loop, UV_RUN_ONCE);
+    uv_timer_stop(&g_guard);
     FZ_CHECK(*flag, "stuck waiting for %s", what);
 }
 
@@ -192,6 +205,7 @@ static void answer_in_pieces(answer *a, const uint8_t *p, size_t n, uint32_t see
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     uv_loop_init(&g_loop);
+    uv_timer_init(&g_loop, &g_guard);
     uv_tcp_init(&g_loop, &g_listener);
     struct sockaddr_in addr;
     uv_ip4_addr("127.0.0.1", 0, &addr);
