@@ -265,6 +265,7 @@ static int known_index(const char *name, size_t n) {
         if (!memcmp(name, "authorization", 13)) return TH_H_AUTHORIZATION;
         return -1;
     case 14: return memcmp(name, "mcp-session-id", 14) ? -1 : TH_H_SESSION_ID;
+    case 17: return memcmp(name, "transfer-encoding", 17) ? -1 : TH_H_TRANSFER_ENCODING;
     case 20: return memcmp(name, "mcp-protocol-version", 20) ? -1 : TH_H_PROTOCOL_VERSION;
     default: return -1;
     }
@@ -304,8 +305,14 @@ static int on_headers_complete(llhttp_t *p) {
     if (r->htail < tail && count_header_bytes(c, r, tail - r->htail)) return -1;
     /* RFC 9112 6.1: Transfer-Encoding in HTTP/1.0 means the framing is
      * faulty (a 1.0 front end may read the body by Content-Length or to
-     * the close): refuse it rather than parse it as chunked. */
-    if (r->http_10 && (p->flags & F_TRANSFER_ENCODING)) return fail(c, 400);
+     * the close): refuse it rather than parse it as chunked. And llhttp 8
+     * takes no notice of a Transfer-Encoding with an empty value, framing
+     * "Transfer-Encoding: \r\nContent-Length: 3" by the length where a
+     * front end may go by the coding: a Transfer-Encoding llhttp did not
+     * act on is refused too (found by tests/fuzz/fuzz_http). */
+    int te_framed = (p->flags & F_TRANSFER_ENCODING) != 0;
+    if ((r->known[TH_H_TRANSFER_ENCODING] || te_framed) && (r->http_10 || !te_framed))
+        return fail(c, 400);
     int has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length);
     if ((p->flags & F_CONTENT_LENGTH) &&
         p->content_length > (uint64_t)c->ws->mod->cfg->max_body_bytes)

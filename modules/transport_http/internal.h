@@ -87,6 +87,7 @@ enum {
     TH_H_SESSION_ID,
     TH_H_LAST_EVENT_ID,
     TH_H_AUTHORIZATION,
+    TH_H_TRANSFER_ENCODING, /* only its presence is used (http_parse.c) */
     TH_H_COUNT
 };
 

@@ -22,6 +22,7 @@
 
 #include <mcpg/fakehost.h>
 #include <string.h>
+#include <strings.h>
 
 static mcpg_fakehost *g_fh;
 static const mcpg_host *g_host;
@@ -98,6 +99,7 @@ static const char *const k_known[TH_H_COUNT] = {
     [TH_H_EXPECT] = "expect",               [TH_H_HOST] = "host",
     [TH_H_ORIGIN] = "origin",               [TH_H_SESSION_ID] = "mcp-session-id",
     [TH_H_LAST_EVENT_ID] = "last-event-id", [TH_H_AUTHORIZATION] = "authorization",
+    [TH_H_TRANSFER_ENCODING] = "transfer-encoding",
 };
 
 static int name_is(const th_req *r, const th_hdr *h, const char *name) {
@@ -130,6 +132,16 @@ static void check_known(const th_req *r) {
     }
 }
 
+/* RFC 9112 6.1: a request framed by Transfer-Encoding is HTTP/1.1 and its
+ * last coding is chunked; any other Transfer-Encoding is refused, never
+ * left for Content-Length to frame. */
+static void check_transfer_encoding(const th_req *r, const th_hdr *h) {
+    const char *v = r->data.data + h->value_off;
+    FZ_CHECK(!r->http_10, "HTTP/1.0 with Transfer-Encoding");
+    FZ_CHECK(h->value_len >= 7 && !strncasecmp(v + h->value_len - 7, "chunked", 7),
+             "Transfer-Encoding \"%.*s\" taken", (int)h->value_len, v);
+}
+
 static void check_request(const th_req *r) {
     FZ_CHECK(r->headers_done && r->state == TH_REQ_PARSING, "routed before its headers");
     FZ_CHECK(strcmp(llhttp_method_name((llhttp_method_t)r->http_method), "<unknown>"),
@@ -142,8 +154,7 @@ static void check_request(const th_req *r) {
     FZ_CHECK((int64_t)r->body_len <= g_cfg.max_body_bytes, "body %u", r->body_len);
     for (uint32_t i = 0; i < r->nhdrs; i++) {
         check_header(r, &r->hdrs[i]);
-        /* RFC 9112 6.1: chunked framing is never taken from an HTTP/1.0 request */
-        if (r->http_10) FZ_CHECK(!name_is(r, &r->hdrs[i], "transfer-encoding"), "1.0 with Transfer-Encoding");
+        if (name_is(r, &r->hdrs[i], "transfer-encoding")) check_transfer_encoding(r, &r->hdrs[i]);
     }
     check_known(r);
     /* The header section's last line ends are counted as the CRLF CRLF
