@@ -133,11 +133,12 @@ static void check_known(const th_req *r) {
 }
 
 /* RFC 9112 6.1: a request framed by Transfer-Encoding is HTTP/1.1 and its
- * last coding is chunked; any other Transfer-Encoding is refused, never
- * left for Content-Length to frame. */
+ * last coding (of the last header: several make one list) is chunked; any
+ * other Transfer-Encoding is refused, never left for Content-Length. */
 static void check_transfer_encoding(const th_req *r, const th_hdr *h) {
-    const char *v = r->data.data + h->value_off;
     FZ_CHECK(!r->http_10, "HTTP/1.0 with Transfer-Encoding");
+    FZ_CHECK(h, "a Transfer-Encoding without a coding taken");
+    const char *v = r->data.data + h->value_off;
     FZ_CHECK(h->value_len >= 7 && !strncasecmp(v + h->value_len - 7, "chunked", 7),
              "Transfer-Encoding \"%.*s\" taken", (int)h->value_len, v);
 }
@@ -152,10 +153,15 @@ static void check_request(const th_req *r) {
     FZ_CHECK(r->nhdrs <= TH_MAX_HEADERS, "%u headers", r->nhdrs);
     FZ_CHECK((int64_t)r->header_bytes <= g_cfg.max_header_bytes, "header section %u", r->header_bytes);
     FZ_CHECK((int64_t)r->body_len <= g_cfg.max_body_bytes, "body %u", r->body_len);
+    const th_hdr *last_te = NULL;
+    int te_seen = 0;
     for (uint32_t i = 0; i < r->nhdrs; i++) {
         check_header(r, &r->hdrs[i]);
-        if (name_is(r, &r->hdrs[i], "transfer-encoding")) check_transfer_encoding(r, &r->hdrs[i]);
+        if (!name_is(r, &r->hdrs[i], "transfer-encoding")) continue;
+        te_seen = 1;
+        if (r->hdrs[i].value_len) last_te = &r->hdrs[i]; /* empty list elements do not count */
     }
+    if (te_seen) check_transfer_encoding(r, last_te);
     check_known(r);
     /* The header section's last line ends are counted as the CRLF CRLF
      * (":" CRLF CRLF) they should be (http_parse.c on_headers_complete);
