@@ -3,19 +3,26 @@
 #   make build   Release build in build/ (build/bin/mcpg, build/modules/*.so)
 #   make run     install what is missing, build, start the gateway on conf/mcpg.json
 #   make test    install what is missing, Release build + every test, then an
-#                ASan+UBSan (gcc, Debug) build in build-asan/ + every test again
+#                ASan+UBSan (gcc, Debug) build in build-asan/ + every test again,
+#                then each fuzzer for FUZZ_TEST_SECONDS (make test-fuzz)
 #   make bench   install what is missing, build, run the benchmarks (bench/README.md):
 #                bench/run.sh when it exists, else bench/cpu-per-call.sh --start --nginx;
 #                extra options go in BENCH_ARGS="..."
 #   make report  RESULTS="bench/results-*.jsonl": docs/benchmarks-report.md and its charts
 #                from results files (bench/report; more options in REPORT_ARGS="...")
-#   make clean   remove build/ and build-asan/
+#   make fuzz    install what is missing, build the libFuzzer fuzzers (clang) in
+#                build-fuzz/ and run each for FUZZ_SECONDS (docs/fuzzing.md)
+#   make clean   remove build/, build-asan/ and build-fuzz/
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 BUILD_DIR      := build
 ASAN_BUILD_DIR := build-asan
+FUZZ_BUILD_DIR := build-fuzz
+# seconds each fuzzer runs: `make fuzz`, and the short run `make test` ends with
+FUZZ_SECONDS      ?= 300
+FUZZ_TEST_SECONDS ?= 10
 CONFIG         ?= conf/mcpg.json
 # Tests are independent (free ports, own temp dirs): run two at a time.
 CTEST_JOBS     ?= 2
@@ -23,7 +30,7 @@ CTEST_FLAGS    := --output-on-failure --no-tests=error -j$(CTEST_JOBS)
 
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: deps build build-asan run test test-release test-asan bench report clean
+.PHONY: deps build build-asan build-fuzz run test test-release test-asan test-fuzz fuzz bench report clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -36,6 +43,12 @@ build-asan:
 	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	      -DMCPG_SANITIZE=ON -DCMAKE_C_COMPILER=gcc
 	cmake --build $(ASAN_BUILD_DIR)
+
+# Only the fuzzers and what they link are built here (target `fuzzers`).
+build-fuzz:
+	cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	      -DMCPG_FUZZ=ON -DCMAKE_C_COMPILER=clang
+	cmake --build $(FUZZ_BUILD_DIR) --target fuzzers
 
 run:
 	@$(MAKE) --no-print-directory deps
@@ -50,10 +63,21 @@ test-asan:
 	@$(MAKE) --no-print-directory build-asan
 	cd $(ASAN_BUILD_DIR) && $(SAN_ENV) ctest $(CTEST_FLAGS)
 
+# Every fuzzer for FUZZ_TEST_SECONDS: any crash or broken invariant fails.
+test-fuzz:
+	@$(MAKE) --no-print-directory build-fuzz
+	bash scripts/fuzz.sh --build $(FUZZ_BUILD_DIR) $(FUZZ_TEST_SECONDS)
+
 test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory test-release
 	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory test-fuzz
+
+fuzz:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory build-fuzz
+	bash scripts/fuzz.sh --build $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
 
 bench:
 	@$(MAKE) --no-print-directory deps
@@ -66,4 +90,4 @@ report:
 	python3 bench/report $(RESULTS) $(REPORT_ARGS)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR)

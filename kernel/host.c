@@ -24,7 +24,7 @@ int64_t wall_us(void) {
 
 /* ---- logging ---- */
 
-static void host_log(mcpg_instance *self, int level, const char *fmt, ...) {
+MCPG_PRINTF(3, 4) static void host_log(mcpg_instance *self, int level, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     klog_v(level, self ? self->stamp : "[module]", fmt, ap);

@@ -29,7 +29,7 @@ void errlist_free(errlist *e);
 void klog_init(int level);
 int klog_level(void);
 void klog(int level, const char *src, const char *fmt, ...) MCPG_PRINTF(3, 4);
-void klog_v(int level, const char *src, const char *fmt, va_list ap);
+void klog_v(int level, const char *src, const char *fmt, va_list ap) MCPG_PRINTF(3, 0);
 
 /* ---- loader: one dlopen'd copy of one module file ---- */
 typedef struct image {
@@ -129,6 +129,12 @@ typedef struct manifest {
  * into runtime_dir). Every problem goes to errs; returns NULL if any. */
 manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
                         errlist *errs);
+/* The first half of manifest_load on text already read (path names it in
+ * errors and anchors relative folders): expanded, parsed, every key
+ * checked; no module is loaded and no folder made, so nothing is checked
+ * against a module's schema. NULL with errs when any problem. The fuzzer's
+ * entry point (tests/fuzz/fuzz_manifest.c). */
+manifest *manifest_parse(const char *path, const char *text, const char *exe_dir, errlist *errs);
 /* "https" when the transport's config (gateway.server) names a certificate,
  * else "http": for the log lines that say where the gateway listens. */
 const char *manifest_scheme(const manifest *m);

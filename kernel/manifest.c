@@ -646,33 +646,56 @@ static json_t *parse_root(mctx *c, const char *text) {
     return root;
 }
 
-manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
-                        errlist *errs) {
+static manifest *manifest_new(const char *path) {
     manifest *m = calloc(1, sizeof *m);
     m->refs = 1;
     m->path = strdup(path);
     m->dir = dir_of(path);
-    mctx c = {path, errs, m};
-    size_t before = errs->count;
-    char *raw = read_file(path, &c);
-    char *text = raw ? expand_env(raw, path, errs) : NULL;
-    free(raw);
-    json_t *root = text ? parse_root(&c, text) : NULL;
+    return m;
+}
+
+/* Expand and parse the text into c->m and check every key; -1 when the
+ * text is not a JSON object after expansion (nothing more was read). */
+static int parse_text(mctx *c, const char *raw, const char *listen_override, const char *exe_dir) {
+    char *text = expand_env(raw, c->file, c->errs);
+    json_t *root = text ? parse_root(c, text) : NULL;
     free(text);
-    if (root) {
-        parse_gateway(&c, root, listen_override, exe_dir);
-        parse_cluster(&c, root);
-        parse_modules(&c, root);
-        parse_pipeline(&c, root);
-        parse_bindings(&c, root);
-        json_decref(root);
-        resolve_all(&c);
-    }
+    if (!root) return -1;
+    parse_gateway(c, root, listen_override, exe_dir);
+    parse_cluster(c, root);
+    parse_modules(c, root);
+    parse_pipeline(c, root);
+    parse_bindings(c, root);
+    json_decref(root);
+    return 0;
+}
+
+/* m, or NULL (m freed) when errs grew beyond `before`. */
+static manifest *unless_errors(manifest *m, const errlist *errs, size_t before) {
     if (errs->count > before) {
         manifest_free(m);
         return NULL;
     }
     return m;
+}
+
+manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
+                        errlist *errs) {
+    manifest *m = manifest_new(path);
+    mctx c = {path, errs, m};
+    size_t before = errs->count;
+    char *raw = read_file(path, &c);
+    if (raw && parse_text(&c, raw, listen_override, exe_dir) == 0) resolve_all(&c);
+    free(raw);
+    return unless_errors(m, errs, before);
+}
+
+manifest *manifest_parse(const char *path, const char *text, const char *exe_dir, errlist *errs) {
+    manifest *m = manifest_new(path);
+    mctx c = {path, errs, m};
+    size_t before = errs->count;
+    (void)parse_text(&c, text, NULL, exe_dir);
+    return unless_errors(m, errs, before);
 }
 
 static void free_strings(char **v, size_t n) {

@@ -271,6 +271,7 @@ static void send_request(up_conn *c) {
 /* parsing the answer                                                  */
 
 static int head_append(up_conn *c, const char *at, size_t n) {
+    if (!n) return 0; /* llhttp reports empty spans: hb may be NULL still */
     if (c->hlen + n > HEAD_BYTES_MAX) return -1;
     if (c->hlen + n > c->hcap) {
         size_t cap = c->hcap ? c->hcap : 1024;
@@ -305,8 +306,20 @@ static int on_header_field(llhttp_t *ps, const char *at, size_t n) {
     return head_append(c, at, n) ? too_big(c) : 0;
 }
 
+/* llhttp 8 lets a response's header line start with ':' (an empty name);
+ * a field name is one token or more (RFC 9110 5.1). Found by
+ * tests/fuzz/fuzz_upstream. */
+static int nameless_field(up_conn *c) {
+    if (c->req) {
+        c->req->cb_err = UP_EPROTO;
+        snprintf(c->req->detail, sizeof c->req->detail, "malformed HTTP answer: a header line without a name");
+    }
+    return HPE_USER;
+}
+
 static int on_header_field_complete(llhttp_t *ps) {
     up_conn *c = ps->data;
+    if (c->nh && !c->hs[c->nh - 1].name_len) return nameless_field(c);
     if (c->nh) c->hs[c->nh - 1].value = c->hlen;
     return 0;
 }
@@ -331,9 +344,22 @@ static int on_headers_complete(llhttp_t *ps) {
     up_conn *c = ps->data;
     up_req *r = c->req;
     if (!r) return -1;
+    /* llhttp 8 takes a status code of fewer than three digits, even none
+     * ("HTTP/1.1  200 OK" reads as 0); RFC 9112 4 wants exactly three. Such
+     * an answer must not reach a caller, which would take it for a success
+     * (a status under 300). Found by tests/fuzz/fuzz_upstream. */
+    if (ps->status_code < 100) {
+        r->cb_err = UP_EPROTO;
+        snprintf(r->detail, sizeof r->detail, "malformed HTTP answer: the status code is not three digits");
+        return -1;
+    }
     if (interim(ps)) { /* 100 Continue and the like: the real answer follows */
         head_reset(c);
-        return 0;
+        /* A 1xx answer has no body (RFC 9112 6.3), whatever framing it
+         * names: llhttp would read one and hand it to on_body before the
+         * real answer's head. 1 tells llhttp there is none. Found by
+         * tests/fuzz/fuzz_upstream. */
+        return 1;
     }
     up_header hv[HEADERS_MAX];
     for (size_t i = 0; i < c->nh; i++)

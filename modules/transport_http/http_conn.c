@@ -27,14 +27,6 @@ int th_conn_can_take_more(const th_conn *c) {
            c->out.len + c->wbuf.len < TH_OUT_HIGH_WATER;
 }
 
-void th_conn_enqueue(th_conn *c, th_req *r) {
-    r->next = NULL;
-    if (c->qtail) c->qtail->next = r;
-    else c->qhead = r;
-    c->qtail = r;
-    c->qlen++;
-}
-
 /* Move every answered request at the head of the queue into `out`. */
 void th_conn_advance(th_conn *c) {
     th_wslot *ws = c->ws;
@@ -228,64 +220,6 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     *buf = uv_buf_init(c->ws->rbuf, TH_READ_BUF);
 }
 
-/* Answer a request the parser rejected, after everything before it, then
- * close: after a framing error the rest of the stream cannot be trusted. */
-static void parse_error(th_conn *c) {
-    th_wslot *ws = c->ws;
-    int status = c->err_status ? c->err_status : 400;
-    th_req *r = c->cur;
-    c->cur = NULL;
-    if (!r) {
-        r = th_req_get(ws);
-        if (!r) {
-            th_conn_close(c);
-            return;
-        }
-        r->conn = c;
-    }
-    c->close_after = 1;
-    r->keep_alive = 0;
-    th_conn_enqueue(c, r);
-    th_respond_status_error(c, r, status);
-    th_conn_advance(c);
-}
-
-/* Keep what the paused parser did not take. from_saved: data is c->saved. */
-static void keep_rest(th_conn *c, const char *data, size_t n, int from_saved) {
-    const char *pos = llhttp_get_error_pos(&c->parser);
-    size_t rest = pos && pos >= data && pos <= data + n ? (size_t)(data + n - pos) : 0;
-    if (from_saved) {
-        memmove(c->saved.data, pos, rest);
-        c->saved.len = rest;
-    } else if (rest && c->ws->mod->host->buf_append(&c->saved, pos, rest)) {
-        th_conn_close(c);
-    }
-}
-
-static void feed(th_conn *c, const char *data, size_t n, int from_saved) {
-    c->in_execute = 1;
-    th_parse_read_begin(c, data);
-    llhttp_errno_t e = llhttp_execute(&c->parser, data, n);
-    c->in_execute = 0;
-    if (from_saved && e == HPE_OK) c->saved.len = 0;
-    if (e == HPE_OK) {
-        /* a header section still open at the end of the read counts up to here */
-        if (th_parse_read_end(c, data, n)) parse_error(c);
-        return;
-    }
-    if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
-        c->paused = 1;
-        if (e == HPE_PAUSED_UPGRADE) c->close_after = 1;
-        if (c->close_after) c->saved.len = 0; /* nothing after this will be read */
-        else keep_rest(c, data, n, from_saved);
-        return;
-    }
-    if (from_saved) c->saved.len = 0;
-    parse_error(c);
-}
-
-void th_conn_feed(th_conn *c, const char *data, size_t n) { feed(c, data, n, 0); }
-
 void th_conn_peer_closed(th_conn *c) {
     if (!c->writing && (!c->tls.ssl || !th_tls_seal(c)) && c->out.len) {
         uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
@@ -308,7 +242,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     if (c->lingering) return;
     c->last_ms = uv_now(c->ws->loop);
     if (c->tls.ssl) th_tls_input(c, buf->base, (size_t)nread);
-    else feed(c, buf->base, (size_t)nread, 0);
+    else th_conn_feed(c, buf->base, (size_t)nread);
     update_reading(c);
     if (c->out.len || c->close_after) th_mark_dirty(c);
 }
@@ -332,10 +266,7 @@ static void update_reading(th_conn *c) {
  * kept. Never called from inside llhttp_execute (see th_conn_service). */
 static void resume(th_conn *c) {
     if (!c->paused || c->closing || c->in_execute || !th_conn_can_take_more(c)) return;
-    c->paused = 0;
-    llhttp_resume(&c->parser);
-    if (c->saved.len) feed(c, c->saved.data, c->saved.len, 1);
-    if (!c->saved.len && c->saved.cap) c->ws->mod->host->buf_free(&c->saved);
+    th_conn_parse_saved(c);
     if (c->tls.ssl) th_tls_pump(c); /* records that arrived with the ones parsed */
 }
 
@@ -454,8 +385,7 @@ int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out) {
     c->loopback = (uint8_t)local_is_loopback(&c->tcp);
     note_peer(c);
     c->accepted_ms = uv_now(ws->loop);
-    llhttp_init(&c->parser, HTTP_REQUEST, &th_parser_settings);
-    c->parser.data = c;
+    th_conn_parser_init(c);
     c->last_ms = uv_now(ws->loop);
     update_reading(c);
     if (c_out) *c_out = c;

@@ -91,6 +91,7 @@ enum {
     TH_H_SESSION_ID,
     TH_H_LAST_EVENT_ID,
     TH_H_AUTHORIZATION,
+    TH_H_TRANSFER_ENCODING, /* only its presence is used (http_parse.c) */
     TH_H_COUNT
 };
 
@@ -301,11 +302,8 @@ void th_conn_maybe_free(th_conn *c);
 void th_conn_sweep(th_wslot *ws, uint64_t now_ms);
 void th_worker_give_back_memory(th_wslot *ws);
 void th_conn_drain(th_conn *c, int force);
-void th_conn_enqueue(th_conn *c, th_req *r);
 void th_conn_advance(th_conn *c);
 int th_conn_can_take_more(const th_conn *c);
-/* Parse n bytes of the client's plaintext (tls_conn.c decrypts into them). */
-void th_conn_feed(th_conn *c, const char *data, size_t n);
 /* The client closed (EOF, error, close_notify): what is ready goes out if
  * it can at once, calls in flight are cancelled, the connection closes. */
 void th_conn_peer_closed(th_conn *c);
@@ -316,8 +314,22 @@ void th_tls_pump(th_conn *c);  /* decrypt and parse while the parser takes more 
 int th_tls_seal(th_conn *c);   /* c->out plaintext -> ciphertext; -1: close */
 int th_tls_bye(th_conn *c);    /* close_notify queued: 1 while bytes wait to go */
 
+/* http_feed.c: the connection's parser, fed (no socket I/O: the fuzzers
+ * drive it with what http_conn.c and worker.c would provide) */
+void th_conn_parser_init(th_conn *c);
+void th_conn_enqueue(th_conn *c, th_req *r);
+/* Parse n bytes of the client's plaintext (tls_conn.c decrypts into them).
+ * Complete requests go to th_route; a framing error is answered after the
+ * requests before it (close_after set); at a message boundary where the
+ * connection can take no more the parser pauses and keeps the rest. */
+void th_conn_feed(th_conn *c, const char *data, size_t n);
+/* Unpause and parse the kept rest (never from inside llhttp_execute). */
+void th_conn_parse_saved(th_conn *c);
+
 /* http_parse.c */
 extern const llhttp_settings_t th_parser_settings;
+/* A known header (TH_H_*) as the parser kept it: the first occurrence. */
+void th_fill_header(const th_req *r, int k, th_hval *out);
 void th_req_reset(th_req *r);
 void th_parse_read_begin(th_conn *c, const char *data);
 int th_parse_read_end(th_conn *c, const char *data, size_t n);
@@ -333,7 +345,6 @@ void th_metrics(th_conn *c, th_req *r); /* GET /metrics (metrics.c) */
 void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody);
 void th_respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after, th_piece id,
                           int64_t code, th_piece msg, const th_piece *data, size_t ndata);
-void th_fill_header(const th_req *r, int k, th_hval *out);
 /* Hand r->desc (wire, method, name, params, args, id and the 1.1 fields set)
  * to the kernel; the answer comes from complete(). */
 void th_submit(th_conn *c, th_req *r);

@@ -13,6 +13,7 @@
  * needs it parks the request, and the handler runs again on its answer
  * (the steps done are flagged in the request). */
 #include "internal.h"
+#include "legacy_parse.h"
 #include "replay.h"
 #include "stream.h"
 
@@ -33,36 +34,12 @@ static int version_known(const char *p, size_t n) {
     return 0;
 }
 
-/* The parts of one JSON-RPC message. */
-typedef struct lmsg {
-    mcpg_json_span id, method, params, result, error;
-    unsigned has; /* bits: 1 id, 2 method, 4 params, 8 result, 16 error, 32 jsonrpc ok */
-} lmsg;
-
-static int parse_msg(const mcpg_host *h, const char *body, size_t n, lmsg *m) {
-    memset(m, 0, sizeof *m);
-    size_t iter = 0;
-    mcpg_json_span k, v;
-    int rc;
-    if (!n || body[0] != '{') return h->json_validate(body, n) < 0 ? -1 : 0;
-    while ((rc = h->json_object_next(body, n, &iter, &k, &v)) == 1) {
-        if (h->json_string_eq(&k, "id", 2) == 1) m->id = v, m->has |= 1;
-        else if (h->json_string_eq(&k, "method", 6) == 1) m->method = v, m->has |= 2;
-        else if (h->json_string_eq(&k, "params", 6) == 1) m->params = v, m->has |= 4;
-        else if (h->json_string_eq(&k, "result", 6) == 1) m->result = v, m->has |= 8;
-        else if (h->json_string_eq(&k, "error", 5) == 1) m->error = v, m->has |= 16;
-        else if (h->json_string_eq(&k, "jsonrpc", 7) == 1 && h->json_string_eq(&v, "2.0", 3) == 1)
-            m->has |= 32;
-    }
-    return rc < 0 ? -1 : 1;
-}
-
 static th_piece raw(const mcpg_json_span *s) {
     if (s->type == MCPG_JSON_STRING) return (th_piece){s->p - 1, s->n + 2};
     return (th_piece){s->p, s->n};
 }
 
-static int method_is(const mcpg_host *h, const lmsg *m, const char *lit) {
+static int method_is(const mcpg_host *h, const th_lmsg *m, const char *lit) {
     return h->json_string_eq(&m->method, lit, strlen(lit)) == 1;
 }
 
@@ -221,7 +198,7 @@ static int version_ok(th_conn *c, th_req *r, th_piece id) {
 
 /* ---- initialize ------------------------------------------------------------------ */
 
-static void initialize(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
+static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     th_wslot *ws = c->ws;
     th_mod *mod = ws->mod;
     const mcpg_host *h = mod->host;
@@ -283,7 +260,7 @@ static void initialize(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
 
 /* ---- requests handled here ------------------------------------------------------- */
 
-static void set_level(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
+static void set_level(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     const mcpg_host *h = c->ws->mod->host;
     mcpg_json_span lv;
     int level = -1;
@@ -299,13 +276,13 @@ static void set_level(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
     else answer_result(c, r, id, "{}", 2);
 }
 
-static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id);
+static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id);
 
 /* A subscription passes identity and policy first, as a call of its own
  * (the kernel answers it {} when both let it through); then the request is
  * handled again (r->authz 2) to change the session. Giving one up needs no
  * leave. */
-static int subscribe_allowed(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
+static int subscribe_allowed(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     if (r->authz == 2) return 1;
     r->authz = 1;
     to_kernel(c, r, m, id);
@@ -316,7 +293,7 @@ static int subscribe_allowed(th_conn *c, th_req *r, const lmsg *m, th_piece id) 
     return 0;
 }
 
-static void subscribe(th_conn *c, th_req *r, const lmsg *m, th_piece id, int on) {
+static void subscribe(th_conn *c, th_req *r, const th_lmsg *m, th_piece id, int on) {
     th_wslot *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     mcpg_json_span u;
@@ -345,7 +322,7 @@ static void subscribe(th_conn *c, th_req *r, const lmsg *m, th_piece id, int on)
 
 /* notifications/cancelled: the session's call with that request id is
  * cancelled on whichever loop runs it (its answer still comes, as an error). */
-static void cancel_request(th_conn *c, th_req *r, const lmsg *m) {
+static void cancel_request(th_conn *c, th_req *r, const th_lmsg *m) {
     const mcpg_host *h = c->ws->mod->host;
     mcpg_json_span rid;
     if (!(m->has & 4) || h->json_object_get(m->params.p, m->params.n, "requestId", &rid) != 1) return;
@@ -371,7 +348,7 @@ void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_
 
 static int stream_waiting(const th_wslot *ws, const th_req *r);
 
-static void to_kernel(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
+static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     th_wslot *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     mcpg_call_desc *d = &r->desc;
@@ -436,11 +413,11 @@ void th_legacy_post(th_conn *c, th_req *r) {
         error(c, r, 415, null_id, MCPG_RPC_SERVER_ERROR, MSG("Unsupported Media Type: Content-Type must be application/json"));
         return;
     }
-    lmsg m;
+    th_lmsg m;
     const char *body = r->data.data + r->body_off;
     size_t n = r->body_len;
     while (n && (body[0] == ' ' || body[0] == '\n' || body[0] == '\r' || body[0] == '\t')) body++, n--;
-    int pr = parse_msg(h, body, n, &m);
+    int pr = th_lmsg_parse(h, body, n, &m);
     if (pr < 0) {
         error(c, r, 400, null_id, MCPG_RPC_PARSE_ERROR, MSG("Parse error: the body is not valid JSON"));
         return;

@@ -15,6 +15,7 @@
  * 400 for a malformed id or one naming no stream of this session (or one
  * not yet sent), 409 when the stream is being shown to a client already. */
 #include "internal.h"
+#include "legacy_parse.h"
 #include "replay.h"
 #include "stream.h"
 
@@ -23,22 +24,6 @@
 #include <unistd.h>
 
 #define MSG(s) TH_LIT("\"" s "\"")
-
-/* One decimal field of the id, ending at `stop` (or the end). */
-static int field(const char **p, const char *end, char stop, uint32_t *out) {
-    uint64_t v = 0;
-    const char *s = *p;
-    while (*p < end && **p >= '0' && **p <= '9' && v <= UINT32_MAX) v = v * 10 + (uint64_t)(*(*p)++ - '0');
-    if (*p == s || v > UINT32_MAX || (stop ? (*p >= end || **p != stop) : *p != end)) return 0;
-    if (stop) (*p)++;
-    *out = (uint32_t)v;
-    return 1;
-}
-
-static int parse_id(const char *id, size_t n, uint32_t *w, uint32_t *no, uint32_t *seq) {
-    const char *p = id, *end = id + n;
-    return field(&p, end, '_', w) && field(&p, end, '_', no) && field(&p, end, 0, seq);
-}
 
 static void unknown(th_conn *c, th_req *r) {
     th_respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
@@ -49,7 +34,7 @@ static void unknown(th_conn *c, th_req *r) {
 void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
     th_wslot *ws = c->ws;
     uint32_t w, no, seq;
-    if (!parse_id(id, n, &w, &no, &seq) || w >= ws->mod->nworkers) {
+    if (!th_event_id_parse(id, n, &w, &no, &seq) || w >= ws->mod->nworkers) {
         unknown(c, r);
         return;
     }

@@ -344,16 +344,6 @@ void th_submit(th_conn *c, th_req *r) {
     }
 }
 
-void th_fill_header(const th_req *r, int k, th_hval *out) {
-    memset(out, 0, sizeof *out);
-    if (!r->known[k]) return;
-    const th_hdr *h = &r->hdrs[r->known[k] - 1];
-    out->p = r->data.data + h->value_off;
-    out->n = h->value_len;
-    out->present = 1;
-    out->dup = (r->dup_mask >> k) & 1;
-}
-
 void th_handle_mcp(th_conn *c, th_req *r) {
     th_mod *m = c->ws->mod;
     th_mcp_headers hd;

@@ -233,7 +233,7 @@ static int host_buf_append(mcpg_buf *b, const void *p, size_t n) {
     return rc;
 }
 
-static int buf_vprintf(mcpg_buf *b, const char *fmt, va_list ap) {
+MCPG_PRINTF(2, 0) static int buf_vprintf(mcpg_buf *b, const char *fmt, va_list ap) {
     va_list again;
     va_copy(again, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);

@@ -1,0 +1,25 @@
+/* transport_http: the legacy wire's pure parsers, exposed for the fuzzers
+ * (tests/fuzz/fuzz_wire.c): one JSON-RPC message's members, and a
+ * Last-Event-ID. No I/O, no allocation; spans point into the input. */
+#ifndef TH_LEGACY_PARSE_H
+#define TH_LEGACY_PARSE_H
+
+#include <mcpg/sdk.h>
+#include <stdint.h>
+
+/* The members of one JSON-RPC message the legacy wire acts on (the last
+ * occurrence of each). */
+typedef struct th_lmsg {
+    mcpg_json_span id, method, params, result, error;
+    unsigned has; /* bits: 1 id, 2 method, 4 params, 8 result, 16 error, 32 jsonrpc ok */
+} th_lmsg;
+
+/* 1 when body is an object (members in m), 0 valid JSON but not an object
+ * (a batch, a scalar), -1 not JSON. */
+int th_lmsg_parse(const mcpg_host *h, const char *body, size_t n, th_lmsg *m);
+
+/* An event id "<worker>_<stream>_<seq>", three decimal fields that fit in
+ * 32 bits: 1 with the fields set, 0 when malformed. */
+int th_event_id_parse(const char *id, size_t n, uint32_t *w, uint32_t *no, uint32_t *seq);
+
+#endif
