@@ -128,13 +128,17 @@ static void on_write(uv_write_t *req, int status) {
 
 static bool legacy(const load_conn *c) { return c->run->opts->wire == LOAD_WIRE_LEGACY; }
 
+static const load_request_tmpl *tmpl_of(const load_run *run, uint64_t id) {
+    return &run->tmpls[load_mix_pick(&run->mix, id)];
+}
+
 /* The next message of the slot into wbuf: the call, or the handshake step
  * its session is at. */
 static void format_next(load_conn *c) {
     load_run *run = c->run;
     const load_opts *o = run->opts;
     if (!legacy(c)) {
-        c->wlen = load_request_format(&run->tmpl, c->id, NULL, 0, c->wbuf);
+        c->wlen = load_request_format(tmpl_of(run, c->id), c->id, NULL, 0, c->wbuf);
         return;
     }
     if (c->session_len == 0) c->stage = STAGE_INITIALIZE;
@@ -143,7 +147,9 @@ static void format_next(load_conn *c) {
     case STAGE_INITIALIZED:
         c->wlen = load_initialized_format(o->host_port, o->path, c->session, c->session_len, c->wbuf);
         break;
-    default: c->wlen = load_request_format(&run->tmpl, c->id, c->session, c->session_len, c->wbuf); break;
+    default:
+        c->wlen = load_request_format(tmpl_of(run, c->id), c->id, c->session, c->session_len, c->wbuf);
+        break;
     }
 }
 
@@ -441,7 +447,7 @@ int load_conn_init(load_run *run, load_conn *c) {
     memset(c, 0, sizeof *c);
     c->run = run;
     c->state = CONN_CLOSED;
-    c->wbuf = malloc(run->tmpl.max_len > LOAD_HANDSHAKE_MAX ? run->tmpl.max_len : LOAD_HANDSHAKE_MAX);
+    c->wbuf = malloc(run->max_request > LOAD_HANDSHAKE_MAX ? run->max_request : LOAD_HANDSHAKE_MAX);
     c->rcap = READ_BUF_INITIAL;
     c->rbuf = malloc(c->rcap);
     return c->wbuf && c->rbuf ? 0 : -1;

@@ -10,6 +10,7 @@
  *   resp.c     incremental HTTP/1.1 response framing (chunked on the legacy wire)
  *   rpc.c      request text and JSON-RPC answer checks
  *   sse.c      finding the JSON-RPC response among an SSE answer's events
+ *   mix.c      the tool mix (--tool a:3,b:1): which tool each call names
  *   sched.c    the open loop's schedule (--rate): when each call is due
  *   conn.c     one connection's life: connect, send, read, reconnect
  *   report.c   the human table and the JSON line
@@ -66,6 +67,22 @@ uint64_t load_sched_due(const load_sched *s, uint64_t now_ns);   /* calls due by
 uint64_t load_sched_time_of(const load_sched *s, uint64_t k);    /* when call k is due */
 bool load_sched_take(load_sched *s, uint64_t now_ns, uint64_t *due_ns);
 uint64_t load_sched_backlog(const load_sched *s, uint64_t now_ns); /* due, not yet sent */
+
+/* ---- a tool mix (mix.c): --tool a:3,b:1 ----
+ * Each call's tool is a function of its id: every tool gets exactly its
+ * share, interleaved. */
+#define LOAD_MIX_MAX 16
+typedef struct {
+    char names[LOAD_MIX_MAX][65];
+    unsigned weights[LOAD_MIX_MAX];
+    unsigned n;
+    uint8_t *cycle; /* cycle_len slots, each a tool's index */
+    unsigned cycle_len;
+} load_mix;
+
+int load_mix_parse(load_mix *m, const char *spec, char *err, size_t errlen);
+unsigned load_mix_pick(const load_mix *m, uint64_t id);
+void load_mix_free(load_mix *m);
 
 /* ---- which MCP wire ----
  * stateless: 2026-07-28, every request self-contained (_meta, Mcp-Method).
@@ -263,7 +280,9 @@ typedef struct {
 struct load_run {
     uv_loop_t *loop;
     const load_opts *opts;
-    load_request_tmpl tmpl;
+    load_mix mix;                          /* the tools, from --tool */
+    load_request_tmpl tmpls[LOAD_MIX_MAX]; /* one request template per tool */
+    size_t max_request;                    /* the longest any template makes */
     load_conn *conns;
     unsigned nconns;
     unsigned open_conns;

@@ -31,7 +31,8 @@ static void usage(FILE *out) {
           "  -d, --duration S     measured window in seconds (default 10)\n"
           "  -w, --warmup S       seconds of load before the window, not counted (default 2)\n"
           "  --max-calls N        end the window after N answers (good or bad)\n"
-          "  --tool NAME          tool to call (default echo)\n"
+          "  --tool NAME[:W],...  tool to call (default echo); a list is a mix, each tool named by\n"
+          "                       W of every sum-of-weights calls, interleaved (echo:3,lat5:1)\n"
           "  --message TEXT       arguments.message (default \"hello\")\n"
           "  --message-size N     arguments.message is N bytes of 'x' (payload-size runs)\n"
           "  --expect TEXT        an answer's body must contain TEXT\n"
@@ -333,6 +334,33 @@ static void raise_fd_limit(unsigned need) {
     }
 }
 
+static void free_templates(load_run *run) {
+    for (unsigned i = 0; i < run->mix.n; i++) load_request_tmpl_free(&run->tmpls[i]);
+    load_mix_free(&run->mix);
+}
+
+/* One request template per tool of --tool; 0, or -1 with err. */
+static int init_templates(load_run *run, const char *message, char *err, size_t errlen) {
+    const load_opts *o = run->opts;
+    if (load_mix_parse(&run->mix, o->tool, err, errlen) < 0) return -1;
+    for (unsigned i = 0; i < run->mix.n; i++) {
+        load_request_tmpl *t = &run->tmpls[i];
+        if (load_request_tmpl_init(t, o->wire, o->host_port, o->path, run->mix.names[i], message, err,
+                                   errlen) < 0) {
+            run->mix.n = i; /* free the ones made */
+            free_templates(run);
+            return -1;
+        }
+        if (load_request_tmpl_add_headers(t, o->headers, o->headers_len) != 0) {
+            run->mix.n = i + 1;
+            free_templates(run);
+            return snprintf(err, errlen, "out of memory"), -1;
+        }
+        if (t->max_len > run->max_request) run->max_request = t->max_len;
+    }
+    return 0;
+}
+
 static int init_run(load_run *run, const load_opts *o, uv_loop_t *loop) {
     memset(run, 0, sizeof *run);
     run->loop = loop;
@@ -344,18 +372,9 @@ static int init_run(load_run *run, const load_opts *o, uv_loop_t *loop) {
         memset(generated, 'x', o->message_size);
         generated[o->message_size] = '\0';
     }
-    int rc = load_request_tmpl_init(&run->tmpl, o->wire, o->host_port, o->path, o->tool,
-                                    generated ? generated : o->message, err, sizeof err);
-    free(generated); /* the template holds its own escaped copy */
-    if (rc == 0 && load_request_tmpl_add_headers(&run->tmpl, o->headers, o->headers_len) != 0) {
-        load_request_tmpl_free(&run->tmpl);
-        snprintf(err, sizeof err, "out of memory");
-        rc = -1;
-    }
-    if (rc == 0 && load_tls_init(run, err, sizeof err) != 0) {
-        load_request_tmpl_free(&run->tmpl);
-        rc = -1;
-    }
+    int rc = init_templates(run, generated ? generated : o->message, err, sizeof err);
+    free(generated); /* each template holds its own escaped copy */
+    if (rc == 0 && load_tls_init(run, err, sizeof err) != 0) rc = -1;
     if (rc < 0) {
         fprintf(stderr, "mcpg-load: %s\n", err);
         return -1;
@@ -376,7 +395,7 @@ static void free_run(load_run *run) {
     for (unsigned i = 0; run->conns && i < run->nconns; i++) load_conn_free(&run->conns[i]);
     free(run->conns);
     free(run->idle_stack);
-    load_request_tmpl_free(&run->tmpl);
+    free_templates(run);
     load_tls_free(run);
 }
 

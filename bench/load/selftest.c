@@ -292,8 +292,33 @@ static void test_sched(void) {
     CHECK(load_sched_time_of(&s, 2) == 666666666ull);
 }
 
+/* The tool mix: exact shares per cycle, interleaved, bad specs refused. */
+static void test_mix(void) {
+    load_mix m;
+    char err[128];
+    CHECK(load_mix_parse(&m, "echo", err, sizeof err) == 0 && m.n == 1 && load_mix_pick(&m, 7) == 0);
+    load_mix_free(&m);
+    CHECK(load_mix_parse(&m, "a:3,b:1", err, sizeof err) == 0 && m.n == 2 && m.cycle_len == 4);
+    unsigned count[2] = {0, 0}, runs_of_a = 0, run = 0;
+    for (uint64_t id = 1; id <= 400; id++) {
+        unsigned t = load_mix_pick(&m, id);
+        count[t]++;
+        run = t == 0 ? run + 1 : 0;
+        if (run > runs_of_a) runs_of_a = run;
+    }
+    CHECK(count[0] == 300 && count[1] == 100); /* exactly 3:1 */
+    CHECK(runs_of_a <= 3);                     /* never more a's in a row than one cycle holds */
+    CHECK(strcmp(m.names[1], "b") == 0);
+    load_mix_free(&m);
+    CHECK(load_mix_parse(&m, "a:0", err, sizeof err) < 0);
+    CHECK(load_mix_parse(&m, "a:1001", err, sizeof err) < 0);
+    CHECK(load_mix_parse(&m, "a,,b", err, sizeof err) < 0);
+    CHECK(load_mix_parse(&m, "a:x", err, sizeof err) < 0);
+}
+
 int main(void) {
     test_sched();
+    test_mix();
     test_hist_index();
     test_hist_percentiles();
     test_resp();
