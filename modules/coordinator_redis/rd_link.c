@@ -16,8 +16,10 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "rd_internal.h"
 
@@ -222,14 +224,35 @@ void rd_link_connect(rd_link *l) {
     }
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    /* 0.14.1 watches the socket for writing only once a command is queued:
+     * ask now, so a refused or completed connect is seen at once */
+    ac->ev.addWrite(ac->ev.data);
     l->ac = ac;
     l->state = RD_CONNECTING;
     l->deadline_us = now_us(l) + (uint64_t)cr->cfg->connect_timeout_ms * 1000;
 }
 
+/* A refused connect shows as POLLERR, which libuv hands the adapter as an
+ * error status that it ignores (and the poll stops): ask the socket. */
+static int connect_refused(const rd_link *l, char *why, size_t cap) {
+    int err = 0;
+    socklen_t n = sizeof err;
+    if (getsockopt(l->ac->c.fd, SOL_SOCKET, SO_ERROR, &err, &n) != 0 || err == 0 ||
+        err == EINPROGRESS)
+        return 0;
+    snprintf(why, cap, "connect: %s", strerror(err));
+    return 1;
+}
+
 void rd_link_tick(rd_link *l, uint64_t now) {
+    char why[160];
     if (l->wk->stopping) return;
-    if ((l->state == RD_CONNECTING || l->state == RD_HANDSHAKE) && now >= l->deadline_us) {
+    if (l->state == RD_CONNECTING && connect_refused(l, why, sizeof why)) {
+        struct redisAsyncContext *ac = l->ac;
+        l->ac = NULL;
+        redisAsyncFree(ac);
+        link_down(l, why);
+    } else if ((l->state == RD_CONNECTING || l->state == RD_HANDSHAKE) && now >= l->deadline_us) {
         struct redisAsyncContext *ac = l->ac;
         l->ac = NULL;
         redisAsyncFree(ac);
