@@ -13,7 +13,8 @@ temp folder, stopped by pid) and two gateways A and B on conf/fleet-redis.json.
     GET stream on A, and a DELETE on B ends A's stream promptly;
   * a session opened on B is served by A once B is killed (SIGKILL);
   * Redis killed mid-run: stateless calls keep working on both, a new
-    session is 503 with Retry-After, a global limit fails closed (503);
+    session is 503 with Retry-After, a global limit fails closed (503), or
+    is admitted on a third replica whose limits say on_coordinator_error admit;
     Redis started again (empty, no persistence): sessions open again, the
     limits judge again, and a session from before is gone (404) on a
     replica that had not cached it.
@@ -115,6 +116,13 @@ def main():
         for name in ("A", "B"):
             gws[name] = Gateway(ctx, config=conf, name="gateway-" + name,
                                 env=gateway_env(ctx, redis, "fleet:", name)).start()
+        # a third replica whose limits fail open (on_coordinator_error admit)
+        with open(conf) as f:
+            m = json.load(f)
+        limits = next(x for x in m["modules"] if x["module"] == "limits")
+        limits["config"]["on_coordinator_error"] = "admit"
+        gws["open"] = Gateway(ctx, manifest=m, name="gateway-open",
+                              env=gateway_env(ctx, redis, "fleet:", "open")).start()
 
     def t_check():
         env = gateway_env(ctx, redis, "fleet:", "check")
@@ -233,6 +241,8 @@ def main():
         r, rpc_ = call_tool(b, "capped", {"message": "down"})
         check_eq(r.status, 503, "a global limit with Redis down fails closed (%r)" % rpc_)
         check("cannot be judged" in rpc_["error"]["message"], "says why: %r" % rpc_)
+        r, rpc_ = call_tool(gws["open"].port, "capped", {"message": "open"})
+        check_eq(r.status, 200, "on_coordinator_error admit: served unlimited (%r)" % rpc_)
         redis.start()  # the same port, empty
 
         def sessions_again():
@@ -248,8 +258,10 @@ def main():
                  "a session from before the restart, on B (Redis held it alone)")
 
     def t_stop():
-        for n in ("A", "B"):
+        for n in ("A", "B", "open"):
             gws[n].stop()
+        check("admitted unlimited (on_coordinator_error admit; 1 so far)" in gws["open"].stderr(),
+              "the fail-open replica logged it")
         redis.stop()
 
     try:
