@@ -75,7 +75,7 @@ static void link_ready(rd_link *l) {
 void rd_link_drop(rd_link *l, int timed_out) {
     struct redisAsyncContext *ac = l->ac;
     if (!ac) return;
-    atomic_fetch_add(&cr_of(l)->drops, 1);
+    if (!l->wk->stopping) atomic_fetch_add(&cr_of(l)->drops, 1);
     l->timed_out = timed_out;
     l->state = RD_DOWN;
     /* commands waiting are answered with NULL replies inside the free; the
