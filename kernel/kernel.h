@@ -109,6 +109,7 @@ typedef struct manifest {
     char **listen; size_t n_listen;
     int64_t workers;
     char *module_dir;
+    char *cluster_kind;      /* cluster.kind: single_node, nats, redis */
     char *runtime_dir;
     int log_level;
     int64_t drain_timeout_ms;

@@ -247,16 +247,14 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
 
 static void parse_cluster(mctx *c, json_t *root) {
     json_t *cl = get_object(c, root, "cluster", "cluster");
-    if (!cl) return;
-    static const char *const keys[] = {"kind"};
-    check_keys(c, cl, "cluster", keys, 1);
-    char *kind = get_string(c, cl, "kind", "cluster", "single_node");
-    if (strcmp(kind, "nats") == 0 || strcmp(kind, "redis") == 0)
-        err(c, "cluster.kind", "\"%s\" needs the coordinator_%s module, which this build does not have",
-            kind, kind);
-    else if (strcmp(kind, "single_node") != 0)
+    char *kind = cl ? get_string(c, cl, "kind", "cluster", "single_node") : strdup("single_node");
+    if (cl) {
+        static const char *const keys[] = {"kind"};
+        check_keys(c, cl, "cluster", keys, 1);
+    }
+    if (strcmp(kind, "single_node") != 0 && strcmp(kind, "nats") != 0 && strcmp(kind, "redis") != 0)
         err(c, "cluster.kind", "must be one of: single_node, nats, redis");
-    free(kind);
+    c->m->cluster_kind = kind;
 }
 
 static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
@@ -561,14 +559,39 @@ static void check_references(mctx *c) {
     }
 }
 
+/* A fleet kind's coordinator is declared in "modules" (its config says where
+ * the store is): one of module coordinator_<kind>. */
+static void check_fleet_coordinator(mctx *c, const decl_instance *coordinator) {
+    manifest *m = c->m;
+    char want[64];
+    snprintf(want, sizeof want, "coordinator_%s", m->cluster_kind);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s.so", m->module_dir, want);
+    if (!coordinator && access(path, R_OK) != 0)
+        err(c, "cluster.kind", "\"%s\" needs the %s module, which this build does not have",
+            m->cluster_kind, want);
+    else if (!coordinator)
+        err(c, "cluster.kind", "\"%s\" needs a %s instance in modules (its config says where "
+            "the store is)", m->cluster_kind, want);
+    else if (strcmp(coordinator->module, want) != 0)
+        err(c, "cluster.kind", "\"%s\" needs its coordinator to be %s, not \"%s\" (instance "
+            "\"%s\")", m->cluster_kind, want, coordinator->module, coordinator->name);
+}
+
 /* The gateway's coordinator (host->coordinator): one declared in "modules",
  * else, on a single node, coordinator_memory when the build has it, as the
  * instance "cluster". */
 static void add_default_coordinator(mctx *c) {
     manifest *m = c->m;
-    for (size_t i = 0; i < m->n_instances; i++)
+    const decl_instance *declared = NULL;
+    for (size_t i = 0; i < m->n_instances && !declared; i++)
         if (m->instances[i].image && m->instances[i].image->desc->kind == MCPG_KIND_COORDINATOR)
-            return;
+            declared = &m->instances[i];
+    if (m->cluster_kind && strcmp(m->cluster_kind, "single_node") != 0) {
+        check_fleet_coordinator(c, declared);
+        return;
+    }
+    if (declared) return;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/coordinator_memory.so", m->module_dir);
     if (access(path, R_OK) != 0 || find_instance(m, "cluster")) return;
@@ -726,6 +749,7 @@ void manifest_free(manifest *m) {
     free(m->instances);
     free_instance(&m->transport);
     free(m->id);
+    free(m->cluster_kind);
     redactor_free(m->redact);
     for (int s = 0; s < STAGE_COUNT; s++) free_strings(m->stage[s], m->n_stage[s]);
     for (size_t i = 0; i < m->n_bindings; i++) {

@@ -15,6 +15,8 @@ cd "$(dirname "$0")/.."
 #                                 (libclang-rt-14-dev is only a Recommends: list it)
 # libuv1-dev libjansson-dev libssl-dev : libraries the kernel and modules link
 # libffi-dev                    : backend_ffi calls C functions through libffi
+# libhiredis-dev                : coordinator_redis (hiredis 0.14.1 and its libuv adapter)
+# redis-server redis-tools      : the Redis the coordinator_redis tests start, and redis-cli
 # openssl                       : the command that makes the TLS tests' certificates
 # node-llhttp                   : llhttp C sources (/usr/share/llhttp), no -dev package
 # python3                       : integration tests (/usr/bin/python3, stdlib only)
@@ -26,6 +28,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   libuv1-dev libjansson-dev libssl-dev
   libffi-dev openssl
+  libhiredis-dev redis-server redis-tools
   node-llhttp
   python3 curl
   nginx-light wrk

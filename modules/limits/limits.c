@@ -30,6 +30,7 @@ typedef struct lim_cfg {
     const char *limits;
     int64_t max_keys;
     int64_t slot_ttl_ms;
+    const char *on_coordinator_error;
 } lim_cfg;
 
 static const mcpg_config_field lim_fields[] = {
@@ -42,6 +43,11 @@ static const mcpg_config_field lim_fields[] = {
                        "counters kept (limit x key); a call needing one more is refused (503)"),
     MCPG_CFG_INT_FIELD(lim_cfg, slot_ttl_ms, "slot_ttl_ms", "300000", 1000, 86400000,
                        "global caps: a slot key's TTL, so a dead gateway's slots expire"),
+    MCPG_CFG_ENUM_FIELD(lim_cfg, on_coordinator_error, "on_coordinator_error", "\"refuse\"",
+                        "refuse|admit",
+                        "a global limit the coordinator cannot judge (down, timed out): refuse "
+                        "the call (503, fail closed) or admit it unlimited by that limit (fail "
+                        "open: counted, logged)"),
     MCPG_CONFIG_END};
 
 typedef struct lim_mod {
@@ -53,6 +59,8 @@ typedef struct lim_mod {
     _Atomic int coordinator_logged;
     /* what refusals cost, logged at destroy: coordinator ops asked, refusals */
     _Atomic uint64_t coord_ops, refusals, refusals_from_memory;
+    _Atomic uint64_t admitted_unjudged; /* on_coordinator_error admit */
+    int admit_unjudged;
     /* the order limits are judged in: caps, then budgets, then rates (each
      * in config order), so what a refusal must undo is cheapest to undo */
     uint32_t order[LIM_MAX_LIMITS];
@@ -159,6 +167,19 @@ static mcpg_status fail(lim_mod *m, mcpg_call *call, const lim_def *d, const cha
     m->host->call_error(call, MCPG_RPC_SERVER_ERROR, msg, NULL);
     m->host->call_set_http(call, 503, 1);
     return MCPG_DENY;
+}
+
+/* The coordinator answered an error for a global limit: fail closed (503),
+ * or with on_coordinator_error "admit" let the call go on unlimited by it,
+ * counted and logged (the first time, then once per 1000). */
+static mcpg_status unjudged(lim_mod *m, mcpg_call *call, const lim_def *d, int status) {
+    if (!m->admit_unjudged) return fail(m, call, d, "coordinator error");
+    uint64_t n = atomic_fetch_add(&m->admitted_unjudged, 1);
+    if (n % 1000 == 0)
+        m->host->log(m->self, MCPG_LOG_WARN, "limit \"%s\": the coordinator answered %s; "
+                     "admitted unlimited (on_coordinator_error admit; %llu so far)", d->name,
+                     m->host->errname(status), (unsigned long long)n + 1);
+    return MCPG_CONTINUE;
 }
 
 /* Remember a refusal of a global limit until `until` (mono us). */
@@ -334,7 +355,8 @@ static void slot_done(void *arg, int status, const mcpg_coord_value *v) {
         remember(e, (int64_t)w->m->host->mono_us() + LIM_CAP_MEMORY_US);
         op_answered(w, refuse(w->m, w->call, d, 0));
     } else {
-        op_answered(w, fail(w->m, w->call, d, "the coordinator did not answer"));
+        /* admitted unjudged: the local slot is held, no slot key (slot -1) */
+        op_answered(w, unjudged(w->m, w->call, d, status));
     }
 }
 
@@ -357,7 +379,7 @@ static void rate_done(void *arg, int status, const mcpg_coord_value *v) {
     lim_walk *w = arg;
     const lim_def *d = current_def(w);
     if (status == 0) return op_answered(w, MCPG_CONTINUE);
-    if (status != MCPG_EAGAIN) return op_answered(w, fail(w->m, w->call, d, "coordinator error"));
+    if (status != MCPG_EAGAIN) return op_answered(w, unjudged(w->m, w->call, d, status));
     const mcpg_host *h = w->m->host;
     int64_t wait = v->number - h->wall_us();
     if (wait < 1) wait = 1;
@@ -368,7 +390,7 @@ static void rate_done(void *arg, int status, const mcpg_coord_value *v) {
 static void budget_done(void *arg, int status, const mcpg_coord_value *v) {
     lim_walk *w = arg;
     const lim_def *d = current_def(w);
-    if (status != 0) return op_answered(w, fail(w->m, w->call, d, "coordinator error"));
+    if (status != 0) return op_answered(w, unjudged(w->m, w->call, d, status));
     if (v->number <= d->n) {
         w->spent[w->n_spent++] = (lim_spent){w->cur, w->window};
         return op_answered(w, MCPG_CONTINUE);
@@ -545,10 +567,12 @@ static void lim_destroy(void *instance) {
     lim_mod *m = instance;
     if (m->table.slots)
         m->host->log(m->self, MCPG_LOG_INFO,
-                     "refusals: %llu (%llu answered from memory); coordinator ops to judge calls: %llu",
+                     "refusals: %llu (%llu answered from memory); coordinator ops to judge calls: %llu"
+                     "; admitted unjudged: %llu",
                      (unsigned long long)atomic_load(&m->refusals),
                      (unsigned long long)atomic_load(&m->refusals_from_memory),
-                     (unsigned long long)atomic_load(&m->coord_ops));
+                     (unsigned long long)atomic_load(&m->coord_ops),
+                     (unsigned long long)atomic_load(&m->admitted_unjudged));
     lim_table_fini(&m->table);
     lim_set_free(&m->set);
     free(m);
@@ -561,6 +585,7 @@ static int lim_create(const mcpg_host *host, mcpg_instance *self, const void *co
     m->host = host;
     m->self = self;
     m->cfg = config;
+    m->admit_unjudged = strcmp(m->cfg->on_coordinator_error, "admit") == 0;
     mcpg_config_problems p = {host, NULL, self, 0};
     if (lim_set_parse(&m->set, m->cfg->limits, &p) != 0 || !coordinator_ok(m)) {
         lim_destroy(m);

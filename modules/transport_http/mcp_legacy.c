@@ -230,9 +230,12 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
                              MSG("Too many open sessions (gateway.server.max_sessions): retry later"), NULL, 0);
         return;
     }
-    if (rc == MCPG_EUNAVAIL) {
-        th_respond_rpc_error(c, r, 503, 0, id, MCPG_RPC_SERVER_ERROR,
-                             MSG("Service Unavailable: sessions need the gateway's coordinator"), NULL, 0);
+    if (rc == MCPG_EUNAVAIL || rc == MCPG_ETIMEDOUT) {
+        /* no coordinator, or a fleet's store unreachable (Redis down): a later
+         * try may find it back */
+        th_respond_rpc_error(c, r, 503, 1, id, MCPG_RPC_SERVER_ERROR,
+                             MSG("Service Unavailable: sessions need the gateway's coordinator, "
+                                 "which does not answer: retry later"), NULL, 0);
         return;
     }
     if (rc) {

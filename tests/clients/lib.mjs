@@ -12,6 +12,7 @@ export function options() {
     const { values } = parseArgs({
         options: {
             url: { type: 'string' },
+            'url-b': { type: 'string' },
             tool: { type: 'string' },
             args: { type: 'string', default: '{}' },
             expect: { type: 'string' },
@@ -84,6 +85,8 @@ export function recordingFetch(hooks = {}) {
         }
         const rec = { method: init.method || 'GET', rpc, headers, status: 0, contentType: '' };
         log.push(rec);
+        if (hooks.url) url = hooks.url(rec, url);
+        rec.url = String(url);
         const res = await fetch(url, init);
         rec.status = res.status;
         rec.contentType = res.headers.get('content-type') || '';

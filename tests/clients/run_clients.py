@@ -5,7 +5,9 @@
 Starts the gateway (tests/integration/gateway.py) on a free loopback port with
 conf/everything.json and runs the client script(s) with the system Node (20 or
 later): v1.mjs for the v1 SDK on the session wire; v2.mjs twice for the v2 client,
-negotiating `auto` and pinned to 2026-07-28. Each script prints one PASS/FAIL line
+negotiating `auto` and pinned to 2026-07-28; v1-fleet runs v1.mjs across two
+gateways on one redis-server (tests/integration/test_fleet_redis.py's Redis):
+the session opened and streamed on A, its other POSTs and DELETE on B. Each script prints one PASS/FAIL line
 a check. With --tls the gateway serves https (transport_http's TLS, a certificate
 for localhost from a CA this run makes with the openssl command) and the clients
 reach https://127.0.0.1:PORT/mcp (an IP SAN of the certificate) trusting that CA through NODE_EXTRA_CA_CERTS. Exit 1 when a check fails that expected-failures.txt does not list, when
@@ -35,6 +37,8 @@ V1_CHECKS = ["initialize", "get-stream", "tools-list", "tools-call", "resume-aft
 V2_CHECKS = ["connect", "discover", "tools-list", "tools-call", "input-required"]
 RUNS = {
     "v1": [("v1", "v1.mjs", [], V1_CHECKS)],
+    # two gateways on one redis-server: opened on A, used and ended on B
+    "v1-fleet": [("v1-fleet", "v1.mjs", [], V1_CHECKS)],
     "v2": [("v2-auto", "v2.mjs", ["--mode", "auto"], V2_CHECKS),
            ("v2-pin", "v2.mjs", ["--mode", "pin"], V2_CHECKS)],
 }
@@ -141,6 +145,17 @@ def https_gateway(ctx, manifest_path):
     return gw, {"NODE_EXTRA_CA_CERTS": pki.path("ca", "pem")}
 
 
+def fleet_manifest(ctx, manifest_path, redis):
+    """The manifest on Redis (cluster.kind redis, a coordinator_redis instance)."""
+    with open(manifest_path) as f:
+        m = json.load(f)
+    m["cluster"] = {"kind": "redis"}
+    m.setdefault("modules", []).insert(0, {
+        "name": "cluster", "module": "coordinator_redis",
+        "config": {"url": "redis://127.0.0.1:%d" % redis.port, "key_prefix": "clients:"}})
+    return m
+
+
 def main():
     args = parse_cli()
     expected = read_expected(args.expected)
@@ -162,15 +177,28 @@ def main():
     if args.tls:
         gw, env = https_gateway(ctx, manifest)
         scheme = "https"
+    redis, gw_b, url_b = None, None, []
+    if args.client == "v1-fleet":
+        from test_fleet_redis import Redis
+        redis = Redis(ctx)
+        redis.start()
+        m = fleet_manifest(ctx, manifest, redis)
+        gw = g.Gateway(ctx, manifest=m, name="clients-a")
+        gw_b = g.Gateway(ctx, manifest=m, name="clients-b").start()
+        url_b = ["--url-b", "http://127.0.0.1:%d/mcp" % gw_b.port]
     with gw:
         url = "%s://127.0.0.1:%d/mcp" % (scheme, gw.port)
         for run, script, extra, checks in RUNS[args.client]:
+            extra = extra + url_b
             out, err, rc = run_script(node, script, extra, url, call, env)
             c = judge(run, checks, out, err, expected, problems)
             for k in total:
                 total[k] += c[k]
             if rc is None:
                 problems.append("%s: %s" % (run, err))
+    if gw_b:
+        gw_b.stop()
+        redis.stop()
     print("%s clients%s: checks %d passed, %d failed (%d of them expected failures)"
           % (args.client, " over https" if args.tls else "", total["pass"], total["fail"],
              total["xfail"]))

@@ -4,6 +4,7 @@
 // elicitation answered by this client, and DELETE ending the session.
 //
 //   node v1.mjs --url http://127.0.0.1:PORT/mcp --tool NAME --args JSON --expect TEXT
+//                [--url-b http://127.0.0.1:PORT2/mcp]   (a second replica: see fleetRoute)
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -11,6 +12,8 @@ import { CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextpr
 import { assert, check, finish, options, recordingFetch, resultText } from './lib.mjs';
 
 const opt = options();
+// the checks' names: v1-<check>, or v1-fleet-<check> across two replicas
+const RUN = opt['url-b'] ? 'v1-fleet' : 'v1';
 const SAMPLED = 'sampled by the mcpg v1 client test';
 
 // Cuts one POST answer short, the way a dropped connection would: the events
@@ -60,7 +63,18 @@ function dropAfterPriming(body) {
     });
 }
 
+// With --url-b (a fleet of two gateways on one coordinator): initialize and
+// every GET (the stream, a resumption) go to --url, every other POST and the
+// DELETE to --url-b, so the session is opened on one replica and used and
+// ended on the other.
+function fleetRoute(rec, url) {
+    if (!opt['url-b']) return url;
+    const onA = rec.rpc?.method === 'initialize' || rec.method === 'GET';
+    return onA ? url : new URL(opt['url-b']);
+}
+
 const fetchLog = recordingFetch({
+    url: fleetRoute,
     body(rec, res) {
         if (!cutNextCall || rec.method !== 'POST' || rec.rpc?.method !== 'tools/call') return undefined;
         if (!rec.contentType.startsWith('text/event-stream') || !res.body) return undefined;
@@ -95,7 +109,7 @@ const transport = new StreamableHTTPClientTransport(new URL(opt.url), {
 });
 transport.onerror = () => {}; // drops the test makes on purpose are reported by the checks
 
-const connected = await check('v1-initialize', async () => {
+const connected = await check(`${RUN}-initialize`, async () => {
     await client.connect(transport);
     assert(transport.sessionId, 'no Mcp-Session-Id after initialize');
     const v = transport.protocolVersion;
@@ -105,7 +119,7 @@ const connected = await check('v1-initialize', async () => {
     return true;
 });
 
-await check('v1-get-stream', async () => {
+await check(`${RUN}-get-stream`, async () => {
     assert(connected, 'not connected');
     // The SDK opens the GET stream right after notifications/initialized.
     for (let i = 0; i < 50 && !fetchLog.log.some(r => r.method === 'GET' && r.status); i++) {
@@ -117,19 +131,19 @@ await check('v1-get-stream', async () => {
     assert(get.contentType.startsWith('text/event-stream'), `GET stream content-type ${get.contentType}`);
 });
 
-await check('v1-tools-list', async () => {
+await check(`${RUN}-tools-list`, async () => {
     assert(connected, 'not connected');
     const { tools } = await client.listTools();
     assert(tools.some(t => t.name === opt.tool), `${opt.tool} not in ${tools.map(t => t.name)}`);
 });
 
-await check('v1-tools-call', async () => {
+await check(`${RUN}-tools-call`, async () => {
     assert(connected, 'not connected');
     const text = resultText(await client.callTool({ name: opt.tool, arguments: opt.args }));
     assert(text.includes(opt.expect), `result text ${JSON.stringify(text)} lacks ${JSON.stringify(opt.expect)}`);
 });
 
-await check('v1-resume-after-drop', async () => {
+await check(`${RUN}-resume-after-drop`, async () => {
     assert(connected, 'not connected');
     cutNextCall = true;
     const text = resultText(await client.callTool({ name: opt.tool, arguments: opt.args }));
@@ -141,7 +155,7 @@ await check('v1-resume-after-drop', async () => {
     assert(text.includes(opt.expect), `replayed result ${JSON.stringify(text)} lacks ${JSON.stringify(opt.expect)}`);
 });
 
-await check('v1-sampling', async () => {
+await check(`${RUN}-sampling`, async () => {
     assert(connected, 'not connected');
     const res = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'say something' } });
     assert(sampled === 1, `the client's sampling handler ran ${sampled} times, expected 1`);
@@ -149,7 +163,7 @@ await check('v1-sampling', async () => {
     assert(text.includes(SAMPLED), `result ${JSON.stringify(text)} does not carry the client's answer`);
 });
 
-await check('v1-elicitation', async () => {
+await check(`${RUN}-elicitation`, async () => {
     assert(connected, 'not connected');
     const res = await client.callTool({ name: 'test_elicitation', arguments: { message: 'who are you?' } });
     assert(elicited === 1, `the client's elicitation handler ran ${elicited} times, expected 1`);
@@ -157,7 +171,7 @@ await check('v1-elicitation', async () => {
     assert(/accept/.test(text), `result ${JSON.stringify(text)} does not carry the accepted answer`);
 });
 
-await check('v1-delete-then-404', async () => {
+await check(`${RUN}-delete-then-404`, async () => {
     assert(connected, 'not connected');
     const sid = transport.sessionId;
     await transport.terminateSession();
