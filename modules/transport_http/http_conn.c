@@ -79,6 +79,7 @@ static void conn_free(th_conn *c) {
     else ws->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     ws->nconns--;
+    th_metric_add(ws, ws->mod->m_conns, -1);
     host->free(c);
     th_worker_maybe_stop(ws);
 }
@@ -375,6 +376,7 @@ int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out) {
     ws->conns = c;
     ws->nconns++;
     if (ws->nconns > ws->nconns_peak) ws->nconns_peak = ws->nconns;
+    th_metric_add(ws, ws->mod->m_conns, 1);
     if (uv_tcp_open(&c->tcp, fd)) {
         /* the handle never took the fd: the kernel closes it on our error */
         tls_undo(c, carry);

@@ -269,7 +269,12 @@ struct th_mod {
     pthread_mutex_t tls_lock; /* guards tls_ctx: loops take it per connection, reloaded swaps it */
     int tls_lock_ok;
     SSL_CTX *tls_ctx;    /* NULL: clear text */
+    mcpg_metric *m_conns, *m_streams, *m_sessions; /* metrics.c; NULL without a registry */
 };
+
+/* metrics.c: the transport's gauges (connections, streams, sessions) */
+void th_metrics_register(th_mod *m);
+void th_metric_add(th_wslot *ws, mcpg_metric *g, int64_t delta); /* on ws's loop */
 
 /* admin.c: POST /admin/reload */
 int th_admin_init(th_mod *m);

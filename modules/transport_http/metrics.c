@@ -1,7 +1,15 @@
-/* transport_http: GET /metrics. The kernel asks the manifest's metrics
- * instance for its exposition (host->metrics_render) on this loop; the
- * answer is written as it is. Without a metrics instance the route answers
- * 404, like a path that does not exist. */
+/* transport_http's metrics: GET /metrics, and the transport's own gauges.
+ *
+ * The route: the kernel asks the manifest's metrics instance for its
+ * exposition (host->metrics_render) on this loop; the answer is written as it
+ * is. Without a metrics instance it answers 404, like a path that does not
+ * exist.
+ *
+ * The gauges (registered at create, so the label sets are fixed then): open
+ * connections, long-lived streams (legacy GET streams, stateless listens)
+ * and the legacy sessions this gateway created and has
+ * not yet seen end. Each loop adds and subtracts in its own cells (the
+ * registry's per-loop rows): no lock, no shared line on the hot path. */
 #include "internal.h"
 
 #define MSG(s) TH_LIT("\"" s "\"")
@@ -37,4 +45,28 @@ void th_metrics(th_conn *c, th_req *r) {
         th_respond(c, r, &hd, &body, 1);
     }
     h->buf_free(&text);
+}
+
+/* ---- the transport's gauges ---- */
+
+static mcpg_metric *gauge(th_mod *m, const char *name, const char *help) {
+    mcpg_metric_desc d = {.size = sizeof d, .type = MCPG_METRIC_GAUGE, .name = name, .help = help,
+                          .n_series = 1};
+    mcpg_metric *g = NULL;
+    return m->host->metric_new(m->self, &d, &g) == 0 ? g : NULL;
+}
+
+void th_metrics_register(th_mod *m) {
+    if (!MCPG_HOST_HAS(m->host, metric_new)) return;
+    m->m_conns = gauge(m, "mcpg_http_connections", "Client connections open (closing ones too)");
+    m->m_streams = gauge(m, "mcpg_http_streams",
+                         "Long-lived streams open: legacy GET streams (new or resumed) and "
+                         "stateless subscriptions/listen");
+    m->m_sessions = gauge(m, "mcpg_sessions",
+                          "Legacy (2025-11-25) sessions this gateway created whose end it has not "
+                          "yet seen (DELETE, expiry, or their end heard from another replica)");
+}
+
+void th_metric_add(th_wslot *ws, mcpg_metric *g, int64_t delta) {
+    if (g) ws->mod->host->metric_add(g, 0, delta);
 }

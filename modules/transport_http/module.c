@@ -193,6 +193,7 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
         th_destroy(m);
         return rc;
     }
+    th_metrics_register(m);
     *instance_out = m;
     return 0;
 }

@@ -75,6 +75,7 @@ static void detach_client(th_rstream *rs) {
     if (g != rs->caller) {
         g->rs = NULL;
         if (g->conn) g->conn->nstreams--;
+        th_metric_add(g->ws, g->ws->mod->m_streams, -1); /* its connection may be gone */
     }
 }
 
@@ -206,6 +207,7 @@ void th_replay_attach(th_wslot *ws, th_rstream *rs, th_req *r, uint32_t after) {
     rs->client = r;
     r->state = TH_REQ_INFLIGHT;
     c->nstreams++; /* a stream, not an idle connection */
+    if (r != rs->caller) th_metric_add(r->ws, r->ws->mod->m_streams, 1);
     if (th_sse_begin(c, r)) {
         c->close_after = 1;
         detach_client(rs);

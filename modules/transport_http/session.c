@@ -311,7 +311,10 @@ static void gone(th_wslot *ws, const char *sid) {
     th_legacy_end_streams(ws, id);
     if (!e) return;
     th_replay_session_end(ws, e);
-    if (e->owned) uncount(ws);
+    if (e->owned) {
+        uncount(ws);
+        th_metric_add(ws, ws->mod->m_sessions, -1);
+    }
     ws->mod->host->buf_free(&e->row);
     ws->mod->host->free(e);
 }
@@ -358,7 +361,10 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
             mcpg_coord_value w = *v;
             w.data = o->row.data, w.len = o->row.len;
             e = remember(ws, o->sid, &w, 1);
-            if (e) e->owned = 1, e->used_ms = now_ms(ws);
+            if (e) {
+                e->owned = 1, e->used_ms = now_ms(ws);
+                th_metric_add(ws, ws->mod->m_sessions, 1);
+            }
         }
         if (!e) uncount(ws); /* not created, or not kept here: nobody would uncount it */
         if (o->r && e) memcpy(o->r->sid, o->sid, sizeof o->sid);

@@ -152,6 +152,7 @@ void th_listener_add(th_wslot *ws, th_req *r) {
     ws->listeners = r;
     r->listening = 1;
     r->conn->nstreams++;
+    th_metric_add(ws, ws->mod->m_streams, 1);
 }
 
 void th_listener_remove(th_wslot *ws, th_req *r) {
@@ -163,6 +164,7 @@ void th_listener_remove(th_wslot *ws, th_req *r) {
     r->lprev = r->lnext = NULL;
     r->listening = 0;
     r->conn->nstreams--;
+    th_metric_add(ws, ws->mod->m_streams, -1);
 }
 
 /* A graceful end is a normal result for the listen request. */

@@ -293,9 +293,36 @@ def t_check():
     check("metrics" in out and "Prometheus" in out, out)
 
 
+def t_transport_gauges():
+    """Connections, long-lived streams and sessions open, each up and back down."""
+    with Gateway(ctx, config=write_manifest(manifest())) as gw:
+        def gauges():
+            samples, _, _ = scrape(gw.port)
+            return (value(samples, "mcpg_http_connections"), value(samples, "mcpg_http_streams"),
+                    value(samples, "mcpg_sessions"))
+        conns0, streams0, sessions0 = gauges()
+        check_eq((streams0, sessions0), (0, 0), "streams and sessions before any")
+        check(conns0 >= 1, "the scrape's own connection is counted: %r" % conns0)
+        _, sid = initialize(gw.port)
+        held = [Conn(gw.port) for _ in range(3)]  # idle keep-alive connections
+        stream = Conn(gw.port)
+        request(gw.port, method="GET", session=sid, accept="text/event-stream", conn=stream)
+        wait_for(lambda: gauges()[1] == 1, 10, "the GET stream counted")
+        conns, streams, sessions = gauges()
+        check_eq(sessions, 1, "the session counted")
+        check(conns >= conns0 + 4, "4 more connections: %d -> %d" % (conns0, conns))
+        for c in held + [stream]:
+            c.sock.close()
+        r = request(gw.port, method="DELETE", session=sid)
+        check(r.status in (200, 204), "DELETE: %d" % r.status)
+        wait_for(lambda: gauges() == (conns0, 0, 0), 10,
+                 "connections, streams and sessions back (%r)" % (gauges(),))
+
+
 if __name__ == "__main__":
     sys.exit(run_tests([
         ("calls counted by method, tool, outcome and wire; threads named; reloads", t_counts_and_threads),
+        ("the transport's gauges: connections, streams, sessions up and back down", t_transport_gauges),
         ("the route: 405, 403 off the allowed hosts, HEAD", t_route),
         ("no metrics instance: 404", t_no_module),
         ("--check and --help-module", t_check),
