@@ -25,6 +25,7 @@
 #include <mcpg/sdk.h>
 
 #include <errno.h>
+#include <malloc.h> /* malloc_trim */
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -384,9 +385,48 @@ static void audit_take(void *sink) {
     a->writing = t;
 }
 
+/* After a burst the writer's buffers keep the size its largest batch needed.
+ * A batch that used under an eighth of a buffer bigger than 256 KiB gives
+ * that buffer back; the next burst grows it again (one realloc per burst,
+ * none per batch in steady state). Writer thread: `writing` and `out` are
+ * its own. */
+#define AUDIT_KEEP_BYTES (256u * 1024u)
+
+static int oversized(size_t cap_bytes, size_t used_bytes) {
+    return cap_bytes > AUDIT_KEEP_BYTES && used_bytes < cap_bytes / 8;
+}
+
+static void audit_give_back(audit *a) {
+    const mcpg_host *h = a->host;
+    audit_batch *b = &a->writing;
+    int freed = 0;
+    if (oversized(b->cap, b->len)) {
+        h->free(b->data);
+        b->data = NULL;
+        b->cap = 0;
+        freed = 1;
+    }
+    if (oversized(b->ncap * sizeof *b->ev, b->n * sizeof *b->ev)) {
+        h->free(b->ev);
+        b->ev = NULL;
+        b->ncap = 0;
+        freed = 1;
+    }
+    if (oversized(a->out_cap, b->len + b->n * AUDIT_CHAIN_PREFIX_MAX)) {
+        h->free(a->out);
+        a->out = NULL;
+        a->out_cap = 0;
+        freed = 1;
+    }
+    /* the pages go back to the system (the host allocates with the C
+     * library's malloc); the writer thread may take the moment, a loop may not */
+    if (freed) malloc_trim(0);
+}
+
 static size_t audit_write_taken(void *sink) {
     audit *a = sink;
     audit_write_batch(a);
+    audit_give_back(a);
     size_t n = a->writing.n;
     a->writing.n = a->writing.len = 0;
     return n;
