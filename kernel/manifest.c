@@ -19,6 +19,7 @@ typedef struct mctx {
     const char *file;
     errlist *errs;
     manifest *m;
+    char cluster_kind[16]; /* "single_node", "nats", "redis" */
 } mctx;
 
 struct mcpg_report {
@@ -251,11 +252,10 @@ static void parse_cluster(mctx *c, json_t *root) {
     static const char *const keys[] = {"kind"};
     check_keys(c, cl, "cluster", keys, 1);
     char *kind = get_string(c, cl, "kind", "cluster", "single_node");
-    if (strcmp(kind, "nats") == 0 || strcmp(kind, "redis") == 0)
-        err(c, "cluster.kind", "\"%s\" needs the coordinator_%s module, which this build does not have",
-            kind, kind);
-    else if (strcmp(kind, "single_node") != 0)
+    if (strcmp(kind, "single_node") != 0 && strcmp(kind, "nats") != 0 && strcmp(kind, "redis") != 0)
         err(c, "cluster.kind", "must be one of: single_node, nats, redis");
+    else
+        snprintf(c->cluster_kind, sizeof c->cluster_kind, "%s", kind);
     free(kind);
 }
 
@@ -554,6 +554,7 @@ static void check_references(mctx *c) {
  * instance "cluster". */
 static void add_default_coordinator(mctx *c) {
     manifest *m = c->m;
+    if (*c->cluster_kind && strcmp(c->cluster_kind, "single_node") != 0) return; /* a fleet's */
     for (size_t i = 0; i < m->n_instances; i++)
         if (m->instances[i].image && m->instances[i].image->desc->kind == MCPG_KIND_COORDINATOR)
             return;
@@ -566,6 +567,31 @@ static void add_default_coordinator(mctx *c) {
     d->name = strdup("cluster");
     d->module = strdup("coordinator_memory");
     resolve_instance(c, d, "cluster", "cluster.kind", "cluster");
+}
+
+/* A fleet (cluster.kind nats or redis) is served by the coordinator instance
+ * the manifest declares, of that kind's module: its config says where the
+ * server is, so the kernel cannot add one by itself. */
+static void check_cluster_kind(mctx *c) {
+    const char *kind = c->cluster_kind;
+    if (!*kind || strcmp(kind, "single_node") == 0) return;
+    char want[64], path[PATH_MAX];
+    snprintf(want, sizeof want, "coordinator_%s", kind);
+    const decl_instance *coord = NULL;
+    for (size_t i = 0; i < c->m->n_instances && !coord; i++)
+        if (c->m->instances[i].image &&
+            c->m->instances[i].image->desc->kind == MCPG_KIND_COORDINATOR)
+            coord = &c->m->instances[i];
+    snprintf(path, sizeof path, "%s/%s.so", c->m->module_dir, want);
+    if (!coord && access(path, R_OK) != 0)
+        err(c, "cluster.kind", "\"%s\" needs the %s module, which this build does not have",
+            kind, want);
+    else if (!coord)
+        err(c, "cluster.kind", "\"%s\": declare a %s instance in modules (its config names the "
+            "server)", kind, want);
+    else if (strcmp(coord->module, want) != 0)
+        err(c, "cluster.kind", "\"%s\" is served by %s, but the coordinator declared is \"%s\" "
+            "(%s)", kind, want, coord->name, coord->module);
 }
 
 static void resolve_all(mctx *c) {
@@ -584,6 +610,7 @@ static void resolve_all(mctx *c) {
         check_instance_kind(c, &m->instances[i], i);
     }
     add_default_coordinator(c);
+    check_cluster_kind(c);
     check_references(c);
 }
 
@@ -640,7 +667,7 @@ manifest *manifest_load(const char *path, const char *listen_override, const cha
     m->refs = 1;
     m->path = strdup(path);
     m->dir = dir_of(path);
-    mctx c = {path, errs, m};
+    mctx c = {.file = path, .errs = errs, .m = m};
     size_t before = errs->count;
     char *raw = read_file(path, &c);
     char *text = raw ? expand_env(raw, path, errs) : NULL;

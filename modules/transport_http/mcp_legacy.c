@@ -253,8 +253,8 @@ static void initialize(th_conn *c, th_req *r, const lmsg *m, th_piece id) {
                              MSG("Too many open sessions (gateway.server.max_sessions): retry later"), NULL, 0);
         return;
     }
-    if (rc == MCPG_EUNAVAIL) {
-        th_respond_rpc_error(c, r, 503, 0, id, MCPG_RPC_SERVER_ERROR,
+    if (rc == MCPG_EUNAVAIL || rc == MCPG_ETIMEDOUT) { /* a fleet coordinator may come back */
+        th_respond_rpc_error(c, r, 503, 1, id, MCPG_RPC_SERVER_ERROR,
                              MSG("Service Unavailable: sessions need the gateway's coordinator"), NULL, 0);
         return;
     }
