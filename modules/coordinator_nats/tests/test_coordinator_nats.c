@@ -38,12 +38,18 @@ static void unload(mcpg_instance *inst) {
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
-static char *config(const char *url, const char *bucket, const char *extra) {
+static char *config_timeout(const char *url, const char *bucket, int timeout_ms,
+                            const char *extra) {
     static char buf[1024];
     snprintf(buf, sizeof buf,
-             "{\"url\":\"%s\",\"bucket\":\"%s\",\"op_timeout_ms\":1500,\"reconnect_min_ms\":50,"
-             "\"reconnect_max_ms\":400%s%s}", url, bucket, extra ? "," : "", extra ? extra : "");
+             "{\"url\":\"%s\",\"bucket\":\"%s\",\"op_timeout_ms\":%d,\"reconnect_min_ms\":50,"
+             "\"reconnect_max_ms\":400%s%s}", url, bucket, timeout_ms, extra ? "," : "",
+             extra ? extra : "");
     return buf;
+}
+
+static char *config(const char *url, const char *bucket, const char *extra) {
+    return config_timeout(url, bucket, 1500, extra);
 }
 
 static void test_contract(const char *url) {
@@ -77,6 +83,12 @@ static void wait_all(many *m) {
     MCPG_CHECK(mcpg_fakehost_run_until(fh, all_answered, m, 60000) == 0, "answers missing");
 }
 
+static int first_failure(const many *m) {
+    for (int i = 0; i < m->n; i++)
+        if (m->a[i].status) return m->a[i].status;
+    return 0;
+}
+
 /* 2 x 500 increments of one counter from two connections: exactly 1000, and
  * every value from 1 to 1000 answered once. */
 static void race_incr(void *a, void *b) {
@@ -98,7 +110,8 @@ static void race_incr(void *a, void *b) {
         int64_t v = m.a[i].number;
         if (v >= 1 && v <= 1000 && seen[v]++) dup++;
     }
-    MCPG_CHECK(ok == 1000 && dup == 0, "incr: %d ok, %d duplicates", ok, dup);
+    MCPG_CHECK(ok == 1000 && dup == 0, "incr: %d ok, %d duplicates (a failure: %s)", ok, dup,
+               mcpg_fakehost_host(fh)->errname(first_failure(&m)));
     MCPG_CHECK(coord_get(&X, a, "race.n").number == 1000, "2 x 500 = %lld",
                (long long)coord_get(&X, a, "race.n").number);
 }
@@ -158,8 +171,9 @@ static void race_expired(void *a, void *b) {
 }
 
 static void test_two_instances(const char *url_a, const char *url_b, const char *bucket) {
-    mcpg_instance *ia = load("a", config(url_a, bucket, NULL));
-    mcpg_instance *ib = load("b", config(url_b, bucket, NULL));
+    /* 500 ops queued at once on each: exactness, not latency, is the point */
+    mcpg_instance *ia = load("a", config_timeout(url_a, bucket, 60000, NULL));
+    mcpg_instance *ib = load("b", config_timeout(url_b, bucket, 60000, NULL));
     void *a = mcpg_fakehost_state(ia), *b = mcpg_fakehost_state(ib);
     race_incr(a, b);
     race_rate(a, b);
