@@ -16,7 +16,7 @@ typedef struct cn_cfg {
     const char *url, *bucket, *jetstream, *user_env, *password_env, *token_env;
     int64_t replicas, max_age_ms, op_timeout_ms, reconnect_min_ms, reconnect_max_ms;
     int64_t queue_max, max_key_bytes, max_value_bytes, max_scan_keys, max_subscriptions;
-    int64_t subscriber_backlog, max_message_bytes;
+    int64_t subscriber_backlog, max_message_bytes, kv_threads;
 } cn_cfg;
 
 typedef enum cn_kind {
@@ -24,6 +24,12 @@ typedef enum cn_kind {
 } cn_kind;
 
 typedef struct cn cn;
+typedef struct cn_worker cn_worker;
+typedef struct cn_thread cn_thread;
+
+/* Where an op is: on a thread's queue or running, done (its answer posted),
+ * or a barrier waiting for its turn on its loop. */
+typedef enum cn_op_state { CN_OP_QUEUED, CN_OP_DONE, CN_OP_WAITING } cn_op_state;
 
 /* One scanned key, decoded, in the op's scan buffer. */
 typedef struct cn_scan_item {
@@ -37,7 +43,9 @@ typedef struct cn_scan_item {
  * on the loop after the post, never at the same time. */
 typedef struct cn_op {
     mcpg_post post;
-    struct cn_op *next;               /* the queue */
+    struct cn_op *next;               /* a thread's queue */
+    uint64_t seq;                     /* its loop's order */
+    cn_op_state state;
     struct cn_op *live_prev, *live_next; /* every op not yet answered (destroy frees them) */
     cn *cn;
     mcpg_worker *w;
@@ -78,15 +86,16 @@ struct cn {
     atomic_int closing;               /* stop: a disconnect is no news */
     atomic_int refused;               /* the bucket cannot be used as configured (logged) */
     int64_t next_bind_us;             /* KV thread: when to try binding the bucket again */
-    /* the queue to the KV thread */
+    /* the queues (cn_queue.c): threads, per-loop order, what is in flight */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    cn_op *head, *tail, *live;
-    size_t queued;
-    int stopping, thread_started, library_user;
-    pthread_t thread;
+    cn_thread *threads;
+    uint32_t nthreads;
+    cn_worker *workers;
     uint32_t nworkers;
-    atomic_int *worker_stopped;       /* per loop: ops refused from its worker_stop on */
+    cn_op *live;                      /* every op not yet answered */
+    size_t inflight;
+    int running, stopping, library_user;
+    pthread_mutex_t bind_mu;          /* binding the bucket, from any KV thread */
     /* subscriptions */
     pthread_mutex_t sub_mu;
     struct cn_sub *subs;
@@ -110,6 +119,16 @@ int cn_kv_bind(cn *c, int at_start);
 int cn_conn_open(cn *c);
 void cn_conn_close(cn *c);
 int cn_server_version(const char *url, int64_t timeout_ms, int v[3]);
+
+/* cn_queue.c: the KV threads and each loop's order of answers */
+int cn_queue_new(cn *c);
+int cn_queue_start(cn *c);
+int cn_queue_submit(cn *c, cn_op *op);
+void cn_queue_stop(cn *c);
+void cn_queue_free(cn *c);
+void cn_op_free(cn *c, cn_op *op);
+int cn_worker_ok(cn *c, mcpg_worker *w);
+void cn_worker_stopped(cn *c, mcpg_worker *w);
 
 /* cn_pubsub.c */
 int cn_sub_open(cn *c, mcpg_worker *w, const char *subject, mcpg_coord_msg_cb cb, void *arg,

@@ -456,8 +456,16 @@ static int create_bucket(cn *c) {
 /* Bind the bucket (made with the configured settings when it is not there).
  * 0, MCPG_EUNAVAIL (no server yet: tried again later), MCPG_ECONFIG
  * (refused: logged). On the KV thread, or in start before it runs. */
+static int bind_locked(cn *c, int at_start);
+
 int cn_kv_bind(cn *c, int at_start) {
-    if (c->kv) return 0;
+    pthread_mutex_lock(&c->bind_mu);
+    int rc = c->kv ? 0 : bind_locked(c, at_start);
+    pthread_mutex_unlock(&c->bind_mu);
+    return rc;
+}
+
+static int bind_locked(cn *c, int at_start) {
     if (atomic_load(&c->refused)) return MCPG_ECONFIG;
     if (natsConnection_Status(c->nc) != NATS_CONN_STATUS_CONNECTED) return MCPG_EUNAVAIL;
     if (!replicas_allowed(c)) return atomic_load(&c->refused) ? MCPG_ECONFIG : MCPG_EUNAVAIL;

@@ -5,20 +5,23 @@
  * synchronous request/reply, so no op runs one on a loop:
  *
  *   loop: op checks its arguments, copies key and value into one record,
- *         queues it (bounded: MCPG_EAGAIN when full) and returns 0
- *   KV thread: runs the records in queue order (cn_kv.c), one round trip
- *         at a time, then posts each to its loop (host->worker_post)
- *   loop: the callback runs, exactly once, never inside the op
+ *         queues it (bounded: MCPG_EAGAIN when queue_max are in flight) and
+ *         returns 0
+ *   KV threads (kv_threads, cn_queue.c): each runs one round trip at a time
+ *         (cn_kv.c); a key's ops always go to the same thread, so they take
+ *         effect in the order they were made; then the answer is posted to
+ *         its loop (host->worker_post)
+ *   loop: answers are put back in the loop's order of ops, and each
+ *         callback runs exactly once, never inside the op
  *
- * Why a thread of its own rather than the kernel's pool (host->work_submit):
+ * Why threads of its own rather than the kernel's pool (host->work_submit):
  * the pool is small (gateway.pool.threads, 4) and is where backends block;
- * session and limit traffic parked there would queue behind slow tools and
- * hold a pool thread for every round trip. One thread per instance keeps
- * the pool for backends, needs no allocation of the pool's, and gives the
- * ordering the ABI promises for free: one loop's ops are applied, and
- * answered, in the order it made them (a publish after a put is sent after
- * the put took effect). Its cost is one round trip at a time: about
- * 1 / (round trip) ops a second per instance (measured in the README).
+ * session and limit round trips parked there would wait behind slow tools
+ * and hold a pool thread each. A few threads of its own (declared with
+ * MCPG_MOD_OWNS_THREADS, joined in stop) keep the pool for backends, route
+ * a key to one thread (per-key order without locks), and make the bound the
+ * module's own (queue_max). Their cost: kv_threads round trips in flight
+ * per instance at most (measured in the README).
  *
  * The connection (cn_conn.c) reconnects by itself; while it is down every op
  * answers MCPG_EUNAVAIL at once, and no op waits longer than op_timeout_ms
@@ -56,8 +59,11 @@ static const mcpg_config_field cn_config[] = {
     MCPG_CFG_STRING_FIELD(cn_cfg, token_env, "token_env", "\"\"",
                           "environment variable holding the NATS token"),
     MCPG_CFG_INT_FIELD(cn_cfg, queue_max, "queue_max", "4096", 1, 1000000,
-                       "ops waiting for the KV thread at most; past it an op returns "
-                       "MCPG_EAGAIN"),
+                       "ops in flight at most (queued, running, or answered and waiting for "
+                       "an earlier one); past it an op returns MCPG_EAGAIN"),
+    MCPG_CFG_INT_FIELD(cn_cfg, kv_threads, "kv_threads", "4", 1, 64,
+                       "threads running KV round trips (one at a time each); a key's ops "
+                       "always run on the same one"),
     MCPG_CFG_INT_FIELD(cn_cfg, max_key_bytes, "max_key_bytes", "1024", 1, 65536,
                        "longest key or scan prefix (MCPG_ERANGE past it)"),
     MCPG_CFG_INT_FIELD(cn_cfg, max_value_bytes, "max_value_bytes", "1000000", 0, 64000000,
@@ -133,89 +139,20 @@ static int cn_validate(const mcpg_host *h, const void *config, mcpg_report *rep)
     return bad || rc ? MCPG_ECONFIG : 0;
 }
 
-/* ---- ops: from the loop to the KV thread ----------------------------------------------- */
-
-static void live_unlink(cn *c, cn_op *op) {
-    if (op->live_prev) op->live_prev->live_next = op->live_next;
-    else c->live = op->live_next;
-    if (op->live_next) op->live_next->live_prev = op->live_prev;
-}
-
-static void op_free(cn *c, cn_op *op) {
-    c->h->free(op->data);
-    c->h->free(op->items);
-    c->h->free(op);
-}
-
-static void answer_scan(cn_op *op) {
-    for (size_t i = 0; i < op->nitems && op->status == 0; i++) {
-        const cn_scan_item *it = &op->items[i];
-        mcpg_coord_value v = {.size = sizeof v, .data = op->data + it->off, .len = it->len,
-                              .revision = it->revision};
-        op->each_cb(op->arg, 0, &v);
-    }
-    mcpg_coord_value done = {.size = sizeof done, .number = op->number};
-    op->cb(op->arg, op->status, &done);
-}
-
-/* The post: the op's answer on its loop. */
-static void op_answer(void *arg) {
-    cn_op *op = arg;
-    cn *c = op->cn;
-    pthread_mutex_lock(&c->mu);
-    live_unlink(c, op);
-    pthread_mutex_unlock(&c->mu);
-    if (op->kind == CN_SCAN) {
-        answer_scan(op);
-    } else {
-        mcpg_coord_value v = {.size = sizeof v, .data = op->data, .len = op->len,
-                              .revision = op->revision, .number = op->number};
-        op->cb(op->arg, op->status, &v);
-    }
-    op_free(c, op);
-}
-
-static void *kv_thread(void *arg) {
-    cn *c = arg;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (!c->head && !c->stopping) pthread_cond_wait(&c->cv, &c->mu);
-        cn_op *op = c->head;
-        if (!op) break;
-        c->head = op->next;
-        if (!c->head) c->tail = NULL;
-        c->queued--;
-        pthread_mutex_unlock(&c->mu);
-        cn_kv_run(c, op);
-        int posted = c->h->worker_post(op->w, &op->post) == 0;
-        pthread_mutex_lock(&c->mu);
-        if (!posted) { /* its loop has stopped: nobody to answer */
-            live_unlink(c, op);
-            op_free(c, op);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
-}
-
-static int worker_ok(cn *c, mcpg_worker *w) {
-    if (!w || c->h->worker_current() != w) return 0;
-    uint32_t i = c->h->worker_index(w);
-    return i < c->nworkers && !atomic_load(&c->worker_stopped[i]);
-}
+/* ---- ops: from the loop to the KV threads ---------------------------------------------- */
 
 /* A record with room for the stored key (as a key or as a scan prefix) and
  * the value. */
 static int op_new(cn *c, mcpg_worker *w, cn_kind kind, const char *key, size_t klen,
                   const char *val, size_t vlen, mcpg_coord_cb cb, void *arg, cn_op **out) {
     if (!cb || (!val && vlen)) return MCPG_EINVAL;
-    if (!worker_ok(c, w)) return MCPG_ESTATE;
+    if (!cn_worker_ok(c, w)) return MCPG_ESTATE;
     int as_prefix = kind == CN_SCAN, raw = kind == CN_PUBLISH;
     size_t elen = raw ? klen : cn_key_encoded_len(key, klen, as_prefix);
     cn_op *op = c->h->alloc(sizeof *op + elen + 1 + vlen + 1);
     if (!op) return MCPG_ENOMEM;
-    *op = (cn_op){.post = {.fn = op_answer, .arg = op}, .cn = c, .w = w, .kind = kind,
-                  .cb = cb, .arg = arg, .klen = elen, .vlen = vlen};
+    *op = (cn_op){.cn = c, .w = w, .kind = kind, .cb = cb, .arg = arg, .klen = elen,
+                  .vlen = vlen};
     op->key = op->bytes;
     if (raw) memcpy(op->key, key, klen), op->key[klen] = '\0';
     else cn_key_encode(key, klen, op->key, as_prefix);
@@ -228,27 +165,7 @@ static int op_new(cn *c, mcpg_worker *w, cn_kind kind, const char *key, size_t k
     return 0;
 }
 
-static int op_queue(cn *c, cn_op *op) {
-    pthread_mutex_lock(&c->mu);
-    if (!c->thread_started || c->stopping || c->queued >= (size_t)c->cfg->queue_max) {
-        int rc = c->queued >= (size_t)c->cfg->queue_max ? MCPG_EAGAIN : MCPG_ESTATE;
-        pthread_mutex_unlock(&c->mu);
-        op_free(c, op);
-        return rc;
-    }
-    op->next = NULL;
-    if (c->tail) c->tail->next = op;
-    else c->head = op;
-    c->tail = op;
-    c->queued++;
-    op->live_prev = NULL;
-    op->live_next = c->live;
-    if (c->live) c->live->live_prev = op;
-    c->live = op;
-    pthread_cond_signal(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    return 0;
-}
+static int op_queue(cn *c, cn_op *op) { return cn_queue_submit(c, op); }
 
 static int key_ok(const cn *c, const char *key, size_t klen) {
     if (!key || klen == 0) return MCPG_EINVAL;
@@ -356,7 +273,7 @@ static int cn_subscribe(void *inst, mcpg_worker *w, const char *subject, mcpg_co
     cn *c = inst;
     size_t slen = subject ? strnlen(subject, 1025) : 0;
     if (!cb || !sub_out || !cn_subject_valid(subject, slen, 1)) return MCPG_EINVAL;
-    if (!worker_ok(c, w)) return MCPG_ESTATE;
+    if (!cn_worker_ok(c, w)) return MCPG_ESTATE;
     return cn_sub_open(c, w, subject, cb, arg, sub_out);
 }
 
@@ -378,12 +295,11 @@ static int cn_create(const mcpg_host *h, mcpg_instance *self, const void *config
         return MCPG_ECONFIG;
     }
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    pthread_mutex_init(&c->bind_mu, NULL);
     pthread_mutex_init(&c->sub_mu, NULL);
     /* --check builds instances before any loop exists: then there are none */
     c->nworkers = h->worker_count();
-    c->worker_stopped = h->calloc(c->nworkers ? c->nworkers : 1, sizeof *c->worker_stopped);
-    if (!c->worker_stopped) {
+    if (cn_queue_new(c)) {
         cn_destroy(c);
         return MCPG_ENOMEM;
     }
@@ -414,41 +330,17 @@ static int cn_start(void *instance) {
             rc = 0;
         }
     }
-    if (rc == 0 && pthread_create(&c->thread, NULL, kv_thread, c) != 0) rc = MCPG_ENOMEM;
-    if (rc) {
-        shutdown_instance(c);
-        return rc;
-    }
-    pthread_mutex_lock(&c->mu);
-    c->thread_started = 1;
-    pthread_mutex_unlock(&c->mu);
-    return 0;
+    if (rc == 0) rc = cn_queue_start(c);
+    if (rc) shutdown_instance(c);
+    return rc;
 }
 
 static void cn_worker_stop(void *instance, mcpg_worker *w) {
-    cn *c = instance;
-    uint32_t i = c->h->worker_index(w);
-    if (i < c->nworkers) atomic_store(&c->worker_stopped[i], 1);
+    cn_worker_stopped(instance, w);
 }
 
 static void shutdown_instance(cn *c) {
-    pthread_mutex_lock(&c->mu);
-    int joined = c->thread_started == 1;
-    c->stopping = 1;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    if (joined) pthread_join(c->thread, NULL);
-    /* what never reached the KV thread: no loop is left to answer */
-    pthread_mutex_lock(&c->mu);
-    while (c->head) {
-        cn_op *op = c->head;
-        c->head = op->next;
-        live_unlink(c, op);
-        op_free(c, op);
-    }
-    c->tail = NULL, c->queued = 0;
-    c->thread_started = 0;
-    pthread_mutex_unlock(&c->mu);
+    cn_queue_stop(c);
     if (!c->library_user) return;
     c->library_user = 0;
     cn_subs_close(c);
@@ -466,15 +358,10 @@ static void cn_stop(void *instance) {
 static void cn_destroy(void *instance) {
     cn *c = instance;
     shutdown_instance(c);
-    while (c->live) { /* answers posted to loops that ended before running them */
-        cn_op *op = c->live;
-        live_unlink(c, op);
-        op_free(c, op);
-    }
+    cn_queue_free(c);
     cn_subs_free(c);
-    c->h->free(c->worker_stopped);
     pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->bind_mu);
     pthread_mutex_destroy(&c->sub_mu);
     c->h->free(c);
 }

@@ -282,6 +282,45 @@ void contract_rate(const coord_ctx *x, void *st) {
                "not an integer");
 }
 
+/* Answers come in the order the loop made its ops, whatever keys they touch
+ * (a store that runs ops side by side must reorder its answers). */
+typedef struct order_rec {
+    int *log, *n, me;
+} order_rec;
+
+static void on_order(void *arg, int status, const mcpg_coord_value *v) {
+    order_rec *r = arg;
+    (void)status, (void)v;
+    r->log[(*r->n)++] = r->me;
+}
+
+static void on_order_each(void *arg, int status, const mcpg_coord_value *v) {
+    (void)arg, (void)status, (void)v;
+}
+
+static int order_done(void *arg) { return *(int *)arg >= 200; }
+
+void contract_order(const coord_ctx *x, void *st) {
+    static int log[200];
+    int n = 0;
+    static order_rec recs[200];
+    char k[32];
+    for (int i = 0; i < 200; i++) {
+        recs[i] = (order_rec){log, &n, i};
+        snprintf(k, sizeof k, "order.%d", i % 37);
+        int rc = i % 50 == 49 ? x->ops->scan_prefix(st, x->w, K("order."), on_order_each, on_order,
+                                                    &recs[i])
+               : i % 10 == 9 ? x->ops->publish(st, x->w, "order.news", "x", 1, on_order, &recs[i])
+               : i % 2 ? x->ops->get(st, x->w, K(k), on_order, &recs[i])
+                       : x->ops->put(st, x->w, K(k), K("v"), 0, on_order, &recs[i]);
+        MCPG_CHECK(rc == 0, "op %d: %d", i, rc);
+    }
+    mcpg_fakehost_run_until(x->fh, order_done, &n, x->answer_ms);
+    int in_order = n == 200;
+    for (int i = 0; in_order && i < 200; i++) in_order = log[i] == i;
+    MCPG_CHECK(in_order, "200 answers in the order of their ops (%d answered)", n);
+}
+
 /* ---- pub/sub ------------------------------------------------------------------------ */
 
 typedef struct inbox {

@@ -52,5 +52,6 @@ void contract_ttl(const coord_ctx *x, void *st);
 void contract_put_if_absent_race(const coord_ctx *x, void *st);
 void contract_rate(const coord_ctx *x, void *st);
 void contract_pubsub(const coord_ctx *x, void *st);
+void contract_order(const coord_ctx *x, void *st);
 
 #endif

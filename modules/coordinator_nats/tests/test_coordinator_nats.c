@@ -62,6 +62,7 @@ static void test_contract(const char *url) {
     contract_put_if_absent_race(&X, st);
     contract_rate(&X, st);
     contract_pubsub(&X, st);
+    contract_order(&X, st);
     unload(inst);
 }
 
