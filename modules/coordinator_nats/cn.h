@@ -84,6 +84,7 @@ struct cn {
     kvStore *kv;
     atomic_int connected;             /* the connection's own view, from its callbacks */
     atomic_int closing;               /* stop: a disconnect is no news */
+    atomic_int conn_closed;           /* the connection's closed callback ran */
     atomic_int refused;               /* the bucket cannot be used as configured (logged) */
     int64_t next_bind_us;             /* KV thread: when to try binding the bucket again */
     /* the queues (cn_queue.c): threads, per-loop order, what is in flight */

@@ -45,6 +45,15 @@ static void on_reconnected(natsConnection *nc, void *closure) {
     c->h->log(c->self, MCPG_LOG_INFO, "reconnected to the NATS server");
 }
 
+/* The connection's last callback: nats.c calls its handlers from its own
+ * thread, in order, also after natsConnection_Close returned, so the
+ * instance waits for this one before its memory may go. */
+static void on_closed(natsConnection *nc, void *closure) {
+    cn *c = closure;
+    (void)nc;
+    atomic_store(&c->conn_closed, 1);
+}
+
 /* Exponential backoff: min x 2^attempts, capped at max, plus up to 1/4 jitter
  * so a fleet does not reconnect in step. */
 static int64_t reconnect_delay(natsConnection *nc, int attempts, void *closure) {
@@ -95,6 +104,7 @@ static natsStatus set_options(cn *c) {
     if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(o, true, on_connected, c);
     if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(o, on_disconnected, c);
     if (s == NATS_OK) s = natsOptions_SetReconnectedCB(o, on_reconnected, c);
+    if (s == NATS_OK) s = natsOptions_SetClosedCB(o, on_closed, c);
     /* every subscription's messages through one library thread, not one each */
     if (s == NATS_OK) s = natsOptions_UseGlobalMessageDelivery(o, true);
     /* a server that stops answering (not only one that closes) is noticed */
@@ -139,6 +149,9 @@ void cn_conn_close(cn *c) {
     atomic_store(&c->closing, 1);
     if (c->nc) {
         natsConnection_Close(c->nc);
+        for (int i = 0; i < 500 && !atomic_load(&c->conn_closed); i++) usleep(10000);
+        if (!atomic_load(&c->conn_closed))
+            c->h->log(c->self, MCPG_LOG_WARN, "the NATS connection did not report closed in 5 s");
         natsConnection_Destroy(c->nc);
     }
     if (c->opts) natsOptions_Destroy(c->opts);

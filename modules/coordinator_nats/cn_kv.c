@@ -56,6 +56,7 @@ static int status_of(cn *c, natsStatus s) {
     case NATS_NOT_FOUND: return MCPG_ENOENT;
     case NATS_TIMEOUT: return MCPG_ETIMEDOUT;
     case NATS_NO_MEMORY: return MCPG_ENOMEM;
+    case NATS_IO_ERROR:
     case NATS_CONNECTION_CLOSED:
     case NATS_CONNECTION_DISCONNECTED:
     case NATS_NO_SERVER:
@@ -66,6 +67,8 @@ static int status_of(cn *c, natsStatus s) {
     if (last_error_has("maximum bytes") || last_error_has("maximum messages") ||
         last_error_has("insufficient resources"))
         return MCPG_EAGAIN;
+    /* whatever a request caught by a lost server says, it is unavailability */
+    if (natsConnection_Status(c->nc) != NATS_CONN_STATUS_CONNECTED) return MCPG_EUNAVAIL;
     c->h->log(c->self, MCPG_LOG_WARN, "NATS: %s (%s)", natsStatus_GetText(s),
               nats_GetLastError(NULL) ? nats_GetLastError(NULL) : "");
     return MCPG_EIO;

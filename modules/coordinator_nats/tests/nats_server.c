@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -82,14 +83,41 @@ static int wait_healthy(nats_node *n, int timeout_ms) {
     return -1;
 }
 
+/* Every node this process started, so a test that gives up early still
+ * stops them (by pid) at exit. */
+static pid_t started[16];
+
+static void stop_started(void) {
+    for (int i = 0; i < 16; i++)
+        if (started[i] > 0) kill(started[i], SIGKILL), waitpid(started[i], NULL, 0);
+}
+
+static void remember(pid_t pid) {
+    static int hooked;
+    if (!hooked) hooked = atexit(stop_started) == 0;
+    for (int i = 0; i < 16; i++)
+        if (started[i] <= 0 || waitpid(started[i], NULL, WNOHANG) == started[i]) {
+            started[i] = pid;
+            return;
+        }
+}
+
+static void forget(pid_t pid) {
+    for (int i = 0; i < 16; i++)
+        if (started[i] == pid) started[i] = 0;
+}
+
 static pid_t spawn(const char *conf, const char *log) {
     pid_t pid = fork();
     if (pid == 0) {
-        FILE *f = freopen(log, "a", stderr);
-        (void)f;
+        /* the log, not the test's own stdout/stderr (a pipe it may hold open);
+         * dup2, not freopen: that would flush the parent's buffered output */
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
         execl(binary(), binary(), "-c", conf, (char *)NULL);
         _exit(127);
     }
+    if (pid > 0) remember(pid);
     return pid;
 }
 
@@ -112,15 +140,26 @@ static int launch(nats_node *n) {
     return n->pid > 0 ? 0 : -1;
 }
 
-int nats_node_start(nats_node *n, const char *base, const char *name, int port) {
+static int start_with(nats_node *n, const char *base, const char *name, int port,
+                      const char *extra) {
     memset(n, 0, sizeof *n);
     snprintf(n->dir, sizeof n->dir, "%s/%s", base, name);
     mkdir(n->dir, 0700);
     n->port = port ? port : free_port();
     n->http_port = free_port();
     snprintf(n->url, sizeof n->url, "nats://127.0.0.1:%d", n->port);
-    if (n->port < 0 || n->http_port < 0 || write_conf(n, name, NULL) || launch(n)) return -1;
+    if (n->port < 0 || n->http_port < 0 || write_conf(n, name, extra) || launch(n)) return -1;
     return wait_healthy(n, 10000);
+}
+
+int nats_node_start(nats_node *n, const char *base, const char *name, int port) {
+    return start_with(n, base, name, port, NULL);
+}
+
+int nats_node_start_token(nats_node *n, const char *base, const char *name, const char *token) {
+    char auth[256];
+    snprintf(auth, sizeof auth, "authorization { token: \"%s\" }\n", token);
+    return start_with(n, base, name, 0, auth);
 }
 
 int nats_node_restart(nats_node *n) {
@@ -132,6 +171,7 @@ void nats_node_kill(nats_node *n) {
     if (n->pid <= 0) return;
     kill(n->pid, SIGKILL);
     waitpid(n->pid, NULL, 0);
+    forget(n->pid);
     n->pid = 0;
 }
 
@@ -140,6 +180,7 @@ void nats_node_stop(nats_node *n) {
     kill(n->pid, SIGTERM);
     for (int t = 0; t < 5000; t += 20) {
         if (waitpid(n->pid, NULL, WNOHANG) == n->pid) {
+            forget(n->pid);
             n->pid = 0;
             return;
         }

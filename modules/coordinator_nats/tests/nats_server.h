@@ -17,6 +17,8 @@ typedef struct nats_node {
 int nats_server_available(void);
 /* A single JetStream node in a fresh folder under base; port 0 = a free one. */
 int nats_node_start(nats_node *n, const char *base, const char *name, int port);
+/* The same with clients required to present this token. */
+int nats_node_start_token(nats_node *n, const char *base, const char *name, const char *token);
 /* Start it again on its own port and store (after nats_node_kill). */
 int nats_node_restart(nats_node *n);
 /* SIGKILL, wait. */

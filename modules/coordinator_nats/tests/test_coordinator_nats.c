@@ -233,6 +233,30 @@ static void test_restart(nats_node *n) {
     unload(inst);
 }
 
+/* ---- credentials from the environment -------------------------------------------- */
+
+static void test_token(void) {
+    nats_node n;
+    MCPG_REQUIRE(nats_node_start_token(&n, base, "token", "s3cret-token") == 0, "nats-server");
+    setenv("CN_TEST_NATS_TOKEN", "s3cret-token", 1);
+    mcpg_instance *inst = load("tok", config(n.url, "tok", "\"token_env\":\"CN_TEST_NATS_TOKEN\""));
+    void *st = mcpg_fakehost_state(inst);
+    MCPG_CHECK(coord_put(&X, st, "k", "v", 0).status == 0, "put with the token from the env");
+    MCPG_CHECK(strcmp(coord_get(&X, st, "k").data, "v") == 0, "get with the token");
+    unload(inst);
+    /* without it: refused at start, or every op unavailable */
+    inst = NULL;
+    int rc = mcpg_fakehost_load_file(fh, so_path, "notok", config(n.url, "tok", NULL), &inst);
+    if (rc == 0) {
+        coord_answer a = coord_get(&X, mcpg_fakehost_state(inst), "k");
+        MCPG_CHECK(a.status == MCPG_EUNAVAIL, "without the token: unavailable: %d", a.status);
+        unload(inst);
+    }
+    printf("without the token: %s\n", rc ? "the start is refused" : "ops answer unavailable");
+    MCPG_CHECK(!mcpg_fakehost_log_contains(fh, "s3cret-token"), "the token never logged");
+    nats_node_stop(&n);
+}
+
 /* ---- a 3-node cluster ------------------------------------------------------------------ */
 
 static void test_cluster(void) {
@@ -306,6 +330,7 @@ int main(int argc, char **argv) {
     test_two_instances(n.url, n.url, "race");
     test_restart(&n);
     nats_node_stop(&n);
+    test_token();
     test_cluster();
     int left = mcpg_fakehost_free(fh);
     MCPG_CHECK(left == 0, "fake host: %d problem(s)", left);
