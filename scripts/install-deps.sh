@@ -23,6 +23,7 @@ cd "$(dirname "$0")/.."
 # curl                          : README example, health checks
 # nginx-light wrk               : benchmark baseline and load generator
 # procps util-linux             : ps/pgrep for tests, taskset for benchmarks
+# libnats-dev nats-server       : coordinator_nats (nats.c) and the server its tests start
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   clang libclang-rt-14-dev
@@ -33,6 +34,7 @@ APT_PACKAGES=(
   python3 curl
   nginx-light wrk
   procps util-linux
+  libnats-dev nats-server
 )
 
 missing=()

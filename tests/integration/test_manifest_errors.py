@@ -99,11 +99,19 @@ def main():
         m["gateway"]["listen"] = ["nohostport"]
         m["gateway"]["server"] = {"access_log": "yes"}
 
+    def m_nats_memory(m):
+        m["cluster"] = {"kind": "nats"}
+        m["modules"].append({"name": "cluster", "module": "coordinator_memory"})
+
     def t_nats():
-        if os.path.exists(os.path.join(ctx.modules, "coordinator_nats.so")):
-            raise Skip("this build has coordinator_nats.so")
-        case(m_nats, ['cluster.kind: "nats" needs the coordinator_nats module, '
-                      'which this build does not have'])()
+        if not os.path.exists(os.path.join(ctx.modules, "coordinator_nats.so")):
+            case(m_nats, ['cluster.kind: "nats" needs the coordinator_nats module, '
+                          'which this build does not have'])()
+            return
+        case(m_nats, ['cluster.kind: "nats" needs a coordinator_nats instance in modules '
+                      '(its config says where the store is)'])()
+        case(m_nats_memory, ['cluster.kind: "nats" needs its coordinator to be coordinator_nats, '
+                             'not "coordinator_memory" (instance "cluster")'])()
 
     def shipped(name):
         def t():
@@ -175,7 +183,7 @@ def main():
         ("unset environment variable",
          case(m_unset_env, ["(root): environment variable UNSET_VAR is not set "
                             "(use ${UNSET_VAR:-default})"], env_unset=["UNSET_VAR"])),
-        ("cluster.kind nats without its module", t_nats),
+        ("cluster.kind nats needs a coordinator_nats instance", t_nats),
         ("three errors, three lines",
          case(m_three, ["gateway.workers: must be between 0 and 256",
                         "gateway.listen[0]: expected HOST:PORT",
