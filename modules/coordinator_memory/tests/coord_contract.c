@@ -366,6 +366,47 @@ void contract_pubsub(const contract *c) {
                wild.n);
 }
 
+/* Answers come in the order the loop made its ops, whatever keys they touch
+ * and whatever kind they are (a store that runs ops side by side, on several
+ * connections or threads, must reorder its answers). */
+typedef struct order_rec {
+    int *log, *n, me;
+} order_rec;
+
+static void on_order(void *arg, int status, const mcpg_coord_value *v) {
+    order_rec *r = arg;
+    (void)status, (void)v;
+    r->log[(*r->n)++] = r->me;
+}
+
+static void on_order_each(void *arg, int status, const mcpg_coord_value *v) {
+    (void)arg, (void)status, (void)v;
+}
+
+static int order_done(void *arg) { return *(int *)arg >= 200; }
+
+void contract_order(const contract *c) {
+    static int log[200];
+    static order_rec recs[200];
+    int n = 0;
+    char k[32];
+    for (int i = 0; i < 200; i++) {
+        recs[i] = (order_rec){log, &n, i};
+        snprintf(k, sizeof k, "ct.order.%d", i % 37);
+        int rc = i % 50 == 49 ? c->ops->scan_prefix(c->st, c->w, K("ct.order."), on_order_each,
+                                                    on_order, &recs[i])
+               : i % 10 == 9 ? c->ops->publish(c->st, c->w, "ct.order.news", K("x"), on_order,
+                                               &recs[i])
+               : i % 2       ? c->ops->get(c->st, c->w, K(k), on_order, &recs[i])
+                             : c->ops->put(c->st, c->w, K(k), K("v"), 0, on_order, &recs[i]);
+        MCPG_CHECK(rc == 0, "op %d: %d", i, rc);
+    }
+    mcpg_fakehost_run_until(c->fh, order_done, &n, 10000);
+    int in_order = n == 200;
+    for (int i = 0; in_order && i < 200; i++) in_order = log[i] == i;
+    MCPG_CHECK(in_order, "200 answers in the order of their ops (%d answered)", n);
+}
+
 void contract_all(const contract *c) {
     contract_kv(c);
     contract_scan(c);
@@ -375,4 +416,5 @@ void contract_all(const contract *c) {
     contract_put_if_absent_race(c);
     contract_rate_take(c);
     contract_pubsub(c);
+    contract_order(c);
 }

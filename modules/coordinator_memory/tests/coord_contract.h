@@ -74,6 +74,7 @@ void contract_ttl(const contract *c);
 void contract_put_if_absent_race(const contract *c);
 void contract_rate_take(const contract *c);
 void contract_pubsub(const contract *c);
+void contract_order(const contract *c); /* 200 mixed ops answered in their order */
 void contract_all(const contract *c);
 
 #endif

@@ -2,14 +2,15 @@
  * processes this test starts (free ports, a temp folder, stopped by pid).
  * Usage: test_coordinator_nats path/to/coordinator_nats.so
  *
- * The store-neutral contract (coord_contract.c), then what is NATS's own:
+ * The store-neutral contract (coordinator_memory/tests/coord_contract.c, the
+ * same checks memory and Redis pass), then what is NATS's own:
  * expiry carried in the value, two instances (two connections, two KV
  * threads) racing on counters, rates and expired keys, the server killed
  * and started again, and a 3-node cluster (replicas 3 refused on a server
  * older than 2.9.21, naming its version; replicas 1 exact there). Exits 77
  * (skipped) when there is no nats-server. */
 #define _GNU_SOURCE
-#include "coord_contract.h"
+#include "coord_contract.h" /* coordinator_memory/tests */
 #include "nats_server.h"
 
 #include <dlfcn.h>
@@ -22,8 +23,28 @@
 
 static mcpg_fakehost *fh;
 static const char *so_path;
-static coord_ctx X;
+static contract X; /* fh, ops and the loop; st set per instance */
 static char base[256];
+
+/* The contract's helpers on one of the instances (st), not X's own. */
+static contract on(void *st) {
+    contract c = X;
+    c.st = st;
+    return c;
+}
+static answer get_on(void *st, const char *k) { contract c = on(st); return contract_get(&c, k); }
+static answer put_on(void *st, const char *k, const char *v, uint64_t ttl) {
+    contract c = on(st);
+    return contract_put(&c, k, v, ttl);
+}
+static answer pia_on(void *st, const char *k, const char *v, uint64_t ttl) {
+    contract c = on(st);
+    return contract_pia(&c, k, v, ttl);
+}
+static answer incr_on(void *st, const char *k, int64_t d, uint64_t ttl) {
+    contract c = on(st);
+    return contract_incr(&c, k, d, ttl);
+}
 
 static mcpg_instance *load(const char *name, const char *config) {
     mcpg_instance *inst = NULL;
@@ -54,22 +75,15 @@ static char *config(const char *url, const char *bucket, const char *extra) {
 
 static void test_contract(const char *url) {
     mcpg_instance *inst = load("coord", config(url, "contract", NULL));
-    void *st = mcpg_fakehost_state(inst);
-    contract_kv(&X, st);
-    contract_refused(&X, st);
-    contract_off_loop(&X, st);
-    contract_ttl(&X, st);
-    contract_put_if_absent_race(&X, st);
-    contract_rate(&X, st);
-    contract_pubsub(&X, st);
-    contract_order(&X, st);
+    contract c = on(mcpg_fakehost_state(inst));
+    contract_all(&c);
     unload(inst);
 }
 
 /* ---- two instances at once ------------------------------------------------------------ */
 
 typedef struct many {
-    coord_answer a[1000];
+    answer a[1000];
     int n;
 } many;
 
@@ -97,8 +111,8 @@ static void race_incr(void *a, void *b) {
     memset(&m, 0, sizeof m);
     m.n = 1000;
     for (int i = 0; i < 500; i++) {
-        MCPG_CHECK(X.ops->incr(a, X.w, K("race.n"), 1, 0, coord_on_answer, &m.a[2 * i]) == 0, "a");
-        MCPG_CHECK(X.ops->incr(b, X.w, K("race.n"), 1, 0, coord_on_answer, &m.a[2 * i + 1]) == 0,
+        MCPG_CHECK(X.ops->incr(a, X.w, K("race.n"), 1, 0, contract_on_answer, &m.a[2 * i]) == 0, "a");
+        MCPG_CHECK(X.ops->incr(b, X.w, K("race.n"), 1, 0, contract_on_answer, &m.a[2 * i + 1]) == 0,
                    "b");
     }
     wait_all(&m);
@@ -113,8 +127,8 @@ static void race_incr(void *a, void *b) {
     }
     MCPG_CHECK(ok == 1000 && dup == 0, "incr: %d ok, %d duplicates (a failure: %s)", ok, dup,
                mcpg_fakehost_host(fh)->errname(first_failure(&m)));
-    MCPG_CHECK(coord_get(&X, a, "race.n").number == 1000, "2 x 500 = %lld",
-               (long long)coord_get(&X, a, "race.n").number);
+    MCPG_CHECK(get_on(a, "race.n").number == 1000, "2 x 500 = %lld",
+               (long long)get_on(a, "race.n").number);
 }
 
 /* A burst of 50 (one call an hour after): 2 x 100 attempts admit exactly 50. */
@@ -124,8 +138,8 @@ static void race_rate(void *a, void *b) {
     m.n = 200;
     const int64_t iv = 3600000000, t0 = 1700000000000000;
     for (int i = 0; i < 100; i++) {
-        X.ops->rate_take(a, X.w, K("race.r"), t0, iv, 50 * iv, coord_on_answer, &m.a[2 * i]);
-        X.ops->rate_take(b, X.w, K("race.r"), t0, iv, 50 * iv, coord_on_answer, &m.a[2 * i + 1]);
+        X.ops->rate_take(a, X.w, K("race.r"), t0, iv, 50 * iv, contract_on_answer, &m.a[2 * i]);
+        X.ops->rate_take(b, X.w, K("race.r"), t0, iv, 50 * iv, contract_on_answer, &m.a[2 * i + 1]);
     }
     wait_all(&m);
     int ok = 0, refused = 0;
@@ -142,19 +156,19 @@ static void race_expired(void *a, void *b) {
     char k[32];
     for (int i = 0; i < 20; i++) {
         snprintf(k, sizeof k, "race.slot.%d", i);
-        MCPG_CHECK(coord_put(&X, a, k, "old", 200).status == 0, "put");
+        MCPG_CHECK(put_on(a, k, "old", 200).status == 0, "put");
     }
-    MCPG_CHECK(coord_pia(&X, b, "race.slot.0", "x", 0).status == MCPG_EEXIST, "live: taken");
+    MCPG_CHECK(pia_on(b, "race.slot.0", "x", 0).status == MCPG_EEXIST, "live: taken");
     mcpg_fakehost_run_for(fh, 500);
-    MCPG_CHECK(coord_get(&X, b, "race.slot.0").status == MCPG_ENOENT, "expired: absent to get");
+    MCPG_CHECK(get_on(b, "race.slot.0").status == MCPG_ENOENT, "expired: absent to get");
     static many m;
     memset(&m, 0, sizeof m);
     m.n = 80;
     for (int i = 0; i < 20; i++) {
         snprintf(k, sizeof k, "race.slot.%d", i);
         for (int j = 0; j < 2; j++) {
-            X.ops->put_if_absent(a, X.w, K(k), K("A"), 60000, coord_on_answer, &m.a[4 * i + 2 * j]);
-            X.ops->put_if_absent(b, X.w, K(k), K("B"), 60000, coord_on_answer,
+            X.ops->put_if_absent(a, X.w, K(k), K("A"), 60000, contract_on_answer, &m.a[4 * i + 2 * j]);
+            X.ops->put_if_absent(b, X.w, K(k), K("B"), 60000, contract_on_answer,
                                  &m.a[4 * i + 2 * j + 1]);
         }
     }
@@ -194,7 +208,7 @@ static void count_msg(void *arg, const char *s, const char *d, size_t n) {
 static void test_restart(nats_node *n) {
     mcpg_instance *inst = load("coord", config(n->url, "restart", NULL));
     void *st = mcpg_fakehost_state(inst);
-    MCPG_CHECK(coord_put(&X, st, "kept", "v", 0).status == 0, "put");
+    MCPG_CHECK(put_on(st, "kept", "v", 0).status == 0, "put");
     int heard = 0;
     mcpg_coord_sub *sub;
     MCPG_REQUIRE(X.ops->subscribe(st, X.w, "restart.news", count_msg, &heard, &sub) == 0, "sub");
@@ -204,27 +218,27 @@ static void test_restart(nats_node *n) {
     memset(&m, 0, sizeof m);
     m.n = 20;
     for (int i = 0; i < 20; i++)
-        MCPG_CHECK(X.ops->get(st, X.w, K("kept"), coord_on_answer, &m.a[i]) == 0, "get");
+        MCPG_CHECK(X.ops->get(st, X.w, K("kept"), contract_on_answer, &m.a[i]) == 0, "get");
     MCPG_CHECK(mcpg_fakehost_run_until(fh, all_answered, &m, 10000) == 0, "answered while down");
     int unavailable = 0;
     for (int i = 0; i < 20; i++)
         unavailable += m.a[i].status == MCPG_EUNAVAIL || m.a[i].status == MCPG_ETIMEDOUT;
     MCPG_CHECK(unavailable == 20, "unavailable while down: %d of 20 (first %s)", unavailable,
                mcpg_fakehost_host(fh)->errname(m.a[0].status));
-    coord_answer a = coord_incr(&X, st, "down.n", 1, 0);
+    answer a = incr_on(st, "down.n", 1, 0);
     MCPG_CHECK(a.status == MCPG_EUNAVAIL, "incr while down: %d", a.status);
     MCPG_REQUIRE(nats_node_restart(n) == 0, "restart");
     int back = 0;
     for (int i = 0; i < 200 && !back; i++) {
-        a = coord_get(&X, st, "kept");
+        a = get_on(st, "kept");
         back = a.status == 0;
         if (!back) mcpg_fakehost_run_for(fh, 100);
     }
     MCPG_CHECK(back && strcmp(a.data, "v") == 0, "back after the restart, the row kept: %d",
                a.status);
-    MCPG_CHECK(coord_incr(&X, st, "down.n", 1, 0).number == 1, "incr after the restart");
-    coord_answer p = {0};
-    coord_settle(&X, X.ops->publish(st, X.w, "restart.news", "x", 1, coord_on_answer, &p), &p,
+    MCPG_CHECK(incr_on(st, "down.n", 1, 0).number == 1, "incr after the restart");
+    answer p = {0};
+    contract_settle(&X, X.ops->publish(st, X.w, "restart.news", "x", 1, contract_on_answer, &p), &p,
                  "publish");
     MCPG_CHECK(mcpg_fakehost_run_until(fh, got_one, &heard, 5000) == 0,
                "the subscription made before the kill hears after it");
@@ -241,14 +255,14 @@ static void test_token(void) {
     setenv("CN_TEST_NATS_TOKEN", "s3cret-token", 1);
     mcpg_instance *inst = load("tok", config(n.url, "tok", "\"token_env\":\"CN_TEST_NATS_TOKEN\""));
     void *st = mcpg_fakehost_state(inst);
-    MCPG_CHECK(coord_put(&X, st, "k", "v", 0).status == 0, "put with the token from the env");
-    MCPG_CHECK(strcmp(coord_get(&X, st, "k").data, "v") == 0, "get with the token");
+    MCPG_CHECK(put_on(st, "k", "v", 0).status == 0, "put with the token from the env");
+    MCPG_CHECK(strcmp(get_on(st, "k").data, "v") == 0, "get with the token");
     unload(inst);
     /* without it: refused at start, or every op unavailable */
     inst = NULL;
     int rc = mcpg_fakehost_load_file(fh, so_path, "notok", config(n.url, "tok", NULL), &inst);
     if (rc == 0) {
-        coord_answer a = coord_get(&X, mcpg_fakehost_state(inst), "k");
+        answer a = get_on(mcpg_fakehost_state(inst), "k");
         MCPG_CHECK(a.status == MCPG_EUNAVAIL, "without the token: unavailable: %d", a.status);
         unload(inst);
     }
@@ -301,8 +315,7 @@ int main(int argc, char **argv) {
     fh = mcpg_fakehost_new();
     MCPG_REQUIRE(fh, "fakehost");
     mcpg_fakehost_set_quiet(fh, getenv("CN_VERBOSE") == NULL);
-    X = (coord_ctx){.fh = fh, .w = mcpg_fakehost_worker(fh), .answer_ms = 10000, .ttl_ms = 300,
-                    .remote = 1};
+    X = (contract){.fh = fh, .w = mcpg_fakehost_worker(fh)};
     void *dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
     MCPG_REQUIRE(dl, "dlopen: %s", dlerror());
     mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(dl, MCPG_ENTRY_SYMBOL);
@@ -318,8 +331,8 @@ int main(int argc, char **argv) {
     mcpg_instance *probe = NULL;
     MCPG_REQUIRE(mcpg_fakehost_load_file(fh, so_path, "probe", "{\"url\":\"nats://127.0.0.1:1\"}",
                                          &probe) == 0, "load with no server there");
-    coord_answer a = {0};
-    coord_settle(&X, X.ops->get(mcpg_fakehost_state(probe), X.w, K("k"), coord_on_answer, &a), &a,
+    answer a = {0};
+    contract_settle(&X, X.ops->get(mcpg_fakehost_state(probe), X.w, K("k"), contract_on_answer, &a), &a,
                  "get with no server");
     MCPG_CHECK(a.status == MCPG_EUNAVAIL, "no server: unavailable at once: %d", a.status);
     unload(probe);
