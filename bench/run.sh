@@ -15,6 +15,7 @@
 #   backend_latency  backends of 0/5/50/200 ms at 10/50/100 connections, inline and on the pool (backend-latency.sh)
 #   micro     in process: instructions and allocations per call through the kernel and a dlopened backend (micro.sh)
 #   openloop  latency against offered load at fractions of the capacity, conf/bench.json (openloop.sh)
+#   kv        the coordinator store alone: each op on memory and Redis from 1 and 64 tasks (kv.sh)
 #   governed  the limited tools of conf/governed.json, 64 connections, 30 s each, local and global (governed.sh)
 #   soak      minutes of churn (calls, sessions, upstream kills, reloads): memory, fds, threads flat (soak.sh)
 #
@@ -25,7 +26,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed soak)
+ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed kv soak)
 
 run_one() {
     case $1 in
@@ -40,6 +41,7 @@ run_one() {
     micro) bash "$ROOT/bench/micro.sh" --json "$RESULTS" ;;
     openloop) bash "$ROOT/bench/openloop.sh" --json "$RESULTS" ;;
     governed) bash "$ROOT/bench/governed.sh" --json "$RESULTS" ;;
+    kv) bash "$ROOT/bench/kv.sh" ;;
     soak) bash "$ROOT/bench/soak.sh" "${SOAK_SECONDS:-300}" ;;
     *) echo "bench/run.sh: unknown scenario \"$1\" (one of: ${ALL[*]})" >&2; return 2 ;;
     esac
