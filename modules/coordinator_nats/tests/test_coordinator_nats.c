@@ -316,11 +316,8 @@ int main(int argc, char **argv) {
     MCPG_REQUIRE(fh, "fakehost");
     mcpg_fakehost_set_quiet(fh, getenv("CN_VERBOSE") == NULL);
     X = (contract){.fh = fh, .w = mcpg_fakehost_worker(fh)};
-    void *dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
-    MCPG_REQUIRE(dl, "dlopen: %s", dlerror());
-    mcpg_module_entry_fn entry = (mcpg_module_entry_fn)dlsym(dl, MCPG_ENTRY_SYMBOL);
-    const mcpg_module *mod = entry ? entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR) : NULL;
-    MCPG_REQUIRE(mod && mod->kind == MCPG_KIND_COORDINATOR, "descriptor");
+    void *dl;
+    const mcpg_module *mod = contract_open(so_path, &dl);
     X.ops = mod->ops;
     MCPG_CHECK(mcpg_fakehost_check(fh, mod, "{\"url\":\"x\",\"replicas\":2}") == MCPG_ECONFIG,
                "replicas 2 refused");
