@@ -256,8 +256,15 @@ def main():
                         version=None)
             return r.status == 200
         wait_for(back, 20, "initialize to work again after NATS came back", interval=0.2)
-        r, out = call_tool(b.port, "budgeted", {"message": "x"})
-        check_eq(r.status, 429, "the spent budget survives the restart (file storage)")
+        # each gateway reconnects on its own backoff: B may still be down when A is back
+        seen = {}
+
+        def b_back():
+            seen["r"], seen["out"] = call_tool(b.port, "budgeted", {"message": "x"})
+            return seen["r"].status != 503
+        wait_for(b_back, 20, "gateway B to reach NATS again", interval=0.2)
+        check_eq(seen["r"].status, 429, "the spent budget survives the restart (file storage) (%r)"
+                 % seen["out"])
 
     def t_stop():
         for gw in (a, b, fast):
