@@ -42,6 +42,7 @@ void th_req_reset(th_req *r) {
     r->stream_no = r->ev_seq = 0;
     r->sid[0] = r->version[0] = '\0';
     r->rs = NULL;
+    r->relay = NULL;
     r->oprev = r->onext = NULL;
     r->sop_status = 0;
     r->loaded = r->changed = r->resumable = 0;

@@ -32,6 +32,7 @@
 #include <pthread.h>
 
 typedef struct th_rstream th_rstream;
+typedef struct th_relay th_relay; /* relay.h */
 
 /* The loop's replay streams, by number (replay.h). */
 typedef struct th_rtable {
@@ -39,6 +40,7 @@ typedef struct th_rtable {
     uint32_t nb, n;
     th_rstream *oldest, *newest;
     size_t bytes;
+    uint32_t nremote;   /* streams shown by another replica (relay.h) */
 } th_rtable;
 
 #define TH_READ_BUF (64 * 1024)          /* per worker, shared by its connections */
@@ -155,6 +157,7 @@ typedef struct th_req {
     uint32_t ev_seq;
     char sid[40];              /* Mcp-Session-Id to send back, "" none */
     th_rstream *rs;            /* its replay buffer: as the call feeding it, or as its client */
+    th_relay *relay;           /* a stream of another replica shown to it (relay.h) */
     struct th_req *oprev, *onext; /* the loop's orphans (replay.h) */
     int sop_status;            /* the answer of the last coordinator step (session.h) */
     uint8_t loaded;            /* its session was looked up (session_of) */
@@ -239,6 +242,10 @@ struct th_wslot {
     th_rtable rtable;        /* replay buffers of this loop's streams (replay.h) */
     th_req *orphans;         /* requests whose call runs on without a connection */
     mcpg_coord_sub *sub;     /* mcpg.session.* */
+    mcpg_coord_sub *relay_sub; /* mcpg.relay.<replica>.<index> (relay.h) */
+    th_relay *relays;        /* GETs shown streams of other replicas */
+    uint64_t relays_made;    /* their tickets */
+    mcpg_buf relay_msg;      /* one relayed event being sent */
     mcpg_buf scratch2;       /* a session row being changed */
     uint64_t keepalive_ms;   /* loop time of the last keep-alive pass */
     uint32_t streams_made;   /* legacy stream numbers on this worker */
@@ -256,6 +263,7 @@ struct th_mod {
     mcpg_instance *self;
     const th_config *cfg;
     uint32_t nworkers;
+    uint32_t replica;    /* this process in a fleet: drawn at create, never 0 (event ids, relay.h) */
     th_wslot **slots;
     mcpg_buf discover;   /* server/discover's body after the id */
     int tasks;           /* a backend offers tasks: advertised in discover and initialize */

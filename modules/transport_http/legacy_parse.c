@@ -32,8 +32,9 @@ static int field(const char **p, const char *end, char stop, uint32_t *out) {
     return 1;
 }
 
-int th_event_id_parse(const char *id, size_t n, uint32_t *w, uint32_t *no, uint32_t *seq) {
+int th_event_id_parse(const char *id, size_t n, th_event_ref *out) {
     const char *p = id, *end = id + n;
-    return field(&p, end, '_', w) && field(&p, end, '_', no) && field(&p, end, 0, seq);
+    return field(&p, end, '_', &out->replica) && field(&p, end, '_', &out->worker) &&
+           field(&p, end, '_', &out->no) && field(&p, end, 0, &out->seq);
 }
 

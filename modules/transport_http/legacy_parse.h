@@ -18,8 +18,12 @@ typedef struct th_lmsg {
  * (a batch, a scalar), -1 not JSON. */
 int th_lmsg_parse(const mcpg_host *h, const char *body, size_t n, th_lmsg *m);
 
-/* An event id "<worker>_<stream>_<seq>", three decimal fields that fit in
- * 32 bits: 1 with the fields set, 0 when malformed. */
-int th_event_id_parse(const char *id, size_t n, uint32_t *w, uint32_t *no, uint32_t *seq);
+/* An event id "<replica>_<worker>_<stream>_<seq>" (stream.h th_event_id),
+ * four decimal fields that fit in 32 bits: 1 with the fields set, 0 when
+ * malformed. */
+typedef struct th_event_ref {
+    uint32_t replica, worker, no, seq;
+} th_event_ref;
+int th_event_id_parse(const char *id, size_t n, th_event_ref *out);
 
 #endif

@@ -112,7 +112,7 @@ int th_legacy_stream_begin(th_conn *c, th_req *r) {
         char prime[96];
         size_t n = 4;
         memcpy(prime, "id: ", 4);
-        n += th_event_id(prime + n, ws->index, rs ? rs->no : r->stream_no,
+        n += th_event_id(prime + n, ws, rs ? rs->no : r->stream_no,
                          rs ? rs->seq++ : r->ev_seq++);
         static const char tail[] = "\nretry: " TH_STR(TH_RETRY_MS) "\ndata: \n\n";
         memcpy(prime + n, tail, sizeof tail - 1);

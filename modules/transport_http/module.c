@@ -2,8 +2,12 @@
  * transport ops. The kernel accepts; this module serves HTTP/1.1 on the
  * sockets it is handed (see README.md for the behaviour and limits). */
 #include "internal.h"
+#include "relay.h"
 
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 static const mcpg_config_field th_schema[] = {
     MCPG_CFG_BOOL_FIELD(th_config, unary_json_fast_path, "unary_json_fast_path", "false",
@@ -158,6 +162,15 @@ static int th_validate(const mcpg_host *host, const void *config, mcpg_report *r
     return rc;
 }
 
+/* A number for this process that the other replicas of a fleet are very
+ * unlikely to have drawn (event ids carry it: relay.h); never 0. */
+static uint32_t draw_replica(void) {
+    uint32_t v = 0;
+    while (!v)
+        if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = (uint32_t)getpid() ^ (uint32_t)time(NULL);
+    return v;
+}
+
 static int th_create(const mcpg_host *host, mcpg_instance *self, const void *config,
                      void **instance_out) {
     th_mod *m = host->calloc(1, sizeof *m);
@@ -166,6 +179,7 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     m->self = self;
     m->cfg = config;
     m->nworkers = host->worker_count();
+    m->replica = draw_replica();
     int trc = th_tls_init(m); /* a file changed since validate(): logged */
     if (trc) {
         th_tls_fini(m);
@@ -304,11 +318,16 @@ static void th_worker_start_op(void *instance, mcpg_worker *w) {
     if (ws->mod->co_ops && th_sess_worker_start(ws))
         ws->mod->host->log(ws->mod->self, MCPG_LOG_ERROR,
                            "cannot subscribe to mcpg.session.*: sessions ended on other loops stay open here");
+    if (ws->mod->co_ops && th_relay_worker_start(ws))
+        ws->mod->host->log(ws->mod->self, MCPG_LOG_ERROR,
+                           "cannot subscribe to mcpg.relay.%u.%u: this loop's streams cannot be resumed on "
+                           "other replicas", ws->mod->replica, ws->index);
 }
 
 static void th_worker_stop_op(void *instance, mcpg_worker *w) {
     th_wslot *ws = th_slot(instance, w);
     if (!ws) return;
+    if (ws->mod->co_ops) th_relay_worker_stop(ws);
     th_sess_worker_stop(ws);
     ws->stopped = 1;
 }

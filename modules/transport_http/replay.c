@@ -1,6 +1,7 @@
 /* transport_http: replay buffers of legacy POST streams (see replay.h). */
 #include "replay.h"
 
+#include "relay.h"
 #include "stream.h"
 
 #include <stdio.h>
@@ -80,7 +81,8 @@ static void detach_client(th_rstream *rs) {
 }
 
 /* End the stream of a GET client attached to rs (not the call's own). */
-static void end_client(th_rstream *rs) {
+static void end_client(th_wslot *ws, th_rstream *rs) {
+    th_relay_end(ws, rs);
     th_req *g = rs->client;
     if (!g || g == rs->caller || !g->conn) {
         detach_client(rs);
@@ -96,7 +98,7 @@ static void end_client(th_rstream *rs) {
  * nobody can see it any more: no connection). */
 static void free_stream(th_wslot *ws, th_rstream *rs) {
     th_req *r = rs->caller;
-    end_client(rs);
+    end_client(ws, rs);
     if (r) {
         r->rs = NULL;
         r->stream_no = rs->no; /* an answer still being written keeps its ids going */
@@ -163,15 +165,16 @@ th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e) {
 
 int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n) {
     const mcpg_host *h = ws->mod->host;
-    char id[48];
+    char id[TH_EVENT_ID_MAX];
     uint32_t seq = rs->seq++;
-    size_t idn = (size_t)snprintf(id, sizeof id, "%u_%u_%u", ws->index, rs->no, seq);
+    size_t idn = th_event_id(id, ws, rs->no, seq);
     mcpg_buf *b = &ws->sse_body;
     b->len = 0;
     if (th_sse_format(h, b, id, idn, json, n) || keep(ws, rs, seq, b->data, b->len)) return MCPG_ENOMEM;
     th_req *g = rs->client;
     if (g && g->conn && !g->conn->closing && th_sse_raw(g->conn, g, b->data, b->len) == MCPG_EAGAIN)
         detach_client(rs); /* it stopped reading: its connection closes; it may resume */
+    th_relay_event(ws, rs, b->data, b->len);
     return 0;
 }
 
@@ -194,7 +197,7 @@ void th_replay_finish(th_wslot *ws, th_rstream *rs, const char *json, size_t n) 
         rs->client = NULL;
         th_sse_end(c, r, NULL, 0, NULL, 0);
     } else {
-        end_client(rs);
+        end_client(ws, rs);
     }
     rs->caller = NULL;
     fit_session(ws, rs->sess);
@@ -270,7 +273,7 @@ void th_replay_session_end(th_wslot *ws, th_sent *e) {
 
 int th_replay_session_live(const th_sent *e) {
     for (const th_rstream *rs = e->streams; rs; rs = rs->snext)
-        if (rs->caller || rs->client) return 1;
+        if (rs->caller || rs->client || rs->remote) return 1;
     return 0;
 }
 
@@ -281,6 +284,7 @@ void th_replay_free_all(th_wslot *ws) {
         if (rs->caller) rs->caller->rs = NULL;
         if (rs->client) rs->client->rs = NULL;
         rs->sess = NULL;
+        rs->remote = 0; /* memory only: no message goes at destroy */
         unlink_stream(ws, rs);
     }
     ws->mod->host->free(t->b);

@@ -48,6 +48,11 @@ struct th_rstream {
     th_req *caller;             /* the request whose call feeds it, until the call ends */
     th_req *client;             /* the request showing it to a client now, or NULL */
     uint8_t done;               /* the result is in */
+    uint8_t remote;             /* shown by another replica now (relay.h): */
+    uint32_t r_replica, r_worker; /* ... the loop asking ... */
+    uint64_t r_ticket;          /* ... its name for this showing ... */
+    uint32_t r_sent;            /* ... events sent to it ... */
+    uint64_t r_last_ms;         /* ... and when the last message went (heartbeats) */
 };
 
 /* A stream for r's call (r->rs), registered under a new number; its

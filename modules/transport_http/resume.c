@@ -1,8 +1,10 @@
 /* transport_http: GET /mcp with Last-Event-ID, the legacy wire's
  * resumption of a dropped POST stream (replay.h).
  *
- * An event id is "<worker>_<stream>_<seq>": the loop that runs the stream,
- * its number there, the event's place in it. A GET naming a stream on this
+ * An event id is "<replica>_<worker>_<stream>_<seq>": the gateway process
+ * and the loop that run the stream, its number there, the event's place in
+ * it. A stream of another replica is relayed from there (relay.h). A GET
+ * naming a stream on this
  * loop is answered here: the events after that id, then the live ones. A
  * GET naming another loop's stream moves its connection to that loop (its
  * calls and buffers never leave their loop): once every answer before it on
@@ -16,6 +18,7 @@
  * not yet sent), 409 when the stream is being shown to a client already. */
 #include "internal.h"
 #include "legacy_parse.h"
+#include "relay.h"
 #include "replay.h"
 #include "stream.h"
 
@@ -33,8 +36,17 @@ static void unknown(th_conn *c, th_req *r) {
 
 void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
     th_wslot *ws = c->ws;
-    uint32_t w, no, seq;
-    if (!th_event_id_parse(id, n, &w, &no, &seq) || w >= ws->mod->nworkers) {
+    th_event_ref ref;
+    if (!th_event_id_parse(id, n, &ref) || !ref.replica) {
+        unknown(c, r);
+        return;
+    }
+    if (ref.replica != ws->mod->replica) { /* another gateway of the fleet runs it */
+        th_relay_open(c, r, &ref);
+        return;
+    }
+    uint32_t w = ref.worker, no = ref.no, seq = ref.seq;
+    if (w >= ws->mod->nworkers) {
         unknown(c, r);
         return;
     }
@@ -51,7 +63,7 @@ void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
         unknown(c, r);
         return;
     }
-    if (rs->client) {
+    if (rs->client || rs->remote) { /* shown here, or by another replica (relay.h) */
         th_respond_rpc_error(c, r, 409, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
                              MSG("Conflict: that stream is connected already"), NULL, 0);
         return;

@@ -1,5 +1,6 @@
 /* transport_http: legacy-wire sessions on the coordinator (see session.h). */
 #include "internal.h"
+#include "relay.h"
 #include "replay.h"
 
 #include <stdio.h>
@@ -309,6 +310,7 @@ static void gone(th_wslot *ws, const char *sid) {
     th_sent *e = th_sess_peek(ws, id, TH_SID_LEN);
     if (e) cache_unlink(ws, e); /* first: its streams' ends must not write the row back */
     th_legacy_end_streams(ws, id);
+    th_relay_session_end(ws, id);
     if (!e) return;
     th_replay_session_end(ws, e);
     if (e->owned) {

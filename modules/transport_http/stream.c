@@ -24,8 +24,10 @@ static int wrote(th_conn *c, th_req *r) {
     return 0;
 }
 
-size_t th_event_id(char *out, unsigned worker, unsigned stream, unsigned seq) {
-    size_t n = th_fmt_u64(out, worker);
+size_t th_event_id(char *out, const th_wslot *ws, unsigned stream, unsigned seq) {
+    size_t n = th_fmt_u64(out, ws->mod->replica);
+    out[n++] = '_';
+    n += th_fmt_u64(out + n, ws->index);
     out[n++] = '_';
     n += th_fmt_u64(out + n, stream);
     out[n++] = '_';
@@ -117,7 +119,7 @@ int th_sse_event(th_conn *c, th_req *r, const char *id, size_t idn, const char *
     if (rc) return rc;
     char idbuf[48];
     if (!id && r->legacy && r->stream_no) { /* the stream is in the id, for Last-Event-ID */
-        idn = th_event_id(idbuf, c->ws->index, r->stream_no, r->ev_seq++);
+        idn = th_event_id(idbuf, c->ws, r->stream_no, r->ev_seq++);
         id = idbuf;
     }
     mcpg_buf *e = &c->ws->sse_body;

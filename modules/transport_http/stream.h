@@ -20,9 +20,12 @@
 
 /* Write the stream's head if not yet written. 0, or MCPG_ENOMEM. */
 int th_sse_begin(th_conn *c, th_req *r);
-/* "<worker>_<stream>_<seq>", an event id that says where its stream lives;
- * out holds at least 36 bytes. Returns the length (out NUL-terminated). */
-size_t th_event_id(char *out, unsigned worker, unsigned stream, unsigned seq);
+/* "<replica>_<worker>_<stream>_<seq>", an event id that says where its
+ * stream lives: the gateway process (th_mod.replica), its loop, the stream's
+ * number there, the event's place in it. out holds at least TH_EVENT_ID_MAX
+ * bytes. Returns the length (out NUL-terminated). */
+#define TH_EVENT_ID_MAX 48
+size_t th_event_id(char *out, const th_wslot *ws, unsigned stream, unsigned seq);
 /* One event: `id` (may be NULL) and the JSON-RPC message. 0, MCPG_ENOMEM,
  * or MCPG_EAGAIN when the stream is over its bound (the connection closes). */
 int th_sse_event(th_conn *c, th_req *r, const char *id, size_t idn, const char *json, size_t n);

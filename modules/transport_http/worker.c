@@ -9,6 +9,7 @@
  * their close callbacks have run, conn_count() stays above zero so the
  * kernel does not unload the module under them. */
 #include "internal.h"
+#include "relay.h"
 #include "replay.h"
 #include "stream.h"
 
@@ -73,6 +74,7 @@ static void on_sweep(uv_timer_t *t) {
         ws->keepalive_ms = now;
         th_listeners_keepalive(ws, now);
         th_sess_sweep(ws, now); /* each loop its own cache */
+        th_relay_sweep(ws, now);
         th_worker_give_back_memory(ws);
     }
 }
@@ -160,6 +162,7 @@ th_req *th_req_get(th_wslot *ws) {
 
 void th_req_put(th_wslot *ws, th_req *r) {
     const mcpg_host *host = ws->mod->host;
+    th_relay_drop(ws, r); /* a relayed stream's client went: its replica hears */
     th_tls_facts_unref(host, r->facts); /* its call is over */
     r->facts = NULL;
     /* a one-off large body must not stay cached */

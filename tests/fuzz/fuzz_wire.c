@@ -156,19 +156,20 @@ static void check_legacy(const wire_input *w) {
 
 static void check_event_id(const th_hval *v) {
     if (!v->present) return;
-    uint32_t wk, no, seq;
-    if (!th_event_id_parse(v->p, v->n, &wk, &no, &seq)) return;
+    th_event_ref ref;
+    if (!th_event_id_parse(v->p, v->n, &ref)) return;
     size_t underscores = 0;
     for (size_t i = 0; i < v->n; i++) {
         FZ_CHECK((v->p[i] >= '0' && v->p[i] <= '9') || v->p[i] == '_', "byte 0x%02x in an event id",
                  (unsigned char)v->p[i]);
         underscores += v->p[i] == '_';
     }
-    FZ_CHECK(underscores == 2, "%zu separators", underscores);
-    char again[40];
-    int k = snprintf(again, sizeof again, "%u_%u_%u", wk, no, seq);
-    uint32_t w2, n2, s2;
-    FZ_CHECK(th_event_id_parse(again, (size_t)k, &w2, &n2, &s2) && w2 == wk && n2 == no && s2 == seq,
+    FZ_CHECK(underscores == 3, "%zu separators", underscores);
+    char again[48];
+    int k = snprintf(again, sizeof again, "%u_%u_%u_%u", ref.replica, ref.worker, ref.no, ref.seq);
+    th_event_ref back;
+    FZ_CHECK(th_event_id_parse(again, (size_t)k, &back) && back.replica == ref.replica &&
+                 back.worker == ref.worker && back.no == ref.no && back.seq == ref.seq,
              "%s does not read back", again);
 }
 

@@ -32,6 +32,7 @@ from gateway import (Conn, Context, Gateway, call_tool, check, check_eq, free_po
                      parse_args, run_tests, stop_process, wait_for)
 import test_limits  # noqa: E402
 from test_legacy_wire import head_of, initialize, read_stream, request, rpc  # noqa: E402
+from fleet_relay import add_slow_tool, relay_checks  # noqa: E402
 
 NATS = os.environ.get("NATS_SERVER", "/usr/sbin/nats-server")
 
@@ -84,7 +85,7 @@ def fleet_manifest(ctx, name, fast_path=False):
     for mod in m["modules"]:
         if mod["module"] == "audit_file":
             mod["config"]["path"] = ctx.path("audit-%s.jsonl" % name)
-    return m
+    return add_slow_tool(m)
 
 
 def drive_both(a, b, tool, seconds=None, until=None):
@@ -278,6 +279,7 @@ def main():
         ("rated across two gateways: within the bounds of its edges", t_rated),
         ("budgeted across two gateways: exactly 1000", t_budgeted),
         ("a legacy session across gateways: DELETE on B ends A's stream", t_session_across),
+    ] + relay_checks(lambda n: {"A": a, "B": b}[n].port) + [
         ("NATS messages per legacy call: default and unary_json_fast_path", t_messages_per_call),
         ("nats-server down and back: stateless on, initialize 503, limits closed",
          t_server_down),

@@ -34,6 +34,7 @@ from test_legacy_wire import (head_of, initialize, read_stream, request, rpc,  #
                               answer)
 from test_limits import drive, rated_bounds, split  # noqa: E402
 from gateway import Conn  # noqa: E402
+from fleet_relay import add_slow_tool, relay_checks  # noqa: E402
 
 REDIS_SERVER = os.environ.get("MCPG_REDIS_SERVER", "redis-server")
 REDIS_CLI = os.environ.get("MCPG_REDIS_CLI", "redis-cli")
@@ -111,10 +112,13 @@ def main():
     redis = Redis(ctx)
     gws = {}
 
+    with open(conf) as f:  # the shipped manifest and a slow tool for the relayed streams
+        fleet = add_slow_tool(json.load(f))
+
     def start_fleet():
         redis.start()
         for name in ("A", "B"):
-            gws[name] = Gateway(ctx, config=conf, name="gateway-" + name,
+            gws[name] = Gateway(ctx, manifest=fleet, name="gateway-" + name,
                                 env=gateway_env(ctx, redis, "fleet:", name)).start()
         # a third replica whose limits fail open (on_coordinator_error admit)
         with open(conf) as f:
@@ -223,7 +227,7 @@ def main():
         r = legacy_call(a, sid, "echo", "after B died", 3)
         check_eq(r.status, 200, "B's session served by A (%r)" % r.body[:200])
         check_eq(answer(r)["result"]["content"][0]["text"], "Echo: after B died", "A's answer")
-        gws["B"] = Gateway(ctx, config=conf, name="gateway-B",
+        gws["B"] = Gateway(ctx, manifest=fleet, name="gateway-B",
                            env=gateway_env(ctx, redis, "fleet:", "B2")).start()
 
     def t_redis_down():
@@ -273,6 +277,7 @@ def main():
             ("rated (global): within the edge bounds across the fleet", t_rated),
             ("budgeted (global): exactly 1000 across the fleet", t_budgeted),
             ("a session on A: calls on B, stream on A, DELETE on B ends it", t_session_across),
+        ] + relay_checks(lambda n: gws[n].port) + [
             ("a replica killed: its session served by the other", t_replica_killed),
             ("Redis down mid-run and back", t_redis_down),
             ("the gateways stop cleanly", t_stop),

@@ -161,7 +161,7 @@ def main():
         r, sid = initialize(p)
         check_eq(r.content_type(), "text/event-stream", "initialize answered as SSE")
         text = r.body.decode()
-        check(re.search(r"^id: \d+_\d+_0\nretry: \d+\ndata: \n\n", text, re.M),
+        check(re.search(r"^id: \d+_\d+_\d+_0\nretry: \d+\ndata: \n\n", text, re.M),
               "a priming event with id and retry first: %r" % text[:200])
         res = answer(r)["result"]
         check_eq(res["protocolVersion"], "2025-11-25", "negotiated version")
@@ -316,7 +316,7 @@ def main():
     def t_resume():
         _, sid = initialize(p)
         last = drop_after_priming(p, sid, "slow", 21)
-        check(re.fullmatch(r"\d+_\d+_0", last), "a priming id names loop and stream: %r" % last)
+        check(re.fullmatch(r"[1-9]\d*_\d+_\d+_0", last), "a priming id names gateway, loop and stream: %r" % last)
         c = resume(p, sid, last)
         status, head = head_of(c)
         check_eq(status, 200, "the resumption GET (%r)" % head)
@@ -348,10 +348,20 @@ def main():
         text, ended = read_stream(first)
         first.close()
         check(ended and "Echo: resumed" in text, "the first still gets the result: %r" % text)
-        for bad in ("abc", "0_x_1", "0_99999_0", "7_1_0", "", "0_1_0_0"):
+        replica, _, no, seq = last.split("_")
+        for bad in ("abc", "0_x_1", "0_99999_0", "7_1_0", "", "0_1_0_0", "1_0_1_0_0",
+                    "%s_7_%s_%s" % (replica, no, seq), "%s_0_99999_0" % replica):
             r = request(p, "GET", session=sid, accept="text/event-stream",
                         extra=(("Last-Event-ID", bad),))
             expect_error(r, 400, -32000, "Last-Event-ID %r" % bad, check_id=False)
+        # another gateway's id: asked over the coordinator, nobody answers (relay.h)
+        stale = "%d_0_%s_%s" % (int(replica) % 4000000000 + 1, no, seq)
+        t0 = time.monotonic()
+        r = request(p, "GET", session=sid, accept="text/event-stream", extra=(("Last-Event-ID", stale),))
+        waited = time.monotonic() - t0
+        expect_error(r, 400, -32000, "Last-Event-ID %r of a replica that does not answer" % stale,
+                     check_id=False)
+        check(1.5 <= waited <= 6, "answered after the relay's 2 s wait: %.2f s" % waited)
         _, other = initialize(p)
         r = request(p, "GET", session=other, accept="text/event-stream",
                     extra=(("Last-Event-ID", last),))
@@ -368,14 +378,14 @@ def main():
             request(mp, body=rpc("ping", id=900 + i), session=sid, conn=c)
             r = c.read_response()
             check_eq(r.status, 200, "ping on a new connection (%r)" % r.body[:200])
-            w = int(re.search(r"^id: (\d+)_", r.body.decode(), re.M).group(1))
+            w = int(re.search(r"^id: \d+_(\d+)_", r.body.decode(), re.M).group(1))
             if w in found:
                 c.close()
             else:
                 found[w] = c
             if len(found) == want:
                 return found
-        fail("%d connections all landed on loops %r" % (tries, sorted(found)))
+        check(False, "%d connections all landed on loops %r" % (tries, sorted(found)))
 
     def t_multi_sessions():
         _, sid = initialize(mp)
@@ -436,7 +446,7 @@ def main():
         for attempt in range(6):  # until the drop and the GET land on different loops
             last = drop_after_priming(mp, sid, "slow", 80 + attempt)
             conns = loops(sid)
-            w = int(last.split("_")[0])
+            w = int(last.split("_")[1])
             c = conns.pop(1 - w)
             for other in conns.values():
                 other.close()
