@@ -33,6 +33,8 @@
 
 typedef struct th_rstream th_rstream;
 typedef struct th_relay th_relay; /* relay.h */
+#define TH_RESUMABLE_CALL 1  /* a legacy call's stream */
+#define TH_RESUMABLE_NEWS 2  /* a session's standalone GET stream */
 
 /* The loop's replay streams, by number (replay.h). */
 typedef struct th_rtable {
@@ -41,6 +43,7 @@ typedef struct th_rtable {
     th_rstream *oldest, *newest;
     size_t bytes;
     uint32_t nremote;   /* streams shown by another replica (relay.h) */
+    th_rstream *news;   /* the sessions' standalone streams (replay.h), a list */
 } th_rtable;
 
 #define TH_READ_BUF (64 * 1024)          /* per worker, shared by its connections */
@@ -162,7 +165,7 @@ typedef struct th_req {
     int sop_status;            /* the answer of the last coordinator step (session.h) */
     uint8_t loaded;            /* its session was looked up (session_of) */
     uint8_t changed;           /* its session change is answered (sop_status) */
-    uint8_t resumable;         /* a call whose stream gets a replay buffer */
+    uint8_t resumable;         /* TH_RESUMABLE_*: its stream gets a replay buffer (replay.h) */
     uint8_t authz;             /* resources/subscribe, a listen's resourceSubscriptions:
                                   1 asking the pipeline, 2 allowed */
     uint32_t authz_off, authz_len; /* a listen's allowed uris (a JSON array) after the body in data */

@@ -8,6 +8,7 @@
  * stream lives until the client closes it (nothing to cancel: no call) or
  * the gateway drains (then its result ends it). */
 #include "internal.h"
+#include "replay.h"
 #include "stream.h"
 
 #include <string.h>
@@ -92,6 +93,7 @@ void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
 /* Called when a listening stream goes away (closed, drained). */
 void th_listen_stop(th_wslot *ws, th_req *r) {
     if (r->legacy) { /* the session's GET slot is free again (unless the session ended) */
+        th_replay_news_closed(ws, r); /* its buffer keeps the news for a GET that resumes */
         th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
         if (e) {
             e->nget--;
@@ -119,20 +121,9 @@ static int wants_uri(const mcpg_host *h, const th_req *r, const char *uri, size_
     return 0;
 }
 
-/* A session's GET stream: every list change, the updates of the resources
- * the session subscribed to; a session ended elsewhere ends its stream. */
-static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated, const char *uri,
-                        size_t uri_len) {
+/* The notification a session's GET stream gets, in ws->msg_body; 0 or MCPG_ENOMEM. */
+static int legacy_note(th_wslot *ws, const char *method, int updated, const char *uri, size_t uri_len) {
     const mcpg_host *h = ws->mod->host;
-    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
-    if (!e) {
-        th_conn *c = r->conn;
-        th_listener_remove(ws, r);
-        th_sse_end(c, r, NULL, 0, NULL, 0);
-        th_conn_advance(c);
-        return;
-    }
-    if (updated && !th_sess_subscribed(ws, e, uri, uri_len)) return;
     mcpg_buf *b = &ws->msg_body;
     b->len = 0;
     int rc = h->buf_printf(b, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"", method);
@@ -142,7 +133,35 @@ static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated
         rc |= h->buf_append(b, "}", 1);
     }
     rc |= h->buf_append(b, "}", 1);
-    if (!rc) (void)th_sse_event(r->conn, r, NULL, 0, b->data, b->len);
+    return rc ? MCPG_ENOMEM : 0;
+}
+
+/* A session's standalone stream (replay.h): every list change, the updates
+ * of the resources the session subscribed to, kept in its buffer whether a
+ * GET shows it now or comes back for it later. */
+static void session_news(th_wslot *ws, th_rstream *rs, const char *method, int updated, const char *uri,
+                         size_t uri_len) {
+    if (updated && !th_sess_subscribed(ws, rs->sess, uri, uri_len)) return;
+    if (!legacy_note(ws, method, updated, uri, uri_len))
+        (void)th_replay_event(ws, rs, ws->msg_body.data, ws->msg_body.len);
+}
+
+/* A session's GET stream without a buffer (there was no memory for one):
+ * the news go to it live only; a session ended elsewhere ends its stream. */
+static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated, const char *uri,
+                        size_t uri_len) {
+    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+    if (!e) {
+        th_conn *c = r->conn;
+        th_listener_remove(ws, r);
+        th_sse_end(c, r, NULL, 0, NULL, 0);
+        th_conn_advance(c);
+        return;
+    }
+    if (e->news && e->news->live == r) return; /* told through its buffer */
+    if (updated && !th_sess_subscribed(ws, e, uri, uri_len)) return;
+    if (!legacy_note(ws, method, updated, uri, uri_len))
+        (void)th_sse_event(r->conn, r, NULL, 0, ws->msg_body.data, ws->msg_body.len);
 }
 
 void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len) {
@@ -150,6 +169,8 @@ void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len) 
     unsigned bit = list_bit(method);
     int updated = !bit && uri && !strcmp(method, "notifications/resources/updated");
     if (!bit && !updated) return;
+    for (th_rstream *rs = ws->rtable.news; rs; rs = rs->nnext)
+        session_news(ws, rs, method, updated, uri, uri_len);
     for (th_req *r = ws->listeners, *next; r; r = next) {
         next = r->lnext; /* a stream over its bound closes (never frees) here */
         if (r->legacy) {

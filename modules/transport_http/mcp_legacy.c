@@ -101,7 +101,10 @@ int th_legacy_stream_begin(th_conn *c, th_req *r) {
     th_wslot *ws = c->ws;
     if (r->sse) return 0;
     /* a call's stream keeps its events for a client that comes back */
-    th_rstream *rs = r->resumable ? th_replay_open(ws, r, th_sess_peek(ws, r->sid, strlen(r->sid))) : NULL;
+    th_sent *e = r->resumable ? th_sess_peek(ws, r->sid, strlen(r->sid)) : NULL;
+    th_rstream *rs = r->resumable == TH_RESUMABLE_CALL ? th_replay_open(ws, r, e)
+                     : r->resumable == TH_RESUMABLE_NEWS ? th_replay_open_news(ws, r, e)
+                                                         : NULL;
     if (!rs) {
         r->stream_no = ++ws->streams_made;
         r->ev_seq = 0;
@@ -489,6 +492,7 @@ void th_legacy_get(th_conn *c, th_req *r) {
     r->state = TH_REQ_INFLIGHT;
     r->desc.id_json = NULL;
     th_listener_add(c->ws, r);
+    r->resumable = TH_RESUMABLE_NEWS; /* what it misses once gone is kept for a GET that resumes */
     if (th_legacy_stream_begin(c, r)) c->close_after = 1;
 }
 

@@ -262,7 +262,7 @@ static void stream_side_open(th_wslot *ws, reader *rd) {
         say(ws, &probe, 'X', 400);
         return;
     }
-    if (rs->client || rs->remote) {
+    if (rs->client || rs->remote || rs->live) {
         say(ws, &probe, 'X', 409);
         return;
     }

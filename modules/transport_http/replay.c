@@ -63,6 +63,12 @@ static void unlink_stream(th_wslot *ws, th_rstream *rs) {
         th_rstream **sp = &rs->sess->streams;
         while (*sp && *sp != rs) sp = &(*sp)->snext;
         if (*sp) *sp = rs->snext;
+        if (rs->sess->news == rs) rs->sess->news = NULL;
+    }
+    if (rs->standalone) {
+        if (rs->nprev) rs->nprev->nnext = rs->nnext;
+        else t->news = rs->nnext;
+        if (rs->nnext) rs->nnext->nprev = rs->nprev;
     }
     while (rs->head) drop_oldest_event(ws, rs);
     ws->mod->host->free(rs);
@@ -99,6 +105,7 @@ static void end_client(th_wslot *ws, th_rstream *rs) {
 static void free_stream(th_wslot *ws, th_rstream *rs) {
     th_req *r = rs->caller;
     end_client(ws, rs);
+    rs->live = NULL; /* its GET is a listener: it ends with the session (th_legacy_end_streams) */
     if (r) {
         r->rs = NULL;
         r->stream_no = rs->no; /* an answer still being written keeps its ids going */
@@ -140,7 +147,8 @@ static int keep(th_wslot *ws, th_rstream *rs, uint32_t seq, const char *text, si
 
 /* ---- streams ----------------------------------------------------------------------------- */
 
-th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e) {
+/* A new stream of e, numbered and on the loop's lists; no request yet. */
+static th_rstream *register_stream(th_wslot *ws, th_sent *e) {
     th_rtable *t = &ws->rtable;
     if (!e || (t->n >= t->nb && grow(ws))) return NULL;
     th_rstream *rs = ws->mod->host->calloc(1, sizeof *rs);
@@ -157,10 +165,35 @@ th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e) {
     rs->sess = e;
     rs->snext = e->streams;
     e->streams = rs;
+    return rs;
+}
+
+th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e) {
+    th_rstream *rs = register_stream(ws, e);
+    if (!rs) return NULL;
     rs->caller = r;
     rs->client = r;
     r->rs = rs;
     return rs;
+}
+
+th_rstream *th_replay_open_news(th_wslot *ws, th_req *r, th_sent *e) {
+    if (e && e->news) free_stream(ws, e->news);
+    th_rstream *rs = register_stream(ws, e);
+    if (!rs) return NULL;
+    th_rtable *t = &ws->rtable;
+    rs->standalone = 1;
+    rs->live = r;
+    rs->nnext = t->news;
+    if (t->news) t->news->nprev = rs;
+    t->news = rs;
+    e->news = rs;
+    return rs;
+}
+
+void th_replay_news_closed(th_wslot *ws, th_req *r) {
+    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+    if (e && e->news && e->news->live == r) e->news->live = NULL;
 }
 
 int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n) {
@@ -174,6 +207,8 @@ int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n) {
     th_req *g = rs->client;
     if (g && g->conn && !g->conn->closing && th_sse_raw(g->conn, g, b->data, b->len) == MCPG_EAGAIN)
         detach_client(rs); /* it stopped reading: its connection closes; it may resume */
+    g = rs->live; /* a standalone stream's own GET (over its bound: it closes, and goes) */
+    if (g && g->conn && !g->conn->closing) (void)th_sse_raw(g->conn, g, b->data, b->len);
     th_relay_event(ws, rs, b->data, b->len);
     return 0;
 }

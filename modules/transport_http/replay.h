@@ -48,6 +48,9 @@ struct th_rstream {
     th_req *caller;             /* the request whose call feeds it, until the call ends */
     th_req *client;             /* the request showing it to a client now, or NULL */
     uint8_t done;               /* the result is in */
+    uint8_t standalone;         /* a session's GET stream: news, never done */
+    th_req *live;               /* standalone: the GET that opened it, while it is open */
+    th_rstream *nprev, *nnext;  /* standalone: the loop's list of them */
     uint8_t remote;             /* shown by another replica now (relay.h): */
     uint32_t r_replica, r_worker; /* ... the loop asking ... */
     uint64_t r_ticket;          /* ... its name for this showing ... */
@@ -59,6 +62,14 @@ struct th_rstream {
  * session is e. NULL when out of memory (the answer is then not resumable). */
 th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e);
 th_rstream *th_replay_find(th_wslot *ws, uint32_t no);
+/* The standalone stream of e on this loop, opened by the GET r (it stays
+ * r's listener, and is rs->live while open): news for the session are kept
+ * in it, also while no GET shows it, until the session ends, so a GET with
+ * Last-Event-ID (on any replica) gets what it missed. A previous one of e
+ * here goes: a GET without Last-Event-ID starts over. NULL when out of memory. */
+th_rstream *th_replay_open_news(th_wslot *ws, th_req *r, th_sent *e);
+/* The GET r showing its session's standalone stream live went. */
+void th_replay_news_closed(th_wslot *ws, th_req *r);
 /* Format one event of rs (the next id), keep it, and send it to the client
  * if one is attached. 0, or MCPG_ENOMEM. */
 int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n);

@@ -63,7 +63,7 @@ void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
         unknown(c, r);
         return;
     }
-    if (rs->client || rs->remote) { /* shown here, or by another replica (relay.h) */
+    if (rs->client || rs->remote || rs->live) { /* shown here, or by another replica (relay.h) */
         th_respond_rpc_error(c, r, 409, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
                              MSG("Conflict: that stream is connected already"), NULL, 0);
         return;

@@ -66,6 +66,7 @@ typedef struct th_sent {
     uint64_t renewed_ms;     /* loop time of the last write or renewal seen */
     uint64_t used_ms;        /* loop time of the last request on this loop */
     th_rstream *streams;     /* its replay buffers on this loop (replay.h) */
+    th_rstream *news;        /* ... of which its standalone stream's, or NULL */
 } th_sent;
 
 /* The loop's cache. */

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Conn, Gateway, base_manifest, call_tool, check, check_eq,  # noqa: E402
                      expect_error, expect_result, parse_args, run_tests, send_one,
                      stateless_request)
-from test_legacy_wire import initialize, read_stream, request  # noqa: E402
+from test_legacy_wire import events, head_of, initialize, read_stream, request, resume  # noqa: E402
 
 
 def tool_names(port):
@@ -80,12 +80,47 @@ def main():
             # told after the swap: listing now shows the new lists
             check("dyn_one" in tool_names(p), "back to the first lists once told")
 
+    def t_missed_news_replayed():
+        """The GET stream drops; a list change while it is away is kept in the
+        session's buffer and replayed to the GET that resumes with its id."""
+        _, sid = initialize(p)
+        g = Conn(p)
+        request(p, "GET", session=sid, accept="text/event-stream", conn=g)
+        check_eq(head_of(g)[0], 200, "GET stream opens")
+        text, _ = read_stream(g, until="\n\n")
+        prime = events(text)[0][0]
+        check(prime, "the GET stream's priming event has an id: %r" % text)
+        g.close()
+        time.sleep(0.2)  # the gateway saw the drop: the session's GET slot is free
+        r = request(p, body={"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                             "params": {"name": "dyn_flip", "arguments": {}}}, session=sid)
+        check_eq(r.status, 200, "flip while no GET is open")
+        wait_for(lambda n: "two" in n, "the lists rebuilt")
+        time.sleep(0.2)
+        with resume(p, sid, prime) as c:
+            check_eq(head_of(c)[0], 200, "GET with the priming id resumes the standalone stream")
+            text, _ = read_stream(c, until="list_changed", timeout=5)
+            evs = [e for e in events(text) if "list_changed" in e[1]]
+            check(len(evs) == 1, "the missed list change, once: %r" % text)
+            check(evs[0][0].rsplit("_", 1)[0] == prime.rsplit("_", 1)[0],
+                  "an event of the same stream: %r after %r" % (evs[0][0], prime))
+            second = resume(p, sid, prime)
+            expect_error(second.read_response(), 409, -32000, "a second GET on that stream",
+                         check_id=False)
+            second.close()
+        time.sleep(0.2)
+        with Conn(p) as fresh:  # without Last-Event-ID: a new stream, the old buffer goes
+            request(p, "GET", session=sid, accept="text/event-stream", conn=fresh)
+            check_eq(head_of(fresh)[0], 200, "a plain GET after the resumed one closed")
+        request(p, "DELETE", session=sid)
+
     def t_stop():
         gw.stop()
 
     return run_tests([
         ("lists swapped under a call in flight; bad names left out", t_swap_under_a_call),
         ("a legacy session's stream is told after the rebuild", t_listeners_told),
+        ("news missed while the GET stream was away: replayed on resumption", t_missed_news_replayed),
         ("the gateway stops cleanly", t_stop),
     ], ctx)
 
