@@ -292,7 +292,10 @@ static bool desc_valid(const mcpg_call_desc *d) {
     return d->size >= MCPG_CALL_DESC_SIZE_1_0 && d->complete && d->method;
 }
 
-int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
+/* A call from a client (through every stage), or the gateway's own
+ * (internal: straight to its backend, no identity, policy, limits or audit:
+ * kernel/watch.c reading a watched resource). */
+static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, bool internal) {
     if (!w || !d || !out || !desc_valid(d)) return MCPG_EINVAL;
     if (w->draining) return MCPG_EUNAVAIL;
     if ((uint64_t)atomic_load(&w->calls_in_flight) >= K.max_calls_per_worker) return MCPG_EAGAIN;
@@ -320,8 +323,22 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
     /* An unknown name is answered after identity and policy (see pipeline.c),
      * so a caller who may not call anything cannot probe what exists. */
     call_route(c);
+    if (internal && c->route) {
+        c->phase = PH_BACKEND;
+    } else if (internal) {
+        call_set_error(c, MCPG_RPC_INVALID_PARAMS, 404, "no backend serves that resource");
+        c->phase = PH_COMPLETE;
+    }
     pipeline_run(c);
     return 0;
+}
+
+int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
+    return submit(w, d, out, false);
+}
+
+int call_submit_internal(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
+    return submit(w, d, out, true);
 }
 
 void call_cancel(mcpg_call *h) {

@@ -81,6 +81,9 @@ typedef struct decl_binding {
     char **deny_resources; size_t n_deny_resources;
     name_pairs rename;       /* the backend's tool/prompt name → what clients see (before the prefix) */
     name_pairs describe;     /* the backend's tool/prompt name → the description clients see */
+    bool watch;              /* "watch": the gateway polls its resources (kernel/watch.c) */
+    int64_t watch_interval_ms;
+    char **watch_uris; size_t n_watch_uris; /* none given: every resource it lists */
 } decl_binding;
 
 /* ---- redaction (redact.c) ---- */
@@ -117,6 +120,8 @@ typedef struct manifest {
     int64_t max_calls_per_worker;
     int64_t pool_threads, pool_queue;
     int64_t list_page_size;  /* items per page of a merged list */
+    int64_t watch_shards;    /* gateway.watch: shards of the watched resources ... */
+    int64_t watch_lease_ms;  /* ... each polled by one replica under a lease this long */
     decl_instance transport; /* gateway.server is its config */
     decl_instance *instances; size_t n_instances;
     char **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
@@ -350,6 +355,17 @@ unsigned pool_busy(void);   /* threads running a job now */
 
 /* ---- calls and the pipeline ---- */
 int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
+/* ---- resource watches (watch.c) and the fleet's news (news.c), on loop 0 ---- */
+void watch_adopt(mcpg_worker *w, generation *g);
+void watch_stop(mcpg_worker *w);
+void watch_counts(uint64_t *polls, uint64_t *told, uint32_t *shards_held);
+void news_fleet_adopt(mcpg_worker *w, generation *g);
+void news_fleet_stop(mcpg_worker *w);
+/* A resource changed, told once for the whole fleet: every replica's subscribers hear it. */
+void news_fleet_resource_updated(mcpg_worker *w, const char *uri, size_t len);
+
+/* The gateway's own call: straight to the backend (see call.c). */
+int call_submit_internal(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 void call_cancel(mcpg_call *c);
 void call_outcome(mcpg_call *c, mcpg_call_outcome *o);
 void call_release(mcpg_call *c);

@@ -194,7 +194,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     static const char *const keys[] = {"name", "listen", "workers", "module_dir", "runtime_dir",
                                        "log_level", "drain_timeout_ms", "reload_drain_ms", "max_calls_per_worker",
                                        "pool", "transport", "server", "list_page_size",
-                                       "id", "anonymous", "audit", "redact"};
+                                       "id", "anonymous", "audit", "redact", "watch"};
     manifest *m = c->m;
     json_t *gw = get_object(c, root, "gateway", "gateway");
     json_t *empty = json_object();
@@ -238,6 +238,13 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     }
     m->pool_threads = get_int(c, pool ? pool : empty, "threads", "gateway.pool", 4, 1, 256);
     m->pool_queue = get_int(c, pool ? pool : empty, "queue", "gateway.pool", 1024, 1, 1 << 20);
+    json_t *watch = get_object(c, gw, "watch", "gateway.watch");
+    if (watch) {
+        static const char *const wkeys[] = {"shards", "lease_ms"};
+        check_keys(c, watch, "gateway.watch", wkeys, 2);
+    }
+    m->watch_shards = get_int(c, watch ? watch : empty, "shards", "gateway.watch", 16, 1, 1024);
+    m->watch_lease_ms = get_int(c, watch ? watch : empty, "lease_ms", "gateway.watch", 6000, 500, 600000);
     json_t *server = get_object(c, gw, "server", "gateway.server");
     m->transport.name = strdup("http");
     m->transport.module = get_string(c, gw, "transport", "gateway", "transport_http");
@@ -352,6 +359,24 @@ static void get_pairs(mctx *c, json_t *obj, const char *key, const char *base, n
     }
 }
 
+/* bindings[i].watch: {"interval_ms": N, "resources": [uri, ...]} (kernel/watch.c) */
+static void parse_binding_watch(mctx *c, json_t *e, const char *base, decl_binding *b) {
+    char p[96];
+    snprintf(p, sizeof p, "%s.watch", base);
+    json_t *w = get_object(c, e, "watch", p);
+    if (!w) return;
+    static const char *const keys[] = {"interval_ms", "resources"};
+    check_keys(c, w, p, keys, 2);
+    if (!json_object_get(w, "interval_ms")) {
+        char q[128];
+        snprintf(q, sizeof q, "%s.interval_ms", p);
+        err(c, q, "is required");
+    }
+    b->watch_interval_ms = get_int(c, w, "interval_ms", p, 10000, 100, 86400000);
+    b->watch_uris = get_strings(c, w, "resources", p, &b->n_watch_uris);
+    b->watch = true;
+}
+
 static void parse_bindings(mctx *c, json_t *root) {
     manifest *m = c->m;
     json_t *bs = json_object_get(root, "bindings");
@@ -365,7 +390,7 @@ static void parse_bindings(mctx *c, json_t *root) {
     }
     static const char *const keys[] = {"backend", "prefix", "separator", "allow", "deny",
                                        "allow_resources", "deny_resources", "rename",
-                                       "describe"};
+                                       "describe", "watch"};
     m->bindings = calloc(json_array_size(bs) + 1, sizeof *m->bindings);
     size_t i;
     json_t *e;
@@ -387,6 +412,7 @@ static void parse_bindings(mctx *c, json_t *root) {
         b->deny_resources = get_strings(c, e, "deny_resources", base, &b->n_deny_resources);
         get_pairs(c, e, "rename", base, &b->rename);
         get_pairs(c, e, "describe", base, &b->describe);
+        parse_binding_watch(c, e, base, b);
         for (size_t k = 0; k < b->rename.n; k++)
             if (!mcpg_name_valid(b->rename.to[k], strlen(b->rename.to[k]))) {
                 char p[160];
@@ -765,6 +791,7 @@ void manifest_free(manifest *m) {
         free_strings(b->rename.to, b->rename.n);
         free_strings(b->describe.from, b->describe.n);
         free_strings(b->describe.to, b->describe.n);
+        free_strings(b->watch_uris, b->n_watch_uris);
     }
     free(m->bindings);
     free_strings(m->listen, m->n_listen);

@@ -419,6 +419,10 @@ static void begin_on_loop(void *arg) {
     }
     for (size_t l = 0; l < w->n_listen; l++)
         uv_poll_start(&w->listeners[l]->poll, UV_READABLE, on_accept);
+    if (w->index == 0) { /* the fleet's news and the watches live on loop 0 */
+        news_fleet_adopt(w, g);
+        watch_adopt(w, g);
+    }
 }
 
 /* The worker's housekeeping, four times a second: requests to clients that
@@ -546,6 +550,10 @@ static void stop_on_loop(void *arg) {
     while (atomic_load(&w->senders)) sched_yield(); /* a wake-up still on its way */
     run_posts(w); /* whatever raced in before the door closed */
     if (w->local_head) run_local_posts(&w->local_flush);
+    if (w->index == 0) { /* while the coordinator still takes ops: leases go back */
+        watch_stop(w);
+        news_fleet_stop(w);
+    }
     module_work_cancel_queued(w); /* done(MCPG_ECANCELED), before the instances stop */
     calls_free_worker(w);
     /* instances close what they keep on this loop, in reverse order; the

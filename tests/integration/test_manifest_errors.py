@@ -139,6 +139,10 @@ def main():
         m["modules"][0]["config"]["tools"] = [{"name": "x" * 60}]
         m["bindings"] = [{"backend": "mock", "prefix": "averylongprefix"}]
 
+    def m_watch(m):
+        m["bindings"] = [{"backend": "mock", "watch": {"resources": ["mock://x"], "intervall_ms": 5}}]
+        m["gateway"]["watch"] = {"shards": 0}
+
     def t_help_module():
         rc, out, err = run_cli(ctx, ["--help-module", "backend_mock"])
         check_eq(rc, 0, "--help-module backend_mock exit code (%s)" % err)
@@ -180,6 +184,10 @@ def main():
          case(m_pipe_kind, ['pipeline.audit[0]: instance "mock" is a backend, not an audit module'])),
         ("binding to an unknown backend",
          case(m_binding, ['bindings[0].backend: no instance named "x"'])),
+        ("a binding's watch and gateway.watch",
+         case(m_watch, ['bindings[0].watch.intervall_ms: unknown key (did you mean "interval_ms"?)',
+                        "bindings[0].watch.interval_ms: is required",
+                        "gateway.watch.shards: must be between 1 and 1024"])),
         ("unset environment variable",
          case(m_unset_env, ["(root): environment variable UNSET_VAR is not set "
                             "(use ${UNSET_VAR:-default})"], env_unset=["UNSET_VAR"])),
