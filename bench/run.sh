@@ -17,6 +17,7 @@
 #   openloop  latency against offered load at fractions of the capacity, conf/bench.json (openloop.sh)
 #   kv        the coordinator store alone: each op on memory and Redis from 1 and 64 tasks (kv.sh)
 #   governed  the limited tools of conf/governed.json, 64 connections, 30 s each, local and global (governed.sh)
+#   watch     sessions on every replica hear polled resources change; one gateway killed halfway (watch.py)
 #   soak      minutes of churn (calls, sessions, upstream kills, reloads): memory, fds, threads flat (soak.sh)
 #
 #   bench/run.sh                      every scenario
@@ -26,7 +27,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed kv soak)
+ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed kv watch soak)
 
 run_one() {
     case $1 in
@@ -38,6 +39,7 @@ run_one() {
     tls) bash "$ROOT/bench/tls.sh" --json "$RESULTS" ;;
     memtime) bash "$ROOT/bench/memtime.sh" --json "$RESULTS" ;;
     backend_latency) bash "$ROOT/bench/backend-latency.sh" --json "$RESULTS" ;;
+    watch) python3 "$ROOT/bench/watch.py" --json "$RESULTS" ;;
     micro) bash "$ROOT/bench/micro.sh" --json "$RESULTS" ;;
     openloop) bash "$ROOT/bench/openloop.sh" --json "$RESULTS" ;;
     governed) bash "$ROOT/bench/governed.sh" --json "$RESULTS" ;;
