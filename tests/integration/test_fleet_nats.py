@@ -76,6 +76,21 @@ class NatsServer:
             self.proc = None
 
 
+def fleet_context():
+    """The test's Context; None (SKIP printed) when this machine or build cannot
+    run a fleet on NATS."""
+    ctx = Context(parse_args())
+    why = None
+    if not os.access(NATS, os.X_OK):
+        why = "no nats-server at %s" % NATS
+    elif not os.path.exists(os.path.join(ctx.modules, "coordinator_nats.so")):
+        why = "this build has no coordinator_nats.so"
+    if why:
+        print("SKIP: %s\n0 passed, 0 failed" % why)
+        return None
+    return ctx
+
+
 def fleet_manifest(ctx, name, fast_path=False):
     with open(os.path.join(ctx.source, "conf", "fleet-nats.json")) as f:
         m = json.load(f)
@@ -108,13 +123,8 @@ def stats(gw):
 
 
 def main():
-    args = parse_args()
-    ctx = Context(args)
-    if not os.access(NATS, os.X_OK):
-        print("SKIP: no nats-server at %s\n0 passed, 0 failed" % NATS)
-        return 0
-    if not os.path.exists(os.path.join(ctx.modules, "coordinator_nats.so")):
-        print("SKIP: this build has no coordinator_nats.so\n0 passed, 0 failed")
+    ctx = fleet_context()
+    if ctx is None:
         return 0
     nats = NatsServer(ctx)
     env = {"MCPG_NATS_URL": nats.url, "MCPG_NATS_BUCKET": "fleet"}
