@@ -12,9 +12,13 @@ by pid) and two gateways A and B on the shipped manifest, sharing its bucket:
   * NATS messages per legacy call, from the server's /varz (in_msgs + out_msgs
     over 200 calls on one session), with the default settings and with
     unary_json_fast_path: printed, and the default held to at most 1 a call;
+  * a gateway started before nats-server: it starts and serves stateless
+    calls, initialize is 503 with Retry-After, a global limit 503, /readyz 200
+    saying "coordinator":"unavailable" (503 with ?coordinator=required); once
+    nats-server is there it connects by itself and sessions open;
   * nats-server down mid-run: stateless calls keep working, initialize is 503
-    with Retry-After, a global limit fails closed (503); nats-server back on its
-    port and store: initialize and the limits work again.
+    with Retry-After, a global limit fails closed (503), /readyz says so;
+    nats-server back on its port and store: initialize and the limits work again.
 Skipped without /usr/sbin/nats-server or coordinator_nats.so.
 """
 
@@ -28,8 +32,9 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, call_tool, check, check_eq, free_port,  # noqa: E402
-                     parse_args, run_tests, stop_process, wait_for)
+from gateway import (Conn, Context, Gateway, call_tool, check, check_coordinator_down,  # noqa: E402
+                     check_eq, free_port, parse_args, readyz_coordinator, run_tests,
+                     stop_process, wait_for)
 import test_limits  # noqa: E402
 from test_legacy_wire import head_of, initialize, read_stream, request, rpc  # noqa: E402
 
@@ -132,10 +137,28 @@ def main():
     b = Gateway(ctx, manifest=fleet_manifest(ctx, "b"), env=env, name="gw-b")
     fast = Gateway(ctx, manifest=fleet_manifest(ctx, "fast", fast_path=True), env=env,
                    name="gw-fast")
+    early = Gateway(ctx, manifest=fleet_manifest(ctx, "early"), env=env, name="gw-early")
     figures = {}
 
-    def t_start():
+    def t_start_before_nats():
+        # no nats-server yet: the gateway starts, serves, and connects later
+        early.start()
+        check_coordinator_down(early.port, "rated", "no nats-server yet")
+        t0 = time.monotonic()
         nats.start()
+        wait_for(lambda: readyz_coordinator(early.port) == "ok", 20,
+                 "/readyz to say the coordinator is ok once nats-server is there", interval=0.1)
+        r = request(early.port, body=rpc("initialize", {"protocolVersion": "2025-11-25",
+                                                        "capabilities": {},
+                                                        "clientInfo": {"name": "t",
+                                                                       "version": "1"}}),
+                    version=None)
+        check_eq(r.status, 200, "initialize once nats-server is there (%r)" % r.body[:200])
+        print("started before nats-server: connected, bucket bound and sessions open %.0f ms "
+              "after nats-server started" % ((time.monotonic() - t0) * 1000))
+        early.stop()
+
+    def t_start():
         a.start()
         b.start()
         fast.start()
@@ -256,6 +279,7 @@ def main():
         took = time.monotonic() - t0
         check_eq(r.status, 503, "a global limit with NATS down fails closed (%r)" % out)
         print("with NATS down: a limited call refused 503 in %.0f ms" % (took * 1000))
+        check_eq(readyz_coordinator(a.port), "unavailable", "/readyz with NATS down")
         nats.start()
 
         def back():
@@ -282,7 +306,9 @@ def main():
         nats.stop()
 
     tests = [
-        ("nats-server and three gateways start on conf/fleet-nats.json", t_start),
+        ("a gateway started before nats-server: serves, 503 sessions, connects later",
+         t_start_before_nats),
+        ("three gateways start on conf/fleet-nats.json", t_start),
         ("mcpg --check accepts conf/fleet-nats.json", t_check),
         ("capped across two gateways: at most 8 in flight, at most 80/s", t_capped),
         ("rated across two gateways: within the bounds of its edges", t_rated),

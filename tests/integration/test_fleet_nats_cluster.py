@@ -15,10 +15,13 @@ MCPG_NATS_URL lists all three servers.
     the global limits work again within a short reconnect window (measured);
   * the node that holds the bucket killed: stateless calls are served on; a
     new legacy session is 503 with Retry-After; a global limit fails closed
-    (503); both answered promptly, not after a hang. The node started again on
-    its port and store: everything works again and what was written before is
-    there (a session from before served by a gateway that never saw it, the
-    budget spent before still spent).
+    (503); once one op found the bucket unanswered (op_timeout_ms), the others
+    are refused at once, not after op_timeout_ms each; /readyz stays 200 and
+    says "coordinator":"unavailable"; a gateway started meanwhile starts and
+    answers the same. The node started again on its port and store:
+    everything works again on all three and what was written before is there
+    (a session from before served by a gateway that never saw it, the budget
+    spent before still spent).
 
 Timings are printed; the asserts are on behaviour, not speed.
 Skipped without /usr/sbin/nats-server or coordinator_nats.so.
@@ -33,8 +36,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Gateway, _child_setup, call_tool, check, check_eq, free_port,  # noqa: E402
-                     run_tests, wait_for)
+from gateway import (Gateway, _child_setup, call_tool, check, check_coordinator_down,  # noqa: E402
+                     check_eq, free_port, readyz_coordinator, run_tests, wait_for)
 from test_fleet_nats import NATS, fleet_context, fleet_manifest  # noqa: E402
 from test_legacy_wire import initialize, request, rpc  # noqa: E402
 
@@ -312,10 +315,27 @@ def main():
                   % (gw.name, took))
             r, _ = call_tool(gw.port, "echo", {"message": "still"})
             check_eq(r.status, 200, "stateless calls still served on %s" % gw.name)
+            check_eq(readyz_coordinator(gw.port), "unavailable",
+                     "/readyz on %s with the bucket's node down" % gw.name)
+            # a session from before: served by a loop that holds its row in its cache
+            # (trusted for session_ttl_ms/8 after a read), else refused like a new one
+            r = session_call(gw.port, state["sid"], "bucket down")
+            print("bucket down: the session from before, on %s: %d" % (gw.name, r.status))
+            check(r.status == 200 or (r.status == 503 and r.header("retry-after")),
+                  "the session from before on %s: %d %r" % (gw.name, r.status, r.body[:200]))
+        # a gateway started now: its bind waits op_timeout_ms once, then it serves
+        t1 = time.monotonic()
+        d = gateway("d")
+        print("a gateway started with the bucket's node down: healthy in %.0f ms"
+              % ((time.monotonic() - t1) * 1000))
+        check_coordinator_down(d.port, "rated", "started with the bucket's node down")
         t1 = time.monotonic()
         holder.start()
-        took = wait_each((a, b), lambda gw: init_status(gw.port).status == 200, 40,
+        took = wait_each((a, b, d), lambda gw: init_status(gw.port).status == 200, 40,
                          "initialize 200 again", t1)
+        for gw in (a, b, d):
+            check_eq(readyz_coordinator(gw.port), "ok", "/readyz on %s once the node is back"
+                     % gw.name)
         print("bucket's node back: sessions open again after %s" % took)
         # rows written before are there (file storage): a gateway that never saw
         # the session serves it, and the budget spent before stays spent
