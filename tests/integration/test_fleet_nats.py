@@ -33,7 +33,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, Context, Gateway, call_tool, check, check_coordinator_down,  # noqa: E402
-                     check_eq, free_port, parse_args, readyz_coordinator, run_tests,
+                     check_eq, free_port, parse_args, readyz, readyz_coordinator, run_tests,
                      stop_process, wait_for)
 import test_limits  # noqa: E402
 from test_legacy_wire import head_of, initialize, read_stream, request, rpc  # noqa: E402
@@ -154,6 +154,8 @@ def main():
                                                                        "version": "1"}}),
                     version=None)
         check_eq(r.status, 200, "initialize once nats-server is there (%r)" % r.body[:200])
+        check_eq(readyz(early.port, "coordinator=required").status, 200,
+                 "/readyz?coordinator=required once nats-server is there")
         print("started before nats-server: connected, bucket bound and sessions open %.0f ms "
               "after nats-server started" % ((time.monotonic() - t0) * 1000))
         early.stop()
