@@ -426,7 +426,9 @@ static int op_scan(cn *c, cn_op *op) {
         }
         s = kvWatcher_Next(&e, w, left);
         if (s != NATS_OK) {
-            rc = status_of(c, s);
+            /* the watch was set up, so the stream answers: a scan that outlasts its
+             * deadline is a large prefix, not a lost bucket (status_of would mark it) */
+            rc = s == NATS_TIMEOUT ? MCPG_ETIMEDOUT : status_of(c, s);
             break;
         }
         if (!e) break; /* the initial values are done */
