@@ -267,7 +267,13 @@ def main():
         check(tuned <= 1.0, "fast path: %.2f NATS messages per legacy call" % tuned)
 
     def t_server_down():
+        _, before = initialize(a.port)
         nats.stop()
+        # B never read that session: its store does not answer, which is not "gone"
+        r = request(b.port, body=rpc("tools/call", {"name": "echo", "arguments": {"message": "x"}},
+                                     id=2), session=before)
+        check_eq(r.status, 503, "a session B never saw, with NATS down (%r)" % r.body[:200])
+        check(r.header("retry-after"), "that 503 has Retry-After")
         r, out = call_tool(a.port, "echo", {"message": "still"})
         check_eq(r.status, 200, "a stateless call with NATS down")
         r = request(a.port, body=rpc("initialize", {"protocolVersion": "2025-11-25",

@@ -329,6 +329,11 @@ def main():
         print("a gateway started with the bucket's node down: healthy in %.0f ms"
               % ((time.monotonic() - t1) * 1000))
         check_coordinator_down(d.port, "rated", "started with the bucket's node down")
+        # a session D never saw: its store does not answer, which is not "gone"
+        r = session_call(d.port, state["sid"], "unknown here")
+        check_eq(r.status, 503, "the session from before on D, its row unreadable (%r)"
+                 % r.body[:200])
+        check(r.header("retry-after"), "that 503 has Retry-After")
         t1 = time.monotonic()
         holder.start()
         took = wait_each((a, b, d), lambda gw: init_status(gw.port).status == 200, 40,

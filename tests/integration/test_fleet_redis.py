@@ -261,6 +261,11 @@ def main():
         check_eq(r.status, 503, "a global limit with Redis down fails closed (%r)" % rpc_)
         check("cannot be judged" in rpc_["error"]["message"], "says why: %r" % rpc_)
         check_eq(readyz_coordinator(a), "unavailable", "/readyz with Redis down")
+        # the session from before, on B, which never read it: its store does not
+        # answer, which is not "gone" (a 404 would make the client drop it)
+        r = legacy_call(b, old, "echo", "unreadable", 8)
+        check_eq(r.status, 503, "a session B never saw, with Redis down (%r)" % r.body[:200])
+        check(r.header("retry-after") is not None, "that 503 has Retry-After")
         r, rpc_ = call_tool(gws["open"].port, "capped", {"message": "open"})
         check_eq(r.status, 200, "on_coordinator_error admit: served unlimited (%r)" % rpc_)
         redis.start()  # the same port, empty
