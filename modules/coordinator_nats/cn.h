@@ -11,6 +11,11 @@
 
 #define CN_HEADER_LEN 16   /* a stored value starts with its expiry: 16 hex digits of wall ms */
 #define CN_RETRIES 200     /* compare-and-set rounds one incr/rate_take/put_if_absent may use */
+/* A bucket that stopped answering while the connection is up (its stream's
+ * only server down, on a cluster) is looked at again this often, by one KV
+ * thread, with a request that waits at most CN_PROBE_WAIT_MS. */
+#define CN_PROBE_EVERY_MS 500
+#define CN_PROBE_WAIT_MS 250
 
 typedef struct cn_cfg {
     const char *url, *bucket, *jetstream, *user_env, *password_env, *token_env;
@@ -86,6 +91,8 @@ struct cn {
     atomic_int closing;               /* stop: a disconnect is no news */
     atomic_int conn_closed;           /* the connection's closed callback ran */
     atomic_int refused;               /* the bucket cannot be used as configured (logged) */
+    atomic_int bucket_down;           /* connected, but the bucket's stream does not answer */
+    atomic_uint_fast64_t next_probe_us; /* mono: when a KV thread may look at it again */
     int64_t next_bind_us;             /* KV thread: when to try binding the bucket again */
     /* the queues (cn_queue.c): threads, per-loop order, what is in flight */
     pthread_mutex_t mu;

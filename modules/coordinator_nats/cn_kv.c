@@ -50,17 +50,76 @@ static int is_conflict(natsStatus s) {
     return s != NATS_OK && last_error_has("wrong last sequence");
 }
 
+static int connected(cn *c) {
+    return atomic_load(&c->connected) && natsConnection_Status(c->nc) == NATS_CONN_STATUS_CONNECTED;
+}
+
+/* ---- the bucket unanswered while the connection is up ----------------------------
+ * On a cluster an R1 bucket's stream lives on one server. With that server
+ * gone the connection fails over to another and stays up, but the stream is
+ * offline: a write finds no responders at once, while a read, a bind or a
+ * watch is forwarded to a stream leader that does not exist and waits the
+ * whole op_timeout_ms. Every session and limit op would then hold a KV thread
+ * for op_timeout_ms and the queue behind it would time out too: global
+ * limits and new sessions answered after seconds instead of at once.
+ * So a timeout or "no responders" on an up connection marks the bucket down:
+ * ops answer MCPG_EUNAVAIL at once (as when the connection is down), and
+ * every CN_PROBE_EVERY_MS one KV thread asks for the stream's info with a
+ * short wait; once it answers, ops run again. */
+
+static void bucket_lost(cn *c) {
+    atomic_store(&c->next_probe_us, c->h->mono_us() + CN_PROBE_EVERY_MS * 1000ull);
+    if (!atomic_exchange(&c->bucket_down, 1))
+        c->h->log(c->self, MCPG_LOG_WARN,
+                  "bucket \"%s\" does not answer though the connection is up (the server "
+                  "holding its stream down?): ops answer unavailable at once, looked at "
+                  "again every %d ms", c->cfg->bucket, CN_PROBE_EVERY_MS);
+}
+
+/* The stream answers (or is absent: the bind creates it). */
+static int stream_answers(cn *c) {
+    char stream[300];
+    snprintf(stream, sizeof stream, "KV_%s", c->cfg->bucket);
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = c->cfg->op_timeout_ms < CN_PROBE_WAIT_MS ? c->cfg->op_timeout_ms : CN_PROBE_WAIT_MS;
+    jsStreamInfo *si = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s = js_GetStreamInfo(&si, c->js, stream, &jo, &jerr);
+    if (si) jsStreamInfo_Destroy(si);
+    return s == NATS_OK || s == NATS_NOT_FOUND;
+}
+
+/* 1: answer MCPG_EUNAVAIL without a request. At most one thread probes at a
+ * time (the compare-and-set on next_probe_us); the others answer at once. */
+static int bucket_unanswered(cn *c) {
+    if (!atomic_load(&c->bucket_down)) return 0;
+    uint_fast64_t now = c->h->mono_us(), next = atomic_load(&c->next_probe_us);
+    if (now < next ||
+        !atomic_compare_exchange_strong(&c->next_probe_us, &next,
+                                        now + CN_PROBE_EVERY_MS * 1000ull))
+        return 1;
+    if (!stream_answers(c)) return 1;
+    if (atomic_exchange(&c->bucket_down, 0))
+        c->h->log(c->self, MCPG_LOG_INFO, "bucket \"%s\" answers again", c->cfg->bucket);
+    return 0;
+}
+
 static int status_of(cn *c, natsStatus s) {
     switch (s) {
     case NATS_OK: return 0;
     case NATS_NOT_FOUND: return MCPG_ENOENT;
-    case NATS_TIMEOUT: return MCPG_ETIMEDOUT;
+    case NATS_TIMEOUT:
+        if (connected(c)) bucket_lost(c);
+        return MCPG_ETIMEDOUT;
+    case NATS_NO_RESPONDERS:
+        if (connected(c)) bucket_lost(c);
+        return MCPG_EUNAVAIL;
     case NATS_NO_MEMORY: return MCPG_ENOMEM;
     case NATS_IO_ERROR:
     case NATS_CONNECTION_CLOSED:
     case NATS_CONNECTION_DISCONNECTED:
     case NATS_NO_SERVER:
-    case NATS_NO_RESPONDERS:
     case NATS_STALE_CONNECTION: return MCPG_EUNAVAIL;
     default: break;
     }
@@ -367,7 +426,9 @@ static int op_scan(cn *c, cn_op *op) {
         }
         s = kvWatcher_Next(&e, w, left);
         if (s != NATS_OK) {
-            rc = status_of(c, s);
+            /* the watch was set up, so the stream answers: a scan that outlasts its
+             * deadline is a large prefix, not a lost bucket (status_of would mark it) */
+            rc = s == NATS_TIMEOUT ? MCPG_ETIMEDOUT : status_of(c, s);
             break;
         }
         if (!e) break; /* the initial values are done */
@@ -502,13 +563,16 @@ void cn_kv_run(cn *c, cn_op *op) {
         return;
     }
     /* down: answer at once, without a request that could only time out */
-    if (!atomic_load(&c->connected) ||
-        natsConnection_Status(c->nc) != NATS_CONN_STATUS_CONNECTED) {
+    if (!connected(c)) {
         op->status = MCPG_EUNAVAIL;
         return;
     }
-    if (op->kind == CN_PUBLISH) {
+    if (op->kind == CN_PUBLISH) { /* core NATS: needs no stream */
         op->status = op_publish(c, op);
+        return;
+    }
+    if (bucket_unanswered(c)) {
+        op->status = MCPG_EUNAVAIL;
         return;
     }
     int rc = cn_kv_bind(c, 0);

@@ -164,6 +164,7 @@ typedef struct th_req {
     struct th_req *oprev, *onext; /* the loop's orphans (replay.h) */
     int sop_status;            /* the answer of the last coordinator step (session.h) */
     uint8_t loaded;            /* its session was looked up (session_of) */
+    uint8_t readyz_required;   /* GET /readyz?coordinator=required, its store being asked */
     uint8_t changed;           /* its session change is answered (sop_status) */
     uint8_t resumable;         /* TH_RESUMABLE_*: its stream gets a replay buffer (replay.h) */
     uint8_t authz;             /* resources/subscribe, a listen's resourceSubscriptions:

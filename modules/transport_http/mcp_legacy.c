@@ -148,6 +148,20 @@ void th_legacy_again(th_req *r) {
 
 /* ---- the session of a request ---------------------------------------------- */
 
+/* The session's store did not answer (down, unreachable, its queue full). A
+ * later try may find the session there: 503 with Retry-After, never the 404
+ * that tells a client its session is gone and to start another (it would
+ * drop a session that is still there once the store is back). */
+static int store_unanswered(int rc) {
+    return rc == MCPG_EUNAVAIL || rc == MCPG_ETIMEDOUT || rc == MCPG_EAGAIN;
+}
+
+static void session_unavailable(th_conn *c, th_req *r, th_piece id) {
+    th_respond_rpc_error(c, r, 503, 1, id, MCPG_RPC_SERVER_ERROR,
+                         MSG("Service Unavailable: the session's store (the gateway's "
+                             "coordinator) does not answer: retry later"), NULL, 0);
+}
+
 /* Mcp-Session-Id: present (else 400) and known (else 404/-32001); on
  * success the request carries its id, version and level. 0: answered, or
  * parked until the coordinator has answered. */
@@ -164,7 +178,13 @@ static int session_of(th_conn *c, th_req *r, th_piece id) {
     if (!e && r->loaded && !r->sop_status) e = th_sess_peek(ws, s.p, s.n); /* just read */
     if (!e && !r->loaded) {
         r->loaded = 1;
-        if (th_sess_load(ws, r, s.p, s.n) == 0) return 0; /* parked */
+        int rc = th_sess_load(ws, r, s.p, s.n);
+        if (rc == 0) return 0; /* parked */
+        r->sop_status = ws->mod->co_ops ? rc : MCPG_ENOENT; /* no store: no session is known */
+    }
+    if (!e && store_unanswered(r->sop_status)) {
+        session_unavailable(c, r, id);
+        return 0;
     }
     if (!e) {
         error(c, r, 404, id, -32001, MSG("Session not found"));
@@ -481,6 +501,10 @@ void th_legacy_get(th_conn *c, th_req *r) {
     if (!change(c, r, TH_SC_GET_OPEN, 0, NULL, 0)) return;
     if (r->sop_status == MCPG_EEXIST) {
         error(c, r, 409, null_id, MCPG_RPC_SERVER_ERROR, MSG("Conflict: this session already has a GET stream"));
+        return;
+    }
+    if (store_unanswered(r->sop_status)) {
+        session_unavailable(c, r, null_id);
         return;
     }
     th_sent *e = th_sess_peek(c->ws, r->sid, strlen(r->sid));

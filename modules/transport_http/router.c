@@ -7,6 +7,7 @@
 #include "replay.h"
 #include "stream.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define MSG(s) TH_LIT("\"" s "\"")
@@ -409,6 +410,73 @@ void th_handle_mcp(th_conn *c, th_req *r) {
 
 /* ---- routes ---------------------------------------------------------------- */
 
+/* ---- GET /readyz -------------------------------------------------------------
+ * Ready is "send me calls": a gateway whose coordinator is unreachable still
+ * serves every stateless call without a global limit (they touch no
+ * coordinator), so it stays 200, and the body says what it cannot do: with
+ * "coordinator":"unavailable" new legacy sessions and global limits answer
+ * 503 until the store is back (the module connects in the background). Taking
+ * the whole fleet out of a load balancer because the store they share is
+ * down would refuse the stateless calls too. A deployment that would rather
+ * route away asks /readyz?coordinator=required: 503 with Retry-After then.
+ * The store is asked with one get of a key nobody writes (absent = answers),
+ * answered on this loop like any op; never a blocking call. */
+
+#define READYZ_KEY "mcpg.readyz"
+
+static int query_has(const char *url, size_t n, const char *param) {
+    const char *q = memchr(url, '?', n);
+    size_t pn = strlen(param);
+    for (const char *p = q; p && p < url + n; p = memchr(p + 1, '&', (size_t)(url + n - p - 1))) {
+        size_t left = (size_t)(url + n - p - 1);
+        if (left >= pn && !memcmp(p + 1, param, pn) && (left == pn || p[1 + pn] == '&')) return 1;
+    }
+    return 0;
+}
+
+static void readyz_answer(th_conn *c, th_req *r, const char *coordinator, int required) {
+    int down = !strcmp(coordinator, "unavailable");
+    char body[96];
+    int n = snprintf(body, sizeof body, "{\"status\":\"%s\",\"coordinator\":\"%s\"}",
+                     down && required ? "not ready" : "ready", coordinator);
+    th_resp_head hd = {.status = down && required ? 503 : 200, .json = 1,
+                       .retry_after_s = down && required ? 1 : 0};
+    th_piece p = {body, (size_t)n};
+    th_respond(c, r, &hd, &p, 1);
+}
+
+static void on_readyz(void *arg, int status, const mcpg_coord_value *v) {
+    th_req *r = arg;
+    th_conn *c = r->conn;
+    (void)v;
+    c->inflight--;
+    if (c->closing) {
+        r->state = TH_REQ_DONE;
+        th_conn_maybe_free(c);
+        return;
+    }
+    readyz_answer(c, r, status == 0 || status == MCPG_ENOENT ? "ok" : "unavailable",
+                  r->readyz_required);
+    th_conn_advance(c);
+}
+
+static void th_readyz(th_conn *c, th_req *r, const char *url, size_t n) {
+    th_wslot *ws = c->ws;
+    const mcpg_coordinator_ops *ops = ws->mod->co_ops;
+    int required = query_has(url, n, "coordinator=required");
+    if (!ops || !ws->w || ws->stopped) {
+        readyz_answer(c, r, "none", required);
+        return;
+    }
+    r->readyz_required = required;
+    r->state = TH_REQ_INFLIGHT;
+    c->inflight++;
+    if (ops->get(ws->mod->co, ws->w, READYZ_KEY, sizeof READYZ_KEY - 1, on_readyz, r) != 0) {
+        c->inflight--; /* refused at once (its queue full, stopping): the callback never runs */
+        readyz_answer(c, r, "unavailable", required);
+    }
+}
+
 static int path_is(const char *url, size_t n, const char *lit, size_t ln) {
     const char *q = memchr(url, '?', n);
     if (q) n = (size_t)(q - url);
@@ -486,7 +554,7 @@ void th_route(th_conn *c, th_req *r) {
     } else if (path_is(url, n, "/readyz", 7)) {
         if (!get) respond_not_allowed(c, r, "GET, HEAD");
         else if (c->ws->draining) respond_plain_json(c, r, 503, TH_LIT("{\"status\":\"draining\"}"), NULL);
-        else respond_plain_json(c, r, 200, TH_LIT("{\"status\":\"ready\"}"), NULL);
+        else th_readyz(c, r, url, n);
     } else {
         th_piece body[TH_MAX_PIECES];
         char codebuf[24];

@@ -720,6 +720,43 @@ def call_tool(port, tool, arguments, id=1):
     return r, r.rpc()
 
 
+def readyz(port, query=""):
+    """GET /readyz[?query]: the Response (status, its JSON body, Retry-After)."""
+    return send_one(port, build_request(port, "GET", "/readyz" + (("?" + query) if query else ""),
+                                        headers=[("Connection", "close")]))
+
+
+def readyz_coordinator(port):
+    """What /readyz says of the fleet store: "ok", "unavailable" or "none"."""
+    r = readyz(port)
+    check_eq(r.status, 200, "/readyz (%r)" % r.body[:200])
+    return json.loads(r.body)["coordinator"]
+
+
+def check_coordinator_down(port, limited_tool, what):
+    """What a gateway answers while its fleet store is unreachable (docs/faults.md):
+    stateless calls are served (they touch no store); a new legacy session is
+    503 with Retry-After; a call under a global limit is 503 (limits fail
+    closed); /readyz stays 200 (the gateway serves) and says
+    "coordinator":"unavailable", or 503 with Retry-After when asked
+    ?coordinator=required."""
+    r, out = call_tool(port, "echo", {"message": "store down"})
+    check_eq(r.status, 200, "%s: a stateless call (%r)" % (what, out))
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                  "clientInfo": {"name": "t", "version": "1"}}})
+    r = send_one(port, build_request(port, body=init, headers=[
+        ("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")]))
+    check_eq(r.status, 503, "%s: initialize (%r)" % (what, r.body[:200]))
+    check(r.header("retry-after"), "%s: initialize's 503 has Retry-After" % what)
+    r, out = call_tool(port, limited_tool, {"message": "store down"})
+    check_eq(r.status, 503, "%s: a call under a global limit fails closed (%r)" % (what, out))
+    check_eq(readyz_coordinator(port), "unavailable", "%s: /readyz's coordinator" % what)
+    r = readyz(port, "coordinator=required")
+    check_eq(r.status, 503, "%s: /readyz?coordinator=required (%r)" % (what, r.body[:200]))
+    check(r.header("retry-after"), "%s: its 503 has Retry-After" % what)
+
+
 def expect_result(r, rpc, id, what):
     check_eq(r.status, 200, what + ": HTTP status")
     check("error" not in rpc, "%s: JSON-RPC error %r" % (what, rpc.get("error")))

@@ -12,9 +12,13 @@ by pid) and two gateways A and B on the shipped manifest, sharing its bucket:
   * NATS messages per legacy call, from the server's /varz (in_msgs + out_msgs
     over 200 calls on one session), with the default settings and with
     unary_json_fast_path: printed, and the default held to at most 1 a call;
+  * a gateway started before nats-server: it starts and serves stateless
+    calls, initialize is 503 with Retry-After, a global limit 503, /readyz 200
+    saying "coordinator":"unavailable" (503 with ?coordinator=required); once
+    nats-server is there it connects by itself and sessions open;
   * nats-server down mid-run: stateless calls keep working, initialize is 503
-    with Retry-After, a global limit fails closed (503); nats-server back on its
-    port and store: initialize and the limits work again.
+    with Retry-After, a global limit fails closed (503), /readyz says so;
+    nats-server back on its port and store: initialize and the limits work again.
 Skipped without /usr/sbin/nats-server or coordinator_nats.so.
 """
 
@@ -28,8 +32,9 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, call_tool, check, check_eq, free_port,  # noqa: E402
-                     parse_args, run_tests, stop_process, wait_for)
+from gateway import (Conn, Context, Gateway, call_tool, check, check_coordinator_down,  # noqa: E402
+                     check_eq, free_port, parse_args, readyz, readyz_coordinator, run_tests,
+                     stop_process, wait_for)
 import test_limits  # noqa: E402
 from test_legacy_wire import head_of, initialize, read_stream, request, rpc  # noqa: E402
 from fleet_relay import add_slow_tool, relay_checks  # noqa: E402
@@ -77,6 +82,21 @@ class NatsServer:
             self.proc = None
 
 
+def fleet_context():
+    """The test's Context; None (SKIP printed) when this machine or build cannot
+    run a fleet on NATS."""
+    ctx = Context(parse_args())
+    why = None
+    if not os.access(NATS, os.X_OK):
+        why = "no nats-server at %s" % NATS
+    elif not os.path.exists(os.path.join(ctx.modules, "coordinator_nats.so")):
+        why = "this build has no coordinator_nats.so"
+    if why:
+        print("SKIP: %s\n0 passed, 0 failed" % why)
+        return None
+    return ctx
+
+
 def fleet_manifest(ctx, name, fast_path=False):
     with open(os.path.join(ctx.source, "conf", "fleet-nats.json")) as f:
         m = json.load(f)
@@ -109,13 +129,8 @@ def stats(gw):
 
 
 def main():
-    args = parse_args()
-    ctx = Context(args)
-    if not os.access(NATS, os.X_OK):
-        print("SKIP: no nats-server at %s\n0 passed, 0 failed" % NATS)
-        return 0
-    if not os.path.exists(os.path.join(ctx.modules, "coordinator_nats.so")):
-        print("SKIP: this build has no coordinator_nats.so\n0 passed, 0 failed")
+    ctx = fleet_context()
+    if ctx is None:
         return 0
     nats = NatsServer(ctx)
     env = {"MCPG_NATS_URL": nats.url, "MCPG_NATS_BUCKET": "fleet"}
@@ -123,10 +138,30 @@ def main():
     b = Gateway(ctx, manifest=fleet_manifest(ctx, "b"), env=env, name="gw-b")
     fast = Gateway(ctx, manifest=fleet_manifest(ctx, "fast", fast_path=True), env=env,
                    name="gw-fast")
+    early = Gateway(ctx, manifest=fleet_manifest(ctx, "early"), env=env, name="gw-early")
     figures = {}
 
-    def t_start():
+    def t_start_before_nats():
+        # no nats-server yet: the gateway starts, serves, and connects later
+        early.start()
+        check_coordinator_down(early.port, "rated", "no nats-server yet")
+        t0 = time.monotonic()
         nats.start()
+        wait_for(lambda: readyz_coordinator(early.port) == "ok", 20,
+                 "/readyz to say the coordinator is ok once nats-server is there", interval=0.1)
+        r = request(early.port, body=rpc("initialize", {"protocolVersion": "2025-11-25",
+                                                        "capabilities": {},
+                                                        "clientInfo": {"name": "t",
+                                                                       "version": "1"}}),
+                    version=None)
+        check_eq(r.status, 200, "initialize once nats-server is there (%r)" % r.body[:200])
+        check_eq(readyz(early.port, "coordinator=required").status, 200,
+                 "/readyz?coordinator=required once nats-server is there")
+        print("started before nats-server: connected, bucket bound and sessions open %.0f ms "
+              "after nats-server started" % ((time.monotonic() - t0) * 1000))
+        early.stop()
+
+    def t_start():
         a.start()
         b.start()
         fast.start()
@@ -233,7 +268,13 @@ def main():
         check(tuned <= 1.0, "fast path: %.2f NATS messages per legacy call" % tuned)
 
     def t_server_down():
+        _, before = initialize(a.port)
         nats.stop()
+        # B never read that session: its store does not answer, which is not "gone"
+        r = request(b.port, body=rpc("tools/call", {"name": "echo", "arguments": {"message": "x"}},
+                                     id=2), session=before)
+        check_eq(r.status, 503, "a session B never saw, with NATS down (%r)" % r.body[:200])
+        check(r.header("retry-after"), "that 503 has Retry-After")
         r, out = call_tool(a.port, "echo", {"message": "still"})
         check_eq(r.status, 200, "a stateless call with NATS down")
         r = request(a.port, body=rpc("initialize", {"protocolVersion": "2025-11-25",
@@ -247,6 +288,7 @@ def main():
         took = time.monotonic() - t0
         check_eq(r.status, 503, "a global limit with NATS down fails closed (%r)" % out)
         print("with NATS down: a limited call refused 503 in %.0f ms" % (took * 1000))
+        check_eq(readyz_coordinator(a.port), "unavailable", "/readyz with NATS down")
         nats.start()
 
         def back():
@@ -273,7 +315,9 @@ def main():
         nats.stop()
 
     tests = [
-        ("nats-server and three gateways start on conf/fleet-nats.json", t_start),
+        ("a gateway started before nats-server: serves, 503 sessions, connects later",
+         t_start_before_nats),
+        ("three gateways start on conf/fleet-nats.json", t_start),
         ("mcpg --check accepts conf/fleet-nats.json", t_check),
         ("capped across two gateways: at most 8 in flight, at most 80/s", t_capped),
         ("rated across two gateways: within the bounds of its edges", t_rated),

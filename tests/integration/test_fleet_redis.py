@@ -2,6 +2,10 @@
 """A fleet on Redis: one redis-server (started here on a free port in the test's
 temp folder, stopped by pid) and two gateways A and B on conf/fleet-redis.json.
 
+  * a gateway started before redis-server: it starts and serves stateless
+    calls, initialize is 503 with Retry-After, a global limit 503, /readyz 200
+    saying "coordinator":"unavailable" (503 with ?coordinator=required); once
+    redis-server is there it connects by itself and sessions open;
   * mcpg --check accepts the manifest, and names the url key of a host name;
   * a stateless echo call sends Redis nothing (INFO commandstats around the
     calls); the commands a legacy call and a limited call cost are printed;
@@ -13,7 +17,8 @@ temp folder, stopped by pid) and two gateways A and B on conf/fleet-redis.json.
     GET stream on A, and a DELETE on B ends A's stream promptly;
   * a session opened on B is served by A once B is killed (SIGKILL);
   * Redis killed mid-run: stateless calls keep working on both, a new
-    session is 503 with Retry-After, a global limit fails closed (503), or
+    session is 503 with Retry-After, a global limit fails closed (503) (/readyz
+    says the coordinator is unavailable), or
     is admitted on a third replica whose limits say on_coordinator_error admit;
     Redis started again (empty, no persistence): sessions open again, the
     limits judge again, and a session from before is gone (404) on a
@@ -28,8 +33,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, _child_setup, call_tool, check, check_eq,  # noqa: E402
-                     free_port, parse_args, run_cli, run_tests, wait_for)
+from gateway import (Context, Gateway, _child_setup, call_tool, check,  # noqa: E402
+                     check_coordinator_down, check_eq, free_port, parse_args,
+                     readyz_coordinator, run_cli, run_tests, wait_for)
 from test_legacy_wire import (head_of, initialize, read_stream, request, rpc,  # noqa: E402
                               answer)
 from test_limits import drive, rated_bounds, split  # noqa: E402
@@ -115,8 +121,21 @@ def main():
     with open(conf) as f:  # the shipped manifest and a slow tool for the relayed streams
         fleet = add_slow_tool(json.load(f))
 
-    def start_fleet():
+    def t_start_before_redis():
+        # no redis-server yet: the gateway starts, serves, and connects later
+        early = Gateway(ctx, config=conf, name="gateway-early",
+                        env=gateway_env(ctx, redis, "early:", "early")).start()
+        check_coordinator_down(early.port, "capped", "no redis-server yet")
+        t0 = time.monotonic()
         redis.start()
+        wait_for(lambda: readyz_coordinator(early.port) == "ok", 20,
+                 "/readyz to say the coordinator is ok once redis-server is there", interval=0.1)
+        initialize(early.port)
+        print("started before redis-server: connected and sessions open %.0f ms after "
+              "redis-server started" % ((time.monotonic() - t0) * 1000))
+        early.stop()
+
+    def start_fleet():
         for name in ("A", "B"):
             gws[name] = Gateway(ctx, manifest=fleet, name="gateway-" + name,
                                 env=gateway_env(ctx, redis, "fleet:", name)).start()
@@ -245,6 +264,12 @@ def main():
         r, rpc_ = call_tool(b, "capped", {"message": "down"})
         check_eq(r.status, 503, "a global limit with Redis down fails closed (%r)" % rpc_)
         check("cannot be judged" in rpc_["error"]["message"], "says why: %r" % rpc_)
+        check_eq(readyz_coordinator(a), "unavailable", "/readyz with Redis down")
+        # the session from before, on B, which never read it: its store does not
+        # answer, which is not "gone" (a 404 would make the client drop it)
+        r = legacy_call(b, old, "echo", "unreadable", 8)
+        check_eq(r.status, 503, "a session B never saw, with Redis down (%r)" % r.body[:200])
+        check(r.header("retry-after") is not None, "that 503 has Retry-After")
         r, rpc_ = call_tool(gws["open"].port, "capped", {"message": "open"})
         check_eq(r.status, 200, "on_coordinator_error admit: served unlimited (%r)" % rpc_)
         redis.start()  # the same port, empty
@@ -270,7 +295,9 @@ def main():
 
     try:
         return run_tests([
-            ("redis-server and gateways A and B on conf/fleet-redis.json", start_fleet),
+            ("a gateway started before redis-server: serves, 503 sessions, connects later",
+             t_start_before_redis),
+            ("gateways A and B on conf/fleet-redis.json", start_fleet),
             ("mcpg --check: the manifest, and a host name refused", t_check),
             ("a stateless call sends Redis nothing", t_stateless_costs_nothing),
             ("capped (global): <= 8 in flight on each, <= 80/s across the fleet", t_capped),

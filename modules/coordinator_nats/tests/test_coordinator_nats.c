@@ -7,7 +7,8 @@
  * expiry carried in the value, two instances (two connections, two KV
  * threads) racing on counters, rates and expired keys, the server killed
  * and started again, and a 3-node cluster (replicas 3 refused on a server
- * older than 2.9.21, naming its version; replicas 1 exact there). Exits 77
+ * older than 2.9.21, naming its version; replicas 1 exact there; the node
+ * holding the R1 bucket killed and back). Exits 77
  * (skipped) when there is no nats-server. */
 #define _GNU_SOURCE
 #include "coord_contract.h" /* coordinator_memory/tests */
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define K(s) s, strlen(s)
 
@@ -273,6 +275,68 @@ static void test_token(void) {
 
 /* ---- a 3-node cluster ------------------------------------------------------------------ */
 
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The node holding an R1 bucket's stream killed, the instance connected to
+ * another node (its connection stays up): the stream is offline, and a read
+ * of it waits op_timeout_ms for a stream leader that is not there. Once one
+ * op found that, the others answer MCPG_EUNAVAIL at once instead of each
+ * waiting op_timeout_ms; with the node back (its port and store) ops run
+ * again and the row is there. */
+static void test_bucket_node_killed(nats_node c[3], const char *urls) {
+    mcpg_instance *maker = load("maker", config(urls, "held", NULL));
+    MCPG_CHECK(put_on(mcpg_fakehost_state(maker), "kept", "v", 0).status == 0, "put");
+    unload(maker);
+    int h = -1;
+    static char jsz[65536];
+    for (int i = 0; i < 3 && h < 0; i++)
+        if (nats_http_get(c[i].http_port, "/jsz?accounts=true&streams=true", jsz, sizeof jsz) == 0 &&
+            strstr(jsz, "\"KV_held\""))
+            h = i;
+    MCPG_REQUIRE(h >= 0, "no node holds KV_held");
+    mcpg_instance *inst = load("held", config(c[(h + 1) % 3].url, "held", NULL));
+    void *st = mcpg_fakehost_state(inst);
+    MCPG_CHECK(strcmp(get_on(st, "kept").data, "v") == 0, "get before the kill");
+    nats_node_kill(&c[h]);
+    double t0 = now_ms();
+    answer a = get_on(st, "kept");
+    double first = now_ms() - t0;
+    MCPG_CHECK(a.status == MCPG_ETIMEDOUT || a.status == MCPG_EUNAVAIL,
+               "the first get with the bucket's node down: %d", a.status);
+    int unavailable = 0;
+    double worst = 0;
+    for (int i = 0; i < 10; i++) {
+        double t1 = now_ms();
+        a = i % 2 ? incr_on(st, "held.n", 1, 0) : get_on(st, "kept");
+        double took = now_ms() - t1;
+        worst = took > worst ? took : worst;
+        unavailable += a.status == MCPG_EUNAVAIL;
+    }
+    printf("bucket's node down: the first op answered in %.0f ms, the next 10 in at most "
+           "%.0f ms each\n", first, worst);
+    MCPG_CHECK(unavailable == 10, "unavailable at once after the first: %d of 10", unavailable);
+    MCPG_CHECK(worst < 1000, "an op waited %.0f ms with the bucket known down (op_timeout_ms "
+               "1500)", worst);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "does not answer though the connection is up"),
+               "the bucket's loss logged");
+    MCPG_REQUIRE(nats_node_restart(&c[h]) == 0, "the bucket's node restarted");
+    t0 = now_ms();
+    int back = 0;
+    for (int i = 0; i < 300 && !back; i++) {
+        a = get_on(st, "kept");
+        back = a.status == 0;
+        if (!back) mcpg_fakehost_run_for(fh, 100);
+    }
+    printf("bucket's node back: ops run again after %.0f ms\n", now_ms() - t0);
+    MCPG_CHECK(back && strcmp(a.data, "v") == 0, "the row after the node's restart: %d", a.status);
+    MCPG_CHECK(incr_on(st, "held.n", 1, 0).number == 1, "incr after the node's restart");
+    unload(inst);
+}
+
 static void test_cluster(void) {
     nats_node c[3];
     char urls[256];
@@ -300,6 +364,7 @@ static void test_cluster(void) {
     }
     /* replicas 1 on the cluster: two instances on two different nodes, exact */
     test_two_instances(c[0].url, c[1].url, "r1");
+    test_bucket_node_killed(c, urls);
     for (int i = 0; i < 3; i++) nats_node_stop(&c[i]);
 }
 

@@ -357,7 +357,11 @@ static void test_routes(void) {
     MCPG_CHECK(r->status == 200 && !strcmp(r->body, "{\"status\":\"ok\"}"), "healthz %d %s", r->status, r->body);
     MCPG_CHECK(header_of(r, "Date") != NULL, "Date header");
     r = roundtrip("GET /readyz HTTP/1.1\r\n\r\n");
-    MCPG_CHECK(r->status == 200 && body_has(r, "ready"), "readyz %d", r->status);
+    MCPG_CHECK(r->status == 200 && !strcmp(r->body, "{\"status\":\"ready\",\"coordinator\":\"none\"}"),
+               "readyz %d %s", r->status, r->body);
+    /* no coordinator is not an unavailable one: nothing is refused for want of it */
+    r = roundtrip("GET /readyz?coordinator=required HTTP/1.1\r\n\r\n");
+    MCPG_CHECK(r->status == 200, "readyz?coordinator=required without a coordinator %d", r->status);
     r = roundtrip("PUT /mcp HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
     MCPG_CHECK(r->status == 405 && header_of(r, "Allow") && !strcmp(header_of(r, "Allow"), "GET, POST, DELETE"),
                "PUT /mcp %d", r->status);
