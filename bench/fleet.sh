@@ -35,7 +35,7 @@
 # one core whatever their number: the rows are what a fleet costs per call on
 # the same CPU, not what it adds in capacity.
 #
-#   bench/fleet.sh                                  scale, every row, 10 s each
+#   bench/fleet.sh                                  scale, every row, 3 rounds of 5 s each
 #   bench/fleet.sh --scenario churn --duration 10
 #   bench/fleet.sh --stores "redis" --gateways "1 4" --wires legacy --settings default --duration 3
 set -euo pipefail
@@ -47,7 +47,7 @@ NATS_SERVER=${NATS_SERVER:-/usr/sbin/nats-server}
 SCENARIO=scale
 STORES="memory redis nats" GATEWAYS="1 2 4" WIRES="stateless legacy" SETTINGS="default tuned"
 GW_CPUS="0" LOAD_CPU=1 STORE_CPU=1
-DURATION=10 WARMUP=2 CONNECTIONS=64 CHURN_CLIENTS=16 STUCK_AFTER=5
+DURATION=5 ROUNDS=3 WARMUP=2 CONNECTIONS=64 CHURN_CLIENTS=16 STUCK_AFTER=5
 PORT_BASE=18580
 JSON_OUT=""
 ME=fleet
@@ -63,8 +63,10 @@ usage: $0 [options]
   --wires "A B"        scale: of stateless legacy (default "$WIRES"; legacy adds its by-call row
                        on 2 or more gateways)
   --settings "A B"     scale: of default tuned (default "$SETTINGS")
-  --duration S         measured seconds per row (default $DURATION)
-  --warmup S           seconds of load before each row, in a separate mcpg-load (default $WARMUP)
+  --duration S         measured seconds per round (default $DURATION)
+  --rounds N           measured runs per row, back to back on the same fleet; the row is their
+                       median (stuck streams and errors: their sum) (default $ROUNDS)
+  --warmup S           seconds of load before each row's first round, in a separate mcpg-load (default $WARMUP)
   --connections N      scale: connections over the fleet (default $CONNECTIONS)
   --clients N          churn: clients (default $CHURN_CLIENTS)
   --stuck-after S      churn: a stream not ended S s after the DELETE's answer is stuck (default $STUCK_AFTER)
@@ -84,6 +86,7 @@ while [ $# -gt 0 ]; do
     --settings) SETTINGS=$2; shift ;;
     --duration) DURATION=$2; shift ;;
     --warmup) WARMUP=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
     --connections|-c) CONNECTIONS=$2; shift ;;
     --clients) CHURN_CLIENTS=$2; shift ;;
     --stuck-after) STUCK_AFTER=$2; shift ;;
@@ -243,14 +246,15 @@ fleets() { # "store n" lines, in order
     done
 }
 
-# window LABEL MCPG-LOAD-ARGS...: a warm-up mcpg-load (discarded), then the
-# measured one with the gateways', the store's and the machine's counters
-# read just before and just after it. Sets OUT (its JSON line), DG and DS
-# (gateway and store ticks), O0/O1 (store ops), ST0/ST1 (steal_ticks).
+# window WARMUP_S LABEL MCPG-LOAD-ARGS...: a warm-up mcpg-load of WARMUP_S
+# (discarded; none when 0), then the measured one with the gateways', the
+# store's and the machine's counters read just before and just after it.
+# Sets OUT (its JSON line), DG and DS (gateway and store ticks), O0/O1
+# (store ops), ST0/ST1 (steal_ticks).
 window() {
-    local label=$1 rc=0; shift
-    if [ "$WARMUP" != 0 ]; then
-        taskset -c "$LOAD_CPU" "$LOAD" "$@" -w 0 -d "$WARMUP" >/dev/null 2>"$TMP/warmup.err" ||
+    local wu=$1 label=$2 rc=0; shift 2
+    if [ "$wu" != 0 ]; then
+        taskset -c "$LOAD_CPU" "$LOAD" "$@" -w 0 -d "$wu" >/dev/null 2>"$TMP/warmup.err" ||
             { cat "$TMP/warmup.err" >&2; echo "$ME: $label: errors during the warm-up" >&2; FAILED=1; }
     fi
     local g0 s0 g1 s1
@@ -262,69 +266,106 @@ window() {
     DG=$((g1 - g0)) DS=$((s1 - s0))
 }
 
-SROW="%-7s %3s %-8s %-12s %9s %8s %8s %8s %8s %11s %8s %7s %6s %7s %5s | %8s %7s %7s\n"
+# per_round FIELDS...: the figures of the last window as one line of FIELDS
+# (mcpg-load's JSON keys, plus cpu = gateway CPU per unit, each = cores per
+# gateway, sc = store cores, ops = store ops per unit, steal, others, rss,
+# rssmax) with UNIT (ok or sessions_ended) counting the units; N gateways.
+per_round() {
+    local unit=$1 n=$2; shift 2
+    local k v line="" cnt secs lcpu
+    cnt=$(json_num "$OUT" "$unit"); secs=$(json_num "$OUT" duration_s); lcpu=$(json_num "$OUT" loadgen_cpu_pct)
+    local m rss; m=$(machine "$ST0" "$ST1" $((DG + DS)) "${lcpu:-0}" "${secs:-0}"); rss=$(gw_rss)
+    local fig
+    fig=$(awk -v g="$DG" -v s="$DS" -v hz="$CLK_TCK" -v ok="${cnt:-0}" -v t="${secs:-0}" -v n="$n" \
+        -v o0="$O0" -v o1="$O1" 'BEGIN {
+        cpu = ok > 0 ? g * 1e6 / hz / ok : 0
+        each = t > 0 ? g / hz / t / n : 0; sc = t > 0 ? s / hz / t : 0
+        ops = (o0 == "-" || ok == 0) ? "-" : sprintf("%.3f", (o1 - o0) / ok)
+        printf "%.2f %.3f %.3f %s", cpu, each, sc, ops }')
+    local cpu each sc ops steal others
+    read -r cpu each sc ops <<<"$fig"; read -r steal others <<<"$m"
+    for k in "$@"; do
+        case $k in
+        cpu) v=$cpu ;; each) v=$each ;; sc) v=$sc ;; ops) v=$ops ;; steal) v=$steal ;; others) v=$others ;;
+        rss) v=${rss% *} ;; rssmax) v=${rss#* } ;;
+        *) v=$(json_num "$OUT" "$k"); v=${v:-0} ;;
+        esac
+        line+="$v "
+    done
+    echo "$line"
+}
+
+# medians FILE: the median of each column of FILE's lines ("-" stays "-");
+# columns named in SUMS (1-based numbers) are summed instead (stuck, errors)
+medians() {
+    awk -v sums=" ${SUMS:-} " '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; nf = NF }
+        END { for (i = 1; i <= nf; i++) {
+                if (v[i, 1] == "-") { printf "- "; continue }
+                if (index(sums, " " i " ")) { t = 0; for (r = 1; r <= NR; r++) t += v[i, r]; printf "%s ", t; continue }
+                for (r = 1; r <= NR; r++) a[r] = v[i, r] + 0
+                for (x = 2; x <= NR; x++) { y = a[x]; for (j = x - 1; j >= 1 && a[j] > y; j--) a[j + 1] = a[j]; a[j + 1] = y }
+                printf "%s ", (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }
+              print "" }' "$1"
+}
+store_ops_kind() { case $1 in nats) echo nats_msgs ;; redis) echo redis_cmds ;; *) echo none ;; esac; }
+nul() { [ "$1" = - ] && echo null || echo "$1"; }
+
+SROW="%-7s %3s %-8s %-12s %9.1f %8.0f %8.0f %8.1f %8.2f %11.2f %8s %7s %6.1f %7.1f %5s | %8s %7s %7s\n"
+SHDR=$(sed 's/%\([0-9]*\)\.[0-9]f/%\1s/g' <<<"$SROW")"\n"
 SUMMARY=()
+SCALE_FIELDS=(calls_per_s p50_us p99_us cpu each sc ops rss rssmax steal others loadgen_cpu_pct ok errors ok_sse duration_s)
 scale_row() { # STORE N SETTINGS WIRE(stateless|legacy|legacy-call)
-    local store=$1 n=$2 settings=$3 wire=$4 flags=() out
+    local store=$1 n=$2 settings=$3 wire=$4 flags=() round
     case $wire in
     stateless) flags=(--wire stateless) ;; legacy) flags=(--wire legacy) ;; legacy-call) flags=(--wire legacy --spread call) ;;
     esac
-    window "$store $n $settings $wire" "${URLS[@]}" -c "$CONNECTIONS" --tool echo --message hello \
-        --expect "Echo: hello" -q "${flags[@]}"
-    out=$OUT
-    local ok secs cps p50 p99 errs lcpu sse rss
-    ok=$(json_num "$out" ok); secs=$(json_num "$out" duration_s); cps=$(json_num "$out" calls_per_s)
-    p50=$(json_num "$out" p50_us); p99=$(json_num "$out" p99_us); errs=$(json_num "$out" errors)
-    lcpu=$(json_num "$out" loadgen_cpu_pct); sse=$(json_num "$out" ok_sse); rss=$(gw_rss)
-    local fig
-    fig=$(awk -v g="$DG" -v s="$DS" -v hz="$CLK_TCK" -v ok="${ok:-0}" -v t="${secs:-0}" -v n="$n" \
-        -v o0="$O0" -v o1="$O1" -v m="$(machine "$ST0" "$ST1" $((DG + DS)) "${lcpu:-0}" "${secs:-0}")" 'BEGIN {
-        cpu = ok > 0 ? g * 1e6 / hz / ok : 0
-        each = t > 0 ? g / hz / t / n : 0; sc = t > 0 ? s / hz / t : 0
-        ops = (o0 == "-" || ok == 0) ? "-" : sprintf("%.2f", (o1 - o0) / ok)
-        printf "%.1f %.2f %.2f %s %s", cpu, each, sc, ops, m }')
-    set -- $fig
-    local ref; read -r rcps rcpu rops < <(reference "$store" "$n" "$settings" "$wire")
-    local line
-    line=$(printf "$SROW" "$store" "$n" "$settings" "$wire" "${cps:-0}" "${p50:-0}" "${p99:-0}" "$1" "$2" "$3" "$4" \
-        "$((${rss% *} / 1024))" "$5" "$6" "${lcpu%.*}%" "$rcps" "$rcpu" "$rops")
+    : >"$TMP/rounds"
+    for round in $(seq "$ROUNDS"); do
+        # the fleet stays up between rounds: only the first warms it
+        window "$( [ "$round" = 1 ] && echo "$WARMUP" || echo 0)" "$store $n $settings $wire round $round" \
+            "${URLS[@]}" -c "$CONNECTIONS" --tool echo --message hello --expect "Echo: hello" -q "${flags[@]}"
+        per_round ok "$n" "${SCALE_FIELDS[@]}" >>"$TMP/rounds"
+    done
+    local cps p50 p99 cpu each sc ops rss rssmax steal others lcpu ok errs sse secs
+    read -r cps p50 p99 cpu each sc ops rss rssmax steal others lcpu ok errs sse secs < <(SUMS="13 14 15" medians "$TMP/rounds")
+    local rcps rcpu rops; read -r rcps rcpu rops < <(reference "$store" "$n" "$settings" "$wire")
+    local line ops_txt=$ops
+    [ "$ops" = - ] || ops_txt=$(printf '%.2f' "$ops")
+    line=$(printf "$SROW" "$store" "$n" "$settings" "$wire" "$cps" "$p50" "$p99" "$cpu" "$each" "$sc" "$ops_txt" \
+        "$((rss / 1024))" "$steal" "$others" "$(printf '%.0f' "$lcpu")%" "$rcps" "$rcpu" "$rops")
     SUMMARY+=("$line"); printf '%s\n' "$line"
-    [ -z "$JSON_OUT" ] || printf '{"bench":"fleet-scale","store":"%s","replicas":%s,"gateways":%s,"settings":"%s","wire":"%s","spread":"%s","connections":%s,"duration_s":%s,"ok":%s,"errors":%s,"calls_per_s":%s,"p50_us":%s,"p99_us":%s,"gw_cpu_us_per_call":%s,"gw_cores_each":%s,"store_cores":%s,"store_ops_per_call":%s,"store_ops":"%s","gw_rss_kb_mean":%s,"gw_rss_kb_max":%s,"steal_pct":%s,"others_pct":%s,"loadgen_cpu_pct":%s,"ok_sse":%s,"gw_cpus":"%s","load_cpu":"%s","store_cpu":"%s"}\n' \
+    [ -z "$JSON_OUT" ] || printf '{"bench":"fleet-scale","store":"%s","replicas":%s,"gateways":%s,"settings":"%s","wire":"%s","spread":"%s","connections":%s,"rounds":%s,"duration_s":%s,"ok":%s,"errors":%s,"calls_per_s":%s,"p50_us":%s,"p99_us":%s,"gw_cpu_us_per_call":%s,"gw_cores_each":%s,"store_cores":%s,"store_ops_per_call":%s,"store_ops":"%s","gw_rss_kb_mean":%s,"gw_rss_kb_max":%s,"steal_pct":%s,"others_pct":%s,"loadgen_cpu_pct":%s,"ok_sse":%s,"gw_cpus":"%s","load_cpu":"%s","store_cpu":"%s"}\n' \
         "$store" "$( [ "$store" = memory ] && echo null || echo 1)" "$n" "$settings" "${wire%-call}" \
-        "$( [ "$wire" = legacy-call ] && echo call || echo connection)" "$CONNECTIONS" "${secs:-0}" "${ok:-0}" \
-        "${errs:-0}" "${cps:-0}" "${p50:-0}" "${p99:-0}" "$1" "$2" "$3" "$( [ "$4" = - ] && echo null || echo "$4")" \
-        "$(case $store in nats) echo nats_msgs ;; redis) echo redis_cmds ;; *) echo none ;; esac)" \
-        "${rss% *}" "${rss#* }" "$5" "$6" "${lcpu:-0}" "${sse:-0}" "$GW_CPUS" "$LOAD_CPU" "$STORE_CPU" >>"$JSON_OUT"
+        "$( [ "$wire" = legacy-call ] && echo call || echo connection)" "$CONNECTIONS" "$ROUNDS" "$secs" "$ok" \
+        "$errs" "$cps" "$p50" "$p99" "$cpu" "$each" "$sc" "$(nul "$ops")" "$(store_ops_kind "$store")" \
+        "$rss" "$rssmax" "$steal" "$others" "$lcpu" "$sse" "$GW_CPUS" "$LOAD_CPU" "$STORE_CPU" >>"$JSON_OUT"
 }
 
-CROW="%-7s %3s %11s %8s %8s %9s %6s %6s %10s %11s %8s %6s %6s %7s | %8s %9s %8s\n"
+CROW="%-7s %3s %11.1f %8.2f %8.2f %9s %6s %6s %10.0f %11.2f %8s %6s %6.1f %7.1f | %8s %9s %8s\n"
+CHDR=$(sed 's/%\([0-9]*\)\.[0-9]f/%\1s/g' <<<"$CROW")"\n"
+CHURN_FIELDS=(sessions_per_s end_p50_us end_p99_us cpu sc ops loadgen_cpu_pct steal others ended_before_answer stuck errors
+              sessions_ended duration_s)
 churn_row() { # STORE N
-    local store=$1 n=$2 out
-    window "churn $store $n" "${URLS[@]}" -c "$CHURN_CLIENTS" --wire legacy --churn --stuck-after "$STUCK_AFTER" -q
-    out=$OUT
-    local ended secs per p50 p99 stuck errs lcpu first
-    ended=$(json_num "$out" sessions_ended); secs=$(json_num "$out" duration_s); per=$(json_num "$out" sessions_per_s)
-    p50=$(json_num "$out" end_p50_us); p99=$(json_num "$out" end_p99_us); stuck=$(json_num "$out" stuck)
-    errs=$(json_num "$out" errors); lcpu=$(json_num "$out" loadgen_cpu_pct); first=$(json_num "$out" ended_before_answer)
-    local fig
-    fig=$(awk -v g="$DG" -v s="$DS" -v hz="$CLK_TCK" -v ok="${ended:-0}" -v t="${secs:-0}" \
-        -v o0="$O0" -v o1="$O1" -v m="$(machine "$ST0" "$ST1" $((DG + DS)) "${lcpu:-0}" "${secs:-0}")" 'BEGIN {
-        cpu = ok > 0 ? g * 1e6 / hz / ok : 0; sc = t > 0 ? s / hz / t : 0
-        ops = (o0 == "-" || ok == 0) ? "-" : sprintf("%.1f", (o1 - o0) / ok)
-        printf "%.0f %.2f %s %s", cpu, sc, ops, m }')
-    set -- $fig
+    local store=$1 n=$2 round
+    : >"$TMP/rounds"
+    for round in $(seq "$ROUNDS"); do
+        window "$( [ "$round" = 1 ] && echo "$WARMUP" || echo 0)" "churn $store $n round $round" \
+            "${URLS[@]}" -c "$CHURN_CLIENTS" --wire legacy --churn --stuck-after "$STUCK_AFTER" -q
+        per_round sessions_ended "$n" "${CHURN_FIELDS[@]}" >>"$TMP/rounds"
+    done
+    local per p50 p99 cpu sc ops lcpu steal others first stuck errs ended secs
+    read -r per p50 p99 cpu sc ops lcpu steal others first stuck errs ended secs < <(SUMS="10 11 12 13" medians "$TMP/rounds")
     local rs r50 r99; read -r rs r50 r99 < <(reference_churn "$store" "$n")
-    local line
-    line=$(printf "$CROW" "$store" "$n" "${per:-0}" "$(awk -v v="${p50:-0}" 'BEGIN{printf "%.2f", v/1000}')" \
-        "$(awk -v v="${p99:-0}" 'BEGIN{printf "%.2f", v/1000}')" "${first:-0}" "${stuck:-0}" "${errs:-0}" "$1" "$2" "$3" \
-        "${lcpu%.*}%" "$4" "$5" "$rs" "$r50" "$r99")
+    local line ops_txt=$ops
+    [ "$ops" = - ] || ops_txt=$(printf '%.1f' "$ops")
+    line=$(printf "$CROW" "$store" "$n" "$per" "$(awk -v v="$p50" 'BEGIN { print v / 1000 }')" \
+        "$(awk -v v="$p99" 'BEGIN { print v / 1000 }')" "$first" "$stuck" "$errs" "$cpu" "$sc" "$ops_txt" \
+        "$(printf '%.0f' "$lcpu")%" "$steal" "$others" "$rs" "$r50" "$r99")
     SUMMARY+=("$line"); printf '%s\n' "$line"
-    [ -z "$JSON_OUT" ] || printf '{"bench":"fleet-churn","store":"%s","replicas":%s,"gateways":%s,"clients":%s,"duration_s":%s,"sessions_ended":%s,"sessions_per_s":%s,"end_p50_us":%s,"end_p99_us":%s,"ended_before_answer":%s,"stuck":%s,"stuck_after_s":%s,"errors":%s,"gw_cpu_us_per_session":%s,"store_cores":%s,"store_ops_per_session":%s,"store_ops":"%s","loadgen_cpu_pct":%s,"steal_pct":%s,"others_pct":%s,"gw_cpus":"%s","load_cpu":"%s","store_cpu":"%s"}\n' \
-        "$store" "$( [ "$store" = memory ] && echo null || echo 1)" "$n" "$CHURN_CLIENTS" "${secs:-0}" "${ended:-0}" \
-        "${per:-0}" "${p50:-0}" "${p99:-0}" "${first:-0}" "${stuck:-0}" "$STUCK_AFTER" "${errs:-0}" "$1" "$2" \
-        "$( [ "$3" = - ] && echo null || echo "$3")" \
-        "$(case $store in nats) echo nats_msgs ;; redis) echo redis_cmds ;; *) echo none ;; esac)" \
-        "${lcpu:-0}" "$4" "$5" "$GW_CPUS" "$LOAD_CPU" "$STORE_CPU" >>"$JSON_OUT"
+    [ -z "$JSON_OUT" ] || printf '{"bench":"fleet-churn","store":"%s","replicas":%s,"gateways":%s,"clients":%s,"rounds":%s,"duration_s":%s,"sessions_ended":%s,"sessions_per_s":%s,"end_p50_us":%s,"end_p99_us":%s,"ended_before_answer":%s,"stuck":%s,"stuck_after_s":%s,"errors":%s,"gw_cpu_us_per_session":%s,"store_cores":%s,"store_ops_per_session":%s,"store_ops":"%s","loadgen_cpu_pct":%s,"steal_pct":%s,"others_pct":%s,"gw_cpus":"%s","load_cpu":"%s","store_cpu":"%s"}\n' \
+        "$store" "$( [ "$store" = memory ] && echo null || echo 1)" "$n" "$CHURN_CLIENTS" "$ROUNDS" "$secs" "$ended" \
+        "$per" "$p50" "$p99" "$first" "$stuck" "$STUCK_AFTER" "$errs" "$cpu" "$sc" "$(nul "$ops")" \
+        "$(store_ops_kind "$store")" "$lcpu" "$steal" "$others" "$GW_CPUS" "$LOAD_CPU" "$STORE_CPU" >>"$JSON_OUT"
 }
 
 FAILED=0
@@ -340,7 +381,7 @@ if [ "$SCENARIO" = scale ]; then
         done; done
     done
     row=0
-    printf "$SROW" store gws settings wire calls/s p50_us p99_us cpu_us/c cores/gw store_cores ops/call rss_MiB steal% others% load% \
+    printf "$SHDR" store gws settings wire calls/s p50_us p99_us cpu_us/c cores/gw store_cores ops/call rss_MiB steal% others% load% \
         ref_c/s ref_cpu ref_ops
     for f in "${FLEETS[@]}"; do
         read -r store n <<<"$f"
@@ -350,7 +391,7 @@ if [ "$SCENARIO" = scale ]; then
                 rows=("$w"); [ "$w" = legacy ] && [ "$n" -gt 1 ] && rows+=(legacy-call)
                 for r in "${rows[@]}"; do
                     row=$((row + 1))
-                    progress "row $row/$total: $store, $n gateway(s), $settings, $r (warm-up ${WARMUP} s, measure ${DURATION} s)"
+                    progress "row $row/$total: $store, $n gateway(s), $settings, $r (warm-up ${WARMUP} s, then ${ROUNDS} rounds of ${DURATION} s)"
                     scale_row "$store" "$n" "$settings" "$r"
                 done
             done
@@ -358,24 +399,24 @@ if [ "$SCENARIO" = scale ]; then
         done
     done
     echo
-    echo "fleet scale: ${DURATION} s per row, $CONNECTIONS connections over the gateways; ops/call: NATS messages (in+out) or Redis commands; ref: the reference product (NATS R3, 2 cores per gateway)"
-    printf "$SROW" store gws settings wire calls/s p50_us p99_us cpu_us/c cores/gw store_cores ops/call rss_MiB steal% others% load% \
+    echo "fleet scale: medians of ${ROUNDS} rounds of ${DURATION} s per row, $CONNECTIONS connections over the gateways; ops/call: NATS messages (in+out) or Redis commands; ref: the reference product (NATS R3, 2 cores per gateway)"
+    printf "$SHDR" store gws settings wire calls/s p50_us p99_us cpu_us/c cores/gw store_cores ops/call rss_MiB steal% others% load% \
         ref_c/s ref_cpu ref_ops
 else
     total=${#FLEETS[@]} row=0
-    printf "$CROW" store gws sessions/s p50_ms p99_ms ended_1st stuck errors cpu_us/ses store_cores ops/ses load% steal% others% \
+    printf "$CHDR" store gws sessions/s p50_ms p99_ms ended_1st stuck errors cpu_us/ses store_cores ops/ses load% steal% others% \
         ref_s/s ref_p50 ref_p99
     for f in "${FLEETS[@]}"; do
         read -r store n <<<"$f"
         row=$((row + 1))
-        progress "churn $row/$total: $store, $n gateway(s), $CHURN_CLIENTS clients (warm-up ${WARMUP} s, measure ${DURATION} s)"
+        progress "churn $row/$total: $store, $n gateway(s), $CHURN_CLIENTS clients (warm-up ${WARMUP} s, then ${ROUNDS} rounds of ${DURATION} s)"
         start_fleet "$store" "$n" default
         churn_row "$store" "$n"
         stop_fleet; stop_store
     done
     echo
-    echo "fleet churn: $CHURN_CLIENTS clients, ${DURATION} s per row; stream end after the DELETE's answer (ended_1st: streams that ended before it); cpu_us/ses: gateway CPU per session; ops/ses: store ops per session; load%: the driver's own CPU"
-    printf "$CROW" store gws sessions/s p50_ms p99_ms ended_1st stuck errors cpu_us/ses store_cores ops/ses load% steal% others% \
+    echo "fleet churn: $CHURN_CLIENTS clients, medians of ${ROUNDS} rounds of ${DURATION} s per row (stuck, errors: sums); stream end after the DELETE's answer (ended_1st: streams that ended before it); cpu_us/ses: gateway CPU per session; ops/ses: store ops per session; load%: the driver's own CPU"
+    printf "$CHDR" store gws sessions/s p50_ms p99_ms ended_1st stuck errors cpu_us/ses store_cores ops/ses load% steal% others% \
         ref_s/s ref_p50 ref_p99
 fi
 printf '%s\n' "${SUMMARY[@]}"

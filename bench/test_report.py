@@ -260,7 +260,7 @@ class ReportTest(unittest.TestCase):
                                 r"22\.3 / 52\.3 \| 952 \| 6\.20 \|")
         self.assertRegex(fleet, r"\| one gateway alone \(coordinator_memory\) \| 1 \| tuned \| stateless \| 9\u202f000 \| .* "
                                 r"\| 7\u202f718 \| 7\.9 / 12\.1 \| 251 \| — \|")
-        self.assertIn("bench/fleet.sh --scenario scale --stores \"nats memory\" --gateways \"4\" --duration 10", fleet)
+        self.assertIn("bench/fleet.sh --scenario scale --stores \"nats memory\" --gateways \"4\" --rounds 1 --duration 10", fleet)
         churn = self.section(page, "A fleet: sessions")
         self.assertIn("| Redis | 4 | 3\u202f000 | 0.40 / 1.20 | 0 | 0 | 240 | 38.0 | 30 % | 1.0 | 1 366 | 2.2 / 6.2 | 0 |",
                       churn)
