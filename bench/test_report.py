@@ -256,13 +256,13 @@ class ReportTest(unittest.TestCase):
         fleet = self.section(page, "A fleet: tool calls")
         # the reference's four-gateway NATS legacy row is each call on the next replica: 2 745 calls/s, 952 µs, 6.2
         self.assertRegex(fleet, r"\| NATS R1 \| 4 \| default \| legacy, each call on the next replica \| 6\u202f000 \| "
-                                r"9\.0 / 30\.0 \| 80\.0 \| 0\.12 \| 0\.05 \| 0\.06 \| 9\.0 \| 2\.5 \| 2\u202f745 \| "
+                                r"9\.0 / 30\.0 \| 80\.0 \| 0\.12 \| 0\.05 \| 0\.06 \| 9\.0 \| 2\.5 / 1 \| 2\u202f745 \| "
                                 r"22\.3 / 52\.3 \| 952 \| 6\.20 \|")
         self.assertRegex(fleet, r"\| one gateway alone \(coordinator_memory\) \| 1 \| tuned \| stateless \| 9\u202f000 \| .* "
                                 r"\| 7\u202f718 \| 7\.9 / 12\.1 \| 251 \| — \|")
         self.assertIn("bench/fleet.sh --scenario scale --stores \"nats memory\" --gateways \"4\" --rounds 1 --duration 10", fleet)
         churn = self.section(page, "A fleet: sessions")
-        self.assertIn("| Redis | 4 | 3\u202f000 | 0.40 / 1.20 | 0 | 0 | 240 | 38.0 | 30 % | 1.0 | 1 366 | 2.2 / 6.2 | 0 |",
+        self.assertIn("| Redis | 4 | 3\u202f000 | 0.40 / 1.20 | 0 | 0 | 240 | 38.0 | 30 % | 1.0 / 2 | 1 366 | 2.2 / 6.2 | 0 |",
                       churn)
         self.assertIn("No stream was stuck.", churn)
 
