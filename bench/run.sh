@@ -19,6 +19,9 @@
 #   governed  the limited tools of conf/governed.json, 64 connections, 30 s each, local and global (governed.sh)
 #   watch     sessions on every replica hear polled resources change; one gateway killed halfway (watch.py)
 #   soak      minutes of churn (calls, sessions, upstream kills, reloads): memory, fds, threads flat (soak.sh)
+#   fleet     scale across a fleet: 1, 2, 4 gateways on memory/Redis/NATS R1, both wires, default and tuned (fleet.sh)
+#   churn     legacy sessions opened on one replica, streamed on the next, ended: stream end time, stuck streams (fleet.sh)
+#   (listen   to come: notifications through a webhook on a fleet; its server side is on another branch)
 #
 #   bench/run.sh                      every scenario
 #   bench/run.sh proxy reload         those two
@@ -27,7 +30,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed kv watch soak)
+ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed kv watch fleet churn soak)
 
 run_one() {
     case $1 in
@@ -44,6 +47,9 @@ run_one() {
     openloop) bash "$ROOT/bench/openloop.sh" --json "$RESULTS" ;;
     governed) bash "$ROOT/bench/governed.sh" --json "$RESULTS" ;;
     kv) bash "$ROOT/bench/kv.sh" ;;
+    fleet) bash "$ROOT/bench/fleet.sh" --scenario scale --json "$RESULTS" ;;
+    churn) bash "$ROOT/bench/fleet.sh" --scenario churn --json "$RESULTS" ;;
+    # listen) bash "$ROOT/bench/fleet.sh" --scenario listen --json "$RESULTS" ;;   (once its webhook route is on main)
     soak) bash "$ROOT/bench/soak.sh" "${SOAK_SECONDS:-300}" ;;
     *) echo "bench/run.sh: unknown scenario \"$1\" (one of: ${ALL[*]})" >&2; return 2 ;;
     esac

@@ -182,6 +182,19 @@ RESULTS = [
     line(bench="memtime-sample", config="bench.json", t_s=0.0, rss_kb=6553, threads=7, fds=10),
     line(bench="memtime-sample", config="bench.json", t_s=4.0, rss_kb=10649, threads=7, fds=500),
     line(bench="memtime-sample", config="bench.json", t_s=8.0, rss_kb=10649, threads=7, fds=10),
+    line(bench="fleet-scale", store="nats", replicas=1, gateways=4, settings="default", wire="legacy", spread="call",
+         connections=64, duration_s=10.0, ok=60000, errors=0, calls_per_s=6000.0, p50_us=9000.0, p99_us=30000.0,
+         gw_cpu_us_per_call=80.0, gw_cores_each=0.12, store_cores=0.05, store_ops_per_call=0.06,
+         store_ops="nats_msgs", gw_rss_kb_mean=9216, gw_rss_kb_max=10240, steal_pct=2.5, others_pct=1.0),
+    line(bench="fleet-scale", store="memory", replicas=None, gateways=1, settings="tuned", wire="stateless",
+         spread="connection", connections=64, duration_s=10.0, ok=90000, errors=0, calls_per_s=9000.0,
+         p50_us=6000.0, p99_us=20000.0, gw_cpu_us_per_call=45.0, gw_cores_each=0.4, store_cores=0.0,
+         store_ops_per_call=None, store_ops="none", gw_rss_kb_mean=7168, gw_rss_kb_max=7168, steal_pct=0.5,
+         others_pct=0.0),
+    line(bench="fleet-churn", store="redis", replicas=1, gateways=4, clients=16, duration_s=10.0,
+         sessions_ended=30000, sessions_per_s=3000.0, end_p50_us=400.0, end_p99_us=1200.0, ended_before_answer=10,
+         stuck=0, stuck_after_s=5, errors=0, gw_cpu_us_per_session=240.0, store_cores=0.5,
+         store_ops_per_session=38.0, store_ops="redis_cmds", loadgen_cpu_pct=30.0, steal_pct=1.0, others_pct=2.0),
 ]
 
 
@@ -237,6 +250,21 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| 30.00 | 1.20× |", governed)  # CPU per judged call beside the unlimited echo's 25 µs
         memtime = self.section(page, "Memory over time")
         self.assertIn("61 → 567 → 140", memtime)
+
+    def test_the_fleet_rows_stand_beside_the_reference_rows_of_the_same_shape(self):
+        page = self.generate()
+        fleet = self.section(page, "A fleet: tool calls")
+        # the reference's four-gateway NATS legacy row is each call on the next replica: 2 745 calls/s, 952 µs, 6.2
+        self.assertRegex(fleet, r"\| NATS R1 \| 4 \| default \| legacy, each call on the next replica \| 6\u202f000 \| "
+                                r"9\.0 / 30\.0 \| 80\.0 \| 0\.12 \| 0\.05 \| 0\.06 \| 9\.0 \| 2\.5 / 1 \| 2\u202f745 \| "
+                                r"22\.3 / 52\.3 \| 952 \| 6\.20 \|")
+        self.assertRegex(fleet, r"\| one gateway alone \(coordinator_memory\) \| 1 \| tuned \| stateless \| 9\u202f000 \| .* "
+                                r"\| 7\u202f718 \| 7\.9 / 12\.1 \| 251 \| — \|")
+        self.assertIn("bench/fleet.sh --scenario scale --stores \"nats memory\" --gateways \"4\" --rounds 1 --duration 10", fleet)
+        churn = self.section(page, "A fleet: sessions")
+        self.assertIn("| Redis | 4 | 3\u202f000 | 0.40 / 1.20 | 0 | 0 | 240 | 38.0 | 30 % | 1.0 / 2 | 1 366 | 2.2 / 6.2 | 0 |",
+                      churn)
+        self.assertIn("No stream was stuck.", churn)
 
     def test_missing_scenarios_are_listed_with_their_command_and_not_invented(self):
         page = self.generate()

@@ -141,14 +141,15 @@ static void format_next(load_conn *c) {
         c->wlen = load_request_format(tmpl_of(run, c->id), c->id, NULL, 0, c->wbuf);
         return;
     }
-    if (c->session_len == 0) c->stage = STAGE_INITIALIZE;
-    switch (c->stage) {
+    load_session *ss = c->session;
+    if (ss->len == 0) ss->stage = STAGE_INITIALIZE;
+    switch (ss->stage) {
     case STAGE_INITIALIZE: c->wlen = load_initialize_format(o->host_port, o->path, c->id, c->wbuf); break;
     case STAGE_INITIALIZED:
-        c->wlen = load_initialized_format(o->host_port, o->path, c->session, c->session_len, c->wbuf);
+        c->wlen = load_initialized_format(o->host_port, o->path, ss->id, ss->len, c->wbuf);
         break;
     default:
-        c->wlen = load_request_format(tmpl_of(run, c->id), c->id, c->session, c->session_len, c->wbuf);
+        c->wlen = load_request_format(tmpl_of(run, c->id), c->id, ss->id, ss->len, c->wbuf);
         break;
     }
 }
@@ -170,7 +171,7 @@ static void wait_for_due(load_conn *c) {
  * call it may send now, or false to wait. Handshake steps go at once. */
 static bool call_allowed(load_conn *c, uint64_t now, uint64_t *due) {
     *due = now;
-    if (!open_loop(c->run) || (legacy(c) && (c->session_len == 0 || c->stage != STAGE_CALLS))) return true;
+    if (!open_loop(c->run) || (legacy(c) && (c->session->len == 0 || c->session->stage != STAGE_CALLS))) return true;
     return load_sched_take(&c->run->sched, now, due);
 }
 
@@ -190,6 +191,7 @@ void load_open_loop_spin(load_run *run) {
 static void conn_send(load_conn *c) {
     load_run *run = c->run;
     if (run->phase == LOAD_PHASE_DONE || c->state != CONN_OPEN) return;
+    if (run->opts->spread_call && !c->holder) return; /* another connection of the group has the turn */
     if (c->writing) {
         c->send_deferred = true;
         return;
@@ -282,8 +284,9 @@ static void print_answer_once(load_conn *c) {
  * expect 202 for notifications/initialized. LOAD_ERR_COUNT when good. */
 static load_err_kind handshake_answer(load_conn *c) {
     load_resp *r = &c->resp;
-    if (c->stage == STAGE_INITIALIZED) {
-        if (r->status == 202) return c->stage = STAGE_CALLS, LOAD_ERR_COUNT;
+    load_session *ss = c->session;
+    if (ss->stage == STAGE_INITIALIZED) {
+        if (r->status == 202) return ss->stage = STAGE_CALLS, LOAD_ERR_COUNT;
         describe_error(c, LOAD_ERR_HTTP_STATUS, "notifications/initialized answered HTTP %d, not 202", r->status);
         return LOAD_ERR_HTTP_STATUS;
     }
@@ -293,16 +296,16 @@ static load_err_kind handshake_answer(load_conn *c) {
         describe_error(c, LOAD_ERR_MISMATCH, "initialize answered without Mcp-Session-Id");
         return LOAD_ERR_MISMATCH;
     }
-    memcpy(c->session, c->rbuf + r->session_off, r->session_len);
-    c->session_len = r->session_len;
-    c->stage = STAGE_INITIALIZED;
+    memcpy(ss->id, c->rbuf + r->session_off, r->session_len);
+    ss->len = r->session_len;
+    ss->stage = STAGE_INITIALIZED;
     return LOAD_ERR_COUNT;
 }
 
 /* A failed handshake: count it, end the session, reconnect after a pause. */
 static void handshake_failed(load_conn *c, load_err_kind k) {
-    c->session_len = 0;
-    c->stage = STAGE_NONE;
+    c->session->len = 0;
+    c->session->stage = STAGE_NONE;
     count_error(c, k);
     conn_drop(c, true);
 }
@@ -311,7 +314,7 @@ static void on_answer(load_conn *c) {
     uint64_t now = uv_hrtime();
     size_t total = c->resp.wire_len;
     load_resp_dechunk(&c->resp, c->rbuf);
-    bool is_call = !legacy(c) || c->stage == STAGE_CALLS;
+    bool is_call = !legacy(c) || c->session->stage == STAGE_CALLS;
     load_err_kind k = is_call ? judge(c, c->rbuf + c->resp.head_len, c->resp.body_len, c->run->opts->expect)
                               : handshake_answer(c);
     c->in_flight = false;
@@ -326,7 +329,20 @@ static void on_answer(load_conn *c) {
         count_ok(c, now - c->due_ns);
     } else {
         count_error(c, k);
-        if (legacy(c) && c->resp.status == 404) c->session_len = 0; /* the session is gone: open another */
+        if (legacy(c) && c->resp.status == 404) c->session->len = 0; /* the session is gone: open another */
+    }
+    if (is_call && c->run->opts->spread_call) { /* the group's next call goes to the next target */
+        load_conn *next = &c->run->conns[load_spread_next((unsigned)(c - c->run->conns), c->run->opts->ntargets)];
+        c->holder = false;
+        next->holder = true;
+        if (c->rlen > total) {
+            fail(c, LOAD_ERR_PROTOCOL, "bytes after the answer", 0);
+            return;
+        }
+        c->rlen = 0;
+        if (c->resp.flags & LOAD_RESP_CLOSE) conn_drop(c, false);
+        conn_send(next); /* sends when open; else its on_connect will */
+        return;
     }
     if (c->rlen > total) {
         fail(c, LOAD_ERR_PROTOCOL, "bytes after the answer", 0);
@@ -439,7 +455,8 @@ static void conn_connect(load_conn *c) {
     c->state = CONN_CONNECTING;
     c->backoff = false;
     uv_tcp_nodelay(&c->tcp, 1); /* one small request per round trip: Nagle would only add delay */
-    int rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&run->opts->addr, on_connect);
+    int rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&run->opts->addrs[c->target],
+                            on_connect);
     if (rc < 0) fail(c, LOAD_ERR_SOCKET, "connect", rc);
 }
 
@@ -447,6 +464,7 @@ int load_conn_init(load_run *run, load_conn *c) {
     memset(c, 0, sizeof *c);
     c->run = run;
     c->state = CONN_CLOSED;
+    c->session = &c->own_session;
     c->wbuf = malloc(run->max_request > LOAD_HANDSHAKE_MAX ? run->max_request : LOAD_HANDSHAKE_MAX);
     c->rcap = READ_BUF_INITIAL;
     c->rbuf = malloc(c->rcap);

@@ -12,6 +12,8 @@
  *   sse.c      finding the JSON-RPC response among an SSE answer's events
  *   mix.c      the tool mix (--tool a:3,b:1): which tool each call names
  *   sched.c    the open loop's schedule (--rate): when each call is due
+ *   spread.c   several --url targets: which one each connection (or call) uses
+ *   churn.c    --churn: the legacy session life across replicas (open, stream, end)
  *   conn.c     one connection's life: connect, send, read, reconnect
  *   report.c   the human table and the JSON line
  *   main.c     options, phases, progress
@@ -83,6 +85,17 @@ typedef struct {
 int load_mix_parse(load_mix *m, const char *spec, char *err, size_t errlen);
 unsigned load_mix_pick(const load_mix *m, uint64_t id);
 void load_mix_free(load_mix *m);
+
+/* ---- several targets (spread.c): --url given up to LOAD_TARGETS_MAX times ----
+ * By connection (the default): connection i talks to target i % n all run.
+ * By call (--spread call, legacy wire): each of the -c slots is a group of n
+ * connections, one per target, sharing one session; the slot's calls go to
+ * the targets in turn, so every call lands on the replica after the last
+ * one's. Group g's first call goes to target g % n (the load starts even). */
+#define LOAD_TARGETS_MAX 8u
+unsigned load_spread_target(unsigned conn, unsigned ntargets);           /* the target of connection conn */
+unsigned load_spread_first(unsigned group, unsigned ntargets);           /* group's first holder */
+unsigned load_spread_next(unsigned conn, unsigned ntargets);             /* the holder after conn */
 
 /* ---- which MCP wire ----
  * stateless: 2026-07-28, every request self-contained (_meta, Mcp-Method).
@@ -210,6 +223,11 @@ typedef struct {
     char host_port[64];
     char path[256];
     struct sockaddr_in addr;
+    struct sockaddr_in addrs[LOAD_TARGETS_MAX]; /* --url, in order (addrs[0] == addr) */
+    unsigned ntargets;
+    bool spread_call; /* --spread call: each slot's calls on the targets in turn */
+    bool churn;       /* --churn: the session-churn driver (churn.c) instead of calls */
+    double stuck_s;   /* --churn: a stream not ended this long after its DELETE's answer is stuck */
     unsigned connections;
     double duration_s, warmup_s, timeout_s;
     uint64_t max_calls; /* 0: no limit */
@@ -246,6 +264,13 @@ typedef enum { CONN_CLOSED, CONN_CONNECTING, CONN_OPEN, CONN_CLOSING, CONN_BACKO
 /* Where a legacy-wire slot is in its session's life. */
 typedef enum { STAGE_NONE, STAGE_INITIALIZE, STAGE_INITIALIZED, STAGE_CALLS } load_stage;
 
+/* A legacy session: a slot's own, or shared by a --spread call group. */
+typedef struct {
+    load_stage stage;
+    char id[LOAD_SESSION_MAX];
+    size_t len;
+} load_session;
+
 typedef struct {
     uv_tcp_t tcp;
     uv_connect_t connect_req;
@@ -268,9 +293,10 @@ typedef struct {
     char *rbuf;
     size_t rlen, rcap;
     load_resp resp;
-    load_stage stage; /* legacy wire; kept across reconnects with the session */
-    char session[LOAD_SESSION_MAX];
-    size_t session_len;
+    load_session own_session; /* legacy wire; kept across reconnects */
+    load_session *session;    /* &own_session, or the group's first connection's */
+    unsigned target;          /* which --url */
+    bool holder;              /* --spread call: this connection of the group sends the next call */
     struct ssl_st *ssl; /* https: this connection's TLS (tls.c), NULL until connected */
     bool tls_ready;     /* its handshake is done */
     char *tbuf;         /* ciphertext being written (kept while write_req is pending) */
@@ -318,6 +344,10 @@ void load_conn_free(load_conn *c);
 void load_conn_check_timeout(load_conn *c, uint64_t now_ns);
 void load_conn_retry_if_due(load_conn *c, uint64_t now_ns);
 void load_run_stop(load_run *run); /* main.c: end the measured window now */
+double load_cpu_seconds(void);     /* main.c: this process's user+system CPU so far */
+
+/* churn.c: the whole --churn run; returns the exit status (0, 1 errors or stuck, 2 setup) */
+int load_churn_main(const load_opts *o);
 
 /* tls.c: https through OpenSSL over memory BIOs (lib/tlsmem) */
 int load_tls_init(load_run *run, char *err, size_t errlen); /* the context, when opts->tls */

@@ -18,7 +18,16 @@
 static void usage(FILE *out) {
     fputs("usage: mcpg-load [options]\n"
           "Closed-loop (or, with --rate, open-loop) load with MCP tools/call, every answer checked.\n"
-          "  --url URL            http://IPv4:PORT/PATH or https://... (default http://127.0.0.1:8080/mcp)\n"
+          "  --url URL            http://IPv4:PORT/PATH or https://... (default http://127.0.0.1:8080/mcp);\n"
+          "                       given up to 8 times (a fleet's replicas, same path and scheme): connection\n"
+          "                       i talks to URL i % n\n"
+          "  --spread S           connection (default) or call: with several URLs on the legacy wire, each\n"
+          "                       of the -c slots keeps a connection to every URL and sends each call of\n"
+          "                       its session to the next URL (every call on the next replica)\n"
+          "  --churn              session churn instead of calls (legacy wire): each of -c clients opens\n"
+          "                       a session on URL j % n, its GET stream on URL (j+1) % n, DELETEs the\n"
+          "                       session on the first and waits for the stream to end; again and again\n"
+          "  --stuck-after S      --churn: a stream not ended S s after its DELETE's answer is stuck (default 5)\n"
           "  --ca-file FILE       https: the CA (PEM) the server's certificate must chain to (default:\n"
           "                       the system's); the certificate must name the URL's IP address\n"
           "  --wire W             stateless (2026-07-28, default) or legacy (2025-11-25: a session\n"
@@ -108,6 +117,9 @@ enum {
     OPT_HEADER,
     OPT_CA_FILE,
     OPT_RATE,
+    OPT_SPREAD,
+    OPT_CHURN,
+    OPT_STUCK,
 };
 
 static const struct option long_opts[] = {
@@ -129,10 +141,29 @@ static const struct option long_opts[] = {
     {"header", required_argument, NULL, OPT_HEADER},
     {"ca-file", required_argument, NULL, OPT_CA_FILE},
     {"rate", required_argument, NULL, OPT_RATE},
+    {"spread", required_argument, NULL, OPT_SPREAD},
+    {"churn", no_argument, NULL, OPT_CHURN},
+    {"stuck-after", required_argument, NULL, OPT_STUCK},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* --url: the first sets the path, scheme and Host every request carries; the
+ * others (a fleet's replicas) must have the same path and scheme. */
+static int add_url(load_opts *o, const char *url) {
+    if (o->ntargets == 0) {
+        o->url = url;
+        if (parse_url(o, url) < 0) return -1;
+        o->addrs[o->ntargets++] = o->addr;
+        return 0;
+    }
+    if (o->ntargets >= LOAD_TARGETS_MAX) return -1;
+    load_opts other = *o;
+    if (parse_url(&other, url) < 0 || other.tls != o->tls || strcmp(other.path, o->path) != 0) return -1;
+    o->addrs[o->ntargets++] = other.addr;
+    return 0;
+}
 
 /* "Name: value" with a token name and no line breaks, appended as a line. */
 static int add_header(load_opts *o, const char *h) {
@@ -152,7 +183,17 @@ static int add_header(load_opts *o, const char *h) {
 static const char *apply_opt(load_opts *o, int ch, const char *arg) {
     uint64_t u;
     switch (ch) {
-    case OPT_URL: o->url = arg; return parse_url(o, arg) < 0 ? "--url" : NULL;
+    case OPT_URL: return add_url(o, arg) < 0 ? "--url" : NULL;
+    case OPT_SPREAD:
+        if (strcmp(arg, "connection") == 0)
+            o->spread_call = false;
+        else if (strcmp(arg, "call") == 0)
+            o->spread_call = true;
+        else
+            return "--spread";
+        return NULL;
+    case OPT_CHURN: o->churn = true; return NULL;
+    case OPT_STUCK: return parse_double(arg, 0.01, 600, &o->stuck_s) < 0 ? "--stuck-after" : NULL;
     case OPT_WIRE:
         if (strcmp(arg, "stateless") == 0)
             o->wire = LOAD_WIRE_STATELESS;
@@ -199,9 +240,11 @@ static int parse_args(load_opts *o, int argc, char **argv) {
                      .tool = "echo",
                      .message = "hello",
                      .check_id = true,
+                     .stuck_s = 5,
                      .max_response = 1u << 20};
     o->url = "http://127.0.0.1:8080/mcp";
     parse_url(o, o->url);
+    o->addrs[0] = o->addr;
     int ch;
     while ((ch = getopt_long(argc, argv, "c:d:w:qh", long_opts, NULL)) != -1) {
         if (ch == 'h') {
@@ -219,10 +262,21 @@ static int parse_args(load_opts *o, int argc, char **argv) {
         fprintf(stderr, "mcpg-load: unexpected argument: %s\n", argv[optind]);
         return -1;
     }
+    if (o->ntargets == 0) o->ntargets = 1; /* the default URL */
+    const char *bad = NULL;
+    if (o->spread_call && o->wire != LOAD_WIRE_LEGACY) bad = "--spread call needs --wire legacy";
+    else if (o->spread_call && o->rate > 0) bad = "--spread call is closed loop only (no --rate)";
+    else if (o->spread_call && o->tls) bad = "--spread call is http only";
+    else if (o->churn && (o->tls || o->rate > 0 || o->spread_call)) bad = "--churn is http, closed loop, by client";
+    else if (o->spread_call && (uint64_t)o->connections * o->ntargets > CONNECTIONS_MAX) bad = "-c times URLs is too many";
+    if (bad) {
+        fprintf(stderr, "mcpg-load: %s\n", bad);
+        return -1;
+    }
     return 0;
 }
 
-static double cpu_seconds(void) {
+double load_cpu_seconds(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
@@ -240,7 +294,7 @@ void load_run_stop(load_run *run) {
     run->t_end_ns = uv_hrtime();
     run->open_at_stop = run->open_conns;
     if (run->phase == LOAD_PHASE_MEASURE)
-        run->loadgen_cpu_s = cpu_seconds() - run->cpu_measure_start_s;
+        run->loadgen_cpu_s = load_cpu_seconds() - run->cpu_measure_start_s;
     else
         run->t_measure_ns = run->t_end_ns; /* stopped during warm-up: an empty window */
     run->phase = LOAD_PHASE_DONE;
@@ -263,7 +317,7 @@ static void on_phase_end(uv_timer_t *t) {
     }
     run->phase = LOAD_PHASE_MEASURE;
     run->t_measure_ns = uv_hrtime();
-    run->cpu_measure_start_s = cpu_seconds();
+    run->cpu_measure_start_s = load_cpu_seconds();
     uv_timer_start(&run->phase_timer, on_phase_end, ms(run->opts->duration_s), 0);
 }
 
@@ -319,7 +373,7 @@ static void start_run(load_run *run) {
     } else {
         run->phase = run->interval_phase = LOAD_PHASE_MEASURE;
         run->t_measure_ns = run->t_start_ns;
-        run->cpu_measure_start_s = cpu_seconds();
+        run->cpu_measure_start_s = load_cpu_seconds();
         uv_timer_start(&run->phase_timer, on_phase_end, ms(o->duration_s), 0);
     }
     for (unsigned i = 0; i < run->nconns; i++) load_conn_start(&run->conns[i]);
@@ -382,12 +436,20 @@ static int init_run(load_run *run, const load_opts *o, uv_loop_t *loop) {
     load_hist_reset(&run->warmup.hist);
     load_hist_reset(&run->measure.hist);
     load_hist_reset(&run->interval.hist);
-    run->conns = calloc(o->connections, sizeof *run->conns);
+    run->conns = calloc(o->spread_call ? o->connections * o->ntargets : o->connections, sizeof *run->conns);
     if (!run->conns) return -1;
-    run->nconns = o->connections;
+    run->nconns = o->spread_call ? o->connections * o->ntargets : o->connections;
     if (o->rate > 0 && !(run->idle_stack = calloc(o->connections, sizeof *run->idle_stack))) return -1;
     for (unsigned i = 0; i < run->nconns; i++)
         if (load_conn_init(run, &run->conns[i]) < 0) return -1;
+    for (unsigned i = 0; i < run->nconns; i++) {
+        load_conn *c = &run->conns[i];
+        c->target = load_spread_target(i, o->ntargets);
+        if (!o->spread_call) continue;
+        unsigned g = i / o->ntargets;
+        c->session = &run->conns[g * o->ntargets].own_session; /* one session per group */
+        c->holder = i == load_spread_first(g, o->ntargets);
+    }
     return 0;
 }
 
@@ -403,7 +465,11 @@ int main(int argc, char **argv) {
     load_opts opts;
     if (parse_args(&opts, argc, argv) < 0) return EXIT_USAGE;
     signal(SIGPIPE, SIG_IGN); /* a peer that closes mid-write is an error we count, not a death */
-    raise_fd_limit(opts.connections);
+    if (opts.churn) {
+        raise_fd_limit(2 * opts.connections);
+        return load_churn_main(&opts);
+    }
+    raise_fd_limit(opts.spread_call ? opts.connections * opts.ntargets : opts.connections);
     uv_loop_t loop;
     uv_loop_init(&loop);
     load_run *run = malloc(sizeof *run); /* three histograms: too big for the stack */

@@ -122,7 +122,7 @@ void load_report_json(const load_run *run, FILE *out) {
     json_string(out, run->opts->url);
     fputs(",\"mcp_tool\":", out);
     json_string(out, run->opts->tool);
-    fprintf(out, ",\"connections\":%u,\"warmup_s\":%.3f,\"duration_s\":%.6f", run->nconns,
+    fprintf(out, ",\"connections\":%u,\"warmup_s\":%.3f,\"duration_s\":%.6f", run->opts->connections,
             run->opts->warmup_s, secs);
     fprintf(out, ",\"calls\":%llu,\"ok\":%llu,\"errors\":%llu,\"calls_per_s\":%.1f",
             (unsigned long long)m->calls, (unsigned long long)m->ok, (unsigned long long)load_total_errors(m),
@@ -141,6 +141,8 @@ void load_report_json(const load_run *run, FILE *out) {
             (unsigned long long)run->warmup.calls, (unsigned long long)load_total_errors(&run->warmup));
     fprintf(out, ",\"loadgen_cpu_pct\":%.1f", secs > 0 ? 100.0 * run->loadgen_cpu_s / secs : 0.0);
     fprintf(out, ",\"ok_sse\":%llu", (unsigned long long)m->ok_sse);
-    fprintf(out, ",\"rate\":%.3f,\"max_backlog\":%llu,\"backlog_at_end\":%llu}\n", run->opts->rate,
+    fprintf(out, ",\"rate\":%.3f,\"max_backlog\":%llu,\"backlog_at_end\":%llu", run->opts->rate,
             (unsigned long long)run->sched.max_backlog, (unsigned long long)run->backlog_at_end);
+    fprintf(out, ",\"targets\":%u,\"spread\":\"%s\"}\n", run->opts->ntargets,
+            run->opts->spread_call ? "call" : "connection");
 }

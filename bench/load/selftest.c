@@ -316,7 +316,34 @@ static void test_mix(void) {
     CHECK(load_mix_parse(&m, "a:x", err, sizeof err) < 0);
 }
 
+/* --url several times: connection i on target i % n; --spread call: each
+ * group's turn visits every target once per n calls, never leaves the
+ * group, and the groups' first calls are spread over the targets. */
+static void test_spread(void) {
+    CHECK(load_spread_target(0, 1) == 0 && load_spread_target(7, 1) == 0);
+    CHECK(load_spread_target(5, 4) == 1 && load_spread_target(3, 2) == 1);
+    for (unsigned n = 1; n <= LOAD_TARGETS_MAX; n++) {
+        unsigned first_on[LOAD_TARGETS_MAX] = {0};
+        for (unsigned g = 0; g < 16; g++) {
+            unsigned c = load_spread_first(g, n), seen[LOAD_TARGETS_MAX] = {0};
+            CHECK(c / n == g);
+            first_on[load_spread_target(c, n)]++;
+            for (unsigned k = 0; k < n; k++) {
+                unsigned next = load_spread_next(c, n);
+                CHECK(next / n == g);                                         /* stays in its group */
+                CHECK(load_spread_target(next, n) == (load_spread_target(c, n) + 1) % n); /* the next replica */
+                seen[load_spread_target(c, n)]++;
+                c = next;
+            }
+            CHECK(c == load_spread_first(g, n)); /* n calls: back where it began */
+            for (unsigned r = 0; r < n; r++) CHECK(seen[r] == 1);
+        }
+        for (unsigned r = 0; r < n; r++) CHECK(first_on[r] >= 16 / n && first_on[r] <= 16 / n + 1);
+    }
+}
+
 int main(void) {
+    test_spread();
     test_sched();
     test_mix();
     test_hist_index();
