@@ -16,11 +16,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "mock_resources.h"
 #include "mock_tools.h"
 
 typedef struct mock_cfg {
     const char *tools; /* JSON text */
     int stats_tool;
+    const char *resources; /* JSON text, or NULL: none */
 } mock_cfg;
 
 static const mcpg_config_field mock_config[] = {
@@ -29,6 +31,10 @@ static const mcpg_config_field mock_config[] = {
     MCPG_CFG_BOOL_FIELD(mock_cfg, stats_tool, "stats_tool", "false",
                         "also offer the tool mock_stats: {in_flight, max_in_flight, calls, "
                         "tools: {name: {in_flight, max_in_flight, calls}}}"),
+    MCPG_CFG_JSON_FIELD(mock_cfg, resources, "resources", NULL,
+                        "array of static resources {uri, text, name, mimeType, description}: "
+                        "listed, read and subscribable; they change only when something "
+                        "outside announces it (a resource webhook)"),
     MCPG_CONFIG_END};
 
 /* Calls seen, in flight now, and the most ever in flight at once. */
@@ -41,6 +47,7 @@ typedef struct mock {
     mcpg_instance *self;
     const mock_cfg *cfg;
     mock_tool_set set;
+    mock_resource_set res; /* static resources (mock_resources.h) */
     mcpg_buf list;        /* the tools/list array, built once */
     mock_count all;       /* every configured tool together */
     mock_count *per_tool; /* set.n of them, in the order of set.tools */
@@ -261,6 +268,37 @@ static mcpg_status mock_call_tool(void *instance, mcpg_call *call) {
     return MCPG_CONTINUE;
 }
 
+static int mock_list_resources(void *instance, mcpg_buf *out) {
+    mock *m = instance;
+    return m->host->buf_append(out, m->res.list.data, m->res.list.len);
+}
+
+static mcpg_status mock_read_resource(void *instance, mcpg_call *call) {
+    mock *m = instance;
+    const mcpg_host *h = m->host;
+    const char *uri = h->call_target(call);
+    const mock_resource *r = mock_resources_find(&m->res, uri);
+    if (!r) { /* -32602 on both wires: the 2026 wire retired -32002 */
+        mcpg_buf data = {0};
+        int rc = h->buf_append(&data, "{\"uri\":", 7);
+        rc |= h->buf_append_json_string(&data, uri ? uri : "", uri ? strlen(uri) : 0);
+        rc |= h->buf_append(&data, "}", 1);
+        h->call_error(call, MCPG_RPC_INVALID_PARAMS, "Resource not found", rc ? NULL : data.data);
+        h->buf_free(&data);
+        return MCPG_DENY;
+    }
+    if (h->call_result(call, r->read.data, r->read.len))
+        return mock_fail(m, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
+    return MCPG_CONTINUE;
+}
+
+/* The kernel counts subscribers; the mock's resources change only from
+ * outside, so there is nothing to start watching: it only says so. */
+static void mock_subscribe(void *instance, const char *uri, int on) {
+    mock *m = instance;
+    m->host->log(m->self, MCPG_LOG_DEBUG, "%s %s", on ? "subscribed to" : "unsubscribed from", uri);
+}
+
 /* The client went away while the answer waited on its timer: answer now. */
 static void mock_cancel(void *instance, mcpg_call *call) {
     mock *m = instance;
@@ -280,6 +318,9 @@ static int mock_validate(const mcpg_host *host, const void *config, mcpg_report 
     mock_tool_set set = {0};
     int errors = mock_tools_parse(host, c->tools, c->stats_tool, rep, NULL, &set);
     mock_tools_free(host, &set);
+    mock_resource_set res = {0};
+    errors += mock_resources_parse(host, c->resources, rep, NULL, &res);
+    mock_resources_free(host, &res);
     return errors ? MCPG_ECONFIG : 0;
 }
 
@@ -309,6 +350,7 @@ static void mock_destroy(void *instance) {
     mock *m = instance;
     m->host->free(m->per_tool);
     mock_tools_free(m->host, &m->set);
+    mock_resources_free(m->host, &m->res);
     m->host->buf_free(&m->list);
     m->host->free(m);
 }
@@ -322,7 +364,8 @@ static int mock_create(const mcpg_host *host, mcpg_instance *self, const void *c
     m->cfg = config;
     /* validate() has run already in the kernel; a bad config here is refused
      * all the same (the errors go to the log). */
-    if (mock_tools_parse(host, m->cfg->tools, m->cfg->stats_tool, NULL, self, &m->set)) {
+    if (mock_tools_parse(host, m->cfg->tools, m->cfg->stats_tool, NULL, self, &m->set) ||
+        mock_resources_parse(host, m->cfg->resources, NULL, self, &m->res)) {
         mock_destroy(m);
         return MCPG_ECONFIG;
     }
@@ -347,11 +390,15 @@ static const mcpg_backend_ops mock_ops = {
     MCPG_OPS_HEAD(mcpg_backend_ops),
     .list_tools = mock_list_tools,
     .call_tool = mock_call_tool,
+    .list_resources = mock_list_resources,
+    .read_resource = mock_read_resource,
     .cancel = mock_cancel,
+    .subscribe = mock_subscribe,
 };
 
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_mock", "1.0.0",
-                   .description = "echo tools with configurable latency, payload and failure",
+                   .description = "echo tools with configurable latency, payload and failure; "
+                                  "optional static resources",
                    .flags = MCPG_MOD_INLINE_SAFE,
                    .config = mock_config, .config_size = sizeof(mock_cfg),
                    .lifecycle = &mock_lifecycle, .ops = &mock_ops);

@@ -28,6 +28,7 @@
 #include "session.h"
 #include "response.h"
 #include "tls.h"
+#include "webhook.h"
 
 #include <pthread.h>
 
@@ -81,6 +82,7 @@ typedef struct th_config {
     const char *tls_min_version;    /* "1.2" | "1.3" */
     int64_t tls_handshake_timeout_ms;
     const char *oauth_protected_resource; /* JSON object text (RFC 9728), or NULL */
+    const char *resource_webhooks; /* JSON object text (webhook.h), or NULL */
 } th_config;
 
 /* The headers the transport itself reads, found once while parsing. */
@@ -250,6 +252,7 @@ struct th_wslot {
     th_relay *relays;        /* GETs shown streams of other replicas */
     uint64_t relays_made;    /* their tickets */
     mcpg_buf relay_msg;      /* one relayed event being sent */
+    mcpg_coord_sub *news_sub;/* TH_NEWS_SUBJECT (webhook.h) */
     mcpg_buf scratch2;       /* a session row being changed */
     uint64_t keepalive_ms;   /* loop time of the last keep-alive pass */
     uint32_t streams_made;   /* legacy stream numbers on this worker */
@@ -277,6 +280,7 @@ struct th_mod {
     const mcpg_coordinator_ops *co_ops; /* host->coordinator(): sessions, or NULL */
     void *co;
     char *admin_token;   /* from the variable admin_token_env names; NULL: no admin routes */
+    th_whset wh;         /* resource webhook sources (webhook.h) */
     size_t admin_token_len;
     pthread_mutex_t tls_lock; /* guards tls_ctx: loops take it per connection, reloaded swaps it */
     int tls_lock_ok;
@@ -358,6 +362,8 @@ int th_parse_read_end(th_conn *c, const char *data, size_t n);
 /* router.c */
 void th_route(th_conn *c, th_req *r);
 void th_respond_status_error(th_conn *c, th_req *r, int status);
+/* Any request header by its lower-case name (the first one), or NULL. */
+const char *th_req_header(const th_req *r, const char *lname, size_t *len_out);
 void th_metrics(th_conn *c, th_req *r); /* GET /metrics (metrics.c) */
 void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody);
 void th_respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after, th_piece id,

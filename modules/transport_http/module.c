@@ -65,6 +65,10 @@ static const mcpg_config_field th_schema[] = {
     MCPG_CFG_JSON_FIELD(th_config, oauth_protected_resource, "oauth_protected_resource", NULL,
                         "RFC 9728 metadata served as is at GET /.well-known/oauth-protected-resource "
                         "(and .../mcp): an object with a string \"resource\"; unset: 404"),
+    MCPG_CFG_JSON_FIELD(th_config, resource_webhooks, "resource_webhooks", NULL,
+                        "sources of POST /webhooks/resources/{source}: {\"<source>\": {\"secret_env\": "
+                        "VAR holding whsec_<base64>, \"uri_prefixes\": [...], \"list_changed\": false}}; "
+                        "a source whose variable is unset or empty is off (404)"),
     MCPG_CONFIG_END};
 
 /* server/discover's body after the id: fixed for the instance's life. */
@@ -149,6 +153,9 @@ static int th_validate(const mcpg_host *host, const void *config, mcpg_report *r
     int rc = 0;
     if (check_tls(host, cfg, rep)) rc = MCPG_ECONFIG;
     if (check_protected_resource(host, cfg->oauth_protected_resource, rep)) rc = MCPG_ECONFIG;
+    th_whset wh;
+    if (th_wh_parse(host, cfg->resource_webhooks, rep, NULL, &wh)) rc = MCPG_ECONFIG;
+    th_wh_free(host, &wh);
     const char *keys[2] = {"allowed_hosts", "allowed_origins"};
     const char *vals[2] = {cfg->allowed_hosts, cfg->allowed_origins};
     for (int i = 0; i < 2; i++) {
@@ -203,6 +210,7 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     if (!rc) rc = th_names_parse(host, m->cfg->allowed_origins, &m->origins);
     if (!rc) rc = alog_src_build(m);
     if (!rc) rc = th_admin_init(m);
+    if (!rc && th_wh_parse(host, m->cfg->resource_webhooks, NULL, self, &m->wh)) rc = MCPG_ECONFIG;
     if (rc) {
         th_destroy(m);
         return rc;
@@ -223,6 +231,7 @@ static void th_destroy(void *instance) {
     th_names_free(host, &m->hosts);
     th_names_free(host, &m->origins);
     host->free(m->admin_token);
+    th_wh_free(host, &m->wh);
     th_tls_fini(m);
     host->free(m);
 }
@@ -308,7 +317,8 @@ static int th_start(void *instance) {
     return 0;
 }
 
-/* Each loop: its handles, and the session subjects (session.h). */
+/* Each loop: its handles, the session subjects (session.h) and the
+ * fleet's resource news (webhook.h). */
 static void th_worker_start_op(void *instance, mcpg_worker *w) {
     th_wslot *ws = th_slot(instance, w);
     if (!ws) return;
@@ -322,6 +332,10 @@ static void th_worker_start_op(void *instance, mcpg_worker *w) {
         ws->mod->host->log(ws->mod->self, MCPG_LOG_ERROR,
                            "cannot subscribe to mcpg.relay.%u.%u: this loop's streams cannot be resumed on "
                            "other replicas", ws->mod->replica, ws->index);
+    if (ws->mod->co_ops && th_news_worker_start(ws))
+        ws->mod->host->log(ws->mod->self, MCPG_LOG_ERROR,
+                           "cannot subscribe to " TH_NEWS_SUBJECT ": resource webhooks are not told "
+                           "to this loop's clients");
 }
 
 static void th_worker_stop_op(void *instance, mcpg_worker *w) {
@@ -329,6 +343,7 @@ static void th_worker_stop_op(void *instance, mcpg_worker *w) {
     if (!ws) return;
     if (ws->mod->co_ops) th_relay_worker_stop(ws);
     th_sess_worker_stop(ws);
+    th_news_worker_stop(ws);
     ws->stopped = 1;
 }
 

@@ -84,8 +84,7 @@ static void respond_not_allowed(th_conn *c, th_req *r, const char *allow) {
 
 /* mcpg_header_fn: any request header, for the stages (identity reads its
  * credentials here). Names are stored lower-cased; lname is lower-case. */
-static const char *req_header(void *ctx, const char *lname, size_t *len_out) {
-    const th_req *r = ctx;
+const char *th_req_header(const th_req *r, const char *lname, size_t *len_out) {
     size_t ln = strlen(lname);
     for (uint32_t i = 0; i < r->nhdrs; i++) {
         const th_hdr *h = &r->hdrs[i];
@@ -95,6 +94,10 @@ static const char *req_header(void *ctx, const char *lname, size_t *len_out) {
         }
     }
     return NULL;
+}
+
+static const char *req_header(void *ctx, const char *lname, size_t *len_out) {
+    return th_req_header(ctx, lname, len_out);
 }
 
 /* The outcome's resultType as stamp bits: a kernel older than ABI 1.1
@@ -523,10 +526,22 @@ static int is_protected_resource(th_conn *c, const char *url, size_t n) {
            (path_is(url, n, base, sizeof base - 1) || path_is(url, n, for_mcp, sizeof for_mcp - 1));
 }
 
+/* /webhooks/resources/<source>: the source's name, else NULL. */
+static const char *webhook_source(const char *url, size_t n, size_t *len) {
+    static const char pre[] = "/webhooks/resources/";
+    const char *q = memchr(url, '?', n);
+    if (q) n = (size_t)(q - url);
+    if (n <= sizeof pre - 1 || memcmp(url, pre, sizeof pre - 1)) return NULL;
+    *len = n - (sizeof pre - 1);
+    return url + sizeof pre - 1;
+}
+
 void th_route(th_conn *c, th_req *r) {
     const char *url = r->data.data + r->url_off;
     size_t n = r->url_len;
     int get = r->http_method == HTTP_GET || r->http_method == HTTP_HEAD;
+    size_t wn = 0;
+    const char *source;
     if (!n || url[0] != '/') {
         /* absolute-form ("POST http://host/mcp") names a host the Host check
          * would not see; asterisk-form has nothing here */
@@ -538,6 +553,10 @@ void th_route(th_conn *c, th_req *r) {
         else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
         else if (r->http_method == HTTP_DELETE) th_legacy_delete(c, r);
         else respond_not_allowed(c, r, "GET, POST, DELETE");
+    } else if ((source = webhook_source(url, n, &wn))) {
+        /* no Host/Origin check: a browser page cannot sign, and a sender
+         * names the gateway by its public host; the signature decides */
+        th_wh_route(c, r, source, wn);
     } else if (path_is(url, n, "/metrics", 8)) {
         if (!hygiene_ok(c, r)) return;
         th_metrics(c, r);

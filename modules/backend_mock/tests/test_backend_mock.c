@@ -362,6 +362,61 @@ static void test_validate(void) {
     unload(inst);
 }
 
+/* Static resources: listed in config order with their defaults, read back
+ * exactly (escapes kept), an unknown uri -32602 with the uri as data, and
+ * the config's mistakes named at their key paths. */
+static void test_resources(void) {
+    mcpg_instance *inst = load("{\"resources\":[{\"uri\":\"mock://fleet/notes\",\"text\":"
+                               "\"line \\\"one\\\"\\n\"},{\"uri\":\"mock://b\",\"name\":\"bee\","
+                               "\"mimeType\":\"text/markdown\",\"text\":\"# b\"}]}");
+    mcpg_buf out = {0};
+    MCPG_REQUIRE(mcpg_fakehost_list(fh, inst, MCPG_METHOD_RESOURCES_LIST, &out) == 0, "list");
+    json_t *a = json_loads(out.data, 0, NULL);
+    MCPG_REQUIRE(json_is_array(a) && json_array_size(a) == 2, "two resources: %s", out.data);
+    json_t *r0 = json_array_get(a, 0), *r1 = json_array_get(a, 1);
+    MCPG_CHECK(!strcmp(json_string_value(json_object_get(r0, "uri")), "mock://fleet/notes") &&
+                   !strcmp(json_string_value(json_object_get(r0, "name")), "mock://fleet/notes") &&
+                   !strcmp(json_string_value(json_object_get(r0, "mimeType")), "text/plain"),
+               "first: the uri as its name, text/plain: %s", out.data);
+    MCPG_CHECK(!strcmp(json_string_value(json_object_get(r1, "name")), "bee") &&
+                   !strcmp(json_string_value(json_object_get(r1, "mimeType")), "text/markdown"),
+               "second: its own name and type: %s", out.data);
+    json_decref(a);
+    mcpg_buf_free(&out);
+
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "resources/read", "mock://fleet/notes", "{}", "1");
+    MCPG_REQUIRE(c && mcpg_fakehost_run(fh, inst, c, 5000) == MCPG_CONTINUE, "read");
+    json_t *o = json_loads(mcpg_fakehost_result(c), 0, NULL);
+    json_t *item = json_array_get(json_object_get(o, "contents"), 0);
+    MCPG_CHECK(item && !strcmp(json_string_value(json_object_get(item, "text")), "line \"one\"\n") &&
+                   !strcmp(json_string_value(json_object_get(item, "uri")), "mock://fleet/notes"),
+               "read: the text as configured: %s", mcpg_fakehost_result(c));
+    json_decref(o);
+    mcpg_fakehost_call_free(fh, c);
+
+    c = mcpg_fakehost_call_new(fh, "resources/read", "mock://nope", "{}", "2");
+    MCPG_REQUIRE(c && mcpg_fakehost_run(fh, inst, c, 5000) == MCPG_DENY, "unknown uri denied");
+    MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_INVALID_PARAMS, "unknown uri: -32602");
+    mcpg_fakehost_call_free(fh, c);
+    unload(inst);
+
+    inst = load(NULL); /* none configured: an empty list, not an error */
+    MCPG_REQUIRE(mcpg_fakehost_list(fh, inst, MCPG_METHOD_RESOURCES_LIST, &out) == 0, "empty list");
+    MCPG_CHECK(!strcmp(out.data, "[]"), "no resources: []: %s", out.data);
+    mcpg_buf_free(&out);
+    unload(inst);
+
+    expect_report("{\"resources\":{}}", "resources: expected an array");
+    expect_report("{\"resources\":[{\"text\":\"t\"}]}", "resources[0].uri: is required");
+    expect_report("{\"resources\":[{\"uri\":\"\",\"text\":\"t\"}]}", "resources[0].uri: must be");
+    expect_report("{\"resources\":[{\"uri\":\"a://x\"}]}", "resources[0].text: is required");
+    expect_report("{\"resources\":[{\"uri\":\"a://x\",\"text\":\"t\"},{\"uri\":\"a://x\",\"text\":\"u\"}]}",
+                  "resources[1].uri: duplicate uri");
+    expect_report("{\"resources\":[{\"uri\":\"a://x\",\"text\":1}]}", "resources[0].text: expected a string");
+    expect_report("{\"resources\":[{\"uri\":\"a://x\",\"text\":\"t\",\"mime\":\"x\"}]}",
+                  "resources[0].mime: unknown key");
+}
+
 int main(int argc, char **argv) {
     MCPG_REQUIRE(argc == 2, "usage: test_backend_mock path/to/backend_mock.so");
     so_path = argv[1];
@@ -375,6 +430,7 @@ int main(int argc, char **argv) {
     test_latency();
     test_per_tool_stats();
     test_validate();
+    test_resources();
     int problems = mcpg_fakehost_free(fh);
     MCPG_CHECK(problems == 0, "fake host: %d problem(s)", problems);
     return MCPG_CHECK_EXIT("backend_mock");

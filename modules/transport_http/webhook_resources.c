@@ -1,0 +1,272 @@
+/* transport_http: POST /webhooks/resources/{source} (see webhook.h).
+ *
+ * The checks, in order, each with its own answer: POST (405), a source that
+ * is configured and on (404), the body's size (413), the signature (401,
+ * naming the header at fault), the body (400, naming the field), what the
+ * source may announce (403), then the hand-over to the coordinator: 202
+ * once it has the news, 503 with Retry-After when it cannot take it. A
+ * refused request changes nothing and tells nobody. */
+#include "internal.h"
+#include "webhook.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- answers ------------------------------------------------------------- */
+
+/* {"error": msg} (msg is text, escaped here), or the 202's fixed body. */
+static void answer(th_conn *c, th_req *r, int status, const char *msg) {
+    const mcpg_host *h = c->ws->mod->host;
+    mcpg_buf *b = &c->ws->scratch;
+    th_resp_head hd = {.status = status, .json = 1};
+    if (status == 503) hd.retry_after_s = 1;
+    if (status == 405) hd.allow = "POST";
+    b->len = 0;
+    int rc = status == 202 ? h->buf_append(b, "{\"status\":\"accepted\"}", 21)
+                           : h->buf_append(b, "{\"error\":", 9) ||
+                                 h->buf_append_json_string(b, msg, strlen(msg)) ||
+                                 h->buf_append(b, "}", 1);
+    th_piece body = rc ? TH_LIT("{\"error\":\"out of memory\"}") : (th_piece){b->data, b->len};
+    th_respond(c, r, &hd, &body, 1);
+}
+
+static const th_whsrc *find_source(const th_mod *m, const char *name, size_t n) {
+    for (size_t i = 0; i < m->wh.n; i++) {
+        const th_whsrc *s = &m->wh.src[i];
+        if (strlen(s->name) == n && !memcmp(s->name, name, n)) return s->key_len ? s : NULL;
+    }
+    return NULL;
+}
+
+/* ---- the signature ------------------------------------------------------- */
+
+static int parse_ts(const char *p, size_t n, int64_t *out) {
+    int64_t v = 0;
+    if (!n || n > 18) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* base64 of HMAC-SHA256(key, id "." ts "." body) into out (>= 45 bytes). */
+static int expected_sig(th_wslot *ws, const th_whsrc *s, const th_req *r, const th_hval *id,
+                        const th_hval *ts, char *out) {
+    const mcpg_host *h = ws->mod->host;
+    mcpg_buf msg = {0};
+    int rc = h->buf_append(&msg, id->p, id->n) || h->buf_append(&msg, ".", 1) ||
+             h->buf_append(&msg, ts->p, ts->n) || h->buf_append(&msg, ".", 1) ||
+             h->buf_append(&msg, r->data.data + r->body_off, r->body_len);
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int maclen = 0;
+    if (!rc && !HMAC(EVP_sha256(), s->key, (int)s->key_len, (const unsigned char *)msg.data,
+                     msg.len, mac, &maclen))
+        rc = -1;
+    h->buf_free(&msg);
+    if (rc) return -1;
+    EVP_EncodeBlock((unsigned char *)out, mac, (int)maclen);
+    return 0;
+}
+
+/* Any space-separated "v1,<base64>" equal to want (constant time per try). */
+static int sig_matches(const th_hval *sig, const char *want) {
+    size_t wn = strlen(want), i = 0, ok = 0;
+    while (i < sig->n) {
+        size_t j = i;
+        while (j < sig->n && sig->p[j] != ' ') j++;
+        const char *t = sig->p + i;
+        size_t tn = j - i;
+        if (tn == 3 + wn && !memcmp(t, "v1,", 3) && !CRYPTO_memcmp(t + 3, want, wn)) ok = 1;
+        i = j + 1;
+    }
+    return (int)ok;
+}
+
+static void header(const th_req *r, const char *lname, th_hval *out) {
+    size_t n = 0;
+    const char *v = th_req_header(r, lname, &n);
+    *out = (th_hval){.p = v, .n = v ? n : 0, .present = v != NULL};
+}
+
+/* NULL when the request is signed by the source's key, else what is wrong. */
+static const char *verify(th_wslot *ws, const th_whsrc *s, const th_req *r) {
+    th_hval id, ts, sig;
+    header(r, "webhook-id", &id);
+    header(r, "webhook-timestamp", &ts);
+    header(r, "webhook-signature", &sig);
+    int64_t t, now = ws->mod->host->wall_us() / 1000000;
+    char want[64];
+    if (!id.present || !id.n) return "webhook-id: missing";
+    if (!ts.present || parse_ts(ts.p, ts.n, &t)) return "webhook-timestamp: missing or not an integer";
+    if (t < now - TH_WH_TOLERANCE_S || t > now + TH_WH_TOLERANCE_S)
+        return "webhook-timestamp: more than 300 s from the gateway's clock";
+    if (!sig.present || !sig.n) return "webhook-signature: missing";
+    if (expected_sig(ws, s, r, &id, &ts, want)) return "webhook-signature: cannot be checked (out of memory)";
+    if (!sig_matches(&sig, want)) return "webhook-signature: no v1 signature matches";
+    return NULL;
+}
+
+/* ---- the body -------------------------------------------------------------- */
+
+typedef struct wh_body {
+    mcpg_buf msg;    /* the news message: "u <uri>\n" per uri, "l\n" for a list change */
+    int status;      /* 0 ok, else 400 / 403 with why */
+    char why[TH_WH_URI_MAX + 200];
+} wh_body;
+
+static int refuse(wh_body *b, int status, const char *fmt, ...) MCPG_PRINTF(3, 4);
+static int refuse(wh_body *b, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    b->status = status;
+    vsnprintf(b->why, sizeof b->why, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int allowed(const th_whsrc *s, const char *uri, size_t n) {
+    for (size_t i = 0; i < s->nprefixes; i++) {
+        size_t pn = strlen(s->prefixes[i]);
+        if (pn <= n && !memcmp(uri, s->prefixes[i], pn)) return 1;
+    }
+    return 0;
+}
+
+/* One uri: a string, 1..TH_WH_URI_MAX bytes, no control characters (the
+ * news message is line-based), within the source's prefixes. */
+static int take_uri(const mcpg_host *h, const th_whsrc *s, const mcpg_json_span *v,
+                    const char *field, wh_body *b) {
+    char uri[TH_WH_URI_MAX + 1];
+    size_t n = 0;
+    if (v->type != MCPG_JSON_STRING) return refuse(b, 400, "%s: expected a string", field);
+    if (h->json_string_decode(v, uri, sizeof uri, &n) < 0 || !n)
+        return refuse(b, 400, "%s: expected a uri of 1 to 1023 bytes", field);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)uri[i] < 0x20 || uri[i] == 0x7f)
+            return refuse(b, 400, "%s: control characters are not allowed in a uri", field);
+    if (!allowed(s, uri, n))
+        return refuse(b, 403, "%s: \"%s\" is outside the uri_prefixes of this source", field, uri);
+    if (h->buf_append(&b->msg, "u ", 2) || h->buf_append(&b->msg, uri, n) || h->buf_append(&b->msg, "\n", 1))
+        return refuse(b, 503, "out of memory");
+    return 0;
+}
+
+static int take_uris(const mcpg_host *h, const th_whsrc *s, const mcpg_json_span *v, wh_body *b) {
+    size_t iter = 0, k = 0;
+    mcpg_json_span e;
+    if (v->type != MCPG_JSON_ARRAY) return refuse(b, 400, "uris: expected an array of strings");
+    while (h->json_array_next(v->p, v->n, &iter, &e) == 1) {
+        char field[32];
+        snprintf(field, sizeof field, "uris[%zu]", k);
+        if (++k > TH_WH_MAX_URIS) return refuse(b, 400, "uris: at most 64 uris per webhook");
+        if (take_uri(h, s, &e, field, b)) return -1;
+    }
+    return k ? 0 : refuse(b, 400, "uris: expected a non-empty array of strings");
+}
+
+static int take_member(const mcpg_host *h, const th_whsrc *s, const mcpg_json_span *k,
+                       const mcpg_json_span *v, int *seen_uri, wh_body *b) {
+    int one = h->json_string_eq(k, "uri", 3) == 1;
+    if (one || h->json_string_eq(k, "uris", 4) == 1) {
+        if ((*seen_uri)++) return refuse(b, 400, "uri, uris: give one of them");
+        return one ? take_uri(h, s, v, "uri", b) : take_uris(h, s, v, b);
+    }
+    if (h->json_string_eq(k, "list_changed", 12) == 1) {
+        if (v->type != MCPG_JSON_TRUE && v->type != MCPG_JSON_FALSE)
+            return refuse(b, 400, "list_changed: expected a boolean");
+        if (v->type == MCPG_JSON_FALSE) return 0;
+        if (!s->list_changed)
+            return refuse(b, 403, "list_changed: source %s may not announce list changes", s->name);
+        return h->buf_append(&b->msg, "l\n", 2) ? refuse(b, 503, "out of memory") : 0;
+    }
+    char key[64];
+    size_t kn;
+    if (h->json_string_decode(k, key, sizeof key, &kn) < 0) snprintf(key, sizeof key, "?");
+    return refuse(b, 400, "%s: unknown field (expected uri, uris or list_changed)", key);
+}
+
+/* The body into b->msg, or b->status and b->why. */
+static void parse_body(const mcpg_host *h, const th_whsrc *s, const char *p, size_t n, wh_body *b) {
+    size_t iter = 0;
+    mcpg_json_span k, v;
+    int seen_uri = 0;
+    while (n && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++, n--;
+    if (!n || *p != '{' || h->json_validate(p, n) < 0) {
+        refuse(b, 400, "body: expected a JSON object");
+        return;
+    }
+    while (h->json_object_next(p, n, &iter, &k, &v) == 1)
+        if (take_member(h, s, &k, &v, &seen_uri, b)) return;
+    if (!b->msg.len) refuse(b, 400, "body: expected uri, uris or \"list_changed\": true");
+}
+
+/* ---- the hand-over ----------------------------------------------------------- */
+
+static void on_published(void *arg, int status, const mcpg_coord_value *v) {
+    th_req *r = arg;
+    th_conn *c = r->conn;
+    (void)v;
+    c->inflight--;
+    if (c->closing) {
+        r->state = TH_REQ_DONE;
+        th_conn_maybe_free(c);
+        return;
+    }
+    answer(c, r, status ? 503 : 202, "the coordinator cannot take the news now");
+    th_conn_advance(c);
+}
+
+/* Without a coordinator (none in the build) this loop's kernel tells every
+ * loop of this process: the same delivery as a backend's news. */
+static void deliver_here(const mcpg_host *h, th_mod *m, const char *msg, size_t n) {
+    for (size_t i = 0; i < n;) {
+        const char *nl = memchr(msg + i, '\n', n - i);
+        size_t e = nl ? (size_t)(nl - msg) : n;
+        if (msg[i] == 'u' && e > i + 2 && MCPG_HOST_HAS(h, resource_updated))
+            h->resource_updated(m->self, msg + i + 2, e - i - 2);
+        else if (msg[i] == 'l' && MCPG_HOST_HAS(h, lists_changed))
+            h->lists_changed(m->self, MCPG_LIST_RESOURCES);
+        i = e + 1;
+    }
+}
+
+static void hand_over(th_conn *c, th_req *r, const mcpg_buf *msg) {
+    th_wslot *ws = c->ws;
+    th_mod *m = ws->mod;
+    if (!m->co_ops) {
+        deliver_here(m->host, m, msg->data, msg->len);
+        answer(c, r, 202, NULL);
+        return;
+    }
+    r->state = TH_REQ_INFLIGHT;
+    c->inflight++;
+    int rc = ws->stopped ? MCPG_ESTATE
+                         : m->co_ops->publish(m->co, ws->w, TH_NEWS_SUBJECT, msg->data, msg->len,
+                                              on_published, r);
+    if (rc < 0) {
+        c->inflight--;
+        answer(c, r, 503, "the coordinator refused the news");
+    }
+}
+
+void th_wh_route(th_conn *c, th_req *r, const char *source, size_t n) {
+    th_wslot *ws = c->ws;
+    const mcpg_host *h = ws->mod->host;
+    if (r->http_method != HTTP_POST) return answer(c, r, 405, "use POST");
+    const th_whsrc *s = find_source(ws->mod, source, n);
+    if (!s) return answer(c, r, 404, "no such webhook source");
+    if (r->body_len > TH_WH_MAX_BODY) return answer(c, r, 413, "body: larger than 65536 bytes");
+    const char *bad = verify(ws, s, r);
+    if (bad) return answer(c, r, 401, bad);
+    wh_body b = {0};
+    parse_body(h, s, r->data.data + r->body_off, r->body_len, &b);
+    if (b.status) answer(c, r, b.status, b.why);
+    else hand_over(c, r, &b.msg);
+    h->buf_free(&b.msg);
+}

@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""POST /webhooks/resources/{source} on one node: every answer the route gives (202,
+400 naming the field, 401 naming the header, 403, 404, 405, 413, 503 with
+Retry-After), and what a webhook reaches: a legacy session subscribed with
+resources/subscribe, its GET stream open, and a stateless subscriptions/listen stream
+each hear notifications/resources/updated exactly once per webhook, for the uris they
+subscribed to and no other; a refused webhook changes nothing; a list change reaches
+the streams that asked for list changes. Also the manifests: conf/webhooks.json checks
+with no variable set (the source is then off) and a secret of the wrong form fails
+--check naming the key."""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
+                     run_cli, run_tests, send_one, stateless_request)
+from webhooklib import (LIST_CHANGED, UPDATED, legacy_listener, new_secret,  # noqa: E402
+                        post_webhook, stateless_listener, wait_counts, webhook_raw)
+
+NOTES = "mock://notes/today"
+OTHER = "mock://notes/other"
+VAR = "MCPG_TEST_WEBHOOK_SECRET"
+OFF_VAR = "MCPG_TEST_WEBHOOK_UNSET"
+N = 5
+
+
+def manifest(coordinator=None):
+    m = base_manifest(mock_config={"resources": [
+        {"uri": NOTES, "text": "today"}, {"uri": OTHER, "text": "other"}]},
+        server={"resource_webhooks": {
+            "notes": {"secret_env": VAR, "uri_prefixes": ["mock://notes/"],
+                      "list_changed": True},
+            "narrow": {"secret_env": VAR, "uri_prefixes": [OTHER]},
+            "off": {"secret_env": OFF_VAR, "uri_prefixes": ["mock://"]}}})
+    if coordinator:
+        m["modules"].append(coordinator)
+    return m
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    secret = new_secret()
+    env = {VAR: secret}
+    os.environ.pop(OFF_VAR, None)
+    gw = Gateway(ctx, manifest=manifest(), env=env, name="webhooks").start()
+    p = gw.port
+    conf = os.path.join(args.source, "conf")
+
+    def expect(r, body, status, needle, what):
+        check_eq(r.status, status, "%s: status (%r)" % (what, body))
+        if needle:
+            check(body and needle in body.get("error", ""), "%s: says %r: %r" % (what, needle, body))
+
+    def t_check():
+        rc, out, err = run_cli(ctx, ["--check", "--config", os.path.join(conf, "webhooks.json")],
+                               unset=["MCPG_WEBHOOK_SECRET"])
+        check_eq(rc, 0, "conf/webhooks.json checks with no secret set (%s)" % err)
+        rc, _, err = run_cli(ctx, ["--check", "--config", os.path.join(conf, "webhooks.json")],
+                             env={"MCPG_WEBHOOK_SECRET": "not-a-secret"})
+        check_eq(rc, 2, "a secret of the wrong form fails --check")
+        check("gateway.server.resource_webhooks.notes.secret_env: MCPG_WEBHOOK_SECRET does not "
+              "hold a Standard Webhooks secret" in err, "the key is named: %r" % err)
+        rc, _, err = run_cli(ctx, ["--check", "--config", os.path.join(conf, "mcpg.json")],
+                             unset=["MCPG_WEBHOOK_SECRET"])
+        check_eq(rc, 0, "conf/mcpg.json still checks (%s)" % err)
+        bad = manifest()
+        bad["gateway"]["server"]["resource_webhooks"]["notes"]["uri_prefixs"] = []
+        del bad["gateway"]["server"]["resource_webhooks"]["narrow"]["uri_prefixes"]
+        rc, _, err = run_cli(ctx, ["--check", "--config", ctx.write_manifest(bad, "bad.json")],
+                             env=env)
+        check_eq(rc, 2, "a bad source fails --check")
+        check("resource_webhooks.notes.uri_prefixs: unknown key" in err and
+              "resource_webhooks.narrow.uri_prefixes: is required" in err, "named: %r" % err)
+
+    def t_not_found_and_method():
+        r, b = post_webhook(p, "nope", {"uri": NOTES}, secret)
+        expect(r, b, 404, "no such webhook source", "an unknown source")
+        r, b = post_webhook(p, "off", {"uri": NOTES}, secret)
+        expect(r, b, 404, "no such webhook source", "a source whose secret variable is unset")
+        check("resource webhook source off is off: %s" % OFF_VAR in gw.stderr(), "logged at start")
+        r, b = post_webhook(p, "notes", {"uri": NOTES}, secret, method="GET")
+        expect(r, b, 405, "use POST", "GET")
+        check_eq(r.header("allow"), "POST", "Allow")
+
+    def t_too_large():
+        body = json.dumps({"uri": NOTES, "pad": "x" * 70000}).encode()
+        r, b = post_webhook(p, "notes", body, secret)
+        expect(r, b, 413, "larger than 65536", "a 70 kB body")
+
+    def t_unauthorized():
+        cases = [
+            (dict(drop=("webhook-id",)), "webhook-id: missing"),
+            (dict(drop=("webhook-timestamp",)), "webhook-timestamp: missing"),
+            (dict(ts="12x"), "webhook-timestamp: missing or not an integer"),
+            (dict(ts=int(time.time()) - 301), "webhook-timestamp: more than 300 s"),
+            (dict(ts=int(time.time()) + 301), "webhook-timestamp: more than 300 s"),
+            (dict(drop=("webhook-signature",)), "webhook-signature: missing"),
+            (dict(sig="v1,AAAA"), "webhook-signature: no v1 signature matches"),
+            (dict(sig="v2," + "A" * 44), "webhook-signature: no v1 signature matches"),
+        ]
+        for kw, needle in cases:
+            r, b = post_webhook(p, "notes", {"uri": NOTES}, secret, **kw)
+            expect(r, b, 401, needle, "401 %r" % (kw,))
+        r, b = post_webhook(p, "notes", {"uri": NOTES}, new_secret())
+        expect(r, b, 401, "no v1 signature matches", "signed with another secret")
+        # the body changed after signing
+        raw = webhook_raw(p, "notes", {"uri": NOTES}, secret)
+        raw = raw.replace(b'"uri":"mock://notes/today"', b'"uri":"mock://notes/todaX"')
+        r = send_one(p, raw)
+        expect(r, json.loads(r.body), 401, "no v1 signature matches", "a tampered body")
+        # several signatures: one good among them is enough (key rotation)
+        from webhooklib import signature
+        body = b'{"uri":"mock://notes/today"}'
+        ts = str(int(time.time()))
+        good = signature(secret, "rot-1", ts, body)
+        r, b = post_webhook(p, "notes", body, wid="rot-1", ts=ts, sig="v1,bad= " + good)
+        expect(r, b, 202, None, "a good signature after a bad one")
+
+    def t_bad_request():
+        cases = [
+            (b"not json", "body: expected a JSON object"),
+            ([NOTES], "body: expected a JSON object"),
+            ({}, "body: expected uri, uris or"),
+            ({"uri": 7}, "uri: expected a string"),
+            ({"uri": ""}, "uri: expected a uri of 1 to 1023 bytes"),
+            ({"uri": "mock://notes/a\nb"}, "uri: control characters"),
+            ({"uris": []}, "uris: expected a non-empty array"),
+            ({"uris": "x"}, "uris: expected an array"),
+            ({"uris": [NOTES, 3]}, "uris[1]: expected a string"),
+            ({"uris": [NOTES] * 65}, "uris: at most 64"),
+            ({"uri": NOTES, "uris": [NOTES]}, "uri, uris: give one of them"),
+            ({"list_changed": "yes"}, "list_changed: expected a boolean"),
+            ({"list_changed": False}, "body: expected uri, uris or"),
+            ({"uri": NOTES, "extra": 1}, "extra: unknown field"),
+        ]
+        for body, needle in cases:
+            r, b = post_webhook(p, "notes", body, secret)
+            expect(r, b, 400, needle, "400 %r" % (body,))
+
+    def t_forbidden():
+        r, b = post_webhook(p, "notes", {"uri": "mock://elsewhere/x"}, secret)
+        expect(r, b, 403, 'uri: "mock://elsewhere/x" is outside the uri_prefixes', "outside")
+        r, b = post_webhook(p, "notes", {"uris": [NOTES, "file:///etc/passwd"]}, secret)
+        expect(r, b, 403, "uris[1]:", "the second uri outside")
+        r, b = post_webhook(p, "narrow", {"uri": NOTES}, secret)
+        expect(r, b, 403, "outside the uri_prefixes", "a source narrower than the uri")
+        r, b = post_webhook(p, "narrow", {"list_changed": True}, secret)
+        expect(r, b, 403, "list_changed: source narrow may not", "a list change it may not make")
+
+    def t_exactly_once():
+        legacy = legacy_listener(p, [NOTES], "legacy")
+        listen = stateless_listener(p, [NOTES], name="listen")
+        other = stateless_listener(p, [OTHER], name="other")
+        try:
+            for i in range(N):
+                r, b = post_webhook(p, "notes", {"uri": NOTES}, secret)
+                expect(r, b, 202, None, "webhook %d" % i)
+                check_eq(b, {"status": "accepted"}, "the 202's body")
+                # refused ones in between change nothing
+                r, _ = post_webhook(p, "notes", {"uri": NOTES}, new_secret())
+                check_eq(r.status, 401, "a bad signature")
+                r, _ = post_webhook(p, "notes", {"uri": "mock://elsewhere/x"}, secret)
+                check_eq(r.status, 403, "outside")
+            wait_counts({(legacy, NOTES): N, (listen, NOTES): N}, 10)
+            time.sleep(0.3)  # anything extra would have arrived by now
+            for lst in (legacy, listen):
+                check_eq(len(lst.notes(UPDATED, NOTES)), N, "%s: told once per webhook" % lst.label)
+                check_eq(lst.uris(), [NOTES], "%s: only the uri it subscribed to" % lst.label)
+            check_eq(len(other.notes(UPDATED)), 0, "a listener on another uri hears nothing")
+            # a webhook naming both uris: each hears its own, once
+            r, b = post_webhook(p, "notes", {"uris": [NOTES, OTHER]}, secret)
+            expect(r, b, 202, None, "two uris")
+            wait_counts({(legacy, NOTES): N + 1, (other, OTHER): 1}, 10)
+            time.sleep(0.2)
+            check_eq(len(other.notes(UPDATED, OTHER)), 1, "other: once")
+            check_eq(len(listen.notes(UPDATED, NOTES)), N + 1, "listen: once more")
+            msg = [m for _, m in listen.msgs if m.get("method") == UPDATED][0]
+            check_eq(msg["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "listen",
+                     "a listen's notification carries its subscription id")
+            for lst in (legacy, listen, other):
+                check(lst.error is None, "%s: %r" % (lst.label, lst.error))
+        finally:
+            for lst in (legacy, listen, other):
+                lst.close()
+
+    def t_list_changed():
+        legacy = legacy_listener(p, [], "legacy-lists")
+        lists = stateless_listener(p, [], list_changed=True, name="lists")
+        quiet = stateless_listener(p, [NOTES], name="quiet")
+        try:
+            r, b = post_webhook(p, "notes", {"list_changed": True}, secret)
+            expect(r, b, 202, None, "a list change")
+            deadline = time.time() + 10
+            while time.time() < deadline and not (lists.notes(LIST_CHANGED) and
+                                                  legacy.notes(LIST_CHANGED)):
+                time.sleep(0.01)
+            time.sleep(0.2)
+            check_eq(len(lists.notes(LIST_CHANGED)), 1, "the listen that asked: once")
+            check_eq(len(legacy.notes(LIST_CHANGED)), 1, "a legacy GET stream: once")
+            check_eq(len(quiet.notes(LIST_CHANGED)), 0, "a listen that did not ask: nothing")
+            # resources/list is still served (a webhook's list change does not touch the catalog)
+            r = send_one(p, stateless_request(p, "resources/list", {}))
+            uris = sorted(x["uri"] for x in r.rpc()["result"]["resources"])
+            check_eq(uris, [OTHER, NOTES], "resources/list")
+        finally:
+            for lst in (legacy, lists, quiet):
+                lst.close()
+
+    def t_unavailable():
+        # a coordinator that cannot take the message: 503 with Retry-After, nobody told
+        cm = {"name": "cluster", "module": "coordinator_memory",
+              "config": {"max_message_bytes": 8}}
+        g2 = Gateway(ctx, manifest=manifest(cm), env=env, name="webhooks-full").start()
+        try:
+            listen = stateless_listener(g2.port, [NOTES], name="full")
+            r, b = post_webhook(g2.port, "notes", {"uri": NOTES}, secret)
+            expect(r, b, 503, "the coordinator", "a message the store refuses")
+            check_eq(r.header("retry-after"), "1", "Retry-After")
+            time.sleep(0.3)
+            check_eq(len(listen.notes(UPDATED)), 0, "nobody told")
+            listen.close()
+        finally:
+            g2.stop()
+
+    def t_stop():
+        gw.stop()
+
+    return run_tests([
+        ("the manifests: --check with no secret, a bad secret named", t_check),
+        ("404 for an unknown or disabled source, 405 for GET", t_not_found_and_method),
+        ("413 for a body over 64 KiB", t_too_large),
+        ("401 naming the header: id, timestamp, signature", t_unauthorized),
+        ("400 naming the field", t_bad_request),
+        ("403 for a uri or list change the source may not announce", t_forbidden),
+        ("each subscriber hears each webhook once, only its uris", t_exactly_once),
+        ("a list change reaches the streams that asked for it", t_list_changed),
+        ("503 + Retry-After when the coordinator cannot take it", t_unavailable),
+        ("the gateway stops cleanly", t_stop),
+    ], ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
