@@ -17,8 +17,10 @@
  * id.timestamp.body>", several space-separated allowed). Its body is
  * {"uri": "..."} or {"uris": [...]} and/or {"list_changed": true}.
  *
- * The news goes to the coordinator as one message on TH_NEWS_SUBJECT, and
- * the request is answered 202 once the store has taken it. Every loop of
+ * Its webhook-id is claimed in the coordinator first (a copy or a retry is
+ * answered 202 "duplicate" and announced to nobody), then the news go to
+ * the coordinator as one message on TH_NEWS_SUBJECT, and the request is
+ * answered 202 once the store has taken it. Every loop of
  * every replica subscribes once and tells its listening clients what it
  * hears: the origin too, only from what it hears back, so each subscriber
  * is told once per webhook, wherever it is connected. */
@@ -35,6 +37,10 @@
 #define TH_WH_KEY_MIN 16       /* a secret's key length, decoded, in bytes */
 #define TH_WH_KEY_MAX 64
 #define TH_NEWS_SUBJECT "mcpg.news.resources"
+/* How long a webhook-id is remembered: a signed request is accepted for
+ * TH_WH_TOLERANCE_S either side of its timestamp, so a copy can come up to
+ * twice that after the first; a minute more for clocks apart. */
+#define TH_WH_CLAIM_MS ((2 * TH_WH_TOLERANCE_S + 60) * 1000ull)
 
 typedef struct th_whsrc {
     char name[65];

@@ -12,13 +12,15 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 /* ---- answers ------------------------------------------------------------- */
 
-/* {"error": msg} (msg is text, escaped here), or the 202's fixed body. */
+/* {"error": msg} (msg is text, escaped here), or the 202's
+ * {"status": "accepted" | msg} (msg a fixed word then). */
 static void answer(th_conn *c, th_req *r, int status, const char *msg) {
     const mcpg_host *h = c->ws->mod->host;
     mcpg_buf *b = &c->ws->scratch;
@@ -26,7 +28,7 @@ static void answer(th_conn *c, th_req *r, int status, const char *msg) {
     if (status == 503) hd.retry_after_s = 1;
     if (status == 405) hd.allow = "POST";
     b->len = 0;
-    int rc = status == 202 ? h->buf_append(b, "{\"status\":\"accepted\"}", 21)
+    int rc = status == 202 ? h->buf_printf(b, "{\"status\":\"%s\"}", msg ? msg : "accepted")
                            : h->buf_append(b, "{\"error\":", 9) ||
                                  h->buf_append_json_string(b, msg, strlen(msg)) ||
                                  h->buf_append(b, "}", 1);
@@ -206,20 +208,81 @@ static void parse_body(const mcpg_host *h, const th_whsrc *s, const char *p, siz
     if (!b->msg.len) refuse(b, 400, "body: expected uri, uris or \"list_changed\": true");
 }
 
-/* ---- the hand-over ----------------------------------------------------------- */
+/* ---- the hand-over ----------------------------------------------------------- *
+ * First the webhook-id is claimed in the coordinator (put_if_absent of
+ * "mcpg.webhook.<source>.<sha256 of the id>", for longer than a signed
+ * request stays acceptable), so a sender's retry, or a copy posted to
+ * another replica, is answered 202 "duplicate" and told to nobody: a
+ * webhook is announced once however often it is delivered. Then the news
+ * are published; when that fails the claim is dropped again, so the
+ * sender's retry is taken. The steps go on when the client leaves (its
+ * retry then finds the claim). */
 
-static void on_published(void *arg, int status, const mcpg_coord_value *v) {
-    th_req *r = arg;
+typedef struct wh_op {
+    th_wslot *ws;
+    th_req *r;
+    mcpg_buf msg;   /* the news message (taken from the body's parse) */
+    size_t klen;
+    char key[sizeof "mcpg.webhook.." + 64 + 32];
+} wh_op;
+
+static void op_finish(wh_op *o, int status, const char *why) {
+    th_req *r = o->r;
     th_conn *c = r->conn;
-    (void)v;
+    o->ws->mod->host->buf_free(&o->msg);
+    o->ws->mod->host->free(o);
     c->inflight--;
     if (c->closing) {
         r->state = TH_REQ_DONE;
         th_conn_maybe_free(c);
         return;
     }
-    answer(c, r, status ? 503 : 202, "the coordinator cannot take the news now");
+    answer(c, r, status, why);
     th_conn_advance(c);
+}
+
+static void noop_cb(void *arg, int status, const mcpg_coord_value *v) { (void)arg, (void)status, (void)v; }
+
+static void unclaim(wh_op *o) {
+    th_mod *m = o->ws->mod;
+    (void)m->co_ops->del(m->co, o->ws->w, o->key, o->klen, noop_cb, NULL);
+}
+
+static void on_published(void *arg, int status, const mcpg_coord_value *v) {
+    wh_op *o = arg;
+    (void)v;
+    if (status) unclaim(o);
+    op_finish(o, status ? 503 : 202, status ? "the coordinator cannot take the news now" : NULL);
+}
+
+static void on_claimed(void *arg, int status, const mcpg_coord_value *v) {
+    wh_op *o = arg;
+    th_mod *m = o->ws->mod;
+    (void)v;
+    if (status == MCPG_EEXIST) return op_finish(o, 202, "duplicate");
+    if (status) return op_finish(o, 503, "the coordinator cannot take the news now");
+    int rc = m->co_ops->publish(m->co, o->ws->w, TH_NEWS_SUBJECT, o->msg.data, o->msg.len,
+                                on_published, o);
+    if (rc < 0) {
+        unclaim(o);
+        op_finish(o, 503, "the coordinator refused the news");
+    }
+}
+
+/* "mcpg.webhook.<source>.<hex sha256 of the id>": any id fits any store's keys. */
+static size_t claim_key(const th_whsrc *s, const th_req *r, char *out, size_t cap) {
+    static const char hex[] = "0123456789abcdef";
+    size_t idn = 0;
+    const char *id = th_req_header(r, "webhook-id", &idn);
+    unsigned char d[32];
+    SHA256((const unsigned char *)id, idn, d);
+    int n = snprintf(out, cap, "mcpg.webhook.%s.", s->name);
+    for (size_t i = 0; i < 16; i++) { /* 128 bits: no two ids meet */
+        out[n++] = hex[d[i] >> 4];
+        out[n++] = hex[d[i] & 15];
+    }
+    out[n] = '\0';
+    return (size_t)n;
 }
 
 /* Without a coordinator (none in the build) this loop's kernel tells every
@@ -236,23 +299,27 @@ static void deliver_here(const mcpg_host *h, th_mod *m, const char *msg, size_t 
     }
 }
 
-static void hand_over(th_conn *c, th_req *r, const mcpg_buf *msg) {
+/* msg is taken (zeroed) when the steps start. */
+static void hand_over(th_conn *c, th_req *r, const th_whsrc *s, mcpg_buf *msg) {
     th_wslot *ws = c->ws;
     th_mod *m = ws->mod;
     if (!m->co_ops) {
         deliver_here(m->host, m, msg->data, msg->len);
-        answer(c, r, 202, NULL);
-        return;
+        return answer(c, r, 202, NULL);
     }
+    wh_op *o = m->host->calloc(1, sizeof *o);
+    if (!o) return answer(c, r, 503, "out of memory");
+    o->ws = ws;
+    o->r = r;
+    o->msg = *msg;
+    *msg = (mcpg_buf){0};
+    o->klen = claim_key(s, r, o->key, sizeof o->key);
     r->state = TH_REQ_INFLIGHT;
     c->inflight++;
     int rc = ws->stopped ? MCPG_ESTATE
-                         : m->co_ops->publish(m->co, ws->w, TH_NEWS_SUBJECT, msg->data, msg->len,
-                                              on_published, r);
-    if (rc < 0) {
-        c->inflight--;
-        answer(c, r, 503, "the coordinator refused the news");
-    }
+                         : m->co_ops->put_if_absent(m->co, ws->w, o->key, o->klen, "1", 1,
+                                                    TH_WH_CLAIM_MS, on_claimed, o);
+    if (rc < 0) op_finish(o, 503, "the coordinator refused the news");
 }
 
 void th_wh_route(th_conn *c, th_req *r, const char *source, size_t n) {
@@ -267,6 +334,6 @@ void th_wh_route(th_conn *c, th_req *r, const char *source, size_t n) {
     wh_body b = {0};
     parse_body(h, s, r->data.data + r->body_off, r->body_len, &b);
     if (b.status) answer(c, r, b.status, b.why);
-    else hand_over(c, r, &b.msg);
+    else hand_over(c, r, s, &b.msg);
     h->buf_free(&b.msg);
 }

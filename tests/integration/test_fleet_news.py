@@ -10,10 +10,13 @@ with the webhook source "notes" on (MCPG_WEBHOOK_SECRET set):
   * N webhooks posted alternately to A and B, two in three for notes, one in three
     for todo: every subscriber hears every change of its uri exactly once (counted)
     and nothing of the other uri, wherever the webhook was posted;
+  * a webhook posted to A and its copy (the same webhook-id) to B: B answers 202
+    "duplicate", and every subscriber is told once;
   * a list change posted to B reaches the listen streams that asked for list changes
     on A and on B once each;
   * the store down: a webhook is answered 503 with Retry-After, and nobody is told;
-    the store back (same port), webhooks reach the listen streams on A and B again.
+    the store back (same port), webhooks reach the listen streams on A and B again, and
+    the refused webhook's retry is taken (no claim was left behind).
 
 The time from a webhook's POST to each notification is printed (p50/p99 over every
 subscriber), not asserted. Skipped for a store this machine or build lacks."""
@@ -128,6 +131,18 @@ def run_fleet(fleet, figures):
         print("%s: %d webhooks alternately to A and B, %d subscribers, %d notifications: "
               "webhook -> notification p50 %.2f ms, p99 %.2f ms"
               % (fleet.kind, N, len(subs), len(lat), percentile(lat, 50), percentile(lat, 99)))
+        # one webhook delivered to A, then its copy (same webhook-id) to B: told once
+        dup = "dup-%s" % fleet.kind
+        r, body = post_webhook(a, "notes", {"uri": NOTES}, secret, wid=dup)
+        check_eq((r.status, body), (202, {"status": "accepted"}), "the first copy, to A")
+        r, body = post_webhook(b, "notes", {"uri": NOTES}, secret, wid=dup)
+        check_eq((r.status, body), (202, {"status": "duplicate"}), "the second copy, to B")
+        notes = {k: (lst, len(posted[NOTES]) + base[k] + 1) for k, (lst, uri) in subs.items()
+                 if uri == NOTES}
+        wait_counts({(lst, NOTES): n for lst, n in notes.values()}, 10)
+        time.sleep(0.3)
+        for k, (lst, n) in notes.items():
+            check_eq(len(lst.notes(UPDATED, NOTES)), n, "%s: a webhook posted to A and B, once" % k)
         # a list change, posted to B: the listen streams (they asked) on both, once
         r, body = post_webhook(b, "notes", {"list_changed": True}, secret)
         check_eq(r.status, 202, "list change (%r)" % body)
@@ -149,7 +164,7 @@ def store_down(fleet, subs):
     a, b = (gw.port for gw in fleet.gws)
     before = {k: len(lst.notes(UPDATED)) for k, (lst, _) in subs.items()}
     fleet.store.stop()
-    r, body = post_webhook(a, "notes", {"uri": NOTES}, fleet.secret)
+    r, body = post_webhook(a, "notes", {"uri": NOTES}, fleet.secret, wid="while-down")
     check_eq(r.status, 503, "a webhook with %s down (%r)" % (fleet.kind, body))
     check_eq(r.header("retry-after"), "1", "Retry-After")
     check("coordinator" in body["error"], "says why: %r" % body)
@@ -165,6 +180,9 @@ def store_down(fleet, subs):
         time.sleep(0.2)
         return all(len(lst.notes(UPDATED, NOTES)) > seen[id(lst)] for lst in listens)
     wait_for(delivered_again, 30, "webhooks delivered on A and B again once %s is back" % fleet.kind)
+    # the webhook refused while the store was down left no claim: its retry is taken
+    r, body = post_webhook(b, "notes", {"uri": NOTES}, fleet.secret, wid="while-down")
+    check_eq((r.status, body), (202, {"status": "accepted"}), "the retry of the refused webhook")
 
 
 def main():

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """POST /webhooks/resources/{source} on one node: every answer the route gives (202,
 400 naming the field, 401 naming the header, 403, 404, 405, 413, 503 with
-Retry-After), and what a webhook reaches: a legacy session subscribed with
+Retry-After; 202 "duplicate" for a webhook-id seen before), and what a webhook reaches: a legacy session subscribed with
 resources/subscribe, its GET stream open, and a stateless subscriptions/listen stream
 each hear notifications/resources/updated exactly once per webhook, for the uris they
 subscribed to and no other; a refused webhook changes nothing; a list change reaches
@@ -180,6 +180,15 @@ def main():
             msg = [m for _, m in listen.msgs if m.get("method") == UPDATED][0]
             check_eq(msg["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "listen",
                      "a listen's notification carries its subscription id")
+            # the same webhook-id again (a sender's retry): 202 "duplicate", told to nobody
+            r, b = post_webhook(p, "notes", {"uri": NOTES}, secret, wid="retried-1")
+            check_eq((r.status, b), (202, {"status": "accepted"}), "the first delivery")
+            r, b = post_webhook(p, "notes", {"uri": NOTES}, secret, wid="retried-1")
+            check_eq((r.status, b), (202, {"status": "duplicate"}), "the retry")
+            wait_counts({(legacy, NOTES): N + 2, (listen, NOTES): N + 2}, 10)
+            time.sleep(0.3)
+            check_eq(len(listen.notes(UPDATED, NOTES)), N + 2, "listen: the retried one once")
+            check_eq(len(legacy.notes(UPDATED, NOTES)), N + 2, "legacy: the retried one once")
             for lst in (legacy, listen, other):
                 check(lst.error is None, "%s: %r" % (lst.label, lst.error))
         finally:
@@ -219,6 +228,10 @@ def main():
             r, b = post_webhook(g2.port, "notes", {"uri": NOTES}, secret)
             expect(r, b, 503, "the coordinator", "a message the store refuses")
             check_eq(r.header("retry-after"), "1", "Retry-After")
+            # the claim on its webhook-id was dropped: a retry is tried again, not a duplicate
+            for _ in range(2):
+                r, b = post_webhook(g2.port, "notes", {"uri": NOTES}, secret, wid="refused-1")
+                expect(r, b, 503, "the coordinator refused the news", "the same id again")
             time.sleep(0.3)
             check_eq(len(listen.notes(UPDATED)), 0, "nobody told")
             listen.close()
