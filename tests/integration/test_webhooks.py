@@ -214,6 +214,10 @@ def main():
             r = send_one(p, stateless_request(p, "resources/list", {}))
             uris = sorted(x["uri"] for x in r.rpc()["result"]["resources"])
             check_eq(uris, [OTHER, NOTES], "resources/list")
+            r = send_one(p, stateless_request(p, "resources/read", {"uri": NOTES}, name=NOTES))
+            contents = r.rpc()["result"]["contents"]
+            check_eq(contents, [{"uri": NOTES, "mimeType": "text/plain", "text": "today"}],
+                     "resources/read of a mock resource")
         finally:
             for lst in (legacy, lists, quiet):
                 lst.close()
