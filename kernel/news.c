@@ -112,51 +112,28 @@ const mcpg_coordinator_ops *host_coordinator(void **instance_out) {
 
 /* ---- the fleet's news ----------------------------------------------------------
  * A change the gateway itself learns once for the whole fleet (a watched
- * resource polled by one replica: watch.c) is published on the coordinator;
- * every replica hears it on loop 0 and tells its own loops, so each
- * subscriber anywhere hears it once. Alone (coordinator_memory) the same
- * path loops back. Without a coordinator it is told here directly. */
+ * resource polled by one replica: watch.c) is published on the coordinator
+ * as MCPG_FLEET_NEWS_SUBJECT's "u <uri>" (abi/mcpg/kinds.h), the subject
+ * resource webhooks use too: every loop of every replica hears it in its
+ * transport and tells its own listeners, this replica's included, so each
+ * subscriber anywhere hears it once. Without a coordinator, or when the
+ * publish is refused, this replica's own loops are told directly. */
 
-#define FLEET_UPDATED "mcpg.news.resources.updated"
-
-static struct {
-    mcpg_instance *coord;
-    mcpg_coord_sub *sub;
-} F;
-
-static void on_fleet_news(void *arg, const char *subject, const char *data, size_t len) {
-    (void)arg, (void)subject;
-    if (len && len < 8192) broadcast("notifications/resources/updated", data, len);
-}
-
-static void fleet_noop(void *arg, int status, const mcpg_coord_value *v) {
+static void fleet_published(void *arg, int status, const mcpg_coord_value *v) {
     (void)arg, (void)v;
-    if (status) klog(MCPG_LOG_WARN, "kernel", "the fleet's news could not be published (%d)", status);
+    if (status) klog(MCPG_LOG_WARN, "kernel", "a change could not be told to the fleet (%d)", status);
 }
 
 void news_fleet_resource_updated(mcpg_worker *w, const char *uri, size_t len) {
-    const mcpg_coordinator_ops *ops = F.sub ? F.coord->desc->ops : NULL;
-    if (!ops || ops->publish(F.coord->state, w, FLEET_UPDATED, uri, len, fleet_noop, NULL) < 0)
-        broadcast("notifications/resources/updated", uri, len); /* this replica's own, at least */
-}
-
-void news_fleet_adopt(mcpg_worker *w, generation *g) {
-    if (F.coord == g->coordinator && F.sub) return;
-    news_fleet_stop(w);
-    F.coord = g->coordinator;
-    if (!F.coord) return;
-    const mcpg_coordinator_ops *ops = F.coord->desc->ops;
-    if (ops->subscribe(F.coord->state, w, FLEET_UPDATED, on_fleet_news, NULL, &F.sub) != 0) {
-        F.sub = NULL;
-        klog(MCPG_LOG_WARN, "kernel", "cannot subscribe to %s: changes found by other replicas are not told here",
-             FLEET_UPDATED);
+    generation *g = w ? w->gen : NULL;
+    mcpg_instance *c = g ? g->coordinator : NULL;
+    const mcpg_coordinator_ops *ops = c ? c->desc->ops : NULL;
+    char msg[8192];
+    int rc = MCPG_EUNAVAIL;
+    if (ops && len + 2 <= sizeof msg) {
+        msg[0] = 'u', msg[1] = ' ';
+        memcpy(msg + 2, uri, len);
+        rc = ops->publish(c->state, w, MCPG_FLEET_NEWS_SUBJECT, msg, len + 2, fleet_published, NULL);
     }
-}
-
-void news_fleet_stop(mcpg_worker *w) {
-    (void)w;
-    const mcpg_coordinator_ops *ops = F.coord ? F.coord->desc->ops : NULL;
-    if (F.sub && ops) ops->unsubscribe(F.coord->state, F.sub);
-    F.sub = NULL;
-    F.coord = NULL;
+    if (rc < 0) broadcast("notifications/resources/updated", uri, len); /* this replica's own, at least */
 }

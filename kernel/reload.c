@@ -177,10 +177,7 @@ static void adopt_on_loop(void *arg) {
         if (!g->carried[i] && MCPG_HAS(lc, worker_start)) lc->worker_start(g->instances[i]->state, w);
     }
     w->gen = g;
-    if (w->index == 0) {
-        news_fleet_adopt(w, g);
-        watch_adopt(w, g);
-    }
+    if (w->index == 0) watch_adopt(w, g);
     workers_listen_apply(w); /* new addresses accept before dropped ones close */
     loop_done();
 }

@@ -419,10 +419,7 @@ static void begin_on_loop(void *arg) {
     }
     for (size_t l = 0; l < w->n_listen; l++)
         uv_poll_start(&w->listeners[l]->poll, UV_READABLE, on_accept);
-    if (w->index == 0) { /* the fleet's news and the watches live on loop 0 */
-        news_fleet_adopt(w, g);
-        watch_adopt(w, g);
-    }
+    if (w->index == 0) watch_adopt(w, g); /* the watches live on loop 0 */
 }
 
 /* The worker's housekeeping, four times a second: requests to clients that
@@ -550,10 +547,7 @@ static void stop_on_loop(void *arg) {
     while (atomic_load(&w->senders)) sched_yield(); /* a wake-up still on its way */
     run_posts(w); /* whatever raced in before the door closed */
     if (w->local_head) run_local_posts(&w->local_flush);
-    if (w->index == 0) { /* while the coordinator still takes ops: leases go back */
-        watch_stop(w);
-        news_fleet_stop(w);
-    }
+    if (w->index == 0) watch_stop(w); /* while the coordinator still takes ops: leases go back */
     module_work_cancel_queued(w); /* done(MCPG_ECANCELED), before the instances stop */
     calls_free_worker(w);
     /* instances close what they keep on this loop, in reverse order; the

@@ -144,6 +144,14 @@ typedef void (*mcpg_coord_cb)(void *arg, int status, const mcpg_coord_value *val
 typedef void (*mcpg_coord_msg_cb)(void *arg, const char *subject, const char *data, size_t len);
 typedef struct mcpg_coord_sub mcpg_coord_sub;
 
+/* The fleet's news: a resource change that one replica learns for all of
+ * them (a resource webhook, a watched resource's poll) is one message on
+ * this subject of the gateway's coordinator, lines "u <uri>"
+ * (notifications/resources/updated) and "l" (resources/list_changed);
+ * every loop of every replica subscribes and tells its own listeners, so
+ * each subscriber hears it once. Lines of another kind are skipped. */
+#define MCPG_FLEET_NEWS_SUBJECT "mcpg.news.resources"
+
 typedef struct mcpg_coordinator_ops {
     uint32_t size, version;
     /* 0 with data, revision and number (the value as a decimal int64, else

@@ -334,8 +334,8 @@ static void th_worker_start_op(void *instance, mcpg_worker *w) {
                            "other replicas", ws->mod->replica, ws->index);
     if (ws->mod->co_ops && th_news_worker_start(ws))
         ws->mod->host->log(ws->mod->self, MCPG_LOG_ERROR,
-                           "cannot subscribe to " TH_NEWS_SUBJECT ": resource webhooks are not told "
-                           "to this loop's clients");
+                           "cannot subscribe to " TH_NEWS_SUBJECT ": the fleet's resource news (webhooks, "
+                           "watches) are not told to this loop's clients");
 }
 
 static void th_worker_stop_op(void *instance, mcpg_worker *w) {

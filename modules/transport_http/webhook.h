@@ -36,7 +36,7 @@
 #define TH_WH_TOLERANCE_S 300  /* webhook-timestamp this far off the clock is refused */
 #define TH_WH_KEY_MIN 16       /* a secret's key length, decoded, in bytes */
 #define TH_WH_KEY_MAX 64
-#define TH_NEWS_SUBJECT "mcpg.news.webhook"
+#define TH_NEWS_SUBJECT MCPG_FLEET_NEWS_SUBJECT /* abi/mcpg/kinds.h: the format */
 /* How long a webhook-id is remembered: a signed request is accepted for
  * TH_WH_TOLERANCE_S either side of its timestamp, so a copy can come up to
  * twice that after the first; a minute more for clocks apart. */
