@@ -19,8 +19,7 @@
 #          after the DELETE's answer, stuck streams (not ended in 5 s: must be
 #          0), the driver's own CPU; one gateway alone, then 1, 2 and 4 on
 #          Redis and on NATS.
-#   listen (not here yet: the webhook route is on another branch; its place is
-#          marked below)
+#   (listen: bench/listen.py, `bench/run listen`)
 #
 # The manifests are conf/fleet-redis.json and conf/fleet-nats.json, derived
 # here (jq) for each row: the settings (default: all three off, as the
@@ -100,7 +99,7 @@ while [ $# -gt 0 ]; do
 done
 case $SCENARIO in
 scale|churn) ;;
-listen) die "the listen scenario is not built yet (its webhook route is on another branch)" ;;
+listen) die "the listen scenario is bench/listen.py (bench/run listen)" ;;
 *) usage >&2; exit 2 ;;
 esac
 
@@ -420,7 +419,4 @@ else
         ref_s/s ref_p50 ref_p99
 fi
 printf '%s\n' "${SUMMARY[@]}"
-# listen: its rows go here once the webhook route is on main (64 sessions per
-# replica subscribed to 20 resources, a webhook changing them through the
-# replicas in turn; every subscriber must hear every change once).
 exit "$FAILED"
