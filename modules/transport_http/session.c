@@ -213,7 +213,7 @@ static int apply(th_wslot *ws, const th_sent *cur, const change *ch, mcpg_buf *o
 
 /* ---- operations in flight -------------------------------------------------------------- */
 
-enum { OP_COUNT, OP_CREATE, OP_LOAD, OP_RENEW, OP_CHECK, OP_READ, OP_CAS, OP_DELETE };
+enum { OP_COUNT, OP_CREATE, OP_LOAD, OP_RENEW, OP_CHECK, OP_READ, OP_CAS, OP_DELETE, OP_ENDED };
 
 typedef struct sop {
     th_wslot *ws;
@@ -415,10 +415,22 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
         }
         sop_done(o, status ? status : 1);
         return;
-    case OP_DELETE:
-        if (!status) publish(ws, SUBJ_END, o->sid, TH_SID_LEN);
+    case OP_DELETE: {
+        /* the DELETE is answered once the store has taken the end for every
+         * replica: a client's next request elsewhere then finds it ended
+         * (the other replicas' cached rows are dropped by that message) */
+        void *ci;
+        const mcpg_coordinator_ops *ops = co(ws, &ci);
         if (!status || status == MCPG_ENOENT) gone(ws, o->sid);
+        if (!status) {
+            o->kind = OP_ENDED;
+            if (ops->publish(ci, ws->w, SUBJ_END, o->sid, TH_SID_LEN, on_op, o) >= 0) return;
+        }
         sop_done(o, status);
+        return;
+    }
+    case OP_ENDED:
+        sop_done(o, 0); /* deleted; the end's delivery is the store's (its status is not the DELETE's) */
         return;
     }
 }
