@@ -117,7 +117,7 @@ def run_fleet(ctx, a, store):
                         delays.append(hits[0] - t)
         for lst in ls:
             lst.close()
-        row = {"scenario": "listen", "store": store, "gateways": n_gw, "sessions": len(ls),
+        row = {"bench": "listen", "scenario": "listen", "store": store, "gateways": n_gw, "sessions": len(ls),
                "resources": len(uris), "rate": a.rate, "seconds": a.seconds, "posts": k,
                "refused": refused, "due": due, "heard": once, "twice": twice, "missed": missed,
                "p50_ms": round(percentile(delays, 50) * 1000, 1) if delays else None,

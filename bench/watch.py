@@ -117,7 +117,7 @@ def run_fleet(ctx, args, store):
             taken = sorted(t for g in live for t, sh in tw.taken_after(g, t_kill) if sh in dead_shards)
             handover = (taken[len(dead_shards) - 1] - t_kill) if len(taken) >= len(dead_shards) else None
         reads_per_interval = (reads_mid - reads0) / (span * 1000.0 / tw.INTERVAL_MS)
-        row = {"scenario": "watch", "store": store, "gateways": n_gw, "sessions": len(ls),
+        row = {"bench": "watch", "scenario": "watch", "store": store, "gateways": n_gw, "sessions": len(ls),
                "resources": tw.COUNT, "interval_ms": tw.INTERVAL_MS, "period_ms": tw.PERIOD_MS,
                "lease_ms": args.lease_ms, "seconds": args.seconds, "due": due, "told_once": once,
                "told_twice": twice, "missed": missed,
