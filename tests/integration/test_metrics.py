@@ -302,8 +302,13 @@ def t_transport_gauges():
                     value(samples, "mcpg_sessions"))
         # the start's health probe may still be closing (closing connections count):
         # at rest the one open connection is the scrape's own
-        wait_for(lambda: gauges()[0] == 1, 10, "only the scrape's connection open (%r)" % (gauges(),))
-        conns0, streams0, sessions0 = gauges()
+        seen = {}
+
+        def at_rest():  # the baseline is the scrape that saw it: a next one may meet this one closing
+            seen["g"] = gauges()
+            return seen["g"][0] == 1
+        wait_for(at_rest, 10, "only the scrape's connection open")
+        conns0, streams0, sessions0 = seen["g"]
         check_eq((streams0, sessions0), (0, 0), "streams and sessions before any")
         _, sid = initialize(gw.port)
         held = [Conn(gw.port) for _ in range(3)]  # idle keep-alive connections
