@@ -358,7 +358,6 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 /* ---- resource watches (watch.c) and the fleet's news (news.c), on loop 0 ---- */
 void watch_adopt(mcpg_worker *w, generation *g);
 void watch_stop(mcpg_worker *w);
-void watch_counts(uint64_t *polls, uint64_t *told, uint32_t *shards_held);
 /* A resource changed, told once for the whole fleet: every replica's subscribers hear it. */
 void news_fleet_resource_updated(mcpg_worker *w, const char *uri, size_t len);
 

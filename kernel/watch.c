@@ -76,6 +76,7 @@ static struct {
     struct { uint32_t id; uint64_t seen_ms; } members[MAX_MEMBERS];
     size_t n_members;
     uint64_t hello_ms;
+    size_t alive_seen;      /* the replica count last logged */
     uint32_t acquire_from;
     uint64_t polls, told;
 } W;
@@ -221,10 +222,9 @@ static void release(uint32_t s) {
 static void tend_leases(uint64_t now) {
     size_t alive = members_alive();
     uint32_t fair = (uint32_t)((W.nshards + alive - 1) / alive), held = 0;
-    static size_t alive_before;
-    if (alive != alive_before)
+    if (alive != W.alive_seen)
         klog(MCPG_LOG_INFO, "watch", "%zu replicas share the watches: %" PRIu32 " shards each at most", alive, fair);
-    alive_before = alive;
+    W.alive_seen = alive;
     for (uint32_t s = 0; s < W.nshards; s++) {
         wlease *l = &W.leases[s];
         if (!l->held) continue;
@@ -486,6 +486,8 @@ static void stop_here(void) {
     W.running = false;
     W.epoch++;
     uv_timer_stop(&W.tick);
+    klog(MCPG_LOG_INFO, "watch", "stopping: %" PRIu64 " polls, %" PRIu64 " changes told since the start", W.polls,
+         W.told);
     if (W.sub) W.co->unsubscribe(ci(), W.sub);
     W.sub = NULL;
     for (uint32_t s = 0; s < W.nshards; s++)
@@ -544,10 +546,4 @@ void watch_adopt(mcpg_worker *w, generation *g) {
 void watch_stop(mcpg_worker *w) {
     (void)w;
     stop_here();
-}
-
-void watch_counts(uint64_t *polls, uint64_t *told, uint32_t *shards_held) {
-    uint32_t held = 0;
-    for (uint32_t s = 0; W.leases && s < W.nshards; s++) held += W.leases[s].held;
-    *polls = W.polls, *told = W.told, *shards_held = held;
 }
