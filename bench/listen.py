@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import gateway  # noqa: E402
+from fleet_stores import start_store  # noqa: E402
 from webhooklib import UPDATED, legacy_listener, new_secret, percentile, post_webhook  # noqa: E402
 
 NATS = os.environ.get("NATS_SERVER", "/usr/sbin/nats-server")
@@ -52,18 +53,10 @@ def run_fleet(ctx, a, store):
     # the manifest's text names the store's variable (its description too): set for memory as well
     env = {"MCPG_WEBHOOK_SECRET": a.secret, "MCPG_REDIS_URL": "redis://127.0.0.1:1"}
     try:
-        if store == "redis":
-            from test_fleet_redis import Redis
-            srv = Redis(ctx)
-            srv.start()
+        if store != "memory":
+            srv, _, store_env = start_store(ctx, store, "listen")
             servers.append(srv)
-            env.update(MCPG_REDIS_URL="redis://127.0.0.1:%d" % srv.port, MCPG_REDIS_PREFIX="listen:")
-        elif store == "nats":
-            from test_fleet_nats import NatsServer
-            srv = NatsServer(ctx)
-            srv.start()
-            servers.append(srv)
-            env.update(MCPG_NATS_URL=srv.url, MCPG_NATS_BUCKET="listen")
+            env.update(store_env)
         n_gw = 1 if store == "memory" else a.gateways
         uris = ["mock://fleet/r%d" % i for i in range(a.resources)]
         m = fleet_manifest(store, uris)

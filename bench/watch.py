@@ -27,49 +27,18 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import gateway  # noqa: E402
 import test_watch as tw  # noqa: E402
-
-
-def count(listeners, t0, t1):
-    """(due, once, twice, missed, delays) over the listeners' subscriptions."""
-    due = once = twice = missed = 0
-    delays = []
-    period = tw.PERIOD_MS / 1000.0
-    for ls in listeners:
-        for uri in ls.uris:
-            i = int(uri.rsplit("/", 1)[1])
-            told = sorted(t for t, u in ls.got if u == uri)
-            for tc in tw.change_times(i, t0, t1):
-                due += 1
-                hits = [t for t in told if tc - 0.05 <= t < tc + period - 0.05]
-                if not hits:
-                    missed += 1
-                elif len(hits) > 1:
-                    twice += 1
-                else:
-                    once += 1
-                    delays.append(hits[0] - tc)
-    return due, once, twice, missed, delays
+from fleet_stores import start_store  # noqa: E402
+from webhooklib import percentile  # noqa: E402
 
 
 def run_fleet(ctx, args, store):
     servers, gws = [], []
     try:
         coord, kind = None, None
-        if store == "redis":
-            from test_fleet_redis import Redis
-            srv = Redis(ctx)
-            srv.start()
-            coord = {"name": "cluster", "module": "coordinator_redis",
-                     "config": {"url": "redis://127.0.0.1:%d" % srv.port, "key_prefix": "watch:"}}
+        if store != "memory":
+            srv, coord, _ = start_store(ctx, store, "watch")
             servers.append(srv)
-        elif store == "nats":
-            from test_fleet_nats import NatsServer
-            srv = NatsServer(ctx)
-            srv.start()
-            coord = {"name": "cluster", "module": "coordinator_nats",
-                     "config": {"url": srv.url, "bucket": "watch"}}
-            servers.append(srv)
-        kind = store if coord else None
+            kind = store
         n_gw = 1 if store == "memory" else args.gateways
         for k in range(n_gw):
             m = tw.manifest(ctx, "g%d" % k, coord, lease_ms=args.lease_ms, kind=kind)
@@ -111,7 +80,7 @@ def run_fleet(ctx, args, store):
         time.sleep(1)
         for x in ls:
             x.close()
-        due, once, twice, missed, delays = count(judged, t0, t_end - margin)
+        due, once, twice, missed, delays, _ = tw.tally(judged, t0, t_end - margin)
         handover = None
         if t_kill is not None:
             taken = sorted(t for g in live for t, sh in tw.taken_after(g, t_kill) if sh in dead_shards)
@@ -121,8 +90,8 @@ def run_fleet(ctx, args, store):
                "resources": tw.COUNT, "interval_ms": tw.INTERVAL_MS, "period_ms": tw.PERIOD_MS,
                "lease_ms": args.lease_ms, "seconds": args.seconds, "due": due, "told_once": once,
                "told_twice": twice, "missed": missed,
-               "delay_p50_ms": round(tw.pct(delays, 0.5) * 1000) if delays else None,
-               "delay_p99_ms": round(tw.pct(delays, 0.99) * 1000) if delays else None,
+               "delay_p50_ms": round(percentile(delays, 50) * 1000) if delays else None,
+               "delay_p99_ms": round(percentile(delays, 99) * 1000) if delays else None,
                "reads_per_interval": round(reads_per_interval, 1),
                "killed": t_kill is not None, "dead_shards": len(dead_shards),
                "handover_s": round(handover, 2) if handover is not None else None}

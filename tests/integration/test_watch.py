@@ -30,6 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, Context, Gateway, base_manifest, call_tool, check, check_eq,  # noqa: E402
                      parse_args, run_tests)
 from test_legacy_wire import events, head_of, request, rpc  # noqa: E402
+from fleet_stores import start_store  # noqa: E402
+from webhooklib import percentile  # noqa: E402
 
 NATS = os.environ.get("NATS_SERVER", "/usr/sbin/nats-server")
 COUNT = 12          # resources
@@ -116,32 +118,43 @@ class Listener:
         self.conn.close()
 
 
-def judge(listeners, t0, t1, what):
-    """Every change in [t0, t1] of a subscribed uri told once to each listener
-    before its next change (so none missed, none twice); nothing told of
-    another uri. Returns the delays (s)."""
+def tally(listeners, t0, t1):
+    """Each change in [t0, t1] of a uri a listener subscribed to, judged per
+    listener: told once before the resource's next change, twice, or missed.
+    (due, once, twice, missed, delays in s, problems as text)."""
+    due = once = twice = missed = 0
     delays, problems = [], []
+    period = PERIOD_MS / 1000.0
     for n, ls in enumerate(listeners):
         for uri in sorted(ls.uris):
             i = int(uri.rsplit("/", 1)[1])
             told = sorted(t for t, u in ls.got if u == uri)
             for tc in change_times(i, t0, t1):
-                hits = [t for t in told if tc - 0.05 <= t < tc + PERIOD_MS / 1000.0 - 0.05]
-                if len(hits) != 1:
-                    problems.append("%s listener %d %s: change at %.2f told %d times (told at %s)"
-                                    % (what, n, uri, tc, len(hits), ["%.2f" % t for t in told]))
-                else:
+                due += 1
+                hits = [t for t in told if tc - 0.05 <= t < tc + period - 0.05]
+                if len(hits) == 1:
+                    once += 1
                     delays.append(hits[0] - tc)
+                    continue
+                if hits:
+                    twice += 1
+                else:
+                    missed += 1
+                problems.append("listener %d %s: change at %.2f told %d times (told at %s)"
+                                % (n, uri, tc, len(hits), ["%.2f" % t for t in told]))
         others = [u for _, u in ls.got if u not in ls.uris]
         if others:
-            problems.append("%s listener %d: told of uris it did not subscribe to: %r" % (what, n, others[:5]))
-    check(not problems, "; ".join(problems[:6]))
+            problems.append("listener %d: told of uris it did not subscribe to: %r" % (n, others[:5]))
+    return due, once, twice, missed, delays, problems
+
+
+def judge(listeners, t0, t1, what):
+    """Every change in [t0, t1] of a subscribed uri told once to each listener
+    before its next change (so none missed, none twice); nothing told of
+    another uri. Returns the delays (s)."""
+    _, _, _, _, delays, problems = tally(listeners, t0, t1)
+    check(not problems, what + ": " + "; ".join(problems[:6]))
     return delays
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
 def log_lines(gw):
@@ -210,30 +223,20 @@ def main():
         d = judge(ls, t0, t1, "alone")
         check(d, "changes were told")
         print("one gateway: %d changes told, delay p50 %.0f ms, p99 %.0f ms"
-              % (len(d), pct(d, 0.5) * 1000, pct(d, 0.99) * 1000))
+              % (len(d), percentile(d, 50) * 1000, percentile(d, 99) * 1000))
         alone.stop()
 
     def fleet(store):
         """Three gateways on `store` ("redis" or "nats"), one killed halfway."""
         nonlocal servers
-        if store == "redis":
-            if not redis_bin:
-                print("SKIP: no redis-server")
-                return
-            from test_fleet_redis import Redis
-            srv = Redis(ctx)
-            srv.start()
-            coord = {"name": "cluster", "module": "coordinator_redis",
-                     "config": {"url": "redis://127.0.0.1:%d" % srv.port, "key_prefix": "watch:"}}
-        else:
-            if not os.path.exists(NATS) or not os.path.exists(os.path.join(args.modules, "coordinator_nats.so")):
-                print("SKIP: no nats-server or coordinator_nats.so")
-                return
-            from test_fleet_nats import NatsServer
-            srv = NatsServer(ctx)
-            srv.start()
-            coord = {"name": "cluster", "module": "coordinator_nats",
-                     "config": {"url": srv.url, "bucket": "watch"}}
+        if store == "redis" and not redis_bin:
+            print("SKIP: no redis-server")
+            return
+        if store == "nats" and (not os.path.exists(NATS) or
+                                not os.path.exists(os.path.join(args.modules, "coordinator_nats.so"))):
+            print("SKIP: no nats-server or coordinator_nats.so")
+            return
+        srv, coord, _ = start_store(ctx, store, "watch")
         servers.append(srv)
         gws.clear()
         for n in ("A", "B", "C"):
@@ -274,8 +277,8 @@ def main():
         handover = max(taken[:len(dead)] if taken else [0]) - t_kill
         print("%s: before the kill %d changes told, delay p50 %.0f ms p99 %.0f ms; after it %d, p50 %.0f ms "
               "p99 %.0f ms; the dead replica's %d shards all taken %.2f s after the SIGKILL"
-              % (store, len(d_before), pct(d_before, 0.5) * 1000, pct(d_before, 0.99) * 1000, len(d_after),
-                 pct(d_after, 0.5) * 1000, pct(d_after, 0.99) * 1000, len(dead), handover))
+              % (store, len(d_before), percentile(d_before, 50) * 1000, percentile(d_before, 99) * 1000, len(d_after),
+                 percentile(d_after, 50) * 1000, percentile(d_after, 99) * 1000, len(dead), handover))
         for n in ("A", "B"):
             gws[n].stop()
         srv.stop()
