@@ -402,6 +402,8 @@ void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_
 
 /* resume.c: GET with Last-Event-ID */
 void th_resume(th_conn *c, th_req *r, const char *id, size_t n);
+/* Its answer when the stream cannot be shown: 400 (no such stream) or 409 (shown already). */
+void th_resume_refuse(th_conn *c, th_req *r, int status);
 /* c's handover request is first in line and everything before it written:
  * move the connection to the stream's loop. */
 void th_handover(th_conn *c);

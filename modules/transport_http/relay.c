@@ -27,11 +27,16 @@ static void noop_cb(void *arg, int status, const mcpg_coord_value *v) { (void)ar
 
 static uint64_t now_ms(th_wslot *ws) { return uv_now(ws->loop); }
 
+/* The subject a loop hears its relay messages on. */
+static void subject_of(char out[48], uint32_t replica, uint32_t worker) {
+    snprintf(out, 48, "mcpg.relay.%" PRIu32 ".%" PRIu32, replica, worker);
+}
+
 static int send_to(th_wslot *ws, uint32_t replica, uint32_t worker, const char *data, size_t n) {
     const th_mod *m = ws->mod;
     if (!m->co_ops || !ws->w || ws->stopped) return MCPG_EUNAVAIL;
     char subject[48];
-    snprintf(subject, sizeof subject, "mcpg.relay.%" PRIu32 ".%" PRIu32, replica, worker);
+    subject_of(subject, replica, worker);
     return m->co_ops->publish(m->co, ws->w, subject, data, n, noop_cb, NULL);
 }
 
@@ -87,6 +92,11 @@ static void say_detach(th_wslot *ws, const th_relay *rl) {
     (void)send_to(ws, rl->replica, rl->worker, msg, (size_t)n);
 }
 
+static void unreachable(th_conn *c, th_req *r) {
+    th_respond_rpc_error(c, r, 503, 1, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                         MSG("Service Unavailable: the stream's replica cannot be reached"), NULL, 0);
+}
+
 /* The relayed answer is over: an error (status) before the head, else the
  * stream's end. */
 static void relay_finish(th_wslot *ws, th_relay *rl, int status) {
@@ -95,16 +105,10 @@ static void relay_finish(th_wslot *ws, th_relay *rl, int status) {
     int begun = rl->begun;
     relay_forget(ws, rl);
     if (!c || c->closing) return;
-    if (!begun && status == 409)
-        th_respond_rpc_error(c, r, 409, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
-                             MSG("Conflict: that stream is connected already"), NULL, 0);
-    else if (!begun && status == 503)
-        th_respond_rpc_error(c, r, 503, 1, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
-                             MSG("Service Unavailable: the stream's replica cannot be reached"), NULL, 0);
+    if (!begun && status == 503)
+        unreachable(c, r);
     else if (!begun)
-        th_respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
-                             MSG("Bad Request: Last-Event-ID names no stream of this session that can be resumed"),
-                             NULL, 0);
+        th_resume_refuse(c, r, status == 409 ? 409 : 400);
     else
         th_sse_end(c, r, NULL, 0, NULL, 0);
     th_conn_advance(c);
@@ -126,8 +130,7 @@ void th_relay_open(th_conn *c, th_req *r, const th_event_ref *ref) {
                      ws->mod->replica, ws->index, rl->ticket, ref->no, ref->seq, r->sid);
     if (n < 0 || (size_t)n >= sizeof msg || send_to(ws, ref->replica, ref->worker, msg, (size_t)n) < 0) {
         ws->mod->host->free(rl);
-        th_respond_rpc_error(c, r, 503, 1, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
-                             MSG("Service Unavailable: the stream's replica cannot be reached"), NULL, 0);
+        unreachable(c, r);
         return;
     }
     rl->next = ws->relays;
@@ -255,15 +258,10 @@ static void stream_side_open(th_wslot *ws, reader *rd) {
     if (!take_u32(rd, &probe.r_replica) || !take_u32(rd, &probe.r_worker) || !take_u64(rd, &probe.r_ticket) ||
         !take_u32(rd, &no) || !take_u32(rd, &after))
         return;
-    const char *sid = rd->p;
-    size_t sn = (size_t)(rd->end - rd->p);
     th_rstream *rs = th_replay_find(ws, no);
-    if (!rs || !rs->sess || sn != TH_SID_LEN || memcmp(rs->sess->sid, sid, sn) || after >= rs->seq) {
-        say(ws, &probe, 'X', 400);
-        return;
-    }
-    if (rs->client || rs->remote || rs->live) {
-        say(ws, &probe, 'X', 409);
+    int refused = th_replay_showable(rs, rd->p, (size_t)(rd->end - rd->p), after);
+    if (refused) {
+        say(ws, &probe, 'X', (uint32_t)refused);
         return;
     }
     remote_on(ws, rs);
@@ -303,7 +301,7 @@ static void on_message(void *arg, const char *subject, const char *data, size_t 
 int th_relay_worker_start(th_wslot *ws) {
     const th_mod *m = ws->mod;
     char subject[48];
-    snprintf(subject, sizeof subject, "mcpg.relay.%" PRIu32 ".%" PRIu32, m->replica, ws->index);
+    subject_of(subject, m->replica, ws->index);
     return m->co_ops->subscribe(m->co, ws->w, subject, on_message, ws, &ws->relay_sub);
 }
 

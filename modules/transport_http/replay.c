@@ -238,6 +238,12 @@ void th_replay_finish(th_wslot *ws, th_rstream *rs, const char *json, size_t n) 
     fit_session(ws, rs->sess);
 }
 
+int th_replay_showable(const th_rstream *rs, const char *sid, size_t sn, uint32_t after) {
+    if (!rs || !rs->sess || sn != strlen(rs->sess->sid) || memcmp(rs->sess->sid, sid, sn) || after >= rs->seq)
+        return 400;
+    return rs->client || rs->remote || rs->live ? 409 : 0;
+}
+
 void th_replay_attach(th_wslot *ws, th_rstream *rs, th_req *r, uint32_t after) {
     th_conn *c = r->conn;
     (void)ws;

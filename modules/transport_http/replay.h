@@ -75,6 +75,12 @@ void th_replay_news_closed(th_wslot *ws, th_req *r);
 int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n);
 /* The call's result: the last event; the client's stream (if any) ends. */
 void th_replay_finish(th_wslot *ws, th_rstream *rs, const char *json, size_t n);
+/* May rs (NULL: no such stream) be shown to a GET of session sid resuming
+ * after event `after`? 0; 400 when it names no stream of that session that
+ * can be resumed (or an event not yet sent); 409 when it is shown already,
+ * here or by another replica. For a local GET (resume.c) and a relayed one
+ * (relay.c) alike. */
+int th_replay_showable(const th_rstream *rs, const char *sid, size_t sn, uint32_t after);
 /* Show rs to r (a GET with Last-Event-ID `after`): its head, the events
  * after that id, then live ones. */
 void th_replay_attach(th_wslot *ws, th_rstream *rs, th_req *r, uint32_t after);

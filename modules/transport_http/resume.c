@@ -28,11 +28,17 @@
 
 #define MSG(s) TH_LIT("\"" s "\"")
 
-static void unknown(th_conn *c, th_req *r) {
-    th_respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
-                         MSG("Bad Request: Last-Event-ID names no stream of this session that can be resumed"),
-                         NULL, 0);
+void th_resume_refuse(th_conn *c, th_req *r, int status) {
+    if (status == 409)
+        th_respond_rpc_error(c, r, 409, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                             MSG("Conflict: that stream is connected already"), NULL, 0);
+    else
+        th_respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
+                             MSG("Bad Request: Last-Event-ID names no stream of this session that can be resumed"),
+                             NULL, 0);
 }
+
+static void unknown(th_conn *c, th_req *r) { th_resume_refuse(c, r, 400); }
 
 void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
     th_wslot *ws = c->ws;
@@ -59,13 +65,9 @@ void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
         return;
     }
     th_rstream *rs = th_replay_find(ws, no);
-    if (!rs || !rs->sess || strcmp(rs->sess->sid, r->sid) || seq >= rs->seq) {
-        unknown(c, r);
-        return;
-    }
-    if (rs->client || rs->remote || rs->live) { /* shown here, or by another replica (relay.h) */
-        th_respond_rpc_error(c, r, 409, 0, TH_LIT("null"), MCPG_RPC_SERVER_ERROR,
-                             MSG("Conflict: that stream is connected already"), NULL, 0);
+    int refused = th_replay_showable(rs, r->sid, strlen(r->sid), seq);
+    if (refused) {
+        th_resume_refuse(c, r, refused);
         return;
     }
     th_replay_attach(ws, rs, r, seq);
