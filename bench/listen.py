@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import gateway  # noqa: E402
-from fleet_stores import start_store  # noqa: E402
+from fleet_stores import start_store, stop_all  # noqa: E402
 from webhooklib import UPDATED, legacy_listener, new_secret, percentile, post_webhook  # noqa: E402
 
 NATS = os.environ.get("NATS_SERVER", "/usr/sbin/nats-server")
@@ -119,11 +119,7 @@ def run_fleet(ctx, a, store):
             g.stop()
         return row
     finally:
-        for g in gws:
-            if g.proc is not None and g.proc.poll() is None:
-                g.kill()
-        for s in servers:
-            s.stop()
+        stop_all(gws, servers)
 
 
 def main():

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import gateway  # noqa: E402
 import test_watch as tw  # noqa: E402
-from fleet_stores import start_store  # noqa: E402
+from fleet_stores import start_store, stop_all  # noqa: E402
 from webhooklib import percentile  # noqa: E402
 
 
@@ -99,11 +99,7 @@ def run_fleet(ctx, args, store):
             g.stop()
         return row
     finally:
-        for g in gws:
-            if g.proc is not None and g.proc.poll() is None:
-                g.kill()
-        for s in servers:
-            s.stop()
+        stop_all(gws, servers)
 
 
 def main():

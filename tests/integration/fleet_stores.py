@@ -24,3 +24,13 @@ def start_store(ctx, store, name):
                       "config": {"url": srv.url, "bucket": name}},
                 {"MCPG_NATS_URL": srv.url, "MCPG_NATS_BUCKET": name})
     raise ValueError("no such store: %r" % store)
+
+
+def stop_all(gateways, servers):
+    """Kill the gateways still running (a script's way out, also on error),
+    then stop the stores."""
+    for g in gateways:
+        if g.proc is not None and g.proc.poll() is None:
+            g.kill()
+    for s in servers:
+        s.stop()
