@@ -18,8 +18,11 @@
  *   mcpg.ev.log.<n>       log row n: the occurrence, {"eventId","name","timestamp","data"}
  *   mcpg.ev.id.<source>.<sha256 of the id>  the inbox slot that first carried it
  *   mcpg.ev.lease         the owner's replica id (put_if_absent + TTL, renewed by CAS)
+ *   mcpg.ev.sub.<id>      a webhook subscription (subscribe.c), TTL its grant
+ *   mcpg.ev.subpos.<id>   the log row its delivery has reached (the lease holder writes it)
  * Subjects: mcpg.ev.inbox (posts landed: the owner looks), mcpg.ev.head
- * ("<last log row>": readers look). */
+ * ("<last log row>": readers look), mcpg.ev.subs (a subscription added,
+ * refreshed or removed: the delivering replica looks). */
 #ifndef EVENTS_H
 #define EVENTS_H
 
@@ -37,6 +40,9 @@
 #define EV_KEY_LEASE "mcpg.ev.lease"
 #define EV_SUBJ_INBOX "mcpg.ev.inbox"
 #define EV_SUBJ_HEAD "mcpg.ev.head"
+#define EV_KEY_SUB "mcpg.ev.sub."
+#define EV_KEY_SUBPOS "mcpg.ev.subpos."
+#define EV_SUBJ_SUBS "mcpg.ev.subs"
 
 #define EV_MAX_BODY 65536   /* a larger post is 413 */
 #define EV_NAME_MAX 128     /* an event type's name */
@@ -49,6 +55,8 @@ typedef struct ev_cfg {
     const char *sources; /* JSON */
     int64_t inbox_max_rows, retention_ms, dedup_ms, heartbeat_ms, poll_interval_ms;
     int64_t lease_ms, cache_rows, max_streams, batch_rows;
+    int allow_http_callbacks;                 /* subscribe.c */
+    int64_t subscription_max_ttl_ms, subscriptions_max;
 } ev_cfg;
 
 typedef struct ev_type {
@@ -124,6 +132,7 @@ typedef struct events {
     atomic_uint open_streams;
     struct ev_owner *owner;   /* owner.c, on loop 0 */
     struct ev_reader *reader; /* reader.c, on loop 0 */
+    struct ev_subs *subs;     /* subscribe.c, on loop 0 */
     mcpg_metric *m_accepted, *m_refused, *m_moved, *m_delivered;
 } events;
 
@@ -136,6 +145,7 @@ int ev_owner_start(events *ev, ev_loop *l0);
 void ev_owner_stop(events *ev);
 void ev_owner_free(events *ev);
 void ev_owner_nudge(events *ev); /* posts landed (any loop) */
+bool ev_owner_holds(events *ev); /* this replica holds the lease (loop 0) */
 
 /* reader.c: on loop 0 */
 int ev_reader_start(events *ev, ev_loop *l0);
@@ -154,6 +164,14 @@ void ev_cancel(events *ev, mcpg_call *call);
 void ev_readers_loop_start(ev_loop *l);
 void ev_readers_loop_stop(ev_loop *l);
 void ev_readers_advance_all(events *ev); /* loop 0: the cache grew */
+
+/* subscribe.c: events/subscribe, events/unsubscribe (any loop); webhook
+ * deliveries by the lease holder (loop 0) */
+mcpg_status ev_subscribe_request(events *ev, mcpg_call *call);
+int ev_subs_start(events *ev, ev_loop *l0);
+void ev_subs_stop(events *ev);
+void ev_subs_free(events *ev);
+void ev_subs_advance(events *ev); /* loop 0: the cache grew */
 
 /* shared helpers (module.c) */
 int ev_type_index(const events *ev, const char *name, size_t n); /* -1: none */

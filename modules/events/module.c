@@ -35,6 +35,12 @@ static const mcpg_config_field ev_config[] = {
                        "open events/stream calls per replica"),
     MCPG_CFG_INT_FIELD(ev_cfg, batch_rows, "batch_rows", "256", 1, 4096,
                        "inbox rows the owner moves in one batch"),
+    MCPG_CFG_BOOL_FIELD(ev_cfg, allow_http_callbacks, "allow_http_callbacks", "false",
+                        "events/subscribe may name a plain http:// callback (else https:// only)"),
+    MCPG_CFG_INT_FIELD(ev_cfg, subscription_max_ttl_ms, "subscription_max_ttl_ms", "3600000", 10000,
+                       2592000000LL, "the longest lifetime events/subscribe grants"),
+    MCPG_CFG_INT_FIELD(ev_cfg, subscriptions_max, "subscriptions_max", "1024", 1, 1000000,
+                       "webhook subscriptions the fleet holds; past it -32013"),
     MCPG_CONFIG_END};
 
 /* ---- helpers the parts share ---------------------------------------------- */
@@ -122,7 +128,7 @@ static void parse_type(cfg_check *k, const mcpg_json_span *e, size_t i, ev_type 
     int rc = h->buf_append(&b, "{\"name\":", 8) || h->buf_append(&b, name.p - 1, name.n + 2);
     if (has_desc) rc |= h->buf_append(&b, ",\"description\":", 15) ||
                         h->buf_append(&b, desc.p - 1, desc.n + 2);
-    static const char modes[] = ",\"delivery\":[\"poll\",\"push\"],\"inputSchema\":{\"type\":\"object\"}";
+    static const char modes[] = ",\"delivery\":[\"poll\",\"push\",\"webhook\"],\"inputSchema\":{\"type\":\"object\"}";
     rc |= h->buf_append(&b, modes, sizeof modes - 1);
     if (has_schema) rc |= h->buf_append(&b, ",\"payloadSchema\":", 17) ||
                           h->buf_append(&b, schema.p, schema.n);
@@ -249,6 +255,7 @@ static int build_list(events *ev) {
 
 static void events_free(events *ev) {
     const mcpg_host *h = ev->host;
+    ev_subs_free(ev);
     ev_owner_free(ev);
     ev_reader_free(ev);
     for (size_t i = 0; i < ev->n_types; i++) {
@@ -337,7 +344,7 @@ static void ev_worker_start(void *instance, mcpg_worker *w) {
     l->w = w;
     ev_readers_loop_start(l);
     if (i == 0) {
-        if (ev_reader_start(ev, l) || ev_owner_start(ev, l))
+        if (ev_reader_start(ev, l) || ev_owner_start(ev, l) || ev_subs_start(ev, l))
             ev->host->log(ev->self, MCPG_LOG_ERROR, "cannot start the events reader and owner");
     }
 }
@@ -351,6 +358,7 @@ static void ev_worker_stop(void *instance, mcpg_worker *w) {
     ev_readers_loop_stop(l);
     ev_inbound_stop(l);
     if (i == 0) {
+        ev_subs_stop(ev);
         ev_owner_stop(ev);
         ev_reader_stop(ev);
     }

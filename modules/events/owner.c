@@ -420,3 +420,8 @@ void ev_owner_free(events *ev) {
     ev->host->free(o);
     ev->owner = NULL;
 }
+
+bool ev_owner_holds(events *ev) {
+    ev_owner *o = ev->owner;
+    return o && o->held && !o->stopped;
+}

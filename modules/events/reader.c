@@ -117,7 +117,10 @@ static void drain(ev_reader *rd) {
         rd->next++;
         grew = true;
     }
-    if (grew) ev_readers_advance_all(ev);
+    if (grew) {
+        ev_readers_advance_all(ev);
+        ev_subs_advance(ev);
+    }
 }
 
 static void on_row(void *arg, int status, const mcpg_coord_value *v) {

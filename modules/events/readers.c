@@ -305,10 +305,7 @@ mcpg_status ev_request(events *ev, mcpg_call *call) {
     case MCPG_METHOD_EVENTS_POLL: return answer_poll(ev, call);
     case MCPG_METHOD_EVENTS_STREAM: return open_stream(ev, call);
     case MCPG_METHOD_EVENTS_SUBSCRIBE:
-    case MCPG_METHOD_EVENTS_UNSUBSCRIBE:
-        return fail(ev, call, MCPG_RPC_UNSUPPORTED, "Unsupported: webhook delivery is not offered "
-                    "by this gateway yet (use events/stream or events/poll)",
-                    "{\"feature\":\"deliveryMode\",\"value\":\"webhook\"}");
+    case MCPG_METHOD_EVENTS_UNSUBSCRIBE: return ev_subscribe_request(ev, call); /* subscribe.c */
     default: return fail(ev, call, MCPG_RPC_METHOD_NOT_FOUND, "Method not found", NULL);
     }
 }

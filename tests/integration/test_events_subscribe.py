@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""events/subscribe on one node, webhook delivery to a receiver of the test's own (a
+Python HTTP server on a free loopback port) that checks every delivery's Standard
+Webhooks signature: events posted to POST /webhooks/events/{source} reach a
+subscription in order, each once, with webhook-id = the eventId and
+X-MCP-Subscription-Id = the subscription's id; a receiver answering 500 twice gets the
+event again (with backoff) and accepts it once; a refresh keeps the id; unsubscribe
+stops deliveries (and a second one is -32011); a subscription not refreshed stops at
+its TTL; a bad secret or url is -32602, an unknown type -32011, a plain http:// callback
+on a gateway without allow_http_callbacks -32014; events/list offers "webhook"."""
+import http.server
+import json
+import os
+import re
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
+                     parse_args, run_tests, send_one, stateless_request)
+from webhooklib import new_secret, signature  # noqa: E402
+
+VAR = "MCPG_TEST_EVENTS_SECRET"
+TYPE = "order.created"
+OTHER = "order.other"
+
+
+class Receiver:
+    """Every POST kept as (path, headers, body, signature ok); fail[path] answers 500
+    that many times first."""
+
+    def __init__(self):
+        self.secrets = {}  # path -> whsec
+        self.fail = {}
+        self.got = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(n)
+                hd = {k.lower(): v for k, v in self.headers.items()}
+                secret = outer.secrets.get(self.path)
+                ok = bool(secret) and hd.get("webhook-signature") == signature(
+                    secret, hd.get("webhook-id", ""), hd.get("webhook-timestamp", ""), body)
+                with outer.lock:
+                    left = outer.fail.get(self.path, 0)
+                    if left:
+                        outer.fail[self.path] = left - 1
+                    outer.got.append((time.monotonic(), self.path, hd, body, ok, not left))
+                self.send_response(500 if left else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def deliveries(self, path, accepted_only=True):
+        with self.lock:
+            return [g for g in self.got if g[1] == path and (g[5] or not accepted_only)]
+
+    def wait(self, path, n, timeout=10, accepted_only=True):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if len(self.deliveries(path, accepted_only)) >= n:
+                break
+            time.sleep(0.02)
+        return self.deliveries(path, accepted_only)
+
+    def close(self):
+        self.srv.shutdown()
+
+
+def manifest(allow_http=True):
+    m = base_manifest()
+    m["events"] = {
+        "types": [{"name": TYPE, "description": "an order"}, {"name": OTHER}],
+        "sources": {"shop": {"secret_env": VAR, "types": [TYPE, OTHER]}},
+        "allow_http_callbacks": allow_http,
+    }
+    return m
+
+
+_n = [0]
+
+
+def post_event(port, secret, name, data, eid=None):
+    _n[0] += 1
+    eid = eid or "evt_%d_%d" % (os.getpid(), _n[0])
+    body = json.dumps({"name": name, "data": data, "id": eid}, separators=(",", ":")).encode()
+    wid, ts = "msg_" + eid, str(int(time.time()))
+    hdrs = [("Content-Type", "application/json"), ("webhook-id", wid), ("webhook-timestamp", ts),
+            ("webhook-signature", signature(secret, wid, ts, body))]
+    r = send_one(port, build_request(port, "POST", "/webhooks/events/shop", hdrs, body))
+    check_eq(r.status, 202, "the post of %s is accepted (%r)" % (eid, r.body[:200]))
+    return eid
+
+
+def rpc(port, method, params, id=1):
+    r = send_one(port, stateless_request(port, method, params, id=id))
+    return r, r.rpc()
+
+
+def result(port, method, params, what):
+    r, m = rpc(port, method, params)
+    check("result" in m, "%s: a result (%r)" % (what, m))
+    return m["result"]
+
+
+def error(port, method, params, code, what):
+    r, m = rpc(port, method, params)
+    check("error" in m, "%s: an error (%r)" % (what, m))
+    check_eq(m["error"]["code"], code, what + ": the code (%r)" % m["error"])
+    return m["error"]
+
+
+def sub_params(url, secret, name=TYPE, **kw):
+    p = {"name": name, "delivery": {"mode": "webhook", "url": url, "secret": secret}}
+    p.update(kw)
+    return p
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    src = new_secret()
+    rx = Receiver()
+    gw = Gateway(ctx, manifest=manifest(), env={VAR: src}, name="events-sub").start()
+    p = gw.port
+
+    def check_delivery(g, sub_id, what):
+        _, path, hd, body, ok, _ = g
+        check(ok, "%s: the signature verifies (%r)" % (what, hd))
+        occ = json.loads(body)
+        check_eq(hd.get("webhook-id"), occ["eventId"], what + ": webhook-id is the eventId")
+        check_eq(hd.get("x-mcp-subscription-id"), sub_id, what + ": X-MCP-Subscription-Id")
+        check(hd.get("content-type", "").startswith("application/json"), what + ": content-type")
+        check(abs(int(hd["webhook-timestamp"]) - time.time()) < 60, what + ": webhook-timestamp")
+        check(isinstance(occ.get("cursor"), str), what + ": a cursor (%r)" % occ)
+        return occ
+
+    def t_list():
+        res = result(p, "events/list", {}, "events/list")
+        for e in res["events"]:
+            check_eq(e["delivery"], ["poll", "push", "webhook"], "events/list offers webhook")
+
+    def t_refused():
+        sec = new_secret()
+        url = rx.url("/a")
+        error(p, "events/subscribe", sub_params(url, "whsec_!!notbase64"), -32602, "a bad secret")
+        error(p, "events/subscribe", sub_params(url, "nope"), -32602, "a secret without whsec_")
+        error(p, "events/subscribe", sub_params(url, "whsec_" + "QUJD"), -32602, "a 3-byte key")
+        error(p, "events/subscribe", sub_params("ftp://127.0.0.1/x", sec), -32602, "an ftp url")
+        error(p, "events/subscribe", sub_params("not a url", sec), -32602, "not a url")
+        error(p, "events/subscribe", {"name": TYPE}, -32602, "no delivery")
+        e = error(p, "events/subscribe", sub_params(url, sec, name="nope.nope"), -32011, "unknown type")
+        check_eq(e.get("data"), {"kind": "event"}, "unknown type: data")
+        e = error(p, "events/unsubscribe", {"name": TYPE, "delivery": {"url": rx.url("/none")}},
+                  -32011, "unsubscribe of none")
+        check_eq(e.get("data"), {"kind": "subscription"}, "unsubscribe of none: data")
+
+    state = {}
+
+    def t_delivered_in_order_once():
+        sec = new_secret()
+        rx.secrets["/a"] = sec
+        res = result(p, "events/subscribe", sub_params(rx.url("/a"), sec, ttlMs=60000), "subscribe")
+        check(re.match(r"^sub_[0-9a-f]{16}$", res["id"]), "the id's form: %r" % res)
+        check(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$", res["refreshBefore"]),
+              "refreshBefore is ISO 8601: %r" % res)
+        check_eq(res["truncated"], False, "truncated")
+        check(isinstance(res["cursor"], str), "a cursor")
+        again = result(p, "events/subscribe", sub_params(rx.url("/a"), sec, ttlMs=60000), "refresh")
+        check_eq(again["id"], res["id"], "a refresh keeps the id")
+        other = result(p, "events/subscribe", sub_params(rx.url("/a"), sec, arguments={"x": 1}),
+                       "other arguments")
+        check(other["id"] != res["id"], "other arguments: another subscription")
+        result(p, "events/unsubscribe", {"name": TYPE, "arguments": {"x": 1},
+                                         "delivery": {"url": rx.url("/a")}}, "unsubscribe it")
+        state["a"] = res["id"]
+        time.sleep(0.3)  # the owner has the subscription (the scan, or the announcement)
+        ids = []
+        for i in range(5):
+            ids.append(post_event(p, src, TYPE, {"order": i}))
+            if i == 2:
+                post_event(p, src, OTHER, {"skip": True})
+        got = rx.wait("/a", 5)
+        time.sleep(1.0)  # nothing more comes
+        got = rx.deliveries("/a", accepted_only=False)
+        check_eq(len(got), 5, "five deliveries, each once (%r)" % [g[3] for g in got])
+        occs = [check_delivery(g, res["id"], "delivery %d" % i) for i, g in enumerate(got)]
+        check_eq([o["eventId"] for o in occs], ids, "in the order posted, the other type left out")
+        check_eq([o["data"]["order"] for o in occs], list(range(5)), "the data")
+        cursors = [int(o["cursor"]) for o in occs]
+        check(cursors == sorted(cursors) and len(set(cursors)) == 5, "cursors grow: %r" % cursors)
+
+    def t_retried():
+        sec = new_secret()
+        rx.secrets["/flaky"] = sec
+        rx.fail["/flaky"] = 2
+        res = result(p, "events/subscribe", sub_params(rx.url("/flaky"), sec), "subscribe flaky")
+        time.sleep(0.3)
+        eid = post_event(p, src, TYPE, {"flaky": 1})
+        got = rx.wait("/flaky", 1, timeout=15)
+        check_eq(len(got), 1, "accepted once")
+        time.sleep(1.0)
+        every = rx.deliveries("/flaky", accepted_only=False)
+        check_eq(len(every), 3, "two refusals, then the one accepted")
+        for i, g in enumerate(every):
+            o = check_delivery(g, res["id"], "attempt %d" % i)
+            check_eq(o["eventId"], eid, "attempt %d: the same event" % i)
+        gap1, gap2 = every[1][0] - every[0][0], every[2][0] - every[1][0]
+        check(gap1 >= 0.4 and gap2 >= 0.8, "backoff between attempts: %.2f s, %.2f s" % (gap1, gap2))
+        result(p, "events/unsubscribe", {"name": TYPE, "delivery": {"url": rx.url("/flaky")}}, "unsub")
+
+    def t_unsubscribe():
+        before = len(rx.deliveries("/a", accepted_only=False))
+        res = result(p, "events/unsubscribe", {"name": TYPE, "delivery": {"url": rx.url("/a")}},
+                     "unsubscribe")
+        res.pop("resultType", None)  # the stateless wire's
+        check_eq(res, {}, "unsubscribe answers {}")
+        time.sleep(0.3)
+        post_event(p, src, TYPE, {"after": "unsubscribe"})
+        time.sleep(1.5)
+        check_eq(len(rx.deliveries("/a", accepted_only=False)), before, "nothing after unsubscribe")
+        error(p, "events/unsubscribe", {"name": TYPE, "delivery": {"url": rx.url("/a")}}, -32011,
+              "unsubscribe again")
+
+    def t_ttl():
+        sec = new_secret()
+        rx.secrets["/ttl"] = sec
+        t0 = time.time()
+        res = result(p, "events/subscribe", sub_params(rx.url("/ttl"), sec, ttlMs=1), "subscribe ttl")
+        from datetime import datetime, timezone
+        rb = datetime.strptime(res["refreshBefore"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=timezone.utc).timestamp()
+        check(9 <= rb - t0 <= 12, "ttlMs 1 is raised to 10 s: %r" % res)
+        nul = result(p, "events/subscribe", sub_params(rx.url("/ttl-null"), sec, ttlMs=None), "null")
+        rb2 = datetime.strptime(nul["refreshBefore"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=timezone.utc).timestamp()
+        check(3500 <= rb2 - t0 <= 3700, "ttlMs null: the longest grant (an hour): %r" % nul)
+        time.sleep(0.3)
+        post_event(p, src, TYPE, {"ttl": 1})
+        check_eq(len(rx.wait("/ttl", 1)), 1, "delivered while live")
+        time.sleep(max(0, rb - time.time()) + 0.5)
+        post_event(p, src, TYPE, {"ttl": 2})
+        time.sleep(1.5)
+        check_eq(len(rx.deliveries("/ttl", accepted_only=False)), 1, "nothing after the TTL")
+        error(p, "events/unsubscribe", {"name": TYPE, "delivery": {"url": rx.url("/ttl")}}, -32011,
+              "an expired subscription is gone")
+
+    def t_https_only():
+        with Gateway(ctx, manifest=manifest(allow_http=False), env={VAR: src},
+                     name="events-https-only") as g2:
+            e = error(g2.port, "events/subscribe", sub_params(rx.url("/x"), new_secret()), -32014,
+                      "http:// without allow_http_callbacks")
+            check_eq(e.get("data"), {"feature": "callbackScheme", "value": "http"}, "data")
+
+    def t_stop():
+        gw.stop()
+        rx.close()
+
+    return run_tests([
+        ("events/list offers webhook delivery", t_list),
+        ("a bad secret or url -32602, an unknown type or subscription -32011", t_refused),
+        ("a subscription gets each event of its type once, in order, signed", t_delivered_in_order_once),
+        ("a receiver answering 500 twice gets the event again and accepts it once", t_retried),
+        ("unsubscribe stops deliveries", t_unsubscribe),
+        ("a subscription not refreshed stops at its TTL", t_ttl),
+        ("plain http:// needs allow_http_callbacks: else -32014", t_https_only),
+        ("the gateway stops cleanly", t_stop),
+    ], ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
