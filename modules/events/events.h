@@ -57,6 +57,7 @@ typedef struct ev_cfg {
     int64_t lease_ms, cache_rows, max_streams, batch_rows;
     int allow_http_callbacks;                 /* subscribe.c */
     int64_t subscription_max_ttl_ms, subscriptions_max;
+    const char *callback_ca_file;             /* NULL: the system's authorities */
 } ev_cfg;
 
 typedef struct ev_type {

@@ -41,6 +41,9 @@ static const mcpg_config_field ev_config[] = {
                        2592000000LL, "the longest lifetime events/subscribe grants"),
     MCPG_CFG_INT_FIELD(ev_cfg, subscriptions_max, "subscriptions_max", "1024", 1, 1000000,
                        "webhook subscriptions the fleet holds; past it -32013"),
+    MCPG_CFG_STRING_FIELD(ev_cfg, callback_ca_file, "callback_ca_file", NULL,
+                          "a PEM bundle https:// callbacks are verified against (default: the "
+                          "system's certificate authorities)"),
     MCPG_CONFIG_END};
 
 /* ---- helpers the parts share ---------------------------------------------- */

@@ -16,7 +16,8 @@
  * an event delivered after the last write is delivered again (at least
  * once). One timer (TICK_MS) drives retries, timeouts, expiry and the
  * cursor writes; the HTTP client is lib/upclient (http and https, on the
- * loop), each subscription's target resolved on the worker pool. */
+ * loop; https verified against callback_ca_file or the system's authorities),
+ * each subscription's target resolved on the worker pool. */
 #include "events.h"
 
 #include <mcpg/whsig.h>
@@ -529,13 +530,15 @@ static dsub *find(ev_subs *S, const char *id, size_t n) {
 typedef struct resolve_job {
     dsub *d;
     char *url;
+    const char *ca_file;
     up_target *t;
     char err[256];
 } resolve_job;
 
 static void resolve_work(void *arg) {
     resolve_job *j = arg;
-    j->t = up_target_new(j->url, NULL, CONNECT_TIMEOUT_MS, j->err, sizeof j->err);
+    up_tls_opts tls = {.ca_file = j->ca_file};
+    j->t = up_target_new(j->url, &tls, CONNECT_TIMEOUT_MS, j->err, sizeof j->err);
 }
 
 static void resolve_done(void *arg, int status) {
@@ -573,6 +576,7 @@ static void resolve(dsub *d) {
         return;
     }
     j->d = d;
+    j->ca_file = ev->cfg->callback_ca_file && *ev->cfg->callback_ca_file ? ev->cfg->callback_ca_file : NULL;
     d->resolving = true;
     if (ev->host->work_submit(ev->self, d->S->l->w, 0, resolve_work, resolve_done, j) != 0) {
         d->resolving = false;

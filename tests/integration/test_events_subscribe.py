@@ -6,12 +6,14 @@ subscription in order, each once, with webhook-id = the eventId and
 X-MCP-Subscription-Id = the subscription's id; a receiver answering 500 twice gets the
 event again (with backoff) and accepts it once; a refresh keeps the id; unsubscribe
 stops deliveries (and a second one is -32011); a subscription not refreshed stops at
-its TTL; a bad secret or url is -32602, an unknown type -32011, a plain http:// callback
-on a gateway without allow_http_callbacks -32014; events/list offers "webhook"."""
+its TTL; https:// callbacks are verified (callback_ca_file, else the system's
+authorities); a bad secret or url is -32602, an unknown type -32011, a plain http://
+callback on a gateway without allow_http_callbacks -32014; events/list offers "webhook"."""
 import http.server
 import json
 import os
 import re
+import ssl
 import sys
 import threading
 import time
@@ -19,6 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
                      parse_args, run_tests, send_one, stateless_request)
+from tlskit import Pki  # noqa: E402
 from webhooklib import new_secret, signature  # noqa: E402
 
 VAR = "MCPG_TEST_EVENTS_SECRET"
@@ -30,7 +33,8 @@ class Receiver:
     """Every POST kept as (path, headers, body, signature ok); fail[path] answers 500
     that many times first."""
 
-    def __init__(self):
+    def __init__(self, tls=None):
+        self.tls = tls
         self.secrets = {}  # path -> whsec
         self.fail = {}
         self.got = []
@@ -60,11 +64,15 @@ class Receiver:
                 self.end_headers()
 
         self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.handle_error = lambda request, addr: None  # a refused handshake is expected
+        if tls:  # the handshake on the handler's first read, on its thread
+            self.srv.socket = tls.wrap_socket(self.srv.socket, server_side=True,
+                                              do_handshake_on_connect=False)
         self.port = self.srv.server_address[1]
         threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
     def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
+        return "%s://127.0.0.1:%d%s" % ("https" if self.tls else "http", self.port, path)
 
     def deliveries(self, path, accepted_only=True):
         with self.lock:
@@ -82,13 +90,15 @@ class Receiver:
         self.srv.shutdown()
 
 
-def manifest(allow_http=True):
+def manifest(allow_http=True, ca_file=None):
     m = base_manifest()
     m["events"] = {
         "types": [{"name": TYPE, "description": "an order"}, {"name": OTHER}],
         "sources": {"shop": {"secret_env": VAR, "types": [TYPE, OTHER]}},
         "allow_http_callbacks": allow_http,
     }
+    if ca_file:
+        m["events"]["callback_ca_file"] = ca_file
     return m
 
 
@@ -136,7 +146,12 @@ def main():
     ctx = Context(args)
     src = new_secret()
     rx = Receiver()
-    gw = Gateway(ctx, manifest=manifest(), env={VAR: src}, name="events-sub").start()
+    pki = Pki(ctx.path("pki"), clients=False)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(pki.path("server", "pem"), pki.path("server", "key"))
+    rxs = Receiver(tls)
+    gw = Gateway(ctx, manifest=manifest(ca_file=pki.path("ca", "pem")), env={VAR: src},
+                 name="events-sub").start()
     p = gw.port
 
     def check_delivery(g, sub_id, what):
@@ -260,16 +275,36 @@ def main():
         error(p, "events/unsubscribe", {"name": TYPE, "delivery": {"url": rx.url("/ttl")}}, -32011,
               "an expired subscription is gone")
 
+    def t_https():
+        sec = new_secret()
+        rxs.secrets["/s"] = sec
+        res = result(p, "events/subscribe", sub_params(rxs.url("/s"), sec), "subscribe https")
+        time.sleep(0.3)
+        eid = post_event(p, src, TYPE, {"tls": 1})
+        got = rxs.wait("/s", 1)
+        check_eq(len(got), 1, "delivered over https (callback_ca_file trusts the receiver)")
+        check_eq(check_delivery(got[0], res["id"], "https")["eventId"], eid, "the event")
+
     def t_https_only():
         with Gateway(ctx, manifest=manifest(allow_http=False), env={VAR: src},
                      name="events-https-only") as g2:
             e = error(g2.port, "events/subscribe", sub_params(rx.url("/x"), new_secret()), -32014,
                       "http:// without allow_http_callbacks")
             check_eq(e.get("data"), {"feature": "callbackScheme", "value": "http"}, "data")
+            sec = new_secret()
+            rxs.secrets["/untrusted"] = sec
+            result(g2.port, "events/subscribe", sub_params(rxs.url("/untrusted"), sec), "https")
+            time.sleep(0.3)
+            post_event(g2.port, src, TYPE, {"untrusted": 1})
+            time.sleep(1.5)
+            check_eq(len(rxs.deliveries("/untrusted", accepted_only=False)), 0,
+                     "a receiver whose certificate the system does not trust gets nothing")
+            check("certificate" in g2.stderr(), "the log says why: %s" % g2.stderr_tail(5))
 
     def t_stop():
         gw.stop()
         rx.close()
+        rxs.close()
 
     return run_tests([
         ("events/list offers webhook delivery", t_list),
@@ -278,7 +313,8 @@ def main():
         ("a receiver answering 500 twice gets the event again and accepts it once", t_retried),
         ("unsubscribe stops deliveries", t_unsubscribe),
         ("a subscription not refreshed stops at its TTL", t_ttl),
-        ("plain http:// needs allow_http_callbacks: else -32014", t_https_only),
+        ("https:// callbacks, verified against callback_ca_file", t_https),
+        ("plain http:// needs allow_http_callbacks: else -32014; https is verified", t_https_only),
         ("the gateway stops cleanly", t_stop),
     ], ctx)
 
