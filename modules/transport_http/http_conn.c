@@ -472,9 +472,19 @@ void th_conn_sweep(th_wslot *ws, uint64_t now) {
     }
 }
 
+/* An events/stream call waits for nothing but its client: at a drain it is
+ * ended now (the events module answers its final result), as a listening
+ * stream is, rather than holding the drain to its deadline. */
+static void end_event_streams(th_conn *c) {
+    for (th_req *r = c->qhead; r; r = r->next)
+        if (r->call && r->desc.method_len == 13 && !memcmp(r->desc.method, "events/stream", 13))
+            c->ws->mod->host->call_cancel(r->call);
+}
+
 void th_conn_drain(th_conn *c, int force) {
     if (c->closing) return;
     if (c->nstreams) th_listeners_end(c->ws, c); /* a listening stream ends with its result */
+    end_event_streams(c);
     if (force || (!c->qhead && !c->out.len && !c->writing)) {
         th_conn_close(c);
         return;

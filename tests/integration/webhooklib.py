@@ -36,9 +36,10 @@ _ids = [0]
 
 
 def webhook_raw(port, source, body, secret=None, wid=None, ts=None, sig=None, drop=(),
-                method="POST"):
-    """The bytes of one webhook request; body is an object (JSON-encoded) or bytes.
-    secret signs it unless sig is given; drop leaves headers out."""
+                method="POST", route="resources"):
+    """The bytes of one webhook request to /webhooks/<route>/<source>; body is an
+    object (JSON-encoded) or bytes. secret signs it unless sig is given; drop
+    leaves headers out."""
     if not isinstance(body, (bytes, bytearray)):
         body = json.dumps(body, separators=(",", ":")).encode()
     _ids[0] += 1
@@ -49,7 +50,7 @@ def webhook_raw(port, source, body, secret=None, wid=None, ts=None, sig=None, dr
     hdrs = [("Content-Type", "application/json"), ("webhook-id", wid),
             ("webhook-timestamp", ts), ("webhook-signature", sig or "")]
     hdrs = [(k, v) for k, v in hdrs if k not in drop]
-    return build_request(port, method, "/webhooks/resources/" + source, hdrs, body)
+    return build_request(port, method, "/webhooks/%s/%s" % (route, source), hdrs, body)
 
 
 def post_webhook(port, source, body, secret=None, **kw):
