@@ -19,8 +19,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
-                     parse_args, run_tests, send_one, stateless_request)
+from eventslib import events_manifest, post_ok  # noqa: E402
+from gateway import (Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
+                     run_tests, send_one, stateless_request)
 from tlskit import Pki  # noqa: E402
 from webhooklib import new_secret, signature  # noqa: E402
 
@@ -92,11 +93,7 @@ class Receiver:
 
 def manifest(allow_http=True, ca_file=None):
     m = base_manifest()
-    m["events"] = {
-        "types": [{"name": TYPE, "description": "an order"}, {"name": OTHER}],
-        "sources": {"shop": {"secret_env": VAR, "types": [TYPE, OTHER]}},
-        "allow_http_callbacks": allow_http,
-    }
+    m["events"] = events_manifest(VAR, types=(TYPE, OTHER), allow_http_callbacks=allow_http)
     if ca_file:
         m["events"]["callback_ca_file"] = ca_file
     return m
@@ -105,15 +102,11 @@ def manifest(allow_http=True, ca_file=None):
 _n = [0]
 
 
-def post_event(port, secret, name, data, eid=None):
+def post_event(port, secret, name, data):
+    """One signed post of a new event; its id."""
     _n[0] += 1
-    eid = eid or "evt_%d_%d" % (os.getpid(), _n[0])
-    body = json.dumps({"name": name, "data": data, "id": eid}, separators=(",", ":")).encode()
-    wid, ts = "msg_" + eid, str(int(time.time()))
-    hdrs = [("Content-Type", "application/json"), ("webhook-id", wid), ("webhook-timestamp", ts),
-            ("webhook-signature", signature(secret, wid, ts, body))]
-    r = send_one(port, build_request(port, "POST", "/webhooks/events/shop", hdrs, body))
-    check_eq(r.status, 202, "the post of %s is accepted (%r)" % (eid, r.body[:200]))
+    eid = "evt_%d_%d" % (os.getpid(), _n[0])
+    post_ok(port, "shop", {"name": name, "data": data, "id": eid}, secret, "post " + eid)
     return eid
 
 
