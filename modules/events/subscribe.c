@@ -219,6 +219,16 @@ static sreq *parse_common(events *ev, mcpg_call *call, mcpg_json_span *delivery,
     return q;
 }
 
+/* The first store op is out (rc 0): the call waits for it; else answered now. */
+static mcpg_status pending(sreq *q, int rc) {
+    if (rc >= 0) return MCPG_PENDING;
+    events *ev = q->ev;
+    mcpg_call *call = q->call;
+    sreq_free(q);
+    return fail(ev, call, MCPG_RPC_INTERNAL_ERROR, "Internal error: the coordinator is not answering",
+                NULL);
+}
+
 /* ---- events/subscribe ------------------------------------------------------ */
 
 static void announce(events *ev, mcpg_worker *w, const char *msg, size_t n) {
@@ -369,12 +379,7 @@ static mcpg_status subscribe(events *ev, mcpg_call *call) {
         return fail(ev, call, data ? MCPG_RPC_UNSUPPORTED : MCPG_RPC_INVALID_PARAMS, why, data);
     }
     int rc = ev->co->get(ev->co_inst, q->w, q->key, q->kn, on_existing, q);
-    if (rc < 0) {
-        sreq_free(q);
-        return fail(ev, call, MCPG_RPC_INTERNAL_ERROR, "Internal error: the coordinator is not "
-                    "answering", NULL);
-    }
-    return MCPG_PENDING;
+    return pending(q, rc);
 }
 
 /* ---- events/unsubscribe ------------------------------------------------------ */
@@ -400,12 +405,7 @@ static mcpg_status unsubscribe(events *ev, mcpg_call *call) {
     sreq *q = parse_common(ev, call, &d, &st);
     if (!q) return st;
     int rc = ev->co->del(ev->co_inst, q->w, q->key, q->kn, on_unsub_del, q);
-    if (rc < 0) {
-        sreq_free(q);
-        return fail(ev, call, MCPG_RPC_INTERNAL_ERROR, "Internal error: the coordinator is not "
-                    "answering", NULL);
-    }
-    return MCPG_PENDING;
+    return pending(q, rc);
 }
 
 mcpg_status ev_subscribe_request(events *ev, mcpg_call *call) {
