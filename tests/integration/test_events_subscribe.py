@@ -8,7 +8,8 @@ event again (with backoff) and accepts it once; a refresh keeps the id; unsubscr
 stops deliveries (and a second one is -32011); a subscription not refreshed stops at
 its TTL; https:// callbacks are verified (callback_ca_file, else the system's
 authorities); a bad secret or url is -32602, an unknown type -32011, a plain http://
-callback on a gateway without allow_http_callbacks -32014; events/list offers "webhook"."""
+callback on a gateway without allow_http_callbacks -32014, one past subscriptions_max
+-32013; a refresh answers the cursor delivery has reached; events/list offers "webhook"."""
 import http.server
 import json
 import os
@@ -91,9 +92,10 @@ class Receiver:
         self.srv.shutdown()
 
 
-def manifest(allow_http=True, ca_file=None):
+def manifest(allow_http=True, ca_file=None, **settings):
     m = base_manifest()
-    m["events"] = events_manifest(VAR, types=(TYPE, OTHER), allow_http_callbacks=allow_http)
+    m["events"] = events_manifest(VAR, types=(TYPE, OTHER), allow_http_callbacks=allow_http,
+                                  **settings)
     if ca_file:
         m["events"]["callback_ca_file"] = ca_file
     return m
@@ -212,6 +214,7 @@ def main():
         check_eq([o["data"]["order"] for o in occs], list(range(5)), "the data")
         cursors = [int(o["cursor"]) for o in occs]
         check(cursors == sorted(cursors) and len(set(cursors)) == 5, "cursors grow: %r" % cursors)
+        state["a_last"], state["a_secret"] = cursors[-1], sec
 
     def t_retried():
         sec = new_secret()
@@ -231,6 +234,13 @@ def main():
         gap1, gap2 = every[1][0] - every[0][0], every[2][0] - every[1][0]
         check(gap1 >= 0.4 and gap2 >= 0.8, "backoff between attempts: %.2f s, %.2f s" % (gap1, gap2))
         result(p, "events/unsubscribe", {"name": TYPE, "delivery": {"url": rx.url("/flaky")}}, "unsub")
+
+    def t_refresh_cursor():
+        res = result(p, "events/subscribe", sub_params(rx.url("/a"), state["a_secret"], ttlMs=60000),
+                     "refresh after deliveries")
+        check_eq(res["id"], state["a"], "the same subscription")
+        check(int(res["cursor"]) >= state["a_last"], "a refresh answers where delivery stands "
+              "(%r, the last delivered %d)" % (res, state["a_last"]))
 
     def t_unsubscribe():
         before = len(rx.deliveries("/a", accepted_only=False))
@@ -279,7 +289,7 @@ def main():
         check_eq(check_delivery(got[0], res["id"], "https")["eventId"], eid, "the event")
 
     def t_https_only():
-        with Gateway(ctx, manifest=manifest(allow_http=False), env={VAR: src},
+        with Gateway(ctx, manifest=manifest(allow_http=False, subscriptions_max=1), env={VAR: src},
                      name="events-https-only") as g2:
             e = error(g2.port, "events/subscribe", sub_params(rx.url("/x"), new_secret()), -32014,
                       "http:// without allow_http_callbacks")
@@ -287,6 +297,11 @@ def main():
             sec = new_secret()
             rxs.secrets["/untrusted"] = sec
             result(g2.port, "events/subscribe", sub_params(rxs.url("/untrusted"), sec), "https")
+            e = error(g2.port, "events/subscribe", sub_params(rxs.url("/second"), sec), -32013,
+                      "past subscriptions_max")
+            check_eq(e.get("data"), {"limit": "subscriptions"}, "past subscriptions_max: data")
+            result(g2.port, "events/subscribe", sub_params(rxs.url("/untrusted"), sec),
+                   "a refresh is no new subscription")
             time.sleep(0.3)
             post_event(g2.port, src, TYPE, {"untrusted": 1})
             time.sleep(1.5)
@@ -304,10 +319,12 @@ def main():
         ("a bad secret or url -32602, an unknown type or subscription -32011", t_refused),
         ("a subscription gets each event of its type once, in order, signed", t_delivered_in_order_once),
         ("a receiver answering 500 twice gets the event again and accepts it once", t_retried),
+        ("a refresh answers the cursor delivery has reached", t_refresh_cursor),
         ("unsubscribe stops deliveries", t_unsubscribe),
         ("a subscription not refreshed stops at its TTL", t_ttl),
         ("https:// callbacks, verified against callback_ca_file", t_https),
-        ("plain http:// needs allow_http_callbacks: else -32014; https is verified", t_https_only),
+        ("plain http:// needs allow_http_callbacks (else -32014), https is verified, "
+         "subscriptions_max (-32013)", t_https_only),
         ("the gateway stops cleanly", t_stop),
     ], ctx)
 
