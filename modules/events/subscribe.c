@@ -700,6 +700,7 @@ static void next_row(dsub *d) {
                 break;
             }
             d->cursor = rows[i]->seq;
+            ev_row_unref(ev->host, rows[i]);
         }
         for (; i < k; i++) ev_row_unref(ev->host, rows[i]);
         if (d->row) return;
