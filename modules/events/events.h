@@ -122,6 +122,8 @@ typedef struct events {
     atomic_uint_fast64_t inbox_done; /* the last inbox slot moved, as last heard */
     atomic_uint_fast64_t inbox_tail; /* the last inbox slot reserved, as last heard */
     atomic_uint open_streams;
+    atomic_uint_fast64_t head_seen; /* the newest log head the reader heard: "now" */
+    atomic_bool reader_ready;      /* it has: readers may be served */
     struct ev_owner *owner;   /* owner.c, on loop 0 */
     struct ev_reader *reader; /* reader.c, on loop 0 */
     mcpg_metric *m_accepted, *m_refused, *m_moved, *m_delivered;

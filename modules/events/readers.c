@@ -57,12 +57,20 @@ static int call_cursor(events *ev, mcpg_call *call, uint64_t *out) {
     return 1;
 }
 
-/* The last row this replica has read: "now". */
-static uint64_t cache_last(events *ev) {
-    pthread_mutex_lock(&ev->cache.lock);
-    uint64_t last = ev->cache.next ? ev->cache.next - 1 : 0;
-    pthread_mutex_unlock(&ev->cache.lock);
-    return last;
+/* "Now": the newest head this replica has heard of (rows up to it may
+ * still be on their way into the cache; a reader positioned here is owed
+ * only what comes after). */
+static uint64_t head_now(events *ev) { return atomic_load(&ev->head_seen); }
+
+/* 1 when the replica's reader knows the log's head; else the call is
+ * refused with 503 + Retry-After (the replica has just started, or cannot
+ * reach its store). */
+static int reader_ready(events *ev, mcpg_call *call) {
+    if (atomic_load(&ev->reader_ready)) return 1;
+    ev->host->call_error(call, MCPG_RPC_SERVER_ERROR, "Service unavailable: this gateway has not "
+                         "yet read where the event log is; retry", NULL);
+    ev->host->call_set_http(call, 503, 1);
+    return 0;
 }
 
 /* ---- events/list, events/poll ----------------------------------------------------- */
@@ -81,6 +89,7 @@ static mcpg_status answer_poll(events *ev, mcpg_call *call) {
     int has = call_cursor(ev, call, &cursor);
     if (has < 0) return fail(ev, call, MCPG_RPC_INVALID_PARAMS, "Invalid params: cursor is not one "
                              "this gateway gave", NULL);
+    if (!reader_ready(ev, call)) return MCPG_DENY;
     int64_t max = 100;
     size_t pn = 0;
     const char *p = h->call_params(call, &pn);
@@ -92,7 +101,7 @@ static mcpg_status answer_poll(events *ev, mcpg_call *call) {
     mcpg_buf *b = h->call_result_buf(call);
     int rc = h->buf_append(b, "{\"events\":[", 11);
     bool truncated = false, more = false;
-    uint64_t at = has ? cursor : cache_last(ev);
+    uint64_t at = has ? cursor : head_now(ev);
     size_t found = 0;
     while (has && !rc && found < (size_t)max) {
         ev_row *rows[TAKE_MAX];
@@ -232,6 +241,7 @@ static mcpg_status open_stream(events *ev, mcpg_call *call) {
     int has = call_cursor(ev, call, &cursor);
     if (has < 0) return fail(ev, call, MCPG_RPC_INVALID_PARAMS, "Invalid params: cursor is not one "
                              "this gateway gave", NULL);
+    if (!reader_ready(ev, call)) return MCPG_DENY;
     if (atomic_load(&ev->open_streams) >= (unsigned)ev->cfg->max_streams)
         return fail(ev, call, MCPG_RPC_RESOURCE_EXHAUSTED, "Resource exhausted: too many event streams "
                     "on this gateway", "{\"limit\":\"streams\"}");
@@ -248,7 +258,7 @@ static mcpg_status open_stream(events *ev, mcpg_call *call) {
     s->l = l;
     s->call = call;
     s->type = (uint32_t)type;
-    uint64_t last = cache_last(ev);
+    uint64_t last = head_now(ev);
     bool truncated = false;
     if (has) {
         uint64_t first = 0;
