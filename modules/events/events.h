@@ -99,6 +99,8 @@ typedef struct ev_loop {
     ev_stream *streams;
     size_t n_streams;
     mcpg_timer *heartbeat;
+    mcpg_buf scratch;         /* one notification's params, built on this loop */
+    size_t n_lagging;         /* streams whose client reads slower than it is told */
     mcpg_post advance;        /* "the cache grew": posted by loop 0 */
     atomic_bool advance_posted;
     bool stopped;

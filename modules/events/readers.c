@@ -24,6 +24,7 @@ struct ev_stream {
     uint32_t type;
     uint64_t cursor;       /* the last log row it was checked against */
     uint64_t last_sent_ms;
+    bool lagging;          /* its client has that much unread: sent again from its cursor */
     char id[72];           /* the request's id, JSON text: the subscriptionId */
 };
 
@@ -134,13 +135,20 @@ static mcpg_status answer_poll(events *ev, mcpg_call *call) {
 static int notify(ev_stream *s, const char *method, const char *head, size_t hn) {
     events *ev = s->l->ev;
     const mcpg_host *h = ev->host;
-    mcpg_buf b = {0};
-    int rc = h->buf_append(&b, head, hn) ||
-             h->buf_printf(&b, "%s\"_meta\":{\"" EV_SUB_ID "\":%s}}", hn > 1 ? "," : "", s->id);
-    if (!rc) rc = h->call_notify(s->call, method, b.data, b.len);
-    h->buf_free(&b);
-    s->last_sent_ms = now_ms(ev);
+    mcpg_buf *b = &s->l->scratch;
+    b->len = 0;
+    int rc = h->buf_append(b, head, hn) ||
+             h->buf_printf(b, "%s\"_meta\":{\"" EV_SUB_ID "\":%s}}", hn > 1 ? "," : "", s->id);
+    if (!rc) rc = h->call_notify(s->call, method, b->data, b->len);
+    if (rc == 0) s->last_sent_ms = now_ms(ev);
     return rc;
+}
+
+static void set_lagging(ev_stream *s, bool lagging) {
+    if (s->lagging == lagging) return;
+    s->lagging = lagging;
+    if (lagging) s->l->n_lagging++;
+    else s->l->n_lagging--;
 }
 
 static void send_active(ev_stream *s, bool truncated) {
@@ -156,13 +164,16 @@ static void send_heartbeat(ev_stream *s) {
     (void)notify(s, "notifications/events/heartbeat", head, (size_t)n);
 }
 
-static void send_event(ev_stream *s, const ev_row *r) {
-    if (notify(s, "notifications/events/event", r->json, r->len) == 0 && s->l->ev->m_delivered)
-        s->l->ev->host->metric_add(s->l->ev->m_delivered, 0, 1);
+/* 0 when sent; else the stream keeps its cursor before r. */
+static int send_event(ev_stream *s, const ev_row *r) {
+    int rc = notify(s, "notifications/events/event", r->json, r->len);
+    if (rc == 0 && s->l->ev->m_delivered) s->l->ev->host->metric_add(s->l->ev->m_delivered, 0, 1);
+    return rc;
 }
 
 static void unlink_stream(ev_stream *s) {
     ev_loop *l = s->l;
+    set_lagging(s, false);
     if (s->prev) s->prev->next = s->next;
     else l->streams = s->next;
     if (s->next) s->next->prev = s->prev;
@@ -198,12 +209,14 @@ static void advance_loop(ev_loop *l) {
                 s->cursor = first - 1;
                 send_active(s, true);
             }
-            for (size_t i = 0; i < k; i++) {
+            bool behind = false;
+            for (size_t i = 0; i < k && !behind; i++) {
                 if (rows[i]->seq <= s->cursor) continue;
-                if (rows[i]->type == s->type) send_event(s, rows[i]);
-                s->cursor = rows[i]->seq;
+                if (rows[i]->type == s->type && send_event(s, rows[i]) != 0) behind = true;
+                else s->cursor = rows[i]->seq;
             }
-            if (k < TAKE_MAX && next && next - 1 > s->cursor) s->cursor = next - 1;
+            set_lagging(s, behind); /* the heartbeat tick sends it the rest */
+            if (!behind && k < TAKE_MAX && next && next - 1 > s->cursor) s->cursor = next - 1;
         }
         for (size_t i = 0; i < k; i++) ev_row_unref(ev->host, rows[i]);
         if (k < TAKE_MAX) return;
@@ -291,14 +304,16 @@ void ev_cancel(events *ev, mcpg_call *call) {
 static void on_heartbeat(void *arg) {
     ev_loop *l = arg;
     events *ev = l->ev;
+    if (l->n_lagging) advance_loop(l);
     uint64_t now = now_ms(ev), every = (uint64_t)ev->cfg->heartbeat_ms;
     for (ev_stream *s = l->streams; s; s = s->next)
-        if (now - s->last_sent_ms >= every) send_heartbeat(s);
+        if (!s->lagging && now - s->last_sent_ms >= every) send_heartbeat(s);
 }
 
 void ev_readers_loop_start(ev_loop *l) {
     events *ev = l->ev;
     uint64_t every = (uint64_t)ev->cfg->heartbeat_ms / 4;
+    if (every > 250) every = 250; /* also how soon a lagging stream is tried again */
     if (ev->host->timer_start(ev->self, l->w, every, every, on_heartbeat, l, &l->heartbeat) < 0)
         l->heartbeat = NULL;
 }
@@ -307,6 +322,7 @@ void ev_readers_loop_stop(ev_loop *l) {
     if (l->heartbeat) l->ev->host->timer_stop(l->heartbeat);
     l->heartbeat = NULL;
     while (l->streams) end_stream(l->streams);
+    l->ev->host->buf_free(&l->scratch);
 }
 
 mcpg_status ev_request(events *ev, mcpg_call *call) {
