@@ -41,12 +41,15 @@ static void fail_ask_of(mcpg_call *c, const char *json, size_t len, int status);
 
 /* A request the transport refuses to carry is answered at once with the
  * transport's reason; a notification it refuses is dropped (logged). */
-static void deliver_one(mcpg_call *c, const char *json, size_t len) {
+/* What the transport answered: 0, or why it did not take the message
+ * (MCPG_EAGAIN: its client is that far behind). */
+static int deliver_one(mcpg_call *c, const char *json, size_t len) {
     asks_register(c, json, len);
     int rc = c->d.message(c->d.transport_ctx, call_handle(c, CALL_STAGE_TRANSPORT), json, len);
-    if (rc == 0) return;
+    if (rc == 0) return 0;
     klog(MCPG_LOG_DEBUG, "kernel", "the transport did not take a message: %s", mcpg_strerror(rc));
     fail_ask_of(c, json, len, rc);
+    return rc;
 }
 
 /* The queued messages, taken off the call (under its lock). */
@@ -114,8 +117,10 @@ void msgs_close(mcpg_call *c) {
     if (asked) fail_asks(c, MCPG_ECANCELED);
 }
 
-/* Send (on the loop with an empty queue) or queue one framed message. */
-static int send_msg(mcpg_call *c, mcpg_buf *framed) {
+/* Send (on the loop with an empty queue) or queue one framed message.
+ * A notification sent at once returns what the transport said (a request's
+ * refusal reaches its asker through its reply instead). */
+static int send_msg(mcpg_call *c, mcpg_buf *framed, bool is_request) {
     bool on_loop = worker_self() == c->w;
     pthread_mutex_lock(&c->msgs.lock);
     if (c->msgs.closed) {
@@ -124,8 +129,8 @@ static int send_msg(mcpg_call *c, mcpg_buf *framed) {
     }
     if (on_loop && !c->msgs.head) {
         pthread_mutex_unlock(&c->msgs.lock);
-        deliver_one(c, framed->data, framed->len);
-        return 0;
+        int rc = deliver_one(c, framed->data, framed->len);
+        return is_request ? 0 : rc;
     }
     if (c->msgs.count >= CALL_MAX_MSGS) {
         pthread_mutex_unlock(&c->msgs.lock);
@@ -172,7 +177,7 @@ int host_call_notify(mcpg_call *h, const char *method, const char *params, size_
     if (!can_carry(c)) return MCPG_ENOTSUP;
     mcpg_buf b = {0};
     int rc = mcpg__rpc_frame(&b, NULL, method, params, plen);
-    if (rc == 0) rc = send_msg(c, &b);
+    if (rc == 0) rc = send_msg(c, &b, false);
     mcpg_buf_free(&b);
     return rc;
 }
@@ -218,7 +223,7 @@ int host_call_request(mcpg_call *h, const char *method, const char *params, size
     snprintf(id, sizeof id, "mcpg-%u-%llu", c->w->index, (unsigned long long)seq);
     mcpg_buf b = {0};
     int rc = mcpg__rpc_frame(&b, id, method, params, plen);
-    if (rc == 0) rc = send_msg(c, &b);
+    if (rc == 0) rc = send_msg(c, &b, true);
     mcpg_buf_free(&b);
     if (rc != 0) {
         pthread_mutex_lock(&c->msgs.lock);

@@ -196,7 +196,10 @@ struct mcpg_host {
      * params object's text or NULL; copied. 0 when queued (delivered in
      * order, before the outcome), MCPG_ENOTSUP when the call's answer cannot
      * carry messages, MCPG_EAGAIN when the call already has too many waiting
-     * (the bound is the kernel's: dropping is the backend's choice). */
+     * (the bound is the kernel's: dropping is the backend's choice) or, for
+     * one sent at once on the call's loop, when the transport's client has
+     * that much unread (ABI 1.5): a sender that keeps its place sends it
+     * again later. */
     int (*call_notify)(mcpg_call *call, const char *method, const char *params_json,
                        size_t params_len);
     /* A request to the call's client (sampling/createMessage,

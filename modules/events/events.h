@@ -108,6 +108,8 @@ typedef struct ev_loop {
     ev_stream *streams;
     size_t n_streams;
     mcpg_timer *heartbeat;
+    mcpg_buf scratch;         /* one notification's params, built on this loop */
+    size_t n_lagging;         /* streams whose client reads slower than it is told */
     mcpg_post advance;        /* "the cache grew": posted by loop 0 */
     atomic_bool advance_posted;
     bool stopped;
@@ -131,6 +133,8 @@ typedef struct events {
     atomic_uint_fast64_t inbox_done; /* the last inbox slot moved, as last heard */
     atomic_uint_fast64_t inbox_tail; /* the last inbox slot reserved, as last heard */
     atomic_uint open_streams;
+    atomic_uint_fast64_t head_seen; /* the newest log head the reader heard: "now" */
+    atomic_bool reader_ready;      /* it has: readers may be served */
     struct ev_owner *owner;   /* owner.c, on loop 0 */
     struct ev_reader *reader; /* reader.c, on loop 0 */
     struct ev_subs *subs;     /* subscribe.c, on loop 0 */

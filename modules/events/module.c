@@ -287,6 +287,46 @@ static int parse_all(cfg_check *k, events *ev, const ev_cfg *cfg) {
     return k->bad;
 }
 
+/* ---- metrics ------------------------------------------------------------------------ */
+
+static int64_t read_streams(void *arg, uint32_t series) {
+    (void)series;
+    return (int64_t)atomic_load(&((events *)arg)->open_streams);
+}
+
+static int64_t read_backlog(void *arg, uint32_t series) {
+    events *ev = arg;
+    (void)series;
+    uint64_t tail = atomic_load(&ev->inbox_tail), done = atomic_load(&ev->inbox_done);
+    return tail > done ? (int64_t)(tail - done) : 0;
+}
+
+static void counter(events *ev, const char *name, const char *help, mcpg_metric **out) {
+    mcpg_metric_desc d = {.size = sizeof d, .type = MCPG_METRIC_COUNTER, .name = name,
+                          .help = help, .n_series = 1};
+    if (ev->host->metric_new(ev->self, &d, out) != 0) *out = NULL; /* then nothing is counted */
+}
+
+static void gauge(events *ev, const char *name, const char *help, int64_t (*read)(void *, uint32_t)) {
+    mcpg_metric_desc d = {.size = sizeof d, .type = MCPG_METRIC_GAUGE, .name = name, .help = help,
+                          .n_series = 1, .read = read, .read_arg = ev};
+    mcpg_metric *m;
+    (void)ev->host->metric_new(ev->self, &d, &m);
+}
+
+static void register_metrics(events *ev) {
+    if (!MCPG_HOST_HAS(ev->host, metric_new)) return;
+    counter(ev, "mcpg_events_accepted_total", "events posted and answered 202", &ev->m_accepted);
+    counter(ev, "mcpg_events_refused_total", "event posts refused (4xx, 503)", &ev->m_refused);
+    counter(ev, "mcpg_events_moved_total", "events this replica moved into the log as owner",
+            &ev->m_moved);
+    counter(ev, "mcpg_events_delivered_total", "events sent to this replica's streams",
+            &ev->m_delivered);
+    gauge(ev, "mcpg_events_streams", "open events/stream calls", read_streams);
+    gauge(ev, "mcpg_events_inbox_rows", "accepted events not yet in the log, as last heard",
+          read_backlog);
+}
+
 /* ---- lifecycle ------------------------------------------------------------------ */
 
 static int ev_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
@@ -333,6 +373,7 @@ static int ev_create(const mcpg_host *host, mcpg_instance *self, const void *con
         ev->loops[i].ev = ev;
         ev->loops[i].index = i;
     }
+    register_metrics(ev);
     *instance_out = ev;
     return 0;
 }

@@ -4,15 +4,20 @@
  * should a word be lost, from reading mcpg.ev.head every second), reads
  * each new log row once, up to READ_WINDOW at a time, and appends them in
  * log order to the cache that every stream and poll of the replica reads.
- * It starts from the head as it finds it: a replica serves what was logged
- * from its start on (a cursor older than that is told `truncated`). */
+ * At start it reads the last rows before the head it finds (up to
+ * BACKFILL_MAX, and no more than cache_rows), so a client whose replica
+ * died resumes here from its cursor; an older cursor is told `truncated`.
+ * Until it knows the head, its replica's readers are told to retry (503):
+ * "from now" means nothing before that. */
 #include "events.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define READ_WINDOW 64
-#define HEAD_POLL_MS 1000
+#define TICK_MS 100        /* until the head is first known, it is asked this often */
+#define HEAD_POLL_TICKS 10 /* then every 10th tick */
+#define BACKFILL_MAX 1024  /* rows before the head read at start, for cursors of other replicas */
 
 typedef struct rslot {
     struct ev_reader *rd;
@@ -29,6 +34,7 @@ typedef struct ev_reader {
     mcpg_coord_sub *sub;
     mcpg_timer *tick;
     bool started, stopped, asking_head;
+    unsigned ticks;
     uint64_t target; /* the last log row the owner said is there */
     uint64_t next;   /* the next row to append to the cache */
     uint64_t asked;  /* the last row asked for */
@@ -182,15 +188,22 @@ static void heard_head(ev_reader *rd, const char *p, size_t n) {
     uint64_t done = atomic_load(&ev->inbox_done);
     while (slot > done && !atomic_compare_exchange_weak(&ev->inbox_done, &done, slot)) {
     }
-    if (!rd->started) { /* from now on */
+    if (!rd->started) { /* the last rows before the head first, then on */
+        uint64_t back = (uint64_t)ev->cfg->cache_rows < BACKFILL_MAX ? (uint64_t)ev->cfg->cache_rows
+                                                                    : BACKFILL_MAX;
+        uint64_t from = log > back ? log - back + 1 : 1;
         rd->started = true;
-        rd->next = log + 1;
-        rd->asked = log;
+        rd->next = from;
+        rd->asked = from - 1;
         pthread_mutex_lock(&ev->cache.lock);
-        ev->cache.first = ev->cache.next = log + 1;
+        ev->cache.first = ev->cache.next = from;
         pthread_mutex_unlock(&ev->cache.lock);
     }
     if (log > rd->target) rd->target = log;
+    uint64_t now = atomic_load(&ev->head_seen);
+    while (log > now && !atomic_compare_exchange_weak(&ev->head_seen, &now, log)) {
+    }
+    if (!atomic_load(&ev->reader_ready)) atomic_store(&ev->reader_ready, true);
     pump(rd);
 }
 
@@ -212,6 +225,7 @@ static void on_tick(void *arg) {
     ev_reader *rd = arg;
     events *ev = rd->ev;
     retry_failed(rd);
+    if (rd->started && ++rd->ticks % HEAD_POLL_TICKS) return;
     if (rd->asking_head) return;
     rd->asking_head = true;
     if (ev->co->get(ev->co_inst, rd->l->w, EV_KEY_HEAD, sizeof EV_KEY_HEAD - 1, on_head, rd) < 0)
@@ -227,7 +241,7 @@ int ev_reader_start(events *ev, ev_loop *l0) {
     ev->reader = rd;
     int rc = ev->co->subscribe(ev->co_inst, l0->w, EV_SUBJ_HEAD, on_head_word, rd, &rd->sub);
     if (rc < 0) rd->sub = NULL; /* the tick still finds the head */
-    rc = h->timer_start(ev->self, l0->w, 0, HEAD_POLL_MS, on_tick, rd, &rd->tick);
+    rc = h->timer_start(ev->self, l0->w, 0, TICK_MS, on_tick, rd, &rd->tick);
     return rc < 0 ? rc : 0;
 }
 

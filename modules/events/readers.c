@@ -24,6 +24,7 @@ struct ev_stream {
     uint32_t type;
     uint64_t cursor;       /* the last log row it was checked against */
     uint64_t last_sent_ms;
+    bool lagging;          /* its client has that much unread: sent again from its cursor */
     char id[72];           /* the request's id, JSON text: the subscriptionId */
 };
 
@@ -57,12 +58,20 @@ static int call_cursor(events *ev, mcpg_call *call, uint64_t *out) {
     return 1;
 }
 
-/* The last row this replica has read: "now". */
-static uint64_t cache_last(events *ev) {
-    pthread_mutex_lock(&ev->cache.lock);
-    uint64_t last = ev->cache.next ? ev->cache.next - 1 : 0;
-    pthread_mutex_unlock(&ev->cache.lock);
-    return last;
+/* "Now": the newest head this replica has heard of (rows up to it may
+ * still be on their way into the cache; a reader positioned here is owed
+ * only what comes after). */
+static uint64_t head_now(events *ev) { return atomic_load(&ev->head_seen); }
+
+/* 1 when the replica's reader knows the log's head; else the call is
+ * refused with 503 + Retry-After (the replica has just started, or cannot
+ * reach its store). */
+static int reader_ready(events *ev, mcpg_call *call) {
+    if (atomic_load(&ev->reader_ready)) return 1;
+    ev->host->call_error(call, MCPG_RPC_SERVER_ERROR, "Service unavailable: this gateway has not "
+                         "yet read where the event log is; retry", NULL);
+    ev->host->call_set_http(call, 503, 1);
+    return 0;
 }
 
 /* ---- events/list, events/poll ----------------------------------------------------- */
@@ -81,6 +90,7 @@ static mcpg_status answer_poll(events *ev, mcpg_call *call) {
     int has = call_cursor(ev, call, &cursor);
     if (has < 0) return fail(ev, call, MCPG_RPC_INVALID_PARAMS, "Invalid params: cursor is not one "
                              "this gateway gave", NULL);
+    if (!reader_ready(ev, call)) return MCPG_DENY;
     int64_t max = 100;
     size_t pn = 0;
     const char *p = h->call_params(call, &pn);
@@ -92,7 +102,7 @@ static mcpg_status answer_poll(events *ev, mcpg_call *call) {
     mcpg_buf *b = h->call_result_buf(call);
     int rc = h->buf_append(b, "{\"events\":[", 11);
     bool truncated = false, more = false;
-    uint64_t at = has ? cursor : cache_last(ev);
+    uint64_t at = has ? cursor : head_now(ev);
     size_t found = 0;
     while (has && !rc && found < (size_t)max) {
         ev_row *rows[TAKE_MAX];
@@ -125,13 +135,20 @@ static mcpg_status answer_poll(events *ev, mcpg_call *call) {
 static int notify(ev_stream *s, const char *method, const char *head, size_t hn) {
     events *ev = s->l->ev;
     const mcpg_host *h = ev->host;
-    mcpg_buf b = {0};
-    int rc = h->buf_append(&b, head, hn) ||
-             h->buf_printf(&b, "%s\"_meta\":{\"" EV_SUB_ID "\":%s}}", hn > 1 ? "," : "", s->id);
-    if (!rc) rc = h->call_notify(s->call, method, b.data, b.len);
-    h->buf_free(&b);
-    s->last_sent_ms = now_ms(ev);
+    mcpg_buf *b = &s->l->scratch;
+    b->len = 0;
+    int rc = h->buf_append(b, head, hn) ||
+             h->buf_printf(b, "%s\"_meta\":{\"" EV_SUB_ID "\":%s}}", hn > 1 ? "," : "", s->id);
+    if (!rc) rc = h->call_notify(s->call, method, b->data, b->len);
+    if (rc == 0) s->last_sent_ms = now_ms(ev);
     return rc;
+}
+
+static void set_lagging(ev_stream *s, bool lagging) {
+    if (s->lagging == lagging) return;
+    s->lagging = lagging;
+    if (lagging) s->l->n_lagging++;
+    else s->l->n_lagging--;
 }
 
 static void send_active(ev_stream *s, bool truncated) {
@@ -147,13 +164,16 @@ static void send_heartbeat(ev_stream *s) {
     (void)notify(s, "notifications/events/heartbeat", head, (size_t)n);
 }
 
-static void send_event(ev_stream *s, const ev_row *r) {
-    if (notify(s, "notifications/events/event", r->json, r->len) == 0 && s->l->ev->m_delivered)
-        s->l->ev->host->metric_add(s->l->ev->m_delivered, 0, 1);
+/* 0 when sent; else the stream keeps its cursor before r. */
+static int send_event(ev_stream *s, const ev_row *r) {
+    int rc = notify(s, "notifications/events/event", r->json, r->len);
+    if (rc == 0 && s->l->ev->m_delivered) s->l->ev->host->metric_add(s->l->ev->m_delivered, 0, 1);
+    return rc;
 }
 
 static void unlink_stream(ev_stream *s) {
     ev_loop *l = s->l;
+    set_lagging(s, false);
     if (s->prev) s->prev->next = s->next;
     else l->streams = s->next;
     if (s->next) s->next->prev = s->prev;
@@ -189,12 +209,14 @@ static void advance_loop(ev_loop *l) {
                 s->cursor = first - 1;
                 send_active(s, true);
             }
-            for (size_t i = 0; i < k; i++) {
+            bool behind = false;
+            for (size_t i = 0; i < k && !behind; i++) {
                 if (rows[i]->seq <= s->cursor) continue;
-                if (rows[i]->type == s->type) send_event(s, rows[i]);
-                s->cursor = rows[i]->seq;
+                if (rows[i]->type == s->type && send_event(s, rows[i]) != 0) behind = true;
+                else s->cursor = rows[i]->seq;
             }
-            if (k < TAKE_MAX && next && next - 1 > s->cursor) s->cursor = next - 1;
+            set_lagging(s, behind); /* the heartbeat tick sends it the rest */
+            if (!behind && k < TAKE_MAX && next && next - 1 > s->cursor) s->cursor = next - 1;
         }
         for (size_t i = 0; i < k; i++) ev_row_unref(ev->host, rows[i]);
         if (k < TAKE_MAX) return;
@@ -232,6 +254,7 @@ static mcpg_status open_stream(events *ev, mcpg_call *call) {
     int has = call_cursor(ev, call, &cursor);
     if (has < 0) return fail(ev, call, MCPG_RPC_INVALID_PARAMS, "Invalid params: cursor is not one "
                              "this gateway gave", NULL);
+    if (!reader_ready(ev, call)) return MCPG_DENY;
     if (atomic_load(&ev->open_streams) >= (unsigned)ev->cfg->max_streams)
         return fail(ev, call, MCPG_RPC_RESOURCE_EXHAUSTED, "Resource exhausted: too many event streams "
                     "on this gateway", "{\"limit\":\"streams\"}");
@@ -248,7 +271,7 @@ static mcpg_status open_stream(events *ev, mcpg_call *call) {
     s->l = l;
     s->call = call;
     s->type = (uint32_t)type;
-    uint64_t last = cache_last(ev);
+    uint64_t last = head_now(ev);
     bool truncated = false;
     if (has) {
         uint64_t first = 0;
@@ -281,14 +304,16 @@ void ev_cancel(events *ev, mcpg_call *call) {
 static void on_heartbeat(void *arg) {
     ev_loop *l = arg;
     events *ev = l->ev;
+    if (l->n_lagging) advance_loop(l);
     uint64_t now = now_ms(ev), every = (uint64_t)ev->cfg->heartbeat_ms;
     for (ev_stream *s = l->streams; s; s = s->next)
-        if (now - s->last_sent_ms >= every) send_heartbeat(s);
+        if (!s->lagging && now - s->last_sent_ms >= every) send_heartbeat(s);
 }
 
 void ev_readers_loop_start(ev_loop *l) {
     events *ev = l->ev;
     uint64_t every = (uint64_t)ev->cfg->heartbeat_ms / 4;
+    if (every > 250) every = 250; /* also how soon a lagging stream is tried again */
     if (ev->host->timer_start(ev->self, l->w, every, every, on_heartbeat, l, &l->heartbeat) < 0)
         l->heartbeat = NULL;
 }
@@ -297,6 +322,7 @@ void ev_readers_loop_stop(ev_loop *l) {
     if (l->heartbeat) l->ev->host->timer_stop(l->heartbeat);
     l->heartbeat = NULL;
     while (l->streams) end_stream(l->streams);
+    l->ev->host->buf_free(&l->scratch);
 }
 
 mcpg_status ev_request(events *ev, mcpg_call *call) {

@@ -34,6 +34,9 @@
 
 typedef struct th_rstream th_rstream;
 typedef struct th_relay th_relay; /* relay.h */
+/* A stream's bytes not yet taken by its client past which a message for it
+ * is refused (MCPG_EAGAIN to its sender, which keeps or drops it). */
+#define TH_STREAM_BACKLOG_MAX (4u << 20)
 #define TH_RESUMABLE_CALL 1  /* a legacy call's stream */
 #define TH_RESUMABLE_NEWS 2  /* a session's standalone GET stream */
 

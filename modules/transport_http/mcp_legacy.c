@@ -415,7 +415,11 @@ static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
         d->client_caps_json = r->extra.data;
         d->client_caps_len = r->extra.len;
     }
-    r->resumable = r->authz != 1; /* a subscription's question has no stream to resume */
+    /* a subscription's question has no stream to resume; an events/stream
+     * is resumed by its cursor, in a new events/stream (the extension's
+     * way), so a dropped one ends at once rather than buffering events */
+    r->resumable = r->authz != 1 &&
+                   !(d->method_len == 13 && !memcmp(d->method, "events/stream", 13));
     r->stamp = 0; /* 2025 results carry no resultType */
     r->sse_ok = r->authz != 1; /* a refused subscription is answered as one JSON body */
     /* The stream starts with the call's first message, or with its outcome

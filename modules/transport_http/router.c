@@ -203,6 +203,8 @@ static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t 
     if (c && !c->closing && r->legacy && !r->sse && th_legacy_stream_begin(c, r)) return MCPG_EAGAIN;
     if (r->rs) return th_replay_event(r->ws, r->rs, json, len) ? MCPG_EAGAIN : 0;
     if (!c || c->closing) return 0; /* the call is being cancelled: nobody to tell */
+    if (c->out.len + c->wbuf.len > TH_STREAM_BACKLOG_MAX)
+        return MCPG_EAGAIN; /* its client reads slower than it is told: the sender decides */
     int rc = th_sse_event(c, r, NULL, 0, json, len);
     return rc == MCPG_ENOMEM ? MCPG_EAGAIN : 0;
 }

@@ -73,9 +73,18 @@ class EventStream(Listener):
 
 
 def open_stream(port, name, cursor=None, id="s1", label=None):
-    """Open once notifications/events/active came."""
-    lst = EventStream(port, stream_raw(port, name, cursor, id), label or "stream-%s" % id)
-    lst.wait_open()
+    """Open once notifications/events/active came (a gateway that has just started
+    answers 503 until it has read where the log is: asked again, as a client would)."""
+    deadline = time.time() + 10
+    while True:
+        lst = EventStream(port, stream_raw(port, name, cursor, id), label or "stream-%s" % id)
+        lst.start()
+        check(lst.opened.wait(10), "%s: the stream opened" % lst.label)
+        if lst.error is None or "503" not in str(lst.error) or time.time() > deadline:
+            break
+        lst.close()
+        time.sleep(0.1)
+    check(lst.error is None, "%s: %r" % (lst.label, lst.error))
     deadline = time.time() + 10
     while time.time() < deadline and not lst.of(ACTIVE):
         check(lst.error is None, "%s: %r" % (lst.label, lst.error))
