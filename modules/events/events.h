@@ -139,6 +139,7 @@ typedef struct events {
     struct ev_reader *reader; /* reader.c, on loop 0 */
     struct ev_subs *subs;     /* subscribe.c, on loop 0 */
     mcpg_metric *m_accepted, *m_refused, *m_moved, *m_delivered;
+    mcpg_metric *m_hook_ok, *m_hook_failed; /* subscribe.c: webhook POSTs answered 2xx, not */
 } events;
 
 /* inbound.c */

@@ -322,6 +322,10 @@ static void register_metrics(events *ev) {
             &ev->m_moved);
     counter(ev, "mcpg_events_delivered_total", "events sent to this replica's streams",
             &ev->m_delivered);
+    counter(ev, "mcpg_events_webhook_delivered_total", "events this replica POSTed to webhook "
+            "subscribers and they took (2xx)", &ev->m_hook_ok);
+    counter(ev, "mcpg_events_webhook_failed_total", "webhook delivery attempts that failed (to be "
+            "tried again)", &ev->m_hook_failed);
     gauge(ev, "mcpg_events_streams", "open events/stream calls", read_streams);
     gauge(ev, "mcpg_events_inbox_rows", "accepted events not yet in the log, as last heard",
           read_backlog);

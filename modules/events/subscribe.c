@@ -319,6 +319,7 @@ static mcpg_status subscribe(events *ev, mcpg_call *call) {
     size_t pn = 0;
     const char *p = h->call_params(call, &pn);
     const char *why = NULL, *data = NULL;
+    int64_t code = MCPG_RPC_INVALID_PARAMS;
     bool bad = false;
     char *secret = NULL;
     if (h->json_object_get(d.p, d.n, "mode", &mode) != 1 || mode.type != MCPG_JSON_STRING) {
@@ -357,26 +358,28 @@ static mcpg_status subscribe(events *ev, mcpg_call *call) {
         if (t > ev->cfg->subscription_max_ttl_ms) t = ev->cfg->subscription_max_ttl_ms;
         q->ttl_ms = (uint64_t)t;
     }
-    if (!why && h->json_object_get(p, pn, "cursor", &c) == 1 && c.type != MCPG_JSON_NULL) {
+    if (!why && !atomic_load(&ev->reader_ready)) { /* "now" not known yet: as events/poll, 503 */
+        why = "Service unavailable: this gateway has not yet read where the event log is; retry";
+        code = MCPG_RPC_SERVER_ERROR;
+        h->call_set_http(call, 503, 1);
+    } else if (!why && h->json_object_get(p, pn, "cursor", &c) == 1 && c.type != MCPG_JSON_NULL) {
         uint64_t cur = 0;
         if (c.type != MCPG_JSON_STRING || c.escaped || ev_parse_u64(c.p, c.n, &cur))
             why = "Invalid params: cursor is not one this gateway gave";
         else {
             pthread_mutex_lock(&ev->cache.lock);
-            uint64_t first = ev->cache.first, last = ev->cache.next ? ev->cache.next - 1 : 0;
+            uint64_t first = ev->cache.first, last = atomic_load(&ev->head_seen);
             pthread_mutex_unlock(&ev->cache.lock);
             q->truncated = cur + 1 < first;
             q->cursor = q->truncated ? first - 1 : cur > last ? last : cur;
         }
     } else if (!why) {
-        pthread_mutex_lock(&ev->cache.lock);
-        q->cursor = ev->cache.next ? ev->cache.next - 1 : 0;
-        pthread_mutex_unlock(&ev->cache.lock);
+        q->cursor = atomic_load(&ev->head_seen); /* "now", as readers.c has it */
     }
     if (why) {
         if (!q->secret) free(secret);
         sreq_free(q);
-        return fail(ev, call, data ? MCPG_RPC_UNSUPPORTED : MCPG_RPC_INVALID_PARAMS, why, data);
+        return fail(ev, call, data ? MCPG_RPC_UNSUPPORTED : code, why, data);
     }
     int rc = ev->co->get(ev->co_inst, q->w, q->key, q->kn, on_existing, q);
     return pending(q, rc);
@@ -604,6 +607,7 @@ static void on_resp_done(void *arg, int err) {
     d->req = NULL;
     if (d->dead || S->stopped) return;
     if (!err && d->http_status >= 200 && d->http_status < 300) {
+        if (ev->m_hook_ok) ev->host->metric_add(ev->m_hook_ok, 0, 1);
         d->cursor = d->row->seq;
         ev_row_unref(ev->host, d->row);
         d->row = NULL;
@@ -612,6 +616,7 @@ static void on_resp_done(void *arg, int err) {
         d->next_try_ms = 0;
     } else {
         char why[160];
+        if (ev->m_hook_failed) ev->host->metric_add(ev->m_hook_failed, 0, 1);
         if (err && !d->timed_out) snprintf(why, sizeof why, "%s", up_strerror(err));
         else if (err) snprintf(why, sizeof why, "no answer within %d ms", DELIVERY_TIMEOUT_MS);
         else snprintf(why, sizeof why, "HTTP %d", d->http_status);

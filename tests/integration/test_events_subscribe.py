@@ -160,6 +160,14 @@ def main():
         check(isinstance(occ.get("cursor"), str), what + ": a cursor (%r)" % occ)
         return occ
 
+    def t_ready():
+        deadline = time.time() + 10
+        while time.time() < deadline:  # 503 until the replica has read where the log is
+            if "result" in rpc(p, "events/poll", {"name": TYPE, "cursor": None})[1]:
+                return
+            time.sleep(0.05)
+        check(False, "the replica reads where the log is")
+
     def t_list():
         res = result(p, "events/list", {}, "events/list")
         for e in res["events"]:
@@ -315,6 +323,7 @@ def main():
         rxs.close()
 
     return run_tests([
+        ("the replica is ready (events/poll answers)", t_ready),
         ("events/list offers webhook delivery", t_list),
         ("a bad secret or url -32602, an unknown type or subscription -32011", t_refused),
         ("a subscription gets each event of its type once, in order, signed", t_delivered_in_order_once),

@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import Context, Gateway, Skip, check, check_eq, parse_args, run_tests  # noqa: E402
 from test_events_subscribe import (TYPE, VAR, Receiver, manifest, post_event,  # noqa: E402
-                                   result, sub_params)
+                                   result, rpc, sub_params)
 from webhooklib import new_secret  # noqa: E402
 
 
@@ -50,8 +50,8 @@ def main():
         post_event(gws[0].port, src, TYPE, {"warm": 1})
         deadline = time.time() + 10
         while time.time() < deadline:
-            if all(int(result(g.port, "events/poll", {"name": TYPE, "cursor": None}, "poll")
-                       ["cursor"]) >= 1 for g in gws):
+            polls = [rpc(g.port, "events/poll", {"name": TYPE, "cursor": None})[1] for g in gws]
+            if all(int(m.get("result", {}).get("cursor", "0")) >= 1 for m in polls):  # 503 first
                 break
             time.sleep(0.1)
         deadline = time.time() + 10
