@@ -1,6 +1,6 @@
 /* events: the MCP Events pipeline (docs/events.md).
  *
- * Four parts, one file each:
+ * Five parts, one file each:
  *   inbound.c  POST /webhooks/events/{source}: verify, then an inbox row in
  *              the coordinator (the posts a loop holds share one counter
  *              step), 202 once the store has it;
@@ -9,6 +9,9 @@
  *   reader.c   each replica reads each new log row once (on its first loop)
  *              into a cache every loop's readers share;
  *   readers.c  events/list, events/poll, events/stream from that cache.
+ *   subscribe.c events/subscribe, events/unsubscribe (a subscription is a key in
+ *              the coordinator), and the webhook POSTs, by the lease holder from
+ *              its cache.
  *
  * Store layout (keys under the coordinator's own prefix):
  *   mcpg.ev.in.seq        the inbox's last reserved slot (incr)

@@ -441,6 +441,7 @@ static const mcpg_events_ops ev_ops = {
 MCPG_MODULE_DEFINE(MCPG_KIND_EVENTS, "events", "1.0.0",
                    .description = "the MCP Events pipeline: signed inbound webhooks into an "
                                   "inbox in the coordinator, one owner under a lease moving it "
-                                  "into the log, events/list, events/poll and events/stream",
+                                  "into the log, events/list, events/poll, events/stream and "
+                                  "webhook subscriptions (events/subscribe)",
                    .config = ev_config, .config_size = sizeof(ev_cfg),
                    .lifecycle = &ev_lifecycle, .ops = &ev_ops);
