@@ -356,3 +356,33 @@ int load_rpc_scan(const char *s, size_t n, load_rpc_reply *out) {
     skip_ws(&c);
     return c.i == n ? 0 : -1;
 }
+
+/* load_json_member: the value of one member of an object (bench/load/events). */
+typedef struct {
+    const char *want;
+    const char *v;
+    size_t vlen;
+    bool found;
+} member_find;
+
+static int find_member(void *ctx, const char *k, size_t klen, cursor *c) {
+    member_find *f = ctx;
+    size_t start = c->i;
+    if (skip_value(c) < 0) return -1;
+    if (!f->found && key_is(k, klen, f->want)) {
+        f->found = true;
+        f->v = c->s + start;
+        f->vlen = c->i - start;
+    }
+    return 0;
+}
+
+int load_json_member(const char *s, size_t n, const char *key, const char **v, size_t *vlen) {
+    member_find f = {key, NULL, 0, false};
+    cursor c = {s, n, 0};
+    if (scan_object(&c, find_member, &f) < 0) return -1;
+    if (!f.found) return 0;
+    *v = f.v;
+    *vlen = f.vlen;
+    return 1;
+}
