@@ -253,6 +253,15 @@ static void route_task(mcpg_call *c) {
     if (c->route) target_from_request(c, dot + 1, c->d.name_len - (size_t)(dot + 1 - id));
 }
 
+/* events methods and event webhooks: the events instance, with the event type
+ * (params.name) or the webhook's source as the target. */
+static void route_events(mcpg_call *c) {
+    if (!c->gen->events.backend) return;
+    c->route = &c->gen->events;
+    if (c->d.name) target_from_request(c, c->d.name, c->d.name_len);
+    else c->target = "";
+}
+
 static int list_kind_of(uint32_t method) {
     switch (method) {
     case MCPG_METHOD_TOOLS_LIST: return CAT_TOOLS;
@@ -284,6 +293,12 @@ static void call_route(mcpg_call *c) {
     case MCPG_METHOD_TASKS_RESULT:
     case MCPG_METHOD_TASKS_CANCEL:
     case MCPG_METHOD_TASKS_UPDATE: route_task(c); return;
+    case MCPG_METHOD_EVENTS_LIST:
+    case MCPG_METHOD_EVENTS_POLL:
+    case MCPG_METHOD_EVENTS_STREAM:
+    case MCPG_METHOD_EVENTS_SUBSCRIBE:
+    case MCPG_METHOD_EVENTS_UNSUBSCRIBE:
+    case MCPG_METHOD_EVENTS_WEBHOOK: route_events(c); return;
     default: return;
     }
 }
@@ -292,10 +307,16 @@ static bool desc_valid(const mcpg_call_desc *d) {
     return d->size >= MCPG_CALL_DESC_SIZE_1_0 && d->complete && d->method;
 }
 
-/* A call from a client (through every stage), or the gateway's own
- * (internal: straight to its backend, no identity, policy, limits or audit:
- * kernel/watch.c reading a watched resource). */
-static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, bool internal) {
+/* Who submits a call, which decides the stages it passes. */
+enum submit_kind {
+    SUBMIT_CLIENT,   /* through every stage */
+    SUBMIT_INTERNAL, /* the gateway's own, straight to its backend, no identity, policy,
+                        limits or audit: kernel/watch.c reading a watched resource */
+    SUBMIT_WEBHOOK   /* an event webhook, straight to the events instance: its
+                        signature, which that instance checks, is its identity */
+};
+
+static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int kind) {
     if (!w || !d || !out || !desc_valid(d)) return MCPG_EINVAL;
     if (w->draining) return MCPG_EUNAVAIL;
     if ((uint64_t)atomic_load(&w->calls_in_flight) >= K.max_calls_per_worker) return MCPG_EAGAIN;
@@ -309,7 +330,8 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, bool
     memcpy(&c->d, d, d->size < sizeof c->d ? d->size : sizeof c->d); /* the rest stays 0 */
     c->refs = 1;
     c->t0 = mono_us();
-    c->method = mcpg_method_of(d->method, d->method_len);
+    c->method = kind == SUBMIT_WEBHOOK ? MCPG_METHOD_EVENTS_WEBHOOK
+                                       : mcpg_method_of(d->method, d->method_len);
     atomic_fetch_add(&w->calls_in_flight, 1);
     *out = call_handle(c, CALL_STAGE_TRANSPORT);
     if (c->d.peer && c->d.peer_len < sizeof c->peer) {
@@ -323,9 +345,9 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, bool
     /* An unknown name is answered after identity and policy (see pipeline.c),
      * so a caller who may not call anything cannot probe what exists. */
     call_route(c);
-    if (internal && c->route) {
+    if (kind != SUBMIT_CLIENT && c->route) {
         c->phase = PH_BACKEND;
-    } else if (internal) {
+    } else if (kind == SUBMIT_INTERNAL) {
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 404, "no backend serves that resource");
         c->phase = PH_COMPLETE;
     }
@@ -334,11 +356,16 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, bool
 }
 
 int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
-    return submit(w, d, out, false);
+    return submit(w, d, out, SUBMIT_CLIENT);
 }
 
 int call_submit_internal(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
-    return submit(w, d, out, true);
+    return submit(w, d, out, SUBMIT_INTERNAL);
+}
+
+int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out) {
+    if (!w || !w->gen || !w->gen->events.backend) return MCPG_ENOENT;
+    return submit(w, d, out, SUBMIT_WEBHOOK);
 }
 
 void call_cancel(mcpg_call *h) {

@@ -108,16 +108,27 @@ void host_call_resume(mcpg_call *h, mcpg_status st) {
     }
 }
 
+/* The cancel op of the instance answering the call (a backend, or the
+ * events instance), NULL when it has none. */
+static void (*cancel_op(const mcpg_instance *be))(void *, mcpg_call *) {
+    if (be->desc->kind == MCPG_KIND_EVENTS) {
+        const mcpg_events_ops *ops = be->desc->ops;
+        return MCPG_HAS(ops, cancel) ? ops->cancel : NULL;
+    }
+    const mcpg_backend_ops *ops = be->desc->ops;
+    return MCPG_HAS(ops, cancel) ? ops->cancel : NULL;
+}
+
 /* The backend's cancel op, exactly while its op is pending: it returned
  * PENDING and its resume has not been taken. On the call's loop. */
 void backend_cancel_if_pending(mcpg_call *c) {
     if (c->phase != PH_BACKEND || !c->route || c->cancel_sent || c->pool.detached) return;
     mcpg_instance *be = c->route->backend;
-    const mcpg_backend_ops *ops = be->desc->ops;
-    if (!MCPG_HAS(ops, cancel)) return;
+    void (*cancel)(void *, mcpg_call *) = cancel_op(be);
+    if (!cancel) return;
     if (atomic_load(&c->pool.op.state) != OP_PENDING) return;
     c->cancel_sent = true;
-    ops->cancel(be->state, call_handle(c, CALL_STAGE_BACKEND));
+    cancel(be->state, call_handle(c, CALL_STAGE_BACKEND));
 }
 
 /* ---- pool deadlines: the worker's list of its calls on the pool ---- */
@@ -201,8 +212,12 @@ void calls_give_up_backends(mcpg_worker *w) {
 
 typedef mcpg_status (*backend_op)(void *instance, mcpg_call *call);
 
-/* The backend's op for the call's method; NULL when it does not offer it. */
+/* The backend's op for the call's method; NULL when it does not offer it.
+ * The events instance answers events methods with its request op (its webhook
+ * op, which takes the source too, is called by dispatch_events). */
 static backend_op op_for(const mcpg_instance *be, uint32_t method) {
+    if (be->desc->kind == MCPG_KIND_EVENTS)
+        return ((const mcpg_events_ops *)be->desc->ops)->request;
     const mcpg_backend_ops *ops = be->desc->ops;
     switch (method) {
     case MCPG_METHOD_TOOLS_CALL: return ops->call_tool;
@@ -353,9 +368,27 @@ static mcpg_status dispatch_to_pool(mcpg_call *c, mcpg_instance *be) {
     return MCPG_PENDING;
 }
 
+/* The events instance runs on the loop with no deadline: an events/stream
+ * call is pending for as long as its client keeps it open (its cancel op
+ * ends it). The call holds a reference while pending, as an inline
+ * backend's does. */
+static mcpg_status dispatch_events(mcpg_call *c, mcpg_instance *ev) {
+    const mcpg_events_ops *ops = ev->desc->ops;
+    mcpg_call *h = call_handle(c, CALL_STAGE_BACKEND);
+    op_begin(&c->pool.op);
+    mcpg_status st = op_settle(&c->pool.op, c->method == MCPG_METHOD_EVENTS_WEBHOOK
+                                                ? ops->webhook(ev->state, h, c->target)
+                                                : ops->request(ev->state, h));
+    if (st != MCPG_PENDING) return st;
+    c->pool.queued_or_running = true;
+    c->refs++;
+    return MCPG_PENDING;
+}
+
 mcpg_status dispatch_backend(mcpg_call *c) {
     mcpg_instance *be = c->route->backend;
     c->tb0 = mono_us();
+    if (be->desc->kind == MCPG_KIND_EVENTS) return dispatch_events(c, be);
     backend_op op = op_for(be, c->method);
     if (!op) {
         call_set_error(c, MCPG_RPC_METHOD_NOT_FOUND, 0, "Method not found: %s (backend \"%s\" "

@@ -143,7 +143,9 @@ generation *generation_build_from(manifest *m, const generation *old, errlist *e
     for (size_t i = 0; i < g->n_instances; i++) {
         g->instances[i]->gen = g;
         if (g->instances[i]->desc->kind == MCPG_KIND_METRICS) g->metrics = g->instances[i];
+        if (g->instances[i]->desc->kind == MCPG_KIND_EVENTS) g->events.backend = g->instances[i];
     }
+    g->events.client_name = g->events.target = (char *)"";
     create_instances(g, errs, m->path);
     if (errs->count == before) {
         fill_stages(g, m);

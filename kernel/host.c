@@ -354,4 +354,6 @@ const mcpg_host HOST = {
     .metric_observe = host_metric_observe,
     .metrics_each = host_metrics_each,
     .metrics_render = host_metrics_render,
+    .webhook_submit = host_webhook_submit,
+    .events_offered = host_events_offered,
 };

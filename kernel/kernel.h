@@ -60,6 +60,8 @@ typedef struct decl_instance {
     char *name;
     char *module;
     char *config_json; /* compact JSON text of "config", or NULL */
+    const char *section; /* a top-level section that declared it ("events"), or NULL
+                            for one of "modules": the key path of its errors */
     bool inline_dispatch;
     int64_t timeout_ms;
     image *image;      /* resolved while checking */
@@ -222,6 +224,8 @@ typedef struct generation {
     route *task_backends; size_t n_task_backends; /* backends with a `task` op, by instance name */
     mcpg_instance *coordinator;   /* the gateway's (host->coordinator), or NULL */
     mcpg_instance *metrics;       /* the one metrics instance (GET /metrics), or NULL */
+    route events;                 /* events methods and event webhooks: .backend the events
+                                     instance, NULL when the manifest has none */
     atomic_long refs;
 } generation;
 
@@ -425,6 +429,8 @@ void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);
 int host_tasks_offered(void);
+int host_events_offered(void);
+int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 
 /* ---- reload (kernel/reload.c), on the control loop ---- */
 typedef void (*reload_done_fn)(void *arg, int http_status, const char *json, size_t len);

@@ -320,6 +320,43 @@ static void parse_modules(mctx *c, json_t *root) {
     }
 }
 
+/* The top-level "events" section: the events pipeline's instance, named
+ * "events", running the module its "module" names (default "events") with
+ * the section's other keys as its config (so a setting reads
+ * events.inbox_max_rows). */
+static void parse_events(mctx *c, json_t *root) {
+    json_t *ev = json_object_get(root, "events");
+    if (!ev) return;
+    if (!json_is_object(ev)) {
+        err(c, "events", "expected an object");
+        return;
+    }
+    manifest *m = c->m;
+    for (size_t i = 0; i < m->n_instances; i++)
+        if (m->instances[i].name && strcmp(m->instances[i].name, "events") == 0) {
+            char p[64];
+            snprintf(p, sizeof p, "modules[%zu].name", i);
+            err(c, p, "\"events\" is the name of the events pipeline's instance (the "
+                "top-level \"events\" section): choose another");
+            return;
+        }
+    json_t *cfg = json_deep_copy(ev);
+    json_t *module = json_object_get(cfg, "module");
+    if (module && !json_is_string(module)) err(c, "events.module", "expected a string");
+    m->instances = realloc(m->instances, (m->n_instances + 1) * sizeof *m->instances);
+    decl_instance *d = &m->instances[m->n_instances++];
+    memset(d, 0, sizeof *d);
+    d->name = strdup("events");
+    d->module = strdup(json_is_string(module) ? json_string_value(module) : "events");
+    d->section = "events";
+    d->timeout_ms = 30000;
+    if (!mcpg_name_valid(d->module, strlen(d->module)))
+        err(c, "events.module", "must match ^[a-zA-Z0-9_-]{1,64}$");
+    json_object_del(cfg, "module");
+    d->config_json = json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
+}
+
 static const char *const stage_names[STAGE_COUNT] = {"identity", "policy", "limits", "audit"};
 static const uint32_t stage_kinds[STAGE_COUNT] = {MCPG_KIND_IDENTITY, MCPG_KIND_POLICY,
                                                   MCPG_KIND_LIMITS, MCPG_KIND_AUDIT};
@@ -547,9 +584,12 @@ static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     else if (kind == MCPG_KIND_METRICS && metrics_before(c->m, i))
         err(c, p, "\"%s\" is a second metrics instance: a gateway serves one /metrics (\"%s\" is "
             "the first)", d->name, metrics_before(c->m, i)->name);
-    else if (kind == MCPG_KIND_EVENTS)
-        err(c, p, "\"%s\" is a %s module; this kernel does not run %s modules yet", d->module,
-            kind_name(kind), kind_name(kind));
+    else if (kind == MCPG_KIND_EVENTS && !d->section)
+        err(c, p, "\"%s\" is an events module: the events pipeline is declared in the top-level "
+            "\"events\" section (\"events\": {\"module\": \"%s\", ...})", d->module, d->module);
+    else if (kind != MCPG_KIND_EVENTS && d->section)
+        err(c, "events.module", "\"%s\" is a %s module, not an events module", d->module,
+            kind_name(kind));
     snprintf(p, sizeof p, "modules[%zu].inline_dispatch", i);
     if (d->inline_dispatch && kind != MCPG_KIND_BACKEND)
         err(c, p, "only backends can be dispatched inline");
@@ -638,9 +678,15 @@ static void resolve_all(mctx *c) {
             kind_name(m->transport.image->desc->kind));
     for (size_t i = 0; i < m->n_instances; i++) {
         char mp[64], cp[64], bp[64];
-        snprintf(bp, sizeof bp, "modules[%zu]", i);
-        snprintf(mp, sizeof mp, "modules[%zu].module", i);
-        snprintf(cp, sizeof cp, "modules[%zu].config", i);
+        if (m->instances[i].section) {
+            snprintf(bp, sizeof bp, "%s", m->instances[i].section);
+            snprintf(mp, sizeof mp, "%s.module", m->instances[i].section);
+            snprintf(cp, sizeof cp, "%s", m->instances[i].section);
+        } else {
+            snprintf(bp, sizeof bp, "modules[%zu]", i);
+            snprintf(mp, sizeof mp, "modules[%zu].module", i);
+            snprintf(cp, sizeof cp, "modules[%zu].config", i);
+        }
         resolve_instance(c, &m->instances[i], bp, mp, cp);
         check_instance_kind(c, &m->instances[i], i);
     }
@@ -689,8 +735,8 @@ static json_t *parse_root(mctx *c, const char *text) {
         json_decref(root);
         return NULL;
     }
-    static const char *const keys[] = {"gateway", "cluster", "modules", "pipeline", "bindings",
-                                       "$schema", "description"};
+    static const char *const keys[] = {"gateway", "cluster", "modules", "events", "pipeline",
+                                       "bindings", "$schema", "description"};
     check_keys(c, root, "", keys, sizeof keys / sizeof *keys);
     return root;
 }
@@ -713,6 +759,7 @@ static int parse_text(mctx *c, const char *raw, const char *listen_override, con
     parse_gateway(c, root, listen_override, exe_dir);
     parse_cluster(c, root);
     parse_modules(c, root);
+    parse_events(c, root);
     parse_pipeline(c, root);
     parse_bindings(c, root);
     json_decref(root);

@@ -102,6 +102,8 @@ int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on)
 
 int host_tasks_offered(void) { return K.gen && K.gen->n_task_backends > 0; }
 
+int host_events_offered(void) { return K.gen && K.gen->events.backend != NULL; }
+
 const mcpg_coordinator_ops *host_coordinator(void **instance_out) {
     const generation *g = generation_building();
     if (!g) g = K.gen;

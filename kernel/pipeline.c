@@ -296,15 +296,30 @@ static bool dispatched(uint32_t method) {
     case MCPG_METHOD_TASKS_GET:
     case MCPG_METHOD_TASKS_RESULT:
     case MCPG_METHOD_TASKS_CANCEL:
-    case MCPG_METHOD_TASKS_UPDATE: return true;
+    case MCPG_METHOD_TASKS_UPDATE:
+    case MCPG_METHOD_EVENTS_LIST:
+    case MCPG_METHOD_EVENTS_POLL:
+    case MCPG_METHOD_EVENTS_STREAM:
+    case MCPG_METHOD_EVENTS_SUBSCRIBE:
+    case MCPG_METHOD_EVENTS_UNSUBSCRIBE: return true;
     default: return false;
     }
+}
+
+static bool is_events_method(uint32_t method) {
+    return method >= MCPG_METHOD_EVENTS_LIST && method <= MCPG_METHOD_EVENTS_UNSUBSCRIBE;
 }
 
 /* The answer for a name no backend offers. */
 static void not_found(mcpg_call *c) {
     int n = (int)(c->d.name ? c->d.name_len : 0);
     const char *name = c->d.name ? c->d.name : "";
+    if (is_events_method(c->method)) {
+        call_set_error(c, MCPG_RPC_METHOD_NOT_FOUND, c->d.wire == MCPG_WIRE_STATELESS ? 404 : 0,
+                       "Method not found: %s (this gateway runs no events pipeline: the "
+                       "manifest has no \"events\" section)", mcpg_method_name(c->method));
+        return;
+    }
     switch (c->method) {
     case MCPG_METHOD_TOOLS_CALL:
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Unknown tool: %.*s", n, name);

@@ -48,7 +48,19 @@ typedef enum mcpg_method {
     MCPG_METHOD_TASKS_RESULT = 12,
     MCPG_METHOD_TASKS_LIST = 13,
     MCPG_METHOD_TASKS_CANCEL = 14,
-    MCPG_METHOD_TASKS_UPDATE = 15
+    MCPG_METHOD_TASKS_UPDATE = 15,
+    /* ABI 1.5: the MCP Events extension (io.modelcontextprotocol/events),
+     * routed to the manifest's events instance (mcpg_events_ops.request);
+     * params.name (the event type) is the call's name. */
+    MCPG_METHOD_EVENTS_LIST = 16,
+    MCPG_METHOD_EVENTS_POLL = 17,
+    MCPG_METHOD_EVENTS_STREAM = 18,
+    MCPG_METHOD_EVENTS_SUBSCRIBE = 19,
+    MCPG_METHOD_EVENTS_UNSUBSCRIBE = 20,
+    /* A post to POST /webhooks/events/{source} (host->webhook_submit): no
+     * client can name it; straight to mcpg_events_ops.webhook, without
+     * identity, policy or audit (its signature is its identity). */
+    MCPG_METHOD_EVENTS_WEBHOOK = 21
 } mcpg_method;
 
 /* JSON-RPC / MCP error codes the kernel and modules use. */
@@ -64,6 +76,12 @@ typedef enum mcpg_method {
 /* ABI 1.2: refusals by the identity and policy stages (HTTP 401 and 403). */
 #define MCPG_RPC_UNAUTHENTICATED   (-32001)
 #define MCPG_RPC_FORBIDDEN         (-32003)
+/* ABI 1.5: the MCP Events extension's codes (data says which thing). */
+#define MCPG_RPC_NOT_FOUND          (-32011) /* an unknown event type or subscription */
+#define MCPG_RPC_EVENTS_FORBIDDEN   (-32012)
+#define MCPG_RPC_RESOURCE_EXHAUSTED (-32013) /* data.limit names the limit */
+#define MCPG_RPC_UNSUPPORTED        (-32014)
+#define MCPG_RPC_CALLBACK_ERROR     (-32015) /* a webhook subscriber's endpoint failed */
 
 /* ABI 1.2: what a connection's TLS session established, for the identity
  * stage (the transport fills it; borrowed like the rest of the call desc).

@@ -329,6 +329,19 @@ struct mcpg_host {
      * bytes). 0; MCPG_ENOENT when the manifest has no metrics instance;
      * what render returned otherwise. */
     int (*metrics_render)(mcpg_worker *w, mcpg_buf *out, char *content_type, size_t ct_cap);
+
+    /* ======== ABI 1.5: the MCP Events pipeline ======== */
+
+    /* The transport's POST /webhooks/events/{source}: a call straight to the
+     * current generation's events instance (mcpg_events_ops.webhook, with
+     * desc->name the source, desc->params_json the body, desc->header the
+     * request's headers); desc->method is ignored. As call_submit
+     * otherwise; MCPG_ENOENT (nothing is called) when the manifest has no
+     * events pipeline. On w's loop. */
+    int (*webhook_submit)(mcpg_worker *w, const mcpg_call_desc *desc, mcpg_call **call_out);
+    /* Any thread: 1 when the current generation runs an events pipeline
+     * (the transport advertises io.modelcontextprotocol/events then). */
+    int (*events_offered)(void);
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */

@@ -211,12 +211,28 @@ typedef struct mcpg_coordinator_ops {
 } mcpg_coordinator_ops;
 
 /* ---- events: the MCP Events pipeline ------------------------------------
- * Inbound webhooks (POST /webhooks/events/{source}) and events/... methods
- * arrive as calls; the module answers like a backend. */
+ * A manifest has at most one events instance (its top-level "events"
+ * section). Its ops run on the call's loop thread, inline (they must not
+ * block), without the backend deadline: an events/stream call stays
+ * pending for as long as its client holds it, sending its events with
+ * host->call_notify. */
 typedef struct mcpg_events_ops {
     uint32_t size, version;
+    /* Mandatory. POST /webhooks/events/{source}: the body is call_params
+     * (raw bytes, not checked as JSON), the headers call_header; no stage
+     * ran before it. Answer with call_result and call_set_http (202), or
+     * call_error + call_set_http (400, 401, 403, 404, 413, 503): the
+     * transport answers the result's JSON, or {"error": message}, with that
+     * status. */
     mcpg_status (*webhook)(void *instance, mcpg_call *call, const char *source);
-    mcpg_status (*request)(void *instance, mcpg_call *call); /* events/... methods */
+    /* Mandatory. events/list, events/poll, events/stream, events/subscribe,
+     * events/unsubscribe (host->call_method), after identity and policy. */
+    mcpg_status (*request)(void *instance, mcpg_call *call);
+    /* ---- ABI 1.5 ---- */
+    /* Optional: the client went away while a request or webhook op is
+     * pending (an events/stream closed): as mcpg_backend_ops.cancel. The
+     * call must still be resumed. On the call's loop. */
+    void (*cancel)(void *instance, mcpg_call *call);
 } mcpg_events_ops;
 
 /* ---- backends: where tools, resources and prompts live ------------------

@@ -169,6 +169,8 @@ typedef struct th_req {
     uint8_t readyz_required;   /* GET /readyz?coordinator=required, its store being asked */
     uint8_t changed;           /* its session change is answered (sop_status) */
     uint8_t resumable;         /* TH_RESUMABLE_*: its stream gets a replay buffer (replay.h) */
+    uint8_t event_webhook;     /* POST /webhooks/events/{source}: host->webhook_submit, and
+                                  the outcome answered as plain JSON (webhook_events.c) */
     uint8_t authz;             /* resources/subscribe, a listen's resourceSubscriptions:
                                   1 asking the pipeline, 2 allowed */
     uint32_t authz_off, authz_len; /* a listen's allowed uris (a JSON array) after the body in data */
@@ -274,6 +276,7 @@ struct th_mod {
     th_wslot **slots;
     mcpg_buf discover;   /* server/discover's body after the id */
     int tasks;           /* a backend offers tasks: advertised in discover and initialize */
+    int events;          /* the gateway runs an events pipeline: advertised the same way */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
     th_names hosts;      /* gateway.server.allowed_hosts, parsed */
     th_names origins;    /* gateway.server.allowed_origins, parsed */

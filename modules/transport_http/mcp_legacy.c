@@ -272,10 +272,11 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     b->len = 0;
     rc = h->buf_printf(b, "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":true},"
                           "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
-                          "\"prompts\":{\"listChanged\":true},\"logging\":{},\"completions\":{}%s},"
+                          "\"prompts\":{\"listChanged\":true},\"logging\":{},\"completions\":{}%s%s},"
                           "\"serverInfo\":{\"name\":", version,
                        ws->mod->tasks ? ",\"tasks\":{\"list\":{},\"cancel\":{},"
-                                        "\"requests\":{\"tools\":{\"call\":{}}}}" : "");
+                                        "\"requests\":{\"tools\":{\"call\":{}}}}" : "",
+                       ws->mod->events ? ",\"events\":{\"listChanged\":false}" : "");
     rc |= h->buf_append_json_string(b, name, strlen(name));
     rc |= h->buf_append(b, ",\"version\":", 11);
     rc |= h->buf_append_json_string(b, gv ? gv : "", gv ? strlen(gv) : 0);

@@ -397,7 +397,7 @@ static int check_headers(const mcpg_host *h, const th_mcp_headers *hd, const rpc
 
 /* ---- methods ------------------------------------------------------------- */
 
-enum { M_DISCOVER, M_LIST, M_CALL, M_NAMED, M_URI, M_PLAIN, M_LISTEN, M_TASK };
+enum { M_DISCOVER, M_LIST, M_CALL, M_NAMED, M_URI, M_PLAIN, M_LISTEN, M_TASK, M_EVENT };
 
 static const struct {
     const char *name;
@@ -420,6 +420,13 @@ static const struct {
     {"tasks/update", 12, MCPG_METHOD_TASKS_UPDATE, M_TASK},
     {"tasks/cancel", 12, MCPG_METHOD_TASKS_CANCEL, M_TASK},
     /* tasks/result and tasks/list are the 2025 wire's only: Method not found */
+    /* the events extension: params.name is the event type (the events
+     * module says when it is missing); Mcp-Name, when sent, must match it */
+    {"events/list", 11, MCPG_METHOD_EVENTS_LIST, M_PLAIN},
+    {"events/poll", 11, MCPG_METHOD_EVENTS_POLL, M_EVENT},
+    {"events/stream", 13, MCPG_METHOD_EVENTS_STREAM, M_EVENT},
+    {"events/subscribe", 16, MCPG_METHOD_EVENTS_SUBSCRIBE, M_EVENT},
+    {"events/unsubscribe", 18, MCPG_METHOD_EVENTS_UNSUBSCRIBE, M_EVENT},
 };
 
 /* The client's capabilities declare the tasks extension. */
@@ -460,6 +467,20 @@ static int check_named(const mcpg_host *h, const th_mcp_headers *hd, const mcpg_
         return 0;
     }
     return 1;
+}
+
+/* An events methods method's params.name, when it is a string: the call's name. */
+static void take_event_name(const mcpg_host *h, const th_mcp_headers *hd, const param_parts *pp,
+                            char *name_buf, th_mcp_verdict *v) {
+    if (!(pp->seen & P_NAME) || pp->name.type != MCPG_JSON_STRING) return;
+    if (!hd->name.present) {
+        size_t len = pp->name.n;
+        if (!pp->name.escaped) v->name = (th_piece){pp->name.p, len};
+        else if (h->json_string_decode(&pp->name, name_buf, TH_NAME_MAX, &len) == 0)
+            v->name = (th_piece){name_buf, len};
+        return;
+    }
+    (void)check_named(h, hd, &pp->name, 1, name_buf, v);
 }
 
 static int check_args(const param_parts *pp, th_mcp_verdict *v) {
@@ -506,6 +527,7 @@ static void route_method(const mcpg_host *h, const th_mcp_headers *hd, const rpc
             }
             (void)check_named(h, hd, &pp->task, pp->seen & P_TASK, name_buf, v);
             return;
+        case M_EVENT: take_event_name(h, hd, pp, name_buf, v); return;
         case M_LISTEN:
             if ((pp->seen & P_NOTIF) && pp->notif.type != MCPG_JSON_OBJECT) {
                 fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: params.notifications must be an object"));

@@ -82,13 +82,18 @@ static int th_discover_build(th_mod *m) {
         "\"capabilities\":{\"tools\":{\"listChanged\":true},"
         "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
         "\"prompts\":{\"listChanged\":true},\"completions\":{}";
-    static const char tasks[] = ",\"extensions\":{\"io.modelcontextprotocol/tasks\":{}}";
+    static const char tasks[] = "\"io.modelcontextprotocol/tasks\":{}";
+    static const char events[] = "\"io.modelcontextprotocol/events\":{\"listChanged\":false}";
     static const char tail[] =
         "},\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
         "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":";
     b->len = 0;
     int rc = h->buf_append(b, head, sizeof head - 1);
+    if (m->tasks || m->events) rc |= h->buf_append(b, ",\"extensions\":{", 15);
     if (m->tasks) rc |= h->buf_append(b, tasks, sizeof tasks - 1);
+    if (m->tasks && m->events) rc |= h->buf_append(b, ",", 1);
+    if (m->events) rc |= h->buf_append(b, events, sizeof events - 1);
+    if (m->tasks || m->events) rc |= h->buf_append(b, "}", 1);
     rc |= h->buf_append(b, tail, sizeof tail - 1);
     rc |= h->buf_append_json_string(b, name, strlen(name));
     rc |= h->buf_append(b, ",\"version\":", 11);
@@ -309,6 +314,7 @@ static void th_news_op(void *instance, mcpg_worker *w, const char *method, const
 static int th_start(void *instance) {
     th_mod *m = instance;
     m->tasks = MCPG_HOST_HAS(m->host, tasks_offered) && m->host->tasks_offered();
+    m->events = MCPG_HOST_HAS(m->host, events_offered) && m->host->events_offered();
     if (th_discover_build(m)) return MCPG_ENOMEM;
     if (MCPG_HOST_HAS(m->host, coordinator)) m->co_ops = m->host->coordinator(&m->co);
     if (!m->co_ops)

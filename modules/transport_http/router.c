@@ -332,17 +332,22 @@ void th_submit(th_conn *c, th_req *r) {
     d->tls = r->facts ? &r->facts->info : NULL;
     d->transport_ctx = r;
     d->header = req_header;
-    d->complete = r->authz == 1 ? on_authz_complete : on_call_complete;
+    d->complete = r->event_webhook ? th_wh_events_complete
+                  : r->authz == 1  ? on_authz_complete
+                                   : on_call_complete;
     d->message = on_call_message;
     r->state = TH_REQ_INFLIGHT;
     r->in_submit = 1;
     c->inflight++;
-    int rc = ws->mod->host->call_submit(ws->w, d, &r->call);
+    const mcpg_host *host = ws->mod->host;
+    int rc = r->event_webhook ? host->webhook_submit(ws->w, d, &r->call)
+                              : host->call_submit(ws->w, d, &r->call);
     r->in_submit = 0;
     if (rc < 0) {
         c->inflight--;
         r->call = NULL;
-        submit_failed(c, r, rc, id);
+        if (r->event_webhook) th_wh_events_failed(c, r, rc);
+        else submit_failed(c, r, rc, id);
     } else if (r->state == TH_REQ_DONE) {
         r->call = NULL; /* completed and released inside call_submit */
     }
@@ -526,14 +531,15 @@ static int is_protected_resource(th_conn *c, const char *url, size_t n) {
            (path_is(url, n, base, sizeof base - 1) || path_is(url, n, for_mcp, sizeof for_mcp - 1));
 }
 
-/* /webhooks/resources/<source>: the source's name, else NULL. */
-static const char *webhook_source(const char *url, size_t n, size_t *len) {
-    static const char pre[] = "/webhooks/resources/";
+/* /webhooks/<kind>/<source> (pre is "/webhooks/<kind>/"): the source's
+ * name, else NULL. */
+static const char *webhook_source(const char *url, size_t n, const char *pre, size_t *len) {
+    size_t pn = strlen(pre);
     const char *q = memchr(url, '?', n);
     if (q) n = (size_t)(q - url);
-    if (n <= sizeof pre - 1 || memcmp(url, pre, sizeof pre - 1)) return NULL;
-    *len = n - (sizeof pre - 1);
-    return url + sizeof pre - 1;
+    if (n <= pn || memcmp(url, pre, pn)) return NULL;
+    *len = n - pn;
+    return url + pn;
 }
 
 void th_route(th_conn *c, th_req *r) {
@@ -553,10 +559,12 @@ void th_route(th_conn *c, th_req *r) {
         else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
         else if (r->http_method == HTTP_DELETE) th_legacy_delete(c, r);
         else respond_not_allowed(c, r, "GET, POST, DELETE");
-    } else if ((source = webhook_source(url, n, &wn))) {
+    } else if ((source = webhook_source(url, n, "/webhooks/resources/", &wn))) {
         /* no Host/Origin check: a browser page cannot sign, and a sender
          * names the gateway by its public host; the signature decides */
         th_wh_route(c, r, source, wn);
+    } else if ((source = webhook_source(url, n, "/webhooks/events/", &wn))) {
+        th_wh_events_route(c, r, source, wn); /* the same: the events module checks it */
     } else if (path_is(url, n, "/metrics", 8)) {
         if (!hygiene_ok(c, r)) return;
         th_metrics(c, r);

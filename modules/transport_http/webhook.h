@@ -11,7 +11,8 @@
  * manifest checks and starts without it. A variable that holds something
  * else is a configuration error naming the key.
  *
- * A request is verified as Standard Webhooks signs it: webhook-id,
+ * A request is verified as Standard Webhooks signs it (mcpg/whsig.h, the
+ * SDK's one implementation of the scheme): webhook-id,
  * webhook-timestamp (seconds, at most TH_WH_TOLERANCE_S from this
  * gateway's clock), webhook-signature ("v1,<base64 HMAC-SHA256 of
  * id.timestamp.body>", several space-separated allowed). Its body is
@@ -28,14 +29,16 @@
 #define TH_WEBHOOK_H
 
 #include <mcpg/abi.h>
+#include <mcpg/whsig.h>
 #include <stddef.h>
 
 #define TH_WH_MAX_BODY 65536   /* a larger webhook body is answered 413 */
 #define TH_WH_MAX_URIS 64      /* uris one webhook may announce */
 #define TH_WH_URI_MAX 1023     /* the longest uri a subscription list holds */
-#define TH_WH_TOLERANCE_S 300  /* webhook-timestamp this far off the clock is refused */
-#define TH_WH_KEY_MIN 16       /* a secret's key length, decoded, in bytes */
-#define TH_WH_KEY_MAX 64
+/* webhook-timestamp this far off the clock is refused: the specification's */
+#define TH_WH_TOLERANCE_S MCPG_WHSIG_TOLERANCE_S
+#define TH_WH_KEY_MIN MCPG_WHSIG_KEY_MIN /* a secret's key length, decoded, in bytes */
+#define TH_WH_KEY_MAX MCPG_WHSIG_KEY_MAX
 #define TH_NEWS_SUBJECT MCPG_FLEET_NEWS_SUBJECT /* abi/mcpg/kinds.h: the format */
 /* How long a webhook-id is remembered: a signed request is accepted for
  * TH_WH_TOLERANCE_S either side of its timestamp, so a copy can come up to
@@ -73,5 +76,12 @@ void th_wh_route(th_conn *c, th_req *r, const char *source, size_t n);
 /* news_sub.c: each loop's subscription to TH_NEWS_SUBJECT */
 int th_news_worker_start(th_wslot *ws);
 void th_news_worker_stop(th_wslot *ws);
+
+/* POST /webhooks/events/{source} (webhook_events.c): handed to the
+ * gateway's events pipeline as a call (host->webhook_submit), answered
+ * with the status and JSON the events module gives. */
+void th_wh_events_route(th_conn *c, th_req *r, const char *source, size_t n);
+void th_wh_events_complete(void *ctx, mcpg_call *call);
+void th_wh_events_failed(th_conn *c, th_req *r, int rc);
 
 #endif

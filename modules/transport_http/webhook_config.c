@@ -4,7 +4,7 @@
 #include "internal.h"
 #include "webhook.h"
 
-#include <openssl/evp.h>
+#include <mcpg/whsig.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,28 +20,6 @@ static int env_name_ok(const char *s) {
               *s == '_'))
             return 0;
     return 1;
-}
-
-/* "whsec_" + base64 (padded or not) of TH_WH_KEY_MIN..MAX bytes: the key
- * length, or -1. */
-static int decode_secret(const char *secret, unsigned char key[TH_WH_KEY_MAX]) {
-    static const char pre[] = "whsec_";
-    if (strncmp(secret, pre, sizeof pre - 1)) return -1;
-    const char *b64 = secret + sizeof pre - 1;
-    size_t n = strlen(b64);
-    char padded[TH_WH_KEY_MAX * 2];
-    if (n == 0 || n + 3 >= sizeof padded) return -1;
-    memcpy(padded, b64, n);
-    while (n % 4) padded[n++] = '='; /* EVP_DecodeBlock wants whole quanta */
-    size_t pad = 0;
-    while (pad < 2 && padded[n - 1 - pad] == '=') pad++;
-    unsigned char out[TH_WH_KEY_MAX * 2];
-    int got = EVP_DecodeBlock(out, (const unsigned char *)padded, (int)n);
-    if (got < 0 || (size_t)got < pad) return -1;
-    int len = got - (int)pad;
-    if (len < TH_WH_KEY_MIN || len > TH_WH_KEY_MAX) return -1;
-    memcpy(key, out, (size_t)len);
-    return len;
 }
 
 static void path_of(char *out, size_t cap, const char *src, const char *key) {
@@ -60,13 +38,13 @@ static void take_secret(pctx *c, th_whsrc *s, const char *var) {
                       s->name, var);
         return;
     }
-    int len = decode_secret(val, s->key);
-    if (len < 0)
+    if (mcpg_whsig_secret_decode(val, strlen(val), s->key, sizeof s->key, &s->key_len) < 0) {
+        s->key_len = 0; /* off, as a configuration error leaves it */
         return mcpg_config_problem(c, path,
                                    "%s does not hold a Standard Webhooks secret (whsec_ and the "
                                    "base64 of a %d to %d byte key)",
                                    var, TH_WH_KEY_MIN, TH_WH_KEY_MAX);
-    s->key_len = (size_t)len;
+    }
 }
 
 static void take_env(pctx *c, th_whsrc *s, const mcpg_json_span *v) {

@@ -21,6 +21,14 @@ static const char *const method_names[] = {
     [MCPG_METHOD_TASKS_LIST] = "tasks/list",
     [MCPG_METHOD_TASKS_CANCEL] = "tasks/cancel",
     [MCPG_METHOD_TASKS_UPDATE] = "tasks/update",
+    [MCPG_METHOD_EVENTS_LIST] = "events/list",
+    [MCPG_METHOD_EVENTS_POLL] = "events/poll",
+    [MCPG_METHOD_EVENTS_STREAM] = "events/stream",
+    [MCPG_METHOD_EVENTS_SUBSCRIBE] = "events/subscribe",
+    [MCPG_METHOD_EVENTS_UNSUBSCRIBE] = "events/unsubscribe",
+    /* MCPG_METHOD_EVENTS_WEBHOOK has a name for logs, never matched from a
+     * client's text (mcpg_method_of) */
+    [MCPG_METHOD_EVENTS_WEBHOOK] = "events/webhook",
 };
 
 #define N_METHODS (sizeof method_names / sizeof method_names[0])
@@ -31,7 +39,9 @@ const char *mcpg_method_name(uint32_t method) {
 
 uint32_t mcpg_method_of(const char *m, size_t n) {
     if (!m) return MCPG_METHOD_OTHER;
-    for (uint32_t i = 1; i < N_METHODS; i++)
+    for (uint32_t i = 1; i < N_METHODS; i++) {
+        if (i == MCPG_METHOD_EVENTS_WEBHOOK) continue;
         if (strlen(method_names[i]) == n && memcmp(method_names[i], m, n) == 0) return i;
+    }
     return MCPG_METHOD_OTHER;
 }

@@ -10,8 +10,13 @@ docs/writing-a-module.md (pkg-config). Each .so then serves its tool in the
 real gateway under the manifest printed in the docs, and `mcpg --check`
 refuses a misspelt key of its config by name.
 sdk/template is built the same way with its fake-host unit test, for
-mcpg::fakehost. No compile or link command may name the source or build tree.
+mcpg::fakehost. A program signing with <mcpg/whsig.h> is built both ways too
+(mcpg::whsig, pkg-config's whsig_libs) and its signature checked against
+Python's hmac. No compile or link command may name the source or build tree.
 """
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -83,6 +88,7 @@ def main():
         run([args.cmake, "--install", build, "--prefix", staging], "cmake --install")
         os.rename(staging, prefix)  # relocated: nothing may point at where it went first
         for f in ("include/mcpg/sdk.h", "include/mcpg/abi.h", "include/mcpg/fakehost.h",
+                  "include/mcpg/whsig.h", "include/mcpg/errors.h", "lib/libmcpg_whsig.a",
                   "lib/libmcpg_sdk.a", "lib/libmcpg_fakehost.a", "lib/pkgconfig/mcpg.pc",
                   "lib/cmake/mcpg/mcpgConfig.cmake", "lib/cmake/mcpg/module.map"):
             check(os.path.isfile(os.path.join(prefix, f)), "not installed: <prefix>/" + f)
@@ -125,6 +131,64 @@ def main():
         no_tree_paths(out, trees, "the template's build commands")
         run([args.ctest, "--test-dir", b, "--output-on-failure"], "sdk/template's fake-host test")
 
+    # A program that signs a message it is given with <mcpg/whsig.h>, as a
+    # module sending webhooks would; the signature must be hmac's.
+    whsig_c = r"""#include <mcpg/whsig.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    unsigned char key[MCPG_WHSIG_KEY_MAX];
+    size_t kn;
+    char sig[MCPG_WHSIG_SIG_MAX];
+    if (argc != 5 || mcpg_whsig_secret_decode(argv[1], strlen(argv[1]), key, sizeof key, &kn) ||
+        mcpg_whsig_sign(key, kn, argv[2], strlen(argv[2]), argv[3], strlen(argv[3]), argv[4],
+                        strlen(argv[4]), sig))
+        return 1;
+    puts(sig);
+    return 0;
+}
+"""
+    whsig_cmake = """cmake_minimum_required(VERSION 3.20)
+project(whsig_user LANGUAGES C)
+find_package(mcpg 0.1 REQUIRED COMPONENTS sdk whsig)
+add_executable(whsig_sign sign.c)
+target_link_libraries(whsig_sign PRIVATE mcpg::whsig)
+"""
+    whsig_in = ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_outoftree", "1700000000",
+                '{"uri": "mock://fleet/x"}')
+
+    def whsig_expect():
+        key = base64.b64decode(whsig_in[0][len("whsec_"):])
+        mac = hmac.new(key, ".".join(whsig_in[1:]).encode(), hashlib.sha256).digest()
+        return "v1," + base64.b64encode(mac).decode()
+
+    def whsig_src():
+        src = ctx.path(ctx.unique("whsig_user"))
+        os.mkdir(src)
+        for name, text in (("sign.c", whsig_c), ("CMakeLists.txt", whsig_cmake)):
+            with open(os.path.join(src, name), "w") as fh:
+                fh.write(text)
+        return src
+
+    def t_whsig_cmake():
+        src = whsig_src()
+        b = os.path.join(src, "build")
+        run([args.cmake, "-S", src, "-B", b, "-DCMAKE_PREFIX_PATH=" + prefix] + gen,
+            "configure the mcpg::whsig program", env={"CC": args.cc})
+        out = run([args.cmake, "--build", b, "-v"], "build the mcpg::whsig program")
+        no_tree_paths(out, trees, "the mcpg::whsig build's commands")
+        got = run([os.path.join(b, "whsig_sign"), *whsig_in], "run the mcpg::whsig program")
+        check_eq(got.strip(), whsig_expect(), "the mcpg::whsig program's signature")
+
+    def t_whsig_pkgconfig():
+        src = whsig_src()
+        cmd = ('"$CC" -std=gnu11 $(pkg-config --cflags mcpg) -o whsig_sign sign.c '
+               '$(pkg-config --variable=whsig_libs mcpg) -v')
+        out = run(cmd, "cc + pkg-config whsig_libs", cwd=src, env=pc_env, shell=True)
+        no_tree_paths(out, trees, "the whsig cc command")
+        got = run([os.path.join(src, "whsig_sign"), *whsig_in], "run the pkg-config whsig program")
+        check_eq(got.strip(), whsig_expect(), "the pkg-config whsig program's signature")
+
     def serve(how):
         so = built.get(how)
         check(so and os.path.isfile(so), "no backend_hello.so from the %s build" % how)
@@ -163,7 +227,9 @@ def main():
              ("the docs' cc + pkg-config build of examples/backend_hello", t_pkgconfig_build),
              ("the CMake-built module serves in the gateway", lambda: serve("cmake")),
              ("the pkg-config-built module serves in the gateway", lambda: serve("pkg-config")),
-             ("sdk/template and its fake-host test, out of tree", t_template_with_fakehost)]
+             ("sdk/template and its fake-host test, out of tree", t_template_with_fakehost),
+             ("a program on mcpg::whsig signs as Python's hmac does", t_whsig_cmake),
+             ("the same with cc + pkg-config's whsig_libs", t_whsig_pkgconfig)]
     return run_tests(tests, ctx)
 
 
