@@ -276,7 +276,7 @@ def table(rows):
         if r["refused"]:
             acc += ", " + fmt_refused(r)
         got, due = r["deliveries_within_3s"], r["deliveries_expected"]
-        share = "%d of %d" % (got, due) if got == due or not due else "%d of %d (%.0f %%)" % (got, due, 100.0 * got / due)
+        share = "%d of %d" % (got, due) if got == due or not due else "%d of %d (%.1f %%)" % (got, due, (1000 * got // due) / 10.0)
         cpu = r.get("gw_cpu_us_per_delivery")
         lab = r["fleet_label"] + (" (gateway %d killed)" % r["killed"]["index"] if r.get("killed") else "")
         print("| %s | %d | %s | %s | %.0f / %.0f ms | %s | %s | %s | %d / %d / %d |" % (
