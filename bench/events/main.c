@@ -438,14 +438,17 @@ static void refuse(ev_producer *p, unsigned why) {
  * next attempt goes to the next URL. */
 static void producer_fail(ev_producer *p, unsigned why, const char *what) {
     ev_run *run = p->run;
+    bool was_idle = !p->in_flight;
     if (p->in_flight) {
         refuse(p, why);
         p->in_flight = false;
         sample(run, "producer %u (URL %u): %s", p->idx, p->c.target, what);
     }
-    conn_close(&p->c, run, 100000000ull, true);
-    p->k++;
+    /* a failed post tries the next URL; an idle connection closed reconnects to its own */
+    conn_close(&p->c, run, 100000000ull, !was_idle);
+    if (!was_idle) p->k++; /* that post's turn is spent */
     if (run->phase == PH_DRAIN) run_check_drained(run);
+    else if (!was_idle) producer_next(p);
 }
 
 static void producer_answer(ev_producer *p) {

@@ -100,34 +100,34 @@ static bool int_of(const char *v, size_t n, int64_t *out) {
 static bool is(const char *v, size_t n, const char *want) { return n == strlen(want) && memcmp(v, want, n) == 0; }
 
 void ev_msg_read(const char *json, size_t len, ev_msg *m) {
+    static const char *const top_keys[] = {"error", "method", "params"};
+    static const char *const params_keys[] = {"cursor", "name", "data"};
+    static const char *const data_keys[] = {"p", "n", "t"};
+    load_json_value top[3], pa[3], d[3];
     memset(m, 0, sizeof *m);
-    const char *v, *params, *data;
-    size_t vn, pn, dn;
-    if (load_json_member(json, len, "error", &v, &vn) != 0) {
-        m->kind = load_json_member(json, len, "error", &v, &vn) < 0 ? EV_MSG_BAD : EV_MSG_ERROR;
-        return;
-    }
-    if (load_json_member(json, len, "method", &v, &vn) != 1) {
-        m->kind = EV_MSG_OTHER; /* a result (the stream's end) or something else */
-        return;
-    }
-    if (is(v, vn, "\"notifications/events/active\"")) m->kind = EV_MSG_ACTIVE;
-    else if (is(v, vn, "\"notifications/events/event\"")) m->kind = EV_MSG_EVENT;
-    else if (is(v, vn, "\"notifications/events/heartbeat\"")) m->kind = EV_MSG_HEARTBEAT;
-    else return;
-    if (load_json_member(json, len, "params", &params, &pn) != 1 || params[0] != '{') {
+    if (load_json_members(json, len, top_keys, 3, top) < 0) {
         m->kind = EV_MSG_BAD;
         return;
     }
-    if (load_json_member(params, pn, "cursor", &v, &vn) == 1) m->cursor = v, m->cursor_len = vn;
+    if (top[0].v) {
+        m->kind = EV_MSG_ERROR;
+        return;
+    }
+    if (!top[1].v) return; /* EV_MSG_OTHER: a result (the stream's end) or something else */
+    if (is(top[1].v, top[1].len, "\"notifications/events/active\"")) m->kind = EV_MSG_ACTIVE;
+    else if (is(top[1].v, top[1].len, "\"notifications/events/event\"")) m->kind = EV_MSG_EVENT;
+    else if (is(top[1].v, top[1].len, "\"notifications/events/heartbeat\"")) m->kind = EV_MSG_HEARTBEAT;
+    else return;
+    if (!top[2].v || top[2].v[0] != '{' || load_json_members(top[2].v, top[2].len, params_keys, 3, pa) < 0) {
+        m->kind = EV_MSG_BAD;
+        return;
+    }
+    if (pa[0].v) m->cursor = pa[0].v, m->cursor_len = pa[0].len;
     if (m->kind != EV_MSG_EVENT) return;
-    if (load_json_member(params, pn, "name", &v, &vn) == 1 && vn >= 2 && v[0] == '"')
-        m->name = v + 1, m->name_len = vn - 2;
-    if (load_json_member(params, pn, "data", &data, &dn) != 1 || data[0] != '{') return;
+    if (pa[1].v && pa[1].len >= 2 && pa[1].v[0] == '"') m->name = pa[1].v + 1, m->name_len = pa[1].len - 2;
+    if (!pa[2].v || pa[2].v[0] != '{' || load_json_members(pa[2].v, pa[2].len, data_keys, 3, d) < 3) return;
     int64_t p, n, t;
-    if (load_json_member(data, dn, "p", &v, &vn) == 1 && int_of(v, vn, &p) &&
-        load_json_member(data, dn, "n", &v, &vn) == 1 && int_of(v, vn, &n) &&
-        load_json_member(data, dn, "t", &v, &vn) == 1 && int_of(v, vn, &t)) {
+    if (int_of(d[0].v, d[0].len, &p) && int_of(d[1].v, d[1].len, &n) && int_of(d[2].v, d[2].len, &t)) {
         m->has_pn = true;
         m->p = p, m->n = n, m->t = t;
     }

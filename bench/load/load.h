@@ -207,6 +207,13 @@ size_t load_json_escape(char *dst, const char *s, size_t n);
  * keeps its quotes): 1 with *v and *vlen, 0 when the object has no such
  * member, -1 when s is not an object. Structure only, like load_rpc_scan. */
 int load_json_member(const char *s, size_t n, const char *key, const char **v, size_t *vlen);
+/* The same for several keys in one pass: out[j] is keys[j]'s value (v NULL
+ * when absent); returns how many were found, -1 when s is not an object. */
+typedef struct {
+    const char *v;
+    size_t len;
+} load_json_value;
+int load_json_members(const char *s, size_t n, const char *const *keys, size_t nkeys, load_json_value *out);
 size_t load_u64_to_dec(uint64_t v, char *dst); /* no NUL; at most 20 bytes */
 
 /* ---- errors: append-only, one X-macro list, names used in the JSON ---- */
