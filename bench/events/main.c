@@ -182,15 +182,9 @@ static void on_write(uv_write_t *req, int status) {
 }
 
 static int conn_write(ev_conn *c, const char *p, size_t len) {
-    uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
-    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-    if (n == (int)len) return 0;
-    if (n < 0 && n != UV_EAGAIN) return n;
-    size_t done = n > 0 ? (size_t)n : 0;
-    b = uv_buf_init((char *)p + done, (unsigned)(len - done));
-    int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write);
-    if (rc == 0) c->writing = true;
-    return rc;
+    int rc = load_write((uv_stream_t *)&c->tcp, &c->wreq, p, len, on_write);
+    if (rc > 0) c->writing = true;
+    return rc < 0 ? rc : 0;
 }
 
 static void on_conn_closed(uv_handle_t *h) {

@@ -10,15 +10,7 @@
 
 #include "events.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+#include "../load/check.h"
 
 static void test_signature(void) {
     unsigned char key[EV_KEY_MAX];

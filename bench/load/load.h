@@ -390,6 +390,10 @@ void load_conn_fail(load_conn *c, const char *what); /* a socket-level failure *
 void load_conn_eof(load_conn *c);               /* the server closed */
 int load_conn_write(load_conn *c, const char *p, size_t n); /* try, then queue (p kept until written) */
 
+/* write.c: p[0..len) onto s, tried inline first; 0 written, 1 queued on req (p
+ * kept until cb), or a uv error. */
+int load_write(uv_stream_t *s, uv_write_t *req, const char *p, size_t len, uv_write_cb cb);
+
 /* report.c */
 void load_report_human(const load_run *run, FILE *out);
 void load_report_json(const load_run *run, FILE *out);
