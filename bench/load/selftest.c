@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "load.h"
-
 #include "check.h"
+#include "load.h"
 
 /* Every value maps into range, indexes never go down, and the bucket's top
  * is within 1/128 of the value: the precision the header promises. */
