@@ -107,7 +107,7 @@ static void who_done(pr_who *w) { free(w->heap_roles); }
 
 /* ---- denials ---- */
 
-static const char *const kind_words[PR_KINDS] = {"tool", "prompt", "resource"};
+static const char *const kind_words[PR_KINDS] = {"tool", "prompt", "resource", "event"};
 
 static mcpg_status deny(pr_mod *m, mcpg_call *call, const char *message, mcpg_buf *data) {
     const mcpg_host *h = m->host;
@@ -274,6 +274,12 @@ static mcpg_status pr_check(void *instance, mcpg_call *call) {
     case MCPG_METHOD_RESOURCES_SUBSCRIBE: return check_subscribe(m, call);
     case MCPG_METHOD_RESOURCES_UNSUBSCRIBE: return MCPG_CONTINUE; /* giving up reveals nothing */
     case MCPG_METHOD_COMPLETION_COMPLETE: return check_completion(m, call);
+    /* the events extension: the type is the call's name; the list of types
+     * is not filtered (it names what exists, as an unknown type's error does) */
+    case MCPG_METHOD_EVENTS_POLL:
+    case MCPG_METHOD_EVENTS_STREAM:
+    case MCPG_METHOD_EVENTS_SUBSCRIBE: return check_item(m, call, PR_EVENT, 0);
+    case MCPG_METHOD_EVENTS_UNSUBSCRIBE: return MCPG_CONTINUE; /* giving up reveals nothing */
     default: return check_other(m, call);
     }
 }

@@ -220,8 +220,8 @@ static void parse_guard(const where *w, const char *path, json_t *o, pr_guard *g
 /* ---- rules ---- */
 
 static const char *const rule_keys[] = {"id", "principal", "tenant", "roles", "anonymous",
-                                        "tools", "prompts", "resources", "arguments"};
-static const char *const item_keys[PR_KINDS] = {"tools", "prompts", "resources"};
+                                        "tools", "prompts", "resources", "events", "arguments"};
+static const char *const item_keys[PR_KINDS] = {"tools", "prompts", "resources", "events"};
 
 static void check_rule_keys(const where *w, const char *path, json_t *o) {
     const char *k;
@@ -282,7 +282,7 @@ static void parse_items(const where *w, const char *path, json_t *o, pr_rule *r)
         path_of(sub, sizeof sub, "%s.%s", path, item_keys[k]);
         parse_globs(w, sub, v, &r->items[k]);
     }
-    if (!any) problem(w, path, "allows nothing: give tools, prompts or resources (globs)");
+    if (!any) problem(w, path, "allows nothing: give tools, prompts, resources or events (globs)");
 }
 
 static void parse_guards(const where *w, const char *path, json_t *o, pr_rule *r) {

@@ -21,7 +21,7 @@
 #define PR_MAX_GUARDS 64   /* per rule */
 #define PR_MAX_PATTERN 1024 /* bytes of one glob, pointer or regex */
 
-typedef enum pr_kind { PR_TOOL = 0, PR_PROMPT = 1, PR_RESOURCE = 2, PR_KINDS = 3 } pr_kind;
+typedef enum pr_kind { PR_TOOL = 0, PR_PROMPT = 1, PR_RESOURCE = 2, PR_EVENT = 3, PR_KINDS = 4 } pr_kind;
 
 typedef struct pr_globs {
     pr_glob *v;
