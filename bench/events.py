@@ -196,7 +196,7 @@ def run_rate(fleet, a, rate):
         last = ticks(g.proc.pid)
         killed.update({"index": k, "how": how, "pid": g.proc.pid, "ticks": last, "t": time.monotonic()})
         g.kill()
-        print("\n  killed gateway %d (pid %d, found by %s)" % (k, killed["pid"], how), flush=True)
+        print("    killed gateway %d (pid %d, found by %s)" % (k, killed["pid"], how), flush=True)
 
     def read_err():
         for line in p.stderr:
@@ -207,29 +207,30 @@ def run_rate(fleet, a, rate):
                     threading.Thread(target=kill_later, daemon=True).start()
             elif line.endswith("@drained"):
                 marks["drained"] = snapshot()
-            elif "] posted" in line:
-                print("\r  " + line.split("mcpg-events-load: ", 1)[-1][:150], end="", flush=True)
             else:
-                errlines.append(line)
-                if len(errlines) <= 12:
-                    print("\n  " + line, flush=True)
+                if "] posted" not in line:
+                    errlines.append(line)
+                print("    " + line.split("mcpg-events-load: ", 1)[-1], flush=True)
 
-    reader = threading.Thread(target=read_err, daemon=True)
-    reader.start()
+    outs = []
+    readers = [threading.Thread(target=read_err, daemon=True),
+               threading.Thread(target=lambda: outs.append(p.stdout.read()), daemon=True)]
+    for t in readers:
+        t.start()
     try:
-        out, _ = p.communicate(timeout=a.warmup + a.seconds + 60)
+        p.wait(timeout=a.warmup + a.seconds + 60)
     except subprocess.TimeoutExpired:
-        p.kill()
-        out, _ = p.communicate()
-    reader.join(5)
-    print()
-    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        p.kill()  # by pid: the one this run started
+        p.wait()
+    for t in readers:
+        t.join(5)
+    lines = [ln for ln in "".join(outs).splitlines() if ln.startswith("{")]
     if not lines:
         raise RuntimeError("mcpg-events-load printed no result (exit %s):\n%s" % (p.returncode, "\n".join(errlines)))
     r = json.loads(lines[-1])
-    row = {"bench": "events", "scenario": "events", "fleet": fleet.key, "fleet_label": fleet.label,
-           "store": fleet.store, "gateways": fleet.n, "rate": rate, "load_rc": p.returncode}
-    row.update(r)
+    row = dict(r)
+    row.update({"bench": "events", "scenario": "events", "fleet": fleet.key, "fleet_label": fleet.label,
+                "store": fleet.store, "gateways": fleet.n, "rate": rate, "load_rc": p.returncode})
     m0, m1 = marks.get("measure"), marks.get("drained")
     if m0 and m1:
         secs = m1["t"] - m0["t"]

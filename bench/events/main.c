@@ -607,7 +607,7 @@ static void progress(ev_run *run) {
     if (!run->o->quiet)
         fprintf(stderr,
                 "mcpg-events-load: [%3us %-7s] posted %5llu/s accepted %5llu/s refused %llu  heard %7llu/s  "
-                "p50 %7.1f ms p99 %7.1f ms  lost %llu dup %llu reordered %llu  streams %u/%u\n",
+                "p50/p99 %.1f/%.1f ms  lost/dup/reordered %llu/%llu/%llu  streams %u/%u\n",
                 ++run->seconds, ph, (unsigned long long)run->iv_posted, (unsigned long long)run->iv_accepted,
                 (unsigned long long)run->refused_total, (unsigned long long)run->iv_delivered,
                 load_hist_percentile(&run->iv_hist, 50) / 1e6, load_hist_percentile(&run->iv_hist, 99) / 1e6,
