@@ -144,7 +144,8 @@ class Fleet:
 
     def lease(self):
         if self.store == "redis":
-            return self.srv.cli("GET", (self.redis_prefix or "") + "mcpg.ev.lease") or None
+            # coordinator_redis: <prefix>k:<key>, a hash whose v is the value
+            return self.srv.cli("HGET", (self.redis_prefix or "") + "k:mcpg.ev.lease", "v") or None
         return None
 
     def owner(self):
