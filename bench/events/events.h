@@ -34,9 +34,12 @@ size_t ev_sign(const unsigned char *key, size_t keylen, const char *id, size_t i
 #define EV_POST_MAX 2048u
 /* POST /webhooks/events/{source} for event n of producer p, sent at t_us (wall
  * clock, µs) and signed at ts_s (seconds): returns its length (0 when over
- * EV_POST_MAX). The body is {"name":type,"id":"p<p>-<n>","data":{"p":p,"n":n,"t":t_us}}. */
-size_t ev_post_format(char *dst, const char *host_port, const char *source, const char *type, const unsigned char *key,
-                      size_t keylen, unsigned p, uint64_t n, uint64_t t_us, uint64_t ts_s);
+ * EV_POST_MAX). The event id (and webhook-id) is "p<p>-<n>-<run>": run tells
+ * one run's events from another's, which the gateway would drop as copies
+ * (an id is remembered for dedup_ms). The body is
+ * {"name":type,"id":"p<p>-<n>-<run>","data":{"p":p,"n":n,"t":t_us}}. */
+size_t ev_post_format(char *dst, const char *host_port, const char *source, const char *type, const char *run,
+                      const unsigned char *key, size_t keylen, unsigned p, uint64_t n, uint64_t t_us, uint64_t ts_s);
 #define EV_STREAM_REQ_MAX 2048u
 /* POST /mcp, stateless wire, events/stream {name, cursor} (cursor: raw JSON,
  * NULL for null). Returns its length (0 when over EV_STREAM_REQ_MAX). */

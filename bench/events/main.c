@@ -3,7 +3,8 @@
  *
  * One libuv loop. The streams connect first (stream i to URL i % n) and the
  * producers start once every stream has said notifications/events/active.
- * Producer i (on URL i % n) posts event n = 0, 1, 2 ... each when the last
+ * Producer i (on URL i % n) posts event n = 0, 1, 2 ... (id "p<i>-<n>-<run>",
+ * run: the run's start time in hex, so no run's ids are an earlier one's) each when the last
  * was answered and its pace (rate / producers a second, producer i offset by
  * i / rate) allows; a post not answered 202 {"status":"accepted"} (or
  * "duplicate") is refused, counted by status, and the same event is posted
@@ -117,6 +118,7 @@ struct ev_run {
     const ev_opts *o;
     unsigned char key[EV_KEY_MAX];
     size_t keylen;
+    char tag[24]; /* in every event id: this run's, not a copy of an earlier run's */
     ev_stream *streams;
     ev_producer *producers;
     unsigned nproducers;
@@ -515,8 +517,8 @@ static void producer_send(ev_producer *p) {
         return;
     }
     uint64_t t_us = wall_us();
-    p->wlen = ev_post_format(p->wbuf, run->o->host_port, run->o->source, run->o->type, run->key, run->keylen, p->idx,
-                             p->n, t_us, t_us / 1000000u);
+    p->wlen = ev_post_format(p->wbuf, run->o->host_port, run->o->source, run->o->type, run->tag, run->key,
+                             run->keylen, p->idx, p->n, t_us, t_us / 1000000u);
     p->sent_ns = uv_hrtime();
     p->sent_measured = run->phase == PH_MEASURE;
     if (p->sent_measured && p->first_measured < 0) p->first_measured = (int64_t)p->n;
@@ -842,6 +844,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     run.keylen = (size_t)kl;
+    snprintf(run.tag, sizeof run.tag, "%llx", (unsigned long long)wall_us()); /* the run's start, µs */
     run.nproducers = (unsigned)ceil(o.rate / EV_PER_PRODUCER);
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

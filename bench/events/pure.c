@@ -47,12 +47,13 @@ size_t ev_sign(const unsigned char *key, size_t keylen, const char *id, size_t i
     return 3 + (size_t)n;
 }
 
-size_t ev_post_format(char *dst, const char *host_port, const char *source, const char *type, const unsigned char *key,
-                      size_t keylen, unsigned p, uint64_t n, uint64_t t_us, uint64_t ts_s) {
-    char body[512], id[48], ts[24], sig[EV_SIG_MAX];
-    int blen = snprintf(body, sizeof body, "{\"name\":\"%s\",\"id\":\"p%u-%llu\",\"data\":{\"p\":%u,\"n\":%llu,\"t\":%llu}}",
-                        type, p, (unsigned long long)n, p, (unsigned long long)n, (unsigned long long)t_us);
-    int idlen = snprintf(id, sizeof id, "p%u-%llu", p, (unsigned long long)n);
+size_t ev_post_format(char *dst, const char *host_port, const char *source, const char *type, const char *run,
+                      const unsigned char *key, size_t keylen, unsigned p, uint64_t n, uint64_t t_us, uint64_t ts_s) {
+    char body[512], id[96], ts[24], sig[EV_SIG_MAX];
+    int idlen = snprintf(id, sizeof id, "p%u-%llu-%s", p, (unsigned long long)n, run);
+    if (idlen < 0 || (size_t)idlen >= sizeof id) return 0;
+    int blen = snprintf(body, sizeof body, "{\"name\":\"%s\",\"id\":\"%s\",\"data\":{\"p\":%u,\"n\":%llu,\"t\":%llu}}",
+                        type, id, p, (unsigned long long)n, (unsigned long long)t_us);
     int tslen = snprintf(ts, sizeof ts, "%llu", (unsigned long long)ts_s);
     if (blen < 0 || (size_t)blen >= sizeof body) return 0;
     ev_sign(key, keylen, id, (size_t)idlen, ts, (size_t)tslen, body, (size_t)blen, sig);

@@ -30,21 +30,21 @@ static void test_signature(void) {
 }
 
 /* The whole post: its headers, its body, its signature (computed apart with
- * Python: hmac.new(key, b"p3-17.1700000000." + body, sha256)). */
+ * Python: hmac.new(key, b"p3-17-t1.1700000000." + body, sha256)). */
 static void test_post(void) {
     unsigned char key[EV_KEY_MAX];
     int kl = ev_secret_key("whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYX", key); /* bytes 0..23 */
     CHECK(kl == 24);
     char req[EV_POST_MAX + 1];
-    size_t n = ev_post_format(req, "127.0.0.1:8787", "bench", "bench.tick", key, (size_t)kl, 3, 17,
+    size_t n = ev_post_format(req, "127.0.0.1:8787", "bench", "bench.tick", "t1", key, (size_t)kl, 3, 17,
                               1700000000123456ull, 1700000000ull);
     CHECK(n > 0);
     req[n] = '\0';
-    const char *body = "{\"name\":\"bench.tick\",\"id\":\"p3-17\",\"data\":{\"p\":3,\"n\":17,\"t\":1700000000123456}}";
+    const char *body = "{\"name\":\"bench.tick\",\"id\":\"p3-17-t1\",\"data\":{\"p\":3,\"n\":17,\"t\":1700000000123456}}";
     CHECK(strncmp(req, "POST /webhooks/events/bench HTTP/1.1\r\nHost: 127.0.0.1:8787\r\n", 60) == 0);
-    CHECK(strstr(req, "\r\nwebhook-id: p3-17\r\n") != NULL);
+    CHECK(strstr(req, "\r\nwebhook-id: p3-17-t1\r\n") != NULL);
     CHECK(strstr(req, "\r\nwebhook-timestamp: 1700000000\r\n") != NULL);
-    CHECK(strstr(req, "\r\nwebhook-signature: v1,4BEghjZ907xhimN8F7CFu30htmJG4PwxGXw1qOXZrWc=\r\n") != NULL);
+    CHECK(strstr(req, "\r\nwebhook-signature: v1,2pzbMxBxuut+IXqN4VNa0LhvMvQW1+u1CQRWts+txTQ=\r\n") != NULL);
     const char *sep = strstr(req, "\r\n\r\n");
     CHECK(sep && strcmp(sep + 4, body) == 0);
     char cl[64];
