@@ -271,8 +271,8 @@ def fmt_refused(r):
 
 def table(rows):
     print("| fleet | events offered/s | accepted/s | deliveries within 3 s | p50 / p99 | gateway CPU per delivery "
-          "| coordinator cores | coordinator messages per event | lost / twice / out of order |")
-    print("|---|---:|---|---|---|---:|---:|---:|---|")
+          "| coordinator cores | coordinator messages per event | lost / twice / out of order | post → 202 p50 / p99 |")
+    print("|---|---:|---|---|---|---:|---:|---:|---|---|")
     for r in rows:
         acc = "%.0f" % r["accepted_per_s"]
         if r["refused"]:
@@ -281,10 +281,10 @@ def table(rows):
         share = "%d of %d" % (got, due) if got == due or not due else "%d of %d (%.1f %%)" % (got, due, (1000 * got // due) / 10.0)
         cpu = r.get("gw_cpu_us_per_delivery")
         lab = r["fleet_label"] + (" (gateway %d killed)" % r["killed"]["index"] if r.get("killed") else "")
-        print("| %s | %d | %s | %s | %.0f / %.0f ms | %s | %s | %s | %d / %d / %d |" % (
+        print("| %s | %d | %s | %s | %.0f / %.0f ms | %s | %s | %s | %d / %d / %d | %.1f / %.1f ms |" % (
             lab, r["rate"], acc, share, r["p50_ms"], r["p99_ms"], "%.0f µs" % cpu if cpu else "—",
             r.get("store_cores", "—"), r.get("coord_msgs_per_event", "—"), r["lost"], r["duplicated"],
-            r["reordered"]))
+            r["reordered"], r.get("post_p50_ms", 0), r.get("post_p99_ms", 0)))
 
 
 def main():

@@ -133,6 +133,7 @@ struct ev_run {
     /* deliveries (measured events only, except seen_all) */
     uint64_t delivered, lost, duplicated, reordered, foreign, other_type, seen_all;
     load_hist hist, iv_hist;
+    load_hist post_hist; /* measured posts: sent -> answered 202 accepted */
     uint64_t iv_posted, iv_accepted, iv_delivered;
     uint64_t stream_errors, stream_reopens, bad_messages;
     unsigned active_streams, samples, seconds;
@@ -463,7 +464,10 @@ static void producer_answer(ev_producer *p) {
         run->accepted++;
         run->iv_accepted++;
         if (dup) run->accepted_dup++;
-        if (p->sent_measured) run->accepted_measured++;
+        if (p->sent_measured) {
+            run->accepted_measured++;
+            load_hist_record(&run->post_hist, uv_hrtime() - p->sent_ns);
+        }
         p->n++;
     } else {
         if (c->resp.status == 202) sample(run, "producer %u: 202 without status accepted: %.*s", p->idx, shown(blen), body);
@@ -724,6 +728,8 @@ static void report(const ev_run *run) {
            secs > 0 ? (double)run->delivered / secs : 0.0, load_hist_percentile(&run->hist, 50) / 1e6,
            load_hist_percentile(&run->hist, 99) / 1e6, load_hist_percentile(&run->hist, 99.9) / 1e6,
            run->hist.total ? run->hist.max_ns / 1e6 : 0.0);
+    printf("\"post_p50_ms\":%.2f,\"post_p99_ms\":%.2f,", load_hist_percentile(&run->post_hist, 50) / 1e6,
+           load_hist_percentile(&run->post_hist, 99) / 1e6);
     printf("\"stream_errors\":%llu,\"stream_reopens\":%llu,\"bad_messages\":%llu,\"foreign_events\":%llu,"
            "\"other_type_events\":%llu,\"loadgen_cpu_pct\":%.1f,\"interrupted\":%s}\n",
            (unsigned long long)run->stream_errors, (unsigned long long)run->stream_reopens,
@@ -854,6 +860,7 @@ int main(int argc, char **argv) {
     run.loop = uv_default_loop();
     load_hist_reset(&run.hist);
     load_hist_reset(&run.iv_hist);
+    load_hist_reset(&run.post_hist);
     run.streams = calloc(o.streams, sizeof *run.streams);
     run.producers = calloc(run.nproducers, sizeof *run.producers);
     if (!run.streams || !run.producers) return 2;
