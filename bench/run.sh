@@ -22,6 +22,7 @@
 #   fleet     scale across a fleet: 1, 2, 4 gateways on memory/Redis/NATS R1, both wires, default and tuned (fleet.sh)
 #   churn     legacy sessions opened on one replica, streamed on the next, ended: stream end time, stuck streams (fleet.sh)
 #   listen    64 sessions hear 20 webhook changes a second posted through the replicas in turn (listen.py)
+#   events    MCP Events into 64 push streams at 100-1600 events/s, one gateway alone and fleets on Redis/NATS (events.py)
 #
 #   bench/run.sh                      every scenario
 #   bench/run.sh proxy reload         those two
@@ -30,7 +31,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RESULTS=${RESULTS:-$ROOT/bench/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed kv watch fleet churn listen soak)
+ALL=(scale cpu micro proxy reload security tls openloop memtime backend_latency governed kv watch fleet churn listen events soak)
 
 run_one() {
     case $1 in
@@ -50,6 +51,7 @@ run_one() {
     fleet) bash "$ROOT/bench/fleet.sh" --scenario scale --json "$RESULTS" ;;
     churn) bash "$ROOT/bench/fleet.sh" --scenario churn --json "$RESULTS" ;;
     listen) python3 "$ROOT/bench/listen.py" --json "$RESULTS" ;;
+    events) python3 "$ROOT/bench/events.py" --json "$RESULTS" ;;
     soak) bash "$ROOT/bench/soak.sh" "${SOAK_SECONDS:-300}" ;;
     *) echo "bench/run.sh: unknown scenario \"$1\" (one of: ${ALL[*]})" >&2; return 2 ;;
     esac

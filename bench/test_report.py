@@ -195,6 +195,10 @@ RESULTS = [
          sessions_ended=30000, sessions_per_s=3000.0, end_p50_us=400.0, end_p99_us=1200.0, ended_before_answer=10,
          stuck=0, stuck_after_s=5, errors=0, gw_cpu_us_per_session=240.0, store_cores=0.5,
          store_ops_per_session=38.0, store_ops="redis_cmds", loadgen_cpu_pct=30.0, steal_pct=1.0, others_pct=2.0),
+    line(bench="events", scenario="events", fleet="redis4", fleet_label="four gateways, Redis", store="redis",
+         gateways=4, rate=400, load_rc=0, accepted=12000, accepted_per_s=400.0, refused=0, refused_by={},
+         deliveries_expected=768000, deliveries_within_3s=767000, lost=2, duplicated=0, reordered=1, p50_ms=9.4,
+         p99_ms=40.2, gw_cpu_us_per_delivery=51.2, store_cores=0.2, coord_msgs_per_event=9.5),
 ]
 
 
@@ -265,6 +269,10 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| Redis | 4 | 3\u202f000 | 0.40 / 1.20 | 0 | 0 | 240 | 38.0 | 30 % | 1.0 / 2 | 1 366 | 2.2 / 6.2 | 0 |",
                       churn)
         self.assertIn("No stream was stuck.", churn)
+        events = self.section(page, "MCP Events")
+        self.assertIn("| four gateways, Redis | 400 | 400 | 767\u202f000 of 768\u202f000 (99.8 %) | 9 / 40 | 51 | 0.20 | 9.5 "
+                      "| 2 / 0 / 1 | 400 | 768 256 of 768 256 | 12 / 83 | 92 | — |", events)
+        self.assertIn("bench/run.sh events", events)
 
     def test_missing_scenarios_are_listed_with_their_command_and_not_invented(self):
         page = self.generate()

@@ -213,16 +213,9 @@ static void conn_send(load_conn *c) {
 }
 
 int load_conn_write(load_conn *c, const char *p, size_t len) {
-    uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
-    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-    if (n == (int)len) return 0;
-    if (n < 0 && n != UV_EAGAIN) return n;
-    size_t done = n > 0 ? (size_t)n : 0;
-    b = uv_buf_init((char *)p + done, (unsigned)(len - done));
-    int rc = uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
-    if (rc < 0) return rc;
-    c->writing = true;
-    return 0;
+    int rc = load_write((uv_stream_t *)&c->tcp, &c->write_req, p, len, on_write);
+    if (rc > 0) c->writing = true;
+    return rc < 0 ? rc : 0;
 }
 
 /* How much of a body an error description quotes (the body is not NUL-terminated). */

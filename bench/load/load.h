@@ -141,6 +141,11 @@ int load_resp_feed(load_resp *r, const char *buf, size_t len);
  * so the body is buf[head_len .. head_len + body_len). */
 void load_resp_dechunk(load_resp *r, char *buf);
 const char *load_resp_strerror(int rc);
+/* A chunked body that stays open (an SSE stream): the data of the complete
+ * chunks at the front of in[0..len) is appended to out[*out_len..out_cap);
+ * *used is what of in was consumed. 0: more to come; 1: the last chunk came
+ * (the stream ended); < 0: a LOAD_RESP_E* error (ETOOBIG: out is full). */
+int load_chunks_take(const char *in, size_t len, size_t *used, char *out, size_t out_cap, size_t *out_len);
 
 /* ---- SSE answers ----
  * The data of the one event that is a JSON-RPC response (has "result" or
@@ -149,6 +154,11 @@ const char *load_resp_strerror(int rc);
  * Returns 1 with *json and *json_len set, 0 when no event is a response, -1 when
  * more than one is or an event's data is not a JSON object. */
 int load_sse_response(char *body, size_t len, const char **json, size_t *json_len);
+/* A stream read as it comes: the first complete event of buf[0..len) (ended
+ * by its blank line). 1 with *used (its bytes, blank lines before it too) and
+ * its joined data (written in place; *data_len 0 for an event without data),
+ * 0 when no event is complete yet. */
+int load_sse_next(char *buf, size_t len, size_t *used, char **data, size_t *data_len);
 
 /* ---- JSON-RPC request and answer ---- */
 typedef struct {
@@ -193,6 +203,17 @@ typedef struct {
 int load_rpc_scan(const char *s, size_t n, load_rpc_reply *out);
 /* JSON-escape s into dst (room for 6*n bytes); returns the bytes written. */
 size_t load_json_escape(char *dst, const char *s, size_t n);
+/* The value of member key of the JSON object s[0..n) (its text; a string
+ * keeps its quotes): 1 with *v and *vlen, 0 when the object has no such
+ * member, -1 when s is not an object. Structure only, like load_rpc_scan. */
+int load_json_member(const char *s, size_t n, const char *key, const char **v, size_t *vlen);
+/* The same for several keys in one pass: out[j] is keys[j]'s value (v NULL
+ * when absent); returns how many were found, -1 when s is not an object. */
+typedef struct {
+    const char *v;
+    size_t len;
+} load_json_value;
+int load_json_members(const char *s, size_t n, const char *const *keys, size_t nkeys, load_json_value *out);
 size_t load_u64_to_dec(uint64_t v, char *dst); /* no NUL; at most 20 bytes */
 
 /* ---- errors: append-only, one X-macro list, names used in the JSON ---- */
@@ -368,6 +389,10 @@ void load_conn_ready(load_conn *c);             /* the handshake is done: send *
 void load_conn_fail(load_conn *c, const char *what); /* a socket-level failure */
 void load_conn_eof(load_conn *c);               /* the server closed */
 int load_conn_write(load_conn *c, const char *p, size_t n); /* try, then queue (p kept until written) */
+
+/* write.c: p[0..len) onto s, tried inline first; 0 written, 1 queued on req (p
+ * kept until cb), or a uv error. */
+int load_write(uv_stream_t *s, uv_write_t *req, const char *p, size_t len, uv_write_cb cb);
 
 /* report.c */
 void load_report_human(const load_run *run, FILE *out);

@@ -222,3 +222,40 @@ int load_resp_feed(load_resp *r, const char *buf, size_t len) {
     r->wire_len = r->head_len + r->body_len;
     return LOAD_RESP_DONE;
 }
+
+int load_chunks_take(const char *in, size_t len, size_t *used, char *out, size_t out_cap, size_t *out_len) {
+    size_t at = 0;
+    int rc = 0;
+    for (;;) {
+        const char *eol = len > at ? memmem(in + at, len - at, "\r\n", 2) : NULL;
+        if (!eol) {
+            if (len - at > CHUNK_LINE_MAX) rc = LOAD_RESP_EBAD;
+            break;
+        }
+        size_t line_len = (size_t)(eol - (in + at)), size;
+        if (line_len > CHUNK_LINE_MAX || parse_chunk_size(in + at, line_len, &size) < 0) {
+            rc = LOAD_RESP_EBAD;
+            break;
+        }
+        size_t data = at + line_len + 2;
+        if (size == 0) { /* the last chunk: the stream ended (trailers are not waited for) */
+            at = data;
+            rc = 1;
+            break;
+        }
+        if (len < data + size + 2) break;
+        if (memcmp(in + data + size, "\r\n", 2) != 0) {
+            rc = LOAD_RESP_EBAD;
+            break;
+        }
+        if (size > out_cap - *out_len) {
+            rc = LOAD_RESP_ETOOBIG;
+            break;
+        }
+        memcpy(out + *out_len, in + data, size);
+        *out_len += size;
+        at = data + size + 2;
+    }
+    *used = at;
+    return rc;
+}

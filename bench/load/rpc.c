@@ -356,3 +356,42 @@ int load_rpc_scan(const char *s, size_t n, load_rpc_reply *out) {
     skip_ws(&c);
     return c.i == n ? 0 : -1;
 }
+
+/* load_json_members: the values of some members of an object, in one pass (bench/events). */
+typedef struct {
+    const char *const *keys;
+    size_t nkeys;
+    load_json_value *out;
+    int found;
+} member_find;
+
+static int find_member(void *ctx, const char *k, size_t klen, cursor *c) {
+    member_find *f = ctx;
+    size_t start = c->i;
+    if (skip_value(c) < 0) return -1;
+    for (size_t j = 0; j < f->nkeys; j++)
+        if (!f->out[j].v && key_is(k, klen, f->keys[j])) {
+            f->out[j].v = c->s + start;
+            f->out[j].len = c->i - start;
+            f->found++;
+            break;
+        }
+    return 0;
+}
+
+int load_json_members(const char *s, size_t n, const char *const *keys, size_t nkeys, load_json_value *out) {
+    for (size_t j = 0; j < nkeys; j++) out[j].v = NULL, out[j].len = 0;
+    member_find f = {keys, nkeys, out, 0};
+    cursor c = {s, n, 0};
+    if (scan_object(&c, find_member, &f) < 0) return -1;
+    return f.found;
+}
+
+int load_json_member(const char *s, size_t n, const char *key, const char **v, size_t *vlen) {
+    load_json_value out;
+    int rc = load_json_members(s, n, &key, 1, &out);
+    if (rc <= 0) return rc;
+    *v = out.v;
+    *vlen = out.len;
+    return 1;
+}

@@ -76,3 +76,35 @@ int load_sse_response(char *body, size_t len, const char **json, size_t *json_le
     }
     return found;
 }
+
+/* A stream read as it comes: where the first complete event ends (just past
+ * the blank line that ends it), 0 when none is complete yet. A CR at the very
+ * end may be the first half of a CRLF: wait for the next byte. */
+static size_t event_end(const char *s, size_t n, size_t *start) {
+    size_t i = 0;
+    bool saw_line = false;
+    *start = 0;
+    while (i < n) {
+        size_t b = i;
+        while (i < n && s[i] != '\n' && s[i] != '\r') i++;
+        if (i == n || (s[i] == '\r' && i + 1 == n)) return 0; /* the line is not terminated yet */
+        bool empty = i == b;
+        i += (s[i] == '\r' && s[i + 1] == '\n') ? 2 : 1;
+        if (!empty) saw_line = true;
+        else if (saw_line) return i;
+        else *start = i; /* blank lines before the event */
+    }
+    return 0;
+}
+
+int load_sse_next(char *buf, size_t len, size_t *used, char **data, size_t *data_len) {
+    size_t start, end = event_end(buf, len, &start);
+    if (!end) return 0;
+    sse_cursor c = {buf + start, end - start, 0};
+    sse_event ev;
+    read_event(&c, &ev);
+    *used = end;
+    *data = ev.data;
+    *data_len = ev.any ? ev.len : 0;
+    return 1;
+}
