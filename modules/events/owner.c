@@ -52,6 +52,7 @@ typedef struct ev_owner {
     uint64_t missing_slot, missing_since_ms;
     orow *rows;
     size_t n, prefix, pending;
+    mcpg_buf word;  /* the last word told to the replicas (kept warm) */
     uint64_t tail;
 } ev_owner;
 
@@ -124,12 +125,33 @@ static void delete_moved(ev_owner *o) {
     }
 }
 
-static void tell_head(ev_owner *o) {
+/* The replicas' word that the head moved: "<last log row> <last inbox slot>",
+ * then, while they fit WORD_ROWS_MAX, the batch's rows ("\n<first>" and
+ * "\n<len> <row>" each), so no reader asks the store for them. */
+#define WORD_ROWS_MAX (256u << 10)
+
+static const char *occurrence(const struct orow *r, size_t *n);
+
+static void tell_head(ev_owner *o, uint64_t first) {
     events *ev = o->ev;
-    char msg[48];
-    int n = snprintf(msg, sizeof msg, "%llu %llu", (unsigned long long)o->log_last,
-                     (unsigned long long)o->in_done);
-    (void)ev->co->publish(ev->co_inst, o->l->w, EV_SUBJ_HEAD, msg, (size_t)n, ev_noop_cb, NULL);
+    const mcpg_host *h = ev->host;
+    mcpg_buf *b = &o->word;
+    b->len = 0;
+    int rc = h->buf_printf(b, "%llu %llu\n%llu", (unsigned long long)o->log_last,
+                           (unsigned long long)o->in_done, (unsigned long long)first);
+    for (size_t i = 0; i < o->prefix && !rc; i++) {
+        if (o->rows[i].state != ROW_FRESH) continue;
+        size_t on = 0;
+        const char *occ = occurrence(&o->rows[i], &on);
+        if (b->len + on + 24 > WORD_ROWS_MAX) break; /* the rest are read from the store */
+        rc = h->buf_printf(b, "\n%zu ", on) || h->buf_append(b, occ, on);
+    }
+    if (rc) { /* out of memory: the head alone */
+        b->len = 0;
+        rc = h->buf_printf(b, "%llu %llu", (unsigned long long)o->log_last,
+                           (unsigned long long)o->in_done);
+    }
+    if (!rc) (void)ev->co->publish(ev->co_inst, o->l->w, EV_SUBJ_HEAD, b->data, b->len, ev_noop_cb, NULL);
 }
 
 static void on_head_moved(void *arg, int status, const mcpg_coord_value *v) {
@@ -138,12 +160,13 @@ static void on_head_moved(void *arg, int status, const mcpg_coord_value *v) {
     if (status == 0) {
         size_t moved = 0;
         for (size_t i = 0; i < o->prefix; i++) moved += o->rows[i].state == ROW_FRESH;
+        uint64_t first = o->log_last + 1;
         o->head_rev = v->revision;
         o->log_last += moved;
         o->in_done = o->rows[o->prefix - 1].slot;
         atomic_store(&ev->inbox_done, o->in_done);
         if (ev->m_moved) ev->host->metric_add(ev->m_moved, 0, (int64_t)moved);
-        tell_head(o);
+        tell_head(o, first);
         delete_moved(o);
     } else if (status == MCPG_ECONFLICT) {
         ev->host->log(ev->self, MCPG_LOG_WARN, "the events head moved under this owner: another "
@@ -417,6 +440,7 @@ void ev_owner_free(events *ev) {
     if (o->rows)
         for (size_t i = 0; i < o->n; i++) ev->host->buf_free(&o->rows[i].row);
     ev->host->free(o->rows);
+    ev->host->buf_free(&o->word);
     ev->host->free(o);
     ev->owner = NULL;
 }

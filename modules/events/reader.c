@@ -14,7 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define READ_WINDOW 64
+#define READ_WINDOW 1024   /* rows between the next to append and the last asked or heard */
+#define GETS_MAX 64        /* rows asked of the store at once */
 #define TICK_MS 100        /* until the head is first known, it is asked this often */
 #define HEAD_POLL_TICKS 10 /* then every 10th tick */
 #define BACKFILL_MAX 1024  /* rows before the head read at start, for cursors of other replicas */
@@ -35,6 +36,7 @@ typedef struct ev_reader {
     mcpg_timer *tick;
     bool started, stopped, asking_head;
     unsigned ticks;
+    size_t gets;     /* rows asked of the store, not yet answered */
     uint64_t target; /* the last log row the owner said is there */
     uint64_t next;   /* the next row to append to the cache */
     uint64_t asked;  /* the last row asked for */
@@ -107,6 +109,13 @@ static ev_row *row_new(events *ev, uint64_t seq, const char *occ, size_t n) {
 
 /* ---- reading ------------------------------------------------------------------ */
 
+/* One row asked of the store: its slot may have been filled from the
+ * owner's word (and even reused) by the time the answer comes. */
+typedef struct rget {
+    struct ev_reader *rd;
+    uint64_t seq;
+} rget;
+
 static void pump(ev_reader *rd);
 
 /* Rows read in order go to the cache; the loops are told once. */
@@ -130,9 +139,14 @@ static void drain(ev_reader *rd) {
 }
 
 static void on_row(void *arg, int status, const mcpg_coord_value *v) {
-    rslot *s = arg;
-    ev_reader *rd = s->rd;
+    rget *g = arg;
+    ev_reader *rd = g->rd;
+    uint64_t seq = g->seq;
+    rd->ev->host->free(g);
+    rd->gets--;
     if (rd->stopped) return;
+    rslot *s = &rd->win[seq % READ_WINDOW];
+    if (s->seq != seq || s->state != SLOT_ASKED) return pump(rd); /* heard meanwhile */
     if (status == 0) {
         s->row = row_new(rd->ev, s->seq, v->data, v->len);
         if (!s->row) rd->ev->host->log(rd->ev->self, MCPG_LOG_WARN, "log row %llu is not an event "
@@ -153,18 +167,63 @@ static void ask(ev_reader *rd, rslot *s) {
     events *ev = rd->ev;
     char key[48];
     size_t kn = ev_key_u64(key, sizeof key, EV_KEY_LOG, s->seq);
+    rget *g = ev->host->alloc(sizeof *g);
+    s->state = SLOT_FAILED; /* unless asked below: tried again on the next tick */
+    if (!g) return;
+    g->rd = rd;
+    g->seq = s->seq;
     s->state = SLOT_ASKED;
-    int rc = ev->co->get(ev->co_inst, rd->l->w, key, kn, on_row, s);
-    if (rc < 0) s->state = SLOT_FAILED;
+    rd->gets++;
+    if (ev->co->get(ev->co_inst, rd->l->w, key, kn, on_row, g) < 0) {
+        ev->host->free(g);
+        rd->gets--;
+        s->state = SLOT_FAILED;
+    }
 }
 
 static void pump(ev_reader *rd) {
-    while (!rd->stopped && rd->asked < rd->target && rd->asked + 1 < rd->next + READ_WINDOW) {
+    while (!rd->stopped && rd->asked < rd->target && rd->asked + 1 < rd->next + READ_WINDOW &&
+           rd->gets < GETS_MAX) {
         rslot *s = &rd->win[(rd->asked + 1) % READ_WINDOW];
+        if (s->state == SLOT_READ && s->seq == rd->asked + 1) { /* heard from the owner */
+            rd->asked++;
+            continue;
+        }
         if (s->state != SLOT_FREE) break;
         s->rd = rd;
         s->seq = ++rd->asked;
         ask(rd, s);
+    }
+}
+
+/* A row the owner's word carried: its slot is filled without asking the
+ * store (one that is being asked keeps its answer out: see on_row). */
+static void heard_row(ev_reader *rd, uint64_t seq, const char *occ, size_t n) {
+    if (seq < rd->next || seq >= rd->next + READ_WINDOW) return; /* had, or asked later */
+    rslot *s = &rd->win[seq % READ_WINDOW];
+    if (s->state == SLOT_READ && s->seq == seq) return;
+    if (s->state != SLOT_FREE && s->seq != seq) return;
+    s->rd = rd;
+    s->seq = seq;
+    s->row = row_new(rd->ev, seq, occ, n);
+    s->state = SLOT_READ;
+    if (seq == rd->asked + 1) rd->asked = seq;
+}
+
+/* The rows after the word's first line: "<first>" then "\n<len> <bytes>" each. */
+static void heard_rows(ev_reader *rd, const char *p, size_t n) {
+    const char *nl = memchr(p, '\n', n);
+    uint64_t seq;
+    if (!nl || ev_parse_u64(p, (size_t)(nl - p), &seq)) return;
+    size_t i = (size_t)(nl + 1 - p);
+    while (i < n) {
+        const char *sp = memchr(p + i, ' ', n - i);
+        uint64_t len;
+        if (!sp || ev_parse_u64(p + i, (size_t)(sp - (p + i)), &len)) return;
+        i = (size_t)(sp + 1 - p);
+        if (len > n - i) return;
+        heard_row(rd, seq++, p + i, (size_t)len);
+        i += (size_t)len + 1; /* and its "\n" */
     }
 }
 
@@ -215,10 +274,17 @@ static void on_head(void *arg, int status, const mcpg_coord_value *v) {
     else if (status == 0) heard_head(rd, v->data, v->len);
 }
 
+/* "<last log row> <last inbox slot>", then the batch's rows when they fit
+ * the word ("\n<first>\n<len> <row>\n..."). */
 static void on_head_word(void *arg, const char *subject, const char *data, size_t len) {
     ev_reader *rd = arg;
     (void)subject;
-    if (rd->started) heard_head(rd, data, len); /* before the first read, the read decides */
+    if (!rd->started || !data) return; /* before the first read, the read decides */
+    const char *nl = memchr(data, '\n', len);
+    size_t head = nl ? (size_t)(nl - data) : len;
+    if (nl) heard_rows(rd, nl + 1, len - head - 1);
+    heard_head(rd, data, head); /* asks for what the word did not carry */
+    drain(rd);
 }
 
 static void on_tick(void *arg) {
