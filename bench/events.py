@@ -80,6 +80,12 @@ def pin(pid, cpus):
                        stderr=subprocess.DEVNULL, check=False)
 
 
+def events_ready(port):
+    r = gateway.send_one(port, gateway.stateless_request(port, "events/poll",
+                                                         {"name": "bench.tick", "cursor": None}))
+    return r.status == 200
+
+
 def manifest(store, info_logs):
     name = "events.json" if store == "memory" else "events-fleet-%s.json" % store
     with open(os.path.join(ROOT, "conf", name)) as f:
@@ -116,6 +122,9 @@ class Fleet:
         g = gateway.Gateway(self.ctx, manifest=self.m, env=self.env, name="events-%s-%d" % (self.key, k)).start()
         gateway.wait_for(lambda: gateway.readyz_coordinator(g.port) in ("ok", "none"), 20,
                          "the store to answer on %s" % g.name, interval=0.1)
+        # a replica answers readers 503 until it has read where the log is
+        gateway.wait_for(lambda: events_ready(g.port), 20, "the events log's head on %s" % g.name,
+                         interval=0.1)
         pin(g.proc.pid, self.a.gw_cpus)
         return g
 
