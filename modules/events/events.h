@@ -38,7 +38,6 @@
 #define EV_KEY_IN_SEQ "mcpg.ev.in.seq"
 #define EV_KEY_IN "mcpg.ev.in."
 #define EV_KEY_HEAD "mcpg.ev.head"
-#define EV_KEY_LOG "mcpg.ev.log."
 #define EV_KEY_ID "mcpg.ev.id."
 #define EV_KEY_LEASE "mcpg.ev.lease"
 #define EV_SUBJ_INBOX "mcpg.ev.inbox"

@@ -158,11 +158,25 @@ static int inbox_full(const events *ev) {
 
 static void reserve(ev_loop *l);
 
+/* The owner's word from a counter step: "I\n" then "<slot> <len> <row>\n"
+ * for each stored row (length 0: a slot given up), while it fits; the
+ * owner reads the others from the store. */
+#define INBOX_WORD_MAX (256u << 10)
+
 typedef struct ev_batch {
     ev_loop *l;
     ev_post *posts;   /* taken from the loop's waiting list */
     size_t n, left;   /* posts, and rows not yet answered */
+    mcpg_buf word;
 } ev_batch;
+
+static void word_add(const mcpg_host *h, ev_batch *b, uint64_t slot, const mcpg_buf *row) {
+    size_t n = row ? row->len : 0;
+    if (b->word.len + n + 48 > INBOX_WORD_MAX) return;
+    if (h->buf_printf(&b->word, "%llu %zu ", (unsigned long long)slot, n) ||
+        (n && h->buf_append(&b->word, row->data, n)) || h->buf_append(&b->word, "\n", 1))
+        b->word.len = 0; /* out of memory: no word, the owner reads the store */
+}
 
 typedef struct ev_put {
     ev_batch *b;
@@ -172,8 +186,12 @@ typedef struct ev_put {
 static void batch_done(ev_batch *b) {
     ev_loop *l = b->l;
     events *ev = l->ev;
-    if (!l->stopped)
-        (void)ev->co->publish(ev->co_inst, l->w, EV_SUBJ_INBOX, "1", 1, ev_noop_cb, NULL);
+    if (!l->stopped) {
+        const char *w = b->word.len ? b->word.data : "I\n";
+        (void)ev->co->publish(ev->co_inst, l->w, EV_SUBJ_INBOX, w, b->word.len ? b->word.len : 2,
+                              ev_noop_cb, NULL);
+    }
+    ev->host->buf_free(&b->word);
     ev->host->free(b);
     l->reserving = false;
     if (l->n_waiting && !l->stopped) reserve(l);
@@ -192,6 +210,7 @@ static void on_row_put(void *arg, int status, const mcpg_coord_value *v) {
     events *ev = b->l->ev;
     (void)v;
     if (status) give_up_slot(ev, b->l, u->p->slot);
+    word_add(ev->host, b, u->p->slot, status ? NULL : &u->p->row);
     post_answer(ev, u->p, status == 0, "the coordinator cannot take the event now");
     ev->host->free(u);
     if (--b->left == 0) batch_done(b);
@@ -205,6 +224,7 @@ static void put_row(ev_batch *b, ev_post *p) {
     if (!u || (p->slot > done && p->slot - done > (uint64_t)ev->cfg->inbox_max_rows)) {
         h->free(u);
         give_up_slot(ev, b->l, p->slot);
+        word_add(h, b, p->slot, NULL);
         post_answer(ev, p, 0, "the events inbox is full, retry later");
         if (--b->left == 0) batch_done(b);
         return;
@@ -226,11 +246,11 @@ static void on_reserved(void *arg, int status, const mcpg_coord_value *v) {
             next = p->next;
             post_answer(ev, p, 0, "the coordinator cannot take the event now");
         }
-        b->left = 0;
-        b->posts = NULL;
+        ev_loop *l = b->l;
+        ev->host->buf_free(&b->word);
         ev->host->free(b);
-        b->l->reserving = false;
-        if (b->l->n_waiting && !b->l->stopped) reserve(b->l);
+        l->reserving = false;
+        if (l->n_waiting && !l->stopped) reserve(l);
         return;
     }
     uint64_t last = (uint64_t)v->number, slot = last - b->n + 1;
@@ -252,6 +272,7 @@ static void reserve(ev_loop *l) {
     ev_batch *b = ev->host->calloc(1, sizeof *b);
     if (!b) return; /* tried again when the next post arrives */
     b->l = l;
+    if (ev->host->buf_append(&b->word, "I\n", 2)) b->word.len = 0;
     b->posts = l->waiting_head;
     b->n = b->left = l->n_waiting;
     l->waiting_head = l->waiting_tail = NULL;

@@ -24,7 +24,8 @@ typedef struct rslot {
     struct ev_reader *rd;
     uint64_t seq;
     int state;     /* SLOT_* */
-    ev_row *row;   /* when read; NULL for a row the store no longer has */
+    ev_row *row;   /* when read; NULL for a hole (a copy, a slot given up) or a gap */
+    bool gap;      /* the store no longer had it (past the retention) */
 } rslot;
 
 enum { SLOT_FREE, SLOT_ASKED, SLOT_READ, SLOT_FAILED };
@@ -125,9 +126,10 @@ static void drain(ev_reader *rd) {
     for (;;) {
         rslot *s = &rd->win[rd->next % READ_WINDOW];
         if (s->state != SLOT_READ || s->seq != rd->next) break;
-        if (s->row) cache_append(ev, s->seq, s->row);
-        else rd->gaps++;
+        cache_append(ev, s->seq, s->row); /* a hole too: the cache's slots stay in step */
+        if (s->gap) rd->gaps++;
         s->row = NULL;
+        s->gap = false;
         s->state = SLOT_FREE;
         rd->next++;
         grew = true;
@@ -147,13 +149,16 @@ static void on_row(void *arg, int status, const mcpg_coord_value *v) {
     if (rd->stopped) return;
     rslot *s = &rd->win[seq % READ_WINDOW];
     if (s->seq != seq || s->state != SLOT_ASKED) return pump(rd); /* heard meanwhile */
-    if (status == 0) {
-        s->row = row_new(rd->ev, s->seq, v->data, v->len);
-        if (!s->row) rd->ev->host->log(rd->ev->self, MCPG_LOG_WARN, "log row %llu is not an event "
-                                       "of a type this gateway has: skipped", (unsigned long long)s->seq);
+    if (status == 0) { /* "<id key>\n<occurrence>", or "": a hole */
+        const char *nl = v->len ? memchr(v->data, '\n', v->len) : NULL;
+        s->row = nl ? row_new(rd->ev, s->seq, nl + 1, v->len - (size_t)(nl + 1 - v->data)) : NULL;
+        if (v->len && !s->row)
+            rd->ev->host->log(rd->ev->self, MCPG_LOG_WARN, "log row %llu is not an event of a type "
+                              "this gateway has: skipped", (unsigned long long)s->seq);
         s->state = SLOT_READ;
     } else if (status == MCPG_ENOENT) {
         s->row = NULL; /* past the retention: a gap its readers are told of */
+        s->gap = true;
         s->state = SLOT_READ;
     } else {
         s->state = SLOT_FAILED; /* asked again on the next tick */
@@ -166,7 +171,7 @@ static void on_row(void *arg, int status, const mcpg_coord_value *v) {
 static void ask(ev_reader *rd, rslot *s) {
     events *ev = rd->ev;
     char key[48];
-    size_t kn = ev_key_u64(key, sizeof key, EV_KEY_LOG, s->seq);
+    size_t kn = ev_key_u64(key, sizeof key, EV_KEY_IN, s->seq);
     rget *g = ev->host->alloc(sizeof *g);
     s->state = SLOT_FAILED; /* unless asked below: tried again on the next tick */
     if (!g) return;
@@ -205,7 +210,8 @@ static void heard_row(ev_reader *rd, uint64_t seq, const char *occ, size_t n) {
     if (s->state != SLOT_FREE && s->seq != seq) return;
     s->rd = rd;
     s->seq = seq;
-    s->row = row_new(rd->ev, seq, occ, n);
+    s->row = n ? row_new(rd->ev, seq, occ, n) : NULL; /* length 0: a hole */
+    s->gap = false;
     s->state = SLOT_READ;
     if (seq == rd->asked + 1) rd->asked = seq;
 }
