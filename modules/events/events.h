@@ -1,31 +1,34 @@
 /* events: the MCP Events pipeline (docs/events.md).
  *
- * Five parts, one file each:
- *   inbound.c  POST /webhooks/events/{source}: verify, then an inbox row in
- *              the coordinator (the posts a loop holds share one counter
- *              step), 202 once the store has it;
- *   owner.c    one replica under a lease moves inbox rows into the log, in
- *              order, dropping copies of an event id;
- *   reader.c   each replica reads each new log row once (on its first loop)
- *              into a cache every loop's readers share;
- *   readers.c  events/list, events/poll, events/stream from that cache.
- *   subscribe.c events/subscribe, events/unsubscribe (a subscription is a key in
- *              the coordinator), and the webhook POSTs, by the lease holder from
- *              its cache.
+ * The parts, one file each:
+ *   inbound.c   POST /webhooks/events/{source}: verify, then an inbox row in
+ *               the coordinator (the posts a loop holds share one counter
+ *               step), 202 once the store has it; the rows go to the owner
+ *               in one message per step;
+ *   owner.c     one replica under a lease admits inbox rows into the log, in
+ *               order, emptying copies of an event id: the log is the
+ *               inbox's admitted rows, nothing is copied;
+ *   reader.c    each replica takes each new log row once (from the owner's
+ *               message, else from the store) into a cache its loops share;
+ *   readers.c   events/list, events/poll, events/stream from that cache;
+ *   subscribe.c events/subscribe, events/unsubscribe (a subscription is a key
+ *               in the coordinator), and the webhook POSTs, by the lease
+ *               holder from its cache.
  *
  * Store layout (keys under the coordinator's own prefix):
  *   mcpg.ev.in.seq        the inbox's last reserved slot (incr)
- *   mcpg.ev.in.<n>        inbox row n: "<source> <event id>\n<occurrence>"; "" a slot
- *                         given up (refused, or its write failed)
- *   mcpg.ev.head          "<last log row> <last inbox slot moved>" (compare-and-set)
- *   mcpg.ev.log.<n>       log row n: the occurrence, {"eventId","name","timestamp","data"}
- *   mcpg.ev.id.<source>.<sha256 of the id>  the inbox slot that first carried it
+ *   mcpg.ev.in.<n>        slot n: "<id key>\n<occurrence>" ({"eventId","name",
+ *                         "timestamp","data"}); "" a hole (a copy, a slot given up);
+ *                         log row n once the head has passed it; TTL retention_ms
+ *   mcpg.ev.head          "<last admitted slot> <the same>" (compare-and-set)
+ *   mcpg.ev.id.<source>.<sha256 of the id>  the slot that first carried it (TTL dedup_ms)
  *   mcpg.ev.lease         the owner's replica id (put_if_absent + TTL, renewed by CAS)
  *   mcpg.ev.sub.<id>      a webhook subscription (subscribe.c), TTL its grant
  *   mcpg.ev.subpos.<id>   the log row its delivery has reached (the lease holder writes it)
- * Subjects: mcpg.ev.inbox (posts landed: the owner looks), mcpg.ev.head
- * ("<last log row>": readers look), mcpg.ev.subs (a subscription added,
- * refreshed or removed: the delivering replica looks). */
+ * Subjects: mcpg.ev.inbox (a step's stored rows, for the owner),
+ * mcpg.ev.head (the head and the batch's events, for every replica),
+ * mcpg.ev.subs (a subscription added, refreshed or removed: the delivering
+ * replica looks). */
 #ifndef EVENTS_H
 #define EVENTS_H
 
