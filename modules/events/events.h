@@ -61,6 +61,7 @@ typedef struct ev_cfg {
     int64_t inbox_max_rows, retention_ms, dedup_ms, heartbeat_ms, poll_interval_ms;
     int64_t lease_ms, cache_rows, max_streams, batch_rows;
     int allow_http_callbacks;                 /* subscribe.c */
+    int allow_anonymous_subscriptions;        /* subscribe.c */
     int64_t subscription_max_ttl_ms, subscriptions_max;
     const char *callback_ca_file;             /* NULL: the system's authorities */
 } ev_cfg;

@@ -37,6 +37,9 @@ static const mcpg_config_field ev_config[] = {
                        "inbox rows the owner moves in one batch"),
     MCPG_CFG_BOOL_FIELD(ev_cfg, allow_http_callbacks, "allow_http_callbacks", "false",
                         "events/subscribe may name a plain http:// callback (else https:// only)"),
+    MCPG_CFG_BOOL_FIELD(ev_cfg, allow_anonymous_subscriptions, "allow_anonymous_subscriptions",
+                        "false", "a caller without identity may subscribe a webhook (else "
+                        "-32012: the gateway posts only for someone it knows)"),
     MCPG_CFG_INT_FIELD(ev_cfg, subscription_max_ttl_ms, "subscription_max_ttl_ms", "3600000", 10000,
                        2592000000LL, "the longest lifetime events/subscribe grants"),
     MCPG_CFG_INT_FIELD(ev_cfg, subscriptions_max, "subscriptions_max", "1024", 1, 1000000,

@@ -78,19 +78,29 @@ static int reader_ready(events *ev, mcpg_call *call) {
 
 static mcpg_status answer_list(events *ev, mcpg_call *call) {
     const mcpg_host *h = ev->host;
-    return h->call_result(call, ev->list_json, strlen(ev->list_json)) ? fail(ev, call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL)
-                                                                      : MCPG_CONTINUE;
+    if (h->call_result(call, ev->list_json, strlen(ev->list_json)))
+        return fail(ev, call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
+    return MCPG_CONTINUE;
+}
+
+/* What a poll and a stream start with: the type (params.name), the cursor
+ * (*has 0 for "from now") and a replica that knows the head. 0, or -1 with
+ * the call's error set. */
+static int reader_args(events *ev, mcpg_call *call, int *type, uint64_t *cursor, int *has) {
+    *type = call_type(ev, call);
+    if (*type < 0) return unknown_type(ev, call), -1;
+    *has = call_cursor(ev, call, cursor);
+    if (*has < 0)
+        return fail(ev, call, MCPG_RPC_INVALID_PARAMS, "Invalid params: cursor is not one this "
+                    "gateway gave", NULL), -1;
+    return reader_ready(ev, call) ? 0 : -1;
 }
 
 static mcpg_status answer_poll(events *ev, mcpg_call *call) {
     const mcpg_host *h = ev->host;
-    int type = call_type(ev, call);
-    if (type < 0) return unknown_type(ev, call);
+    int type, has;
     uint64_t cursor = 0;
-    int has = call_cursor(ev, call, &cursor);
-    if (has < 0) return fail(ev, call, MCPG_RPC_INVALID_PARAMS, "Invalid params: cursor is not one "
-                             "this gateway gave", NULL);
-    if (!reader_ready(ev, call)) return MCPG_DENY;
+    if (reader_args(ev, call, &type, &cursor, &has)) return MCPG_DENY;
     int64_t max = 100;
     size_t pn = 0;
     const char *p = h->call_params(call, &pn);
@@ -248,13 +258,9 @@ void ev_readers_advance_all(events *ev) {
 
 static mcpg_status open_stream(events *ev, mcpg_call *call) {
     const mcpg_host *h = ev->host;
-    int type = call_type(ev, call);
-    if (type < 0) return unknown_type(ev, call);
+    int type, has;
     uint64_t cursor = 0;
-    int has = call_cursor(ev, call, &cursor);
-    if (has < 0) return fail(ev, call, MCPG_RPC_INVALID_PARAMS, "Invalid params: cursor is not one "
-                             "this gateway gave", NULL);
-    if (!reader_ready(ev, call)) return MCPG_DENY;
+    if (reader_args(ev, call, &type, &cursor, &has)) return MCPG_DENY;
     if (atomic_load(&ev->open_streams) >= (unsigned)ev->cfg->max_streams)
         return fail(ev, call, MCPG_RPC_RESOURCE_EXHAUSTED, "Resource exhausted: too many event streams "
                     "on this gateway", "{\"limit\":\"streams\"}");

@@ -194,6 +194,13 @@ static sreq *parse_common(events *ev, mcpg_call *call, mcpg_json_span *delivery,
         return NULL;
     }
     const char *pr = h->call_principal(call);
+    if (!pr && !ev->cfg->allow_anonymous_subscriptions) {
+        /* the gateway would POST to a URL for someone it does not know */
+        free(url);
+        *st = fail(ev, call, MCPG_RPC_EVENTS_FORBIDDEN, "Forbidden: a webhook subscription needs "
+                   "an authenticated caller (allow_anonymous_subscriptions is off)", NULL);
+        return NULL;
+    }
     sreq *q = h->calloc(1, sizeof *q);
     char *principal = strdup(pr ? pr : "");
     if (!q || !principal) {

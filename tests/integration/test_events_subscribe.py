@@ -92,10 +92,10 @@ class Receiver:
         self.srv.shutdown()
 
 
-def manifest(allow_http=True, ca_file=None, **settings):
+def manifest(allow_http=True, ca_file=None, anonymous=True, **settings):
     m = base_manifest()
     m["events"] = events_manifest(VAR, types=(TYPE, OTHER), allow_http_callbacks=allow_http,
-                                  **settings)
+                                  allow_anonymous_subscriptions=anonymous, **settings)
     if ca_file:
         m["events"]["callback_ca_file"] = ca_file
     return m
@@ -160,13 +160,16 @@ def main():
         check(isinstance(occ.get("cursor"), str), what + ": a cursor (%r)" % occ)
         return occ
 
-    def t_ready():
+    def wait_ready(port):
         deadline = time.time() + 10
         while time.time() < deadline:  # 503 until the replica has read where the log is
-            if "result" in rpc(p, "events/poll", {"name": TYPE, "cursor": None})[1]:
+            if "result" in rpc(port, "events/poll", {"name": TYPE, "cursor": None})[1]:
                 return
             time.sleep(0.05)
         check(False, "the replica reads where the log is")
+
+    def t_ready():
+        wait_ready(p)
 
     def t_list():
         res = result(p, "events/list", {}, "events/list")
@@ -317,6 +320,14 @@ def main():
                      "a receiver whose certificate the system does not trust gets nothing")
             check("certificate" in g2.stderr(), "the log says why: %s" % g2.stderr_tail(5))
 
+    def t_anonymous():
+        with Gateway(ctx, manifest=manifest(anonymous=False), env={VAR: src},
+                     name="events-no-anonymous") as g3:
+            wait_ready(g3.port)
+            e = error(g3.port, "events/subscribe", sub_params(rx.url("/anon"), new_secret()), -32012,
+                      "an anonymous caller, allow_anonymous_subscriptions off")
+            check("authenticated" in e.get("message", ""), "says why: %r" % e)
+
     def t_stop():
         gw.stop()
         rx.close()
@@ -334,6 +345,7 @@ def main():
         ("https:// callbacks, verified against callback_ca_file", t_https),
         ("plain http:// needs allow_http_callbacks (else -32014), https is verified, "
          "subscriptions_max (-32013)", t_https_only),
+        ("an anonymous caller may not subscribe unless allowed (-32012)", t_anonymous),
         ("the gateway stops cleanly", t_stop),
     ], ctx)
 
