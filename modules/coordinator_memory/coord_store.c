@@ -51,8 +51,17 @@ struct cm_store {
     size_t max_keys, max_bytes;
     atomic_size_t keys, bytes;
     atomic_uint_fast64_t revision;
+    cm_log_fn log_fn; /* the journal (NULL: none), set before any op */
+    void *log_ctx;
     cm_shard shards[CM_SHARDS];
 };
+
+/* A change, to the journal (under the key's shard lock). */
+static void log_put(cm_store *s, const cm_entry *e, cm_out *out) {
+    if (s->log_fn)
+        out->seq = s->log_fn(s->log_ctx, CM_LOG_PUT, e->bytes, e->klen, e->bytes + e->klen,
+                             e->vlen, e->revision, e->expires_us);
+}
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -296,6 +305,7 @@ static int entry_insert(cm_store *s, cm_shard *sh, uint64_t hash,
     sh->count++;
     maybe_grow(s->h, sh);
     out->revision = e->revision;
+    log_put(s, e, out);
     return 0;
 nomem:
     unreserve(&s->keys, 1);
@@ -323,6 +333,7 @@ static int entry_replace(cm_store *s, cm_shard *sh, cm_entry **pp, const char *v
     e->bytes[e->klen + vlen] = '\0';
     e->revision = atomic_fetch_add(&s->revision, 1) + 1;
     out->revision = e->revision;
+    log_put(s, e, out);
     return 0;
 }
 
@@ -497,6 +508,9 @@ int cm_store_del(cm_store *s, const char *key, size_t klen, uint64_t now_us, cm_
     int rc = MCPG_ENOENT;
     if (pp) {
         out->revision = (*pp)->revision;
+        if (s->log_fn)
+            out->seq = s->log_fn(s->log_ctx, CM_LOG_DEL, key, klen, NULL, 0,
+                                 atomic_load(&s->revision), 0);
         entry_unlink(s, sh, pp);
         rc = 0;
     }
@@ -595,4 +609,73 @@ int cm_store_scan(cm_store *s, const char *prefix, size_t plen, uint64_t now_us,
     }
     if (rc == 0 && out->n > 1) qsort_r(out->items, out->n, sizeof *out->items, item_cmp, out->keys);
     return rc;
+}
+
+/* ---- the journal's hooks ------------------------------------------------------ */
+
+void cm_store_set_log(cm_store *s, cm_log_fn fn, void *ctx) {
+    s->log_fn = fn;
+    s->log_ctx = ctx;
+}
+
+void cm_store_note_revision(cm_store *s, uint64_t rev) {
+    uint64_t cur = atomic_load(&s->revision);
+    while (cur < rev && !atomic_compare_exchange_weak(&s->revision, &cur, rev)) {
+    }
+}
+
+uint64_t cm_store_revision(cm_store *s) { return atomic_load(&s->revision); }
+
+int cm_store_load(cm_store *s, const char *key, size_t klen, const char *val, size_t vlen,
+                  uint64_t revision, uint64_t expires_us) {
+    uint64_t hash = cm_hash(s->seed, key, klen);
+    cm_shard *sh = shard_of(s, hash);
+    cm_store_note_revision(s, revision);
+    pthread_mutex_lock(&sh->mu);
+    cm_entry **pp = find_link(sh, hash, key, klen);
+    int rc = 0;
+    if (*pp) entry_unlink(s, sh, pp); /* then as new: the bounds are not checked here */
+    cm_entry *e = s->h->alloc(sizeof *e + klen + vlen + 1);
+    if (!e) {
+        rc = MCPG_ENOMEM;
+        goto out;
+    }
+    *e = (cm_entry){.hash = hash, .heap_idx = CM_NO_HEAP, .klen = (uint32_t)klen, .vlen = vlen,
+                    .revision = revision};
+    memcpy(e->bytes, key, klen);
+    if (vlen) memcpy(e->bytes + klen, val, vlen);
+    e->bytes[klen + vlen] = '\0';
+    if (heap_update(s->h, sh, e, expires_us)) {
+        s->h->free(e);
+        rc = MCPG_ENOMEM;
+        goto out;
+    }
+    e->next = sh->buckets[hash & sh->mask];
+    sh->buckets[hash & sh->mask] = e;
+    sh->count++;
+    atomic_fetch_add(&s->keys, 1);
+    atomic_fetch_add(&s->bytes, klen + vlen);
+    maybe_grow(s->h, sh);
+out:
+    pthread_mutex_unlock(&sh->mu);
+    return rc;
+}
+
+void cm_store_load_del(cm_store *s, const char *key, size_t klen) {
+    uint64_t hash = cm_hash(s->seed, key, klen);
+    cm_shard *sh = shard_of(s, hash);
+    pthread_mutex_lock(&sh->mu);
+    cm_entry **pp = find_link(sh, hash, key, klen);
+    if (*pp) entry_unlink(s, sh, pp);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+void cm_store_each(cm_store *s, size_t shard, uint64_t now_us, cm_each_fn fn, void *ctx) {
+    cm_shard *sh = &s->shards[shard];
+    pthread_mutex_lock(&sh->mu);
+    for (size_t b = 0; b <= sh->mask; b++)
+        for (const cm_entry *e = sh->buckets[b]; e; e = e->next)
+            if (!entry_expired(e, now_us))
+                fn(ctx, e->bytes, e->klen, entry_val(e), e->vlen, e->revision, e->expires_us);
+    pthread_mutex_unlock(&sh->mu);
 }

@@ -32,6 +32,7 @@ typedef struct cm_out {
     size_t len;
     uint64_t revision;
     int64_t number;
+    uint64_t seq; /* the journal's sequence of the change this op made (0: none) */
 } cm_out;
 
 void cm_out_release(const mcpg_host *h, cm_out *out);
@@ -109,6 +110,36 @@ size_t cm_store_sweep(cm_store *s, uint64_t now_us, size_t budget);
 
 /* Live keys and their bytes, expired-but-unswept ones included. */
 void cm_store_usage(cm_store *s, size_t *keys, size_t *bytes);
+
+/* ---- the journal's hooks (coord_journal.c) ----------------------------------
+ * With a log function set, every change an op makes (not an expiry, not a
+ * sweep) is reported under the key's shard lock, after it took effect, as the
+ * key's whole new state: CM_LOG_PUT with its value, revision and expiry
+ * (monotonic us, 0: none), or CM_LOG_DEL with the store's revision counter.
+ * Under the lock, so the records of one key are reported in the order the
+ * key changed; a record is a state, not a step, so replaying one twice is
+ * harmless. The function returns the record's sequence (out->seq), 0 when it
+ * could not keep it. */
+enum { CM_LOG_PUT = 'P', CM_LOG_DEL = 'D', CM_LOG_REV = 'R' };
+typedef uint64_t (*cm_log_fn)(void *ctx, int type, const char *key, size_t klen,
+                              const char *val, size_t vlen, uint64_t revision,
+                              uint64_t expires_us);
+void cm_store_set_log(cm_store *s, cm_log_fn fn, void *ctx);
+
+/* Replay: set key's state as a record says (bounds not enforced: a journal
+ * written under larger bounds still loads), remove it, raise the revision
+ * counter to at least rev. */
+int cm_store_load(cm_store *s, const char *key, size_t klen, const char *val, size_t vlen,
+                  uint64_t revision, uint64_t expires_us);
+void cm_store_load_del(cm_store *s, const char *key, size_t klen);
+void cm_store_note_revision(cm_store *s, uint64_t rev);
+uint64_t cm_store_revision(cm_store *s);
+
+/* Every live key of shard i (0..CM_SHARDS-1), under its lock: fn must not
+ * call the store. */
+typedef void (*cm_each_fn)(void *ctx, const char *key, size_t klen, const char *val,
+                           size_t vlen, uint64_t revision, uint64_t expires_us);
+void cm_store_each(cm_store *s, size_t shard, uint64_t now_us, cm_each_fn fn, void *ctx);
 
 /* The whole of s[0..n) as a decimal int64: 1 and *out, else 0. */
 int cm_parse_int64(const char *s, size_t n, int64_t *out);

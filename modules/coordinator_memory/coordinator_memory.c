@@ -14,12 +14,32 @@
  * when the list is empty, or for a value too big for the record.
  *
  * Expired keys read as absent at once; a timer per loop sweeps them out
- * every sweep_interval_ms. */
+ * every sweep_interval_ms.
+ *
+ * With a `path` (coord_journal.h): the store is replayed from the journal at
+ * start, and every change is appended to it, under the key's shard lock, as
+ * the op applies itself. Memory is updated at once, as without a path: a read
+ * on any loop sees a change as soon as its op returned, before the change is
+ * on disk (a read on the op's own loop sees its put; a read on another loop
+ * may see a value a crash would still lose: its writer has not been answered
+ * yet, and is answered MCPG_EUNAVAIL if the write then fails). What waits for
+ * the disk is the callback: a mutating op (put, incr, rate_take,
+ * put_if_absent, compare_and_set, del, whatever its outcome) is answered only
+ * once every record appended before it answered is durable. To keep "in the
+ * order that loop made its ops", nothing is posted at once then: each op goes
+ * to its worker's queue (wk->qhead, loop thread only) and the queue's head is
+ * posted when it is ready (reads and pub/sub at once, mutations when the
+ * journal's durable sequence reaches theirs; MCPG_EUNAVAIL when the writer
+ * gave up on that batch). A mutation's first record in a loop turn posts a
+ * kick to that loop, which runs after the turn's other work and wakes the
+ * writer: the turn's records go in one write and one fdatasync. The writer
+ * posts `notify` to each loop with ops waiting after each batch. */
 #include <mcpg/sdk.h>
 
 #include <stdatomic.h>
 #include <string.h>
 
+#include "coord_journal.h"
 #include "coord_metrics.h"
 #include "coord_pubsub.h"
 #include "coord_store.h"
@@ -31,6 +51,8 @@
 typedef struct cm_cfg {
     int64_t max_keys, max_bytes, max_key_bytes, max_value_bytes, max_scan_keys;
     int64_t max_subscriptions, subscriber_backlog, max_message_bytes, sweep_interval_ms;
+    const char *path;
+    int64_t compact_min_bytes;
 } cm_cfg;
 
 static const mcpg_config_field cm_config[] = {
@@ -56,6 +78,12 @@ static const mcpg_config_field cm_config[] = {
                        "(MCPG_ERANGE)"),
     MCPG_CFG_INT_FIELD(cm_cfg, sweep_interval_ms, "sweep_interval_ms", "1000", 1, 3600000,
                        "how often each loop removes expired keys (reads never see them)"),
+    MCPG_CFG_STRING_FIELD(cm_cfg, path, "path", NULL,
+                          "a journal file: every change is on disk before its op is answered, "
+                          "and the store is replayed from it at start (none: memory only)"),
+    MCPG_CFG_INT_FIELD(cm_cfg, compact_min_bytes, "compact_min_bytes", "8388608", 4096,
+                       INT64_MAX, "with a path: the journal is rewritten as a snapshot of the "
+                       "live keys once it is over this size and 4x the live data"),
     MCPG_CONFIG_END};
 
 typedef struct cm_worker cm_worker;
@@ -76,6 +104,8 @@ typedef struct cm_op {
     void *arg;
     cm_out out;
     cm_scan_out scan;
+    uint64_t need;       /* with a journal: answered once durable reaches it (0: at once) */
+    struct cm_op *qnext; /* with a journal: the worker's queue, in the order ops were made */
     char inline_buf[CM_OP_INLINE];
 } cm_op;
 
@@ -86,6 +116,13 @@ struct cm_worker {
     cm_op *live;   /* posted, callback not run yet */
     cm_op *free;
     size_t nfree;
+    /* with a journal */
+    cm_op *qhead, *qtail;       /* made, not posted yet (loop thread only) */
+    int stopping;               /* worker_stop ran: ops refused */
+    int kick_pending;           /* loop thread only */
+    mcpg_post kick, notify;
+    atomic_int waiting;         /* the queue is not empty: the writer posts notify */
+    atomic_int notify_pending;  /* notify is posted and has not run */
 };
 
 struct coordmem {
@@ -98,6 +135,7 @@ struct coordmem {
     uint32_t nworkers;
     atomic_uint_fast64_t swept;
     cm_metrics metrics;
+    cm_journal *j; /* with a path, from start() */
 };
 
 /* ---- operation records (on their worker's thread) --------------------------- */
@@ -168,7 +206,7 @@ static int op_begin(coordmem *cm, cm_opname name, mcpg_worker *w, mcpg_coord_cb 
     *op = (cm_op){.post = {.fn = op_answer, .arg = op}, .wk = wk, .name = name,
                   .t0 = h->mono_us(), .cb = cb, .arg = arg,
                   .out = {.inline_buf = op->inline_buf, .inline_cap = CM_OP_INLINE}};
-    if (h->worker_post(w, &op->post) != 0) {
+    if (cm->j ? wk->stopping : h->worker_post(w, &op->post) != 0) {
         op_recycle(op);
         return MCPG_ESTATE;
     }
@@ -176,6 +214,88 @@ static int op_begin(coordmem *cm, cm_opname name, mcpg_worker *w, mcpg_coord_cb 
     if (wk->live) wk->live->prev = op;
     wk->live = op;
     *out = op;
+    return 0;
+}
+
+/* ---- with a journal: answers in order, once durable (loop thread) ------------- */
+
+static int op_ready(const coordmem *cm, cm_op *op) {
+    if (op->need <= cm_journal_durable(cm->j)) return 1;
+    if (op->need > cm_journal_resolved(cm->j)) return 0;
+    /* the batch with its record failed: the change is in memory, not on disk */
+    cm_out_release(cm->h, &op->out);
+    op->out.revision = 0;
+    op->out.number = 0;
+    op->status = MCPG_EUNAVAIL;
+    op->need = 0;
+    return 1;
+}
+
+/* Post the queue's ready head, in order. A post refused (the loop is
+ * stopping) leaves the record in `live`, freed by destroy. */
+static void queue_drain(cm_worker *wk) {
+    coordmem *cm = wk->cm;
+    for (;;) {
+        while (wk->qhead && op_ready(cm, wk->qhead)) {
+            cm_op *op = wk->qhead;
+            wk->qhead = op->qnext;
+            if (!wk->qhead) wk->qtail = NULL;
+            (void)cm->h->worker_post(wk->w, &op->post);
+        }
+        if (!wk->qhead) {
+            atomic_store(&wk->waiting, 0);
+            return;
+        }
+        atomic_store(&wk->waiting, 1);
+        if (!op_ready(cm, wk->qhead)) return; /* the writer sees `waiting` after its batch */
+    }
+}
+
+static void on_notify(void *arg) {
+    cm_worker *wk = arg;
+    atomic_store(&wk->notify_pending, 0);
+    queue_drain(wk);
+}
+
+static void on_kick(void *arg) {
+    cm_worker *wk = arg;
+    wk->kick_pending = 0;
+    cm_journal_kick(wk->cm->j);
+}
+
+/* The writer's progress (on its thread): wake the loops with ops waiting. */
+static void on_progress(void *arg) {
+    coordmem *cm = arg;
+    for (uint32_t i = 0; i < cm->nworkers; i++) {
+        cm_worker *wk = &cm->workers[i];
+        if (!atomic_load(&wk->waiting) || atomic_exchange(&wk->notify_pending, 1)) continue;
+        if (cm->h->worker_post(wk->w, &wk->notify) != 0) atomic_store(&wk->notify_pending, 0);
+    }
+}
+
+/* The op has applied itself: without a journal its answer is posted already;
+ * with one, queue it behind the loop's earlier ops. */
+static int op_end(coordmem *cm, cm_op *op, int mutation) {
+    if (!cm->j) return 0;
+    cm_worker *wk = op->wk;
+    if (mutation) {
+        if (op->status == 0 && op->out.seq == 0) {
+            op->status = MCPG_EUNAVAIL; /* its record could not be kept (no memory) */
+            cm_out_release(cm->h, &op->out);
+        }
+        op->need = cm_journal_appended(cm->j);
+        if (op->out.seq && !wk->kick_pending) {
+            wk->kick_pending = 1;
+            if (cm->h->worker_post(wk->w, &wk->kick) != 0) {
+                wk->kick_pending = 0;
+                cm_journal_kick(cm->j);
+            }
+        }
+    }
+    if (wk->qtail) wk->qtail->qnext = op;
+    else wk->qhead = op;
+    wk->qtail = op;
+    queue_drain(wk);
     return 0;
 }
 
@@ -200,7 +320,7 @@ static int cm_get(void *instance, mcpg_worker *w, const char *key, size_t klen, 
     int rc = key_ok(cm, key, klen);
     if (rc || (rc = op_begin(cm, CMO_GET, w, cb, arg, &op))) return rc;
     op->status = cm_store_get(cm->store, key, klen, op->t0, &op->out);
-    return 0;
+    return op_end(cm, op, 0);
 }
 
 static int cm_write(coordmem *cm, cm_write_mode mode, mcpg_worker *w, const char *key,
@@ -213,7 +333,7 @@ static int cm_write(coordmem *cm, cm_write_mode mode, mcpg_worker *w, const char
         return rc;
     op->status = cm_store_write(cm->store, mode, key, klen, val, vlen, ttl_ms, expected, op->t0,
                                 &op->out);
-    return 0;
+    return op_end(cm, op, 1);
 }
 
 static int cm_put(void *instance, mcpg_worker *w, const char *key, size_t klen, const char *val,
@@ -241,7 +361,7 @@ static int cm_incr(void *instance, mcpg_worker *w, const char *key, size_t klen,
     int rc = key_ok(cm, key, klen);
     if (rc || (rc = op_begin(cm, CMO_INCR, w, cb, arg, &op))) return rc;
     op->status = cm_store_incr(cm->store, key, klen, delta, ttl_ms, op->t0, &op->out);
-    return 0;
+    return op_end(cm, op, 1);
 }
 
 static int cm_rate_take(void *instance, mcpg_worker *w, const char *key, size_t klen,
@@ -254,7 +374,7 @@ static int cm_rate_take(void *instance, mcpg_worker *w, const char *key, size_t 
     if (rc || (rc = op_begin(cm, CMO_RATE_TAKE, w, cb, arg, &op))) return rc;
     cm_rate q = {caller_now_us, interval_us, burst_us};
     op->status = cm_store_rate_take(cm->store, key, klen, &q, op->t0, &op->out);
-    return 0;
+    return op_end(cm, op, 1);
 }
 
 static int cm_del(void *instance, mcpg_worker *w, const char *key, size_t klen, mcpg_coord_cb cb,
@@ -264,7 +384,7 @@ static int cm_del(void *instance, mcpg_worker *w, const char *key, size_t klen, 
     int rc = key_ok(cm, key, klen);
     if (rc || (rc = op_begin(cm, CMO_DEL, w, cb, arg, &op))) return rc;
     op->status = cm_store_del(cm->store, key, klen, op->t0, &op->out);
-    return 0;
+    return op_end(cm, op, 1);
 }
 
 static int cm_scan_prefix(void *instance, mcpg_worker *w, const char *prefix, size_t plen,
@@ -279,7 +399,7 @@ static int cm_scan_prefix(void *instance, mcpg_worker *w, const char *prefix, si
     op->each_cb = each_cb;
     op->status = cm_store_scan(cm->store, prefix, plen, op->t0,
                                (size_t)cm->cfg->max_scan_keys, &op->scan);
-    return 0;
+    return op_end(cm, op, 0);
 }
 
 /* ---- pub/sub ops ---------------------------------------------------------------- */
@@ -296,7 +416,7 @@ static int cm_pub(void *instance, mcpg_worker *w, const char *subject, const cha
     size_t reached = 0;
     op->status = cm_publish(cm->ps, subject, slen, data, len, &reached);
     op->out.number = (int64_t)reached;
-    return 0;
+    return op_end(cm, op, 0);
 }
 
 static int cm_sub_op(void *instance, mcpg_worker *w, const char *subject, mcpg_coord_msg_cb cb,
@@ -344,11 +464,43 @@ static int cm_create(const mcpg_host *h, mcpg_instance *self, const void *config
         cm_destroy(cm);
         return MCPG_ENOMEM;
     }
-    for (uint32_t i = 0; i < cm->nworkers; i++)
-        cm->workers[i] = (cm_worker){.cm = cm, .w = h->worker_at(i)};
+    for (uint32_t i = 0; i < cm->nworkers; i++) {
+        cm_worker *wk = &cm->workers[i];
+        *wk = (cm_worker){.cm = cm, .w = h->worker_at(i), .kick = {.fn = on_kick, .arg = wk},
+                          .notify = {.fn = on_notify, .arg = wk}};
+    }
     cm_metrics_register(&cm->metrics, h, self, cm->store);
     *instance_out = cm;
     return 0;
+}
+
+/* With a path: replay the journal, then journal every change. Here, not in
+ * create: `mcpg --check` creates instances too, and must neither take the
+ * file's lock (a running gateway holds it) nor cut a torn tail. */
+static int cm_start(void *instance) {
+    coordmem *cm = instance;
+    const char *path = cm->cfg->path;
+    if (!path || !*path) return 0;
+    int rc = cm_journal_open(cm->h, cm->self, path, cm->store,
+                             (uint64_t)cm->cfg->compact_min_bytes, &cm->j);
+    if (rc) return rc;
+    cm_store_set_log(cm->store, cm_journal_log, cm->j);
+    if ((rc = cm_journal_start(cm->j, on_progress, cm)) != 0) {
+        cm_store_set_log(cm->store, NULL, NULL);
+        cm_journal_free(cm->j);
+        cm->j = NULL;
+    }
+    return rc;
+}
+
+static int cm_validate(const mcpg_host *h, const void *config, mcpg_report *rep) {
+    const cm_cfg *cfg = config;
+    if (!cfg->path) return 0;
+    char why[512];
+    const char *bad = cm_journal_path_problem(cfg->path, why, sizeof why);
+    if (!bad) return 0;
+    h->report_error(rep, "path", "%s: a journal cannot be kept there", bad);
+    return MCPG_ECONFIG;
 }
 
 static void cm_sweep_tick(void *arg) {
@@ -374,7 +526,9 @@ static void cm_worker_start(void *instance, mcpg_worker *w) {
 static void cm_worker_stop(void *instance, mcpg_worker *w) {
     coordmem *cm = instance;
     uint32_t i = cm->h->worker_index(w);
-    if (i >= cm->nworkers || !cm->workers[i].sweep) return;
+    if (i >= cm->nworkers) return;
+    cm->workers[i].stopping = 1; /* with a journal: ops refused from here on (MCPG_ESTATE) */
+    if (!cm->workers[i].sweep) return;
     cm->h->timer_stop(cm->workers[i].sweep);
     cm->workers[i].sweep = NULL;
 }
@@ -387,6 +541,14 @@ static void cm_stop(void *instance) {
                "stopped: %zu keys, %zu bytes, %llu expired keys swept, %llu messages dropped",
                keys, bytes, (unsigned long long)atomic_load(&cm->swept),
                (unsigned long long)cm_pubsub_dropped(cm->ps));
+    if (!cm->j) return;
+    cm_journal_stop(cm->j); /* what is appended is written and synced first */
+    uint64_t records, syncs, compactions, file;
+    cm_journal_stats(cm->j, &records, &syncs, &compactions, &file);
+    cm->h->log(cm->self, MCPG_LOG_INFO,
+               "journal %s: %llu records in %llu syncs, %llu compactions, %llu bytes",
+               cm->cfg->path, (unsigned long long)records, (unsigned long long)syncs,
+               (unsigned long long)compactions, (unsigned long long)file);
 }
 
 /* Records whose answer never ran (their loop ended first) and the free lists. */
@@ -410,6 +572,7 @@ static void cm_destroy(void *instance) {
     const mcpg_host *h = cm->h;
     for (uint32_t i = 0; cm->workers && i < cm->nworkers; i++) worker_free(h, &cm->workers[i]);
     h->free(cm->workers);
+    cm_journal_free(cm->j);
     cm_pubsub_free(cm->ps);
     cm_store_free(cm->store);
     h->free(cm);
@@ -417,7 +580,9 @@ static void cm_destroy(void *instance) {
 
 static const mcpg_lifecycle_ops cm_lifecycle = {
     MCPG_OPS_HEAD(mcpg_lifecycle_ops),
+    .validate = cm_validate,
     .create = cm_create,
+    .start = cm_start,
     .stop = cm_stop,
     .destroy = cm_destroy,
     .worker_start = cm_worker_start,
@@ -441,6 +606,8 @@ static const mcpg_coordinator_ops cm_ops = {
 
 MCPG_MODULE_DEFINE(MCPG_KIND_COORDINATOR, "coordinator_memory", "1.0.0",
                    .description = "the embedded coordinator: keys, TTLs, counters and "
-                                  "pub/sub in this process (cluster.kind single_node)",
+                                  "pub/sub in this process (cluster.kind single_node), "
+                                  "optionally journaled to a file",
+                   .flags = MCPG_MOD_OWNS_THREADS,
                    .config = cm_config, .config_size = sizeof(cm_cfg),
                    .lifecycle = &cm_lifecycle, .ops = &cm_ops);
