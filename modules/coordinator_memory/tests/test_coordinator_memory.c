@@ -15,7 +15,12 @@
 #include "coord_contract.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -198,6 +203,225 @@ static void test_backlog(void) {
     MCPG_CHECK(mcpg_fakehost_log_contains(fh, "3 messages dropped"), "counted at stop");
 }
 
+/* ---- the journal (config "path") ---------------------------------------------------- */
+
+static char jdir[64];
+static char jpath[128];
+static char jcfg[256];
+
+static off_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+static const char *jconfig(const char *extra) {
+    snprintf(jcfg, sizeof jcfg, "{\"path\":\"%s\"%s%s}", jpath, extra ? "," : "",
+             extra ? extra : "");
+    return jcfg;
+}
+
+/* The shared contract on a file-backed store: every answer still on a later
+ * turn, in the loop's order, now after the disk. */
+static void test_journal_contract(void) {
+    unlink(jpath);
+    mcpg_instance *inst = load(jconfig(NULL));
+    C.st = mcpg_fakehost_state(inst);
+    contract_all(&C);
+    unload(inst);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "syncs"), "the stop line counts syncs:\n%s",
+               mcpg_fakehost_log_text(fh));
+    unlink(jpath);
+}
+
+/* Every kind of change survives an unload and a load on the same path:
+ * values, revisions (and the counter: a new write goes above every old one),
+ * expiries (a key past its TTL at replay is absent), deletes. */
+static void test_journal_replay(void) {
+    unlink(jpath);
+    mcpg_instance *inst = load(jconfig(NULL));
+    void *st = mcpg_fakehost_state(inst);
+    answer a = put(st, "k", "v1", 0);
+    uint64_t r1 = a.revision;
+    MCPG_CHECK(a.status == 0, "put");
+    MCPG_CHECK(put(st, "k", "v2", 0).status == 0, "put again");
+    MCPG_CHECK(incr(st, "n", 5, 0).number == 5 && incr(st, "n", 2, 0).number == 7, "incr");
+    MCPG_CHECK(pia(st, "once", "x", 0).status == 0, "put_if_absent");
+    MCPG_CHECK(put(st, "short", "s", 30).status == 0, "put ttl 30 ms");
+    MCPG_CHECK(put(st, "long", "l", 3600000).status == 0, "put ttl 1 h");
+    MCPG_CHECK(put(st, "gone", "g", 0).status == 0 && del(st, "gone").status == 0, "del");
+    answer cas = {0};
+    settle(ops->compare_and_set(st, W, K("k"), get(st, "k").revision, K("v3"), 0, on_answer,
+                                &cas),
+           &cas, "cas");
+    MCPG_CHECK(cas.status == 0, "cas: %d", cas.status);
+    answer rt = {0};
+    settle(ops->rate_take(st, W, K("rate"), 1000000, 1000000000, 5000000000, on_answer, &rt), &rt,
+           "rate_take");
+    MCPG_CHECK(rt.status == 0 && rt.number == 1001000000, "rate_take: %d %lld", rt.status,
+               (long long)rt.number);
+    uint64_t last = get(st, "rate").revision;
+    unload(inst);
+    mcpg_fakehost_run_for(fh, 40); /* "short" expires meanwhile */
+
+    inst = load(jconfig(NULL));
+    st = mcpg_fakehost_state(inst);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "replayed"), "replay logged");
+    a = get(st, "k");
+    MCPG_CHECK(a.status == 0 && strcmp(a.data, "v3") == 0 && a.revision == cas.revision,
+               "k after replay: %d %s @%llu (want @%llu)", a.status, a.data,
+               (unsigned long long)a.revision, (unsigned long long)cas.revision);
+    MCPG_CHECK(a.revision > r1, "revisions kept");
+    MCPG_CHECK(get(st, "n").number == 7, "counter after replay");
+    MCPG_CHECK(pia(st, "once", "y", 0).status == MCPG_EEXIST, "put_if_absent after replay");
+    MCPG_CHECK(get(st, "short").status == MCPG_ENOENT, "expired while stopped: absent");
+    MCPG_CHECK(get(st, "long").status == 0, "a live TTL survives");
+    MCPG_CHECK(get(st, "gone").status == MCPG_ENOENT, "a delete survives");
+    MCPG_CHECK(get(st, "rate").number == 1001000000, "rate_take's paid-until survives");
+    a = put(st, "gone", "again", 0);
+    MCPG_CHECK(a.revision > last, "the revision counter survives: %llu > %llu",
+               (unsigned long long)a.revision, (unsigned long long)last);
+    unload(inst);
+    unlink(jpath);
+}
+
+static void write_at(const char *path, off_t off, const void *p, size_t n) {
+    int fd = open(path, O_WRONLY);
+    MCPG_REQUIRE(fd >= 0 && pwrite(fd, p, n, off) == (ssize_t)n, "write %s", path);
+    close(fd);
+}
+
+/* A torn last record is cut off with a warning naming the file and the
+ * offset, and only it is lost; a bad record before the end refuses the
+ * start, naming both. */
+static void test_journal_damage(void) {
+    unlink(jpath);
+    mcpg_instance *inst = load(jconfig(NULL));
+    void *st = mcpg_fakehost_state(inst);
+    char k[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(k, sizeof k, "d%d", i);
+        put(st, k, "value", 0);
+    }
+    unload(inst);
+    off_t size = file_size(jpath);
+    MCPG_REQUIRE(size > 100, "journal written: %lld", (long long)size);
+    MCPG_REQUIRE(truncate(jpath, size - 3) == 0, "truncate");
+
+    mcpg_fakehost_log_clear(fh);
+    inst = load(jconfig(NULL));
+    st = mcpg_fakehost_state(inst);
+    char want[256];
+    snprintf(want, sizeof want, "journal %s: torn last record at offset", jpath);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, want), "torn tail logged:\n%s",
+               mcpg_fakehost_log_text(fh));
+    MCPG_CHECK(get(st, "d8").status == 0 && get(st, "d9").status == MCPG_ENOENT,
+               "only the torn record is lost");
+    MCPG_CHECK(put(st, "d9", "again", 0).status == 0, "writes after the cut");
+    unload(inst);
+    inst = load(jconfig(NULL));
+    st = mcpg_fakehost_state(inst);
+    MCPG_CHECK(get(st, "d9").status == 0 && strcmp(get(st, "d9").data, "again") == 0,
+               "appended after the cut: whole");
+    unload(inst);
+
+    /* one byte changed in the middle: not a torn tail */
+    write_at(jpath, 60, "\xff", 1);
+    mcpg_fakehost_log_clear(fh);
+    mcpg_instance *bad = NULL;
+    int rc = mcpg_fakehost_load(fh, mod, "coord", jconfig(NULL), &bad);
+    MCPG_CHECK(rc != 0, "a bad record in the middle refuses the start");
+    snprintf(want, sizeof want, "journal %s: bad record at offset", jpath);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, want), "named:\n%s", mcpg_fakehost_log_text(fh));
+    MCPG_CHECK(file_size(jpath) > 100, "and the file is left as it was");
+
+    /* not a journal at all */
+    write_at(jpath, 0, "hello", 5);
+    MCPG_CHECK(mcpg_fakehost_load(fh, mod, "coord", jconfig(NULL), &bad) != 0 &&
+                   mcpg_fakehost_log_contains(fh, "not a coordinator journal"),
+               "a foreign file refuses the start");
+    unlink(jpath);
+}
+
+/* The journal is rewritten as a snapshot once it is 4x the live data and
+ * over compact_min_bytes; writes during and after it are kept. */
+static void test_journal_compaction(void) {
+    unlink(jpath);
+    mcpg_instance *inst = load(jconfig("\"compact_min_bytes\":8192"));
+    void *st = mcpg_fakehost_state(inst);
+    char v[64];
+    for (int i = 0; i < 2000; i++) {
+        snprintf(v, sizeof v, "value-%d", i);
+        answer a = {0};
+        MCPG_REQUIRE(ops->put(st, W, K("hot"), K(v), 0, on_answer, &a) == 0, "put");
+        if (i % 100 == 99) mcpg_fakehost_run_until(fh, answered, &a, 5000);
+    }
+    MCPG_CHECK(incr(st, "n", 1, 0).status == 0, "incr");
+    mcpg_fakehost_run_for(fh, 20);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "compacted"), "compacted:\n%s",
+               mcpg_fakehost_log_text(fh));
+    off_t size = file_size(jpath);
+    MCPG_CHECK(size > 0 && size < 16384, "journal after compaction: %lld bytes", (long long)size);
+    unload(inst);
+    inst = load(jconfig("\"compact_min_bytes\":8192"));
+    st = mcpg_fakehost_state(inst);
+    answer a = get(st, "hot");
+    MCPG_CHECK(a.status == 0 && strcmp(a.data, "value-1999") == 0, "the last value: %s", a.data);
+    MCPG_CHECK(get(st, "n").number == 1, "the key after it");
+    unload(inst);
+    unlink(jpath);
+}
+
+/* A write that fails (here: past RLIMIT_FSIZE) answers the ops waiting
+ * MCPG_EUNAVAIL, logged once; the next write that works ends the episode, and
+ * the failed bytes are written then too. */
+static void test_journal_write_failure(void) {
+    unlink(jpath);
+    mcpg_instance *inst = load(jconfig(NULL));
+    void *st = mcpg_fakehost_state(inst);
+    MCPG_CHECK(put(st, "a", "1", 0).status == 0, "put");
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = (rlim_t)file_size(jpath);
+    setrlimit(RLIMIT_FSIZE, &lim);
+    mcpg_fakehost_log_clear(fh);
+    MCPG_CHECK(put(st, "b", "2", 0).status == MCPG_EUNAVAIL, "a failed write: MCPG_EUNAVAIL");
+    MCPG_CHECK(put(st, "c", "3", 0).status == MCPG_EUNAVAIL, "still failing");
+    MCPG_CHECK(get(st, "b").status == 0, "the change stays in memory");
+    setrlimit(RLIMIT_FSIZE, &old);
+    MCPG_CHECK(put(st, "d", "4", 0).status == 0, "writing again");
+    const char *log = mcpg_fakehost_log_text(fh);
+    const char *first = strstr(log, "write or sync failed");
+    MCPG_CHECK(first && !strstr(first + 1, "write or sync failed"), "logged once:\n%s", log);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "the episode is over"), "its end logged");
+    unload(inst);
+    inst = load(jconfig(NULL));
+    st = mcpg_fakehost_state(inst);
+    MCPG_CHECK(get(st, "b").status == 0 && get(st, "c").status == 0 && get(st, "d").status == 0,
+               "the failed bytes were written with the next batch");
+    unload(inst);
+    unlink(jpath);
+}
+
+static void test_journal(void) {
+    snprintf(jdir, sizeof jdir, "/tmp/cmjournal.XXXXXX");
+    MCPG_REQUIRE(mkdtemp(jdir), "mkdtemp");
+    snprintf(jpath, sizeof jpath, "%s/coord.journal", jdir);
+    char bad[256];
+    snprintf(bad, sizeof bad, "{\"path\":\"%s/no/such/dir/j\"}", jdir);
+    MCPG_CHECK(mcpg_fakehost_check(fh, mod, bad) == MCPG_ECONFIG &&
+                   strstr(mcpg_fakehost_report_text(fh), "path"),
+               "an unwritable path is a --check error naming the key: %s",
+               mcpg_fakehost_report_text(fh));
+    test_journal_contract();
+    test_journal_replay();
+    test_journal_damage();
+    test_journal_compaction();
+    test_journal_write_failure();
+    rmdir(jdir);
+}
+
 /* ---- a micro-benchmark: printed, never asserted ------------------------------------ */
 
 typedef struct bench {
@@ -275,6 +499,7 @@ int main(int argc, char **argv) {
     test_bounds();
     test_pubsub();
     test_backlog();
+    test_journal();
     test_bench();
     int left = mcpg_fakehost_free(fh);
     MCPG_CHECK(left == 0, "fake host: %d problem(s)", left);
