@@ -115,6 +115,7 @@ typedef struct manifest {
     int64_t workers;
     char *module_dir;
     char *cluster_kind;      /* cluster.kind: single_node, nats, redis */
+    char *cluster_path;      /* cluster.path: the default coordinator's journal, or NULL */
     char *runtime_dir;
     int log_level;
     int64_t drain_timeout_ms;

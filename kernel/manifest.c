@@ -256,8 +256,9 @@ static void parse_cluster(mctx *c, json_t *root) {
     json_t *cl = get_object(c, root, "cluster", "cluster");
     char *kind = cl ? get_string(c, cl, "kind", "cluster", "single_node") : strdup("single_node");
     if (cl) {
-        static const char *const keys[] = {"kind"};
-        check_keys(c, cl, "cluster", keys, 1);
+        static const char *const keys[] = {"kind", "path"};
+        check_keys(c, cl, "cluster", keys, 2);
+        c->m->cluster_path = get_string(c, cl, "path", "cluster", NULL);
     }
     if (strcmp(kind, "single_node") != 0 && strcmp(kind, "nats") != 0 && strcmp(kind, "redis") != 0)
         err(c, "cluster.kind", "must be one of: single_node, nats, redis");
@@ -654,18 +655,36 @@ static void add_default_coordinator(mctx *c) {
         if (m->instances[i].image && m->instances[i].image->desc->kind == MCPG_KIND_COORDINATOR)
             declared = &m->instances[i];
     if (m->cluster_kind && strcmp(m->cluster_kind, "single_node") != 0) {
+        if (m->cluster_path)
+            err(c, "cluster.path", "is the single-node store's journal: cluster.kind \"%s\" "
+                "keeps its state in the fleet's store", m->cluster_kind);
         check_fleet_coordinator(c, declared);
         return;
     }
-    if (declared) return;
+    if (declared) {
+        if (m->cluster_path)
+            err(c, "cluster.path", "configures the default coordinator, but modules declares "
+                "\"%s\": give that one config.path instead", declared->name);
+        return;
+    }
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/coordinator_memory.so", m->module_dir);
-    if (access(path, R_OK) != 0 || find_instance(m, "cluster")) return;
+    if (access(path, R_OK) != 0 || find_instance(m, "cluster")) {
+        if (m->cluster_path)
+            err(c, "cluster.path", "needs the default coordinator (coordinator_memory, in %s, "
+                "as the instance \"cluster\")", m->module_dir);
+        return;
+    }
     m->instances = realloc(m->instances, (m->n_instances + 1) * sizeof *m->instances);
     decl_instance *d = &m->instances[m->n_instances++];
     memset(d, 0, sizeof *d);
     d->name = strdup("cluster");
     d->module = strdup("coordinator_memory");
+    if (m->cluster_path) { /* its config: {"path": ...}, errors named cluster.path */
+        json_t *cfg = json_pack("{s:s}", "path", m->cluster_path);
+        d->config_json = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
+        json_decref(cfg);
+    }
     resolve_instance(c, d, "cluster", "cluster.kind", "cluster");
 }
 
@@ -823,6 +842,7 @@ void manifest_free(manifest *m) {
     free_instance(&m->transport);
     free(m->id);
     free(m->cluster_kind);
+    free(m->cluster_path);
     redactor_free(m->redact);
     for (int s = 0; s < STAGE_COUNT; s++) free_strings(m->stage[s], m->n_stage[s]);
     for (size_t i = 0; i < m->n_bindings; i++) {
