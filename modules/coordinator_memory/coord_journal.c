@@ -166,10 +166,8 @@ uint64_t cm_journal_log(void *ctx, int type, const char *key, size_t klen, const
 
 void cm_journal_kick(cm_journal *j) {
     pthread_mutex_lock(&j->mu);
-    if (!j->kicked) {
-        j->kicked = 1;
-        pthread_cond_signal(&j->cv);
-    }
+    j->kicked = 1; /* signalled each time: a kick may come when the last batch took all */
+    pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -518,6 +516,7 @@ static void *writer(void *arg) {
     pthread_mutex_lock(&j->mu);
     for (;;) {
         while (!j->stopping && !(j->kicked && j->len) && !j->lost) {
+            j->kicked = 0; /* a kick with nothing new: the next record's kick wakes us */
             if (!j->plen) {
                 pthread_cond_wait(&j->cv, &j->mu);
                 continue;
