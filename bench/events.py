@@ -2,8 +2,10 @@
 """The events scenario (bench/run events): MCP Events (docs/events.md) into
 64 push streams. For each fleet -- one gateway alone (single_node), one and
 four gateways on Redis, one and four on NATS (R1) -- the store and the
-gateways are started on free ports from conf/events.json or
-conf/events-fleet-<store>.json, then each rate (100, 400, 1000, 1600 events
+gateways are started on free ports from conf/events.json,
+conf/events-durable.json (single-durable: the single node's coordinator
+journaled to a file in the run's temporary directory, every 202 after an
+fdatasync) or conf/events-fleet-<store>.json, then each rate (100, 400, 1000, 1600 events
 a second offered, one after the other on the same fleet) is one run of
 build/bin/mcpg-events-load: 64 events/stream readers spread over the
 gateways, one producer per 100 events/s posting POST /webhooks/events/bench
@@ -27,6 +29,7 @@ gateway is started again before the next rate.
   bench/events.py
   bench/events.py --fleets "single redis4" --rates "100 400" --seconds 10 --json out.jsonl
   bench/events.py --fleets nats4 --rates 100 --seconds 10 --kill-owner
+  bench/events.py --fleets "single single-durable" --rates "100 400 1000 1600" --seconds 15
 """
 
 import argparse
@@ -49,6 +52,7 @@ NATS = os.environ.get("NATS_SERVER", "/usr/sbin/nats-server")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FLEETS = {  # name: (store, gateways, label)
     "single": ("memory", 1, "one gateway alone"),
+    "single-durable": ("file", 1, "one gateway alone, journal on disk"),
     "redis1": ("redis", 1, "one gateway, Redis"),
     "redis4": ("redis", 4, "four gateways, Redis"),
     "nats1": ("nats", 1, "one gateway, NATS R1"),
@@ -86,10 +90,13 @@ def events_ready(port):
     return r.status == 200
 
 
-def manifest(store, info_logs):
-    name = "events.json" if store == "memory" else "events-fleet-%s.json" % store
+def manifest(store, info_logs, ctx=None):
+    name = {"memory": "events.json", "file": "events-durable.json"}.get(
+        store, "events-fleet-%s.json" % store)
     with open(os.path.join(ROOT, "conf", name)) as f:
         m = json.load(f)
+    if store == "file":  # a fresh journal in the run's temporary directory
+        m["cluster"]["path"] = ctx.path("coord-%d.journal" % time.time_ns())
     for x in m["modules"]:
         if x["module"] == "audit_file":
             x["config"]["path"] = "/dev/null"
@@ -108,12 +115,12 @@ class Fleet:
         self.redis_prefix = None
 
     def start(self):
-        if self.store != "memory":
+        if self.store not in ("memory", "file"):
             self.srv, _, store_env = start_store(self.ctx, self.store, "events-" + self.key)
             self.env.update(store_env)
             self.redis_prefix = store_env.get("MCPG_REDIS_PREFIX")
             pin(self.srv.proc.pid, self.a.gw_cpus)
-        self.m = manifest(self.store, self.a.kill_owner)
+        self.m = manifest(self.store, self.a.kill_owner, self.ctx)
         for k in range(self.n):
             self.gws.append(self.start_gateway(k))
         return self
