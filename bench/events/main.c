@@ -306,8 +306,10 @@ static bool stream_events(ev_stream *s) {
         on_event(s, &m);
         if (s->c.state != C_OPEN) return false;
     }
-    memmove(s->sbuf, s->sbuf + at, s->slen - at);
-    s->slen -= at;
+    if (at) { /* sbuf is NULL until the stream's first bytes */
+        memmove(s->sbuf, s->sbuf + at, s->slen - at);
+        s->slen -= at;
+    }
     return true;
 }
 

@@ -5,7 +5,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
-#include <pthread.h>
 #include <string.h>
 
 #define MAC_LEN 32   /* HMAC-SHA256 */
@@ -51,23 +50,18 @@ int mcpg_whsig_secret_decode(const char *whsec, size_t n, unsigned char *key, si
 
 /* ---- signing --------------------------------------------------------------- */
 
-/* HMAC, fetched from the default provider once per process (a fetch is a
- * locked lookup in OpenSSL's method store, not worth paying per message).
- * Never freed: it lives as long as libcrypto; a module unloaded and loaded
- * again fetches another reference, a few bytes. */
-static EVP_MAC *hmac_alg;
-static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
-static void hmac_fetch(void) { hmac_alg = EVP_MAC_fetch(NULL, OSSL_MAC_NAME_HMAC, NULL); }
-
 /* mac = HMAC-SHA256(key, id "." ts "." body), updated piece by piece so the
  * body is never copied next to the id and timestamp; the only allocation is
  * the MAC context itself, of a fixed size. */
 static int mac_of(const unsigned char *key, size_t klen, const char *id, size_t idn,
                   const char *ts, size_t tsn, const char *body, size_t bn,
                   unsigned char mac[MAC_LEN]) {
-    pthread_once(&hmac_once, hmac_fetch);
-    if (!hmac_alg) return MCPG_EIO;
-    EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac_alg);
+    /* fetched each time: OpenSSL keeps its methods cached, and a reference
+     * kept here for good would outlive libcrypto's own cleanup at exit */
+    EVP_MAC *alg = EVP_MAC_fetch(NULL, OSSL_MAC_NAME_HMAC, NULL);
+    if (!alg) return MCPG_EIO;
+    EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(alg);
+    EVP_MAC_free(alg); /* the context holds its own reference */
     if (!ctx) return MCPG_ENOMEM;
     char digest[] = "SHA256";
     OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
