@@ -130,12 +130,10 @@ void news_fleet_resource_updated(mcpg_worker *w, const char *uri, size_t len) {
     generation *g = w ? w->gen : NULL;
     mcpg_instance *c = g ? g->coordinator : NULL;
     const mcpg_coordinator_ops *ops = c ? c->desc->ops : NULL;
-    char msg[8192];
+    mcpg_buf msg = {0};
     int rc = MCPG_EUNAVAIL;
-    if (ops && len + 2 <= sizeof msg) {
-        msg[0] = 'u', msg[1] = ' ';
-        memcpy(msg + 2, uri, len);
-        rc = ops->publish(c->state, w, MCPG_FLEET_NEWS_SUBJECT, msg, len + 2, fleet_published, NULL);
-    }
+    if (ops && mcpg_fleet_news_updated(&msg, uri, len) == 0)
+        rc = ops->publish(c->state, w, MCPG_FLEET_NEWS_SUBJECT, msg.data, msg.len, fleet_published, NULL);
+    mcpg_buf_free(&msg);
     if (rc < 0) broadcast("notifications/resources/updated", uri, len); /* this replica's own, at least */
 }

@@ -102,8 +102,7 @@ static int take_uri(const mcpg_host *h, const th_whsrc *s, const mcpg_json_span 
             return refuse(b, 400, "%s: control characters are not allowed in a uri", field);
     if (!allowed(s, uri, n))
         return refuse(b, 403, "%s: \"%s\" is outside the uri_prefixes of this source", field, uri);
-    if (h->buf_append(&b->msg, "u ", 2) || h->buf_append(&b->msg, uri, n) || h->buf_append(&b->msg, "\n", 1))
-        return refuse(b, 503, "out of memory");
+    if (mcpg_fleet_news_updated(&b->msg, uri, n)) return refuse(b, 503, "out of memory");
     return 0;
 }
 
@@ -133,7 +132,7 @@ static int take_member(const mcpg_host *h, const th_whsrc *s, const mcpg_json_sp
         if (v->type == MCPG_JSON_FALSE) return 0;
         if (!s->list_changed)
             return refuse(b, 403, "list_changed: source %s may not announce list changes", s->name);
-        return h->buf_append(&b->msg, "l\n", 2) ? refuse(b, 503, "out of memory") : 0;
+        return mcpg_fleet_news_list_changed(&b->msg) ? refuse(b, 503, "out of memory") : 0;
     }
     char key[64];
     size_t kn;

@@ -135,6 +135,12 @@ const char *mcpg_kind_name(uint32_t kind);
 const char *mcpg_method_name(uint32_t method);
 uint32_t mcpg_method_of(const char *m, size_t n);
 
+/* ---- the fleet's resource news (MCPG_FLEET_NEWS_SUBJECT's lines) ----
+ * Append "u <uri>\n" (notifications/resources/updated) or "l\n"
+ * (resources/list_changed) to a message: 0 or MCPG_ENOMEM. */
+int mcpg_fleet_news_updated(mcpg_buf *b, const char *uri, size_t n);
+int mcpg_fleet_news_list_changed(mcpg_buf *b);
+
 /* ---- error names ---- */
 const char *mcpg_strerror(int err);
 const char *mcpg_errname(int err);
