@@ -512,9 +512,43 @@ static void on_audit_status(mcpg_call *c, mcpg_status st) {
     c->idx++;
 }
 
+/* events/list as its module answered it ({"events":[{"name":...},...]}),
+ * less the types a policy instance's visible() hides from the caller (kind
+ * "event"), as the merged lists are filtered. */
+static void filter_event_list(mcpg_call *c) {
+    mcpg_json_span arr, e, name;
+    if (!lists_filtered(c) || !c->result.len ||
+        mcpg_json_object_get(c->result.data, c->result.len, "events", &arr) != 1 ||
+        arr.type != MCPG_JSON_ARRAY)
+        return;
+    mcpg_buf out = {0};
+    int rc = mcpg_buf_puts(&out, "{\"events\":[");
+    bool first = true;
+    size_t it = 0;
+    char nm[256];
+    size_t n;
+    while (!rc && mcpg_json_array_next(arr.p, arr.n, &it, &e) == 1) {
+        if (e.type != MCPG_JSON_OBJECT || mcpg_json_object_get(e.p, e.n, "name", &name) != 1 ||
+            mcpg_json_string_decode(&name, nm, sizeof nm, &n) != 0 || !item_visible(c, "event", nm))
+            continue;
+        if (!first) rc |= mcpg_buf_append(&out, ",", 1);
+        first = false;
+        rc |= mcpg_buf_append(&out, e.p, e.n);
+    }
+    rc |= mcpg_buf_puts(&out, "]}");
+    if (rc) {
+        mcpg_buf_free(&out);
+        call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
+        return;
+    }
+    mcpg_buf_free(&c->result);
+    c->result = out;
+}
+
 static void on_backend_status(mcpg_call *c, mcpg_status st) {
     c->tb1 = mono_us();
     if (st == MCPG_DENY) c->backend_failed = true;
+    if (st == MCPG_CONTINUE && c->method == MCPG_METHOD_EVENTS_LIST) filter_event_list(c);
     bool audited = c->method == MCPG_METHOD_TOOLS_CALL && c->gen->n_stage[STAGE_AUDIT];
     c->phase = audited ? PH_AUDIT_DONE : PH_COMPLETE;
     c->idx = 0;

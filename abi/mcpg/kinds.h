@@ -78,7 +78,8 @@ typedef struct mcpg_policy_ops {
      * through, and leaves out what any of them answers 0 to. kind is "tool",
      * "prompt", "resource" or "resource_template"; name is the client's
      * name (tools, prompts: with the binding's prefix), the uri or the
-     * uriTemplate. On the call's loop; must not block. */
+     * uriTemplate. ABI 1.5: also "event" (name: the event type) for
+     * events/list. On the call's loop; must not block. */
     int (*visible)(void *instance, mcpg_call *call, const char *kind, const char *name);
 } mcpg_policy_ops;
 

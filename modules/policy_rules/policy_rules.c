@@ -274,8 +274,8 @@ static mcpg_status pr_check(void *instance, mcpg_call *call) {
     case MCPG_METHOD_RESOURCES_SUBSCRIBE: return check_subscribe(m, call);
     case MCPG_METHOD_RESOURCES_UNSUBSCRIBE: return MCPG_CONTINUE; /* giving up reveals nothing */
     case MCPG_METHOD_COMPLETION_COMPLETE: return check_completion(m, call);
-    /* the events extension: the type is the call's name; the list of types
-     * is not filtered (it names what exists, as an unknown type's error does) */
+    /* the events extension: the type is the call's name; events/list is
+     * filtered by visible(), kind "event" */
     case MCPG_METHOD_EVENTS_POLL:
     case MCPG_METHOD_EVENTS_STREAM:
     case MCPG_METHOD_EVENTS_SUBSCRIBE: return check_item(m, call, PR_EVENT, 0);
@@ -318,6 +318,7 @@ static int pr_visible_op(void *instance, mcpg_call *call, const char *kind, cons
     else if (!strcmp(kind, "prompt")) k = PR_PROMPT;
     else if (!strcmp(kind, "resource")) k = PR_RESOURCE;
     else if (!strcmp(kind, "resource_template")) k = PR_RESOURCE, is_template = 1;
+    else if (!strcmp(kind, "event")) k = PR_EVENT;
     else return 0; /* a kind this module does not know: not shown */
     const pr_published *pub = current(m);
     if (pub->pol.n > 64) { /* no mask covers them all: the whole caller */

@@ -199,6 +199,9 @@ def main():
             expect_error(r, 403, -32003, "a type no rule allows", id=2)
             _, rpc = poll(g.port, "audit.note")
             check_eq(rpc["error"]["code"], -32003, "events/poll is judged the same")
+            r = send_one(g.port, stateless_request(g.port, "events/list", {}, id=3))
+            check_eq([e["name"] for e in r.rpc()["result"]["events"]], ["order.created", "order.paid"],
+                     "events/list shows the caller the types its rules allow")
 
     def t_no_events():
         with Gateway(ctx, manifest=base_manifest(), name="events-none").start() as g:
