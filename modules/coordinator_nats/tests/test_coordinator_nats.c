@@ -375,6 +375,10 @@ int main(int argc, char **argv) {
         return 77;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* a line at a time: a run that hangs (ctest kills it at its timeout)
+     * shows how far it got */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setvbuf(stderr, NULL, _IONBF, 0);
     so_path = argv[1];
     MCPG_REQUIRE(nats_tmpdir(base, sizeof base) == 0, "temp dir");
     fh = mcpg_fakehost_new();
