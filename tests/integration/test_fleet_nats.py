@@ -32,7 +32,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, call_tool, check, check_coordinator_down,  # noqa: E402
+from gateway import (Conn, Context, Gateway, _child_setup, call_tool, check, check_coordinator_down,  # noqa: E402
                      check_eq, free_port, parse_args, readyz, readyz_coordinator, run_tests,
                      stop_process, wait_for)
 import test_limits  # noqa: E402
@@ -57,7 +57,7 @@ class NatsServer:
         self.proc = subprocess.Popen(
             [NATS, "-js", "-sd", os.path.join(self.dir, "store"), "-a", "127.0.0.1",
              "-p", str(self.port), "-m", str(self.http), "-n", "fleet"],
-            stdout=log, stderr=log)
+            stdout=log, stderr=log, preexec_fn=_child_setup)
         log.close()
         wait_for(self.healthy, 20, "nats-server's /healthz")
 
