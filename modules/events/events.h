@@ -189,6 +189,8 @@ void ev_subs_advance(events *ev); /* loop 0: the cache grew */
 int ev_type_index(const events *ev, const char *name, size_t n); /* -1: none */
 size_t ev_key_u64(char *out, size_t cap, const char *prefix, uint64_t n);
 int ev_parse_u64(const char *p, size_t n, uint64_t *out);
+/* mcpg.ev.head's value, "<last log row> <last inbox slot>": 0, or -1 when it is not two numbers */
+int ev_parse_head(const char *p, size_t n, uint64_t *log, uint64_t *slot);
 void ev_timestamp_now(const mcpg_host *h, char out[48]);
 void ev_noop_cb(void *arg, int status, const mcpg_coord_value *v);
 

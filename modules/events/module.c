@@ -73,6 +73,14 @@ int ev_parse_u64(const char *p, size_t n, uint64_t *out) {
     return 0;
 }
 
+int ev_parse_head(const char *p, size_t n, uint64_t *log, uint64_t *slot) {
+    const char *sp = p ? memchr(p, ' ', n) : NULL;
+    if (!sp || ev_parse_u64(p, (size_t)(sp - p), log) ||
+        ev_parse_u64(sp + 1, n - (size_t)(sp + 1 - p), slot))
+        return -1;
+    return 0;
+}
+
 /* "2026-12-02T10:00:00.123Z" */
 void ev_timestamp_now(const mcpg_host *h, char out[48]) {
     int64_t us = h->wall_us();

@@ -382,20 +382,13 @@ static void next_batch(ev_owner *o) {
         batch_end(o);
 }
 
-/* "<slot> <slot>" (a head written before the log was the inbox named two
- * numbers too: the second is the slot) */
-static int parse_head(const char *p, size_t n, uint64_t *slot) {
-    const char *sp = p ? memchr(p, ' ', n) : NULL;
-    if (!sp) return -1;
-    return ev_parse_u64(sp + 1, n - (size_t)(sp + 1 - p), slot);
-}
-
 static void on_head(void *arg, int status, const mcpg_coord_value *v) {
     ev_owner *o = arg;
+    uint64_t last; /* the same slot: the log is the admitted inbox */
     if (status == MCPG_ENOENT) {
         o->head_rev = 0;
         o->in_done = 0;
-    } else if (status == 0 && parse_head(v->data, v->len, &o->in_done) == 0) {
+    } else if (status == 0 && ev_parse_head(v->data, v->len, &last, &o->in_done) == 0) {
         o->head_rev = v->revision;
     } else {
         if (status == 0)

@@ -244,11 +244,8 @@ static void retry_failed(ev_reader *rd) {
 
 /* "<last log row> <last inbox slot moved>" */
 static void heard_head(ev_reader *rd, const char *p, size_t n) {
-    const char *sp = p ? memchr(p, ' ', n) : NULL;
     uint64_t log = 0, slot = 0;
-    if (!sp || ev_parse_u64(p, (size_t)(sp - p), &log) ||
-        ev_parse_u64(sp + 1, n - (size_t)(sp + 1 - p), &slot))
-        return;
+    if (ev_parse_head(p, n, &log, &slot)) return;
     events *ev = rd->ev;
     uint64_t done = atomic_load(&ev->inbox_done);
     while (slot > done && !atomic_compare_exchange_weak(&ev->inbox_done, &done, slot)) {
