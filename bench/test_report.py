@@ -274,6 +274,34 @@ class ReportTest(unittest.TestCase):
                       "| 2 / 0 / 1 | 400 | 768 256 of 768 256 | 12 / 83 | 92 | — |", events)
         self.assertIn("bench/run.sh events", events)
 
+    def test_the_proxy_section_shows_the_stdio_pair_and_keeps_mcp_proxy_out_of_the_sizing(self):
+        def summary(target, cpu, cps, **kw):
+            base = dict(bench="proxy-summary", target=target, rounds=2, clean_runs=2, calls_per_s=cps, p50_us=4000.0,
+                        p99_us=9000.0, cpu_us_per_call=cpu, vm_rss_kb=8192, threads=8, client_wire="stateless")
+            base.update(kw)
+            return line(**base)
+        with open(self.results, "a") as f:
+            f.write("\n".join([
+                run_line("direct", 30.0), run_line("proxy", 50.0), run_line("nginx", 25.0),
+                run_line("mcpg-stdio", 40.0, wire="legacy"), run_line("mcp-proxy", 1600.0, wire="legacy"),
+                summary("direct", 30.0, 17000.0), summary("proxy", 50.0, 12000.0), summary("nginx", 25.0, 37000.0),
+                summary("mcpg-stdio", 40.0, 16000.0, client_wire="legacy", ratio_to_mcpg_stdio=1.0,
+                        stdio_child_cpu_us_per_call=18.0),
+                summary("mcp-proxy", 1600.0, 600.0, client_wire="legacy", ratio_to_mcpg_stdio=40.0,
+                        stdio_child_cpu_us_per_call=110.0, vm_rss_kb=163840, threads=11, version="6.7.19"),
+            ]) + "\n")
+        page = self.generate()
+        proxy = self.section(page, "Proxying an MCP server")
+        self.assertIn("| `mcp-proxy` | 600 | 4.00 / 9.00 | 1\u202f600.00 | 64.00× | 2 of 2 |", proxy)
+        self.assertIn("| `mcpg-stdio` | legacy | 16\u202f000 | 40.00 | 1.00× | 1.00× | 18.00 | 8.0 | 8 |", proxy)
+        self.assertIn("| `mcp-proxy` 6.7.19 | legacy | 600 | 1\u202f600.00 | 40.00× | 0.04× | 110.00 | 160.0 | 11 |",
+                      proxy)
+        self.assertIn("p50 7.0 ms, p99 13.7 ms at a fixed 3 000 calls/s", proxy)
+        self.assertIn("bench/proxy.sh --rounds 1 --duration 2", proxy)
+        sizing = self.section(page, "Sizing")
+        self.assertIn("| proxy | `mcpg-stdio` | 40.00 |", sizing)
+        self.assertNotIn("mcp-proxy", sizing)
+
     def test_missing_scenarios_are_listed_with_their_command_and_not_invented(self):
         page = self.generate()
         missing = page.split("## Not in these results", 1)[1]
