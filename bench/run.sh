@@ -7,7 +7,7 @@
 #
 #   scale     both MCP wires, default and tuned manifests, beside nginx (wires.sh)
 #   cpu       CPU per call of the embedded bench manifest beside nginx (cpu-per-call.sh)
-#   proxy     a call proxied through backend_mcp beside in process and nginx (proxy.sh)
+#   proxy     a call proxied through backend_mcp beside in process, nginx and mcp-proxy (npm) (proxy.sh)
 #   reload    steady state beside code swapped and reloaded every 200 ms (reload.sh)
 #   security  identity, policy, redaction, audit and TLS beside a bare gateway (security.sh)
 #   tls       CPU per call over https beside http, and with a handshake per call (tls.sh)
