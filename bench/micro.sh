@@ -14,17 +14,17 @@
 #
 #   bench/micro.sh                       every variant
 #   bench/micro.sh --variants "direct inline" --json micro.jsonl
+#   bench/micro.sh --variants "st-call lg-call redact policy-decide"
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=$ROOT/build/bin/mcpg-micro-boundary
 MODULES=$ROOT/build/modules
 CALL_VARIANTS="direct inline pool audit policy"
-PARSE_VARIANTS="st-discover st-list st-call st-read st-prompt st-notify st-batch
-lg-initialize lg-list lg-call lg-read lg-prompt lg-notify lg-batch"
+PARSE_VARIANTS="st-discover st-list st-call st-read st-prompt st-notify st-batch"
+PARSE_VARIANTS+=" lg-initialize lg-list lg-call lg-read lg-prompt lg-notify lg-batch"
 PART_VARIANTS="redact redact-secret redact-rules redact-hash policy-decide"
-# shellcheck disable=SC2086 # the lists split into one line of names
-VARIANTS=$(echo $CALL_VARIANTS $PARSE_VARIANTS $PART_VARIANTS)
+VARIANTS="$CALL_VARIANTS $PARSE_VARIANTS $PART_VARIANTS"
 N1=2000 N2=12000
 JSON_OUT=""
 ME=micro
