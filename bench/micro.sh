@@ -5,16 +5,26 @@
 # (bench/micro/boundary.c). Instructions are callgrind's, from two runs of
 # different lengths (N1 and N2 calls: the difference cancels start-up and
 # shutdown), so they do not depend on the machine's load; allocations are
-# counted by the program itself over all threads.
+# counted by the program itself over all threads. Beside the call, its
+# parts alone, one operation at a time: the transport's parser on each
+# request kind of both wires (st-* the 2026-07-28 stateless wire, lg-* the
+# 2025-11-25 legacy one; bench/micro/wire.c), redacting a call's arguments
+# for audit and the policy decision (bench/micro/parts.c), and a call with a
+# one-rule policy_rules in its policy stage (policy, beside inline).
 #
 #   bench/micro.sh                       every variant
 #   bench/micro.sh --variants "direct inline" --json micro.jsonl
+#   bench/micro.sh --variants "st-call lg-call redact policy-decide"
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=$ROOT/build/bin/mcpg-micro-boundary
 MODULES=$ROOT/build/modules
-VARIANTS="direct inline pool audit"
+CALL_VARIANTS="direct inline pool audit policy"
+PARSE_VARIANTS="st-discover st-list st-call st-read st-prompt st-notify st-batch"
+PARSE_VARIANTS+=" lg-initialize lg-list lg-call lg-read lg-prompt lg-notify lg-batch"
+PART_VARIANTS="redact redact-secret redact-rules redact-hash policy-decide"
+VARIANTS="$CALL_VARIANTS $PARSE_VARIANTS $PART_VARIANTS"
 N1=2000 N2=12000
 JSON_OUT=""
 ME=micro
@@ -26,7 +36,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --variants) VARIANTS=$2; shift ;;
     --calls) N2=$2; shift ;;
-    -h|--help) echo "usage: $0 [--variants \"direct inline pool audit\"] [--calls N] [--json FILE]"; exit 0 ;;
+    -h|--help) echo "usage: $0 [--variants \"$VARIANTS\"] [--calls N] [--json FILE]"; exit 0 ;;
     *) common_opt "$1" "${2:-}" || { echo "$ME: unknown option $1" >&2; exit 2; }; shift ;;
     esac
     shift
@@ -43,8 +53,9 @@ instructions() {
     sed -n 's/^summary: *\([0-9]*\).*/\1/p; s/^totals: *\([0-9]*\).*/\1/p' "$TMP/cg.out" | head -n1
 }
 
-ROW="%-8s %14s %16s %12s\n"
-printf "$ROW" variant instr/call allocs/call ns/call
+ROW="%-14s %14s %16s %12s\n"
+# an op: a call through the kernel, or one operation of a part
+printf "$ROW" variant instr/op allocs/op ns/op
 base=""
 for v in $VARIANTS; do
     echo "$ME: $v: callgrind at $N1 and $N2 calls" >&2

@@ -311,6 +311,24 @@ class ReportTest(unittest.TestCase):
             self.assertNotIn("bench/run.sh %s`" % s, missing)
         self.assertNotIn("## Proxying", page)
 
+    def test_micro_parts_get_their_own_table_beside_the_calls(self):
+        micro = [line(bench="micro", variant="inline", calls=12000, failed=0, allocs_per_call=0.0, ns_per_call=400,
+                      instructions_per_call=2223),
+                 line(bench="micro", variant="st-call", calls=12000, failed=0, allocs_per_call=0.0, ns_per_call=610,
+                      instructions_per_call=1800),
+                 line(bench="micro", variant="redact-hash", calls=12000, failed=0, allocs_per_call=3.0,
+                      ns_per_call=3000, instructions_per_call=5000)]
+        with open(self.results, "a") as f:
+            f.write("\n".join(micro) + "\n")
+        sec = self.section(self.generate(), "Inside one process")
+        self.assertRegex(sec, r"\| `inline` \| 2\u202f223 \| 0\.000 \| 0\.40 \| across the cdylib boundary \|")
+        parts = sec.split("The parts alone", 1)[1]
+        self.assertIn("| `st-call` | stateless wire: tools/call parsed (name against Mcp-Name, arguments) | "
+                      "1\u202f800 | 0.000 | 610 |", parts)
+        self.assertRegex(parts, r"\| `redact-hash` \| .*SHA-256\) \| 5\u202f000 \| 3\.000 \| 3\u202f000 \|")
+        self.assertNotIn("`inline`", parts)
+        self.assertIn('bench/micro.sh --variants "inline st-call redact-hash"', sec)
+
     def test_sizing_multiplies_the_measured_figures(self):
         page = self.generate()
         sizing = self.section(page, "Sizing")

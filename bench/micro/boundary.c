@@ -14,6 +14,12 @@
  *           call to a pool thread and takes the answer back)
  *   audit   inline plus audit_stdout (stdout to /dev/null): the event made,
  *           handed to the sink's writer thread, written
+ *   policy  inline plus policy_rules with one rule (anonymous callers may
+ *           use echo) in the policy stage: the module's check() as the
+ *           kernel calls it, beside inline
+ * and the parts alone, one operation at a time: the transport's request
+ * parsers (st-*, lg-*: wire.c), redaction and the policy decision (redact*,
+ * policy-decide: parts.c).
  *
  * Printed: allocations per call in the whole process (malloc, calloc
  * and realloc, counted by the functions below, which stand in for the C
@@ -28,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "micro.h"
 #include "probe.h"
 
 /* ---- allocations, counted in every thread while the calls run (the
@@ -144,18 +151,29 @@ static void stop_refill(void *arg) {
     uv_close((uv_handle_t *)&refill, NULL);
 }
 
+/* One JSON line: the figures of `calls` operations that took ns. */
+static void print_line(const char *variant, uint64_t calls, uint64_t failed, uint64_t ns) {
+    printf("{\"bench\":\"micro\",\"variant\":\"%s\",\"calls\":%llu,\"failed\":%llu,"
+           "\"allocs_per_call\":%.3f,\"ns_per_call\":%.0f}\n",
+           variant, (unsigned long long)calls, (unsigned long long)failed,
+           (double)atomic_load(&allocations) / (double)calls, (double)ns / (double)calls);
+}
+
+/* The modules and pipeline of a kernel variant. */
 static const char *manifest_for(const char *variant) {
     static char text[2048];
     int inline_dispatch = strcmp(variant, "pool") != 0;
-    int audit = strcmp(variant, "audit") == 0;
+    int audit = strcmp(variant, "audit") == 0, policy = strcmp(variant, "policy") == 0;
     snprintf(text, sizeof text,
              "{\"gateway\":{\"listen\":[\"127.0.0.1:1\"],\"log_level\":\"error\"},"
              "\"modules\":[{\"name\":\"mock\",\"module\":\"backend_mock\",\"inline_dispatch\":%s,"
-             "\"config\":{\"tools\":[{\"name\":\"echo\"}]}}%s],"
-             "\"pipeline\":{\"audit\":[%s]}}",
+             "\"config\":{\"tools\":[{\"name\":\"echo\"}]}}%s%s],"
+             "\"pipeline\":{\"audit\":[%s],\"policy\":[%s]}}",
              inline_dispatch ? "true" : "false",
              audit ? ",{\"name\":\"out\",\"module\":\"audit_stdout\",\"config\":{}}" : "",
-             audit ? "\"out\"" : "");
+             policy ? ",{\"name\":\"rules\",\"module\":\"policy_rules\",\"config\":{\"rules\":"
+                      "[{\"id\":\"public\",\"anonymous\":true,\"tools\":\"echo\"}]}}" : "",
+             audit ? "\"out\"" : "", policy ? "\"rules\"" : "");
     return text;
 }
 
@@ -181,13 +199,9 @@ static int run_kernel(const char *variant, uint64_t calls, const char *modules_d
     while (!b.done) pthread_cond_wait(&b.done_cv, &b.lock);
     pthread_mutex_unlock(&b.lock);
     uint64_t t1 = now_ns();
-    uint64_t allocs = atomic_load(&allocations);
     probe_on_loop(stop_refill, NULL);
     kernel_down();
-    printf("{\"bench\":\"micro\",\"variant\":\"%s\",\"calls\":%llu,\"failed\":%llu,"
-           "\"allocs_per_call\":%.3f,\"ns_per_call\":%.0f}\n",
-           variant, (unsigned long long)calls, (unsigned long long)b.failed,
-           (double)allocs / (double)calls, (double)(t1 - t0) / (double)calls);
+    print_line(variant, calls, b.failed, t1 - t0);
     return b.failed ? 1 : 0;
 }
 
@@ -200,25 +214,51 @@ static int run_direct(uint64_t calls) {
     uint64_t t1 = now_ns();
     atomic_store(&counting, 0);
     int ok = out.len > 0 && memmem(out.data, out.len, "Echo: hello", 11) != NULL;
-    printf("{\"bench\":\"micro\",\"variant\":\"direct\",\"calls\":%llu,\"failed\":%d,"
-           "\"allocs_per_call\":%.3f,\"ns_per_call\":%.0f}\n",
-           (unsigned long long)calls, !ok, (double)atomic_load(&allocations) / (double)calls,
-           (double)(t1 - t0) / (double)calls);
+    print_line("direct", calls, !ok, t1 - t0);
     mcpg_buf_free(&out);
     return ok ? 0 : 1;
 }
 
+/* A part alone: set up (not counted), the operation `calls` times, the
+ * last answer checked (not counted). */
+static int run_part(const micro_variant *v, uint64_t calls) {
+    if (v->setup && v->setup(v->ctx)) {
+        fprintf(stderr, "%s: set-up failed\n", v->name);
+        return 2;
+    }
+    uint64_t failed = 0;
+    atomic_store(&counting, 1);
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < calls; i++) failed += v->op(v->ctx) != 0;
+    uint64_t t1 = now_ns();
+    atomic_store(&counting, 0);
+    if (v->check && v->check(v->ctx)) failed++;
+    print_line(v->name, calls, failed, t1 - t0);
+    if (v->teardown) v->teardown(v->ctx);
+    return failed ? 1 : 0;
+}
+
+static const micro_variant *part_named(const char *name) {
+    const micro_variant *const tables[] = {MICRO_WIRE, MICRO_PARTS};
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
+        for (const micro_variant *v = tables[t]; v->name; v++)
+            if (strcmp(v->name, name) == 0) return v;
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s direct|inline|pool|audit CALLS MODULES_DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s VARIANT CALLS MODULES_DIR (bench/micro.sh lists them)\n", argv[0]);
         return 2;
     }
     uint64_t calls = strtoull(argv[2], NULL, 10);
     if (!calls) return 2;
+    const micro_variant *part = part_named(argv[1]);
+    if (part) return run_part(part, calls);
     if (strcmp(argv[1], "direct") == 0) return run_direct(calls);
-    if (strcmp(argv[1], "inline") && strcmp(argv[1], "pool") && strcmp(argv[1], "audit")) {
-        fprintf(stderr, "%s: unknown variant %s\n", argv[0], argv[1]);
-        return 2;
-    }
-    return run_kernel(argv[1], calls, argv[3]);
+    const char *const kernel_variants[] = {"inline", "pool", "audit", "policy"};
+    for (size_t i = 0; i < sizeof kernel_variants / sizeof *kernel_variants; i++)
+        if (strcmp(argv[1], kernel_variants[i]) == 0) return run_kernel(argv[1], calls, argv[3]);
+    fprintf(stderr, "%s: unknown variant %s\n", argv[0], argv[1]);
+    return 2;
 }

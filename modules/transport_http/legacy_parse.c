@@ -21,6 +21,26 @@ int th_lmsg_parse(const mcpg_host *h, const char *body, size_t n, th_lmsg *m) {
     return rc < 0 ? -1 : 1;
 }
 
+void th_lmsg_target(const mcpg_host *h, const th_lmsg *m, char *name_buf, size_t name_cap,
+                    mcpg_call_desc *d) {
+    if (!(m->has & 4)) return;
+    const char *p = m->params.p;
+    size_t n = m->params.n;
+    d->params_json = p;
+    d->params_len = n;
+    mcpg_json_span v;
+    if (h->json_object_get(p, n, "arguments", &v) == 1 && v.type == MCPG_JSON_OBJECT)
+        d->args_json = v.p, d->args_len = v.n;
+    if ((h->json_object_get(p, n, "name", &v) != 1 && h->json_object_get(p, n, "uri", &v) != 1 &&
+         h->json_object_get(p, n, "taskId", &v) != 1) ||
+        v.type != MCPG_JSON_STRING)
+        return;
+    size_t len = v.n;
+    if (v.escaped && h->json_string_decode(&v, name_buf, name_cap, &len) == 0) d->name = name_buf;
+    else if (!v.escaped) d->name = v.p;
+    d->name_len = d->name ? len : 0;
+}
+
 /* One decimal field of the id, ending at `stop` (or the end). */
 static int field(const char **p, const char *end, char stop, uint32_t *out) {
     uint64_t v = 0;

@@ -18,6 +18,13 @@ typedef struct th_lmsg {
  * (a batch, a scalar), -1 not JSON. */
 int th_lmsg_parse(const mcpg_host *h, const char *body, size_t n, th_lmsg *m);
 
+/* What a request hands the kernel from its params: params, params.arguments
+ * (an object) and the target, params.name else uri else taskId (decoded into
+ * name_buf, of name_cap bytes, when it holds escapes). Sets only those
+ * members of *d. Its own function so that bench/micro can count it. */
+void th_lmsg_target(const mcpg_host *h, const th_lmsg *m, char *name_buf, size_t name_cap,
+                    mcpg_call_desc *d);
+
 /* An event id "<replica>_<worker>_<stream>_<seq>" (stream.h th_event_id),
  * four decimal fields that fit in 32 bits: 1 with the fields set, 0 when
  * malformed. */

@@ -385,24 +385,7 @@ static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     d->method_len = m->method.n;
     d->id_json = id.p;
     d->id_len = id.n;
-    if (m->has & 4) {
-        d->params_json = m->params.p;
-        d->params_len = m->params.n;
-        mcpg_json_span v;
-        if (h->json_object_get(m->params.p, m->params.n, "arguments", &v) == 1 && v.type == MCPG_JSON_OBJECT)
-            d->args_json = v.p, d->args_len = v.n;
-        if ((h->json_object_get(m->params.p, m->params.n, "name", &v) == 1 ||
-             h->json_object_get(m->params.p, m->params.n, "uri", &v) == 1 ||
-             h->json_object_get(m->params.p, m->params.n, "taskId", &v) == 1) &&
-            v.type == MCPG_JSON_STRING) {
-            size_t len = v.n;
-            if (v.escaped && h->json_string_decode(&v, r->name_buf, TH_NAME_MAX, &len) == 0)
-                d->name = r->name_buf;
-            else if (!v.escaped)
-                d->name = v.p;
-            d->name_len = d->name ? len : 0;
-        }
-    }
+    th_lmsg_target(h, m, r->name_buf, TH_NAME_MAX, d);
     d->session_id = r->sid;
     d->session_id_len = strlen(r->sid);
     d->protocol_version = r->version;
