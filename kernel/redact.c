@@ -441,7 +441,9 @@ int redact_hash(const char *json, size_t len, mcpg_buf *out) {
     unsigned char md[32];
     unsigned int n = 0;
     if (!EVP_Digest(json, len, md, &n, EVP_sha256(), NULL)) return MCPG_ENOMEM;
+    char hex[2 * sizeof md];
+    mcpg_hex(md, n, hex);
     int rc = mcpg_buf_puts(out, "{\"sha256\":\"");
-    for (unsigned i = 0; i < n; i++) rc |= mcpg_buf_printf(out, "%02x", md[i]);
+    rc |= mcpg_buf_append(out, hex, 2 * n);
     return rc | mcpg_buf_puts(out, "\"}");
 }

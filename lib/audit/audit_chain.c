@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* memrchr */
 #include "audit_chain.h"
 
+#include <mcpg/sdk.h>
+
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -41,13 +43,8 @@ int audit_hash_line(audit_hasher *h, const char *line, size_t n, uint8_t out[AUD
     return 0;
 }
 
-static const char hexdigits[] = "0123456789abcdef";
-
 void audit_hash_hex(const uint8_t hash[AUDIT_HASH_LEN], char out[2 * AUDIT_HASH_LEN + 1]) {
-    for (size_t i = 0; i < AUDIT_HASH_LEN; i++) {
-        out[2 * i] = hexdigits[hash[i] >> 4];
-        out[2 * i + 1] = hexdigits[hash[i] & 15];
-    }
+    mcpg_hex(hash, AUDIT_HASH_LEN, out);
     out[2 * AUDIT_HASH_LEN] = '\0';
 }
 

@@ -86,14 +86,10 @@ static int may_post(const ev_source *s, int type) {
 
 /* "mcpg.ev.id.<source>.<first 128 bits of sha256(id), hex>". */
 static int id_key(const mcpg_host *h, mcpg_buf *b, const char *source, const char *id, size_t n) {
-    static const char hex[] = "0123456789abcdef";
     unsigned char d[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)id, n, d);
     char x[33];
-    for (int i = 0; i < 16; i++) {
-        x[2 * i] = hex[d[i] >> 4];
-        x[2 * i + 1] = hex[d[i] & 15];
-    }
+    mcpg_hex(d, 16, x);
     x[32] = '\0';
     return h->buf_printf(b, EV_KEY_ID "%s.%s\n", source, x);
 }

@@ -495,7 +495,6 @@ int th_sess_load(th_wslot *ws, th_req *r, const char *sid, size_t n) {
 }
 
 static int new_id(char out[TH_SID_LEN + 1]) {
-    static const char hex[] = "0123456789abcdef";
     unsigned char b[TH_SID_LEN / 2];
     size_t got = 0;
     while (got < sizeof b) {
@@ -503,10 +502,7 @@ static int new_id(char out[TH_SID_LEN + 1]) {
         if (k <= 0) return MCPG_EIO;
         got += (size_t)k;
     }
-    for (size_t i = 0; i < sizeof b; i++) {
-        out[2 * i] = hex[b[i] >> 4];
-        out[2 * i + 1] = hex[b[i] & 15];
-    }
+    mcpg_hex(b, sizeof b, out);
     out[TH_SID_LEN] = '\0';
     return 0;
 }

@@ -224,10 +224,7 @@ static int append_sha256(const mcpg_host *h, mcpg_buf *b, X509 *cert) {
     unsigned int n = 0;
     char hex[2 * EVP_MAX_MD_SIZE];
     if (X509_digest(cert, EVP_sha256(), md, &n) != 1) return -1;
-    for (unsigned i = 0; i < n; i++) {
-        hex[2 * i] = "0123456789abcdef"[md[i] >> 4];
-        hex[2 * i + 1] = "0123456789abcdef"[md[i] & 15];
-    }
+    mcpg_hex(md, n, hex);
     return h->buf_append(b, hex, 2 * n) ? -1 : 0;
 }
 

@@ -218,16 +218,13 @@ static void on_claimed(void *arg, int status, const mcpg_coord_value *v) {
 
 /* "mcpg.webhook.<source>.<hex sha256 of the id>": any id fits any store's keys. */
 static size_t claim_key(const th_whsrc *s, const th_req *r, char *out, size_t cap) {
-    static const char hex[] = "0123456789abcdef";
     size_t idn = 0;
     const char *id = th_req_header(r, "webhook-id", &idn);
     unsigned char d[32];
     SHA256((const unsigned char *)id, idn, d);
     int n = snprintf(out, cap, "mcpg.webhook.%s.", s->name);
-    for (size_t i = 0; i < 16; i++) { /* 128 bits: no two ids meet */
-        out[n++] = hex[d[i] >> 4];
-        out[n++] = hex[d[i] & 15];
-    }
+    mcpg_hex(d, 16, out + n); /* 128 bits: no two ids meet */
+    n += 32;
     out[n] = '\0';
     return (size_t)n;
 }

@@ -70,3 +70,12 @@ void mcpg_buf_free(mcpg_buf *b) {
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+void mcpg_hex(const void *bytes, size_t n, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+}

@@ -158,6 +158,8 @@ int mcpg_buf_append(mcpg_buf *b, const void *p, size_t n);
 int mcpg_buf_printf(mcpg_buf *b, const char *fmt, ...) MCPG_PRINTF(2, 3);
 int mcpg_buf_append_json_string(mcpg_buf *b, const char *s, size_t n);
 void mcpg_buf_free(mcpg_buf *b);
+/* n bytes as 2n lowercase hex digits into out (no terminator written). */
+void mcpg_hex(const void *bytes, size_t n, char *out);
 static inline int mcpg_buf_puts(mcpg_buf *b, const char *s) {
     size_t n = 0;
     while (s[n]) n++;
