@@ -276,10 +276,9 @@ struct mcpg_worker {
     uv_loop_t loop;
     uv_thread_t thread;
     uv_async_t wake;
-    pthread_mutex_t post_lock;
-    mcpg_post *post_head, *post_tail;
-    bool stopped;            /* no more posts accepted */
-    atomic_int senders;      /* posters between unlock and uv_async_send */
+    _Atomic(mcpg_post *) posts; /* other threads' posts, newest first; POSTS_CLOSED once stopped */
+    bool stopped;            /* no more posts accepted (set and read on the loop) */
+    atomic_int senders;      /* posters between their check of `posts` and uv_async_send */
     struct listener *listeners[16]; size_t n_listen; /* this loop's sockets, one per address */
     uv_timer_t accept_timer; /* listeners paused after EMFILE and the like */
     uv_tcp_t fd_reserve;     /* made and closed at start: see reserve_loop_fd() */

@@ -28,14 +28,24 @@ typedef struct pool {
 
 static pool P;
 
-/* Under the lock: wake as many threads as the queue needs. */
-static void wake_for_queue(void) {
-    unsigned idle_awake = P.n_threads - P.waiting - P.busy + P.signaled;
+/* Under the lock: how many sleeping threads the queue needs woken (counted
+ * as signaled now; signal_threads sends the signals once the lock is let go). */
+static unsigned wakes_for_queue(void) {
+    unsigned idle_awake = P.n_threads - P.waiting - P.busy + P.signaled, wakes = 0;
     while (P.queued > idle_awake && P.waiting > P.signaled) {
         P.signaled++;
         idle_awake++;
-        pthread_cond_signal(&P.ready);
+        wakes++;
     }
+    return wakes;
+}
+
+/* After the unlock: a thread woken while the lock is held, on the loop's core
+ * where it runs at once, finds the lock taken and sleeps on it again (two
+ * more context switches per wake, measured). The threads counted are in
+ * cond_wait, so no signal is lost. */
+static void signal_threads(unsigned wakes) {
+    while (wakes--) pthread_cond_signal(&P.ready);
 }
 
 /* The next job, or NULL once stopping with an empty queue. *stopping says
@@ -65,6 +75,7 @@ static void *pool_thread(void *arg) {
     char name[16]; /* top -H shows who spends what */
     snprintf(name, sizeof name, "mcpg-pool-%u", (unsigned)(uintptr_t)arg);
     pthread_setname_np(pthread_self(), name);
+    mcpg_thread_background(); /* a loop's wake does not preempt it */
     pool_job *j;
     bool busy = false, stopping;
     while ((j = take(busy, &stopping)) != NULL) {
@@ -108,8 +119,9 @@ pool_job *pool_submit_many(pool_job *head) {
         P.tail = j;
         P.queued++;
     }
-    wake_for_queue();
+    unsigned wakes = wakes_for_queue();
     pthread_mutex_unlock(&P.lock);
+    signal_threads(wakes);
     for (pool_job *j = head; j; j = j->next) metrics_count(KM.pool_refused, 0, 1);
     return head;
 }

@@ -248,17 +248,41 @@ void workers_listen_done(void) {
 
 static void keep_awake_local(uv_idle_t *h) { (void)h; }
 
-static void run_posts(mcpg_worker *w) {
-    pthread_mutex_lock(&w->post_lock);
-    mcpg_post *p = w->post_head;
-    w->post_head = w->post_tail = NULL;
-    pthread_mutex_unlock(&w->post_lock);
+/* Other threads' posts: a stack they push on with one compare-and-swap and
+ * the loop takes whole with one exchange, without a lock. A lock here was
+ * taken by the audit writer once per event it resumed, and a writer
+ * preempted while holding it (by the loop it had just woken, on the same
+ * core) made the loop sleep on it: a futex wait and two context switches. */
+#define POSTS_CLOSED ((mcpg_post *)1)
+
+/* The stack as taken (newest first), turned back into the order posted. */
+static mcpg_post *posts_in_order(mcpg_post *p) {
+    mcpg_post *in_order = NULL;
+    while (p) {
+        mcpg_post *next = p->next;
+        p->next = in_order;
+        in_order = p;
+        p = next;
+    }
+    return in_order;
+}
+
+static void run_post_list(mcpg_post *p) {
     while (p) {
         mcpg_post *next = p->next; /* fn may reuse the node */
         p->next = NULL;
         p->fn(p->arg);
         p = next;
     }
+}
+
+static void run_posts(mcpg_worker *w) {
+    mcpg_post *p = atomic_exchange(&w->posts, NULL);
+    if (p == POSTS_CLOSED) { /* stopped: keep the door closed */
+        atomic_store(&w->posts, POSTS_CLOSED);
+        return;
+    }
+    run_post_list(posts_in_order(p));
 }
 
 static void on_wake(uv_async_t *a) { run_posts(a->data); }
@@ -298,26 +322,22 @@ static int post_local(mcpg_worker *w, mcpg_post *node) {
 
 int worker_post(mcpg_worker *w, mcpg_post *node) {
     if (current_worker == w) return post_local(w, node);
-    node->next = NULL;
-    pthread_mutex_lock(&w->post_lock);
-    if (w->stopped) {
-        pthread_mutex_unlock(&w->post_lock);
-        return MCPG_ESTATE;
-    }
-    bool was_empty = w->post_head == NULL;
-    if (w->post_tail) w->post_tail->next = node;
-    else w->post_head = node;
-    w->post_tail = node;
-    /* one wake-up per batch: later posts ride on the pending one. The send
-     * happens outside the lock (the loop takes it on every wake-up), counted
-     * in `senders` so that stop_on_loop can wait it out before it closes the
-     * handle: a send to a closed loop writes to a closed, or reused, fd. */
-    if (was_empty) atomic_fetch_add(&w->senders, 1);
-    pthread_mutex_unlock(&w->post_lock);
-    if (was_empty) {
-        uv_async_send(&w->wake);
-        atomic_fetch_sub(&w->senders, 1);
-    }
+    /* counted in `senders` from before the push, so that stop_on_loop,
+     * having closed the stack, can wait out a send still on its way before
+     * it closes the handle: a send to a closed loop writes to a closed, or
+     * reused, fd */
+    atomic_fetch_add(&w->senders, 1);
+    mcpg_post *head = atomic_load(&w->posts);
+    do {
+        if (head == POSTS_CLOSED) {
+            atomic_fetch_sub(&w->senders, 1);
+            return MCPG_ESTATE;
+        }
+        node->next = head;
+    } while (!atomic_compare_exchange_weak(&w->posts, &head, node));
+    /* one wake-up per batch: later posts ride on the pending one */
+    if (head == NULL) uv_async_send(&w->wake);
+    atomic_fetch_sub(&w->senders, 1);
     return 0;
 }
 
@@ -445,7 +465,7 @@ int workers_start(void) {
     for (uint32_t i = 0; i < K.n_workers; i++) {
         mcpg_worker *w = &K.workers[i];
         uv_loop_init(&w->loop);
-        pthread_mutex_init(&w->post_lock, NULL);
+        atomic_init(&w->posts, NULL);
         uv_async_init(&w->loop, &w->wake, on_wake);
         w->wake.data = w;
         w->gen = K.gen;
@@ -541,11 +561,10 @@ static void close_any(uv_handle_t *h, void *arg) {
 
 static void stop_on_loop(void *arg) {
     mcpg_worker *w = arg;
-    pthread_mutex_lock(&w->post_lock);
     w->stopped = true;
-    pthread_mutex_unlock(&w->post_lock);
+    mcpg_post *last = atomic_exchange(&w->posts, POSTS_CLOSED);
     while (atomic_load(&w->senders)) sched_yield(); /* a wake-up still on its way */
-    run_posts(w); /* whatever raced in before the door closed */
+    run_post_list(posts_in_order(last)); /* whatever raced in before the door closed */
     if (w->local_head) run_local_posts(&w->local_flush);
     if (w->index == 0) watch_stop(w); /* while the coordinator still takes ops: leases go back */
     module_work_cancel_queued(w); /* done(MCPG_ECANCELED), before the instances stop */
@@ -587,7 +606,6 @@ void workers_free(void) {
         calls_free_abandoned(&K.workers[i]);
         module_work_free_left(&K.workers[i]);
         asks_free(&K.workers[i]);
-        pthread_mutex_destroy(&K.workers[i].post_lock);
     }
     free(K.workers);
     K.workers = NULL;

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <time.h>
 
+#include <mcpg/sdk.h>
+
 #include "audit_sink.h"
 
 void audit_writer_init(audit_writer *w, const audit_writer_ops *ops, void *sink) {
@@ -82,6 +84,7 @@ void audit_writer_metrics(audit_writer *w, const mcpg_host *h, mcpg_instance *se
 
 static void *writer_main(void *arg) {
     audit_writer *w = arg;
+    mcpg_thread_background(); /* woken per batch: it must not preempt the loop */
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->ops->has_work(w->sink) && !w->stopping) {
@@ -116,8 +119,17 @@ int audit_writer_start(audit_writer *w, const char *name) {
 
 void audit_writer_wake(audit_writer *w) {
     if (!w->waiting) return;
-    w->waiting = 0;
-    pthread_cond_signal(&w->wake);
+    w->waiting = 0; /* the next queuer does not signal it again */
+    w->wake_due = 1;
+}
+
+void audit_writer_unlock(audit_writer *w) {
+    int signal = w->wake_due;
+    w->wake_due = 0;
+    pthread_mutex_unlock(&w->mu);
+    /* the thread is in cond_wait (it set waiting under mu), so this cannot
+     * be lost; a wake it no longer needs only makes it check has_work again */
+    if (signal) pthread_cond_signal(&w->wake);
 }
 
 size_t audit_writer_flush(audit_writer *w, int seconds) {

@@ -1,6 +1,6 @@
 /* lib/audit: the writer thread every sink runs the same way. Loop threads
- * append to the sink's pending batch under `mu` and call
- * audit_writer_wake; the thread takes the batch (swap, under mu), writes it
+ * append to the sink's pending batch under `mu`, call audit_writer_wake and
+ * let go of `mu` with audit_writer_unlock; the thread takes the batch (swap, under mu), writes it
  * without the lock, and counts what is done. flush waits, bounded, until
  * nothing is queued; stop writes out everything queued, then joins.
  *
@@ -37,6 +37,7 @@ typedef struct audit_writer {
     /* ---- under mu ---- */
     size_t queued;
     int waiting;          /* wake only a sleeping thread: one futex wake per batch */
+    int wake_due;         /* a wake asked for, sent by audit_writer_unlock */
     int stopping;
     size_t pending_events, batch_events; /* queued, and in the batch being written */
     /* ---- metrics: set at create(), NULL when the kernel keeps none ---- */
@@ -47,8 +48,13 @@ typedef struct audit_writer {
 void audit_writer_init(audit_writer *w, const audit_writer_ops *ops, void *sink);
 /* 0, or the pthread_create error. The thread has every signal blocked. */
 int audit_writer_start(audit_writer *w, const char *name);
-/* Under mu, after queueing: wake the thread if it sleeps. */
+/* Under mu, after queueing: the thread is to be woken if it sleeps. */
 void audit_writer_wake(audit_writer *w);
+/* Let go of mu, then wake the thread if audit_writer_wake asked for it. The
+ * signal comes after the unlock: the woken thread, often on the loop's own
+ * core where it runs at once, would otherwise find mu still held and sleep
+ * on it again (two more context switches per batch, measured). */
+void audit_writer_unlock(audit_writer *w);
 /* Wait at most `seconds` until nothing is queued; returns what is left. */
 size_t audit_writer_flush(audit_writer *w, int seconds);
 /* The sink's series, in create(); nothing when the kernel has no registry

@@ -140,7 +140,7 @@ static mcpg_status audit_enqueue(audit *a, mcpg_call *call, const char *line, si
     a->w.queued++;
     audit_writer_event_queued(&a->w);
     audit_writer_wake(&a->w);
-    pthread_mutex_unlock(&a->w.mu);
+    audit_writer_unlock(&a->w);
     /* Without a call there is nobody to resume: the event is queued, done. */
     return call ? MCPG_PENDING : MCPG_CONTINUE;
 }

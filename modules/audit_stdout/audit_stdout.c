@@ -90,7 +90,7 @@ static mcpg_status sink_emit(void *instance, mcpg_call *call, const mcpg_audit_e
     pthread_mutex_lock(&s->w.mu);
     int queued = n ? sink_queue(s, line, n) : 0;
     if (queued == 0 && !s->refuse_when_full) s->dropped++;
-    pthread_mutex_unlock(&s->w.mu);
+    audit_writer_unlock(&s->w);
     if (line != stack) s->host->free(line);
     if (queued <= 0) audit_writer_event_refused(&s->w); /* refused, or dropped */
     if (queued < 0) return audit_sink_refuse(s->host, call, "audit sink not running");
