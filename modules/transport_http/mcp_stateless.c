@@ -143,6 +143,14 @@ typedef struct rpc_parts {
     int dup;
 } rpc_parts;
 
+/* A member name (or short string) equal to a literal: most are not escaped
+ * and are told by their length and bytes, without a call through the host
+ * table; an escaped one is decoded by the SDK's compare. */
+static inline int key_eq(const mcpg_host *h, const mcpg_json_span *k, const char *lit, size_t n) {
+    if (!k->escaped) return k->n == n && memcmp(k->p, lit, n) == 0;
+    return h->json_string_eq(k, lit, n) == 1;
+}
+
 static void take(unsigned bit, unsigned *seen, int *dup, mcpg_json_span *dst,
                  const mcpg_json_span *val) {
     if (*seen & bit) *dup = 1;
@@ -154,10 +162,10 @@ static int scan_top(const mcpg_host *h, const char *obj, size_t n, rpc_parts *r)
     mcpg_json_span k, val;
     int rc;
     while ((rc = h->json_object_next(obj, n, &iter, &k, &val)) == 1) {
-        if (h->json_string_eq(&k, "jsonrpc", 7) == 1) take(F_JSONRPC, &r->seen, &r->dup, &r->jsonrpc, &val);
-        else if (h->json_string_eq(&k, "id", 2) == 1) take(F_ID, &r->seen, &r->dup, &r->id, &val);
-        else if (h->json_string_eq(&k, "method", 6) == 1) take(F_METHOD, &r->seen, &r->dup, &r->method, &val);
-        else if (h->json_string_eq(&k, "params", 6) == 1) take(F_PARAMS, &r->seen, &r->dup, &r->params, &val);
+        if (key_eq(h, &k, "jsonrpc", 7)) take(F_JSONRPC, &r->seen, &r->dup, &r->jsonrpc, &val);
+        else if (key_eq(h, &k, "id", 2)) take(F_ID, &r->seen, &r->dup, &r->id, &val);
+        else if (key_eq(h, &k, "method", 6)) take(F_METHOD, &r->seen, &r->dup, &r->method, &val);
+        else if (key_eq(h, &k, "params", 6)) take(F_PARAMS, &r->seen, &r->dup, &r->params, &val);
     }
     return rc;
 }
@@ -225,6 +233,10 @@ typedef struct param_parts {
     mcpg_json_span meta, name, args, uri, notif, task;
     unsigned seen;
     int dup;
+    /* _meta's members the gateway reads, found in one walk of it (scan_meta);
+     * each count is how often the member appeared (2 = more than once) */
+    mcpg_json_span version, caps, log;
+    unsigned char n_version, n_caps, n_log;
 } param_parts;
 
 /* params was validated as a whole while the envelope was walked (scan_top),
@@ -234,13 +246,13 @@ static int scan_params(const mcpg_host *h, const mcpg_json_span *params, param_p
     mcpg_json_span k, val;
     int rc;
     while ((rc = mcpg_json_object_next_trusted(params->p, params->n, &iter, &k, &val)) == 1) {
-        if (h->json_string_eq(&k, "_meta", 5) == 1) take(P_META, &pp->seen, &pp->dup, &pp->meta, &val);
-        else if (h->json_string_eq(&k, "name", 4) == 1) take(P_NAME, &pp->seen, &pp->dup, &pp->name, &val);
-        else if (h->json_string_eq(&k, "arguments", 9) == 1) take(P_ARGS, &pp->seen, &pp->dup, &pp->args, &val);
-        else if (h->json_string_eq(&k, "uri", 3) == 1) take(P_URI, &pp->seen, &pp->dup, &pp->uri, &val);
-        else if (h->json_string_eq(&k, "notifications", 13) == 1)
+        if (key_eq(h, &k, "_meta", 5)) take(P_META, &pp->seen, &pp->dup, &pp->meta, &val);
+        else if (key_eq(h, &k, "name", 4)) take(P_NAME, &pp->seen, &pp->dup, &pp->name, &val);
+        else if (key_eq(h, &k, "arguments", 9)) take(P_ARGS, &pp->seen, &pp->dup, &pp->args, &val);
+        else if (key_eq(h, &k, "uri", 3)) take(P_URI, &pp->seen, &pp->dup, &pp->uri, &val);
+        else if (key_eq(h, &k, "notifications", 13))
             take(P_NOTIF, &pp->seen, &pp->dup, &pp->notif, &val);
-        else if (h->json_string_eq(&k, "taskId", 6) == 1)
+        else if (key_eq(h, &k, "taskId", 6))
             take(P_TASK, &pp->seen, &pp->dup, &pp->task, &val);
     }
     return rc;
@@ -277,6 +289,30 @@ static int meta_member(const mcpg_host *h, const mcpg_json_span *meta, const cha
     return found;
 }
 
+static void count_member(unsigned char *count, mcpg_json_span *dst, const mcpg_json_span *val) {
+    if (*count == 0) *dst = *val;
+    if (*count < 2) (*count)++;
+}
+
+/* The three members of params._meta, in one walk (a duplicate of any is
+ * refused, as meta_member says why). */
+static void scan_meta(const mcpg_host *h, param_parts *pp) {
+    if (!(pp->seen & P_META)) return;
+    size_t iter = 0;
+    mcpg_json_span k, val;
+    while (mcpg_json_object_next_trusted(pp->meta.p, pp->meta.n, &iter, &k, &val) == 1) {
+        if (key_eq(h, &k, k_meta_version_key, sizeof k_meta_version_key - 1))
+            count_member(&pp->n_version, &pp->version, &val);
+        else if (key_eq(h, &k, k_meta_caps_key, sizeof k_meta_caps_key - 1))
+            count_member(&pp->n_caps, &pp->caps, &val);
+        else if (key_eq(h, &k, k_meta_log_key, sizeof k_meta_log_key - 1))
+            count_member(&pp->n_log, &pp->log, &val);
+    }
+}
+
+/* meta_member's answer from a count: 1 once, 0 absent, -1 more than once. */
+static int found_of(unsigned char count) { return count > 1 ? -1 : count; }
+
 int th_meta_has_version(const mcpg_host *h, const char *params, size_t n) {
     mcpg_json_span meta, pv;
     if (!params || h->json_object_get(params, n, "_meta", &meta) != 1 ||
@@ -290,8 +326,8 @@ int th_meta_has_version(const mcpg_host *h, const char *params, size_t n) {
  * that needs a capability the client did not declare, and only the backend
  * serving it knows that). */
 static int check_caps(const mcpg_host *h, const param_parts *pp, th_mcp_verdict *v) {
-    mcpg_json_span caps;
-    int found = meta_member(h, &pp->meta, k_meta_caps_key, sizeof k_meta_caps_key - 1, &caps);
+    mcpg_json_span caps = pp->caps;
+    int found = found_of(pp->n_caps);
     if (found < 0) {
         fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: duplicate member"));
         return 0;
@@ -313,8 +349,8 @@ static int check_caps(const mcpg_host *h, const param_parts *pp, th_mcp_verdict 
 /* _meta's logLevel: the least severe notifications/message the client wants
  * on this request's stream; absent, it wants none (TH_LOG_NONE). */
 static int check_log_level(const mcpg_host *h, const param_parts *pp, th_mcp_verdict *v) {
-    mcpg_json_span lv = {0};
-    int found = meta_member(h, &pp->meta, k_meta_log_key, sizeof k_meta_log_key - 1, &lv);
+    mcpg_json_span lv = pp->log;
+    int found = found_of(pp->n_log);
     v->log_level = TH_LOG_NONE;
     if (!found) return 1;
     int level = found > 0 && lv.type == MCPG_JSON_STRING && !lv.escaped ? th_log_level_of(lv.p, lv.n) : -1;
@@ -344,10 +380,9 @@ static int check_meta(const mcpg_host *h, const th_mcp_headers *hd, const rpc_pa
             return 0;
         }
     }
-    mcpg_json_span pv;
-    int found = (pp->seen & P_META) ? meta_member(h, &pp->meta, k_meta_version_key,
-                                                  sizeof k_meta_version_key - 1, &pv)
-                                    : 0;
+    scan_meta(h, pp);
+    mcpg_json_span pv = pp->version;
+    int found = found_of(pp->n_version);
     if (found < 0) {
         fail(v, 400, MCPG_RPC_INVALID_PARAMS, MSG("Invalid params: duplicate member"));
         return 0;
@@ -495,7 +530,7 @@ static int check_args(const param_parts *pp, th_mcp_verdict *v) {
 static void route_method(const mcpg_host *h, const th_mcp_headers *hd, const rpc_parts *r,
                          const param_parts *pp, char *name_buf, th_mcp_verdict *v) {
     for (size_t i = 0; i < sizeof k_methods / sizeof k_methods[0]; i++) {
-        if (h->json_string_eq(&r->method, k_methods[i].name, k_methods[i].len) != 1) continue;
+        if (!key_eq(h, &r->method, k_methods[i].name, k_methods[i].len)) continue;
         v->method = k_methods[i].method;
         v->method_name = (th_piece){k_methods[i].name, k_methods[i].len};
         if (r->seen & F_PARAMS) v->params = (th_piece){r->params.p, r->params.n};
