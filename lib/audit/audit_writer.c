@@ -2,6 +2,7 @@
 #include "audit_writer.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <time.h>
 
 #include <mcpg/sdk.h>
@@ -102,6 +103,14 @@ static void *writer_main(void *arg) {
         size_t done = w->ops->write(w->sink);
         if (w->host) count_batch(w, w->batch_events, w->host->mono_us() - t0);
 
+        /* Let the loops run the calls this batch just resumed before taking
+         * the next: their next events (a call's "completed", the next call's
+         * "allowed") then go into that batch instead of the one after, and
+         * each fdatasync carries more events. On a core the writer shares
+         * with a loop, batches at 64 connections went from ~32 to ~50 events
+         * and the CPU per call fell ~17 % (docs/benchmarks.md); on a core of
+         * its own the yield returns at once. */
+        sched_yield();
         pthread_mutex_lock(&w->mu);
         w->batch_events = 0;
         w->queued -= done;
