@@ -103,6 +103,10 @@ static void *writer_main(void *arg) {
         size_t done = w->ops->write(w->sink);
         if (w->host) count_batch(w, w->batch_events, w->host->mono_us() - t0);
 
+        pthread_mutex_lock(&w->mu);
+        w->batch_events = 0;
+        w->queued -= done;
+        if (w->queued == 0) pthread_cond_broadcast(&w->idle);
         /* Let the loops run the calls this batch just resumed before taking
          * the next: their next events (a call's "completed", the next call's
          * "allowed") then go into that batch instead of the one after, and
@@ -110,11 +114,9 @@ static void *writer_main(void *arg) {
          * with a loop, batches at 64 connections went from ~32 to ~50 events
          * and the CPU per call fell ~17 % (docs/benchmarks.md); on a core of
          * its own the yield returns at once. */
+        pthread_mutex_unlock(&w->mu); /* done counted first: the queue's gauge reads true */
         sched_yield();
         pthread_mutex_lock(&w->mu);
-        w->batch_events = 0;
-        w->queued -= done;
-        if (w->queued == 0) pthread_cond_broadcast(&w->idle);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;

@@ -321,6 +321,39 @@ static void gone(th_wslot *ws, const char *sid) {
     ws->mod->host->free(e);
 }
 
+/* A DELETE's end, told to this process's other loops at once. The client's
+ * next request may come on a new connection another loop takes, and the
+ * end's pub/sub message reaches that loop through the store, at about the
+ * time the DELETE is answered: a CI run saw that request answered from the
+ * other loop's cached row. A post gets there well before the publish's
+ * round trip ends; the message still comes (gone() is idempotent). */
+typedef struct end_post {
+    mcpg_post node;
+    th_wslot *ws;
+    char sid[TH_SID_LEN];
+} end_post;
+
+static void end_on_loop(void *arg) {
+    end_post *p = arg;
+    gone(p->ws, p->sid);
+    p->ws->mod->host->free(p);
+}
+
+static void end_on_other_loops(th_wslot *ws, const char *sid) {
+    const th_mod *m = ws->mod;
+    const mcpg_host *h = m->host;
+    for (uint32_t i = 0; i < m->nworkers; i++) {
+        th_wslot *other = m->slots[i];
+        if (!other || other == ws || !other->w) continue;
+        end_post *p = h->alloc(sizeof *p);
+        if (!p) continue; /* the message still comes */
+        *p = (end_post){.node = {.fn = end_on_loop}, .ws = other};
+        p->node.arg = p;
+        memcpy(p->sid, sid, TH_SID_LEN);
+        if (h->worker_post(other->w, &p->node) != 0) h->free(p); /* that loop has stopped */
+    }
+}
+
 /* A row read or written: into the cache (added when new). */
 static th_sent *remember(th_wslot *ws, const char *sid, const mcpg_coord_value *v, int written) {
     th_sent *e = th_sess_peek(ws, sid, TH_SID_LEN);
@@ -423,6 +456,7 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
         const mcpg_coordinator_ops *ops = co(ws, &ci);
         if (!status || status == MCPG_ENOENT) gone(ws, o->sid);
         if (!status) {
+            end_on_other_loops(ws, o->sid);
             o->kind = OP_ENDED;
             if (ops->publish(ci, ws->w, SUBJ_END, o->sid, TH_SID_LEN, on_op, o) >= 0) return;
         }
