@@ -277,12 +277,10 @@ static void run_post_list(mcpg_post *p) {
 }
 
 static void run_posts(mcpg_worker *w) {
-    mcpg_post *p = atomic_exchange(&w->posts, NULL);
-    if (p == POSTS_CLOSED) { /* stopped: keep the door closed */
-        atomic_store(&w->posts, POSTS_CLOSED);
-        return;
-    }
-    run_post_list(posts_in_order(p));
+    /* only this loop closes the stack (stop_on_loop), so the check cannot
+     * go stale before the exchange; taking a closed stack would reopen it */
+    if (atomic_load(&w->posts) == POSTS_CLOSED) return;
+    run_post_list(posts_in_order(atomic_exchange(&w->posts, NULL)));
 }
 
 static void on_wake(uv_async_t *a) { run_posts(a->data); }

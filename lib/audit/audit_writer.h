@@ -1,8 +1,9 @@
 /* lib/audit: the writer thread every sink runs the same way. Loop threads
  * append to the sink's pending batch under `mu`, call audit_writer_wake and
- * let go of `mu` with audit_writer_unlock; the thread takes the batch (swap, under mu), writes it
- * without the lock, and counts what is done. flush waits, bounded, until
- * nothing is queued; stop writes out everything queued, then joins.
+ * let go of `mu` with audit_writer_unlock; the thread takes the batch (swap,
+ * under mu), writes it without the lock, and counts what is done. flush
+ * waits, bounded, until nothing is queued; stop writes out everything
+ * queued, then joins.
  *
  * The sink says what a batch is through three callbacks and what `queued`
  * counts (events, bytes): it adds to it when it queues, the writer takes

@@ -1,6 +1,5 @@
 /* sdk: threads that loops hand work to (see mcpg_thread_background). */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <mcpg/sdk.h>
 #include <pthread.h>
 #include <sched.h>

@@ -152,18 +152,20 @@ const char *mcpg_errname(int err);
 int mcpg_traceparent_valid(const char *s, size_t n);
 int mcpg_tracestate_valid(const char *s, size_t n);
 
-/* ---- buffers (malloc-backed; the kernel's host->buf_* are these) ---- */
-int mcpg_buf_reserve(mcpg_buf *b, size_t extra);
-int mcpg_buf_append(mcpg_buf *b, const void *p, size_t n);
-int mcpg_buf_printf(mcpg_buf *b, const char *fmt, ...) MCPG_PRINTF(2, 3);
-int mcpg_buf_append_json_string(mcpg_buf *b, const char *s, size_t n);
-void mcpg_buf_free(mcpg_buf *b);
+/* ---- threads ---- */
 /* Call from a thread of its own that loops hand work to (a pool, a
  * writer): it becomes SCHED_BATCH, so a wake from a loop does not preempt
  * that loop; the thread runs when the loop waits or its time slice ends,
  * and finds the work of a whole loop turn queued. Placement on an idle core
  * is unchanged. 0, or errno (the thread then runs as before). */
 int mcpg_thread_background(void);
+
+/* ---- buffers (malloc-backed; the kernel's host->buf_* are these) ---- */
+int mcpg_buf_reserve(mcpg_buf *b, size_t extra);
+int mcpg_buf_append(mcpg_buf *b, const void *p, size_t n);
+int mcpg_buf_printf(mcpg_buf *b, const char *fmt, ...) MCPG_PRINTF(2, 3);
+int mcpg_buf_append_json_string(mcpg_buf *b, const char *s, size_t n);
+void mcpg_buf_free(mcpg_buf *b);
 /* n bytes as 2n lowercase hex digits into out (no terminator written). */
 void mcpg_hex(const void *bytes, size_t n, char *out);
 static inline int mcpg_buf_puts(mcpg_buf *b, const char *s) {
