@@ -4,7 +4,10 @@
 #   make run     install what is missing, build, start the gateway on conf/mcpg.json
 #   make test    install what is missing, Release build + every test, then an
 #                ASan+UBSan (gcc, Debug) build in build-asan/ + every test again,
-#                then each fuzzer for FUZZ_TEST_SECONDS (make test-fuzz)
+#                then each fuzzer for FUZZ_TEST_SECONDS (make test-fuzz); every
+#                stage runs, and the end is one summary line per stage
+#   make test-stress  both builds' suites 10 times each beside a busy core, to
+#                find tests that fail by chance (scripts/test-stress.sh)
 #   make bench   install what is missing, build, run the benchmarks (bench/README.md):
 #                bench/run.sh when it exists, else bench/cpu-per-call.sh --start --nginx;
 #                extra options go in BENCH_ARGS="..."
@@ -30,7 +33,7 @@ CTEST_FLAGS    := --output-on-failure --no-tests=error -j$(CTEST_JOBS)
 
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: deps build build-asan build-fuzz run test test-release test-asan test-fuzz fuzz bench report clean
+.PHONY: deps build build-asan build-fuzz run test test-release test-asan test-fuzz test-stress fuzz bench report clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -68,11 +71,19 @@ test-fuzz:
 	@$(MAKE) --no-print-directory build-fuzz
 	bash scripts/fuzz.sh --build $(FUZZ_BUILD_DIR) $(FUZZ_TEST_SECONDS)
 
+# Every stage runs even after one failed; the end is one line per stage.
 test:
 	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory test-release
-	@$(MAKE) --no-print-directory test-asan
-	@$(MAKE) --no-print-directory test-fuzz
+	@bash scripts/test-stages.sh release asan fuzz
+
+# The suite again and again beside a busy core, both builds, to find tests
+# that fail by chance (scripts/test-stress.sh; STRESS_ARGS="--runs 3 build").
+STRESS_ARGS ?=
+test-stress:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory build-asan
+	bash scripts/test-stress.sh $(STRESS_ARGS)
 
 fuzz:
 	@$(MAKE) --no-print-directory deps

@@ -80,6 +80,10 @@ typedef struct lim_spent {
 
 /* A call's way through the limits; on the heap once it waits for the
  * coordinator or holds a slot (then it is the call's slot until release). */
+typedef struct lim_clocks {
+    int64_t mono, wall; /* us */
+} lim_clocks;
+
 typedef struct lim_walk {
     lim_mod *m;
     mcpg_call *call;
@@ -89,6 +93,7 @@ typedef struct lim_walk {
     uint32_t trying;    /* global caps: the slot key asked for */
     lim_entry *cur;     /* the entry of the limit being taken */
     uint64_t window;    /* global budgets: the window index asked for */
+    lim_clocks asked;   /* global rates: when the coordinator was asked (it judges at asked.wall) */
     int on_heap;
     lim_hold held[LIM_MAX_LIMITS];
     lim_spent spent[LIM_MAX_LIMITS];
@@ -180,6 +185,19 @@ static mcpg_status unjudged(lim_mod *m, mcpg_call *call, const lim_def *d, int s
                      "admitted unlimited (on_coordinator_error admit; %llu so far)", d->name,
                      m->host->errname(status), (unsigned long long)n + 1);
     return MCPG_CONTINUE;
+}
+
+/* Both clocks at one instant, the monotonic one read first. A coordinator
+ * judges and answers in wall time (replicas share no monotonic clock); a
+ * refusal is remembered in monotonic time. Carried from one to the other
+ * through a pair read mono-then-wall, a deadline can only come early, never
+ * late, whatever happens between the two reads (a preempted thread): a
+ * memory that came late would refuse a call the store would admit. */
+static lim_clocks clocks_now(const mcpg_host *h) {
+    lim_clocks c;
+    c.mono = (int64_t)h->mono_us();
+    c.wall = h->wall_us();
+    return c;
 }
 
 /* Remember a refusal of a global limit until `until` (mono us). */
@@ -381,9 +399,10 @@ static void rate_done(void *arg, int status, const mcpg_coord_value *v) {
     if (status == 0) return op_answered(w, MCPG_CONTINUE);
     if (status != MCPG_EAGAIN) return op_answered(w, unjudged(w->m, w->call, d, status));
     const mcpg_host *h = w->m->host;
+    /* v->number: when the bucket has a token again (wall); judged at asked.wall */
+    remember(w->cur, w->asked.mono + (v->number - w->asked.wall));
     int64_t wait = v->number - h->wall_us();
     if (wait < 1) wait = 1;
-    remember(w->cur, (int64_t)h->mono_us() + wait);
     op_answered(w, refuse(w->m, w->call, d, wait));
 }
 
@@ -396,9 +415,10 @@ static void budget_done(void *arg, int status, const mcpg_coord_value *v) {
         return op_answered(w, MCPG_CONTINUE);
     }
     const mcpg_host *h = w->m->host;
-    int64_t left = lim_budget_window_left(h->wall_us(), d->window_us);
+    lim_clocks now = clocks_now(h);
+    int64_t left = lim_budget_window_left(now.wall, d->window_us);
     int64_t memory = left && left < LIM_BUDGET_MEMORY_US ? left : LIM_BUDGET_MEMORY_US;
-    remember(w->cur, (int64_t)h->mono_us() + memory);
+    remember(w->cur, now.mono + memory);
     op_answered(w, refuse(w->m, w->call, d, budget_retry_us(h, d)));
 }
 
@@ -433,7 +453,8 @@ static mcpg_status take_global(lim_walk **wp, const lim_def *d, lim_entry *e) {
     } else if (d->type == LIM_RATE) {
         atomic_fetch_add_explicit(&m->coord_ops, 1, memory_order_relaxed);
         size_t kn = coord_key(d, e, NULL, key, sizeof key);
-        rc = kn ? co->rate_take(ci, wk, key, kn, h->wall_us(), d->interval_us,
+        w->asked = clocks_now(h);
+        rc = kn ? co->rate_take(ci, wk, key, kn, w->asked.wall, d->interval_us,
                                       d->interval_us * d->burst, rate_done, w)
                 : -1;
     } else {

@@ -367,6 +367,7 @@ int th_parse_read_end(th_conn *c, const char *data, size_t n);
 
 /* router.c */
 void th_route(th_conn *c, th_req *r);
+void th_readyz(th_conn *c, th_req *r, const char *url, size_t n); /* GET /readyz (readyz.c) */
 void th_respond_status_error(th_conn *c, th_req *r, int status);
 /* Any request header by its lower-case name (the first one), or NULL. */
 const char *th_req_header(const th_req *r, const char *lname, size_t *len_out);
