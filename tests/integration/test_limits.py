@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -45,6 +46,10 @@ DURATION = float(os.environ.get("MCPG_LIMITS_SECONDS", "5"))
 def governed(ctx, audit_path, scope="local"):
     with open(os.path.join(ctx.source, "conf", "governed.json")) as f:
         m = json.load(f)
+    # "filled": held far longer than any wait here, under its own cap of 8
+    m["modules"][0]["config"]["tools"].append({"name": "filled", "latency_ms": 60000})
+    m["modules"][1]["config"]["limits"].append(
+        {"name": "filled", "match": {"tools": "filled"}, "key": ["tool"], "concurrency": 8})
     for lim in m["modules"][1]["config"]["limits"]:
         lim["scope"] = scope
     m["gateway"]["log_level"] = "info"  # the reload's "retired" line
@@ -91,6 +96,32 @@ def drive(port, tool, seconds=None, until=None):
     for t in threads:
         t.join()
     return out
+
+
+def hold(port, tool, n, in_flight):
+    """n calls of `tool` admitted and held, each on its own connection: the
+    backend's own count (in_flight()) says n. A call answered meanwhile was
+    refused because an earlier call's slot was not back yet (a slot comes back
+    just after the backend's count drops): it is sent again."""
+    def send(k):
+        c = Conn(port)
+        c.send(tool_call_request(port, tool, {"message": "h%d" % k}, id=k + 1))
+        return c
+
+    conns = [send(k) for k in range(n)]
+    refused = []
+
+    def all_held():
+        for k, c in enumerate(conns):
+            if select.select([c.sock], [], [], 0)[0]:
+                r = c.read_response()
+                check_eq(r.status, 429, "%s: a held call answered (%r)" % (tool, r.body[:200]))
+                c.close()
+                refused.append(k)
+                conns[k] = send(k)
+        return in_flight() == n
+    wait_for(all_held, 30, "%d calls of %s admitted and held" % (n, tool), interval=0.05)
+    return conns, len(refused)
 
 
 def split(rows, tool):
@@ -142,16 +173,29 @@ def suite(ctx, scope, seconds):
         check(st["max_in_flight"] <= 8, "capped: the mock saw %d in flight" % st["max_in_flight"])
         check_eq(st["in_flight"], 0, "capped: in flight after the run")
         check_eq(st["calls"], len(ok), "capped: calls the mock saw")
-        rate = len(ok) / secs
+        # 8 / 100 ms = 80/s is the ceiling, printed, not judged: how close a
+        # run comes depends on the machine (t_filled judges that the cap
+        # admits all 8)
         print("%s capped: %d admitted in %.1f s (%.1f/s), %d refused, mock max_in_flight %d"
-              % (scope, len(ok), secs, rate, len(refused), st["max_in_flight"]))
-        # 8 / 100 ms = 80/s is the ceiling; a slot is held from acquire to
-        # release, which also covers the audit records around the backend
-        # under a sanitizer, and beside other tests on two cores, every call is
-        # slower; the cap itself (max_in_flight) is judged the same either way
-        floor = 20 if asan_build(gw.proc.pid) else 50
-        check(rate >= floor, "capped admits close to 80/s: %.1f/s (floor %d)" % (rate, floor))
+              % (scope, len(ok), secs, len(ok) / secs, len(refused), st["max_in_flight"]))
         check(st["max_in_flight"] >= 2, "capped: the mock never ran calls side by side")
+
+    def t_filled():
+        """The cap admits exactly its 8: 8 held, the 9th refused, and once their
+        clients leave their slots come back."""
+        def in_flight():
+            return stats()["tools"]["filled"]["in_flight"]
+        def leave(conns):
+            for c in conns:
+                c.close()
+            wait_for(lambda: in_flight() == 0, 30, "the held calls to end as their clients left")
+        conns, again = hold(gw.port, "filled", 8, in_flight)
+        r, rpc = call_tool(gw.port, "filled", {"message": "ninth"})
+        check_eq(r.status, 429, "a 9th call while 8 are held (%r)" % rpc)
+        leave(conns)
+        conns, again2 = hold(gw.port, "filled", 8, in_flight)  # the 8 slots are back
+        leave(conns)
+        refusals["filled"] = [None] * (1 + again + again2)
 
     def t_rated():
         rows = drive(gw.port, "rated", seconds=seconds)
@@ -209,7 +253,8 @@ def suite(ctx, scope, seconds):
 
     return gw, [
         ("%s: the gateway starts" % scope, t_start),
-        ("%s capped: never more than 8 in flight, close to 80/s" % scope, t_capped),
+        ("%s capped: never more than 8 in flight, its slots shared" % scope, t_capped),
+        ("%s filled: a cap of 8 admits 8 at once, not 9" % scope, t_filled),
         ("%s rated: exactly 10 + 10/s over the run" % scope, t_rated),
         ("%s budgeted: exactly 1000" % scope, t_budgeted),
         ("%s: a reload keeps the counters" % scope, t_reload),
@@ -225,9 +270,11 @@ def outcomes(ctx):
     mock["timeout_ms"] = 300
     mock["config"]["tools"].append({"name": "slow", "latency_ms": 5000})
     # "held" outlives any wait here: only the client's leaving can end it early
+    mock["config"]["stats_tool"] = False  # mock_stats is mock2's here: it counts "held"
     m["modules"].insert(1, {"name": "mock2", "module": "backend_mock", "inline_dispatch": True,
                             "timeout_ms": 120000,
-                            "config": {"tools": [{"name": "held", "latency_ms": 60000}]}})
+                            "config": {"tools": [{"name": "held", "latency_ms": 60000}],
+                                       "stats_tool": True}})
     for name in ("slow", "held"):
         m["modules"][2]["config"]["limits"].append(
             {"name": name, "match": {"tools": name}, "key": ["tool"], "concurrency": 2})
@@ -257,30 +304,21 @@ def outcomes(ctx):
                 check_eq(code, -32000, "round %d: the timeout's code (%s)" % (rnd, msg))
 
     def t_client_gone():
-        def leave_mid_call():
-            conns = [Conn(gw.port) for _ in range(2)]
-            for k, c in enumerate(conns):
-                c.send(tool_call_request(gw.port, "held", {"message": "g%d" % k}, id=k + 1))
-            return conns
+        def in_flight():
+            r, rpc = call_tool(gw.port, "mock_stats", {})
+            return json.loads(rpc["result"]["content"][0]["text"])["tools"]["held"]["in_flight"]
 
+        # each round needs both slots of the calls whose clients left the round
+        # before: hold() sends again a call refused while one is coming back,
+        # and fails if the two are never both held
         for rnd in range(3):
-            conns = leave_mid_call()
-            time.sleep(0.2)  # both admitted, waiting on the backend
+            conns, _ = hold(gw.port, "held", 2, in_flight)
             r, rpc = call_tool(gw.port, "held", {"message": "third"})
             check_eq(r.status, 429, "round %d: a third call while two are held" % rnd)
             for c in conns:
                 c.sock.close()  # the clients go away mid-call
-
-            def slot_free():
-                with Conn(gw.port) as c:  # admitted = no answer yet (held 60 s)
-                    c.send(tool_call_request(gw.port, "held", {"message": "probe"}))
-                    c.sock.settimeout(0.3)
-                    try:
-                        return c.read_response().status != 429
-                    except OSError:
-                        return True
-            wait_for(slot_free, 10, "round %d: the slots of calls whose client left" % rnd)
-            time.sleep(0.1)  # the probe's own leaving gives its slot back too
+            wait_for(lambda: in_flight() == 0, 30,
+                     "round %d: the held calls to end as their clients left" % rnd)
 
     def t_stop():
         gw.stop()
