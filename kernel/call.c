@@ -68,6 +68,7 @@ static void call_reset(mcpg_call *c) {
     mcpg_buf keep_result = c->result, keep_data = c->err_data, keep_req = c->pool.req_copy;
     mcpg_buf keep_target = c->target_copy, keep_name = c->name_copy, keep_args = c->audit_args;
     mcpg_buf keep_shown = c->audit_shown;
+    mcpg_buf keep_jn = c->judged_name, keep_jr = c->judged_ref, keep_jp = c->judged_params;
     uint32_t keep_slots = c->n_slots;
     uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
@@ -83,6 +84,12 @@ static void call_reset(mcpg_call *c) {
     c->audit_args.len = 0;
     c->audit_shown = keep_shown;
     c->audit_shown.len = 0;
+    c->judged_name = keep_jn;
+    c->judged_name.len = 0;
+    c->judged_ref = keep_jr;
+    c->judged_ref.len = 0;
+    c->judged_params = keep_jp;
+    c->judged_params.len = 0;
     c->list_kind = -1;
     c->result.len = 0;
     c->err_data.len = 0;
@@ -119,6 +126,9 @@ static void call_free(mcpg_call *c) {
     mcpg_buf_free(&c->name_copy);
     mcpg_buf_free(&c->audit_args);
     mcpg_buf_free(&c->audit_shown);
+    mcpg_buf_free(&c->judged_name);
+    mcpg_buf_free(&c->judged_ref);
+    mcpg_buf_free(&c->judged_params);
     mcpg_buf_free(&c->err_data);
     mcpg_buf_free(&c->pool.req_copy);
     free(c);
@@ -222,26 +232,19 @@ static void target_from_request(mcpg_call *c, const char *s, size_t n) {
 }
 
 /* completion/complete names what it completes in params.ref: a prompt by
- * name, or a resource (template) by uri. */
+ * name, or a resource (template) by uri, as judged (judge.c). */
 static void route_completion(mcpg_call *c) {
-    mcpg_json_span ref, type, id;
-    const char *p = c->d.params_json;
-    size_t n = c->d.params_len;
-    if (!p || mcpg_json_object_get(p, n, "ref", &ref) != 1 || ref.type != MCPG_JSON_OBJECT ||
-        mcpg_json_object_get(ref.p, ref.n, "type", &type) != 1)
-        return;
-    bool prompt = mcpg_json_string_eq(&type, "ref/prompt", 10) == 1;
-    if (mcpg_json_object_get(ref.p, ref.n, prompt ? "name" : "uri", &id) != 1 ||
-        id.type != MCPG_JSON_STRING || id.escaped)
-        return;
-    if (prompt) {
-        c->route = catalog_find(c->cats, CAT_PROMPTS, id.p, id.n);
+    if (!c->ref_judged) return;
+    const char *id = c->judged_name.data;
+    size_t n = c->judged_name.len;
+    if (c->ref_is_prompt) {
+        c->route = catalog_find(c->cats, CAT_PROMPTS, id, n);
         if (c->route) c->target = c->route->target;
         return;
     }
-    c->route = catalog_find_resource(c->cats, id.p, id.n);
-    if (!c->route) c->route = catalog_find(c->cats, CAT_TEMPLATES, id.p, id.n);
-    if (c->route) target_from_request(c, id.p, id.n);
+    c->route = catalog_find_resource(c->cats, id, n);
+    if (!c->route) c->route = catalog_find(c->cats, CAT_TEMPLATES, id, n);
+    if (c->route) target_from_request(c, id, n);
 }
 
 /* A task's id is "<backend instance>.<rest>": the backend that made it. */
@@ -341,6 +344,13 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int 
     if (d->session_id && d->session_id_len < sizeof c->session) {
         memcpy(c->session, d->session_id, d->session_id_len);
         c->session[d->session_id_len] = '\0';
+    }
+    /* One reading of the request for every stage and backend; a request
+     * that fails it is answered at once. */
+    if (kind == SUBMIT_CLIENT && call_judge(c) != 0) {
+        c->phase = PH_COMPLETE;
+        pipeline_run(c);
+        return 0;
     }
     /* An unknown name is answered after identity and policy (see pipeline.c),
      * so a caller who may not call anything cannot probe what exists. */

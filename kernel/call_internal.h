@@ -138,6 +138,11 @@ struct mcpg_call {
     bool audit_args_made;
     mcpg_buf result;
     mcpg_buf target_copy;        /* a resource uri as the client sent it (kept across recycling) */
+    /* the request as judged (judge.c), kept across recycling: the target
+     * decoded, a completion's ref rebuilt, params rebuilt when the client's
+     * held members its method does not define or escaped names */
+    mcpg_buf judged_name, judged_ref, judged_params;
+    bool ref_judged, ref_is_prompt; /* completion/complete: judged_name is the ref's id */
     char session[80];            /* the legacy wire's session id, NUL-terminated (audit) */
     call_msgs msgs;              /* messages before the outcome (messages.c) */
     bool is_error;
@@ -193,6 +198,11 @@ static inline bool call_error_of(mcpg_call *c, int64_t *code, const char **msg) 
     *msg = c->err_msg;
     return c->is_error;
 }
+
+/* ---- judge.c ---- */
+/* The one reading of a client's request: 0, or -1 with the error set (the
+ * call then reaches no stage and no backend). */
+int call_judge(mcpg_call *c);
 
 /* ---- call_identity.c ---- */
 void call_identity_clear(mcpg_call *c);

@@ -442,6 +442,10 @@ void th_legacy_post(th_conn *c, th_req *r) {
         error(c, r, 400, id, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: one JSON-RPC 2.0 message object"));
         return;
     }
+    if (m.dup) {
+        error(c, r, 400, id, MCPG_RPC_INVALID_REQUEST, MSG("Invalid Request: duplicate member"));
+        return;
+    }
     if (!version_ok(c, r, id)) return;
     if ((m.has & 2) && m.method.type == MCPG_JSON_STRING && method_is(h, &m, "initialize")) {
         initialize(c, r, &m, id);

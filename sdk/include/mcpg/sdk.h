@@ -206,6 +206,14 @@ int mcpg_json_int64(const mcpg_json_span *s, int64_t *out);
  * 6*n bytes; returns the bytes written. Control characters become \u00XX;
  * invalid UTF-8 bytes become U+FFFD. */
 size_t mcpg_json_escape(char *dst, const char *s, size_t n);
+/* No object anywhere in the value text[0..n) names a member twice, names
+ * compared decoded: 0. 1 when one does (*dup, when not NULL: the second
+ * name as written, a span into text); MCPG_EPROTO when text is not JSON,
+ * MCPG_ENOMEM. Readers disagree on which of two equal members counts (the
+ * first, the last), so what a gateway judges must have none: a server behind
+ * it could read the other one. Cost O(n log n) in the members of the
+ * largest object, whatever the input. */
+int mcpg_json_unique(const char *text, size_t n, mcpg_json_span *dup);
 
 /* ---- config schema (used by the kernel, the fake host and --help) ----
  * Parse `json` (an object's text) against `fields` into the zeroed struct at
