@@ -106,9 +106,9 @@ const char *call_client_name_of(mcpg_call *c) {
         c->list_kind < 0 && c->method != MCPG_METHOD_COMPLETION_COMPLETE &&
         c->method < MCPG_METHOD_TASKS_GET)
         return c->route->client_name;
+    if (c->name_copy.len) return c->name_copy.data; /* kept: a pool call's desc has no name */
     if (!c->d.name) return NULL;
-    if (!c->name_copy.len && mcpg_buf_append(&c->name_copy, c->d.name, c->d.name_len) != 0)
-        return NULL;
+    if (mcpg_buf_append(&c->name_copy, c->d.name, c->d.name_len) != 0) return NULL;
     return c->name_copy.data ? c->name_copy.data : "";
 }
 

@@ -301,6 +301,7 @@ static int copy_request(mcpg_call *c) {
     /* the 1.1 fields are zero when the transport's desc has none */
     d->client_caps_json = keep_copy(b, d->client_caps_json, d->client_caps_len);
     d->protocol_version = keep_copy(b, d->protocol_version, d->protocol_version_len);
+    (void)call_client_name_of(c); /* kept for the outcome's audit event */
     d->name = NULL; /* read at submit only; the route and target_copy hold the names */
     d->method = NULL;
     return 0;

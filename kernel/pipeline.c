@@ -372,9 +372,9 @@ static void after_stage(mcpg_call *c) {
         not_found(c);
         c->phase = PH_COMPLETE;
     } else if (c->method == MCPG_METHOD_TOOLS_CALL) {
-        c->phase++; /* tool calls are limited and audited */
+        c->phase++; /* tool calls are limited, then audited */
     } else if (to_backend && c->phase == PH_POLICY) {
-        c->phase = PH_BACKEND;
+        c->phase = PH_AUDIT_ALLOWED; /* every call that reaches a backend is audited */
     } else if (c->phase == PH_IDENTITY) {
         c->phase = PH_POLICY; /* lists are filtered by policy, not limited */
     } else {
@@ -549,7 +549,7 @@ static void on_backend_status(mcpg_call *c, mcpg_status st) {
     c->tb1 = mono_us();
     if (st == MCPG_DENY) c->backend_failed = true;
     if (st == MCPG_CONTINUE && c->method == MCPG_METHOD_EVENTS_LIST) filter_event_list(c);
-    bool audited = c->method == MCPG_METHOD_TOOLS_CALL && c->gen->n_stage[STAGE_AUDIT];
+    bool audited = dispatched(c->method) && c->gen->n_stage[STAGE_AUDIT];
     c->phase = audited ? PH_AUDIT_DONE : PH_COMPLETE;
     c->idx = 0;
 }

@@ -6,6 +6,8 @@ One gateway (backend_mock "echo", audit_file to a temp file):
   * the audit file holds exactly one mcpg.tool.call.allowed and one
     mcpg.tool.call.completed line for each call, carrying its JSON-RPC id (same
     JSON type), allowed before completed, both on disk when the answer arrives;
+  * a resources/read is audited the same way (every method that reaches a
+    backend is), with the method and the uri;
   * tools/list lists echo; server/discover answers;
   * SIGTERM -> exit 0, no sanitizer report.
 """
@@ -37,7 +39,9 @@ def main():
     args = parse_args()
     ctx = Context(args)
     audit = ctx.path("audit.jsonl")
-    gw = Gateway(ctx, manifest=base_manifest(audit_path=audit, gateway={"name": "e2e-gateway"}), name="e2e")
+    gw = Gateway(ctx, manifest=base_manifest(
+        audit_path=audit, gateway={"name": "e2e-gateway"},
+        mock_config={"resources": [{"uri": "mock://secret", "text": "s3cret"}]}), name="e2e")
     gw.start()
     port = gw.port
     ids_called = []
@@ -74,6 +78,19 @@ def main():
             check("error_code" not in rec_c, "completed event carries an error: %r" % rec_c)
         return t
 
+    def t_resource_read():
+        r = send_one(port, stateless_request(port, "resources/read", {"uri": "mock://secret"},
+                                             id=102, name="mock://secret"))
+        result = expect_result(r, r.rpc(), 102, "resources/read")
+        check_eq(result["contents"][0]["text"], "s3cret", "resources/read text")
+        ev = events_for(audit, 102)
+        check_eq([n for _, n, _ in ev], [ALLOWED, COMPLETED],
+                 "a resources/read's audit lines when the answer arrived")
+        for _, _, rec in ev:
+            check_eq(rec.get("method"), "resources/read", "audit method")
+            check_eq(rec.get("tool"), "mock://secret", "audit names the uri")
+            check_eq(rec.get("backend"), "mock", "audit backend")
+
     def t_tools_list():
         r = send_one(port, stateless_request(port, "tools/list", {}, id=100))
         result = expect_result(r, r.rpc(), 100, "tools/list")
@@ -100,19 +117,21 @@ def main():
         check(ids_called == [7, "req-7"], "both tool calls must have succeeded first")
         ev = tool_events(audit)
         names = sorted(audit_name(r) for _, r in ev)
-        check_eq(names, sorted([ALLOWED, COMPLETED] * 2),
-                 "tool-call audit events in the file (tools/list and server/discover are not tool calls)")
+        check_eq(names, sorted([ALLOWED, COMPLETED] * 3),
+                 "audit events in the file: two tool calls and a read (tools/list and "
+                 "server/discover reach no backend)")
         for other in (100, 101):
             check_eq(events_for(audit, other), [], "audit events for id %r" % other)
 
     def t_stop():
         gw.stop()
         # Nothing duplicated or lost at shutdown.
-        check_eq(len(tool_events(audit)), 4, "tool-call audit lines after shutdown")
+        check_eq(len(tool_events(audit)), 6, "audit lines after shutdown")
 
     tests = [
         ("tools/call echo, integer id, audited", echo_call(7)),
         ("tools/call echo, string id, audited", echo_call("req-7")),
+        ("resources/read, audited", t_resource_read),
         ("tools/list lists echo", t_tools_list),
         ("server/discover", t_discover),
         ("audit holds exactly the tool-call events", t_audit_totals),
