@@ -2,13 +2,18 @@
  * (and any module that asks, host->redact_json). Rules come from the
  * manifest's gateway.redact and are compiled once per manifest:
  *   - member names whose values are always hidden, at any depth
- *     (gateway.redact.keys, case-insensitive; default: the usual credential
- *     names);
+ *     (gateway.redact.keys; default: the usual credential names), compared
+ *     by their letters and digits only, case folded: "api-key", "api_key",
+ *     "apiKey" and "API.KEY" are one name, since each spelling is in use;
  *   - JSON pointers into the arguments or the result (gateway.redact.pointers;
  *     "*" matches any one member or index);
  *   - POSIX extended regular expressions (gateway.redact.patterns): each match
  *     inside a string is replaced;
- *   - always: JWT-shaped tokens and "Bearer <token>" inside any string.
+ *   - always, inside any string: JWT-shaped tokens; "Bearer <token>" and
+ *     "Basic <base64 of user:pass>" (any case, any run of spaces or tabs
+ *     after the scheme); the userinfo of a URL
+ *     ("https://user:pass@host"); the value of a URL query parameter whose
+ *     name is one of the keys ("?access_token=...", "&api-key=...").
  * A hidden value becomes the string "[REDACTED]"; the JSON stays valid and
  * keeps its shape, so an auditor still sees which members were there. */
 #include "kernel.h"
@@ -35,10 +40,26 @@ struct redactor {
     bool results;
 };
 
+/* Written as documented; compared folded (fold_key). */
 static const char *const DEFAULT_KEYS[] = {
     "authorization", "proxy-authorization", "cookie", "set-cookie", "password", "passwd",
-    "secret", "client_secret", "token", "access_token", "refresh_token", "id_token",
-    "api_key", "apikey", "x-api-key", "private_key"};
+    "pwd", "passphrase", "secret", "client_secret", "client-secret", "token", "access_token",
+    "refresh_token", "id_token", "auth_token", "session_token", "bearer_token", "api_key",
+    "x-api-key", "api_secret", "private_key", "secret_key", "access_key", "credentials",
+    "signature", "sig"};
+
+/* A name as it is compared: its ASCII letters and digits, lower case (other
+ * bytes, UTF-8 included, kept as they are; '-', '_', '.', spaces dropped).
+ * out holds at least n bytes; returns the length. */
+static size_t fold_key(const char *k, size_t n, char *out) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)k[i];
+        if (ch == '-' || ch == '_' || ch == '.' || ch == ' ') continue;
+        out[m++] = (char)tolower(ch);
+    }
+    return m;
+}
 
 /* ---- compiling the rules ---- */
 
@@ -87,8 +108,14 @@ void redactor_free(redactor *r) {
 }
 
 static void add_key(redactor *r, const char *k) {
-    char *d = strdup(k);
-    for (char *p = d; *p; p++) *p = (char)tolower((unsigned char)*p);
+    size_t n = strlen(k);
+    char *d = malloc(n + 1);
+    if (!d) return;
+    d[fold_key(k, n, d)] = '\0';
+    if (!d[0]) { /* "-" or "_": nothing to compare */
+        free(d);
+        return;
+    }
     r->keys[r->n_keys++] = d;
 }
 
@@ -232,12 +259,71 @@ static size_t jwt_at(const char *s, size_t n, size_t i) {
     return dots == 2 && j - i >= 16 ? j : 0;
 }
 
-/* "Bearer <token>" (any case) from s[i]: the token's end, or 0. */
-static size_t bearer_at(const char *s, size_t n, size_t i) {
-    if (i + 7 >= n || strncasecmp(s + i, "bearer ", 7) != 0) return 0;
-    size_t j = i + 7;
-    while (j < n && !isspace((unsigned char)s[j]) && s[j] != '"') j++;
-    return j > i + 7 ? j : 0;
+/* Does t[0..n) read as base64 of "user:password" (Basic credentials)? The
+ * check keeps prose ("basic usage") apart from a credential. */
+static bool basic_credentials(const char *t, size_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint32_t acc = 0;
+    int bits = 0;
+    bool colon = false;
+    size_t i = 0;
+    for (; i < n && t[i] != '='; i++) {
+        const char *p = memchr(A, t[i], 64);
+        if (!p) return false;
+        acc = acc << 6 | (uint32_t)(p - A);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            colon |= ((acc >> bits) & 0xff) == ':';
+        }
+    }
+    for (; i < n; i++)
+        if (t[i] != '=') return false;
+    return colon && n >= 4;
+}
+
+/* "Bearer <token>" or "Basic <base64 of user:pass>" (any case, one or more
+ * spaces or tabs after the scheme, the scheme a word of its own) from s[i]:
+ * its end (scheme and credentials are hidden together), or 0. */
+static size_t scheme_at(const char *s, size_t n, size_t i) {
+    static const char *const schemes[] = {"bearer", "basic"};
+    if (i > 0 && isalnum((unsigned char)s[i - 1])) return 0;
+    for (size_t k = 0; k < sizeof schemes / sizeof *schemes; k++) {
+        size_t sl = strlen(schemes[k]), j = i + sl;
+        if (j >= n || strncasecmp(s + i, schemes[k], sl) != 0 || (s[j] != ' ' && s[j] != '\t'))
+            continue;
+        while (j < n && (s[j] == ' ' || s[j] == '\t')) j++;
+        size_t e = j;
+        while (e < n && !isspace((unsigned char)s[e]) && s[e] != '"') e++;
+        if (e > j && (k == 0 || basic_credentials(s + j, e - j))) return e;
+    }
+    return 0;
+}
+
+/* "scheme://user:pass@host": the userinfo from s[i] (just past "://"), or 0. */
+static size_t userinfo_at(const char *s, size_t n, size_t i) {
+    if (i < 3 || memcmp(s + i - 3, "://", 3) != 0) return 0;
+    for (size_t j = i; j < n; j++) {
+        char ch = s[j];
+        if (ch == '@') return j > i ? j : 0;
+        if (ch == '/' || ch == '?' || ch == '#' || isspace((unsigned char)ch) || ch == '"') return 0;
+    }
+    return 0;
+}
+
+static bool key_hidden(const redactor *r, const char *k, size_t n);
+
+/* "?name=value" or "&name=value" with name one of the keys, from s[i] (the
+ * '?' or '&'): the value {*a, end}, or 0. */
+static size_t query_at(const redactor *r, const char *s, size_t n, size_t i, size_t *a) {
+    size_t j = i + 1;
+    while (j < n && s[j] != '=' && s[j] != '&' && s[j] != '#' && !isspace((unsigned char)s[j])) j++;
+    if (j >= n || s[j] != '=' || j == i + 1 || !key_hidden(r, s + i + 1, j - i - 1)) return 0;
+    size_t e = ++j;
+    while (e < n && s[e] != '&' && s[e] != '#' && !isspace((unsigned char)s[e]) && s[e] != '"') e++;
+    if (e == j) return 0;
+    *a = j;
+    return e;
 }
 
 static size_t add_span(span *sp, size_t k, size_t a, size_t b) {
@@ -255,9 +341,14 @@ static int span_cmp(const void *x, const void *y) {
 static size_t string_hits(const redactor *r, const char *s, size_t n, span *sp) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t e = s[i] == 'e' ? jwt_at(s, n, i) : (s[i] | 0x20) == 'b' ? bearer_at(s, n, i) : 0;
+        size_t a = i, e = 0;
+        char lc = (char)(s[i] | 0x20);
+        if (s[i] == 'e') e = jwt_at(s, n, i);
+        if (!e && lc == 'b') e = scheme_at(s, n, i);
+        if (!e && i >= 3 && s[i - 1] == '/') e = userinfo_at(s, n, i);
+        if (!e && (s[i] == '?' || s[i] == '&')) e = query_at(r, s, n, i, &a);
         if (e) {
-            k = add_span(sp, k, i, e);
+            k = add_span(sp, k, a, e);
             i = e - 1;
         }
     }
@@ -332,8 +423,11 @@ typedef struct walk {
 } walk;
 
 static bool key_hidden(const redactor *r, const char *k, size_t n) {
+    char folded[256];
+    if (n > sizeof folded) return false; /* no key is that long */
+    size_t m = fold_key(k, n, folded);
     for (size_t i = 0; i < r->n_keys; i++)
-        if (strlen(r->keys[i]) == n && strncasecmp(r->keys[i], k, n) == 0) return true;
+        if (strlen(r->keys[i]) == m && memcmp(r->keys[i], folded, m) == 0) return true;
     return false;
 }
 

@@ -4,6 +4,7 @@
 #include "kernel.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 static redactor *compile(const char *redact_json, const char *audit_json, errlist *errs) {
@@ -38,6 +39,35 @@ int main(void) {
     expect(dflt, "{\"m\":\"line\\n eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.sig \\\"q\\\"\"}",
            "{\"m\":\"line\\n [REDACTED] \\\"q\\\"\"}");
     expect(dflt, "\"plain\"", "\"plain\"");
+    /* an Authorization scheme with any legal whitespace after it */
+    expect(dflt, "{\"h\":\"Bearer  two-spaces\"}", "{\"h\":\"[REDACTED]\"}");
+    expect(dflt, "{\"h\":\"bearer\\tTAB123\"}", "{\"h\":\"[REDACTED]\"}");
+    /* Basic credentials (base64 of user:pass), and prose that is not one */
+    expect(dflt, "{\"h\":\"Basic dXNlcjpwYXNz x\"}", "{\"h\":\"[REDACTED] x\"}");
+    expect(dflt, "{\"h\":\"basic   YWxhZGRpbjpvcGVuc2VzYW1l\"}", "{\"h\":\"[REDACTED]\"}");
+    expect(dflt, "{\"h\":\"basic usage\"}", "{\"h\":\"basic usage\"}");
+    /* the credential member spellings in use, each folded to one name */
+    static const char *const spellings[] = {
+        "api-key", "api_key", "apiKey", "API.KEY", "x-api-key", "X_Api_Key", "access-token",
+        "access_token", "accessToken", "client_secret", "clientSecret", "client-secret",
+        "private_key", "privateKey", "refresh_token", "id_token", "auth_token", "session-token",
+        "secret_key", "access_key", "api_secret", "passphrase", "pwd", "credentials", "Cookie",
+        "Set-Cookie", "Proxy-Authorization", "signature"};
+    for (size_t i = 0; i < sizeof spellings / sizeof *spellings; i++) {
+        char in[128], want[128];
+        snprintf(in, sizeof in, "{\"%s\":\"v\",\"keep\":\"v\"}", spellings[i]);
+        snprintf(want, sizeof want, "{\"%s\":\"[REDACTED]\",\"keep\":\"v\"}", spellings[i]);
+        expect(dflt, in, want);
+    }
+    /* credentials inside URLs: userinfo, and query parameters named like a key */
+    expect(dflt, "{\"u\":\"https://alice:s3cret@example.com/x\"}",
+           "{\"u\":\"https://[REDACTED]@example.com/x\"}");
+    expect(dflt, "{\"u\":\"https://example.com/cb?access_token=abc&page=2\"}",
+           "{\"u\":\"https://example.com/cb?access_token=[REDACTED]&page=2\"}");
+    expect(dflt, "{\"u\":\"https://x.test/a?q=1&api-key=K1#frag\"}",
+           "{\"u\":\"https://x.test/a?q=1&api-key=[REDACTED]#frag\"}");
+    expect(dflt, "{\"u\":\"https://x.test/a?page=2&sort=asc\"}",
+           "{\"u\":\"https://x.test/a?page=2&sort=asc\"}");
     mcpg_buf out = {0};
     MCPG_CHECK(redact_json(dflt, "{\"a\":", 5, &out) == MCPG_EPROTO && out.len == 0,
                "malformed JSON is refused and nothing written");
