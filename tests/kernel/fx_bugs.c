@@ -3,7 +3,10 @@
  * to `path`:
  *   keep     answers, and keeps its call handle (a bug)
  *   misuse   uses the handle "keep" kept: call_error on it; writes misuse_rc=
- *   pend     answers PENDING; a thread of its own resumes after args.ms
+ *   pend     answers PENDING; a thread of its own resumes after args.ms. Writes
+ *            pended_id=<call id> just before it answers PENDING, resumed_us=
+ *            before its resume and resume_returned_id=<call id> once
+ *            call_resume has returned (facts a test waits on)
  *   block    blocks args.ms (on the pool), then writes backend_end_us=
  * and a cancel op that writes cancel_after_resume=0|1. */
 #include <mcpg/sdk.h>
@@ -39,6 +42,7 @@ typedef struct bugs {
     mcpg_call *kept; /* the bug "keep" makes */
     pending pend[MAX_PENDING];
     unsigned n_pend;
+    atomic_int threads; /* resume threads not yet done with the instance */
 } bugs;
 
 /* One "key=value" line. */
@@ -47,6 +51,19 @@ static void note(bugs *b, const char *key, long long v) {
     if (!f) return;
     fprintf(f, "%s=%lld\n", key, v);
     fclose(f);
+}
+
+/* The call's JSON-RPC id as a number (the tests use numbers), -1 otherwise. */
+static long long call_id_num(bugs *b, mcpg_call *call) {
+    size_t n = 0;
+    const char *id = b->host->call_id(call, &n);
+    long long v = 0;
+    if (!id || n == 0 || n > 18) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (id[i] < '0' || id[i] > '9') return -1;
+        v = v * 10 + (id[i] - '0');
+    }
+    return v;
 }
 
 static long long arg_ms(bugs *b, mcpg_call *call) {
@@ -71,6 +88,9 @@ static int bugs_create(const mcpg_host *host, mcpg_instance *self, const void *c
 
 static void bugs_destroy(void *inst) {
     bugs *b = inst;
+    /* a resume thread writes its last note after call_resume, when nothing
+     * holds the instance any more: it stays until they are all done */
+    while (atomic_load(&b->threads) != 0) fx_nap_ms(1);
     pthread_mutex_destroy(&b->lock);
     b->host->free(b);
 }
@@ -87,7 +107,7 @@ static int bugs_list(void *inst, mcpg_buf *out) {
 typedef struct resumer {
     bugs *b;
     pending *p;
-    long long ms;
+    long long ms, id;
 } resumer;
 
 static void *resume_later(void *arg) {
@@ -100,6 +120,9 @@ static void *resume_later(void *arg) {
     atomic_store(&r.p->resumed, 1);
     note(r.b, "resumed_us", (long long)h->mono_us());
     h->call_resume(r.p->call, MCPG_CONTINUE);
+    /* the call is no longer ours; the instance is until the count drops */
+    note(r.b, "resume_returned_id", r.id);
+    atomic_fetch_sub(&r.b->threads, 1);
     return NULL;
 }
 
@@ -114,8 +137,12 @@ static mcpg_status pend(bugs *b, mcpg_call *call) {
     }
     p->call = call;
     atomic_store(&p->resumed, 0);
-    *r = (resumer){b, p, arg_ms(b, call)};
+    *r = (resumer){b, p, arg_ms(b, call), call_id_num(b, call)};
+    /* before the thread starts: written after it, it could follow resumed_us */
+    note(b, "pended_id", r->id);
+    atomic_fetch_add(&b->threads, 1);
     if (fx_detached(resume_later, r) != 0) {
+        atomic_fetch_sub(&b->threads, 1);
         free(r);
         return mcpg_result_errorf(b->host, call, MCPG_RPC_INTERNAL_ERROR, "no thread");
     }

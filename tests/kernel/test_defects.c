@@ -41,16 +41,30 @@ static bool scenario_begin(scenario *s, const char *name, const char *modules,
     return s->g != NULL;
 }
 
+/* How long a test waits for a fact it polls (a call let go, a fixture's
+ * note): far beyond any backend's nap here, reached only when it fails. */
+#define POLL_MS 20000
+
 /* Wait until no call pins the scenario's generation: a call whose backend's
  * answer went astray never lets go of it (at reload it would never retire). */
 static bool generation_released(generation *g, int wait_ms) {
-    for (int i = 0; i < wait_ms / 10 && atomic_load(&g->refs) != 0; i++) usleep(10000);
+    for (uint64_t until = mono_us() + (uint64_t)wait_ms * 1000;
+         atomic_load(&g->refs) != 0 && mono_us() < until;)
+        usleep(10000);
     return atomic_load(&g->refs) == 0;
+}
+
+/* Wait until the notes hold a line with needle (a fact a fixture wrote). */
+static bool noted(const char *needle, int wait_ms) {
+    for (uint64_t until = mono_us() + (uint64_t)wait_ms * 1000;
+         count_lines(notes, needle, NULL) <= 0 && mono_us() < until;)
+        usleep(1000);
+    return count_lines(notes, needle, NULL) > 0;
 }
 
 static void scenario_end(scenario *s) {
     probe_on_loop(publish, K.gen);
-    MCPG_CHECK(generation_released(s->g, 3000), "%ld call(s) still pin the generation",
+    MCPG_CHECK(generation_released(s->g, POLL_MS), "%ld call(s) still pin the generation",
                (long)atomic_load(&s->g->refs));
     generation_stop(s->g);
     generation_free(s->g);
@@ -86,35 +100,39 @@ static void audit_deny_without_error(void) {
 }
 
 /* 2a. A pool backend that answered PENDING resumes while a synchronous
- * sink's emit of the timeout runs: its resume is its own. */
+ * sink's emit of the timeout runs: its resume is its own. The timeout (50 ms)
+ * comes well before the resume (1000 ms), which comes well before the sink's
+ * emit, begun at the timeout, ends (3000 ms later). */
 static void backend_resume_during_sync_sink(void) {
     scenario s;
     MCPG_REQUIRE(scenario_begin(&s, "sync.json",
                                 with_notes(BUGS(",\"timeout_ms\":50") ","
                                            "{\"name\":\"sink\",\"module\":\"fx_sink\","
-                                           "\"config\":{\"mode\":\"block\",\"delay_ms\":200}}"),
+                                           "\"config\":{\"mode\":\"block\",\"delay_ms\":3000}}"),
                                 "\"audit\":[\"sink\"]"),
                  "generation");
     probe p;
-    probe_run(&p, "tools/call", "pend", "{\"ms\":100}", "2", NULL);
+    probe_run(&p, "tools/call", "pend", "{\"ms\":1000}", "2", NULL);
     MCPG_CHECK(p.is_error && strstr(p.text, "timed out"), "timeout answered: %s", p.text);
     MCPG_CHECK(count_lines(notes, "resumed_us=", NULL) == 1, "the backend resumed");
     scenario_end(&s); /* the backend's own answer must have released the call */
 }
 
 /* 2b. The same with a sink that answers PENDING: the client's answer waits
- * for the sink's record, not for whichever resume comes first. */
+ * for the sink's record, not for whichever resume comes first (the same
+ * times as 2a: the backend resumes while the sink's record is pending). */
 static void backend_resume_during_async_sink(void) {
     scenario s;
     MCPG_REQUIRE(scenario_begin(&s, "async.json",
                                 with_notes(BUGS(",\"timeout_ms\":50") ","
                                            "{\"name\":\"sink\",\"module\":\"fx_sink\","
-                                           "\"config\":{\"mode\":\"async\",\"delay_ms\":200,"
+                                           "\"config\":{\"mode\":\"async\",\"delay_ms\":3000,"
                                            "\"path\":\"%s\"}}"),
                                 "\"audit\":[\"sink\"]"),
                  "generation");
     probe p;
-    probe_run(&p, "tools/call", "pend", "{\"ms\":100}", "3", NULL);
+    probe_run(&p, "tools/call", "pend", "{\"ms\":1000}", "3", NULL);
+    MCPG_CHECK(count_lines(notes, "resumed_us=", NULL) == 1, "the backend resumed first");
     long long durable = file_number(notes, "durable_us");
     MCPG_CHECK(durable > 0 && (long long)p.t_done >= durable,
                "answered at %llu us, the sink's record durable at %lld us",
@@ -130,14 +148,25 @@ static void cancel_on_loop(void *arg) {
 
 static void cancel_pool_pending(void) {
     scenario s;
-    MCPG_REQUIRE(scenario_begin(&s, "cancel-pool.json", with_notes(BUGS(",\"timeout_ms\":3000")),
+    MCPG_REQUIRE(scenario_begin(&s, "cancel-pool.json", with_notes(BUGS(",\"timeout_ms\":30000")),
                                 "\"audit\":[]"),
                  "generation");
     probe p;
-    probe_start(&p, "tools/call", "pend", 4, "{\"ms\":300}", "4", NULL);
+    /* the backend resumes 3 s after it answered PENDING: the cancel below
+     * comes long before */
+    probe_start(&p, "tools/call", "pend", 4, "{\"ms\":3000}", "4", NULL);
     probe_submit(&p);
-    usleep(100 * 1000); /* the op has returned PENDING long before */
-    probe_on_loop(cancel_on_loop, &p);
+    MCPG_CHECK(noted("pended_id=4\n", POLL_MS), "the pool backend took the call");
+    /* the note is written just before the op returns PENDING, and a cancel
+     * reaches a backend only once it has: cancel again (as a client may)
+     * until the backend has seen one (its cancel op notes it on the loop,
+     * inside probe_on_loop) */
+    for (uint64_t until = mono_us() + 2000000;
+         count_lines(notes, "cancel_after_resume=", NULL) <= 0 &&
+         count_lines(notes, "resumed_us=", NULL) <= 0 && mono_us() < until;) {
+        probe_on_loop(cancel_on_loop, &p);
+        usleep(1000);
+    }
     probe_join(&p);
     MCPG_CHECK(count_lines(notes, "cancel_after_resume=0", NULL) == 1,
                "cancel reached the pending pool backend once (%d)",
@@ -148,7 +177,9 @@ static void cancel_pool_pending(void) {
 /* 3b. Cancel never reaches an inline backend that has already resumed (its
  * answer is on its way to the loop, held back here by a busy loop turn). */
 static void wait_then_cancel(void *arg) {
-    usleep(150 * 1000); /* the backend's thread resumes meanwhile */
+    /* the loop stays busy until the backend's thread has resumed: its
+     * call_resume returned, the answer waits for this loop turn to end */
+    MCPG_CHECK(noted("resume_returned_id=5\n", POLL_MS), "the inline backend resumed");
     cancel_on_loop(arg);
 }
 
@@ -159,8 +190,9 @@ static void cancel_inline_after_resume(void) {
                  "generation");
     probe p;
     probe_start(&p, "tools/call", "pend", 4, "{\"ms\":20}", "5", NULL);
+    /* the loop takes posts in their order: the call is submitted (inline, it
+     * answers PENDING inside call_submit) before wait_then_cancel runs */
     probe_submit(&p);
-    usleep(5 * 1000);
     probe_on_loop(wait_then_cancel, &p);
     probe_join(&p);
     MCPG_CHECK(!p.is_error, "the resumed call answered: %s", p.text);
@@ -180,14 +212,17 @@ static void inline_backend_deadline(void) {
                                 "\"audit\":[]"),
                  "generation");
     probe p;
-    probe_run(&p, "tools/call", "pend", "{\"ms\":300}", "9", NULL);
+    /* deadline 50 ms, resume at 3000 ms: an answer within 1500 ms came at
+     * the deadline */
+    probe_run(&p, "tools/call", "pend", "{\"ms\":3000}", "9", NULL);
     MCPG_CHECK(p.is_error && p.code == -32000 && strstr(p.text, "timed out after 50 ms"),
                "inline timeout answered: %lld %s", (long long)p.code, p.text);
-    MCPG_CHECK(probe_elapsed_ms(&p) < 250, "answered at the deadline, not at the resume (%llu ms)",
+    MCPG_CHECK(probe_elapsed_ms(&p) < 1500,
+               "answered at the deadline (50 ms), not at the resume (3000 ms): %llu ms",
                (unsigned long long)probe_elapsed_ms(&p));
     MCPG_CHECK(count_lines(notes, "cancel_after_resume=0", NULL) == 1,
                "the pending inline backend was told to cancel");
-    MCPG_CHECK(generation_released(s.g, 3000), "its late resume let the call go");
+    MCPG_CHECK(generation_released(s.g, POLL_MS), "its late resume let the call go");
     MCPG_CHECK(count_lines(notes, "resumed_us=", NULL) == 1, "the backend did resume, late");
     scenario_end(&s);
 }
@@ -202,9 +237,10 @@ static void limits_held_until_backend_ends(void) {
                                 "\"limits\":[\"cap\"],\"audit\":[]"),
                  "generation");
     probe p;
-    probe_run(&p, "tools/call", "block", "{\"ms\":200}", "6", NULL);
+    /* timeout 50 ms, the backend blocks 2000 ms: it times out for sure */
+    probe_run(&p, "tools/call", "block", "{\"ms\":2000}", "6", NULL);
     MCPG_CHECK(p.is_error && strstr(p.text, "timed out"), "timeout answered: %s", p.text);
-    MCPG_CHECK(generation_released(s.g, 3000), "the call ended");
+    MCPG_CHECK(generation_released(s.g, POLL_MS), "the call ended");
     long long ended = file_number(notes, "backend_end_us");
     long long released = file_number(notes, "release_us");
     MCPG_CHECK(ended > 0 && released >= ended,
@@ -234,11 +270,17 @@ static void stale_handle_refused(void) {
 /* 6. At stop, module work still queued gets done(MCPG_ECANCELED) on its
  * loop, work_submit off the loop is refused, and a timer a module left
  * running is closed and freed (ASan's leak check sees it). */
-static atomic_int works_cancelled, works_other;
+static atomic_int works_cancelled, works_other, works_started;
 
+/* A work that runs until the loop has stopped: the loop cancels the queued
+ * works once it no longer takes posts, so a done() of this one, posted after,
+ * never runs (bounded: a kernel that never cancels fails the count). */
 static void work_nap(void *arg) {
     (void)arg;
-    usleep(300 * 1000);
+    atomic_fetch_add(&works_started, 1);
+    for (uint64_t until = mono_us() + POLL_MS * 1000ull;
+         atomic_load(&works_cancelled) < 2 && mono_us() < until;)
+        usleep(1000);
 }
 
 static void work_done(void *arg, int status) {
@@ -278,7 +320,12 @@ static void stop_with_work_and_timers(void) {
     MCPG_CHECK(submitted_on_loop == 4 && atomic_load(&inst->work_in_flight) == 4,
                "4 works submitted (%d), counted on the instance (%d)", submitted_on_loop,
                atomic_load(&inst->work_in_flight));
-    usleep(50 * 1000); /* the pool's 2 threads take 2 of them; 2 stay queued */
+    /* the pool's 2 threads take 2 of them; 2 stay queued */
+    for (uint64_t until = mono_us() + POLL_MS * 1000ull;
+         atomic_load(&works_started) < 2 && mono_us() < until;)
+        usleep(1000);
+    MCPG_CHECK(atomic_load(&works_started) == 2, "the pool's 2 threads took 2 works: %d",
+               atomic_load(&works_started));
 }
 
 int main(int argc, char **argv) {

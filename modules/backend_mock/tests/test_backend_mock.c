@@ -225,8 +225,19 @@ static void expect_counts(json_t *o, const char *tool, json_int_t in_flight, jso
     }
 }
 
+/* "slow" answers after SLOW_MS: long enough that calls held on it are still
+ * held when the stats are asked for right after, on a loaded machine. "held"
+ * answers after HELD_MS unless cancelled: an answer within HELD_MS / 2 came
+ * from the cancel. */
+#define SLOW_MS 1000
+#define HELD_MS 5000
+
 static void test_latency(void) {
-    const char *cfg = "{\"tools\":[{\"name\":\"slow\",\"latency_ms\":100}],\"stats_tool\":true}";
+    char cfg[256];
+    snprintf(cfg, sizeof cfg,
+             "{\"tools\":[{\"name\":\"slow\",\"latency_ms\":%d},"
+             "{\"name\":\"held\",\"latency_ms\":%d}],\"stats_tool\":true}",
+             SLOW_MS, HELD_MS);
     mcpg_instance *inst = load(cfg);
     MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "inline-safe");
     /* inline: 5 calls held on loop timers at once, so they overlap */
@@ -248,33 +259,36 @@ static void test_latency(void) {
         mcpg_fakehost_call_free(fh, calls[i]);
     }
     uint64_t ms = now_ms() - t0;
-    printf("inline: 5 calls of latency 100 ms took %llu ms\n", (unsigned long long)ms);
+    printf("inline: 5 calls of latency %d ms took %llu ms\n", SLOW_MS, (unsigned long long)ms);
     /* libuv times from the loop's cached clock, which the fake host last
-     * updated when its loop last ran: a few ms early is the loop, not us. */
-    MCPG_CHECK(ms >= 90 && ms < 1000, "took %llu ms", (unsigned long long)ms);
+     * updated when its loop last ran: a few ms early is the loop, not us.
+     * One after the other they would take 5 x SLOW_MS. */
+    MCPG_CHECK(ms >= SLOW_MS - 10 && ms < 3 * SLOW_MS, "took %llu ms", (unsigned long long)ms);
     s = stats(inst);
     MCPG_CHECK(STAT(s, "in_flight") == 0 && STAT(s, "max_in_flight") == 5 && STAT(s, "calls") == 5,
                "stats after");
     json_decref(s);
 
     /* cancel: the held call answers at once, and its timer is gone */
-    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "slow", "{\"message\":\"z\"}", "1");
+    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "held", "{\"message\":\"z\"}", "1");
     t0 = now_ms();
     MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "pending");
     mcpg_fakehost_host(fh)->call_cancel(c);
-    MCPG_REQUIRE(mcpg_fakehost_wait(fh, c, 5000) == MCPG_DENY, "a cancelled call is denied");
-    MCPG_CHECK(now_ms() - t0 < 90, "answered at once");
+    MCPG_REQUIRE(mcpg_fakehost_wait(fh, c, 2 * HELD_MS) == MCPG_DENY, "a cancelled call is denied");
+    ms = now_ms() - t0;
+    MCPG_CHECK(ms < HELD_MS / 2, "answered at once, not after its latency (%d ms): %llu ms", HELD_MS,
+               (unsigned long long)ms);
     mcpg_fakehost_call_free(fh, c);
     s = stats(inst);
-    MCPG_CHECK(STAT(s, "in_flight") == 0 && tool_stat(s, "slow", "in_flight") == 0,
+    MCPG_CHECK(STAT(s, "in_flight") == 0 && tool_stat(s, "held", "in_flight") == 0,
                "nothing in flight after cancel");
     json_decref(s);
 
     /* on the pool: the call sleeps on its pool thread instead */
     MCPG_CHECK(mcpg_fakehost_set_inline(inst, 0) == 0, "back to the pool");
     ms = run_concurrent(inst, "slow", 2);
-    printf("pool: 2 calls of latency 100 ms took %llu ms\n", (unsigned long long)ms);
-    MCPG_CHECK(ms >= 100, "took %llu ms", (unsigned long long)ms);
+    printf("pool: 2 calls of latency %d ms took %llu ms\n", SLOW_MS, (unsigned long long)ms);
+    MCPG_CHECK(ms >= SLOW_MS, "took %llu ms", (unsigned long long)ms);
     unload(inst);
 }
 
@@ -297,9 +311,14 @@ static void answer_all(mcpg_call **calls, int n) {
 /* Each tool counts its own calls in flight beside the instance's totals: a
  * capped tool's maximum stays its own while other tools run. */
 static void test_per_tool_stats(void) {
-    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"capped\",\"latency_ms\":100},"
-                               "{\"name\":\"other\",\"latency_ms\":100},{\"name\":\"quick\"}],"
-                               "\"stats_tool\":true}");
+    /* held SLOW_MS: still held when the stats are asked for */
+    char cfg[256];
+    snprintf(cfg, sizeof cfg,
+             "{\"tools\":[{\"name\":\"capped\",\"latency_ms\":%d},"
+             "{\"name\":\"other\",\"latency_ms\":%d},{\"name\":\"quick\"}],"
+             "\"stats_tool\":true}",
+             SLOW_MS, SLOW_MS);
+    mcpg_instance *inst = load(cfg);
     MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "inline-safe");
     mcpg_call *calls[7];
     hold(inst, "capped", 3, calls);

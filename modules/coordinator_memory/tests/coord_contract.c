@@ -7,9 +7,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define K(s) s, strlen(s)
 #define WAIT_MS 5000
+/* The TTLs the contract sets: far longer than a few round trips to a remote
+ * store on a loaded machine, so a key checked alive right after its put is. */
+#define TTL_MS 2000
+/* Past a TTL, this much more before a key must be gone: the store's clock
+ * and ours are not the same clock (Redis's, NATS's wall clock). */
+#define TTL_SLACK_MS 250
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Turn the loop until ttl_ms + TTL_SLACK_MS have passed since `since` (taken
+ * once the op that set the TTL had answered, so after the store started it). */
+static void run_past(const contract *c, uint64_t since, uint64_t ttl_ms) {
+    uint64_t until = since + ttl_ms + TTL_SLACK_MS, now;
+    while ((now = mono_ms()) < until) mcpg_fakehost_run_for(c->fh, until - now);
+}
 
 const mcpg_module *contract_open(const char *so_path, void **dl) {
     *dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
@@ -226,16 +246,18 @@ void contract_off_loop(const contract *c) {
 
 /* A key past its TTL is absent to every op at once; incr keeps a window. */
 void contract_ttl(const contract *c) {
-    MCPG_CHECK(contract_put(c, "ct.t", "v", 100).status == 0, "put ttl");
+    MCPG_CHECK(contract_put(c, "ct.t", "v", TTL_MS).status == 0, "put ttl");
     MCPG_CHECK(contract_get(c, "ct.t").status == 0, "alive");
-    MCPG_CHECK(contract_incr(c, "ct.w", 1, 100).number == 1, "window");
+    MCPG_CHECK(contract_incr(c, "ct.w", 1, TTL_MS).number == 1, "window");
     MCPG_CHECK(contract_incr(c, "ct.w", 1, 100000).number == 2, "same window");
-    MCPG_CHECK(contract_pia(c, "ct.p", "v", 100).status == 0, "put_if_absent ttl");
-    MCPG_CHECK(contract_put(c, "ct.keep", "v", 100).status == 0 &&
+    MCPG_CHECK(contract_pia(c, "ct.p", "v", TTL_MS).status == 0, "put_if_absent ttl");
+    MCPG_CHECK(contract_put(c, "ct.keep", "v", TTL_MS).status == 0 &&
                    contract_put(c, "ct.keep", "v", 0).status == 0, "put without a ttl clears it");
-    mcpg_fakehost_run_for(c->fh, 250);
+    /* every TTL above started before now: past now + TTL_MS each key is gone
+     * (the window's too: its second incr, 100 s, must not have moved it) */
+    run_past(c, mono_ms(), TTL_MS);
     MCPG_CHECK(contract_get(c, "ct.t").status == MCPG_ENOENT, "expired");
-    MCPG_CHECK(contract_incr(c, "ct.w", 1, 100).number == 1,
+    MCPG_CHECK(contract_incr(c, "ct.w", 1, TTL_MS).number == 1,
                "incr kept the first expiry; a new window counts from 0");
     MCPG_CHECK(contract_pia(c, "ct.p", "again", 0).status == 0,
                "an expired key is absent to put_if_absent");
@@ -295,10 +317,13 @@ void contract_rate_take(const contract *c) {
     MCPG_CHECK(admitted == 310, "30 s inclusive of both edges: 10 + 300 = 310, got %d", admitted);
     contract_put(c, "ct.rtxt", "abc", 0);
     MCPG_CHECK(take(c, "ct.rtxt", now, 1, 1).status == MCPG_EINVAL, "not a number");
-    /* the key is kept until paid-until has passed: 1 s of burst here */
-    a = take(c, "ct.rexp", now, iv, burst);
+    /* the key is kept until paid-until has passed (one interval, TTL_MS,
+     * here), not for its burst (10 of them) */
+    const int64_t iv_exp = TTL_MS * 1000;
+    a = take(c, "ct.rexp", now, iv_exp, 10 * iv_exp);
+    uint64_t taken = mono_ms();
     MCPG_CHECK(a.status == 0 && contract_get(c, "ct.rexp").status == 0, "kept");
-    mcpg_fakehost_run_for(c->fh, 250);
+    run_past(c, taken, TTL_MS);
     MCPG_CHECK(contract_get(c, "ct.rexp").status == MCPG_ENOENT, "gone once paid-until passed");
 }
 
@@ -316,7 +341,17 @@ void contract_on_msg(void *arg, const char *subject, const char *data, size_t le
     }
 }
 
-static int got_ten(void *arg) { return ((contract_inbox *)arg)->n >= 10; }
+/* Every inbox that hears all of ct.sess.1 has its 10, `inside` its 3. */
+typedef struct inboxes {
+    contract_inbox *all[3], *inside;
+} inboxes;
+
+static int got_all(void *arg) {
+    inboxes *b = arg;
+    for (int i = 0; i < 3; i++)
+        if (b->all[i]->n < 10) return 0;
+    return b->inside->n >= 3;
+}
 
 void contract_pubsub(const contract *c) {
     const mcpg_coordinator_ops *ops = c->ops;
@@ -343,8 +378,9 @@ void contract_pubsub(const contract *c) {
     }
     MCPG_CHECK(exact.n == 0 && p[0].calls == 0, "nothing inside the ops");
     mcpg_fakehost_run_until(c->fh, answered, &p[9], WAIT_MS);
-    mcpg_fakehost_run_until(c->fh, got_ten, &star, WAIT_MS);
-    mcpg_fakehost_run_for(c->fh, 20);
+    inboxes heard = {{&exact, &wild, &star}, &inside};
+    mcpg_fakehost_run_until(c->fh, got_all, &heard, WAIT_MS);
+    mcpg_fakehost_run_for(c->fh, 20); /* nothing more comes: none twice, none elsewhere */
     for (int i = 0; i < 10; i++) MCPG_CHECK(p[i].calls == 1 && p[i].status == 0, "published %d", i);
     MCPG_CHECK(strcmp(exact.seq, "0123456789") == 0, "exact, in order, once: %s", exact.seq);
     MCPG_CHECK(strcmp(wild.seq, "0123456789") == 0, "ct.sess.>: %s", wild.seq);

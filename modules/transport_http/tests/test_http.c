@@ -10,6 +10,8 @@
  *   echo     completes inside call_submit (re-entrant complete)
  *   async    completes on a later loop turn
  *   slow     completes after 150 ms (cancel is recorded, it still completes)
+ *   linger   the same after LINGER_MS: still in flight whatever the test does
+ *            meanwhile on a loaded machine
  *   limited  completes with an error and HTTP 429, Retry-After 7
  *   busy     call_submit fails with MCPG_EAGAIN
  *   draining call_submit fails with MCPG_EUNAVAIL
@@ -37,6 +39,12 @@
 #ifndef TH_MODULE_PATH
 #error TH_MODULE_PATH must name transport_http.so
 #endif
+
+/* The transport's idle timeout here, and what is timed against it: a reader
+ * paced every few ms is far from idle, and a check that something happens
+ * "at once" (well under IDLE_MS) cannot be met by the idle timeout instead. */
+#define IDLE_MS 3000
+#define LINGER_MS 2000
 
 static int port;
 static mcpg_fakehost *fh;
@@ -303,10 +311,12 @@ static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_
     } else if (name_is(d, "limited")) {
         h->call_error(call, MCPG_RPC_SERVER_ERROR, "rate limited \"now\"", NULL);
         h->call_set_http(call, 429, 7);
-    } else if (name_is(d, "echo") || name_is(d, "async") || name_is(d, "slow")) {
+    } else if (name_is(d, "echo") || name_is(d, "async") || name_is(d, "slow") ||
+               name_is(d, "linger")) {
         set_echo(h, call);
         if (name_is(d, "echo")) plan->answer = MCPG_FAKEHOST_NOW;
         if (name_is(d, "slow")) plan->delay_ms = 150;
+        if (name_is(d, "linger")) plan->delay_ms = LINGER_MS;
     } else {
         set_unknown(h, call, d);
         plan->answer = MCPG_FAKEHOST_NOW;
@@ -349,6 +359,18 @@ static mcpg_fakehost_stats stats(void) {
 
 static void wait_count(uint32_t want, int timeout_ms) {
     for (int i = 0; i < timeout_ms / 10 && conn_count() != want; i++) sleep_ms(10);
+}
+
+/* Wait until the fake host has taken `want` calls more than `base`. */
+static int wait_submitted(long base, long want, int timeout_ms) {
+    for (int i = 0; i < timeout_ms / 5 && stats().submitted - base < want; i++) sleep_ms(5);
+    return stats().submitted - base >= want;
+}
+
+static long mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 
@@ -551,14 +573,14 @@ static void test_streams(void) {
     MCPG_CHECK(strstr(ci->buf, "\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":\"sub-1\"}"),
                "the ack carries the subscription id");
     MCPG_CHECK(strstr(ci->buf, "\"notifications\":{\"toolsListChanged\":true"), "tools honoured: %s", ci->buf);
-    sleep_ms(400); /* past the idle timeout: a listening stream is not idle */
+    sleep_ms(IDLE_MS + IDLE_MS / 2); /* past the idle timeout: a listening stream is not idle */
     mcpg_fakehost_run_on_loop(fh, listen_news, NULL);
     MCPG_CHECK(wait_for_text(ci, "notifications/tools/list_changed", 2000), "tools news: %s", ci->buf);
     MCPG_CHECK(!strstr(ci->buf, "prompts/list_changed"), "news not asked for is not sent");
     MCPG_CHECK(!strstr(ci->buf, "test://other"), "an update of another resource is not sent");
     MCPG_CHECK(!closed_by_server(ci, 100), "still open");
     cin_free(ci);
-    wait_count(0, 1000);
+    wait_count(0, 5000);
 }
 
 static void test_pipelining(void) {
@@ -689,33 +711,40 @@ static void test_large_answers(void) {
     close(fd);
 
     /* A 4 MB answer to a reader that is slow but steady outlasts the idle
-     * timeout (300 ms here) as one uv_write: it is progress, not idleness,
-     * and the answer arrives whole. */
+     * timeout (IDLE_MS here) as one uv_write: it is progress, not idleness,
+     * and the answer arrives whole. At most 16 KiB every 20 ms, the reader
+     * takes 5 s at least; a pause of 20 ms is far from IDLE_MS. */
     fd = cli_connect_rcvbuf(16384);
     char req[4096];
     cli_send(fd, req, post_call(req, sizeof req, 1, "huge", NULL));
     memset(&k, 0, sizeof k);
-    int eof = count_answers(fd, &k, 1, 2000, 5);
+    long t0 = mono_ms();
+    int eof = count_answers(fd, &k, 1, 10000, 20);
+    long took = mono_ms() - t0;
     MCPG_CHECK(k.answers == 1 && k.ok200 == 1 && !eof, "huge answer to a slow reader: %d answers, %zu bytes, eof %d",
                k.answers, k.bytes, eof);
+    MCPG_CHECK(took > IDLE_MS, "the slow reader outlasted the idle timeout: %ld ms of %d", took, IDLE_MS);
     /* Once quiet again, the connection gives its big output buffers back,
      * the one handed to uv_write included. */
     cli_send(fd, req, post_call(req, sizeof req, 2, "echo", NULL));
-    eof = count_answers(fd, &k, 2, 2000, 0);
+    eof = count_answers(fd, &k, 2, 10000, 0);
     MCPG_CHECK(k.answers == 2, "echo after huge: %d answers, %zu bytes, eof %d, head %.*s", k.answers, k.bytes, eof,
                (int)k.hlen, k.head);
-    sleep_ms(50);
     mcpg_fakehost_stats st = stats();
+    for (int i = 0; i < 500 && st.buf_bytes >= 1024 * 1024; i++) { /* given back on the loop */
+        sleep_ms(10);
+        st = stats();
+    }
     MCPG_CHECK(st.buf_bytes < 1024 * 1024, "buffers held by the module after a 4 MB answer: %ld bytes",
                st.buf_bytes);
     close(fd);
-    wait_count(0, 1000);
+    wait_count(0, 5000);
 
     /* ...while a reader that stops reading is still closed after the idle timeout */
     fd = cli_connect_rcvbuf(16384);
     cli_send(fd, req, post_call(req, sizeof req, 3, "huge", NULL));
-    wait_count(1, 1000);
-    wait_count(0, 3000);
+    wait_count(1, 5000);
+    wait_count(0, 3 * IDLE_MS);
     MCPG_CHECK(conn_count() == 0, "a stalled reader is closed: %u open", conn_count());
     close(fd);
 }
@@ -870,44 +899,48 @@ static void test_connection_handling(void) {
 static void test_client_leaves(void) {
     mcpg_fakehost_stats before = stats();
     char req[4096];
-    size_t n = post_call(req, sizeof req, 1, "slow", NULL);
-    n += post_call(req + n, sizeof req - n, 2, "slow", NULL);
+    size_t n = post_call(req, sizeof req, 1, "linger", NULL);
+    n += post_call(req + n, sizeof req - n, 2, "linger", NULL);
     int fd = cli_connect();
     cli_send(fd, req, n);
-    sleep_ms(30);
+    /* both pipelined calls in flight (they answer LINGER_MS after) */
+    MCPG_CHECK(wait_submitted(before.submitted, 2, 5000), "2 calls submitted: %ld",
+               stats().submitted - before.submitted);
     close(fd);
     mcpg_fakehost_stats after = stats();
-    for (int i = 0; i < 300 && after.released != after.submitted; i++) { /* slow: 150 ms */
+    for (int i = 0; i < 1000 && after.released != after.submitted; i++) { /* LINGER_MS */
         sleep_ms(10);
         after = stats();
     }
     MCPG_CHECK(after.cancelled - before.cancelled == 2, "cancelled %ld", after.cancelled - before.cancelled);
     MCPG_CHECK(after.released == after.submitted, "released %ld of %ld", after.released, after.submitted);
-    wait_count(0, 1000);
+    wait_count(0, 5000);
     MCPG_CHECK(conn_count() == 0, "connection freed after its calls completed: %u", conn_count());
 }
 
 static void test_idle_timeout(void) {
     int fd = cli_connect();
     conn_in *ci = cin_new(fd);
-    wait_count(1, 1000);
+    wait_count(1, 5000);
     MCPG_CHECK(conn_count() == 1, "one connection: %u", conn_count());
-    MCPG_CHECK(closed_by_server(ci, 1500), "idle connection closed (idle_timeout_ms 300)");
+    MCPG_CHECK(closed_by_server(ci, 3 * IDLE_MS), "idle connection closed (idle_timeout_ms %d)", IDLE_MS);
     cin_free(ci);
-    /* a request trickled byte by byte must still arrive within the timeout */
+    /* a request trickled byte by byte must still arrive within the timeout:
+     * a byte every 40 ms, for up to three timeouts */
     fd = cli_connect();
     ci = cin_new(fd);
-    const char *slow = "GET /healthz HTTP/1.1\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const char *slow = "GET /healthz HTTP/1.1\r\nX: ";
     int closed = 0;
-    for (size_t i = 0; slow[i] && !closed; i++) {
-        cli_send(fd, slow + i, 1);
+    long t0 = mono_ms();
+    for (size_t i = 0; !closed && mono_ms() - t0 < 3 * IDLE_MS; i++) {
+        cli_send(fd, i < strlen(slow) ? slow + i : "a", 1);
         sleep_ms(40);
         struct pollfd p = {fd, POLLIN, 0};
         closed = poll(&p, 1, 0) > 0;
     }
     MCPG_CHECK(closed, "slowloris closed");
     cin_free(ci);
-    wait_count(0, 1000);
+    wait_count(0, 5000);
 }
 
 static void test_conn_cap(void) {
@@ -917,16 +950,16 @@ static void test_conn_cap(void) {
     MCPG_CHECK(conn_count() == 32, "32 open: %u", conn_count());
     int extra = cli_connect();
     conn_in *ci = cin_new(extra);
-    MCPG_CHECK(closed_by_server(ci, 1000), "33rd closed at once");
+    MCPG_CHECK(closed_by_server(ci, IDLE_MS / 2), "33rd closed at once");
     cin_free(ci);
     /* the others still work */
     conn_in *c0 = cin_new(fds[0]);
     cli_sends(fds[0], "GET /healthz HTTP/1.1\r\n\r\n");
     resp r;
-    MCPG_CHECK(next_resp(c0, &r, 1000) && r.status == 200, "existing connection unaffected");
+    MCPG_CHECK(next_resp(c0, &r, 2000) && r.status == 200, "existing connection unaffected");
     free(c0);
     for (int i = 0; i < 32; i++) close(fds[i]);
-    wait_count(0, 1000);
+    wait_count(0, 5000);
     mcpg_fakehost_stats s = stats();
     MCPG_CHECK(s.adopt_refused >= 1, "refused %ld", s.adopt_refused);
 }
@@ -937,23 +970,27 @@ static void test_drain(void) {
     int busy = cli_connect();
     conn_in *ci_busy = cin_new(busy);
     char req[4096];
-    cli_send(busy, req, post_call(req, sizeof req, 77, "slow", NULL));
-    sleep_ms(30);
+    long base = stats().submitted;
+    cli_send(busy, req, post_call(req, sizeof req, 77, "linger", NULL));
+    /* in flight at the drain: answered LINGER_MS after it was submitted */
+    MCPG_CHECK(wait_submitted(base, 1, 5000), "the call in flight before the drain");
     mcpg_fakehost_drain(fh, http);
-    MCPG_CHECK(closed_by_server(ci_idle, 500), "idle connection closed at drain");
+    /* at the drain, not at the idle timeout */
+    MCPG_CHECK(closed_by_server(ci_idle, IDLE_MS / 2), "idle connection closed at drain");
     resp r;
-    MCPG_CHECK(next_resp(ci_busy, &r, 2000) && r.status == 200 && body_has(&r, "\"id\":77"), "in-flight answered");
+    MCPG_CHECK(next_resp(ci_busy, &r, LINGER_MS + 10000) && r.status == 200 && body_has(&r, "\"id\":77"),
+               "in-flight answered");
     MCPG_CHECK(header_of(&r, "Connection") && !strcasecmp(header_of(&r, "Connection"), "close"),
                "last answer says close");
     MCPG_CHECK(closed_by_server(ci_busy, 2000), "busy connection closed after its answer");
     cin_free(ci_idle);
     cin_free(ci_busy);
-    wait_count(0, 3000);
+    wait_count(0, 5000);
     MCPG_CHECK(conn_count() == 0, "drained: %u", conn_count());
     /* a new connection after drain is refused */
     int late = cli_connect();
     conn_in *ci = cin_new(late);
-    MCPG_CHECK(closed_by_server(ci, 1000), "refused after drain");
+    MCPG_CHECK(closed_by_server(ci, IDLE_MS / 2), "refused after drain");
     cin_free(ci);
 }
 
@@ -982,8 +1019,12 @@ static int serve(const char *config) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--serve")) return serve(argc > 2 ? argv[2] : NULL);
-    port = start("{\"max_header_bytes\":2048,\"max_body_bytes\":4096,"
-                 "\"idle_timeout_ms\":300,\"max_connections_per_worker\":32,\"access_log\":true}");
+    char cfg[256];
+    snprintf(cfg, sizeof cfg,
+             "{\"max_header_bytes\":2048,\"max_body_bytes\":4096,"
+             "\"idle_timeout_ms\":%d,\"max_connections_per_worker\":32,\"access_log\":true}",
+             IDLE_MS);
+    port = start(cfg);
     if (port < 0) {
         fprintf(stderr, "the fake host did not start the transport\n");
         return 1;
