@@ -69,6 +69,7 @@ static void call_reset(mcpg_call *c) {
     mcpg_buf keep_target = c->target_copy, keep_name = c->name_copy, keep_args = c->audit_args;
     mcpg_buf keep_shown = c->audit_shown;
     mcpg_buf keep_jn = c->judged_name, keep_jr = c->judged_ref, keep_jp = c->judged_params;
+    mcpg_buf keep_owner = c->owner;
     uint32_t keep_slots = c->n_slots;
     uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
@@ -90,6 +91,8 @@ static void call_reset(mcpg_call *c) {
     c->judged_ref.len = 0;
     c->judged_params = keep_jp;
     c->judged_params.len = 0;
+    c->owner = keep_owner;
+    c->owner.len = 0;
     c->list_kind = -1;
     c->result.len = 0;
     c->err_data.len = 0;
@@ -129,6 +132,7 @@ static void call_free(mcpg_call *c) {
     mcpg_buf_free(&c->judged_name);
     mcpg_buf_free(&c->judged_ref);
     mcpg_buf_free(&c->judged_params);
+    mcpg_buf_free(&c->owner);
     mcpg_buf_free(&c->err_data);
     mcpg_buf_free(&c->pool.req_copy);
     free(c);

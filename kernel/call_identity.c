@@ -46,6 +46,30 @@ const char *host_call_principal(mcpg_call *h) {
     return c && c->ident ? c->ident->principal : NULL;
 }
 
+/* NULL (out of memory) matches no session: never "", which is anonymous. */
+const char *call_owner_of(mcpg_call *c, size_t *len) {
+    if (len) *len = 0;
+    if (!c->ident) return "";
+    if (!c->owner.len) {
+        const char *t = c->ident->tenant ? c->ident->tenant : "";
+        if (mcpg_buf_printf(&c->owner, "%s\x1f%s", c->ident->principal, t) != 0) {
+            c->owner.len = 0;
+            return NULL;
+        }
+    }
+    if (len) *len = c->owner.len;
+    return c->owner.data;
+}
+
+const char *host_call_owner(mcpg_call *h, size_t *len) {
+    mcpg_call *c = call_of(h, "call_owner");
+    if (!c || !c->identity_ran) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    return call_owner_of(c, len);
+}
+
 const char *host_call_tenant(mcpg_call *h) {
     mcpg_call *c = call_of(h, "call_tenant");
     return c && c->ident ? c->ident->tenant : NULL;

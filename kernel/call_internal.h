@@ -128,6 +128,8 @@ struct mcpg_call {
     int64_t event_time_us;       /* one time for every sink that records it */
     uint64_t event_latency_us;   /* and one latency */
     mcpg_ident *ident;           /* who the call is (call_identity.c), or NULL */
+    bool identity_ran;           /* the identity stage is behind it: call_owner answers */
+    mcpg_buf owner;              /* call_owner's text (kept across recycling) */
     char *challenge;             /* WWW-Authenticate for a 401, or NULL */
     char peer[64];               /* the client's address, copied at submit ("" unknown) */
     mcpg_buf name_copy;          /* call_client_name of an unrouted call (kept across recycling) */
@@ -206,6 +208,8 @@ int call_judge(mcpg_call *c);
 
 /* ---- call_identity.c ---- */
 void call_identity_clear(mcpg_call *c);
+/* Who the caller is as one string: principal 0x1f tenant, or "" (host->call_owner). */
+const char *call_owner_of(mcpg_call *c, size_t *len);
 /* The name the client used for the call's item, NUL-terminated, or NULL. */
 const char *call_client_name_of(mcpg_call *c);
 

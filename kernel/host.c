@@ -356,4 +356,5 @@ const mcpg_host HOST = {
     .metrics_render = host_metrics_render,
     .webhook_submit = host_webhook_submit,
     .events_offered = host_events_offered,
+    .call_owner = host_call_owner,
 };

@@ -394,6 +394,7 @@ void **host_call_slot(mcpg_call *c, mcpg_instance *self);
 int host_call_set_identity(mcpg_call *c, const char *p, const char *t, const char *r);
 const char *host_call_principal(mcpg_call *c);
 const char *host_call_tenant(mcpg_call *c);
+const char *host_call_owner(mcpg_call *c, size_t *len);
 const char *host_call_roles(mcpg_call *c);
 int host_call_identify(mcpg_call *c, const mcpg_identity *id);
 uint32_t host_call_role_count(mcpg_call *c);

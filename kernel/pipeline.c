@@ -365,6 +365,8 @@ static mcpg_status stage_op(mcpg_call *c, int stage, mcpg_instance *inst) {
     }
 }
 
+static bool identity_only(const mcpg_call *c);
+
 /* Where a call goes once identity, policy or limits has let it through. */
 static void after_stage(mcpg_call *c) {
     bool to_backend = dispatched(c->method);
@@ -375,6 +377,9 @@ static void after_stage(mcpg_call *c) {
         c->phase++; /* tool calls are limited, then audited */
     } else if (to_backend && c->phase == PH_POLICY) {
         c->phase = PH_AUDIT_ALLOWED; /* every call that reaches a backend is audited */
+    } else if (c->phase == PH_IDENTITY && identity_only(c)) {
+        c->phase = PH_COMPLETE;
+        if (mcpg_buf_puts(&c->result, "{}")) call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
     } else if (c->phase == PH_IDENTITY) {
         c->phase = PH_POLICY; /* lists are filtered by policy, not limited */
     } else {
@@ -396,6 +401,32 @@ static bool anonymous_allowed(mcpg_call *c) {
     return false;
 }
 
+/* A request on a session comes from the caller who opened it (ABI 1.6,
+ * desc.session_owner). Anyone else is told what an unknown session id is
+ * told, so a session id learned elsewhere neither works nor says whose it
+ * is; the attempt is audited. */
+static bool session_owner_ok(mcpg_call *c) {
+    const mcpg_call_desc *d = &c->d;
+    if (!d->session_owner) return true;
+    size_t n = 0;
+    const char *me = call_owner_of(c, &n);
+    if (me && n == d->session_owner_len && !memcmp(me, d->session_owner, n)) return true;
+    call_set_error(c, MCPG_RPC_SESSION_NOT_FOUND, 404, "Session not found");
+    deny(c, "identity", NULL);
+    return false;
+}
+
+/* The methods a transport submits only to pass a request on a session
+ * through identity (ABI 1.6: "initialize", MCPG_SESSION_METHOD): answered
+ * {} once it has. */
+static bool identity_only(const mcpg_call *c) {
+    static const char init[] = "initialize", sess[] = MCPG_SESSION_METHOD;
+    size_t n = c->d.method_len;
+    return c->method == MCPG_METHOD_OTHER &&
+           ((n == sizeof init - 1 && !memcmp(c->d.method, init, n)) ||
+            (n == sizeof sess - 1 && !memcmp(c->d.method, sess, n)));
+}
+
 /* Identity, policy or limits: run the stage's next instance into *st, or,
  * when the stage is done, move the call on and return false. The identity
  * chain stops at the first instance that identifies the call. */
@@ -405,7 +436,10 @@ static bool stage_next(mcpg_call *c, mcpg_status *st) {
     bool identified = stage == STAGE_IDENTITY && c->ident;
     if (!applies || identified || c->idx >= c->gen->n_stage[stage]) {
         c->idx = 0;
-        if (stage == STAGE_IDENTITY && !anonymous_allowed(c)) return false;
+        if (stage == STAGE_IDENTITY) {
+            c->identity_ran = true;
+            if (!anonymous_allowed(c) || !session_owner_ok(c)) return false;
+        }
         after_stage(c);
         return false;
     }

@@ -75,6 +75,9 @@ typedef enum mcpg_method {
 #define MCPG_RPC_UNSUPPORTED_VERSION (-32022)
 /* ABI 1.2: refusals by the identity and policy stages (HTTP 401 and 403). */
 #define MCPG_RPC_UNAUTHENTICATED   (-32001)
+/* ABI 1.6: the legacy wire's answer to a session id it does not know, or
+ * one that belongs to another caller (HTTP 404). */
+#define MCPG_RPC_SESSION_NOT_FOUND (-32001)
 #define MCPG_RPC_FORBIDDEN         (-32003)
 /* ABI 1.5: the MCP Events extension's codes (data says which thing). */
 #define MCPG_RPC_NOT_FOUND          (-32011) /* an unknown event type or subscription */
@@ -194,7 +197,28 @@ typedef struct mcpg_call_desc {
     const char *peer;
     size_t peer_len;
     const mcpg_tls_info *tls;
+
+    /* ---- ABI 1.6 ---- */
+    /* A request on a session (session_id set): who the session belongs to,
+     * as the transport recorded it when the session was opened, in the form
+     * host->call_owner gives ("" for a session opened without identity).
+     * NULL: the transport binds no owner. After the identity stage the
+     * kernel refuses a caller who is not the owner exactly as a session the
+     * gateway does not know (HTTP 404, -32001 "Session not found"), and
+     * audits it as denied at identity. Borrowed like the rest of the desc. */
+    const char *session_owner;
+    size_t session_owner_len;
 } mcpg_call_desc;
+
+/* ABI 1.6: the methods a transport submits to have a request that touches a
+ * session pass the identity stage (and the owner check above) when it
+ * answers the request itself: "initialize" before it opens a session (the
+ * caller's host->call_owner is then the owner to record), and
+ * MCPG_SESSION_METHOD for anything else on a session (its GET stream, its
+ * DELETE, ping, logging/setLevel, a notification, a response). The kernel
+ * answers either with an empty result once identity has passed; no policy,
+ * limits, audit or backend. */
+#define MCPG_SESSION_METHOD "mcpg/session"
 
 /* The outcome of a call, read by the transport in `complete`. Every pointer is
  * borrowed until host->call_release. */

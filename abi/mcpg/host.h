@@ -345,6 +345,15 @@ struct mcpg_host {
     /* Any thread: 1 when the current generation runs an events pipeline
      * (the transport advertises io.modelcontextprotocol/events then). */
     int (*events_offered)(void);
+
+    /* ======== ABI 1.6: sessions bound to who opened them ======== */
+
+    /* Who the call's caller is, as one string a transport can store and
+     * compare: the principal and tenant the identity stage established
+     * (joined by 0x1f), or "" for a caller without identity. Valid until the
+     * call is released; NULL before the identity stage has run. On the
+     * call's loop. See mcpg_call_desc.session_owner. */
+    const char *(*call_owner)(mcpg_call *call, size_t *len_out);
 };
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */

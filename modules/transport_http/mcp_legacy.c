@@ -219,6 +219,66 @@ static int version_ok(th_conn *c, th_req *r, th_piece id) {
     return 0;
 }
 
+/* ---- identity for what this wire answers itself (ABI 1.6) ------------------------ */
+
+/* The session's owner, decoded into r->extra after what is there: its
+ * pointer and length in *p, *n (0: none recorded, which is anonymous). The
+ * caller reads r->extra's other contents before calling. */
+static void owner_of_session(th_wslot *ws, th_req *r, const char **p, size_t *n) {
+    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+    size_t at = r->extra.len;
+    *p = "", *n = 0;
+    if (e && th_sess_owner(ws, e, &r->extra) == 0) {
+        *n = r->extra.len - at;
+        *p = *n ? r->extra.data + at : "";
+    }
+}
+
+/* Hand the kernel a request this wire answers itself, so that it passes the
+ * identity stage (and, on a session, the owner check): `method` is
+ * "initialize" or MCPG_SESSION_METHOD. The kernel answers {} or refuses;
+ * on_authz_complete brings r back here (r->authz 2), or answers the refusal. */
+static void submit_identity(th_conn *c, th_req *r, const char *method, th_piece id, const th_lmsg *m) {
+    th_wslot *ws = c->ws;
+    mcpg_call_desc *d = &r->desc;
+    memset(d, 0, sizeof *d);
+    d->wire = MCPG_WIRE_LEGACY;
+    d->method = method;
+    d->method_len = strlen(method);
+    d->id_json = id.p;
+    d->id_len = id.n;
+    if (m && (m->has & 4)) d->params_json = m->params.p, d->params_len = m->params.n;
+    r->extra.len = 0;
+    if (r->sid[0]) {
+        d->session_id = r->sid;
+        d->session_id_len = strlen(r->sid);
+        owner_of_session(ws, r, &d->session_owner, &d->session_owner_len);
+        d->protocol_version = r->version;
+        d->protocol_version_len = strlen(r->version);
+    }
+    r->resumable = 0;
+    r->sse_ok = 0; /* a refusal is one JSON body */
+    th_submit(c, r);
+}
+
+/* 1 when r has passed identity (go on); 0 when it is parked on the kernel
+ * or was answered (refused). */
+static int identified(th_conn *c, th_req *r, const char *method, th_piece id, const th_lmsg *m) {
+    if (r->authz == 2) return 1;
+    r->authz = 1;
+    submit_identity(c, r, method, id, m);
+    if (r->authz_again) { /* passed inside call_submit */
+        r->authz_again = 0;
+        th_legacy_again(r);
+    }
+    return 0;
+}
+
+/* A request on the session r names, answered by this wire: identity first. */
+static int session_caller_ok(th_conn *c, th_req *r, th_piece id, const th_lmsg *m) {
+    return identified(c, r, MCPG_SESSION_METHOD, id, m);
+}
+
 /* ---- initialize ------------------------------------------------------------------ */
 
 static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
@@ -240,10 +300,13 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
             version = k_versions[i];
     int obj = caps.type == MCPG_JSON_OBJECT;
     snprintf(r->version, sizeof r->version, "%s", version);
+    /* who opens the session owns it: identity first (on_authz_complete
+     * leaves the caller's owner text in r->extra) */
+    if (!identified(c, r, "initialize", id, m)) return;
     int rc;
     if (!r->changed) {
         r->changed = 1;
-        rc = th_sess_create(ws, r, obj ? caps.p : NULL, obj ? caps.n : 0);
+        rc = th_sess_create(ws, r, obj ? caps.p : NULL, obj ? caps.n : 0, r->extra.data, r->extra.len);
         if (rc == 0) return; /* parked until the coordinator answers */
     } else {
         rc = r->sop_status;
@@ -394,10 +457,16 @@ static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
      * (its own buffer: the spans above point into r->data) */
     th_sent *e = th_sess_peek(ws, r->sid, d->session_id_len);
     r->extra.len = 0;
-    if (e && e->caps_len && !h->buf_append(&r->extra, e->row.data + e->caps_off, e->caps_len)) {
-        d->client_caps_json = r->extra.data;
-        d->client_caps_len = r->extra.len;
+    size_t caps_n = 0;
+    if (e && e->caps_len && !h->buf_append(&r->extra, e->row.data + e->caps_off, e->caps_len))
+        caps_n = r->extra.len;
+    /* ABI 1.6: the kernel lets only the session's owner use it */
+    owner_of_session(ws, r, &d->session_owner, &d->session_owner_len);
+    if (caps_n) {
+        d->client_caps_json = r->extra.data; /* r->extra is final: the pointers hold */
+        d->client_caps_len = caps_n;
     }
+    if (d->session_owner_len) d->session_owner = r->extra.data + caps_n;
     /* a subscription's question has no stream to resume; an events/stream
      * is resumed by its cursor, in a new events/stream (the extension's
      * way), so a dropped one ends at once rather than buffering events */
@@ -410,6 +479,14 @@ static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
      * for a call that is silent that long (th_legacy_prime_waiting). */
     th_submit(c, r);
     if (stream_waiting(ws, r)) th_legacy_prime_soon(ws);
+}
+
+/* A request (with a method) the kernel is handed: it passes identity
+ * there. resources/subscribe is handed as its own call first. */
+static int goes_to_kernel(const mcpg_host *h, const th_lmsg *m) {
+    if (!(m->has & 2) || m->method.type != MCPG_JSON_STRING || !(m->has & 1)) return 0;
+    return !method_is(h, m, "ping") && !method_is(h, m, "logging/setLevel") &&
+           !method_is(h, m, "resources/unsubscribe");
 }
 
 void th_legacy_post(th_conn *c, th_req *r) {
@@ -452,6 +529,9 @@ void th_legacy_post(th_conn *c, th_req *r) {
         return;
     }
     if (!session_of(c, r, id)) return;
+    /* what this wire answers itself passes identity here; what goes to the
+     * kernel passes it there (subscribe too, as its own call) */
+    if (!goes_to_kernel(h, &m) && !session_caller_ok(c, r, id, &m)) return;
     if (!(m.has & 2)) { /* a client's response to a server-to-client request */
         if ((m.has & (8 | 16)) && MCPG_HOST_HAS(h, reply_submit))
             (void)h->reply_submit(c->ws->w, r->sid, strlen(r->sid), body, n);
@@ -476,6 +556,7 @@ void th_legacy_post(th_conn *c, th_req *r) {
 
 /* ---- GET: the session's standalone stream; DELETE ---------------------------- */
 
+
 void th_legacy_get(th_conn *c, th_req *r) {
     th_hval acc, last;
     th_fill_header(r, TH_H_ACCEPT, &acc);
@@ -484,7 +565,9 @@ void th_legacy_get(th_conn *c, th_req *r) {
         error(c, r, 406, null_id, MCPG_RPC_SERVER_ERROR, MSG("Not Acceptable: Accept must allow text/event-stream"));
         return;
     }
-    if (!version_ok(c, r, null_id) || !session_of(c, r, null_id)) return;
+    if (!version_ok(c, r, null_id) || !session_of(c, r, null_id) ||
+        !session_caller_ok(c, r, null_id, NULL))
+        return;
     th_fill_header(r, TH_H_LAST_EVENT_ID, &last);
     if (last.present) { /* a dropped stream, resumed */
         th_resume(c, r, last.dup ? "" : last.p, last.dup ? 0 : last.n);
@@ -546,7 +629,9 @@ void th_legacy_end_streams(th_wslot *ws, const char *sid) {
 void th_legacy_delete(th_conn *c, th_req *r) {
     th_piece null_id = TH_LIT("null");
     if (!r->changed) { /* (once deleted, the session is no longer there to look up) */
-        if (!version_ok(c, r, null_id) || !session_of(c, r, null_id)) return;
+        if (!version_ok(c, r, null_id) || !session_of(c, r, null_id) ||
+            !session_caller_ok(c, r, null_id, NULL))
+            return;
         /* every loop hears of it (mcpg.session.end): caches, streams, buffers go */
         r->changed = 1;
         int rc = th_sess_delete(c->ws, r, r->sid);

@@ -144,8 +144,13 @@ static void write_outcome(th_wslot *ws, th_conn *c, th_req *r, const mcpg_call_o
     int challenge = hd.status == 401 && MCPG_HAS_FIELD(oc, www_authenticate) && oc->www_authenticate;
     if (challenge) hd.www_authenticate = oc->www_authenticate;
     /* a 401 is an HTTP answer on both wires (the client's cue to authorize),
-     * unless the legacy stream has begun already */
-    if (c && hd.status != 401 && th_legacy_stream_due(c, r) < 0) { /* silent until now: head and result together */
+     * unless the legacy stream has begun already; so is the 404 for a
+     * session of another caller, which is answered exactly as an unknown
+     * session id is (no stream, no Mcp-Session-Id) */
+    int not_theirs = hd.status == 404 && oc->is_error && oc->error_code == MCPG_RPC_SESSION_NOT_FOUND &&
+                     r->legacy;
+    if (not_theirs) r->sid[0] = '\0';
+    if (c && hd.status != 401 && !not_theirs && th_legacy_stream_due(c, r) < 0) { /* silent until now: head and result together */
         th_respond_status_error(c, r, 503);
         return;
     }
@@ -270,10 +275,18 @@ static void on_authz_complete(void *ctx, mcpg_call *call) {
     mcpg_call_outcome oc = {.size = sizeof oc};
     host->call_outcome(call, &oc);
     if (oc.is_error || !c || c->closing) {
+        /* a refusal names no session: one of another caller is answered
+         * exactly as one the gateway does not know */
+        r->sid[0] = '\0';
         on_call_complete(ctx, call);
         return;
     }
     int rc = keep_allowed_uris(host, r, &oc);
+    /* ABI 1.6: who passed, for an initialize to bind its session to */
+    size_t on = 0;
+    const char *owner = MCPG_HOST_HAS(host, call_owner) ? host->call_owner(call, &on) : NULL;
+    r->extra.len = 0;
+    if (owner && host->buf_append(&r->extra, owner, on)) rc = MCPG_ENOMEM;
     host->call_release(call);
     r->call = NULL;
     r->authz = 2;

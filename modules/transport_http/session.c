@@ -105,7 +105,7 @@ void th_sess_cache_free(th_wslot *ws) {
 /* Read a row's fields into e (a copy of the text is kept). */
 static int row_load(th_wslot *ws, th_sent *e, const char *row, size_t n, uint64_t revision) {
     const mcpg_host *h = ws->mod->host;
-    mcpg_json_span v, l, g, s, c;
+    mcpg_json_span v, l, g, s, c, o;
     int64_t lv = -1;
     if (h->json_object_get(row, n, "v", &v) != 1 || v.type != MCPG_JSON_STRING || v.n >= sizeof e->version)
         return MCPG_EPROTO;
@@ -122,19 +122,41 @@ static int row_load(th_wslot *ws, th_sent *e, const char *row, size_t n, uint64_
         e->subs_off = (uint32_t)(s.p - row), e->subs_len = (uint32_t)s.n;
     if (h->json_object_get(row, n, "c", &c) == 1 && c.type == MCPG_JSON_OBJECT)
         e->caps_off = (uint32_t)(c.p - row), e->caps_len = (uint32_t)c.n;
+    e->owner_off = e->owner_len = 0;
+    if (h->json_object_get(row, n, "o", &o) == 1 && o.type == MCPG_JSON_STRING)
+        e->owner_off = (uint32_t)(o.p - 1 - row), e->owner_len = (uint32_t)o.n + 2;
     e->revision = revision;
     return 0;
 }
 
+/* owner: its JSON string token (quotes included), kept as written. */
 static int row_build(const mcpg_host *h, mcpg_buf *b, const char *version, int level, int get_open,
-                     const char *subs, size_t subs_n, const char *caps, size_t caps_n) {
+                     const char *subs, size_t subs_n, const char *caps, size_t caps_n,
+                     const char *owner, size_t owner_n) {
     b->len = 0;
     int rc = h->buf_printf(b, "{\"v\":\"%s\",\"l\":%d,\"g\":%d,\"s\":", version, level, get_open ? 1 : 0);
     rc |= subs_n ? h->buf_append(b, subs, subs_n) : h->buf_append(b, "[]", 2);
     rc |= h->buf_append(b, ",\"c\":", 5);
     rc |= caps_n ? h->buf_append(b, caps, caps_n) : h->buf_append(b, "{}", 2);
+    if (owner_n) {
+        rc |= h->buf_append(b, ",\"o\":", 5);
+        rc |= h->buf_append(b, owner, owner_n);
+    }
     rc |= h->buf_append(b, "}", 1);
     return rc ? MCPG_ENOMEM : 0;
+}
+
+int th_sess_owner(th_wslot *ws, const th_sent *e, mcpg_buf *out) {
+    const mcpg_host *h = ws->mod->host;
+    if (!e->owner_len) return MCPG_ENOENT;
+    mcpg_json_span o = {.p = e->row.data + e->owner_off + 1, .n = e->owner_len - 2,
+                        .type = MCPG_JSON_STRING};
+    o.escaped = memchr(o.p, '\\', o.n) != NULL;
+    size_t at = out->len, n = 0;
+    if (h->buf_reserve(out, o.n + 1)) return MCPG_ENOMEM;
+    if (h->json_string_decode(&o, out->data + at, o.n + 1, &n)) return MCPG_EPROTO;
+    out->len = at + n;
+    return 0;
 }
 
 static int sub_eq(const mcpg_host *h, const mcpg_json_span *s, const char *uri, size_t un) {
@@ -200,13 +222,15 @@ static int apply(th_wslot *ws, const th_sent *cur, const change *ch, mcpg_buf *o
         rc |= h->buf_append(sb, "]", 1);
         if (rc) return MCPG_ENOMEM;
         if (row_build(h, out, cur->version, level, get_open, sb->data, sb->len,
-                      cur->row.data + cur->caps_off, cur->caps_len))
+                      cur->row.data + cur->caps_off, cur->caps_len,
+                      cur->row.data + cur->owner_off, cur->owner_len))
             return MCPG_ENOMEM;
         return 1;
     }
     }
     if (row_build(h, out, cur->version, level, get_open, subs, cur->subs_len,
-                  cur->row.data + cur->caps_off, cur->caps_len))
+                  cur->row.data + cur->caps_off, cur->caps_len,
+                  cur->row.data + cur->owner_off, cur->owner_len))
         return MCPG_ENOMEM;
     return 1;
 }
@@ -541,13 +565,18 @@ static int new_id(char out[TH_SID_LEN + 1]) {
     return 0;
 }
 
-int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len) {
+int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len, const char *owner,
+                   size_t owner_len) {
     if (!have_co(ws)) return MCPG_EUNAVAIL;
     if (caps_len > TH_SESS_CAPS_MAX) caps = NULL, caps_len = 0; /* kept bounded: "{}" then */
     sop *o = sop_new(ws, r, OP_COUNT, NULL);
     if (!o) return MCPG_ENOMEM;
     int rc = new_id(o->sid);
-    if (!rc) rc = row_build(ws->mod->host, &o->row, r->version, -1, 0, NULL, 0, caps, caps_len);
+    mcpg_buf tok = {0}; /* the owner as a JSON string */
+    const mcpg_host *h = ws->mod->host;
+    if (!rc && h->buf_append_json_string(&tok, owner ? owner : "", owner ? owner_len : 0)) rc = MCPG_ENOMEM;
+    if (!rc) rc = row_build(h, &o->row, r->version, -1, 0, NULL, 0, caps, caps_len, tok.data, tok.len);
+    h->buf_free(&tok);
     if (rc) {
         sop_free(o);
         return rc;

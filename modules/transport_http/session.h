@@ -61,6 +61,7 @@ typedef struct th_sent {
     uint32_t nget;           /* standalone GET streams of it on this loop */
     mcpg_buf row;            /* the row as stored */
     uint32_t caps_off, caps_len, subs_off, subs_len; /* spans in row */
+    uint32_t owner_off, owner_len; /* the owner's JSON string, quotes included, in row; 0: none */
     uint64_t revision;
     uint64_t valid_ms;       /* loop time until which the cached row is trusted */
     uint64_t renewed_ms;     /* loop time of the last write or renewal seen */
@@ -89,9 +90,14 @@ th_sent *th_sess_peek(th_wslot *ws, const char *sid, size_t n);
 /* The asynchronous steps. Each parks r (th_legacy_park) and later resumes it
  * through th_legacy_again with r->sop_status set (0 or an MCPG_E*), unless it
  * returns < 0 (nothing parked; the status is the answer). */
-/* A new session (r->version, caps): r->sid is set on success; MCPG_EAGAIN:
+/* A new session (r->version, caps), bound to owner (host->call_owner's
+ * text of the caller who opened it): r->sid is set on success; MCPG_EAGAIN:
  * max_sessions reached. */
-int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len);
+int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len, const char *owner,
+                   size_t owner_len);
+/* The owner a session was bound to, decoded into out: 0, or MCPG_ENOENT for
+ * a row that names none. */
+int th_sess_owner(th_wslot *ws, const th_sent *e, mcpg_buf *out);
 /* Make the session known or fresh here; MCPG_ENOENT when it is gone. */
 int th_sess_load(th_wslot *ws, th_req *r, const char *sid, size_t n);
 
