@@ -73,6 +73,7 @@ typedef struct th_config {
     int64_t header_timeout_ms;
     int64_t max_connections_per_worker;
     int64_t max_sessions;
+    int64_t max_sessions_per_principal;
     int64_t session_ttl_ms;
     const char *allowed_hosts;   /* JSON array text, or NULL: the loopback default */
     const char *allowed_origins; /* JSON array text, or NULL: the loopback default */

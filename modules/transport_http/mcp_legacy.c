@@ -316,6 +316,13 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
                              MSG("Too many open sessions (gateway.server.max_sessions): retry later"), NULL, 0);
         return;
     }
+    if (rc == MCPG_ERANGE) { /* this caller's own cap: others still get theirs */
+        th_respond_rpc_error(c, r, 429, 5, id, MCPG_RPC_SERVER_ERROR,
+                             MSG("Too many open sessions of this caller "
+                                 "(gateway.server.max_sessions_per_principal): end one, or retry later"),
+                             NULL, 0);
+        return;
+    }
     if (rc == MCPG_EUNAVAIL || rc == MCPG_ETIMEDOUT) {
         /* no coordinator, or a fleet's store unreachable (Redis down): a later
          * try may find it back */

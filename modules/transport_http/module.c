@@ -32,6 +32,10 @@ static const mcpg_config_field th_schema[] = {
     MCPG_CFG_INT_FIELD(th_config, max_sessions, "max_sessions", "10000", 1, 10000000,
                        "legacy wire: open sessions at most; initialize beyond it gets 503 (-32000, "
                        "Retry-After)"),
+    MCPG_CFG_INT_FIELD(th_config, max_sessions_per_principal, "max_sessions_per_principal", "1000", 1,
+                       10000000, "legacy wire: open sessions of one principal (callers without "
+                       "identity count as one) at most; initialize beyond it gets 429 (-32000, "
+                       "Retry-After), so no caller fills max_sessions for everyone"),
     MCPG_CFG_INT_FIELD(th_config, session_ttl_ms, "session_ttl_ms", "1800000", 1000, 604800000,
                        "legacy wire: a session unused this long (and without a GET stream) ends"),
     MCPG_CFG_JSON_FIELD(th_config, allowed_hosts, "allowed_hosts", NULL,

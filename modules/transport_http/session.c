@@ -7,8 +7,14 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include <openssl/evp.h>
+
 #define KEY_PRE "mcpg.session."
 #define COUNT_KEY "mcpg.session.count"
+/* one count per owner: this prefix and the first 16 bytes of the owner's
+ * SHA-256 in hex (the owner's text is not put in keys) */
+#define OWNER_COUNT_PRE "mcpg.session.count.o."
+#define OWNER_KEY_MAX (sizeof OWNER_COUNT_PRE + 32)
 #define SUBJECTS "mcpg.session.*"
 #define SUBJ_END "mcpg.session.end"
 #define SUBJ_CHANGED "mcpg.session.changed"
@@ -237,7 +243,8 @@ static int apply(th_wslot *ws, const th_sent *cur, const change *ch, mcpg_buf *o
 
 /* ---- operations in flight -------------------------------------------------------------- */
 
-enum { OP_COUNT, OP_CREATE, OP_LOAD, OP_RENEW, OP_CHECK, OP_READ, OP_CAS, OP_DELETE, OP_ENDED };
+enum { OP_COUNT, OP_COUNT_OWNER, OP_CREATE, OP_LOAD, OP_RENEW, OP_CHECK, OP_READ, OP_CAS,
+       OP_DELETE, OP_ENDED };
 
 typedef struct sop {
     th_wslot *ws;
@@ -247,6 +254,7 @@ typedef struct sop {
     char sid[TH_SID_LEN + 1];
     change ch;
     mcpg_buf row;        /* create: the row written; cas: the row proposed */
+    char okey[OWNER_KEY_MAX]; /* create: the owner's count */
 } sop;
 
 static sop *sop_new(th_wslot *ws, th_req *r, int kind, const char *sid) {
@@ -288,6 +296,8 @@ static int issue(sop *o, const char *sid_key_or_null, int64_t delta, uint64_t re
     switch (o->kind) {
     case OP_COUNT:
         return ops->incr(ci, ws->w, COUNT_KEY, sizeof COUNT_KEY - 1, delta, 0, on_op, o);
+    case OP_COUNT_OWNER:
+        return ops->incr(ci, ws->w, o->okey, strlen(o->okey), 1, 0, on_op, o);
     case OP_CREATE:
         return ops->put_if_absent(ci, ws->w, key, kn, o->row.data, o->row.len, ttl(ws), on_op, o);
     case OP_LOAD: case OP_CHECK: case OP_READ:
@@ -313,10 +323,32 @@ static int start(sop *o, int64_t delta, uint64_t revision) {
     return 0;
 }
 
-static void uncount(th_wslot *ws) {
+/* The owner's count key (OWNER_COUNT_PRE and a digest of the owner). */
+static void owner_key(const char *owner, size_t n, char out[OWNER_KEY_MAX]) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdn = 0;
+    memcpy(out, OWNER_COUNT_PRE, sizeof OWNER_COUNT_PRE - 1);
+    if (!EVP_Digest(owner, n, md, &mdn, EVP_sha256(), NULL)) memset(md, 0, 16);
+    mcpg_hex(md, 16, out + sizeof OWNER_COUNT_PRE - 1);
+    out[sizeof OWNER_COUNT_PRE - 1 + 32] = '\0';
+}
+
+/* A session counted at its creation has ended (or was not made): both
+ * counts go down. okey NULL: only the whole count (the owner's was not
+ * taken). */
+static void uncount(th_wslot *ws, const char *okey) {
     void *ci;
     const mcpg_coordinator_ops *ops = co(ws, &ci);
     (void)ops->incr(ci, ws->w, COUNT_KEY, sizeof COUNT_KEY - 1, -1, 0, noop_cb, NULL);
+    if (okey) (void)ops->incr(ci, ws->w, okey, strlen(okey), -1, 0, noop_cb, NULL);
+}
+
+/* The count key of an entry's owner (its row's "o"; none: anonymous). */
+static void entry_owner_key(th_wslot *ws, const th_sent *e, char out[OWNER_KEY_MAX]) {
+    mcpg_buf o = {0};
+    if (th_sess_owner(ws, e, &o) != 0) o.len = 0;
+    owner_key(o.len ? o.data : "", o.len, out);
+    ws->mod->host->buf_free(&o);
 }
 
 static void publish(th_wslot *ws, const char *subject, const char *data, size_t n) {
@@ -338,7 +370,9 @@ static void gone(th_wslot *ws, const char *sid) {
     if (!e) return;
     th_replay_session_end(ws, e);
     if (e->owned) {
-        uncount(ws);
+        char okey[OWNER_KEY_MAX];
+        entry_owner_key(ws, e, okey);
+        uncount(ws, okey);
         th_metric_add(ws, ws->mod->m_sessions, -1);
     }
     ws->mod->host->buf_free(&e->row);
@@ -404,12 +438,27 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
         if (status) {
             sop_done(o, status);
         } else if (v->number > ws->mod->cfg->max_sessions) {
-            uncount(ws);
+            uncount(ws, NULL);
             sop_done(o, MCPG_EAGAIN);
+        } else {
+            o->kind = OP_COUNT_OWNER;
+            if (issue(o, NULL, 0, 0) < 0) {
+                uncount(ws, NULL);
+                sop_done(o, MCPG_ENOMEM);
+            }
+        }
+        return;
+    case OP_COUNT_OWNER:
+        if (status) {
+            uncount(ws, NULL);
+            sop_done(o, status);
+        } else if (v->number > ws->mod->cfg->max_sessions_per_principal) {
+            uncount(ws, o->okey);
+            sop_done(o, MCPG_ERANGE); /* this caller's own cap */
         } else {
             o->kind = OP_CREATE;
             if (issue(o, NULL, 0, 0) < 0) {
-                uncount(ws);
+                uncount(ws, o->okey);
                 sop_done(o, MCPG_ENOMEM);
             }
         }
@@ -425,7 +474,7 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
                 th_metric_add(ws, ws->mod->m_sessions, 1);
             }
         }
-        if (!e) uncount(ws); /* not created, or not kept here: nobody would uncount it */
+        if (!e) uncount(ws, o->okey); /* not created, or not kept here: nobody would uncount it */
         if (o->r && e) memcpy(o->r->sid, o->sid, sizeof o->sid);
         sop_done(o, e ? 0 : status == MCPG_EAGAIN ? MCPG_EAGAIN : status ? status : MCPG_ENOMEM);
         return;
@@ -572,6 +621,7 @@ int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len, c
     sop *o = sop_new(ws, r, OP_COUNT, NULL);
     if (!o) return MCPG_ENOMEM;
     int rc = new_id(o->sid);
+    owner_key(owner ? owner : "", owner ? owner_len : 0, o->okey);
     mcpg_buf tok = {0}; /* the owner as a JSON string */
     const mcpg_host *h = ws->mod->host;
     if (!rc && h->buf_append_json_string(&tok, owner ? owner : "", owner ? owner_len : 0)) rc = MCPG_ENOMEM;

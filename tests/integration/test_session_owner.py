@@ -15,7 +15,10 @@ principal in another tenant) and gateway.anonymous off, audit on:
   * afterwards alice's session is whole: her calls, her GET stream and her
     DELETE work.
 A second gateway with gateway.anonymous on: an anonymous session is refused
-to an identified caller and usable anonymously.
+to an identified caller and usable anonymously; with
+max_sessions_per_principal 3, anonymous callers (one count) get 3 sessions
+and then 429 while alice still gets hers, and an ended session gives its
+place back.
 """
 
 import json
@@ -69,7 +72,8 @@ def main():
 
     def manifest(anonymous):
         m = base_manifest(audit_path=audit_path,
-                          mock_config={"resources": [{"uri": "mock://r", "text": "r"}]})
+                          mock_config={"resources": [{"uri": "mock://r", "text": "r"}]},
+                          server={"max_sessions_per_principal": 3} if anonymous else None)
         m["modules"].append({"name": "keys", "module": "identity_apikey",
                              "config": {"keys_file": keys_file}})
         m["pipeline"]["identity"] = ["keys"]
@@ -157,7 +161,7 @@ def main():
         check_eq(r.status, 404, "her session is gone after her DELETE")
 
     def t_anonymous_session():
-        sid = open_session(gw_anon.port, None)
+        state["anon"] = sid = open_session(gw_anon.port, None)
         r = legacy(gw_anon.port, body=rpc("ping", id=1), sid=sid)
         check_eq(r.status, 200, "the anonymous session, anonymously (%r)" % r.body[:200])
         r = legacy(gw_anon.port, body=rpc("ping", id=2), sid=sid, key=alice)
@@ -165,6 +169,18 @@ def main():
         mine = open_session(gw_anon.port, alice)
         r = legacy(gw_anon.port, body=rpc("ping", id=3), sid=mine)
         check_eq(r.status, 404, "alice's session, anonymously (%r)" % r.body[:200])
+
+    def t_quota():
+        more = [open_session(gw_anon.port, None) for _ in range(2)]  # 3 anonymous in all
+        r = legacy(gw_anon.port, body=init_body())
+        check_eq(r.status, 429, "a 4th anonymous session (%r)" % r.body[:200])
+        check("max_sessions_per_principal" in r.body.decode(), "the refusal names the setting")
+        check(r.header("retry-after"), "429 with Retry-After")
+        open_session(gw_anon.port, alice)  # alice's own count: her second
+        r = legacy(gw_anon.port, "DELETE", sid=more[0])
+        check_eq(r.status, 200, "an anonymous session ended")
+        wait_for(lambda: legacy(gw_anon.port, body=init_body()).status == 200, 10,
+                 "the ended session's place given back")
 
     def t_stop():
         gw.stop()
@@ -179,6 +195,7 @@ def main():
                           ("each attempt audited as denied at identity", t_audited),
                           ("alice's session unharmed", t_owner_unharmed),
                           ("anonymous sessions belong to anonymous callers", t_anonymous_session),
+                          ("a quota per caller: anonymous callers share one", t_quota),
                           ("the gateways stop", t_stop)], ctx)
     finally:
         for g in (gw, gw_anon):
