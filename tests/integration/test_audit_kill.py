@@ -3,7 +3,9 @@
 
 A gateway with audit_file (fsync on, rotating every 256 kB) serves echo calls
 with unique JSON-RPC ids from six threads, each on its own connection; the
-test SIGKILLs it mid-run, on purpose (Gateway.kill). Then:
+test SIGKILLs it mid-run, on purpose (Gateway.kill), once the audit holds
+enough completed calls across a few rotated files (however long that takes).
+Then:
   * every call whose answer arrived has both its allowed and its completed
     event in the rotated set, allowed first;
   * `mcpg audit verify` over the set exits 0 (a line the kill cut short is
@@ -15,16 +17,17 @@ test SIGKILLs it mid-run, on purpose (Gateway.kill). Then:
 import os
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Gateway, audit_files, audit_verify, base_manifest,  # noqa: E402
-                     check, check_eq, echo_load, parse_args, read_audit, run_tests)
+                     check, check_eq, echo_load, parse_args, read_audit, run_tests, wait_for)
 
 ALLOWED = "mcpg.tool.call.allowed"
 COMPLETED = "mcpg.tool.call.completed"
 THREADS = 6
-LOAD_SECONDS = 2.0
+ACKED_MIN = 100  # answered calls before the kill, at least
+MIN_FILES = 3  # the kill comes after two rotations at least
+LOAD_DEADLINE = 60  # seconds for the load to get there: a hang, not a speed
 
 
 def main():
@@ -43,13 +46,32 @@ def main():
         load = threading.Thread(target=lambda: result.update(
             zip(("acked", "failed"), echo_load(gw.port, ids))))
         load.start()
-        time.sleep(LOAD_SECONDS)
+
+        def ready():
+            if not load.is_alive():  # it failed: judged below
+                return True
+            files = audit_files(audit)
+            if len(files) < MIN_FILES:
+                return False
+            seen = set()  # ids: a file read as it was being rotated counts once
+            for f in files:
+                seen.update(r.get("id") for r in read_audit(f) if r.get("event") == COMPLETED)
+            # Each thread has one call at a time: of the calls with a completed
+            # event, all but at most THREADS (one a thread) were answered already.
+            return len(seen) >= ACKED_MIN + THREADS
+        try:
+            wait_for(ready, LOAD_DEADLINE, "%d audit files and %d completed calls in them"
+                     % (MIN_FILES, ACKED_MIN + THREADS), interval=0.05)
+        except BaseException:
+            gw.kill()
+            load.join(60)
+            raise
         rc = gw.kill()
         load.join(60)
         check(not load.is_alive(), "the load ended with the gateway")
         check_eq(rc, -9, "the gateway's end")
         check_eq(result["failed"], [], "calls answered with an error before the kill")
-        check(len(result["acked"]) >= 100, "calls answered before the kill: %d"
+        check(len(result["acked"]) >= ACKED_MIN, "calls answered before the kill: %d"
               % len(result["acked"]))
         state["acked"] = result["acked"]
         sys.stdout.write("%d calls answered before SIGKILL, %d audit files\n"

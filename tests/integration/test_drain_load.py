@@ -5,22 +5,26 @@ In flight when the signal comes: N_STATELESS slow calls (backend_mock "slow",
 latency_ms SLOW_MS, inline: a timer each) on the 2026-07-28 wire and N_LEGACY slow calls
 on 2025-11-25 sessions (SSE answers, whose head and priming event are already written),
 each on a connection of its own; and LOOPERS clients calling echo back to back on
-keep-alive connections of both wires, reconnecting when closed. Then:
-  * every slow call gets its complete answer (they were all in flight: audited as
-    allowed before the signal), and is audited completed;
+keep-alive connections of both wires, reconnecting when closed. The signal goes once
+every slow call is audited as allowed (or, on a machine so slow that the first one ends
+before the last is admitted, at once); what was in flight is what the audit said then.
+Then:
+  * every slow call in flight at the signal (audited as allowed, not yet completed)
+    gets its complete answer and is audited completed; any other one was answered
+    before, or is refused cleanly, never cut;
   * every looper call either completes with its full answer, or is refused cleanly: a
     503, or its connection closed before any byte of the answer; none is cut mid-answer;
   * the open streams (STREAMS subscriptions/listen, STREAMS legacy GET streams) end
     cleanly: the chunked stream's last chunk, a listen's with its result;
-  * new connections a moment after the signal are refused (connect refused, or closed
-    before any byte) or answered 503, never served;
+  * once the drain has reached every loop (the gateway logged that it drains, and a new
+    connection is refused: every loop's listener is closed), new connections are
+    refused (connect refused, or closed before any byte) or answered 503, never served,
+    while the slow calls still hold the drain open;
   * the gateway exits 0 within the drain bound (gateway.drain_timeout_ms) and without
     reaching it.
 """
-import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -31,13 +35,14 @@ from gateway import (Conn, ConnectionClosed, Context, Gateway, audit_id, audit_n
                      rpc_body, run_tests, stateless_headers, tool_call_request, wait_for)
 from test_legacy_wire import head_of, read_stream, request_bytes  # noqa: E402
 
-SLOW_MS = 2500
-DRAIN_MS = 10000
+SLOW_MS = 8000       # long next to admitting the slow calls and probing the drain
+DRAIN_MS = 4 * SLOW_MS
 N_STATELESS = 40
 N_LEGACY = 20
 LOOPERS = 6  # half on each wire
 STREAMS = 2  # of each: stateless subscriptions/listen, legacy GET
 PROBES = 20
+DRAINING = "draining in-flight calls"  # kernel/main.c, when SIGTERM arrives
 
 
 class CountingConn(Conn):
@@ -129,6 +134,8 @@ def main():
                 try:
                     with CountingConn(port) as c:
                         res = outcome(c, raw, rpc_id)
+                except ConnectionRefusedError:  # after the listeners closed
+                    res = ("connect-refused", None)
                 except OSError as e:
                     res = ("cut", "connect: %r" % e)
                 with lock:
@@ -211,36 +218,69 @@ def main():
                 slow_ids.append(rid)
                 slows.append(threading.Thread(target=slow_client, args=(
                     rid, legacy_call(port, "slow", rid, sessions[i]))))
+
+            def probe(i):
+                try:
+                    c = CountingConn(port)
+                except ConnectionRefusedError:
+                    return "connect-refused"
+                with c:
+                    return outcome(c, tool_call_request(port, "echo", {"message": "hi"},
+                                                        id="probe-%d" % i), "probe-%d" % i)
+
+            def served(p):
+                return not isinstance(p, str) and p[0] not in ("closed-before", "503")
+
+            early, probes = [], []
+            in_flight = set()
             try:
                 for t in loopers + slows:
                     t.start()
 
-                def allowed():
-                    got = set(audit_id(r) for r in read_audit(audit)
-                              if audit_name(r) == "mcpg.tool.call.allowed")
-                    return all(i in got for i in slow_ids)
-                wait_for(allowed, 15, "the %d slow calls to be in flight" % len(slow_ids))
-                check(not results, "slow calls answered before SIGTERM: %r" % results)
+                def admitted():
+                    """Every slow call allowed, or the first one already over: the
+                    ids in flight now (allowed, not completed). Else None."""
+                    with lock:
+                        answered = set(results)
+                    evs = [(audit_name(r), audit_id(r)) for r in read_audit(audit)]
+                    allowed = set(i for n, i in evs if n == "mcpg.tool.call.allowed")
+                    done = set(i for n, i in evs if n == "mcpg.tool.call.completed")
+                    done |= answered
+                    if set(slow_ids) <= allowed or done & set(slow_ids):
+                        return allowed & set(slow_ids) - done
+                    return None
+                seen = []
+                wait_for(lambda: seen.append(admitted()) or seen[-1] is not None, 60,
+                         "the %d slow calls to be in flight" % len(slow_ids))
+                in_flight = seen[-1]
                 gw.signal(signal.SIGTERM)
                 t_sig = time.monotonic()
+                check(in_flight, "no slow call in flight at SIGTERM")
 
-                time.sleep(0.5)
-                probes = []
+                # The drain is posted to each loop, which then closes its listener:
+                # until then a new connection may still be served. Once one is refused
+                # at connect, no loop listens any more.
+                wait_for(lambda: DRAINING in gw.stderr(), 10, "the drain to begin (%r)" % DRAINING)
+                t_end = time.monotonic() + 10
+                while not early or early[-1] != "connect-refused":
+                    check(time.monotonic() < t_end, "new connections still accepted 10 s "
+                          "after the drain began: %r" % early[-10:])
+                    early.append(probe(len(early)))
+                    check(early[-1] == "connect-refused" or early[-1][0] != "cut",
+                          "a probe while the drain reaches the loops: %r" % (early[-1],))
                 for i in range(PROBES):
-                    try:
-                        c = CountingConn(port)
-                    except ConnectionRefusedError:
-                        probes.append("connect-refused")
-                        continue
-                    with c:
-                        probes.append(outcome(c, tool_call_request(
-                            port, "echo", {"message": "hi"}, id="probe-%d" % i), "probe-%d" % i))
+                    probes.append(probe(len(early) + i))
+                # judged during the drain: a slow call in flight was still unanswered
+                with lock:
+                    pending = [i for i in in_flight if i not in results]
+                check(pending, "the slow calls ended before the probes did: the probes "
+                      "did not see the drain")
                 for t in slows:
-                    t.join(30)
+                    t.join(DRAIN_MS / 1000.0 + 10)
             finally:
                 stop.set()
                 for t in loopers + slows + stream_threads:
-                    t.join(30)
+                    t.join(DRAIN_MS / 1000.0 + 10)
             rc = gw.wait_exit(DRAIN_MS / 1000.0 + 10)
             waited = time.monotonic() - t_sig
             gw.check_sanitizers()
@@ -250,13 +290,17 @@ def main():
         check(waited < DRAIN_MS / 1000.0, "exited %.2fs after SIGTERM (drain_timeout_ms %d)"
               % (waited, DRAIN_MS))
         check("drain deadline passed" not in stderr, "the drain reached its deadline")
-        bad = {i: r for i, r in results.items() if r[0] != "complete"}
         check_eq(len(results), len(slow_ids), "slow calls that ended")
+        bad = {i: results[i] for i in in_flight if results[i][0] != "complete"}
         check(not bad, "slow calls in flight at SIGTERM not answered in full: %r" % bad)
+        bad = {i: r for i, r in results.items()
+               if r[0] not in ("complete", "503", "closed-before", "connect-refused")}
+        check(not bad, "slow calls not in flight at SIGTERM cut: %r" % bad)
         completed = [audit_id(r) for r in read_audit(audit)
                      if audit_name(r) == "mcpg.tool.call.completed"]
         for i in slow_ids:
-            check_eq(completed.count(i), 1, "completed events for %s" % i)
+            check_eq(completed.count(i), 1 if results[i][0] == "complete" else 0,
+                     "completed events for %s (%s)" % (i, results[i][0]))
         check(all(v == ("ended", None) for v in streams.values()),
               "streams open at SIGTERM: %r" % streams)
         counts = {}
@@ -269,11 +313,16 @@ def main():
         for p in probes:
             o = p if isinstance(p, str) else p[0]
             pcounts[o] = pcounts.get(o, 0) + 1
-            if o not in ("connect-refused", "closed-before", "503"):
-                fail("a new connection %.1fs after SIGTERM: %r" % (0.5, p))
-        print("SIGTERM with %d slow calls in flight: all complete, %d streams ended cleanly, "
-              "exit 0 after %.2fs; looper calls %r; new connections after it %r"
-              % (len(slow_ids), len(streams), waited, counts, pcounts))
+            if served(p):
+                fail("a new connection after the drain reached every loop: %r" % (p,))
+        ecounts = {}
+        for p in early:
+            o = p if isinstance(p, str) else p[0]
+            ecounts[o] = ecounts.get(o, 0) + 1
+        print("SIGTERM with %d of %d slow calls in flight: all complete, %d streams ended "
+              "cleanly, exit 0 after %.2fs; looper calls %r; new connections while the drain "
+              "reached the loops %r, then %r"
+              % (len(in_flight), len(slow_ids), len(streams), waited, counts, ecounts, pcounts))
 
     return run_tests([("SIGTERM under load: complete or refused, never cut; exit 0",
                        t_drain_load)], ctx)

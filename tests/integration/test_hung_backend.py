@@ -12,18 +12,21 @@ queue and a hung backend at SIGTERM; this adds:
     reach the backend."""
 import json
 import os
+import re
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, audit_id, audit_name, base_manifest,  # noqa: E402
-                     call_tool, check, check_eq, expect_error, expect_result, parse_args,
-                     read_audit, run_tests, tool_call_request, wait_for)
+from gateway import (Conn, Context, Gateway, TestFailure, audit_id, audit_name,  # noqa: E402
+                     base_manifest, call_tool, check, check_eq, expect_error, expect_result,
+                     fail, http_get, parse_args, read_audit, run_tests, tool_call_request,
+                     wait_for)
 
 TIMEOUT_MS = 300
 HANG_MS = 3600000   # inline: never, as far as the test is concerned
-STUCK_MS = 4000     # pool: long past the timeout, but it ends
+STUCK_MS = 10000    # pool: long past the timeout, but it ends
+BUSY_PROBES = 10    # calls tried while the pool is stuck
 ECHO = {"content": [{"type": "text", "text": "Echo: hi"}], "resultType": "complete"}
 
 
@@ -39,29 +42,60 @@ def events(audit, name):
     return [audit_id(r) for r in read_audit(audit) if audit_name(r) == name]
 
 
+def pool_jobs(port):
+    """mcpg_pool_jobs from GET /metrics: {"queued": n, "running": n}."""
+    st, _, body = http_get(port, "/metrics")
+    check_eq(st, 200, "GET /metrics")
+    out = {}
+    for ln in body.decode().splitlines():
+        mt = re.match(r'^mcpg_pool_jobs\{state="(\w+)"\} (\d+)$', ln)
+        if mt:
+            out[mt.group(1)] = int(mt.group(2))
+    return out
+
+
+def wait_pool(port, what, want):
+    seen = [None]
+
+    def ok():
+        seen[0] = pool_jobs(port)
+        return seen[0] == want
+    try:
+        wait_for(ok, 15, what)
+    except TestFailure:
+        fail("%s: the pool stayed %r, not %r" % (what, seen[0], want))
+
+
 def stats(port, id):
     r, rpc = call_tool(port, "mock_stats", {}, id=id)
     return json.loads(expect_result(r, rpc, id, "mock_stats")["content"][0]["text"])
 
 
 def send_async(port, tool, id, out):
-    """Send a call on its own connection from a thread; out[id] = (Response, seconds)."""
+    """Send a call on its own connection from a thread; out[id] = (Response, seconds
+    from the send to the answer, monotonic time of the answer)."""
     def run():
         with Conn(port) as c:
             t0 = time.monotonic()
             c.send(tool_call_request(port, tool, {"message": "hi"}, id=id))
-            out[id] = (c.read_response(), time.monotonic() - t0)
+            r = c.read_response()
+            now = time.monotonic()
+            out[id] = (r, now - t0, now)
     t = threading.Thread(target=run)
     t.start()
     return t
 
 
-def expect_timed_out(out, id, bound_s):
+def expect_timed_out(out, id, backend_done):
+    """The call was answered with the timeout error, and before backend_done (a
+    monotonic time before which its backend, or the one it waited behind, cannot
+    have returned): answered at the timeout, not when the backend returned."""
     check(id in out, "call %s answered" % id)
-    r, took = out[id]
+    r, took, at = out[id]
     err = expect_error(r, 200, -32000, "call %s" % id, id=id)
     check("timed out after %d ms" % TIMEOUT_MS in err["message"], "call %s: %r" % (id, err))
-    check(took < bound_s, "call %s answered after %.2fs" % (id, took))
+    check(at < backend_done, "call %s answered after %.2fs, not before its backend could "
+          "return" % (id, took))
     return took
 
 
@@ -74,20 +108,21 @@ def main():
         with Gateway(ctx, manifest=manifest(audit, True, HANG_MS), name="inline") as gw:
             out = {}
             ids = ["h-%d" % i for i in range(4)]
+            t0 = time.monotonic()
             threads = [send_async(gw.port, "hang", i, out) for i in ids]
-            wait_for(lambda: len(events(audit, "mcpg.tool.call.allowed")) == 4, 5,
+            wait_for(lambda: len(events(audit, "mcpg.tool.call.allowed")) == 4, 15,
                      "the hanging calls admitted")
             # the loop is not held by them
             r, rpc = call_tool(gw.port, "echo", {"message": "hi"}, id="meanwhile")
             check_eq(expect_result(r, rpc, "meanwhile", "echo meanwhile"), ECHO, "echo")
             for t in threads:
                 t.join(30)
-            took = [expect_timed_out(out, i, 5.0) for i in ids]
+            took = [expect_timed_out(out, i, t0 + HANG_MS / 1000.0) for i in ids]
             failed = events(audit, "mcpg.tool.call.failed")
             for i in ids:
                 check_eq(failed.count(i), 1, "failed events for %s" % i)
             # told to stop: the backend holds nothing for the abandoned calls
-            wait_for(lambda: stats(gw.port, "s")["tools"]["hang"]["in_flight"] == 0, 5,
+            wait_for(lambda: stats(gw.port, "s")["tools"]["hang"]["in_flight"] == 0, 15,
                      "the hanging calls gone from the backend")
             print("inline: answered at the timeout in %.2f..%.2f s" % (min(took), max(took)))
 
@@ -95,29 +130,45 @@ def main():
         audit = ctx.path("pool.jsonl")
         m = manifest(audit, False, STUCK_MS,
                      gateway={"workers": 1, "pool": {"threads": 2, "queue": 2}})
+        # GET /metrics (mcpg_pool_jobs) shows what holds the pool; the loop serves it
+        # while the pool is full
+        m["modules"].append({"name": "prom", "module": "metrics_prometheus",
+                             "config": {"process": False}})
         with Gateway(ctx, manifest=m, name="pool") as gw:
             port = gw.port
             out, threads = {}, []
-            t0 = time.monotonic()  # the stuck work ends STUCK_MS after this, or later
+            # Every backend below starts after this and sleeps STUCK_MS: until
+            # t0 + STUCK_MS the pool is surely held, whatever the machine's speed.
+            t0 = time.monotonic()
             # two calls take both threads, then two wait in the queue
-            for batch in (["run-0", "run-1"], ["queued-0", "queued-1"]):
+            for batch, want in ((["run-0", "run-1"], {"running": 2, "queued": 0}),
+                                (["queued-0", "queued-1"], {"running": 2, "queued": 2})):
                 threads += [send_async(port, "hang", i, out) for i in batch]
-                wait_for(lambda: all(i in events(audit, "mcpg.tool.call.allowed")
-                                     for i in batch), 5, "%r admitted" % batch)
-                time.sleep(0.5)  # the idle threads, woken at once, pick the first two up
+                wait_pool(port, "%r on the pool" % batch, want)
             for t in threads:
                 t.join(30)
             for i in out:
-                expect_timed_out(out, i, STUCK_MS / 1000.0 - 0.5)
-            # answered, but their work still holds the threads and the queue: refused
+                # answered at the timeout: before the running backends could return,
+                # and so before the queued calls could have had a thread
+                expect_timed_out(out, i, t0 + STUCK_MS / 1000.0)
+            # answered, but their work still holds the threads and the queue: refused.
+            # A call answered before t0 + STUCK_MS was refused while the pool was
+            # surely held; the first one answered later ends the probing.
             refused = 0
-            while time.monotonic() - t0 < STUCK_MS / 1000.0 * 0.6:
+            while True:
                 i = "busy-%d" % refused
                 r, rpc = call_tool(port, "echo", {"message": "hi"}, id=i)
+                if time.monotonic() - t0 >= STUCK_MS / 1000.0:
+                    check(r.status in (200, 503), "call %s: %d" % (i, r.status))
+                    if r.status == 503:
+                        refused += 1
+                    break
                 expect_error(r, 503, -32000, "call %s while the pool is stuck" % i, id=i)
                 check_eq(r.header("retry-after"), "1", "Retry-After on %s" % i)
                 refused += 1
-                time.sleep(0.1)
+                if refused >= BUSY_PROBES:
+                    break
+                time.sleep(0.05)  # pacing between probes, not a wait for anything
             check(refused >= 1, "calls refused while stuck: %d" % refused)
             # the stuck work ends: served again, no restart
 

@@ -31,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gateway import (asan_build, Conn, Context, Gateway, base_manifest, call_tool, check,  # noqa: E402
-                     check_eq, parse_args, run_tests, tool_call_request, wait_for)
+                     parse_args, run_tests, tool_call_request, wait_for)
 from test_legacy_wire import answer, initialize, request, rpc  # noqa: E402
 
 SECONDS = float(os.environ.get("MCPG_SOAK_SECONDS", "20"))
@@ -60,6 +60,24 @@ def proc_figures(pid):
             status[k] = v.split()
     return (int(status["VmRSS"][0]), len(os.listdir("/proc/%d/fd" % pid)),
             int(status["Threads"][0]))
+
+
+def connections_held(pid, port):
+    """How many of a live process's open fds are TCP connections on its listening
+    port (accepted, not yet closed by it): /proc/net/tcp{,6} rows with local port
+    `port` that are not listeners, matched by socket inode."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            col = row.split()
+            if len(col) > 9 and int(col[1].rsplit(":", 1)[1], 16) == port and col[3] != "0A":
+                inodes.add("socket:[%s]" % col[9])
+    return sum(1 for t in fd_targets(pid).values() if t in inodes)
 
 
 def fd_targets(pid):
@@ -179,15 +197,11 @@ def main():
         gw.start()
         wait_for(lambda: "result" in call_tool(gw.port, "up_echo", {"message": "x"})[1], 20,
                  "the upstream serves")
-        # Before the churn: what it must come back to. The probe's connection may
-        # still be open in the gateway for a moment after the client closed it,
-        # so the figure is the fewest fds seen over a second.
-        idle, idle_fds = None, None
-        for _ in range(10):
-            fig = proc_figures(gw.proc.pid)
-            if idle is None or fig[1] < idle[1]:
-                idle, idle_fds = fig, fd_targets(gw.proc.pid)
-            time.sleep(0.1)
+        # Before the churn: what it must come back to, once the gateway has closed
+        # the probes' connections (a client's close reaches it a moment later).
+        wait_for(lambda: connections_held(gw.proc.pid, gw.port) == 0, 10,
+                 "the gateway to close the probes' connections", interval=0.05)
+        idle, idle_fds = proc_figures(gw.proc.pid), fd_targets(gw.proc.pid)
         churn = Churn(gw.port)
         reloads = [0]
 
@@ -214,26 +228,32 @@ def main():
             ctx.write_manifest(variants[0], "soak.json")
             gw.signal(signal.SIGHUP)
         # settle: the upstream back, reloads retired, closed connections reaped
+        # (waited for below: fds and threads back to the idle figures)
         wait_for(lambda: "result" in call_tool(gw.port, "up_echo", {"message": "x"})[1], 20,
                  "the upstream serves again")
-        time.sleep(1.5)
         c = churn.counts
         check(c["stateless"] > 0 and c["sessions"] > 0 and c["upstream_ok"] > 0,
               "every kind of load ran: %r" % c)
         warm = state["warm"]
+        settled = []
+
+        def back_to_idle():
+            fig = proc_figures(gw.proc.pid)
+            settled[:] = [fig]
+            return fig[1:] == idle[1:]
         try:
-            wait_for(lambda: proc_figures(gw.proc.pid)[1] == idle[1], 10,
-                     "open fds back to the idle figure (%d)" % idle[1], interval=0.2)
+            wait_for(back_to_idle, 10, "open fds and threads back to the idle figures (%d fds, "
+                     "%d threads)" % idle[1:], interval=0.2)
         except Exception:
             now = fd_targets(gw.proc.pid)
+            print("soak: fds and threads at idle %r, last seen %r" % (idle[1:], settled[0][1:]))
             print("soak: fds at idle %r" % sorted(idle_fds.items()))
             print("soak: fds now     %r" % sorted(now.items()))
             raise
-        end = proc_figures(gw.proc.pid)
+        end = settled[0]
         print("soak: idle rss %d KiB fds %d threads %d; warm rss %d KiB fds %d threads %d; "
               "end rss %d KiB fds %d threads %d; %d reloads; %r"
               % (idle + warm + end + (reloads[0], c)), flush=True)
-        check_eq(end[2], idle[2], "threads after the churn (idle %d)" % idle[2])
         if asan_build(gw.proc.pid):
             print("soak: ASan build: resident memory not judged (quarantine); LSan at exit")
             return
