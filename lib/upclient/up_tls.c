@@ -6,7 +6,11 @@
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 static const unsigned char ALPN[] = "\x08http/1.1";
 
@@ -43,7 +47,93 @@ static int load_files(SSL_CTX *ctx, const char *url, const up_tls_opts *o, char 
     return 0;
 }
 
+/* ---- contexts shared by targets with the same options ----
+ * A context holds its trust store (the system's is a few hundred
+ * certificates, about a megabyte) and a gateway may hold a target per
+ * webhook subscription: targets whose TLS options are the same share one
+ * context (the name each verifies is set per connection, up__tls_new). The
+ * files are told apart by path, size and change time, so a rotated file
+ * gets a context of its own. At most CTX_SHARED_MAX contexts are kept; past
+ * that each target gets its own. The image that holds this cache frees it
+ * when it is unloaded (a module's copy goes at a reload). */
+#define CTX_SHARED_MAX 64
+
+typedef struct shared_ctx {
+    struct shared_ctx *next;
+    SSL_CTX *ctx;
+    char key[];
+} shared_ctx;
+
+static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static shared_ctx *g_ctx_head;
+static size_t g_ctx_n;
+
+static void file_key(char *out, size_t cap, const char *path) {
+    struct stat st;
+    if (!path) snprintf(out, cap, "-");
+    else if (stat(path, &st) != 0) snprintf(out, cap, "%s:?", path);
+    else snprintf(out, cap, "%s:%lld:%lld.%09ld", path, (long long)st.st_size,
+                  (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+}
+
+static char *options_key(const up_tls_opts *o) {
+    char ca[600], cert[600], key[600];
+    file_key(ca, sizeof ca, o ? o->ca_file : NULL);
+    file_key(cert, sizeof cert, o ? o->cert_file : NULL);
+    file_key(key, sizeof key, o ? o->key_file : NULL);
+    char *k = NULL;
+    if (asprintf(&k, "%d|%s|%s|%s", o && o->insecure, ca, cert, key) < 0) return NULL;
+    return k;
+}
+
+/* A context with these options, shared (a reference taken), or NULL. */
+static SSL_CTX *shared_find(const char *key) {
+    SSL_CTX *ctx = NULL;
+    pthread_mutex_lock(&g_ctx_lock);
+    for (shared_ctx *e = g_ctx_head; e && !ctx; e = e->next)
+        if (!strcmp(e->key, key) && SSL_CTX_up_ref(e->ctx) == 1) ctx = e->ctx;
+    pthread_mutex_unlock(&g_ctx_lock);
+    return ctx;
+}
+
+static void shared_add(const char *key, SSL_CTX *ctx) {
+    size_t kn = strlen(key) + 1;
+    shared_ctx *e = malloc(sizeof *e + kn);
+    if (!e) return;
+    memcpy(e->key, key, kn);
+    pthread_mutex_lock(&g_ctx_lock);
+    if (g_ctx_n < CTX_SHARED_MAX && SSL_CTX_up_ref(ctx) == 1) {
+        e->ctx = ctx;
+        e->next = g_ctx_head;
+        g_ctx_head = e;
+        g_ctx_n++;
+        e = NULL;
+    }
+    pthread_mutex_unlock(&g_ctx_lock);
+    free(e);
+}
+
+__attribute__((destructor)) static void shared_free_all(void) {
+    for (shared_ctx *e = g_ctx_head, *next; e; e = next) {
+        next = e->next;
+        SSL_CTX_free(e->ctx);
+        free(e);
+    }
+    g_ctx_head = NULL;
+    g_ctx_n = 0;
+}
+
+static SSL_CTX *ctx_build(const char *url, const up_tls_opts *o, char *err, size_t cap);
+
 SSL_CTX *up__tls_ctx_new(const char *url, const up_tls_opts *o, char *err, size_t cap) {
+    char *key = options_key(o);
+    SSL_CTX *ctx = key ? shared_find(key) : NULL;
+    if (!ctx && (ctx = ctx_build(url, o, err, cap)) && key) shared_add(key, ctx);
+    free(key);
+    return ctx;
+}
+
+static SSL_CTX *ctx_build(const char *url, const up_tls_opts *o, char *err, size_t cap) {
     ERR_clear_error();
     if (cap) err[0] = '\0';
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());

@@ -53,6 +53,33 @@ int up_target_is_tls(const up_target *t);
  * in err as up_target_new would give it. For validating a config. */
 int up_url_check(const char *url, char *err, size_t errcap);
 
+/* ---- where a request made for a client may go (up_dest.c) ---- */
+struct sockaddr;
+/* The address a target connects to: the one it resolved, once. */
+const struct sockaddr *up_target_addr(const up_target *t);
+/* NULL when sa is a public unicast address; else why not, as a phrase
+ * ("a loopback address", "a private address", "an address of this
+ * machine", ...). An IPv4 address inside IPv6 (mapped, NAT64) is judged as
+ * that address. */
+const char *up_addr_not_public(const struct sockaddr *sa);
+/* sa inside the CIDR block ("10.0.0.0/8", "::1", "fd00::/8"): 1 yes, 0 no,
+ * -1 when cidr is not one. */
+int up_addr_in_cidr(const struct sockaddr *sa, const char *cidr);
+void up_addr_text(const struct sockaddr *sa, char *out, size_t cap);
+/* Destinations a client chose (a webhook callback): refused when not
+ * public, unless an allow entry names the URL's host (a name, without case)
+ * or holds its address (a CIDR block). 0, or -1 with a sentence naming the
+ * URL, the address and why in err. up_dest_check_url judges what the URL
+ * says without resolving (an IP literal, "localhost"; a name passes until
+ * resolved); up_dest_check_target judges the address a target resolved,
+ * which is the one it connects to (redirects are never followed). */
+int up_dest_check_url(const char *url, const char *const *allow, size_t n_allow, char *err,
+                      size_t errcap);
+int up_dest_check_addr(const char *url, const struct sockaddr *sa, const char *const *allow,
+                       size_t n_allow, char *err, size_t errcap);
+int up_dest_check_target(const up_target *t, const char *url, const char *const *allow,
+                         size_t n_allow, char *err, size_t errcap);
+
 typedef struct up_pool up_pool;
 
 up_pool *up_pool_new(uv_loop_t *loop, const up_target *t, unsigned max_conns, unsigned idle_max,

@@ -63,7 +63,9 @@ typedef struct ev_cfg {
     int allow_http_callbacks;                 /* subscribe.c */
     int allow_anonymous_subscriptions;        /* subscribe.c */
     int64_t subscription_max_ttl_ms, subscriptions_max;
+    int64_t subscriptions_per_principal;      /* subscribe.c */
     const char *callback_ca_file;             /* NULL: the system's authorities */
+    const char *callback_allow;               /* JSON array (module.c parses it) */
 } ev_cfg;
 
 typedef struct ev_type {
@@ -127,6 +129,8 @@ typedef struct events {
     const ev_cfg *cfg;
     ev_type *types;
     size_t n_types;
+    char **cb_allow;     /* callback_allow: names and CIDR blocks callbacks may reach */
+    size_t n_cb_allow;
     ev_source *sources;
     size_t n_sources;
     char *list_json;          /* events/list's result */

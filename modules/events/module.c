@@ -3,6 +3,11 @@
 #include "events.h"
 
 #include <mcpg/whsig.h>
+#include <upclient.h>
+
+#include <ctype.h>
+#include <netinet/in.h>
+#include <stdbool.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,9 +49,17 @@ static const mcpg_config_field ev_config[] = {
                        2592000000LL, "the longest lifetime events/subscribe grants"),
     MCPG_CFG_INT_FIELD(ev_cfg, subscriptions_max, "subscriptions_max", "1024", 1, 1000000,
                        "webhook subscriptions the fleet holds; past it -32013"),
+    MCPG_CFG_INT_FIELD(ev_cfg, subscriptions_per_principal, "subscriptions_per_principal", "32", 1,
+                       1000000, "webhook subscriptions one principal may hold (anonymous callers "
+                       "share one count); past it -32013"),
     MCPG_CFG_STRING_FIELD(ev_cfg, callback_ca_file, "callback_ca_file", NULL,
                           "a PEM bundle https:// callbacks are verified against (default: the "
                           "system's certificate authorities)"),
+    MCPG_CFG_JSON_FIELD(ev_cfg, callback_allow, "callback_allow", "[]",
+                        "host names and CIDR blocks (\"10.1.2.0/24\", \"hooks.internal\") "
+                        "callbacks may reach though they are not public; every other loopback, "
+                        "private, link-local, unique-local, multicast or unspecified address, and "
+                        "every address of this machine, is refused"),
     MCPG_CONFIG_END};
 
 /* ---- helpers the parts share ---------------------------------------------- */
@@ -118,6 +131,15 @@ static char *span_dup(const mcpg_host *h, const mcpg_json_span *s) {
         return NULL;
     }
     return p;
+}
+
+/* A callback_allow entry: a CIDR block, or a host name's characters. */
+static bool allow_entry_valid(const char *e) {
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    if (up_addr_in_cidr((const struct sockaddr *)&any, e) >= 0) return true;
+    for (const char *p = e; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-') return false;
+    return true;
 }
 
 /* One types[] entry; its events/list entry built. */
@@ -282,6 +304,8 @@ static void events_free(events *ev) {
     }
     h->free(ev->types);
     h->free(ev->sources);
+    for (size_t i = 0; i < ev->n_cb_allow; i++) h->free(ev->cb_allow[i]);
+    h->free(ev->cb_allow);
     h->free(ev->list_json);
     if (ev->cache.ring) {
         for (uint64_t s = ev->cache.first; s < ev->cache.next; s++)
@@ -292,9 +316,34 @@ static void events_free(events *ev) {
     h->free(ev);
 }
 
+/* callback_allow: each entry a CIDR block or a host name. */
+static void parse_callback_allow(cfg_check *k, events *ev, const char *json) {
+    const mcpg_host *h = k->h;
+    if (!json) return;
+    size_t len = strlen(json), it = 0, n = 0;
+    mcpg_json_span v;
+    if (json[0] != '[') return problem(k, "callback_allow", "expected an array of strings");
+    while (h->json_array_next(json, len, &it, &v) == 1) n++;
+    ev->cb_allow = h->calloc(n ? n : 1, sizeof *ev->cb_allow);
+    if (!ev->cb_allow) return problem(k, "callback_allow", "out of memory");
+    it = 0;
+    while (h->json_array_next(json, len, &it, &v) == 1) {
+        char path[48];
+        snprintf(path, sizeof path, "callback_allow[%zu]", ev->n_cb_allow);
+        char *e = v.type == MCPG_JSON_STRING ? span_dup(h, &v) : NULL;
+        if (!e || !*e || strlen(e) > 255 || !allow_entry_valid(e)) {
+            h->free(e);
+            problem(k, path, "expected a host name or a CIDR block (\"10.0.0.0/8\", \"fd00::/8\")");
+            continue;
+        }
+        ev->cb_allow[ev->n_cb_allow++] = e;
+    }
+}
+
 static int parse_all(cfg_check *k, events *ev, const ev_cfg *cfg) {
     parse_types(k, ev, cfg->types);
     if (!k->bad) parse_sources(k, ev, cfg->sources);
+    if (!k->bad) parse_callback_allow(k, ev, cfg->callback_allow);
     return k->bad;
 }
 

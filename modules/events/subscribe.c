@@ -164,9 +164,21 @@ static int derive_id(const mcpg_host *h, const char *params, size_t pn, const ch
     unsigned char d[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)b.data, b.len, d);
     h->buf_free(&b);
+    /* "sub_", 4 bytes of the principal's own digest, 4 of the whole: one
+     * scan of "sub_<principal's>" counts a caller's subscriptions */
+    unsigned char pd[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)principal, strlen(principal), pd);
     memcpy(out, "sub_", 4);
-    for (int i = 0; i < 8; i++) snprintf(out + 4 + 2 * i, 3, "%02x", d[i]);
+    mcpg_hex(pd, 4, out + 4);
+    mcpg_hex(d, 4, out + 12);
+    out[ID_LEN] = '\0';
     return 0;
+}
+
+/* The store key prefix of one principal's subscriptions ("...sub_<8 hex>"). */
+static size_t principal_prefix(const char *id, char *out, size_t cap) {
+    int n = snprintf(out, cap, "%s%.12s", EV_KEY_SUB, id);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
 /* The parts both methods share: the type, the delivery's url, the id. NULL
@@ -275,6 +287,23 @@ static void put_sub(sreq *q) {
     if (rc < 0) store_failed(q, rc);
 }
 
+static void on_counted(void *arg, int status, const mcpg_coord_value *v);
+
+/* The caller's own subscriptions counted (the keys of its id prefix). */
+static void on_counted_mine(void *arg, int status, const mcpg_coord_value *v) {
+    sreq *q = arg;
+    events *ev = q->ev;
+    if (status) return store_failed(q, status);
+    /* one caller cannot fill the table for everyone */
+    if (v->number >= ev->cfg->subscriptions_per_principal)
+        return finish_error(q, MCPG_RPC_RESOURCE_EXHAUSTED, "Resource exhausted: too many webhook "
+                            "subscriptions of this caller (subscriptions_per_principal)",
+                            "{\"limit\":\"subscriptions_per_principal\"}");
+    int rc = ev->co->scan_prefix(ev->co_inst, q->w, EV_KEY_SUB, sizeof EV_KEY_SUB - 1, ev_noop_cb,
+                                 on_counted, q);
+    if (rc < 0) store_failed(q, rc);
+}
+
 static void on_counted(void *arg, int status, const mcpg_coord_value *v) {
     sreq *q = arg;
     events *ev = q->ev;
@@ -300,8 +329,11 @@ static void on_existing(void *arg, int status, const mcpg_coord_value *v) {
     sreq *q = arg;
     events *ev = q->ev;
     if (status == MCPG_ENOENT) {
-        int rc = ev->co->scan_prefix(ev->co_inst, q->w, EV_KEY_SUB, sizeof EV_KEY_SUB - 1, ev_noop_cb,
-                                     on_counted, q);
+        char prefix[64];
+        size_t pn = principal_prefix(q->id, prefix, sizeof prefix);
+        int rc = pn ? ev->co->scan_prefix(ev->co_inst, q->w, prefix, pn, ev_noop_cb,
+                                          on_counted_mine, q)
+                    : MCPG_EINVAL;
         if (rc < 0) store_failed(q, rc);
         return;
     }
@@ -326,6 +358,7 @@ static mcpg_status subscribe(events *ev, mcpg_call *call) {
     size_t pn = 0;
     const char *p = h->call_params(call, &pn);
     const char *why = NULL, *data = NULL;
+    char why_buf[512];
     int64_t code = MCPG_RPC_INVALID_PARAMS;
     bool bad = false;
     char *secret = NULL;
@@ -352,6 +385,13 @@ static mcpg_status subscribe(events *ev, mcpg_call *call) {
             why = "Unsupported: this gateway delivers to https:// callbacks only (allow_http_callbacks "
                   "is off)";
             data = "{\"feature\":\"callbackScheme\",\"value\":\"http\"}";
+        } else if (up_dest_check_url(q->url, (const char *const *)ev->cb_allow, ev->n_cb_allow, err,
+                                     sizeof err) != 0) {
+            /* the gateway posts only where anyone could: not to itself, its
+             * machine or the network behind it (a name: judged when resolved) */
+            snprintf(why_buf, sizeof why_buf, "Invalid params: delivery.url is refused: %s (callbacks "
+                     "go to public addresses; the operator's callback_allow names exceptions)", err);
+            why = why_buf;
         }
     }
     if (!why) {
@@ -549,6 +589,15 @@ static void resolve_work(void *arg) {
     resolve_job *j = arg;
     up_tls_opts tls = {.ca_file = j->ca_file};
     j->t = up_target_new(j->url, &tls, CONNECT_TIMEOUT_MS, j->err, sizeof j->err);
+    /* the address resolved is the one connected to: judged here, after DNS */
+    const events *ev = j->d->S->ev;
+    char err[sizeof j->err - 32];
+    if (j->t && up_dest_check_target(j->t, j->url, (const char *const *)ev->cb_allow,
+                                     ev->n_cb_allow, err, sizeof err) != 0) {
+        up_target_free(j->t);
+        j->t = NULL;
+        snprintf(j->err, sizeof j->err, "delivery refused: %s", err);
+    }
 }
 
 static void resolve_done(void *arg, int status) {

@@ -148,6 +148,56 @@ static void test_target(void) {
                "unresolvable: %s", err);
 }
 
+/* Where a request made for a client may go (up_dest.c). */
+static void test_destinations(void) {
+    static const struct { const char *ip; const char *why; } addrs[] = {
+        {"127.0.0.1", "loopback"}, {"127.9.9.9", "loopback"}, {"10.1.2.3", "private"},
+        {"172.16.0.1", "private"}, {"172.31.255.255", "private"}, {"192.168.1.1", "private"},
+        {"169.254.169.254", "link-local"}, {"100.64.0.1", "carrier-grade NAT"},
+        {"0.0.0.0", "unspecified"}, {"224.0.0.1", "multicast"}, {"255.255.255.255", "broadcast"},
+        {"::1", "loopback"}, {"::", "unspecified"}, {"fe80::1", "link-local"},
+        {"fd00::1", "unique-local"}, {"ff02::1", "multicast"}, {"::ffff:127.0.0.1", "loopback"},
+        {"::ffff:10.0.0.1", "private"}, {"64:ff9b::a9fe:a9fe", "link-local"},
+        {"8.8.8.8", NULL}, {"172.32.0.1", NULL}, {"2606:4700::1111", NULL}};
+    for (size_t i = 0; i < sizeof addrs / sizeof *addrs; i++) {
+        struct sockaddr_storage ss = {0};
+        struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+        if (inet_pton(AF_INET, addrs[i].ip, &v4->sin_addr) == 1) ss.ss_family = AF_INET;
+        else if (inet_pton(AF_INET6, addrs[i].ip, &v6->sin6_addr) == 1) ss.ss_family = AF_INET6;
+        const char *why = up_addr_not_public((struct sockaddr *)&ss);
+        MCPG_CHECK(addrs[i].why ? why && strstr(why, addrs[i].why) : !why, "%s: %s (want %s)",
+                   addrs[i].ip, why ? why : "public", addrs[i].why ? addrs[i].why : "public");
+    }
+    char err[512];
+    static const char *const none[1] = {NULL};
+    MCPG_CHECK(up_dest_check_url("http://localhost:9/x", none, 0, err, sizeof err) == -1 &&
+                   strstr(err, "this machine"), "localhost refused: %s", err);
+    MCPG_CHECK(up_dest_check_url("https://[::1]:8443/", none, 0, err, sizeof err) == -1 &&
+                   strstr(err, "loopback"), "[::1] refused: %s", err);
+    MCPG_CHECK(up_dest_check_url("http://127.0.0.1:9/admin/reload", none, 0, err, sizeof err) == -1 &&
+                   strstr(err, "127.0.0.1") && strstr(err, "loopback"), "127.0.0.1 refused: %s", err);
+    MCPG_CHECK(up_dest_check_url("https://hooks.example.com/x", none, 0, err, sizeof err) == 0,
+               "a name passes until it is resolved");
+    static const char *const allow[] = {"10.0.0.0/8", "hooks.internal", "::1"};
+    MCPG_CHECK(up_dest_check_url("http://10.9.8.7/", allow, 3, err, sizeof err) == 0, "allowed CIDR");
+    MCPG_CHECK(up_dest_check_url("http://HOOKS.internal/", allow, 3, err, sizeof err) == 0, "allowed name");
+    MCPG_CHECK(up_dest_check_url("http://[::1]/", allow, 3, err, sizeof err) == 0, "allowed ::1");
+    MCPG_CHECK(up_dest_check_url("http://11.0.0.1/", allow, 3, err, sizeof err) == 0, "public");
+    MCPG_CHECK(up_dest_check_url("http://192.168.0.1/", allow, 3, err, sizeof err) == -1,
+               "private outside the allowed blocks");
+    /* a name is judged by what it resolves to, the address connected to */
+    up_target *t = up_target_new("http://localhost.:9/", NULL, 0, err, sizeof err);
+    if (t) {
+        MCPG_CHECK(up_dest_check_target(t, "http://localhost.:9/", none, 0, err, sizeof err) == -1 &&
+                       strstr(err, "loopback"), "a name resolving to loopback: %s", err);
+        up_target_free(t);
+    }
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    MCPG_CHECK(up_addr_in_cidr((struct sockaddr *)&any, "10.0.0.0/33") == -1 &&
+                   up_addr_in_cidr((struct sockaddr *)&any, "nope") == -1, "bad CIDR blocks");
+}
+
 static void test_plain_chunked_close(void) {
     up_target *t;
     up_pool *p = pool_at("http", tsrv_port(plain), NULL, 4, 8, &t);
@@ -407,6 +457,7 @@ int main(void) {
     tls = tsrv_start(sctx);
     MCPG_REQUIRE(plain && tls, "test servers");
     test_target();
+    test_destinations();
     test_plain_chunked_close();
     test_streamed();
     test_keep_alive();
