@@ -251,13 +251,17 @@ static void route_completion(mcpg_call *c) {
     if (c->route) target_from_request(c, id, n);
 }
 
-/* A task's id is "<backend instance>.<rest>": the backend that made it. */
+/* A task's id is "<backend instance>.<rest>": the backend that made it. Ids
+ * clients hold carry a seal (task_seal.c), checked once identity has run
+ * (pipeline.c); the backend is handed its own id, without it. */
 static void route_task(mcpg_call *c) {
     const char *id = c->d.name;
-    const char *dot = id ? memchr(id, '.', c->d.name_len) : NULL;
-    if (!dot) return;
+    size_t n = id ? task_seal_split(id, c->d.name_len, c->task_seal) : 0;
+    const char *dot = n ? memchr(id, '.', n) : NULL;
+    if (!dot) return; /* unsealed or malformed: no task of anyone's */
+    c->task_plain_len = n;
     c->route = catalog_find_task_backend(c->gen, id, (size_t)(dot - id));
-    if (c->route) target_from_request(c, dot + 1, c->d.name_len - (size_t)(dot + 1 - id));
+    if (c->route) target_from_request(c, dot + 1, n - (size_t)(dot + 1 - id));
 }
 
 /* events methods and event webhooks: the events instance, with the event type

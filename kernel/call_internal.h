@@ -145,6 +145,8 @@ struct mcpg_call {
      * held members its method does not define or escaped names */
     mcpg_buf judged_name, judged_ref, judged_params;
     bool ref_judged, ref_is_prompt; /* completion/complete: judged_name is the ref's id */
+    char task_seal[33];          /* tasks methods: the seal the client's task id carried (task_seal.c) */
+    size_t task_plain_len;       /* ... and the id's length without it */
     char session[80];            /* the legacy wire's session id, NUL-terminated (audit) */
     call_msgs msgs;              /* messages before the outcome (messages.c) */
     bool is_error;
@@ -200,6 +202,17 @@ static inline bool call_error_of(mcpg_call *c, int64_t *code, const char **msg) 
     *msg = c->err_msg;
     return c->is_error;
 }
+
+/* ---- task_seal.c ---- */
+/* The task key: from a secret (gateway.secret_env), else random once per process. */
+void task_seal_configure(const char *secret, size_t n);
+/* id ends in "~<seal>": the seal into seal (33 bytes) and the length before it; else 0. */
+size_t task_seal_split(const char *id, size_t n, char *seal);
+/* The seal is the one c's caller would have been given for id (after identity). */
+bool task_seal_matches(mcpg_call *c, const char *id, size_t n, const char *seal);
+/* json with every "taskId" string member sealed for c's caller, into out: 0;
+ * 1 when json holds no task id (out untouched); MCPG_ENOMEM. */
+int task_seal_json(mcpg_call *c, const char *json, size_t n, mcpg_buf *out);
 
 /* ---- judge.c ---- */
 /* The one reading of a client's request: 0, or -1 with the error set (the

@@ -395,6 +395,8 @@ int host_call_set_identity(mcpg_call *c, const char *p, const char *t, const cha
 const char *host_call_principal(mcpg_call *c);
 const char *host_call_tenant(mcpg_call *c);
 const char *host_call_owner(mcpg_call *c, size_t *len);
+/* task_seal.c: the task key from a secret (gateway.secret_env), else random once. */
+void task_seal_configure(const char *secret, size_t n);
 const char *host_call_roles(mcpg_call *c);
 int host_call_identify(mcpg_call *c, const mcpg_identity *id);
 uint32_t host_call_role_count(mcpg_call *c);

@@ -189,12 +189,31 @@ static void parse_listen(mctx *c, json_t *gw, const char *listen_override) {
         }
 }
 
+/* gateway.secret_env: the variable holding the secret every replica of a
+ * fleet shares, from which the task key comes (task_seal.c); unset, the key
+ * is random per process. */
+static void parse_secret(mctx *c, json_t *gw) {
+    char *var = get_string(c, gw, "secret_env", "gateway", NULL);
+    if (!var) {
+        task_seal_configure(NULL, 0);
+        return;
+    }
+    const char *v = getenv(var);
+    if (!v || strlen(v) < 16) {
+        err(c, "gateway.secret_env", "the variable %s is %s: it must hold at least 16 bytes of "
+            "secret (the same on every replica)", var, v ? "shorter than 16 bytes" : "not set");
+    } else {
+        task_seal_configure(v, strlen(v));
+    }
+    free(var);
+}
+
 static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
                           const char *exe_dir) {
     static const char *const keys[] = {"name", "listen", "workers", "module_dir", "runtime_dir",
                                        "log_level", "drain_timeout_ms", "reload_drain_ms", "max_calls_per_worker",
                                        "pool", "transport", "server", "list_page_size",
-                                       "id", "anonymous", "audit", "redact", "watch"};
+                                       "id", "anonymous", "audit", "redact", "watch", "secret_env"};
     manifest *m = c->m;
     json_t *gw = get_object(c, root, "gateway", "gateway");
     json_t *empty = json_object();
@@ -205,6 +224,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     gethostname(host, sizeof host - 1);
     m->id = get_string(c, gw, "id", "gateway", host);
     m->anonymous = get_bool(c, gw, "anonymous", "gateway", false);
+    parse_secret(c, gw);
     m->redact = redactor_compile(json_object_get(gw, "redact"), json_object_get(gw, "audit"),
                                  c->file, c->errs);
     parse_listen(c, gw, listen_override);

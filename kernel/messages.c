@@ -45,7 +45,10 @@ static void fail_ask_of(mcpg_call *c, const char *json, size_t len, int status);
  * (MCPG_EAGAIN: its client is that far behind). */
 static int deliver_one(mcpg_call *c, const char *json, size_t len) {
     asks_register(c, json, len);
+    mcpg_buf sealed = {0}; /* a task's news names it as its client knows it */
+    if (task_seal_json(c, json, len, &sealed) == 0) json = sealed.data, len = sealed.len;
     int rc = c->d.message(c->d.transport_ctx, call_handle(c, CALL_STAGE_TRANSPORT), json, len);
+    mcpg_buf_free(&sealed);
     if (rc == 0) return 0;
     klog(MCPG_LOG_DEBUG, "kernel", "the transport did not take a message: %s", mcpg_strerror(rc));
     fail_ask_of(c, json, len, rc);

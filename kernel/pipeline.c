@@ -238,6 +238,8 @@ static void answer_listen(mcpg_call *c) {
     if (rc) call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
 }
 
+static void seal_result(mcpg_call *c);
+
 /* tasks/list (legacy wire): every task backend's tasks of this client. */
 static void answer_task_list(mcpg_call *c) {
     mcpg_buf *out = &c->result;
@@ -259,6 +261,7 @@ static void answer_task_list(mcpg_call *c) {
     mcpg_buf_free(&one);
     rc |= mcpg_buf_puts(out, "]}");
     if (rc) call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
+    else seal_result(c);
 }
 
 static void answer_locally(mcpg_call *c) {
@@ -416,6 +419,28 @@ static bool session_owner_ok(mcpg_call *c) {
     return false;
 }
 
+/* A task named by a caller it was not made for is unknown to that caller:
+ * answered as an id nobody made (not_found, after policy). */
+static void task_owner_check(mcpg_call *c) {
+    bool tasked = c->method >= MCPG_METHOD_TASKS_GET && c->method <= MCPG_METHOD_TASKS_UPDATE &&
+                  c->method != MCPG_METHOD_TASKS_LIST;
+    if (tasked && c->route && !task_seal_matches(c, c->d.name, c->task_plain_len, c->task_seal))
+        c->route = NULL;
+}
+
+/* Whatever a client is shown carries task ids sealed for it. */
+static void seal_result(mcpg_call *c) {
+    mcpg_buf out = {0};
+    int rc = c->result.len ? task_seal_json(c, c->result.data, c->result.len, &out) : 1;
+    if (rc == 0) {
+        mcpg_buf_free(&c->result);
+        c->result = out;
+        return;
+    }
+    mcpg_buf_free(&out);
+    if (rc < 0) call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
+}
+
 /* The methods a transport submits only to pass a request on a session
  * through identity (ABI 1.6: "initialize", MCPG_SESSION_METHOD): answered
  * {} once it has. */
@@ -439,6 +464,7 @@ static bool stage_next(mcpg_call *c, mcpg_status *st) {
         if (stage == STAGE_IDENTITY) {
             c->identity_ran = true;
             if (!anonymous_allowed(c) || !session_owner_ok(c)) return false;
+            task_owner_check(c);
         }
         after_stage(c);
         return false;
@@ -583,6 +609,7 @@ static void on_backend_status(mcpg_call *c, mcpg_status st) {
     c->tb1 = mono_us();
     if (st == MCPG_DENY) c->backend_failed = true;
     if (st == MCPG_CONTINUE && c->method == MCPG_METHOD_EVENTS_LIST) filter_event_list(c);
+    if (st == MCPG_CONTINUE && !c->borrowed) seal_result(c);
     bool audited = dispatched(c->method) && c->gen->n_stage[STAGE_AUDIT];
     c->phase = audited ? PH_AUDIT_DONE : PH_COMPLETE;
     c->idx = 0;
