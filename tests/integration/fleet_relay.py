@@ -3,16 +3,19 @@ replica, dropped, and resumed (GET with Last-Event-ID) on another, which
 relays it over the coordinator's pub/sub (modules/transport_http/relay.h).
 
 The gateways must serve backend_mock's `echo` and a tool `slow` that answers
-after SLOW_MS (the fleet tests add it to the shipped manifests)."""
+after SLOW_MS (the fleet tests add it to the shipped manifests). SLOW_MS is long
+enough that what a check does while the call runs (a resumption, two more GETs,
+a DELETE) fits in it on a loaded machine; the bounds that tell "while the call
+ran" from "after it ended" are SLOW_MS itself."""
 
 import json
 import time
 
-from gateway import check, check_eq, expect_error  # noqa: E402
+from gateway import Conn, check, check_eq, expect_error  # noqa: E402
 from test_legacy_wire import (drop_after_priming, events, head_of,  # noqa: E402
-                              initialize, read_stream, request, resume)
+                              initialize, read_stream, request, resume_when_free, rpc)
 
-SLOW_MS = 1500
+SLOW_MS = 8000
 SLOW_TOOL = {"name": "slow", "latency_ms": SLOW_MS}
 
 
@@ -39,10 +42,17 @@ def relay_checks(port_of):
     def t_after_the_end():
         a, b = port_of("A"), port_of("B")
         _, sid = initialize(a)
-        last = drop_after_priming(b, sid, "echo", 31, message="relayed")
-        time.sleep(0.2)  # the call is over on B: its result is in B's buffer
-        c = resume(a, sid, last)
-        status, head = head_of(c)
+        # the call on B, its connection closed once its result has come: the call is
+        # over on B and its result is in B's buffer
+        with Conn(b) as p:
+            request(b, body=rpc("tools/call", {"name": "echo", "arguments": {"message": "relayed"}},
+                                id=31), session=sid, conn=p)
+            status, head = head_of(p)
+            check_eq(status, 200, "the call's stream on B (%r)" % head)
+            text, _ = read_stream(p, until="Echo: relayed")
+        last = events(text)[0][0]
+        check(last and not events(text)[0][1].strip(), "the priming event first: %r" % text)
+        c, status, head = resume_when_free(a, sid, last)
         check_eq(status, 200, "resumed on A from B's buffer (%r)" % head)
         text, ended = read_stream(c, timeout=10)
         c.close()
@@ -58,15 +68,17 @@ def relay_checks(port_of):
         _, sid = initialize(a)
         t0 = time.monotonic()
         last = drop_after_priming(b, sid, "slow", 32, message="live")
-        first = resume(a, sid, last)
-        status, head = head_of(first)
+        first, status, head = resume_when_free(a, sid, last, timeout=SLOW_MS / 2000.0)
         check_eq(status, 200, "resumed on A while the call runs on B (%r)" % head)
-        check(time.monotonic() - t0 < SLOW_MS / 1000.0, "the head before the result")
         for port, where in ((a, "A"), (b, "B")):
             r = request(port, "GET", session=sid, accept="text/event-stream",
                         extra=(("Last-Event-ID", last),))
             expect_error(r, 409, -32000, "a second GET on that stream, on %s" % where, check_id=False)
-        text, ended = read_stream(first, timeout=10)
+        # the head and both 409s came while the call still ran: a relayed live stream
+        live = time.monotonic() - t0
+        check(live < SLOW_MS / 1000.0, "the head and the 409s %.2fs after the %d ms call began"
+              % (live, SLOW_MS))
+        text, ended = read_stream(first, timeout=SLOW_MS / 1000.0 + 10)
         took = time.monotonic() - t0
         first.close()
         check(ended and result_text(text) == "Echo: live", "the live result through A: %r" % text)
@@ -77,20 +89,20 @@ def relay_checks(port_of):
     def t_client_leaves():
         a, b = port_of("A"), port_of("B")
         _, sid = initialize(a)
+        t0 = time.monotonic()
         last = drop_after_priming(b, sid, "slow", 33, message="again")
-        first = resume(a, sid, last)
-        check_eq(head_of(first)[0], 200, "resumed on A")
+        first, status, head = resume_when_free(a, sid, last, timeout=SLOW_MS / 2000.0)
+        check_eq(status, 200, "resumed on A (%r)" % head)
         first.close()  # A tells B: the stream waits for a client again
-        deadline = time.monotonic() + 3
-        while True:
-            c = resume(b, sid, last)
-            status, head = head_of(c)
-            if status != 409 or time.monotonic() > deadline:
-                break
-            c.close()
-            time.sleep(0.05)
+        # 409 until B hears it; the call's own end (SLOW_MS) would free the stream too,
+        # so only a resumption before then shows A's word reached B
+        c, status, head = resume_when_free(b, sid, last,
+                                           timeout=max(0.0, SLOW_MS / 1000.0 - (time.monotonic() - t0)))
+        freed = time.monotonic() - t0
         check_eq(status, 200, "resumed on B itself once A's client left (%r)" % head)
-        text, ended = read_stream(c, timeout=10)
+        check(freed < SLOW_MS / 1000.0, "resumed on B %.2fs after the %d ms call began: freed by "
+              "the call's end, not by A's client leaving" % (freed, SLOW_MS))
+        text, ended = read_stream(c, timeout=SLOW_MS / 1000.0 + 10)
         c.close()
         check(ended and result_text(text) == "Echo: again", "the result on B: %r" % text)
         request(a, "DELETE", session=sid)
@@ -99,8 +111,8 @@ def relay_checks(port_of):
         a, b = port_of("A"), port_of("B")
         _, sid = initialize(a)
         last = drop_after_priming(b, sid, "slow", 34, message="cut")
-        first = resume(a, sid, last)
-        check_eq(head_of(first)[0], 200, "resumed on A")
+        first, status, head = resume_when_free(a, sid, last, timeout=SLOW_MS / 2000.0)
+        check_eq(status, 200, "resumed on A (%r)" % head)
         t0 = time.monotonic()
         r = request(b, "DELETE", session=sid)
         check(r.status in (200, 204), "DELETE on B: %d" % r.status)

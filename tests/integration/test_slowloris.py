@@ -6,9 +6,12 @@ header_timeout_ms HEADER_MS, idle_timeout_ms IDLE_MS. A normal client's calls (e
 keep-alive connection) are timed alone, then again while slowloris.py, a process of its
 own, holds SLOW_HEADER connections trickling a header section a byte at a time (never
 finished) and SLOW_BODY connections trickling a body after a whole header section:
-  * the p99 with them stays under 100 ms, or under 10x the p99 alone (a generous bound:
-    the machine is shared, both figures come from the same run);
-  * none of the slow connections is closed while it is within its deadline;
+  * each of SLOW_CALLS calls made while they trickle is answered far below HEADER_MS
+    (under half of it): a call held until the slow clients are cut would take about
+    HEADER_MS; the percentiles alone and with them are printed, not judged (the machine
+    is shared);
+  * none of the slow connections is closed while it is within its deadline, whether
+    or not the timed calls were still running;
   * each header trickler is closed, without a byte of answer, once HEADER_MS from its
     first byte has passed (the header deadline, checked every quarter of it), before
     IDLE_MS could have closed it;
@@ -34,7 +37,7 @@ IDLE_MS = 6000
 SLOW_HEADER = 300
 SLOW_BODY = 50
 CALLS = 200
-WINDOW_S = 1.5  # the calls timed with the slow clients stop after this long
+SLOW_CALLS = 50  # calls timed while the slow clients trickle (a count, no time window)
 
 
 def pct(xs, p):
@@ -42,15 +45,11 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(len(xs) * p))]
 
 
-def timed_calls(port, n, tag, window=None):
-    """Latencies (s) of up to n echo calls on one keep-alive connection (fewer if
-    window seconds pass first)."""
+def timed_calls(port, n, tag):
+    """Latencies (s) of n echo calls on one keep-alive connection."""
     out = []
-    t_end = time.monotonic() + window if window else None
     with Conn(port) as c:
         for i in range(n):
-            if t_end and time.monotonic() > t_end:
-                break
             rid = "%s-%d" % (tag, i)
             t0 = time.monotonic()
             c.send(tool_call_request(port, "echo", {"message": "hi"}, id=rid))
@@ -81,8 +80,8 @@ def main():
                 ready, _, _ = select.select([slow.stdout], [], [], 20)
                 check(ready and slow.stdout.readline() == b"ready\n",
                       "slowloris.py did not open its connections")
-                with_slow = timed_calls(gw.port, CALLS, "slow", window=WINDOW_S)
-                window_end = time.monotonic()
+                with_slow = timed_calls(gw.port, SLOW_CALLS, "slow")
+                calls_end = time.monotonic()
                 out, _ = slow.communicate(timeout=IDLE_MS / 1000.0 + 15)
             finally:
                 if slow.poll() is None:
@@ -93,15 +92,19 @@ def main():
             r, rpc = call_tool(gw.port, "echo", {"message": "hi"}, id="after")
             expect_result(r, rpc, "after", "a new connection after the slow ones")
 
-        check(len(with_slow) >= 20, "only %d calls in %.1fs with the slow clients"
-              % (len(with_slow), WINDOW_S))
+        check_eq(len(with_slow), SLOW_CALLS, "calls timed with the slow clients")
         p99_alone, p99_slow = pct(alone, 0.99), pct(with_slow, 0.99)
-        print("p50/p99 alone %.2f/%.2f ms, with %d slow connections %.2f/%.2f ms (%d calls)"
+        print("p50/p99 alone %.2f/%.2f ms, with %d slow connections %.2f/%.2f ms, max "
+              "%.2f ms (%d calls)"
               % (pct(alone, 0.5) * 1e3, p99_alone * 1e3, SLOW_HEADER + SLOW_BODY,
-                 pct(with_slow, 0.5) * 1e3, p99_slow * 1e3, len(with_slow)))
-        check(p99_slow < 0.100 or p99_slow < 10 * p99_alone,
-              "p99 %.1f ms with the slow clients, %.1f ms alone"
-              % (p99_slow * 1e3, p99_alone * 1e3))
+                 pct(with_slow, 0.5) * 1e3, p99_slow * 1e3, max(with_slow) * 1e3,
+                 len(with_slow)))
+        # What this tells apart: a call served beside the slow clients (milliseconds)
+        # from one held until they are cut at HEADER_MS. Half of it leaves room for a
+        # loaded machine without letting a held call through.
+        check(max(with_slow) < HEADER_MS / 2000.0,
+              "a call took %.2fs with the slow clients (header_timeout_ms %d): held "
+              "behind them" % (max(with_slow), HEADER_MS))
 
         check_eq(len(conns), SLOW_HEADER + SLOW_BODY, "slow connections reported")
         lasted = {"header": [], "body": []}
@@ -109,9 +112,12 @@ def main():
             if c["closed"] is None:
                 fail("slow connection %d (%s) still open %.0f s after its first byte"
                      % (i, c["kind"], IDLE_MS / 1000.0 + 8))
-            check(c["closed"] > window_end,
-                  "slow connection %d (%s) closed %.2fs after its first byte, before the "
-                  "timed calls ended" % (i, c["kind"], c["closed"] - c["first"]))
+            # Closed while the timed calls still ran: only if its own deadline had
+            # passed (on a slow machine the calls may outlast the first deadlines).
+            deadline_s = (HEADER_MS if c["kind"] == "header" else IDLE_MS) / 1000.0
+            check(c["closed"] > calls_end or c["closed"] - c["first"] >= 0.9 * deadline_s,
+                  "slow connection %d (%s) closed %.2fs after its first byte, before its "
+                  "deadline, while the timed calls ran" % (i, c["kind"], c["closed"] - c["first"]))
             check_eq(c["got"], 0, "bytes sent to slow connection %d (%s)" % (i, c["kind"]))
             lasted[c["kind"]].append(c["closed"] - c["first"])
         h, b = lasted["header"], lasted["body"]
