@@ -168,6 +168,16 @@ static int rebuild(mcpg_call *c, const method_shape *s, const char *p, size_t n)
     return 0;
 }
 
+/* text[0..n) is exactly one JSON value, whitespace around it allowed: 1 with
+ * its span in *v. Anything after the value would reach a backend unjudged. */
+static bool one_value(const char *text, size_t n, mcpg_json_span *v) {
+    size_t pos = 0;
+    if (mcpg_json_value(text, n, &pos, v) != 1) return false;
+    while (pos < n && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
+        pos++;
+    return pos == n;
+}
+
 /* A call without params (a transport that hands the kernel its target and
  * arguments directly): those are all a backend sees, so they are what is
  * judged, under the same rules. */
@@ -175,12 +185,13 @@ static int judge_bare(mcpg_call *c) {
     mcpg_call_desc *d = &c->d;
     if (d->name && memchr(d->name, '\0', d->name_len)) return refuse(c, "the name", "holds a NUL character");
     if (!d->args_json) return 0;
-    size_t pos = 0;
     mcpg_json_span args;
-    if (mcpg_json_value(d->args_json, d->args_len, &pos, &args) != 1 || args.type != MCPG_JSON_OBJECT)
+    if (!one_value(d->args_json, d->args_len, &args) || args.type != MCPG_JSON_OBJECT)
         return refuse(c, "params.arguments", "must be an object");
+    d->args_json = args.p, d->args_len = args.n;
     int u = mcpg_json_unique(args.p, args.n, NULL);
     if (u == 1) return refuse(c, "params.arguments", "names a member twice");
+    if (u == 2) return refuse(c, "a member name in params.arguments", "holds a NUL character");
     return u ? refuse(c, "params.arguments", "is not valid JSON") : 0;
 }
 
@@ -195,9 +206,9 @@ int call_judge(mcpg_call *c) {
     d->name = NULL, d->name_len = 0;
     d->args_json = NULL, d->args_len = 0;
     mcpg_json_span params, dup;
-    size_t pos = 0;
-    if (mcpg_json_value(p, n, &pos, &params) != 1 || params.type != MCPG_JSON_OBJECT)
+    if (!one_value(p, n, &params) || params.type != MCPG_JSON_OBJECT)
         return refuse(c, "params", "must be an object");
+    d->params_json = params.p, d->params_len = params.n; /* the value itself, nothing around it */
     int u = mcpg_json_unique(params.p, params.n, &dup);
     if (u == 1) {
         int shown = dup.n < 64 ? (int)dup.n : 64;
@@ -205,6 +216,7 @@ int call_judge(mcpg_call *c) {
                        shown, dup.p);
         return -1;
     }
+    if (u == 2) return refuse(c, "a member name in params", "holds a NUL character");
     if (u != 0) return refuse(c, "params", "is not valid JSON");
     bool foreign = false, reshaped = false;
     size_t iter = 0;

@@ -6,6 +6,10 @@
  * request it never judged, so what the gateway acts on has none. Names are
  * compared decoded ("n\u0061me" and "name" are one name).
  *
+ * A name holding a NUL (an escaped \u0000) is refused the same way: a
+ * reader that keeps names as C strings cuts it there, and "a\u0000x" and
+ * "a" become one name.
+ *
  * Each object's names are gathered and compared before its values are
  * visited, so one scratch list serves every object: pairwise for a few
  * names, sorted for many (an object of n names costs O(n log n), never
@@ -55,6 +59,7 @@ static int push_key(scratch *s, const mcpg_json_span *k) {
     if (mcpg_json_string_decode(k, s->bytes.data + s->bytes.len, k->n + 1, &len))
         return MCPG_EPROTO;
     *r = (key_ref){.p = NULL, .off = s->bytes.len, .n = len, .src = *k};
+    if (memchr(s->bytes.data + s->bytes.len, '\0', len)) return 2; /* a NUL in the name */
     s->bytes.len += len;
     return 0;
 }
@@ -87,7 +92,10 @@ static int check_object(scratch *s, const mcpg_json_span *v, mcpg_json_span *dup
     s->nkeys = 0;
     s->bytes.len = 0;
     while ((rc = mcpg_json_object_next(v->p, v->n, &iter, &k, &val)) == 1)
-        if ((rc = push_key(s, &k)) != 0) return rc;
+        if ((rc = push_key(s, &k)) != 0) {
+            if (rc == 2 && dup) *dup = k;
+            return rc;
+        }
     if (rc < 0) return rc;
     if (has_duplicate(s, dup)) return 1;
     iter = 0;

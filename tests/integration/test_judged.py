@@ -83,6 +83,8 @@ def variants(tool, tag):
         ("escaped argument value", '"name":%s,"arguments":{"message":"o\\u006b",%s}' % (n, t)),
         ("NUL in the name", '"name":"%s\\u0000/../x","arguments":{"message":"ok",%s}' % (tool, t)),
         ("NUL in an argument", '"name":%s,"arguments":{"message":"ok\\u0000EVIL",%s}' % (n, t)),
+        ("NUL in an argument name",
+         '"name":%s,"arguments":{"message":"ok","message\\u0000":"EVIL",%s}' % (n, t)),
         ("a uri beside the name", '"name":%s,"uri":"file:///etc/passwd","arguments":{"message":"ok",%s}'
          % (n, t)),
         ("a member tools/call does not define",
@@ -244,7 +246,8 @@ def main():
                        "dup name, escaped spelling", "nested dup", "dup inside an array",
                        "dup _meta member", "NUL in the name", "name in another case",
                        "arguments not an object", "name not a string", "guard broken",
-                       "NUL in an argument", "generated (a duplicate planted)"]
+                       "NUL in an argument", "NUL in an argument name",
+                       "generated (a duplicate planted)"]
         must_admit = ["plain", "escaped name", "escaped argument value", "a uri beside the name",
                       "a member tools/call does not define", "generated"]
         for wire, tool, label, tag, members, out in sent:

@@ -207,8 +207,10 @@ int mcpg_json_int64(const mcpg_json_span *s, int64_t *out);
  * invalid UTF-8 bytes become U+FFFD. */
 size_t mcpg_json_escape(char *dst, const char *s, size_t n);
 /* No object anywhere in the value text[0..n) names a member twice, names
- * compared decoded: 0. 1 when one does (*dup, when not NULL: the second
- * name as written, a span into text); MCPG_EPROTO when text is not JSON,
+ * compared decoded, and no name holds a NUL once decoded (a reader keeping
+ * names as C strings would cut it, making two names one): 0. 1 when one is
+ * named twice, 2 when a name holds a NUL (*dup, when not NULL: that name as
+ * written, a span into text); MCPG_EPROTO when text is not JSON,
  * MCPG_ENOMEM. Readers disagree on which of two equal members counts (the
  * first, the last), so what a gateway judges must have none: a server behind
  * it could read the other one. Cost O(n log n) in the members of the
