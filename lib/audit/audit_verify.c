@@ -51,6 +51,12 @@ typedef struct verifier {
     int due_found;  /* a later line carries the number that was due */
     size_t due_file;
     uint64_t due_line;
+    /* the anchored line, when one is asked for */
+    uint64_t anchor_line;
+    int anchor_seen;
+    size_t anchor_file;
+    uint64_t anchor_fline;
+    uint8_t anchor_hash[AUDIT_HASH_LEN];
 } verifier;
 
 static const uint8_t genesis[AUDIT_HASH_LEN];
@@ -65,6 +71,8 @@ const char *audit_break_name(audit_break what) {
     case AUDIT_NOT_CHAIN: return "not a chain line";
     case AUDIT_TORN: return "torn";
     case AUDIT_IO: return "unreadable";
+    case AUDIT_SHORT: return "cut short";
+    case AUDIT_ANCHOR: return "not the anchored line";
     }
     return "?";
 }
@@ -216,6 +224,12 @@ static int feed_file(verifier *v, const char *path, size_t i, int last_file,
             break;
         }
         read_line(v, &l, text, (size_t)len - (size_t)whole);
+        if (v->anchor_line && l.chained && l.n == v->anchor_line && !v->anchor_seen) {
+            v->anchor_seen = 1;
+            v->anchor_file = i;
+            v->anchor_fline = fline;
+            memcpy(v->anchor_hash, l.hash, AUDIT_HASH_LEN);
+        }
         if (!whole && !v->failed) {
             found(out, AUDIT_TORN, &l, "it has no final newline, and files follow it");
             v->failed = 1;
@@ -251,9 +265,22 @@ static int seen_before(const char *const *files, size_t i, audit_verify_result *
     return 0;
 }
 
+static audit_break verify_files(const char *const *files, size_t n, const audit_chain_head *anchor,
+                                audit_verify_result *out);
+
 audit_break audit_verify_files(const char *const *files, size_t n, audit_verify_result *out) {
+    return verify_files(files, n, NULL, out);
+}
+
+audit_break audit_verify_anchored(const char *const *files, size_t n, const audit_chain_head *anchor,
+                                  audit_verify_result *out) {
+    return verify_files(files, n, anchor, out);
+}
+
+static audit_break verify_files(const char *const *files, size_t n, const audit_chain_head *anchor,
+                                audit_verify_result *out) {
     *out = (audit_verify_result){.what = AUDIT_INTACT};
-    verifier v = {.h = audit_hasher_new()};
+    verifier v = {.h = audit_hasher_new(), .anchor_line = anchor ? anchor->line : 0};
     if (!v.h) {
         out->what = AUDIT_IO;
         out->err = ENOMEM;
@@ -282,5 +309,26 @@ audit_break audit_verify_files(const char *const *files, size_t n, audit_verify_
     out->lines = v.passed;
     out->head.line = v.passed ? v.p1.n : 0;
     memcpy(out->head.hash, v.passed ? v.p1.hash : genesis, AUDIT_HASH_LEN);
+    if (!anchor || anchor->line == 0) return AUDIT_INTACT;
+    if (!v.anchor_seen) {
+        out->what = AUDIT_SHORT;
+        out->file = n ? n - 1 : 0;
+        out->file_line = 0;
+        snprintf(out->detail, sizeof out->detail,
+                 "the chain ends at line %" PRIu64 " and the anchor holds line %" PRIu64
+                 ": lines were cut off its end, or the file was emptied or replaced",
+                 out->last_line, anchor->line);
+        return AUDIT_SHORT;
+    }
+    if (memcmp(v.anchor_hash, anchor->hash, AUDIT_HASH_LEN) != 0) {
+        out->what = AUDIT_ANCHOR;
+        out->file = v.anchor_file;
+        out->file_line = v.anchor_fline;
+        snprintf(out->detail, sizeof out->detail,
+                 "line %" PRIu64 " is not the line the anchor recorded: the chain was rewritten "
+                 "from there on",
+                 anchor->line);
+        return AUDIT_ANCHOR;
+    }
     return AUDIT_INTACT;
 }

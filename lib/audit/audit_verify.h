@@ -18,7 +18,9 @@ typedef enum audit_break {
     AUDIT_INSERTED,  /* a line that was not written there */
     AUDIT_NOT_CHAIN, /* a line without chain fields: inserted, or its prefix edited */
     AUDIT_TORN,      /* a line without its '\n' that is not the set's last */
-    AUDIT_IO         /* a file could not be read (errno in `err`) */
+    AUDIT_IO,        /* a file could not be read (errno in `err`) */
+    AUDIT_SHORT,     /* intact, but it ends before the anchored line: its tail was cut */
+    AUDIT_ANCHOR     /* the anchored line is there, with other bytes than were anchored */
 } audit_break;
 
 typedef struct audit_verify_result {
@@ -42,6 +44,12 @@ typedef struct audit_verify_result {
 
 /* Check files[0..n) (oldest first) as one chain. Returns out->what. */
 audit_break audit_verify_files(const char *const *files, size_t n, audit_verify_result *out);
+
+/* The same, and then the anchor (audit_anchor.h): the chain must hold line
+ * anchor->line with hash anchor->hash. AUDIT_SHORT when it ends before it,
+ * AUDIT_ANCHOR when that line differs; out->detail says which line. */
+audit_break audit_verify_anchored(const char *const *files, size_t n, const audit_chain_head *anchor,
+                                  audit_verify_result *out);
 
 /* "edited", "deleted", ... */
 const char *audit_break_name(audit_break what);

@@ -23,6 +23,8 @@ typedef struct audit_cfg {
     int64_t max_batch_bytes;
     int64_t rotate_bytes;
     int64_t rotate_keep;
+    const char *anchor_path;    /* NULL: no anchor */
+    int64_t anchor_interval_ms;
 } audit_cfg;
 
 /* Writer thread only once started (start and stop run when it is not). */

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit_anchor.h"
 #include "audit_disk.h"
 #include "audit_sink.h"
 #include "audit_writer.h"
@@ -52,6 +53,14 @@ static const mcpg_config_field audit_config[] = {
                        "renamed path.1 and a new one started, between batches"),
     MCPG_CFG_INT_FIELD(audit_cfg, rotate_keep, "rotate_keep", "5", 1, 1000,
                        "rotated files kept: path.1 (newest) .. path.N; the oldest is removed"),
+    MCPG_CFG_STRING_FIELD(audit_cfg, anchor_path, "anchor_path", NULL,
+                          "a file, best on another disk or host, the chain's head is written to "
+                          "(replaced whole) at least every anchor_interval_ms and at a clean "
+                          "stop: `mcpg audit verify --anchor` then tells a tail cut off or a "
+                          "file emptied"),
+    MCPG_CFG_INT_FIELD(audit_cfg, anchor_interval_ms, "anchor_interval_ms", "1000", 0, 86400000,
+                       "the longest time a committed head waits to be anchored (0: after every "
+                       "batch)"),
     MCPG_CONFIG_END};
 
 /* One queued event: where its line ends in the batch text and whom to wake. */
@@ -85,6 +94,9 @@ typedef struct audit {
     uint64_t fail_streak; /* batches failed in a row; see audit_log_errno */
     int fail_errno;
     time_t fail_logged_s;
+    uint64_t anchored_ms;   /* when the anchor was last written (mono ms) */
+    uint64_t anchored_line; /* the line it holds */
+    int anchor_failing;     /* the last anchor write failed (logged once) */
 } audit;
 
 /* A call to fail on its own loop: call_error is loop-thread-only. */
@@ -327,6 +339,27 @@ static int audit_commit_chunk(audit *a, size_t i, size_t j) {
     return ok;
 }
 
+/* The head to the anchor file (writer thread, or stop once it has ended):
+ * when it moved and `force` or the interval has passed since the last. */
+static void audit_anchor(audit *a, int force) {
+    const audit_cfg *cfg = a->cfg;
+    if (!cfg->anchor_path || a->disk.head.line == a->anchored_line) return;
+    uint64_t now = a->host->mono_us() / 1000;
+    if (!force && now - a->anchored_ms < (uint64_t)cfg->anchor_interval_ms) return;
+    if (audit_anchor_write(cfg->anchor_path, &a->disk.head) != 0) {
+        if (!a->anchor_failing)
+            a->host->log(a->self, MCPG_LOG_ERROR, "anchor_path %s: %s (the chain's head is not "
+                         "anchored until it works)", cfg->anchor_path, strerror(errno));
+        a->anchor_failing = 1;
+        return;
+    }
+    if (a->anchor_failing)
+        a->host->log(a->self, MCPG_LOG_WARN, "anchor_path %s: written again", cfg->anchor_path);
+    a->anchor_failing = 0;
+    a->anchored_ms = now;
+    a->anchored_line = a->disk.head.line;
+}
+
 /* One group commit: events [i, j) of the writing batch. */
 static void audit_commit(audit *a, size_t i, size_t j) {
     audit_batch *b = &a->writing;
@@ -339,6 +372,7 @@ static void audit_commit(audit *a, size_t i, size_t j) {
         else
             audit_fail_call(a, &b->ev[k]);
     }
+    if (ok) audit_anchor(a, 0); /* after the resumes: no call waits on it */
     a->n_batches++;
     a->n_events += j - i;
     if (j - i > a->max_events) a->max_events = j - i;
@@ -478,6 +512,7 @@ static void audit_stop(void *instance) {
     if (!a->w.started) return;
     audit_writer_stop(&a->w);
     a->running = 0;
+    audit_anchor(a, 1); /* the writer has ended: the last head, anchored */
     char hex[2 * AUDIT_HASH_LEN + 1];
     audit_hash_hex(a->disk.head.hash, hex);
     audit_disk_close(&a->disk);

@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reload"))
 from gateway import (Context, Gateway, audit_files, audit_verify, base_manifest,  # noqa: E402
                      build_request, check, check_eq, echo_load, parse_args, read_audit,
-                     rpc_body, run_tests, send_one, stateless_headers, wait_for)
+                     rpc_body, run_cli, run_tests, send_one, stateless_headers, wait_for)
 from test_reload import TOKEN, reload_ok  # noqa: E402
 
 ALLOWED = "mcpg.tool.call.allowed"
@@ -53,7 +53,9 @@ def main():
     ctx = Context(args)
     audit = ctx.path("audit.jsonl")
     m = base_manifest(audit_path=audit, gateway={"id": "gw-chain-test"})
-    m["modules"][-1]["config"].update({"rotate_bytes": 32768, "rotate_keep": 1000})
+    anchor = ctx.path("anchor.json")
+    m["modules"][-1]["config"].update({"rotate_bytes": 32768, "rotate_keep": 1000,
+                                       "anchor_path": anchor})
     m["modules"].append({"name": "out", "module": "audit_stdout", "config": {}})
     m["pipeline"]["audit"] = ["audit", "out"]
     gw = Gateway(ctx, manifest=m, name="chain")
@@ -71,6 +73,8 @@ def main():
         r = send_one(gw.port, build_request(gw.port, headers=headers, body=body))
         check_eq(r.status, 200, "a call with a traceparent")
         gw.stop()
+        shutil.copyfile(anchor, ctx.path("anchor-after-load.json"))  # the head at the clean stop
+        state["anchor"] = ctx.path("anchor-after-load.json")
         state["acked"] = acked
         files = audit_files(audit)
         check(len(files) >= 10, "rotation under load: %d files" % len(files))
@@ -251,6 +255,44 @@ def main():
         copies, rc, out = tampered(lambda c: None, files=lambda c: [c[1], c[0]] + c[2:])
         expect_break(copies, rc, out, copies[0], 1, "reordered")
 
+    def verify_anchored(files):
+        rc, out, err = run_cli(ctx, ["audit", "verify", "--anchor", state["anchor"]] + list(files))
+        return rc, out + err
+
+    def t_anchored_intact():
+        rc, out = verify_anchored(state["files"])
+        total = 2 * len(state["acked"]) + 2
+        check(rc == 0 and "anchored: line %d " % total in out,
+              "the set against the anchor written at the stop: exit %d\n%s" % (rc, out))
+
+    def anchored_after(edit_newest):
+        """Copies of the set with the newest file changed: (plain verify, anchored verify)."""
+        def edit(copies):
+            ls = lines_of(copies[-1])
+            edit_newest(ls)
+            write_lines(copies[-1], ls)
+        copies, rc, out = tampered(edit)
+        return (rc, out), verify_anchored(copies)
+
+    def t_tail_cut():
+        plain, anchored = anchored_after(lambda ls: ls.__delitem__(slice(-3, None)))
+        check_eq(plain[0], 0, "without an anchor, a cut tail reads as intact (%s)" % plain[1])
+        check(anchored[0] == 1 and "cut short" in anchored[1],
+              "with the anchor, the cut is found: exit %d\n%s" % anchored)
+
+    def t_emptied():
+        plain, anchored = anchored_after(lambda ls: ls.clear())
+        check(anchored[0] == 1 and "cut short" in anchored[1],
+              "an emptied newest file against the anchor: exit %d\n%s" % anchored)
+
+    def t_last_line_edited():
+        def change(ls):
+            ls[-1] = ls[-1].replace(b'"event":"mcpg.tool.call.', b'"event":"mcpg.tool.kall.')
+        plain, anchored = anchored_after(change)
+        check_eq(plain[0], 0, "without an anchor, an edited last line reads as intact")
+        check(anchored[0] == 1 and "not the anchored line" in anchored[1],
+              "with the anchor, the edit is found: exit %d\n%s" % anchored)
+
     def t_unreadable():
         rc, out = audit_verify(ctx, [ctx.path("no-such-file.jsonl")])
         check(rc == 2 and "no-such-file.jsonl" in out, "exit %d: %s" % (rc, out))
@@ -259,6 +301,10 @@ def main():
         ("load through two sinks, audit_file rotating", t_load),
         ("every acknowledged call has allowed and completed, with 1.2 fields", t_every_call_recorded),
         ("mcpg audit verify: the rotated set is intact", t_verify_intact),
+        ("verify --anchor: intact, and holding the anchored head", t_anchored_intact),
+        ("a tail cut off: intact alone, cut short against the anchor", t_tail_cut),
+        ("the newest file emptied: cut short against the anchor", t_emptied),
+        ("the last line edited: found only against the anchor", t_last_line_edited),
         ("audit_stdout wrote the same events, same formatter", t_stdout_sink),
         ("reloads under load: two instances on one file, one chain", t_reload_under_load),
         ("a field changed -> edited, its line", t_field_changed),
