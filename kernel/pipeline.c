@@ -13,6 +13,8 @@
 
 #include <string.h>
 
+static bool identity_only(const mcpg_call *c);
+
 /* ---- audit ---- */
 
 static void audit_result(mcpg_call *c, mcpg_audit_event *ev);
@@ -136,7 +138,10 @@ void pipeline_release_limits(mcpg_call *c) {
 static void finish(mcpg_call *c) {
     assert(!c->answered); /* complete() runs exactly once */
     c->answered = true;
-    metrics_count_call(c); /* before the answer: a scrape after it sees the call */
+    /* before the answer: a scrape after it sees the call. A transport's
+     * identity check for a request it answers itself (ABI 1.6) is no call of
+     * its own: counted only when it refuses */
+    if (!identity_only(c) || c->denied) metrics_count_call(c);
     c->phase = PH_COMPLETE;
     /* a backend still on the pool (timed out) holds its limits until it
      * ends: dispatch.c releases them then */
@@ -367,8 +372,6 @@ static mcpg_status stage_op(mcpg_call *c, int stage, mcpg_instance *inst) {
     }
     }
 }
-
-static bool identity_only(const mcpg_call *c);
 
 /* Where a call goes once identity, policy or limits has let it through. */
 static void after_stage(mcpg_call *c) {
