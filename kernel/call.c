@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 /* ---- handles that outlived their call ---- */
@@ -63,40 +64,34 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
     return c;
 }
 
-/* Zero every field but the buffers, which keep their memory (emptied). */
+/* The buffers a call keeps across recycling: their memory stays for the
+ * next call (emptied), and goes only with the call (call_free). */
+static const size_t k_kept_bufs[] = {
+    offsetof(mcpg_call, result),      offsetof(mcpg_call, err_data),
+    offsetof(mcpg_call, pool.req_copy), offsetof(mcpg_call, target_copy),
+    offsetof(mcpg_call, name_copy),   offsetof(mcpg_call, audit_args),
+    offsetof(mcpg_call, audit_shown), offsetof(mcpg_call, judged_name),
+    offsetof(mcpg_call, judged_ref),  offsetof(mcpg_call, judged_params),
+    offsetof(mcpg_call, owner)};
+#define N_KEPT_BUFS (sizeof k_kept_bufs / sizeof *k_kept_bufs)
+
+static mcpg_buf *kept_buf(mcpg_call *c, size_t i) {
+    return (mcpg_buf *)((char *)c + k_kept_bufs[i]);
+}
+
+/* Zero every field but the kept buffers, which keep their memory (emptied). */
 static void call_reset(mcpg_call *c) {
-    mcpg_buf keep_result = c->result, keep_data = c->err_data, keep_req = c->pool.req_copy;
-    mcpg_buf keep_target = c->target_copy, keep_name = c->name_copy, keep_args = c->audit_args;
-    mcpg_buf keep_shown = c->audit_shown;
-    mcpg_buf keep_jn = c->judged_name, keep_jr = c->judged_ref, keep_jp = c->judged_params;
-    mcpg_buf keep_owner = c->owner;
+    mcpg_buf keep[N_KEPT_BUFS];
+    for (size_t i = 0; i < N_KEPT_BUFS; i++) keep[i] = *kept_buf(c, i);
     uint32_t keep_slots = c->n_slots;
     uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
     atomic_store_explicit(&c->serial, keep_serial, memory_order_relaxed);
-    c->result = keep_result;
-    c->err_data = keep_data;
-    c->pool.req_copy = keep_req;
-    c->target_copy = keep_target;
-    c->target_copy.len = 0;
-    c->name_copy = keep_name;
-    c->name_copy.len = 0;
-    c->audit_args = keep_args;
-    c->audit_args.len = 0;
-    c->audit_shown = keep_shown;
-    c->audit_shown.len = 0;
-    c->judged_name = keep_jn;
-    c->judged_name.len = 0;
-    c->judged_ref = keep_jr;
-    c->judged_ref.len = 0;
-    c->judged_params = keep_jp;
-    c->judged_params.len = 0;
-    c->owner = keep_owner;
-    c->owner.len = 0;
+    for (size_t i = 0; i < N_KEPT_BUFS; i++) {
+        *kept_buf(c, i) = keep[i];
+        kept_buf(c, i)->len = 0;
+    }
     c->list_kind = -1;
-    c->result.len = 0;
-    c->err_data.len = 0;
-    c->pool.req_copy.len = 0;
     c->n_slots = keep_slots;
     pthread_mutex_init(&c->pool.hdr_lock, NULL);
     msgs_init(c);
@@ -124,17 +119,7 @@ static mcpg_call *call_alloc(mcpg_worker *w, uint32_t n_slots) {
 }
 
 static void call_free(mcpg_call *c) {
-    mcpg_buf_free(&c->result);
-    mcpg_buf_free(&c->target_copy);
-    mcpg_buf_free(&c->name_copy);
-    mcpg_buf_free(&c->audit_args);
-    mcpg_buf_free(&c->audit_shown);
-    mcpg_buf_free(&c->judged_name);
-    mcpg_buf_free(&c->judged_ref);
-    mcpg_buf_free(&c->judged_params);
-    mcpg_buf_free(&c->owner);
-    mcpg_buf_free(&c->err_data);
-    mcpg_buf_free(&c->pool.req_copy);
+    for (size_t i = 0; i < N_KEPT_BUFS; i++) mcpg_buf_free(kept_buf(c, i));
     free(c);
 }
 

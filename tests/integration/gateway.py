@@ -670,6 +670,23 @@ def http_get(port, path, timeout=IO_TIMEOUT):
         return r.status, r.headers, r.body
 
 
+def pool_metrics(port):
+    """From GET /metrics: {"queued": n, "running": n, "refused": n} (mcpg_pool_jobs by
+    state, mcpg_pool_refused_total)."""
+    st, _, body = http_get(port, "/metrics")
+    check_eq(st, 200, "GET /metrics")
+    out = {}
+    for ln in body.decode().splitlines():
+        mt = re.match(r'^mcpg_pool_jobs\{state="(\w+)"\} (\d+)$', ln)
+        if mt:
+            out[mt.group(1)] = int(mt.group(2))
+        mt = re.match(r"^mcpg_pool_refused_total (\d+)$", ln)
+        if mt:
+            out["refused"] = int(mt.group(1))
+    check(set(out) == {"queued", "running", "refused"}, "pool series in /metrics: %r" % out)
+    return out
+
+
 # ---------------------------------------------------------------------------
 # the stateless (2026-07-28) wire
 

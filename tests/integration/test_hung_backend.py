@@ -12,7 +12,6 @@ queue and a hung backend at SIGTERM; this adds:
     reach the backend."""
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -20,8 +19,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, Context, Gateway, TestFailure, audit_id, audit_name,  # noqa: E402
                      base_manifest, call_tool, check, check_eq, expect_error, expect_result,
-                     fail, http_get, parse_args, read_audit, run_tests, tool_call_request,
-                     wait_for)
+                     fail, http_get, parse_args, pool_metrics, read_audit, run_tests,
+                     tool_call_request, wait_for)
 
 TIMEOUT_MS = 300
 HANG_MS = 3600000   # inline: never, as far as the test is concerned
@@ -44,14 +43,8 @@ def events(audit, name):
 
 def pool_jobs(port):
     """mcpg_pool_jobs from GET /metrics: {"queued": n, "running": n}."""
-    st, _, body = http_get(port, "/metrics")
-    check_eq(st, 200, "GET /metrics")
-    out = {}
-    for ln in body.decode().splitlines():
-        mt = re.match(r'^mcpg_pool_jobs\{state="(\w+)"\} (\d+)$', ln)
-        if mt:
-            out[mt.group(1)] = int(mt.group(2))
-    return out
+    m = pool_metrics(port)
+    return {"queued": m["queued"], "running": m["running"]}
 
 
 def wait_pool(port, what, want):

@@ -16,7 +16,6 @@ on when an answer came is the backend's own latency: an answer that came before 
 backend could have returned did not wait for it."""
 import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -25,8 +24,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, Context, Gateway, TestFailure, audit_id, audit_name,  # noqa: E402
                      base_manifest, call_tool, check, check_eq, expect_error, expect_result,
-                     fail, http_get, parse_args, read_audit, run_tests, tool_call_request,
-                     wait_for)
+                     fail, http_get, parse_args, pool_metrics, read_audit, run_tests,
+                     tool_call_request, wait_for)
 
 ECHO = {"content": [{"type": "text", "text": "Echo: hi"}], "resultType": "complete"}
 # Backend latencies: long next to what the test does meanwhile (a few requests),
@@ -50,23 +49,6 @@ def pool_manifest(audit, latency_ms, timeout_ms=None, threads=4, queue=64, gatew
         m["modules"].append({"name": "prom", "module": "metrics_prometheus",
                              "config": {"process": False}})
     return m
-
-
-def pool_metrics(port):
-    """From GET /metrics: {"queued": n, "running": n, "refused": n} (mcpg_pool_jobs by
-    state, mcpg_pool_refused_total)."""
-    st, _, body = http_get(port, "/metrics")
-    check_eq(st, 200, "GET /metrics")
-    out = {}
-    for ln in body.decode().splitlines():
-        mt = re.match(r'^mcpg_pool_jobs\{state="(\w+)"\} (\d+)$', ln)
-        if mt:
-            out[mt.group(1)] = int(mt.group(2))
-        mt = re.match(r"^mcpg_pool_refused_total (\d+)$", ln)
-        if mt:
-            out["refused"] = int(mt.group(1))
-    check(set(out) == {"queued", "running", "refused"}, "pool series in /metrics: %r" % out)
-    return out
 
 
 def wait_pool(port, what, **want):

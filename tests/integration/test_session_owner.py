@@ -28,26 +28,15 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
+from gateway import (Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
                      read_audit, run_tests, wait_for)
-from test_legacy_wire import answer, rpc  # noqa: E402
-
-ACCEPT = "application/json, text/event-stream"
+from test_legacy_wire import answer, request, rpc  # noqa: E402
 
 
-def legacy(port, method="POST", body=None, sid=None, key=None, accept=ACCEPT):
-    data = json.dumps(body).encode() if body is not None else b""
-    head = ["%s /mcp HTTP/1.1" % method, "Host: localhost:%d" % port, "Accept: %s" % accept,
-            "MCP-Protocol-Version: 2025-11-25"]
-    if body is not None:
-        head += ["Content-Type: application/json", "Content-Length: %d" % len(data)]
-    if sid:
-        head.append("Mcp-Session-Id: %s" % sid)
-    if key:
-        head.append("X-API-Key: %s" % key)
-    with Conn(port) as c:
-        c.send(("\r\n".join(head) + "\r\n\r\n").encode() + data)
-        return c.read_response()  # a refused GET ends; an accepted one is never read here
+
+def legacy(port, method="POST", body=None, sid=None, key=None):
+    """One legacy-wire request as key's holder (no key: no credentials)."""
+    return request(port, method, body, session=sid, extra=[("X-API-Key", key)] if key else ())
 
 
 def init_body():

@@ -19,23 +19,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
+from gateway import (Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
                      run_cli, run_tests)
 from test_legacy_wire import answer, rpc  # noqa: E402
-
-
-def legacy(port, body, sid=None, key=None):
-    data = json.dumps(body).encode()
-    head = ["POST /mcp HTTP/1.1", "Host: localhost:%d" % port,
-            "Accept: application/json, text/event-stream", "MCP-Protocol-Version: 2025-11-25",
-            "Content-Type: application/json", "Content-Length: %d" % len(data)]
-    if sid:
-        head.append("Mcp-Session-Id: %s" % sid)
-    if key:
-        head.append("X-API-Key: %s" % key)
-    with Conn(port) as c:
-        c.send(("\r\n".join(head) + "\r\n\r\n").encode() + data)
-        return c.read_response()
+from test_session_owner import legacy  # noqa: E402
 
 
 def main():
@@ -68,21 +55,22 @@ def main():
     st = {}
 
     def session(port, key):
-        r = legacy(port, rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                            "clientInfo": {"name": "t", "version": "1"}}), key=key)
+        r = legacy(port, body=rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                 "clientInfo": {"name": "t", "version": "1"}}),
+                   key=key)
         check_eq(r.status, 200, "initialize (%r)" % r.body[:200])
         return r.header("mcp-session-id")
 
     def make_task(port, sid, key):
-        r = legacy(port, rpc("tools/call", {"name": "slow_compute",
-                                            "arguments": {"seconds": 60, "label": "x"},
-                                            "task": {"ttl": 60000}}, id=2), sid, key)
+        r = legacy(port, body=rpc("tools/call", {"name": "slow_compute",
+                                                 "arguments": {"seconds": 60, "label": "x"},
+                                                 "task": {"ttl": 60000}}, id=2), sid=sid, key=key)
         out = answer(r)
         check("result" in out, "a task made (%r)" % out)
         return out["result"]["task"]["taskId"]
 
     def task_call(port, sid, key, method, task_id, id=3):
-        return answer(legacy(port, rpc(method, {"taskId": task_id}, id=id), sid, key))
+        return answer(legacy(port, body=rpc(method, {"taskId": task_id}, id=id), sid=sid, key=key))
 
     def t_start():
         gw.start()
