@@ -71,7 +71,9 @@ static method_shape shape_of(uint32_t method) {
 }
 
 static bool key_is(const mcpg_json_span *k, const char *name) {
-    return mcpg_json_string_eq(k, name, strlen(name)) == 1;
+    size_t n = strlen(name);
+    if (!k->escaped) return k->n == n && !memcmp(k->p, name, n); /* most names: no decoding */
+    return mcpg_json_string_eq(k, name, n) == 1;
 }
 
 static bool member_defined(const method_shape *s, const mcpg_json_span *k) {
@@ -189,7 +191,7 @@ static int judge_bare(mcpg_call *c) {
     if (!one_value(d->args_json, d->args_len, &args) || args.type != MCPG_JSON_OBJECT)
         return refuse(c, "params.arguments", "must be an object");
     d->args_json = args.p, d->args_len = args.n;
-    int u = mcpg_json_unique(args.p, args.n, NULL);
+    int u = mcpg_json_unique_trusted(&args, NULL);
     if (u == 1) return refuse(c, "params.arguments", "names a member twice");
     if (u == 2) return refuse(c, "a member name in params.arguments", "holds a NUL character");
     return u ? refuse(c, "params.arguments", "is not valid JSON") : 0;
@@ -209,7 +211,7 @@ int call_judge(mcpg_call *c) {
     if (!one_value(p, n, &params) || params.type != MCPG_JSON_OBJECT)
         return refuse(c, "params", "must be an object");
     d->params_json = params.p, d->params_len = params.n; /* the value itself, nothing around it */
-    int u = mcpg_json_unique(params.p, params.n, &dup);
+    int u = mcpg_json_unique_trusted(&params, &dup);
     if (u == 1) {
         int shown = dup.n < 64 ? (int)dup.n : 64;
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 400, "Invalid params: duplicate member \"%.*s\"",

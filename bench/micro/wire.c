@@ -6,8 +6,8 @@
  *         transport reads of a POST /mcp before it submits or answers
  *         (headers against the body, the envelope, _meta, params, the name)
  *   lg-*  the 2025-11-25 legacy wire: the header checks, th_lmsg_parse and,
- *         for what goes to the kernel, th_lmsg_target (params, arguments,
- *         the name). An initialize comes without a session, so the router
+ *         for what goes to the kernel, th_lmsg_target (params only: the kernel
+ *         reads the target and arguments itself). An initialize comes without a session, so the router
  *         tries th_mcp_check first (it says "legacy"): counted too. Not
  *         counted: the handler's method compares, the session lookup and
  *         initialize's own reading of its params (static, behind a
@@ -91,7 +91,9 @@ static int lg_op(void *arg) {
     if (!(m.has & 1)) return c->q.expect != 2;
     mcpg_call_desc d = {0};
     if (!c->q.initialize) th_lmsg_target(&HOST, &m, name_buf, sizeof name_buf, &d);
-    return c->q.expect != 1 || (c->q.name && !d.name);
+    /* the kernel reads the target from params (kernel/judge.c: the inline
+     * and audit rows count it): this wire hands params only */
+    return c->q.expect != 1 || (c->q.name && !d.params_json);
 }
 
 #define ST(m, nm, body, act) {.q = {m, nm, "2026-07-28", body, act, 0}}

@@ -559,6 +559,28 @@ int mcpg_json_object_next_trusted(const char *obj, size_t n, size_t *iter, mcpg_
     return 1;
 }
 
+int mcpg_json_array_next_trusted(const char *arr, size_t n, size_t *iter, mcpg_json_span *val) {
+    const unsigned char *s = (const unsigned char *)arr;
+    mcpg_json_span v;
+    if (!arr || !iter || *iter >= n) return MCPG_EPROTO;
+    size_t i = *iter;
+    if (i == 0) i = skip_ws_trusted(s, n, 0); /* at the opening bracket */
+    if (i >= n || s[i] == ']') { /* past the end stays at the end */
+        *iter = i < n ? i : n - 1;
+        return i < n ? 0 : MCPG_EPROTO;
+    }
+    i = skip_ws_trusted(s, n, i + 1); /* past '[' or ',' */
+    if (i >= n || s[i] == ']') {
+        *iter = i < n ? i : n - 1;
+        return i < n ? 0 : MCPG_EPROTO;
+    }
+    i = skip_ws_trusted(s, n, skip_value_trusted(s, n, i, &v));
+    if (i >= n) return MCPG_EPROTO;
+    *iter = i; /* at ',' or ']' */
+    if (val) *val = v;
+    return 1;
+}
+
 int mcpg_json_object_get_trusted(const char *obj, size_t n, const char *key,
                                  mcpg_json_span *out) {
     mcpg_json_span k, v;

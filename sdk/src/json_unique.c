@@ -25,10 +25,13 @@ typedef struct key_ref {
     mcpg_json_span src; /* the name as written */
 } key_ref;
 
+#define STACK_KEYS 32
+
 typedef struct scratch {
-    key_ref *keys;
+    key_ref *keys;  /* on_stack until an object has more names */
     size_t nkeys, cap;
     mcpg_buf bytes; /* decoded names of this object */
+    key_ref on_stack[STACK_KEYS];
 } scratch;
 
 /* Below this many names a pairwise compare beats sorting. */
@@ -42,9 +45,11 @@ static int key_cmp(const void *a, const void *b) {
 
 static int push_key(scratch *s, const mcpg_json_span *k) {
     if (s->nkeys == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 32;
-        key_ref *nk = realloc(s->keys, cap * sizeof *nk);
+        size_t cap = s->cap * 2;
+        key_ref *nk = s->keys == s->on_stack ? malloc(cap * sizeof *nk)
+                                             : realloc(s->keys, cap * sizeof *nk);
         if (!nk) return MCPG_ENOMEM;
+        if (s->keys == s->on_stack) memcpy(nk, s->on_stack, sizeof s->on_stack);
         s->keys = nk, s->cap = cap;
     }
     key_ref *r = &s->keys[s->nkeys++];
@@ -91,7 +96,7 @@ static int check_object(scratch *s, const mcpg_json_span *v, mcpg_json_span *dup
     int rc;
     s->nkeys = 0;
     s->bytes.len = 0;
-    while ((rc = mcpg_json_object_next(v->p, v->n, &iter, &k, &val)) == 1)
+    while ((rc = mcpg_json_object_next_trusted(v->p, v->n, &iter, &k, &val)) == 1)
         if ((rc = push_key(s, &k)) != 0) {
             if (rc == 2 && dup) *dup = k;
             return rc;
@@ -112,20 +117,29 @@ static int check_value(scratch *s, const mcpg_json_span *v, mcpg_json_span *dup)
     size_t iter = 0;
     mcpg_json_span el;
     int rc;
-    while ((rc = mcpg_json_array_next(v->p, v->n, &iter, &el)) == 1)
+    while ((rc = mcpg_json_array_next_trusted(v->p, v->n, &iter, &el)) == 1)
         if ((el.type == MCPG_JSON_OBJECT || el.type == MCPG_JSON_ARRAY) &&
             (rc = check_value(s, &el, dup)) != 0)
             return rc;
     return rc < 0 ? rc : 0;
 }
 
+/* The value was validated whole (mcpg_json_value): its members are walked
+ * without validating them again. */
+int mcpg_json_unique_trusted(const mcpg_json_span *value, mcpg_json_span *dup) {
+    if (value->type != MCPG_JSON_OBJECT && value->type != MCPG_JSON_ARRAY) return 0;
+    scratch s;
+    s.keys = s.on_stack, s.nkeys = 0, s.cap = STACK_KEYS;
+    s.bytes = (mcpg_buf){0};
+    int rc = check_value(&s, value, dup);
+    if (s.keys != s.on_stack) free(s.keys);
+    mcpg_buf_free(&s.bytes);
+    return rc;
+}
+
 int mcpg_json_unique(const char *text, size_t n, mcpg_json_span *dup) {
     size_t pos = 0;
     mcpg_json_span v;
     if (mcpg_json_value(text, n, &pos, &v) != 1) return MCPG_EPROTO;
-    scratch s = {0};
-    int rc = check_value(&s, &v, dup);
-    free(s.keys);
-    mcpg_buf_free(&s.bytes);
-    return rc;
+    return mcpg_json_unique_trusted(&v, dup);
 }

@@ -197,6 +197,7 @@ int mcpg_json_object_next_trusted(const char *obj, size_t n, size_t *iter,
                                   mcpg_json_span *key, mcpg_json_span *val);
 int mcpg_json_object_get_trusted(const char *obj, size_t n, const char *key,
                                  mcpg_json_span *out);
+int mcpg_json_array_next_trusted(const char *arr, size_t n, size_t *iter, mcpg_json_span *val);
 /* A string span equals lit[0..n) once decoded: 1 yes, 0 no. */
 int mcpg_json_string_eq(const mcpg_json_span *s, const char *lit, size_t n);
 int mcpg_json_string_decode(const mcpg_json_span *s, char *dst, size_t cap, size_t *len_out);
@@ -216,6 +217,9 @@ size_t mcpg_json_escape(char *dst, const char *s, size_t n);
  * it could read the other one. Cost O(n log n) in the members of the
  * largest object, whatever the input. */
 int mcpg_json_unique(const char *text, size_t n, mcpg_json_span *dup);
+/* The same for a value span a validating call has accepted (e.g. one
+ * mcpg_json_value returned): not validated again. */
+int mcpg_json_unique_trusted(const mcpg_json_span *value, mcpg_json_span *dup);
 
 /* ---- config schema (used by the kernel, the fake host and --help) ----
  * Parse `json` (an object's text) against `fields` into the zeroed struct at
