@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """What the gateway judges is what runs: a differential test over both wires.
 
-A gateway with two backends serving a tool each: backend_mcp in front of a
+A gateway with three backends serving a tool each: backend_mcp in front of a
 recording upstream (fake_mcp_upstream.py --record: every message it received)
-as up_echo, and backend_mock as echo (its answer shows the message it read).
+as up_echo, backend_mock as echo (its answer shows the message it read), and
+backend_http as rest_echo, POSTing {message, k} to a recording REST endpoint.
 A policy lets anyone call both, with a guard on the message (lower case
 letters and spaces only), and the audit file records every call.
 
@@ -20,14 +21,16 @@ nested arguments with duplicates planted at random depths. For each:
   * admitted: the audited tool and arguments are what the backend received,
     compared as JSON values (the upstream's recorded params, the upstream
     name being the audited one without its prefix; the mock's echo of the
-    message), and no upstream message carries a member tools/call does not
-    define.
+    message; the REST endpoint's body), and no upstream message carries a
+    member tools/call does not define.
 """
 
+import http.server
 import json
 import os
 import random
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (META, Conn, Context, Gateway, base_manifest, build_request, call_tool,  # noqa: E402
@@ -40,16 +43,59 @@ GUARD = "[a-z ]*"  # the message's guard: "EVIL" breaks it
 TOOL_CALL_MEMBERS = {"name", "arguments", "_meta", "task", "requestState", "inputResponses"}
 
 
-def manifest(ctx, fake, audit_path):
+class RestRecorder:
+    """A REST endpoint that keeps every JSON body POSTed to it."""
+
+    def __init__(self):
+        self.bodies = []
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(n)
+                try:
+                    rec.bodies.append(json.loads(raw))
+                except ValueError:
+                    rec.bodies.append({"unparsed": raw.decode("utf-8", "replace")})
+                out = b'{"ok":true}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def manifest(ctx, fake, audit_path, rest_port):
     m = base_manifest(audit_path=audit_path, mock_config={"stats_tool": True})
     m["modules"].append({"name": "up", "module": "backend_mcp", "inline_dispatch": True,
                          "config": {"command": sys.executable, "args": fake.argv()}})
+    m["modules"].append({"name": "rest", "module": "backend_http", "config": {"tools": [
+        {"name": "rest_echo", "method": "POST", "url": "http://127.0.0.1:%d/echo" % rest_port,
+         "body": {"message": "{message}", "k": "{k}"},
+         "input_schema": {"type": "object", "properties": {"message": {"type": "string"},
+                                                           "k": {"type": "string"}},
+                          "required": ["message", "k"]}}]}})
     m["modules"].append({"name": "rules", "module": "policy_rules", "config": {
-        "rules": [{"id": "anyone", "anonymous": True, "tools": ["echo", "up_echo", "mock_stats"],
+        "rules": [{"id": "anyone", "anonymous": True,
+                   "tools": ["echo", "up_echo", "rest_echo", "mock_stats"],
                    "arguments": [{"pointer": "/message", "regex": GUARD}]}]}})
     m["gateway"]["anonymous"] = True
     m["pipeline"]["policy"] = ["rules"]
-    m["bindings"] = [{"backend": "mock"}, {"backend": "up", "prefix": "up"}]
+    m["bindings"] = [{"backend": "mock"}, {"backend": "up", "prefix": "up"}, {"backend": "rest"}]
     return m
 
 
@@ -160,7 +206,8 @@ def main():
     ctx = Context(args)
     fake = Fake(ctx, "judged")
     audit_path = ctx.path("audit.jsonl")
-    gw = Gateway(ctx, manifest=manifest(ctx, fake, audit_path), name="gateway-judged")
+    rest = RestRecorder()
+    gw = Gateway(ctx, manifest=manifest(ctx, fake, audit_path, rest.port), name="gateway-judged")
     sent = []  # (wire, tool, label, tag, members, answer)
     rng = random.Random(int(os.environ.get("MCPG_JUDGED_SEED", "20261206")))
 
@@ -177,7 +224,7 @@ def main():
         before = mock_calls()
         k = 0
         for wire in ("stateless", "legacy"):
-            for tool in ("up_echo", "echo"):
+            for tool in ("up_echo", "echo", "rest_echo"):
                 cases = variants(tool, "TAG")
                 cases += [generated(tool, "TAG", rng) for _ in range(40)]
                 for label, members in cases:
@@ -219,11 +266,18 @@ def main():
             what = "%s %s %s (%s)" % (wire, tool, label, members[:160])
             if "error" in out:
                 check(tag not in up, "%s: refused (%r) yet reached the upstream" % (what, out["error"]))
+                check(not [b for b in rest.bodies if b.get("k") == tag],
+                      "%s: refused yet reached the REST endpoint" % what)
                 continue
             check_eq(len(audit.get(tag, [])), 1, "%s: audited once" % what)
             ev = audit[tag][0]
             check_eq(ev.get("tool"), tool, "%s: the audited tool" % what)
-            if tool == "up_echo":
+            if tool == "rest_echo":
+                got = [b for b in rest.bodies if b.get("k") == tag]
+                check_eq(len(got), 1, "%s: the REST endpoint received it once" % what)
+                check_eq(got[0], {"message": ev["args"]["message"], "k": tag},
+                         "%s: the body the REST endpoint got = the audited arguments" % what)
+            elif tool == "up_echo":
                 got = up.get(tag, [])
                 check_eq(len(got), 1, "%s: the upstream received it once" % what)
                 params = got[0]
@@ -258,9 +312,10 @@ def main():
 
     def t_stop():
         gw.stop()
+        rest.close()
 
     try:
-        return run_tests([("the gateway starts with both backends", t_start),
+        return run_tests([("the gateway starts with its three backends", t_start),
                           ("every variant sent on both wires", t_send),
                           ("admitted = what ran; refused = reached nothing", t_property),
                           ("each attack refused, each honest spelling admitted", t_expected_refusals),
