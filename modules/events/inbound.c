@@ -101,6 +101,11 @@ static int build_row(events *ev, mcpg_call *call, const ev_source *s, const char
     mcpg_json_span name, data, id, ts;
     if (h->json_validate(body, bn) < 0 || !bn || body[0] != '{')
         return *why = "body: expected a JSON object", 400;
+    /* one reading, as for every request: a member named twice (or a name
+     * with a NUL) is refused, since a reader downstream may take the other */
+    int u = mcpg_json_unique(body, bn, NULL);
+    if (u == 1) return *why = "body: a member is named twice", 400;
+    if (u != 0) return *why = "body: a member name holds a NUL character", 400;
     if (h->json_object_get(body, bn, "name", &name) != 1 || name.type != MCPG_JSON_STRING)
         return *why = "body: name (the event type, a string) is required", 400;
     int type = name.escaped ? -1 : ev_type_index(ev, name.p, name.n);

@@ -73,6 +73,11 @@ def main():
         expect(event(), 401, "webhook-id", "no webhook-id", drop=("webhook-id",))
         expect(event(), 401, "webhook-signature", "no signature", drop=("webhook-signature",))
         expect(b"{not json", 400, "JSON object", "a body that is not JSON")
+        # one reading: a member named twice would be judged one way and stored another
+        expect(b'{"name":"order.created","name":"order.paid","data":{}}', 400, "named twice",
+               "a duplicate name")
+        expect(b'{"name":"order.created","data":{"a":1,"a":2}}', 400, "named twice",
+               "a duplicate inside data")
         expect({"data": {}}, 400, "name", "no name")
         expect({"name": "nope", "data": {}}, 400, "name", "an unknown type")
         expect({"name": "order.created"}, 400, "data", "no data")
