@@ -251,6 +251,7 @@ struct th_wslot {
     mcpg_buf msg_body;       /* one JSON-RPC message assembled from pieces for an event */
     th_req *listeners;       /* open listening streams (stream.h) */
     th_scache scache;        /* the sessions this loop has seen (session.h) */
+    struct th_sop *sops;     /* session ops the store has not answered (session.c) */
     th_rtable rtable;        /* replay buffers of this loop's streams (replay.h) */
     th_req *orphans;         /* requests whose call runs on without a connection */
     mcpg_coord_sub *sub;     /* mcpg.session.* */

@@ -97,8 +97,13 @@ static void cache_remove(th_wslot *ws, th_sent *e) {
     ws->mod->host->free(e);
 }
 
-/* At destroy: memory only (no host call is allowed any more). */
+/* At destroy: memory only (no host call is allowed any more). An op the
+ * store took but never answered (a coordinator stopped with it queued) goes
+ * too; its request went with its connection. */
+static void sop_free(struct th_sop *o);
+
 void th_sess_cache_free(th_wslot *ws) {
+    while (ws->sops) sop_free(ws->sops);
     th_scache *t = &ws->scache;
     for (uint32_t i = 0; i < t->nb; i++)
         while (t->b[i]) cache_remove(ws, t->b[i]);
@@ -246,7 +251,9 @@ static int apply(th_wslot *ws, const th_sent *cur, const change *ch, mcpg_buf *o
 enum { OP_COUNT, OP_COUNT_OWNER, OP_CREATE, OP_LOAD, OP_RENEW, OP_CHECK, OP_READ, OP_CAS,
        OP_DELETE, OP_ENDED };
 
-typedef struct sop {
+typedef struct th_sop sop;
+struct th_sop {
+    sop *next, *prev;    /* ws->sops: freed at destroy if the store never answers */
     th_wslot *ws;
     th_req *r;           /* the parked request, or NULL */
     int kind;
@@ -255,7 +262,7 @@ typedef struct sop {
     change ch;
     mcpg_buf row;        /* create: the row written; cas: the row proposed */
     char okey[OWNER_KEY_MAX]; /* create: the owner's count */
-} sop;
+};
 
 static sop *sop_new(th_wslot *ws, th_req *r, int kind, const char *sid) {
     sop *o = ws->mod->host->calloc(1, sizeof *o);
@@ -264,12 +271,19 @@ static sop *sop_new(th_wslot *ws, th_req *r, int kind, const char *sid) {
     o->r = r;
     o->kind = kind;
     if (sid) memcpy(o->sid, sid, TH_SID_LEN);
+    o->next = ws->sops;
+    if (ws->sops) ws->sops->prev = o;
+    ws->sops = o;
     return o;
 }
 
-static void sop_free(sop *o) {
-    o->ws->mod->host->buf_free(&o->row);
-    o->ws->mod->host->free(o);
+static void sop_free(struct th_sop *o) {
+    th_wslot *ws = o->ws;
+    if (o->prev) o->prev->next = o->next;
+    else ws->sops = o->next;
+    if (o->next) o->next->prev = o->prev;
+    ws->mod->host->buf_free(&o->row);
+    ws->mod->host->free(o);
 }
 
 /* The op is over: resume its request with status. */
