@@ -433,7 +433,7 @@ def main():
             sid = result(g4.port, "events/subscribe",
                          sub_params("http://%s:%s/by-name" % (name, port), sec), "a name")["id"]
             post_event(g4.port, src, TYPE, {"by": "name"})
-            wait_for(lambda: logged(g4, sid, "delivery refused"), 15,
+            wait_for(lambda: logged(g4, sid, "delivery refused"), 60,
                      "the delivery refused once the name resolved to loopback")
             check("loopback" in g4.stderr() or "this machine" in g4.stderr(), "the log says why")
             check_eq(len(rx.deliveries("/by-name", accepted_only=False)), 0,
