@@ -362,6 +362,8 @@ int call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 /* ---- resource watches (watch.c) and the fleet's news (news.c), on loop 0 ---- */
 void watch_adopt(mcpg_worker *w, generation *g);
 void watch_stop(mcpg_worker *w);
+/* After the loops have ended: ops a coordinator never answered. */
+void watch_free_left(void);
 /* A resource changed, told once for the whole fleet: every replica's subscribers hear it. */
 void news_fleet_resource_updated(mcpg_worker *w, const char *uri, size_t len);
 

@@ -97,8 +97,12 @@ static void lease_key(uint32_t shard, char *out, size_t cap) {
     snprintf(out, cap, LEASE_KEY "%" PRIu32, shard);
 }
 
-/* An op's context: which rebuild it belongs to, and what it is about. */
+/* An op's context: which rebuild it belongs to, and what it is about. The
+ * live ones are listed: an op the coordinator took but never answered (it
+ * stopped with the op queued) is freed after the loops end
+ * (watch_free_left). */
 typedef struct wop {
+    struct wop *next, *prev;
     uint32_t epoch;
     size_t idx;       /* the item, or the shard */
     uint64_t hash;    /* the content just read */
@@ -106,10 +110,27 @@ typedef struct wop {
     char params[];    /* a read's {"uri":...}, alive as long as its call */
 } wop;
 
+static wop *g_ops; /* loop 0's live ops */
+
 static wop *op_new(size_t idx, size_t extra) {
     wop *o = calloc(1, sizeof *o + extra);
-    if (o) o->epoch = W.epoch, o->idx = idx;
+    if (!o) return NULL;
+    o->epoch = W.epoch, o->idx = idx;
+    o->next = g_ops;
+    if (g_ops) g_ops->prev = o;
+    g_ops = o;
     return o;
+}
+
+static void op_free(wop *o) {
+    if (o->prev) o->prev->next = o->next;
+    else g_ops = o->next;
+    if (o->next) o->next->prev = o->prev;
+    free(o);
+}
+
+void watch_free_left(void) {
+    while (g_ops) op_free(g_ops);
 }
 
 /* The answer is still about what we have (no rebuild since). */
@@ -177,7 +198,7 @@ static void on_acquired(void *arg, int status, const mcpg_coord_value *v) {
             shard_changed_hands((uint32_t)o->idx, true);
         }
     }
-    free(o);
+    op_free(o);
 }
 
 static void on_renewed(void *arg, int status, const mcpg_coord_value *v) {
@@ -192,7 +213,7 @@ static void on_renewed(void *arg, int status, const mcpg_coord_value *v) {
             if (l->held) shard_changed_hands((uint32_t)o->idx, false); /* it expired: someone may have it */
         } /* the store is down: keep polling until the lease would have run out */
     }
-    free(o);
+    op_free(o);
 }
 
 static void lease_op(uint32_t s, bool renew) {
@@ -208,7 +229,7 @@ static void lease_op(uint32_t s, bool renew) {
                    : W.co->put_if_absent(ci(), W.w, key, strlen(key), W.replica, vn, W.lease_ms, on_acquired, o);
     if (rc < 0) {
         l->busy = false;
-        free(o);
+        op_free(o);
     }
 }
 
@@ -292,7 +313,7 @@ static void version_next(wop *o, int stage);
 static void on_version(void *arg, int status, const mcpg_coord_value *v) {
     wop *o = arg;
     if (!current(o)) {
-        free(o);
+        op_free(o);
         return;
     }
     witem *it = &W.items[o->idx];
@@ -324,7 +345,7 @@ static void on_version(void *arg, int status, const mcpg_coord_value *v) {
         return;
     }
     poll_done(it);
-    free(o);
+    op_free(o);
 }
 
 static void version_next(wop *o, int stage) {
@@ -339,7 +360,7 @@ static void version_next(wop *o, int stage) {
                                                          on_version, o);
     if (rc < 0) {
         poll_done(it);
-        free(o);
+        op_free(o);
     }
 }
 
@@ -348,7 +369,7 @@ static void version_step(wop *o) {
     witem *it = &W.items[o->idx];
     if (it->known && it->version == o->hash) {
         poll_done(it);
-        free(o);
+        op_free(o);
         return;
     }
     version_next(o, it->known ? V_CAS : V_GET);
@@ -367,13 +388,13 @@ static void on_read(void *ctx, mcpg_call *call) {
              W.items[o->idx].uri, out.error_message ? out.error_message : "?", W.items[o->idx].interval_ms);
     call_release(call);
     if (!current(o)) {
-        free(o);
+        op_free(o);
         return;
     }
     witem *it = &W.items[o->idx];
     if (!ok || !W.leases[it->shard].held) { /* failed, or the shard left meanwhile */
         poll_done(it);
-        free(o);
+        op_free(o);
         return;
     }
     o->hash = h;
@@ -410,7 +431,7 @@ static void poll_one(size_t i) {
     if (call_submit_internal(W.w, &d, &call) != 0) {
         it->busy = false;
         it->next_ms = now_ms() + it->interval_ms;
-        free(o);
+        op_free(o);
     }
 }
 

@@ -605,6 +605,7 @@ void workers_free(void) {
         module_work_free_left(&K.workers[i]);
         asks_free(&K.workers[i]);
     }
+    watch_free_left();
     free(K.workers);
     K.workers = NULL;
     K.n_workers = 0;
