@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A fleet of gateways sharing a coordinator store (issue 13), two scenarios:
+# A fleet of gateways sharing a coordinator store, two scenarios:
 #
 #   scale  tools/call of backend_mock's echo from 64 connections spread over
 #          1, 2 and 4 gateways, on each store (memory: one gateway alone, the

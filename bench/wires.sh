@@ -6,7 +6,7 @@
 # pinned to the gateway core (only the measured one is busy; an idle gateway
 # costs no CPU), mcpg-load runs on the other core, and the targets alternate
 # for --rounds rounds; medians and the ratios to stateless are printed with
-# the goals of issue 6 (fast path within 10 %, SSE within 30 %).
+# the wires' goals (fast path within 10 %, SSE within 30 %).
 # See bench/README.md.
 #
 #   bench/wires.sh                                  3 rounds of 5 s

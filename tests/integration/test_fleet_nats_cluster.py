@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A fleet on a 3-node NATS JetStream cluster: the faults of issue 13.
+"""A fleet on a 3-node NATS JetStream cluster: its faults.
 
 Three nats-server processes (JetStream, each its own store in the test's temp
 folder, server names n1..n3, routes to each other, free ports; stopped by pid,
