@@ -7,13 +7,20 @@ sent again at once:
   * capped (100 ms per call, cap 8): the mock's own max_in_flight for the
     tool capped (mock_stats' per-tool count) never exceeds 8, and it admits
     close to 8 / 0.1 s;
-  * rated (600/min, burst 10) for ~5 s: exactly 10 + 10/s x the window. The
-    gateway judges with CLOCK_MONOTONIC, the clock of time.monotonic(), so
-    the window's edges are bounded by the client's own timestamps: every
+  * rated (600/min, burst 10) for ~5 s: exactly 10 + 10/s x the window. A
+    local limit judges with CLOCK_MONOTONIC, the clock of time.monotonic(),
+    so the window's edges are bounded by the client's own timestamps: every
     admission happened between its request's send and its answer's arrival,
-    and, the bucket being saturated from the first call on, a refusal at s
-    means fewer than 10 + (s - t0) / 100 ms fit by then, an admission at s
-    means at most 10 + (s - t0) / 100 ms did;
+    and, while the bucket is saturated, a refusal at s means fewer than
+    10 + (s - t0) / 100 ms fit by then, an admission at s means at most
+    10 + (s - t0) / 100 ms did. Two things the client cannot see move the
+    bound, each derived from what was observed, never a margin: a stall
+    (the client's threads descheduled, the gateway busy) longer than the
+    burst's refill lets the bucket fill and drop tokens, as a token bucket
+    must; the gateway's audit of each admission says when, and the loss is
+    replayed from it. A global limit judges in wall time (replicas share no
+    monotonic clock): a step of the wall clock during the run moves the
+    bound by the step;
   * budgeted (1000 calls forever): exactly 1000 admitted.
 The same again with every limit `global` (the single node's coordinator_memory,
 through put_if_absent slots, rate_take and incr). Every refusal is 429 with Retry-After, JSON-RPC -32029 naming the limit, and
@@ -25,6 +32,7 @@ and names a broken limit's keys. A reload (SIGHUP, same config) keeps the
 instance and its counters: the spent budget stays spent.
 """
 
+import calendar
 import json
 import math
 import os
@@ -139,15 +147,48 @@ def split(rows, tool):
     return ok, refused
 
 
-def rated_bounds(rows, ok, refused):
+def audit_seconds(ts):
+    """An audit record's "ts" (UTC, microseconds) as seconds since the epoch."""
+    day, clock = ts.rstrip("Z").split("T")
+    whole, _, frac = clock.partition(".")
+    t = calendar.timegm(time.strptime(day + "T" + whole, "%Y-%m-%dT%H:%M:%S"))
+    return t + (int(frac.ljust(6, "0")) / 1e6 if frac else 0.0)
+
+
+def overflowed(judged, interval=0.1):
+    """Seconds of tokens a bucket lost while full, replayed from the gateway's
+    own audit of each judgment ((time, admitted) in the order written): when
+    nobody was judged for longer than the burst took to refill (the client
+    or the gateway stalled), tokens beyond the burst were dropped, as a token
+    bucket must. Only a stretch with no judgment at all counts: a refusal
+    while paid-until had passed would be the limiter's own loss, which the
+    bound must catch, so the stretch starts again at each judgment. An audit
+    time is a little after its judgment: this can only understate the loss."""
+    paid = None
+    last = None
+    lost = 0.0
+    for t, admitted in judged:
+        if admitted:
+            if paid is not None:
+                lost += max(0.0, t - max(paid, last))
+            paid = (t if paid is None else max(paid, t)) + interval
+        last = t if last is None else max(last, t)
+    return lost
+
+
+def rated_bounds(rows, ok, refused, lost=0.0, stepped=0.0):
     """[lower, upper] for a saturated 600/min burst-10 bucket, from the client's
-    own timestamps (see the module docstring)."""
+    own timestamps (see the module docstring), less the seconds of tokens the
+    bucket lost while full (`lost`, overflowed()), and moved by a step of the
+    wall clock the gateway judged with (`stepped`, seconds: forward admits
+    more, backward fewer; 0 for a local limit, which judges in monotonic
+    time)."""
     first_send = min(r[0] for r in rows)
     first_ok_recv = min(r[1] for r in ok)
     last_ok_recv = max(r[1] for r in ok)
     last_refused_send = max(r[0] for r in refused)
-    upper = 10 + math.floor((last_ok_recv - first_send) * 10)
-    lower = 10 + math.floor((last_refused_send - first_ok_recv) * 10)
+    upper = 10 + math.floor((last_ok_recv - first_send + max(stepped, 0.0)) * 10)
+    lower = 10 + math.floor((last_refused_send - first_ok_recv - lost + min(stepped, 0.0)) * 10)
     return lower, upper
 
 
@@ -198,14 +239,24 @@ def suite(ctx, scope, seconds):
         refusals["filled"] = [None] * (1 + again + again2)
 
     def t_rated():
+        offset = time.time() - time.monotonic()
         rows = drive(gw.port, "rated", seconds=seconds)
+        stepped = (time.time() - time.monotonic()) - offset if scope == "global" else 0.0
         ok, refused = split(rows, "rated")
         refusals["rated"] = refused
         check(refused, "rated: nothing refused")
-        lower, upper = rated_bounds(rows, ok, refused)
+
+        def judged():
+            return [(audit_seconds(e["ts"]), e["event"] == "mcpg.tool.call.allowed")
+                    for e in read_audit(audit_path) if e.get("tool") == "rated"
+                    and e.get("event") in ("mcpg.tool.call.allowed", "mcpg.tool.call.denied")]
+        wait_for(lambda: len(judged()) >= len(rows), 20, "%d judgments in the audit" % len(rows))
+        lost = overflowed(judged())
+        lower, upper = rated_bounds(rows, ok, refused, lost, stepped)
         print("%s rated: %d admitted, %d refused; bounds from the edges [%d, %d]; "
-              "10 + 10/s x %.0f s = %d" % (scope, len(ok), len(refused), lower, upper, seconds,
-                                           10 + 10 * seconds))
+              "10 + 10/s x %.0f s = %d; tokens lost while nobody was judged: %.2f s; "
+              "wall clock stepped %+.3f s" % (scope, len(ok), len(refused), lower, upper, seconds,
+                                             10 + 10 * seconds, lost, stepped))
         check(lower <= len(ok) <= upper, "rated: %d admitted, outside [%d, %d]"
               % (len(ok), lower, upper))
 
