@@ -56,6 +56,8 @@ typedef struct build_ctx {
     int kind;
     size_t cap;
     bool lenient;      /* this backend's lists change at run time: log and skip */
+    const catset *prev; /* the lists this build replaces (a rebuild, a reload), or NULL */
+    enum { TAKE_ANY, TAKE_OWNED, TAKE_UNOWNED } take; /* which names a dynamic pass takes */
 } build_ctx;
 
 static bool dynamic_lists(const mcpg_instance *be) {
@@ -173,6 +175,30 @@ static bool client_name(build_ctx *bc, const decl_binding *b, const char *target
     return false;
 }
 
+/* Did the lists this build replaces route `client` to a backend of this
+ * name? Names, not pointers: a reload's new instance of a backend is its
+ * heir. Templates keep their order (first match wins), so they are walked. */
+static bool owned_before(const build_ctx *bc, const mcpg_instance *be, const char *client) {
+    const catalog *cat = &bc->prev->cat[bc->kind];
+    const route *r = NULL;
+    if (bc->kind != CAT_TEMPLATES) {
+        r = catalog_find(bc->prev, bc->kind, client, strlen(client));
+    } else {
+        for (size_t i = 0; i < cat->n_routes && !r; i++)
+            if (strcmp(cat->routes[i].client_name, client) == 0) r = &cat->routes[i];
+    }
+    return r && strcmp(r->backend->name, be->name) == 0;
+}
+
+/* A backend whose lists change keeps the names it served: when an upstream
+ * later lists a name another backend serves, the owner keeps it and the
+ * newcomer's entry is left out (and reported), whatever the manifest's
+ * order. Owners are bound first (TAKE_OWNED), then everything else. */
+static bool taken_in_this_pass(const build_ctx *bc, const mcpg_instance *be, const char *client) {
+    if (bc->take == TAKE_ANY) return true;
+    return owned_before(bc, be, client) == (bc->take == TAKE_OWNED);
+}
+
 static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
                      const mcpg_json_span *item) {
     const cat_kind *k = &KINDS[bc->kind];
@@ -184,9 +210,15 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
         problem(bc, "backend \"%s\" lists a %s without a valid %s", be->name, k->noun, k->key);
         return;
     }
+    if (memchr(target, '\0', tlen)) { /* C strings from here on: it would be cut at the NUL */
+        problem(bc, "backend \"%s\" lists a %s whose %s holds a NUL character", be->name, k->noun,
+                k->key);
+        return;
+    }
     if (b && !bound(b, k->prefixed, target, tlen)) return;
     char client[4200];
     if (!client_name(bc, b, target, client, sizeof client)) return;
+    if (!taken_in_this_pass(bc, be, client)) return;
     const char *description = k->prefixed && b ? pair_of(&b->describe, target) : NULL;
     if (route_add(bc, be, client, target))
         emit_item(&bc->cs->cat[bc->kind], item, k->key, client, description);
@@ -263,7 +295,8 @@ static void check_pairs(generation *g, const catset *cs, manifest *m, errlist *e
 }
 
 /* Static backends first, then those whose lists change at run time: a
- * name both offer stays with the static one, whatever an upstream lists. */
+ * name both offer stays with the static one, whatever an upstream lists;
+ * among the others, with the one that served it before (taken_in_this_pass). */
 static void bind_pass(build_ctx *bc, manifest *m, bool dynamic) {
     generation *g = bc->g;
     if (m->default_bindings)
@@ -282,10 +315,16 @@ static void bind_pass(build_ctx *bc, manifest *m, bool dynamic) {
     }
 }
 
-static void bind_all(generation *g, catset *cs, manifest *m, errlist *errs, int kind) {
-    build_ctx bc = {.g = g, .cs = cs, .errs = errs, .file = m->path, .kind = kind};
+static void bind_all(generation *g, catset *cs, const catset *prev, manifest *m, errlist *errs,
+                     int kind) {
+    build_ctx bc = {.g = g, .cs = cs, .errs = errs, .file = m->path, .kind = kind, .prev = prev};
     mcpg_buf_puts(&cs->cat[kind].list, "[");
     bind_pass(&bc, m, false);
+    if (prev) {
+        bc.take = TAKE_OWNED;
+        bind_pass(&bc, m, true);
+        bc.take = TAKE_UNOWNED;
+    }
     bind_pass(&bc, m, true);
     finish_kind(&cs->cat[kind], kind);
 }
@@ -303,12 +342,13 @@ static void collect_task_backends(generation *g) {
     }
 }
 
-static catset *catset_build(generation *g, manifest *m, errlist *errs, uint64_t version) {
+static catset *catset_build(generation *g, const catset *prev, manifest *m, errlist *errs,
+                            uint64_t version) {
     catset *cs = calloc(1, sizeof *cs);
     if (!cs) return NULL;
     cs->version = version;
     atomic_init(&cs->refs, 1); /* the generation's */
-    for (int k = 0; k < CAT_COUNT; k++) bind_all(g, cs, m, errs, k);
+    for (int k = 0; k < CAT_COUNT; k++) bind_all(g, cs, prev, m, errs, k);
     return cs;
 }
 
@@ -329,7 +369,10 @@ static void catset_free(catset *cs) {
 }
 
 void catalog_build(generation *g, manifest *m, errlist *errs) {
-    catset *cs = catset_build(g, m, errs, 1);
+    /* a reload's lists start from the serving generation's owners */
+    catset *prev = K.gen && K.gen != g ? catalog_acquire(K.gen) : NULL;
+    catset *cs = catset_build(g, prev, m, errs, 1);
+    catalog_release(prev);
     if (!cs) {
         errlist_add(errs, m->path, "bindings", "out of memory building the merged lists");
         return;
@@ -343,7 +386,7 @@ static void catalog_retire(catset *old);
 
 void catalog_rebuild(generation *g) {
     catset *old = atomic_load(&g->cats);
-    catset *cs = catset_build(g, g->m, NULL, old ? old->version + 1 : 1);
+    catset *cs = catset_build(g, old, g->m, NULL, old ? old->version + 1 : 1);
     if (!cs) {
         klog(MCPG_LOG_ERROR, "kernel", "out of memory: the merged lists were not rebuilt");
         return;

@@ -7,6 +7,7 @@
  * a transport: resource_subscribe and coordinator. */
 #include "kernel.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,23 +15,51 @@ typedef struct news_item {
     mcpg_post post;
     mcpg_worker *w;
     const char *method; /* static text */
+    const char *from;   /* the backend that told it (after uri); "" for the gateway's own */
     size_t uri_len;
-    char uri[];         /* NUL-terminated; empty when none */
+    char uri[];         /* NUL-terminated; empty when none; then from, NUL-terminated */
 } news_item;
+
+/* A backend speaks only for its own resources: an update for a uri the
+ * merged lists route to another backend (or to none) is dropped, counted,
+ * and logged at 1, 2, 4, 8... drops, so a chatty upstream cannot fill the
+ * log. On a loop thread, where the lists may be pinned. */
+static bool told_by_owner(generation *g, const news_item *n) {
+    if (!n->from[0] || !n->uri_len) return true;
+    catset *cs = catalog_acquire(g);
+    const route *r = cs ? catalog_find_resource(cs, n->uri, n->uri_len) : NULL;
+    bool owner = r && strcmp(r->backend->name, n->from) == 0;
+    catalog_release(cs);
+    return owner;
+}
+
+static atomic_ulong foreign_updates;
+
+static void drop_foreign(const news_item *n) {
+    unsigned long k = atomic_fetch_add(&foreign_updates, 1) + 1;
+    if ((k & (k - 1)) == 0)
+        klog(MCPG_LOG_WARN, "kernel", "backend \"%s\" said resource \"%.200s\" changed, which it "
+             "does not serve: not told (%lu such so far)", n->from, n->uri, k);
+}
 
 static void news_on_loop(void *arg) {
     news_item *n = arg;
     generation *g = n->w->gen;
     const mcpg_transport_ops *ops = g && g->transport ? g->transport->desc->ops : NULL;
+    if (g && !told_by_owner(g, n)) {
+        if (n->w == &K.workers[0]) drop_foreign(n); /* once, not once per loop */
+        ops = NULL;
+    }
     if (ops && MCPG_HAS(ops, news))
         ops->news(g->transport->state, n->w, n->method, n->uri_len ? n->uri : NULL, n->uri_len);
     free(n);
 }
 
 /* One item per loop; a loop that has stopped drops it. */
-static void broadcast(const char *method, const char *uri, size_t uri_len) {
+static void broadcast(const char *method, const char *from, const char *uri, size_t uri_len) {
     for (uint32_t i = 0; i < K.n_workers; i++) {
-        news_item *n = malloc(sizeof *n + uri_len + 1);
+        size_t from_len = from ? strlen(from) : 0;
+        news_item *n = malloc(sizeof *n + uri_len + 1 + from_len + 1);
         if (!n) {
             klog(MCPG_LOG_WARN, "kernel", "out of memory: %s not told to worker %u", method, i);
             continue;
@@ -40,6 +69,10 @@ static void broadcast(const char *method, const char *uri, size_t uri_len) {
         n->uri_len = uri_len;
         if (uri_len) memcpy(n->uri, uri, uri_len);
         n->uri[uri_len] = '\0';
+        char *f = n->uri + uri_len + 1;
+        if (from_len) memcpy(f, from, from_len);
+        f[from_len] = '\0';
+        n->from = f;
         n->post.fn = news_on_loop;
         n->post.arg = n;
         if (worker_post(n->w, &n->post) != 0) free(n);
@@ -57,9 +90,9 @@ static void on_lists_changed(uv_async_t *a) {
     uint32_t lists = g ? atomic_exchange(&g->lists_dirty, 0) : 0;
     if (!lists) return;
     catalog_rebuild(g);
-    if (lists & MCPG_LIST_TOOLS) broadcast("notifications/tools/list_changed", NULL, 0);
-    if (lists & MCPG_LIST_RESOURCES) broadcast("notifications/resources/list_changed", NULL, 0);
-    if (lists & MCPG_LIST_PROMPTS) broadcast("notifications/prompts/list_changed", NULL, 0);
+    if (lists & MCPG_LIST_TOOLS) broadcast("notifications/tools/list_changed", NULL, NULL, 0);
+    if (lists & MCPG_LIST_RESOURCES) broadcast("notifications/resources/list_changed", NULL, NULL, 0);
+    if (lists & MCPG_LIST_PROMPTS) broadcast("notifications/prompts/list_changed", NULL, NULL, 0);
 }
 
 void news_control_init(uv_loop_t *loop) {
@@ -77,8 +110,11 @@ void host_lists_changed(mcpg_instance *self, uint32_t lists) {
 }
 
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len) {
-    (void)self;
-    if (uri && len) broadcast("notifications/resources/updated", uri, len);
+    if (!self || !uri || !len) return;
+    /* a backend speaks for its own resources only (told_by_owner); the
+     * gateway's own modules (a transport's signed webhooks) for any */
+    const char *from = self->desc->kind == MCPG_KIND_BACKEND ? self->name : NULL;
+    broadcast("notifications/resources/updated", from, uri, len);
 }
 
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on) {
@@ -135,5 +171,5 @@ void news_fleet_resource_updated(mcpg_worker *w, const char *uri, size_t len) {
     if (ops && mcpg_fleet_news_updated(&msg, uri, len) == 0)
         rc = ops->publish(c->state, w, MCPG_FLEET_NEWS_SUBJECT, msg.data, msg.len, fleet_published, NULL);
     mcpg_buf_free(&msg);
-    if (rc < 0) broadcast("notifications/resources/updated", uri, len); /* this replica's own, at least */
+    if (rc < 0) broadcast("notifications/resources/updated", NULL, uri, len); /* this replica's own, at least */
 }

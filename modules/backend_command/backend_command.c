@@ -21,7 +21,7 @@ typedef struct cmd_cfg {
 static const mcpg_config_field cmd_config[] = {
     MCPG_CFG_JSON_FIELD(cmd_cfg, tools, "tools", NULL,
                         "array of {name, description, command, args, input_schema, stdin, "
-                        "timeout_ms, max_output_bytes, env}"),
+                        "timeout_ms, max_output_bytes, env, inherit_env}"),
     MCPG_CONFIG_END};
 
 typedef struct cmd {

@@ -31,12 +31,18 @@ static void free_strv(char **v, size_t n) {
     free(v);
 }
 
+/* The PATH programs are found in and given: the gateway's, or a safe default
+ * when it has none or an empty one. */
+static const char *effective_path(void) {
+    const char *path = getenv("PATH");
+    return path && path[0] ? path : CMD_DEFAULT_PATH;
+}
+
 /* An absolute path must be executable; a bare name is looked up in PATH. */
 static char *resolve_program(const char *cmd) {
     if (cmd[0] == '/') return access(cmd, X_OK) == 0 ? strdup(cmd) : NULL;
     if (strchr(cmd, '/') || !cmd[0]) return NULL;
-    const char *path = getenv("PATH");
-    if (!path) path = "/usr/bin:/bin";
+    const char *path = effective_path();
     while (*path) {
         size_t len = strcspn(path, ":");
         char *full = NULL;
@@ -105,6 +111,34 @@ static void parse_env(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     }
 }
 
+/* A portable shell variable name: anything else could not be set or read
+ * back by the program as the operator meant. */
+static int env_name_valid(const char *s) {
+    if (!(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'))) return 0;
+    return s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")] == '\0';
+}
+
+static void parse_inherit(pctx *c, const char *base, json_t *v, cmd_tool *t) {
+    char path[96];
+    snprintf(path, sizeof path, "%s.inherit_env", base);
+    if (!json_is_array(v) || json_array_size(v) > CMD_INHERIT_MAX)
+        return mcpg_config_problem(c, path, "expected an array of at most %d variable names",
+                                   CMD_INHERIT_MAX);
+    size_t i;
+    json_t *a;
+    json_array_foreach(v, i, a) {
+        snprintf(path, sizeof path, "%s.inherit_env[%zu]", base, i);
+        const char *s = json_string_value(a);
+        if (!s || strlen(s) != json_string_length(a) || !env_name_valid(s)) {
+            mcpg_config_problem(c, path,
+                                "must be a variable name matching ^[A-Za-z_][A-Za-z0-9_]*$");
+            continue;
+        }
+        if (push(&t->inherit, &t->ninherit, strdup(s)))
+            return mcpg_config_problem(c, path, "out of memory");
+    }
+}
+
 static void parse_int(pctx *c, const char *base, const char *key, json_t *v, int64_t lo,
                       int64_t hi, int64_t *out) {
     char path[96];
@@ -130,7 +164,7 @@ static char *build_schema(const cmd_tool *t) {
 
 static const char *const tool_keys[] = {"name",  "description", "command",    "args",
                                         "input_schema", "stdin", "timeout_ms",
-                                        "max_output_bytes", "env"};
+                                        "max_output_bytes", "env", "inherit_env"};
 
 static void parse_member(pctx *c, const char *base, const char *key, json_t *v, cmd_tool *t) {
     char path[96];
@@ -165,9 +199,54 @@ static void parse_member(pctx *c, const char *base, const char *key, json_t *v, 
         parse_int(c, base, key, v, 1, CMD_OUTPUT_MAX, &t->max_output_bytes);
     } else if (strcmp(key, "env") == 0) {
         parse_env(c, base, v, t);
+    } else if (strcmp(key, "inherit_env") == 0) {
+        parse_inherit(c, base, v, t);
     } else {
         mcpg_config_unknown_key(c, path, key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
     }
+}
+
+/* Set "NAME=value" in envp, replacing an entry of the same name. Takes kv. */
+static int env_set(cmd_tool *t, char *kv) {
+    if (!kv) return -1;
+    size_t nl = strcspn(kv, "=") + 1;
+    for (size_t i = 0; i < t->nenvp; i++)
+        if (strncmp(t->envp[i], kv, nl) == 0) {
+            free(t->envp[i]);
+            t->envp[i] = kv;
+            return 0;
+        }
+    return push(&t->envp, &t->nenvp, kv);
+}
+
+/* Copy one of the gateway's variables; one it does not have is left out. */
+static int env_copy(cmd_tool *t, const char *name, const char *value) {
+    if (!value) return 0;
+    char *kv = NULL;
+    if (asprintf(&kv, "%s=%s", name, value) < 0) return -1;
+    return env_set(t, kv);
+}
+
+/* Variables every program gets: PATH to find what it runs, and the locale
+ * and time zone so its text and timestamps read as the operator's shell
+ * would. None of them holds a secret; anything else (HOME, credentials, the
+ * gateway's own tokens) only when the tool names it in inherit_env or env. */
+static const char *const child_baseline[] = {"LANG", "LC_ALL", "LC_CTYPE", "TZ"};
+
+/* The program's whole environment, fixed at load: the baseline, then
+ * inherit_env (the gateway's values), then env, each later one winning. */
+static int cmd_child_env(cmd_tool *t) {
+    int rc = env_copy(t, "PATH", effective_path());
+    for (size_t i = 0; !rc && i < sizeof child_baseline / sizeof *child_baseline; i++)
+        rc = env_copy(t, child_baseline[i], getenv(child_baseline[i]));
+    for (size_t i = 0; !rc && i < t->ninherit; i++)
+        rc = env_copy(t, t->inherit[i], getenv(t->inherit[i]));
+    for (size_t i = 0; !rc && i < t->nenv; i++) rc = env_set(t, strdup(t->env[i]));
+    char **nv = rc ? NULL : realloc(t->envp, (t->nenvp + 1) * sizeof *nv);
+    if (!nv) return -1;
+    nv[t->nenvp] = NULL; /* never NULL itself: a NULL envp would mean environ to uv_spawn */
+    t->envp = nv;
+    return 0;
 }
 
 static void parse_tool(pctx *c, const cmd_tool_set *set, size_t idx, json_t *obj, cmd_tool *t) {
@@ -191,6 +270,7 @@ static void parse_tool(pctx *c, const cmd_tool_set *set, size_t idx, json_t *obj
             return mcpg_config_problem(c, path, "duplicate tool name \"%s\" (also tools[%zu])", t->name, i);
         }
     if (!t->schema && !(t->schema = build_schema(t))) mcpg_config_problem(c, base, "out of memory");
+    if (cmd_child_env(t)) mcpg_config_problem(c, base, "out of memory");
 }
 
 int cmd_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
@@ -228,6 +308,8 @@ void cmd_tools_free(cmd_tool_set *set) {
         free_strv(t->args, t->nargs);
         free_strv(t->placeholders, t->nplaceholders);
         free_strv(t->env, t->nenv);
+        free_strv(t->inherit, t->ninherit);
+        free_strv(t->envp, t->nenvp);
     }
     free(set->tools);
     *set = (cmd_tool_set){0};

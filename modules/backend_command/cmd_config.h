@@ -11,6 +11,10 @@
 #define CMD_OUTPUT_DEFAULT 1048576
 #define CMD_OUTPUT_MAX (256 * 1048576)
 #define CMD_ARGS_MAX 256
+#define CMD_INHERIT_MAX 256
+/* PATH for the program when the gateway has none (or an empty one, which
+ * some shells read as "the current directory") */
+#define CMD_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
 typedef struct cmd_tool {
     char name[65];
@@ -24,8 +28,13 @@ typedef struct cmd_tool {
     int stdin_json;
     int64_t timeout_ms;
     int64_t max_output_bytes;
-    char **env;         /* "K=V" entries set over the gateway's environment */
+    char **env;         /* "K=V" from the tool's env key, values read at load */
     size_t nenv;
+    char **inherit;     /* variable names of inherit_env */
+    size_t ninherit;
+    char **envp;        /* the program's whole environment, NULL-terminated:
+                           cmd_child_env() in cmd_config.c says what is in it */
+    size_t nenvp;       /* entries before the NULL */
 } cmd_tool;
 
 typedef struct cmd_tool_set {

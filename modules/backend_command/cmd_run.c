@@ -12,8 +12,6 @@
 #include <string.h>
 #include <uv.h>
 
-extern char **environ;
-
 typedef enum { END_EXIT, END_TIMEOUT, END_OVER, END_CANCELLED, END_SPAWN } cmd_end;
 
 struct cmd_run {
@@ -23,7 +21,8 @@ struct cmd_run {
     void **slot;
     char **argv;     /* argv[0] is the program's path; NULL-terminated */
     size_t argc;
-    char **envp;     /* NULL: the gateway's environment as it is */
+    char **envp;     /* the tool's envp, copied; NULL-terminated, never NULL itself */
+    size_t envc;
     char *input;     /* stdin text, or NULL */
     size_t input_len;
     int64_t timeout_ms, cap;
@@ -53,7 +52,7 @@ static void strv_free(char **v, size_t n) {
 
 static void run_free(cmd_run *r) {
     strv_free(r->argv, r->argc);
-    free(r->envp); /* entries borrowed from environ and the config */
+    strv_free(r->envp, r->envc);
     free(r->input);
     free(r->obuf);
     free(r->ebuf);
@@ -83,6 +82,17 @@ static char *arg_value(const mcpg_host *h, mcpg_call *call, const char *name) {
     return s;
 }
 
+/* The placeholder written at p ("{name}"), or nplaceholders when p is
+ * template text. */
+static size_t placeholder_at(const char *p, const cmd_tool *t) {
+    if (*p != '{') return t->nplaceholders;
+    for (size_t i = 0; i < t->nplaceholders; i++) {
+        size_t n = strlen(t->placeholders[i]);
+        if (strncmp(p + 1, t->placeholders[i], n) == 0 && p[1 + n] == '}') return i;
+    }
+    return t->nplaceholders;
+}
+
 /* One argv element: each {placeholder} of the template replaced. */
 static char *expand(const char *tpl, const cmd_tool *t, char *const *vals) {
     size_t cap = strlen(tpl) + 1, len = 0;
@@ -90,12 +100,7 @@ static char *expand(const char *tpl, const cmd_tool *t, char *const *vals) {
     char *out = malloc(cap);
     if (!out) return NULL;
     for (const char *p = tpl; *p;) {
-        size_t i = t->nplaceholders;
-        if (*p == '{')
-            for (i = 0; i < t->nplaceholders; i++) {
-                size_t n = strlen(t->placeholders[i]);
-                if (strncmp(p + 1, t->placeholders[i], n) == 0 && p[1 + n] == '}') break;
-            }
+        size_t i = placeholder_at(p, t);
         if (i < t->nplaceholders) {
             size_t vn = strlen(vals[i]);
             if (len + vn + 1 > cap) { /* more uses than the estimate allowed */
@@ -119,6 +124,44 @@ static char *expand(const char *tpl, const cmd_tool *t, char *const *vals) {
     return out;
 }
 
+/* The placeholder whose value begins the element tpl expands to, or
+ * nplaceholders when the template's own text does (or nothing does).
+ * Empty values are stepped over: "{a}{b}" with a = "" begins with b. */
+static size_t leading_placeholder(const char *tpl, const cmd_tool *t, char *const *vals) {
+    for (const char *p = tpl;;) {
+        size_t i = placeholder_at(p, t);
+        if (i == t->nplaceholders || vals[i][0]) return i;
+        p += strlen(t->placeholders[i]) + 2;
+    }
+}
+
+static const char *program_name(const cmd_tool *t) {
+    const char *slash = strrchr(t->path, '/');
+    return slash ? slash + 1 : t->path;
+}
+
+/* A caller's value that begins an argv element with '-' ("-rf",
+ * "--output=/etc/passwd", "-") would be read by the program as an option of
+ * the caller's choosing, unless an earlier element of the template is "--",
+ * the getopt convention for "no options after this". Refused with -32602
+ * rather than run; the template's own text ("--file={path}", "./{name}")
+ * puts the value out of an option's place and is never refused. */
+static int refuse_option_values(const mcpg_host *h, mcpg_call *call, const cmd_tool *t,
+                                char *const *vals) {
+    for (size_t k = 0; k < t->nargs; k++) {
+        if (strcmp(t->args[k], "--") == 0) return 0;
+        size_t i = leading_placeholder(t->args[k], t, vals);
+        if (i < t->nplaceholders && vals[i][0] == '-') {
+            mcpg_result_errorf(h, call, MCPG_RPC_INVALID_PARAMS,
+                               "Invalid params: argument '%.64s' starts with '-', which %.64s "
+                               "would read as an option; the tool's args need a \"--\" before "
+                               "it", t->placeholders[i], program_name(t));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int build_argv(cmd_run *r, const cmd_tool *t, char *const *vals) {
     r->argv = calloc(t->nargs + 2, sizeof *r->argv);
     if (!r->argv || !(r->argv[0] = strdup(t->path))) return -1;
@@ -128,22 +171,13 @@ static int build_argv(cmd_run *r, const cmd_tool *t, char *const *vals) {
     return 0;
 }
 
-/* The gateway's environment with the tool's entries set over it. */
+/* The tool's environment (fixed at load, never the gateway's own: see
+ * cmd_child_env), copied so the run owns everything it spawns with. */
 static int build_env(cmd_run *r, const cmd_tool *t) {
-    if (!t->nenv) return 0;
-    size_t n = 0;
-    while (environ && environ[n]) n++;
-    r->envp = calloc(n + t->nenv + 1, sizeof *r->envp);
+    r->envp = calloc(t->nenvp + 1, sizeof *r->envp);
     if (!r->envp) return -1;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t kl = strcspn(environ[i], "=");
-        int overridden = 0;
-        for (size_t j = 0; j < t->nenv && !overridden; j++)
-            overridden = strncmp(t->env[j], environ[i], kl + 1) == 0;
-        if (!overridden) r->envp[k++] = environ[i];
-    }
-    for (size_t j = 0; j < t->nenv; j++) r->envp[k++] = t->env[j];
+    for (; r->envc < t->nenvp; r->envc++)
+        if (!(r->envp[r->envc] = strdup(t->envp[r->envc]))) return -1;
     return 0;
 }
 
@@ -154,6 +188,7 @@ cmd_run *cmd_run_prepare(const mcpg_host *h, mcpg_instance *self, const cmd_tool
     int ok = r && vals;
     for (size_t i = 0; ok && i < t->nplaceholders; i++)
         ok = (vals[i] = arg_value(h, call, t->placeholders[i])) != NULL;
+    if (ok) ok = !refuse_option_values(h, call, t, vals); /* the call's error is set */
     if (ok && r) {
         *r = (cmd_run){.h = h, .self = self, .call = call, .slot = h->call_slot(call, self),
                        .timeout_ms = t->timeout_ms, .cap = t->max_output_bytes};

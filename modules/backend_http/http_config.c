@@ -46,10 +46,32 @@ static int scan_json(http_tool *t, json_t *v) {
     return 0;
 }
 
+/* The scheme and authority of a URL: everything before its path. */
+static size_t origin_len(const char *url) {
+    const char *sep = strstr(url, "://");
+    const char *a = sep ? sep + 3 : url;
+    return (size_t)(a - url) + strcspn(a, "/?#");
+}
+
+/* A byte below 0x20 or DEL; a tab too unless tab_ok (header values). */
+static int has_control(const char *s, int tab_ok) {
+    for (; *s; s++)
+        if (((unsigned char)*s < 0x20 && !(tab_ok && *s == '\t')) || *s == 0x7f) return 1;
+    return 0;
+}
+
 /* http[s]://host[:port]/path: the form checked by upclient, the path ours
- * (its query comes from "query"). */
+ * (its query comes from "query"). Only the path takes placeholders: one in
+ * the scheme, host or port is refused here rather than sent as literal
+ * text, so no config reads as if an argument could choose the upstream. */
 static void parse_url(pctx *c, const char *path, const char *url, http_tool *t) {
     char err[320];
+    size_t olen = origin_len(url);
+    if (memchr(url, '{', olen) || memchr(url, '}', olen))
+        return mcpg_config_problem(c, path,
+                                   "no placeholder may choose the scheme, host or port (in \"%.*s\"): "
+                                   "arguments fill only the path, \"query\" and \"body\"",
+                                   (int)olen, url);
     if (up_url_check(url, err, sizeof err)) {
         const char *why = strstr(err, ": ");
         return mcpg_config_problem(c, path, "%s", why ? why + 2 : err);
@@ -59,7 +81,7 @@ static void parse_url(pctx *c, const char *path, const char *url, http_tool *t) 
         return mcpg_config_problem(c, path, "put the query in \"query\", not the URL");
     if (slash && strpbrk(slash, "?#"))
         return mcpg_config_problem(c, path, "the path may not hold '?' or '#': put the query in \"query\"");
-    size_t olen = slash ? (size_t)(slash - url) : strlen(url);
+    if (has_control(url, 0)) return mcpg_config_problem(c, path, "a control character in the URL");
     t->origin = strndup(url, olen);
     t->path = strdup(slash ? slash : "/");
     if (!t->origin || !t->path || scan_placeholders(t, t->path))
@@ -69,8 +91,6 @@ static void parse_url(pctx *c, const char *path, const char *url, http_tool *t) 
 static int token_ok(const char *s) {
     return s[0] && strspn(s, "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") == strlen(s);
 }
-
-static int value_ok(const char *s) { return !strpbrk(s, "\r\n"); }
 
 static int push_kv(http_kv **v, size_t *n, const char *k, const char *val) {
     http_kv *nv = realloc(*v, (*n + 1) * sizeof **v);
@@ -121,7 +141,11 @@ static void parse_headers(pctx *c, const char *base, json_t *v, http_tool *t) {
         } else {
             return mcpg_config_problem(c, path, "expected a string or {\"from_env\": \"VAR\"}");
         }
-        if (!value_ok(val)) return mcpg_config_problem(c, path, "the value holds a line break");
+        /* a header value is sent as written: a line break would start a new
+         * header, another control character is refused by upstreams */
+        if (strpbrk(val, "\r\n")) return mcpg_config_problem(c, path, "the value holds a line break");
+        if (has_control(val, 1))
+            return mcpg_config_problem(c, path, "the value holds a control character");
         if (push_kv(&t->headers, &t->nheaders, k, val)) return mcpg_config_problem(c, path, "out of memory");
     }
 }

@@ -27,6 +27,7 @@
 
 struct park {
     char token[48];     /* the requestState the client echoes */
+    char *owner;        /* who was asked (the parked call's owner): only they may answer */
     ureq *ur;           /* the upstream's tools/call (or prompts/get...) still open */
     asked q;            /* its question, unanswered */
     uint64_t expires_ms;
@@ -181,7 +182,10 @@ pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
                    method == MCPG_METHOD_RESOURCES_READ) && header_safe(target))
         pc->mcp_name = strdup(target);
     pc->trace_lines = calls_trace_lines(h, call);
-    if (!pc->method_name || rewrite_params(up, pc, call) != 0) {
+    size_t on = 0;
+    const char *owner = MCPG_HOST_HAS(h, call_owner) ? h->call_owner(call, &on) : NULL;
+    if (owner) pc->owner = span_dup(owner, on);
+    if (!pc->method_name || (owner && !pc->owner) || rewrite_params(up, pc, call) != 0) {
         calls_free(pc);
         mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
         return NULL;
@@ -201,6 +205,7 @@ void calls_free(pcall *pc) {
     free(pc->caps);
     free(pc->mcp_name);
     free(pc->trace_lines);
+    free(pc->owner);
     free(pc);
 }
 
@@ -625,6 +630,7 @@ static int send_call(upstream *up, pcall *pc) {
     if (!r) return MCPG_ENOMEM;
     r->pc = pc;
     pc->ur = r;
+    calls_mark_shared(up, r);
     mcpg_buf b = {0};
     int rc = calls_build_message(up, pc, r->id, up->wire == WIRE_STATELESS, &b);
     if (!rc) rc = up->link->ops->send(up->link, b.data, b.len, r);
@@ -663,6 +669,20 @@ void calls_cancel(upstream *up, pcall *pc) {
     calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "request cancelled");
 }
 
+/* The upstream answered r with bytes no parser here reads (not JSON, or
+ * nested beyond MCPG_JSON_MAX_DEPTH): the call fails now, naming the
+ * backend, rather than wait for its timeout; the upstream is told cancelled. */
+void calls_unreadable(upstream *up, ureq *r) {
+    pcall *pc = r->pc;
+    if (!pc) return; /* parked: its question keeps it, and it expires */
+    r->pc = NULL;
+    pc->ur = NULL;
+    cancel_upstream(up, r, "its answer could not be read");
+    calls_fail(up, pc, MCPG_RPC_SERVER_ERROR,
+               "the upstream's answer is not JSON the gateway reads (malformed, or nested deeper "
+               "than %d levels)", MCPG_JSON_MAX_DEPTH);
+}
+
 /* ---- the upstream's notifications about a call ---- */
 
 static ureq *call_by_id(upstream *up, int64_t id) {
@@ -671,12 +691,46 @@ static ureq *call_by_id(upstream *up, int64_t id) {
     return NULL;
 }
 
-ureq *calls_find_single(upstream *up) {
-    /* the newest call in flight: exact when one runs, which is the common
-     * case on stdio (the upstream's messages carry no request id there) */
+/* A call started: from now on no call that was in flight beside it, nor it,
+ * is the upstream's only call over its whole life (calls_sole). */
+void calls_mark_shared(upstream *up, ureq *started) {
     for (ureq *r = up->pending; r; r = r->next)
-        if (r->kind == UR_CALL && (r->pc || r->parked)) return r;
-    return NULL;
+        if (r != started && r->kind == UR_CALL && (r->pc || r->parked)) {
+            r->shared = true;
+            started->shared = true;
+        }
+}
+
+static bool calls_in_flight(const upstream *up) {
+    for (const ureq *r = up->pending; r; r = r->next)
+        if (r->kind == UR_CALL && (r->pc || r->parked)) return true;
+    return false;
+}
+
+/* A message the upstream did not tie to a call (no stream of its own, no
+ * progress token: stdio, the HTTP GET stream) reaches nobody, unless the
+ * operator allows `untied_messages: "sole_call"`: then the one call in
+ * flight, if it has been the only one since it started. A guess beyond
+ * that could hand one caller's question or log line to another. */
+ureq *calls_sole(upstream *up) {
+    if (up->cfg.untied != UNTIED_SOLE_CALL) return NULL;
+    ureq *sole = NULL;
+    for (ureq *r = up->pending; r; r = r->next) {
+        if (r->kind != UR_CALL || !(r->pc || r->parked)) continue;
+        if (sole) return NULL;
+        sole = r;
+    }
+    return sole && !sole->shared ? sole : NULL;
+}
+
+/* Counted, and logged at 1, 2, 4, 8... so an upstream cannot fill the log. */
+static void untied_dropped(upstream *up, const char *method) {
+    uint64_t k = ++up->untied_dropped;
+    if ((k & (k - 1)) == 0)
+        up_log_said(up, "%s from the upstream tied to no call (no request stream, no progress "
+                    "token; untied_messages is \"%s\"): reached nobody (%llu so far)", method,
+                    up->cfg.untied == UNTIED_SOLE_CALL ? "sole_call" : "drop",
+                    (unsigned long long)k);
 }
 
 void calls_progress(upstream *up, pcall *pc, const char *params, size_t n) {
@@ -710,8 +764,10 @@ void calls_notify(upstream *up, ureq *on, const char *method, const char *params
         return;
     }
     /* on another request's stream (a listen, a subscribe) it is nobody's;
-     * with no stream at all (stdio, the GET stream) the call in flight */
-    ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_find_single(up);
+     * with no stream at all (stdio, the GET stream): calls_sole */
+    ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_sole(up);
+    if (!on && !r && calls_in_flight(up))
+        untied_dropped(up, method);
     if (!r || !r->pc || !r->pc->call) {
         /* nobody's: the gateway's own session with the upstream said it */
         if (strcmp(method, "notifications/message") == 0)
@@ -793,8 +849,9 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
 void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, const char *method,
                  const char *params, size_t pn) {
     /* on another request's stream (a listen, a subscribe) it is nobody's;
-     * with no stream at all (stdio, the GET stream) the call in flight */
-    ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_find_single(up);
+     * with no stream at all (stdio, the GET stream): calls_sole */
+    ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_sole(up);
+    if (!on && !r && calls_in_flight(up)) untied_dropped(up, method);
     if (!r || !r->pc || !r->pc->call) {
         char why[200];
         snprintf(why, sizeof why, "no client call is waiting that could answer %s", method);
@@ -856,6 +913,7 @@ static void park_free(upstream *up, park *p, bool answer_upstream) {
         p->ur->parked = NULL;
     }
     asked_free(&p->q);
+    free(p->owner);
     free(p);
 }
 
@@ -872,6 +930,7 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
     int off = snprintf(p->token, sizeof p->token, PARK_PREFIX);
     for (size_t i = 0; i < sizeof rnd; i++)
         off += snprintf(p->token + off, sizeof p->token - (size_t)off, "%02x", rnd[i]);
+    p->owner = pc->owner ? strdup(pc->owner) : NULL;
     p->q.id_json = span_dup(id_json, id_len);
     p->q.method = strdup(method);
     p->q.params_json = params ? span_dup(params, pn) : NULL;
@@ -901,10 +960,16 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
     release(up, pc);
 }
 
+/* Only the caller who was asked may answer: another's requestState is
+ * answered exactly as an unknown one, so it tells nothing. */
+static bool same_owner(const char *a, const char *b) {
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
 static void resume_parked(upstream *up, pcall *pc) {
     park **pp = NULL;
     park *p = park_of_token(up, pc->request_state, &pp);
-    if (!p) {
+    if (!p || !same_owner(p->owner, pc->owner)) {
         calls_fail(up, pc, MCPG_RPC_INVALID_PARAMS,
                    "requestState is unknown or expired (questions wait %lld ms)",
                    (long long)up->cfg.c->input_wait_ms);

@@ -24,6 +24,9 @@ const mcpg_config_field mcp_config_fields[] = {
                         "HTTP headers sent with every request to url (object of strings)"),
     MCPG_CFG_ENUM_FIELD(mcp_cfg, wire, "wire", "\"auto\"", "auto|stateless|legacy",
                         "auto: try the stateless wire, fall back to initialize"),
+    MCPG_CFG_ENUM_FIELD(mcp_cfg, untied, "untied_messages", "\"drop\"", "drop|sole_call",
+                        "an upstream's question or log line tied to no call (stdio, the GET "
+                        "stream): drop it, or give it to the only call in flight"),
     MCPG_CFG_INT_FIELD(mcp_cfg, connect_timeout_ms, "connect_timeout_ms", "5000", 1, 600000,
                        "connecting (or negotiating with) the upstream may take this long"),
     MCPG_CFG_INT_FIELD(mcp_cfg, restart_min_ms, "restart_min_ms", "250", 1, 600000,
@@ -158,6 +161,7 @@ int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *
                             (long long)c->restart_min_ms);
         bad++;
     }
+    s->untied = c->untied && strcmp(c->untied, "sole_call") == 0 ? UNTIED_SOLE_CALL : UNTIED_DROP;
     s->wire = !c->wire || strcmp(c->wire, "auto") == 0 ? WIRE_UNKNOWN
               : strcmp(c->wire, "stateless") == 0   ? WIRE_STATELESS
                                                      : WIRE_LEGACY;

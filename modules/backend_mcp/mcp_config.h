@@ -14,6 +14,7 @@ typedef struct mcp_cfg {
     const char *cwd;
     const char *headers;   /* JSON object of strings: sent with every HTTP request */
     const char *wire;      /* auto | stateless | legacy */
+    const char *untied;    /* drop | sole_call: messages tied to no call */
     int64_t connect_timeout_ms;
     int64_t restart_min_ms, restart_max_ms;
     int64_t input_wait_ms;
@@ -31,7 +32,10 @@ typedef struct mcp_settings {
     char **envp;           /* "K=V" added to the gateway's environment, NULL-terminated */
     char *header_lines;    /* "Name: value\r\n"... for HTTP, or "" */
     int wire;              /* WIRE_UNKNOWN (auto), WIRE_STATELESS, WIRE_LEGACY */
+    int untied;            /* UNTIED_DROP or UNTIED_SOLE_CALL */
 } mcp_settings;
+
+enum { UNTIED_DROP, UNTIED_SOLE_CALL };
 
 /* 0, or the number of problems (reported through p). */
 int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *out);

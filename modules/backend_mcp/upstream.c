@@ -429,6 +429,16 @@ static void on_notification(upstream *up, const char *method, const char *params
     }
 }
 
+/* The call an unreadable message answers, if it can be told: the stream it
+ * came on, or an integer id found before the parse gave up (the upstream's
+ * word, but it can only fail its own calls). */
+static ureq *unreadable_answer_of(upstream *up, ureq *on, const mcpg_json_span *id) {
+    int64_t v;
+    ureq *r = on;
+    if (!r && id && mcpg_json_int64(id, &v) == 0) r = find_ureq(up, v);
+    return r && r->kind == UR_CALL ? r : NULL;
+}
+
 void up_on_message(upstream *up, const char *msg, size_t n, ureq *on) {
     mcpg_json_span id, method, params;
     bool has_id = mcpg_json_object_get(msg, n, "id", &id) == 1;
@@ -437,6 +447,8 @@ void up_on_message(upstream *up, const char *msg, size_t n, ureq *on) {
     if (mcpg_json_validate(msg, n) != 0) {
         up->h->log(up->self, MCPG_LOG_WARN, "upstream sent a message that is not JSON: %.100s",
                    msg);
+        ureq *r = unreadable_answer_of(up, on, has_id && !has_method ? &id : NULL);
+        if (r) calls_unreadable(up, r);
         return;
     }
     if (!has_method) {

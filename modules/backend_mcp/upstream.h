@@ -92,6 +92,7 @@ struct ureq {
     int list;              /* UR_LIST: which */
     void *link_ctx;        /* the link's own (an HTTP exchange) */
     uint64_t sent_ms;      /* when it was made (the I/O loop's clock) */
+    bool shared;           /* UR_CALL: another call was in flight at some moment of its life */
     ureq *next;
 };
 
@@ -124,6 +125,7 @@ struct pcall {
     char *caps;            /* the client's capabilities (JSON) or NULL */
     char *mcp_name;        /* the Mcp-Name header's value (the upstream's name or uri), or NULL */
     char *trace_lines;     /* "traceparent: ...\r\n" (and tracestate) from the client, or NULL */
+    char *owner;           /* who called (host->call_owner: principal 0x1f tenant), or NULL */
     ureq *ur;
     pcall *qnext;
 };
@@ -170,6 +172,7 @@ struct upstream {
     uint64_t said_window_ms;    /* up_log_said: the second being counted */
     uint32_t said_in_window;    /* ... lines written in it */
     uint64_t said_dropped;      /* ... lines not written since the last report */
+    uint64_t untied_dropped;    /* messages tied to no call that reached nobody */
 
     /* the direct path (fast.c): any loop thread */
     atomic_bool fast_ok;    /* a stateless upstream over HTTP, ready */
@@ -268,7 +271,10 @@ void calls_fail(upstream *up, pcall *pc, int64_t code, const char *fmt, ...) MCP
 /* The link went down: every call waiting fails; parked ones too. */
 void calls_fail_all(upstream *up, const char *why);
 void calls_expire_parks(upstream *up);
-ureq *calls_find_single(upstream *up); /* the one call in flight (stdio routing), or NULL */
+void calls_mark_shared(upstream *up, ureq *started); /* a call's ureq was added */
+void calls_unreadable(upstream *up, ureq *r); /* r's answer cannot be parsed: fail it now */
+/* The call an untied message may reach (untied_messages "sole_call"), or NULL. */
+ureq *calls_sole(upstream *up);
 
 /* fast.c: the direct path. On a loop thread: true when it took the call
  * (its answer comes on this loop, without the I/O thread). */

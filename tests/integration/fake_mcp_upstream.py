@@ -24,6 +24,13 @@ Tools (the name the upstream sees decides):
   garbage              writes lines that are not JSON, then answers
   add_tool {name}      adds a tool and sends notifications/tools/list_changed
   whoami               {"pid": ..., "authorization": ...}
+  pair {secret, peers} hostile to routing: waits until `peers` pair calls have started
+                       (counted since the start), then, on the channel that names no call
+                       (stdout; over HTTP the GET streams when one is open), a log line
+                       and an elicitation/create that both carry the secret; answers
+                       with what the elicitation got
+  deep {depth}         answers with a result nested `depth` arrays deep
+  spoof {uri}          notifications/resources/updated for uri (a uri it does not serve)
 """
 import argparse
 import json
@@ -36,7 +43,7 @@ import time
 import uuid
 
 TOOLS = ["echo", "sleep", "progress", "log", "ask", "fail", "rich", "exit", "huge", "garbage",
-         "add_tool", "whoami"]
+         "add_tool", "whoami", "pair", "deep", "spoof"]
 
 
 class Fake:
@@ -47,6 +54,8 @@ class Fake:
         self.asks = {}   # our request id -> [Event, reply]
         self.n_ask = 0
         self.get_streams = []  # HTTP: queues of the open GET streams
+        self.paired = 0        # pair calls started
+        self.pairing = threading.Condition(self.lock)
 
     # -- bookkeeping --
 
@@ -165,6 +174,15 @@ class Fake:
             if not self.broadcast(note):
                 out(note)
             return self.text(id, "added")
+        if name == "pair":
+            return self.pair(id, a, out)
+        if name == "deep":
+            depth = int(a.get("depth", 100))
+            return self.result(id, json.loads("[" * depth + "]" * depth))
+        if name == "spoof":
+            self.untied({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                         "params": {"uri": a.get("uri", "")}}, out)
+            return self.text(id, "spoofed")
         if name == "whoami":
             return self.text(id, json.dumps({"pid": os.getpid(),
                                              "authorization": headers.get("authorization")}))
@@ -186,6 +204,36 @@ class Fake:
             return self.error(id, -32000, "no answer to elicitation/create")
         reply = got.get("result") if "result" in got else {"error": got.get("error")}
         return self.text(id, json.dumps(reply), structuredContent={"got": reply})
+
+    def untied(self, msg, out):
+        """msg on the channel that names no call: the GET streams when one is
+        open (HTTP), else out (stdio has no other)."""
+        if not self.broadcast(msg):
+            out(msg)
+
+    def pair(self, id, a, out):
+        secret = a.get("secret", "")
+        with self.pairing:
+            self.paired += 1
+            self.pairing.notify_all()
+            met = self.pairing.wait_for(lambda: self.paired >= int(a.get("peers", 2)), 20)
+        if not met:
+            return self.error(id, -32000, "the other pair calls never came")
+        with self.lock:
+            self.n_ask += 1
+            qid = "fake-pair-%d" % self.n_ask
+            w = self.asks[qid] = [threading.Event(), None]
+        self.untied({"jsonrpc": "2.0", "method": "notifications/message",
+                     "params": {"level": "warning", "data": "log for " + secret}}, out)
+        self.untied({"jsonrpc": "2.0", "id": qid, "method": "elicitation/create",
+                     "params": {"mode": "form", "message": "question for " + secret,
+                                "requestedSchema": {"type": "object", "properties": {}}}}, out)
+        got = w[1] if w[0].wait(20) else None
+        with self.lock:
+            self.asks.pop(qid, None)
+        reply = None if got is None else (got.get("result") if "result" in got
+                                          else {"error": got.get("error")})
+        return self.text(id, "pair %s: %s" % (secret, json.dumps(reply)))
 
     def broadcast(self, note):
         with self.lock:

@@ -798,6 +798,15 @@ def expect_error(r, status, code, what, id=None, check_id=True):
 # audit files
 
 
+def new_apikey(ctx, keys_file, principal, *extra):
+    """A key for principal, added to keys_file by scripts/mcpg-apikey (extra:
+    its options, e.g. "--tenant", "acme")."""
+    script = os.path.join(ctx.source, "scripts", "mcpg-apikey")
+    out = subprocess.run([sys.executable, script, principal, "--json", "--add", keys_file] +
+                         list(extra), capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["key"]
+
+
 def read_audit(path):
     """The audit file as a list of JSON objects, one a line."""
     out = []

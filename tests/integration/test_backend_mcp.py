@@ -83,8 +83,11 @@ def mcp_manifest(cfg, timeout_ms=None, prefix="up", inline=True):
 
 
 def stdio_cfg(fake, *extra, **more):
+    # one call at a time here: a question or log line over stdio names no
+    # call, and reaches the one in flight only when the operator allows it
+    # (two callers at once: test_upstream_routing.py)
     cfg = {"command": sys.executable, "args": fake.argv(*extra), "restart_min_ms": 100,
-           "restart_max_ms": 400}
+           "restart_max_ms": 400, "untied_messages": "sole_call"}
     cfg.update(more)
     return cfg
 

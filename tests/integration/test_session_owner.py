@@ -21,14 +21,12 @@ and then 429 while alice still gets hers, and an ended session gives its
 place back.
 """
 
-import json
 import os
 import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
+from gateway import (new_apikey, Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
                      read_audit, run_tests, wait_for)
 from test_legacy_wire import answer, request, rpc  # noqa: E402
 
@@ -47,13 +45,10 @@ def init_body():
 def main():
     args = parse_args()
     ctx = Context(args)
-    script = os.path.join(ctx.source, "scripts", "mcpg-apikey")
     keys_file = ctx.path("keys.json")
 
     def new_key(principal, *extra):
-        out = subprocess.run([sys.executable, script, principal, "--json", "--add", keys_file] +
-                             list(extra), capture_output=True, text=True, check=True)
-        return json.loads(out.stdout)["key"]
+        return new_apikey(ctx, keys_file, principal, *extra)
 
     alice, bob = new_key("alice", "--tenant", "acme"), new_key("bob", "--tenant", "acme")
     carol = new_key("alice", "--tenant", "other")  # alice's name, another tenant

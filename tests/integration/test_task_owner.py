@@ -15,11 +15,10 @@ at least 16 bytes: --check names the key and the variable otherwise.
 import json
 import os
 import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
+from gateway import (new_apikey, Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
                      run_cli, run_tests)
 from test_legacy_wire import answer, rpc  # noqa: E402
 from test_session_owner import legacy  # noqa: E402
@@ -28,13 +27,10 @@ from test_session_owner import legacy  # noqa: E402
 def main():
     args = parse_args()
     ctx = Context(args)
-    script = os.path.join(ctx.source, "scripts", "mcpg-apikey")
     keys_file = ctx.path("keys.json")
 
-    def new_key(principal):
-        out = subprocess.run([sys.executable, script, principal, "--json", "--add", keys_file],
-                             capture_output=True, text=True, check=True)
-        return json.loads(out.stdout)["key"]
+    def new_key(principal, *extra):
+        return new_apikey(ctx, keys_file, principal, *extra)
 
     alice, bob = new_key("alice"), new_key("bob")
     secret_var = "MCPG_TEST_GATEWAY_SECRET"

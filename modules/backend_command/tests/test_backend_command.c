@@ -53,6 +53,10 @@ static json_t *call(mcpg_instance *inst, const char *tool, const char *args, int
     return o;
 }
 
+static int strcmp_ptrs(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static const char *text_of(json_t *o) {
     return json_string_value(json_object_get(json_array_get(json_object_get(o, "content"), 0), "text"));
 }
@@ -80,14 +84,64 @@ static void test_echo_templates(int inline_on) {
     MCPG_CHECK(o && !json_object_get(o, "isError") && !json_object_get(o, "structuredContent"),
                "plain success");
     json_decref(o);
-    o = call(inst, "say", "{\"a\":7.5,\"b\":-1}", &code, msg, sizeof msg);
-    MCPG_CHECK(o && strcmp(text_of(o), "a=7.5 -1 7.57.5") == 0, "numbers: %s", o ? text_of(o) : msg);
+    o = call(inst, "say", "{\"a\":7.5,\"b\":2}", &code, msg, sizeof msg);
+    MCPG_CHECK(o && strcmp(text_of(o), "a=7.5 2 7.57.5") == 0, "numbers: %s", o ? text_of(o) : msg);
     json_decref(o);
+    /* a negative number begins "{b}": an option to echo, and no "--" before it */
+    o = call(inst, "say", "{\"a\":7.5,\"b\":-1}", &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_INVALID_PARAMS && strstr(msg, "'b' starts with '-'") &&
+                   strstr(msg, "echo"),
+               "-1 refused: %lld %s", (long long)code, msg);
     o = call(inst, "say", "{\"a\":\"x\"}", &code, msg, sizeof msg);
     MCPG_CHECK(!o && code == MCPG_RPC_INVALID_PARAMS && strstr(msg, "'b'"), "missing b: %lld %s",
                (long long)code, msg);
     o = call(inst, "say", "{\"a\":\"x\",\"b\":[1]}", &code, msg, sizeof msg);
     MCPG_CHECK(!o && code == MCPG_RPC_INVALID_PARAMS && strstr(msg, "'b'"), "array b: %s", msg);
+    unload(inst);
+}
+
+/* sh -c 'printf "%s|" "$@"' sh ARGS...: prints each argv element as received. */
+#define SHOW_ARGS "\"command\":\"/bin/sh\",\"args\":[\"-c\",\"printf '%s|' \\\"$@\\\"\",\"sh\","
+
+static void test_option_values(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":["
+        "{\"name\":\"bare\"," SHOW_ARGS "\"{a}\"]},"
+        "{\"name\":\"suffix\"," SHOW_ARGS "\"{a}.txt\"]},"
+        "{\"name\":\"joined\"," SHOW_ARGS "\"{a}{b}\"]},"
+        "{\"name\":\"inner\"," SHOW_ARGS "\"--file={a}\",\"./{b}\"]},"
+        "{\"name\":\"ended\"," SHOW_ARGS "\"x{b}\",\"--\",\"{a}\"]}"
+        "]}", 1);
+    static const struct {
+        const char *tool, *args, *want; /* want: the output, or NULL: refused naming ... */
+        const char *refused;
+    } cases[] = {
+        {"bare", "{\"a\":\"-rf\"}", NULL, "'a' starts with '-'"},
+        {"bare", "{\"a\":\"--output=/etc/passwd\"}", NULL, "'a' starts with '-'"},
+        {"bare", "{\"a\":\"-\"}", NULL, "'a' starts with '-'"},
+        {"bare", "{\"a\":-5}", NULL, "'a' starts with '-'"},
+        {"bare", "{\"a\":\"a-b\"}", "a-b|", NULL},
+        {"bare", "{\"a\":\"\"}", "|", NULL},
+        {"suffix", "{\"a\":\"-rf\"}", NULL, "'a' starts with '-'"},
+        {"joined", "{\"a\":\"\",\"b\":\"-x\"}", NULL, "'b' starts with '-'"},
+        {"joined", "{\"a\":\"y\",\"b\":\"-x\"}", "y-x|", NULL},
+        {"inner", "{\"a\":\"-x\",\"b\":\"-y\"}", "--file=-x|./-y|", NULL},
+        {"ended", "{\"a\":\"-rf\",\"b\":\"-q\"}", "x-q|--|-rf|", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int64_t code;
+        char msg[512];
+        json_t *o = call(inst, cases[i].tool, cases[i].args, &code, msg, sizeof msg);
+        if (cases[i].want)
+            MCPG_CHECK(o && strcmp(text_of(o), cases[i].want) == 0, "case %zu (%s %s): %s", i,
+                       cases[i].tool, cases[i].args, o ? text_of(o) : msg);
+        else
+            MCPG_CHECK(!o && code == MCPG_RPC_INVALID_PARAMS && strstr(msg, cases[i].refused) &&
+                           strstr(msg, "which sh would read as an option") && strstr(msg, "\"--\""),
+                       "case %zu (%s %s) refused: %lld %s", i, cases[i].tool, cases[i].args,
+                       (long long)code, msg);
+        json_decref(o);
+    }
     unload(inst);
 }
 
@@ -245,6 +299,17 @@ static void test_config_errors(void) {
          "\"MCPG_SURELY_UNSET_VAR\"}}}]}", "tools[0].env.A"},
         {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\"},{\"name\":\"x\",\"command\":\"echo\"}]}",
          "tools[1].name"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\",\"inherit_env\":\"HOME\"}]}",
+         "tools[0].inherit_env: expected an array"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\"},{\"name\":\"y\",\"command\":\"echo\","
+         "\"inherit_env\":[\"HOME\",\"_OK1\",\"1BAD\"]}]}",
+         "tools[1].inherit_env[2]: must be a variable name matching ^[A-Za-z_][A-Za-z0-9_]*$"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\",\"inherit_env\":[\"A=B\"]}]}",
+         "tools[0].inherit_env[0]"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\",\"inherit_env\":[\"\"]}]}",
+         "tools[0].inherit_env[0]"},
+        {"{\"tools\":[{\"name\":\"x\",\"command\":\"echo\",\"inherit_env\":[7]}]}",
+         "tools[0].inherit_env[0]"},
         {"{}", "tools"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -254,6 +319,67 @@ static void test_config_errors(void) {
                    "case %zu: rc %d, report %s", i, rc, mcpg_fakehost_report_text(fh));
         if (rc == 0) unload(inst);
     }
+}
+
+/* The program's environment as a sorted "\n"-joined list, to compare whole. */
+static char *sorted_lines(const char *text) {
+    char *copy = strdup(text), *lines[64], *save = NULL;
+    size_t n = 0;
+    for (char *l = strtok_r(copy, "\n", &save); l && n < 64; l = strtok_r(NULL, "\n", &save))
+        lines[n++] = l;
+    qsort(lines, n, sizeof *lines, strcmp_ptrs);
+    size_t cap = strlen(text) + 2, len = 0;
+    char *out = calloc(1, cap);
+    for (size_t i = 0; i < n; i++) len += (size_t)snprintf(out + len, cap - len, "%s\n", lines[i]);
+    free(copy);
+    return out;
+}
+
+static void check_env_is(mcpg_instance *inst, const char *tool, const char *const *want,
+                         size_t nwant) {
+    int64_t code;
+    char msg[256], expect[4096] = "";
+    json_t *o = call(inst, tool, "{}", &code, msg, sizeof msg);
+    MCPG_REQUIRE(o, "%s: %s", tool, msg);
+    size_t len = 0;
+    for (size_t i = 0; i < nwant; i++)
+        len += (size_t)snprintf(expect + len, sizeof expect - len, "%s\n", want[i]);
+    char *got = sorted_lines(text_of(o)), *exp = sorted_lines(expect);
+    MCPG_CHECK(strcmp(got, exp) == 0, "%s: the environment is exactly\n%s--- got\n%s", tool, exp,
+               got);
+    free(got);
+    free(exp);
+    json_decref(o);
+}
+
+/* The program gets PATH, the locale, TZ, inherit_env and env: nothing else
+ * of the gateway's environment (here the test's: SECRET_TOKEN stands for
+ * the admin token and credentials a gateway holds). */
+static void test_child_env(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "PATH=%s", getenv("PATH"));
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"bare\",\"command\":\"/usr/bin/env\"},"
+        "{\"name\":\"inherit\",\"command\":\"/usr/bin/env\","
+        "\"inherit_env\":[\"SECRET_TOKEN\",\"MCPG_SURELY_UNSET_VAR\",\"TZ\"],"
+        "\"env\":{\"LANG\":\"C\",\"A\":\"fixed\",\"TZ\":\"Europe/Paris\"}}]}", 1);
+    const char *const bare[] = {path, "LANG=C.UTF-8", "LC_CTYPE=C.UTF-8", "TZ=UTC"};
+    check_env_is(inst, "bare", bare, sizeof bare / sizeof *bare);
+    /* env wins over inherit_env and the baseline; an unset name is left out */
+    const char *const inherit[] = {path, "LANG=C", "LC_CTYPE=C.UTF-8", "TZ=Europe/Paris",
+                                   "SECRET_TOKEN=t0psecret", "A=fixed"};
+    check_env_is(inst, "inherit", inherit, sizeof inherit / sizeof *inherit);
+    unload(inst);
+    /* a gateway without PATH (or an empty one) gives a safe default, not "" */
+    char *saved = strdup(getenv("PATH"));
+    setenv("PATH", "", 1);
+    inst = load("{\"tools\":[{\"name\":\"bare\",\"command\":\"/usr/bin/env\"}]}", 1);
+    setenv("PATH", saved, 1);
+    free(saved);
+    const char *const nopath[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+                                  "LC_CTYPE=C.UTF-8", "TZ=UTC"};
+    check_env_is(inst, "bare", nopath, sizeof nopath / sizeof *nopath);
+    unload(inst);
 }
 
 static void test_env(void) {
@@ -272,11 +398,20 @@ static void test_env(void) {
 int main(int argc, char **argv) {
     MCPG_REQUIRE(argc == 2, "usage: %s backend_command.so", argv[0]);
     so_path = argv[1];
+    /* set before any thread starts: the variables test_child_env expects */
+    MCPG_REQUIRE(getenv("PATH") && getenv("PATH")[0], "the test needs a PATH");
+    setenv("SECRET_TOKEN", "t0psecret", 1);
+    setenv("LANG", "C.UTF-8", 1);
+    setenv("LC_CTYPE", "C.UTF-8", 1);
+    setenv("TZ", "UTC", 1);
+    unsetenv("LC_ALL");
+    setenv("HOME", "/nonexistent-home", 1); /* present, and not passed on */
     fh = mcpg_fakehost_new();
     MCPG_REQUIRE(fh, "fakehost");
     mcpg_fakehost_set_quiet(fh, 1);
     test_echo_templates(1);
     test_echo_templates(0); /* from a pool thread: hops to the loop */
+    test_option_values();
     test_stdin_json();
     test_exit_status();
     test_timeout_kills_group();
@@ -284,6 +419,7 @@ int main(int argc, char **argv) {
     test_cancel();
     test_config_errors();
     test_env();
+    test_child_env();
     int problems = mcpg_fakehost_free(fh);
     MCPG_CHECK(problems == 0, "fake host clean: %d problems", problems);
     return MCPG_CHECK_EXIT("backend_command");

@@ -35,6 +35,7 @@ static struct {
     atomic_int open;         /* connections not yet closed by both ends */
     atomic_int close_after;  /* close each connection after its answer */
     atomic_int drop_next;    /* close without answering the next request */
+    atomic_int requests;     /* whole requests received */
     pthread_mutex_t lock;
     char line[1024];         /* the last request line */
     char head[2048];         /* the last request's header block */
@@ -77,6 +78,7 @@ static int serve_one(sconn *c) {
     snprintf(srv.line, sizeof srv.line, "%.*s", (int)ll, c->buf);
     snprintf(srv.head, sizeof srv.head, "%.*s", (int)hlen, c->buf);
     snprintf(srv.body, sizeof srv.body, "%.*s", (int)blen, c->buf + hlen);
+    atomic_fetch_add(&srv.requests, 1);
     pthread_mutex_unlock(&srv.lock);
     char path[512];
     sscanf(c->buf, "%*s %511s", path);
@@ -319,6 +321,214 @@ static void test_trace_context(void) {
     unload(inst);
 }
 
+/* ------------------------------------------------------------------ */
+/* arguments stay in their place                                       */
+
+/* The call succeeds and the server saw exactly "GET <target> HTTP/1.1". */
+static void expect_target(mcpg_instance *inst, const char *tool, const char *args, const char *target) {
+    int64_t code;
+    char msg[256], line[1024], want[1024];
+    json_t *o = call(inst, tool, args, &code, msg, sizeof msg);
+    last_request(line, NULL, NULL);
+    snprintf(want, sizeof want, "GET %s HTTP/1.1", target);
+    MCPG_CHECK(o && strcmp(line, want) == 0, "%s %s: want \"%s\", got \"%s\" (%s)", tool, args, want,
+               o ? line : "no request", msg);
+    json_decref(o);
+}
+
+/* The call is refused -32602 with a message holding want (and want2 unless
+ * NULL), and no request reaches the server. */
+static void expect_refused(mcpg_instance *inst, const char *tool, const char *args, const char *want,
+                           const char *want2) {
+    int64_t code;
+    char msg[512];
+    int before = atomic_load(&srv.requests);
+    json_t *o = call(inst, tool, args, &code, msg, sizeof msg);
+    MCPG_CHECK(!o && code == MCPG_RPC_INVALID_PARAMS && strstr(msg, want) && (!want2 || strstr(msg, want2)),
+               "%s %s: want -32602 \"%s\"%s%s, got %lld \"%s\"", tool, args, want, want2 ? " + " : "",
+               want2 ? want2 : "", (long long)code, msg);
+    MCPG_CHECK(atomic_load(&srv.requests) == before, "%s %s: refused, yet the upstream got a request", tool,
+               args);
+    json_decref(o);
+}
+
+/* A path value is one segment: every byte outside RFC 3986's unreserved
+ * set is %XX ('%' too, so "%2e%2e" arrives as text); "." and ".." alone
+ * or between slashes, an empty segment, and non-scalars are refused. */
+static void test_path_segments(void) {
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"user\",\"method\":\"GET\","
+                               "\"url\":\"http://127.0.0.1:PORT/api/v1/users/{id}/profile\","
+                               "\"input_schema\":{\"type\":\"object\"}}]}");
+    static const struct {
+        const char *args, *target;
+    } sent[] = {
+        {"{\"id\":\"a/b\"}", "/api/v1/users/a%2Fb/profile"},
+        {"{\"id\":\"a?b=c\"}", "/api/v1/users/a%3Fb%3Dc/profile"},
+        {"{\"id\":\"a#b\"}", "/api/v1/users/a%23b/profile"},
+        {"{\"id\":\"%2e%2e\"}", "/api/v1/users/%252e%252e/profile"},
+        {"{\"id\":\"%2E\"}", "/api/v1/users/%252E/profile"},
+        {"{\"id\":\"a;b\\\\c&d+e=f\"}", "/api/v1/users/a%3Bb%5Cc%26d%2Be%3Df/profile"},
+        {"{\"id\":\"-._~AZaz09\"}", "/api/v1/users/-._~AZaz09/profile"},
+        {"{\"id\":\" \\r\\n\\t\\u0001\\u007f\"}", "/api/v1/users/%20%0D%0A%09%01%7F/profile"},
+        {"{\"id\":\"\\u00e9\\u2024\"}", "/api/v1/users/%C3%A9%E2%80%A4/profile"},
+        {"{\"id\":\"...\"}", "/api/v1/users/.../profile"},
+        {"{\"id\":\"a..b\"}", "/api/v1/users/a..b/profile"},
+        {"{\"id\":\".a\"}", "/api/v1/users/.a/profile"},
+        {"{\"id\":42}", "/api/v1/users/42/profile"},
+        {"{\"id\":-1.5}", "/api/v1/users/-1.5/profile"},
+        {"{\"id\":true}", "/api/v1/users/true/profile"},
+    };
+    for (size_t i = 0; i < sizeof sent / sizeof *sent; i++)
+        expect_target(inst, "user", sent[i].args, sent[i].target);
+    static const struct {
+        const char *args, *want;
+    } refused[] = {
+        {"{\"id\":\"..\"}", "argument 'id' may not be \".\" or \"..\""},
+        {"{\"id\":\".\"}", "argument 'id' may not be \".\" or \"..\""},
+        {"{\"id\":\"../admin\"}", "argument 'id' may not be"},
+        {"{\"id\":\"a/../../admin\"}", "argument 'id' may not be"},
+        {"{\"id\":\"a/./b\"}", "argument 'id' may not be"},
+        {"{\"id\":\"x/..\"}", "argument 'id' may not be"},
+        {"{\"id\":\"..\\\\admin\"}", "argument 'id' may not be"},
+        {"{\"id\":\"\"}", "argument 'id' would leave an empty URL path segment"},
+        {"{\"id\":\"a\\u0000b\"}", "argument 'id' holds a NUL byte"},
+        {"{\"id\":{\"a\":1}}", "argument 'id' goes in the URL: it must be a string, number or boolean"},
+        {"{\"id\":[1]}", "argument 'id' goes in the URL"},
+        {"{\"id\":null}", "argument 'id' goes in the URL"},
+        {"{}", "missing argument 'id'"},
+        {"[\"..\"]", "arguments must be an object"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        expect_refused(inst, "user", refused[i].args, refused[i].want, NULL);
+    unload(inst);
+}
+
+/* A placeholder that is only part of a segment: the segment is judged
+ * once filled, so an empty value is fine beside literal text and refused
+ * when the segment would be empty, "." or ".." ("%2e" counted as a dot). */
+static void test_partial_segments(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"file\",\"method\":\"GET\","
+        "\"url\":\"http://127.0.0.1:PORT/files/{name}.json\"},"
+        "{\"name\":\"pair\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/a/{x}{y}/z\"},"
+        "{\"name\":\"dot\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/d/.{x}\"},"
+        "{\"name\":\"pct\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/p/%2e{x}\"},"
+        "{\"name\":\"last\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/l/{x}\"},"
+        "{\"name\":\"twice\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/t/{x}/{x}\"}]}");
+    expect_target(inst, "file", "{\"name\":\"\"}", "/files/.json");
+    expect_target(inst, "file", "{\"name\":\"a/b\"}", "/files/a%2Fb.json");
+    expect_refused(inst, "file", "{\"name\":\".\"}", "argument 'name' may not be", NULL);
+    expect_target(inst, "pair", "{\"x\":\"a\",\"y\":\"\"}", "/a/a/z");
+    expect_target(inst, "pair", "{\"x\":\"\",\"y\":\"b\"}", "/a/b/z");
+    expect_target(inst, "pair", "{\"x\":\"..\\u002e\",\"y\":\"\"}", "/a/.../z");
+    expect_refused(inst, "pair", "{\"x\":\"\",\"y\":\"\"}",
+                   "arguments 'x', 'y' would leave an empty URL path segment", NULL);
+    expect_target(inst, "dot", "{\"x\":\"a\"}", "/d/.a");
+    expect_refused(inst, "dot", "{\"x\":\"\"}", "argument 'x' would make the URL path segment \".\"", NULL);
+    expect_target(inst, "pct", "{\"x\":\"%2e\"}", "/p/%2e%252e");
+    expect_refused(inst, "pct", "{\"x\":\"\"}", "argument 'x' would make the URL path segment \"%2e\"", NULL);
+    expect_refused(inst, "last", "{\"x\":\"\"}", "argument 'x' would leave an empty URL path segment", NULL);
+    expect_target(inst, "twice", "{\"x\":\"q\"}", "/t/q/q");
+    expect_refused(inst, "twice", "{\"x\":\"\"}", "argument 'x' would leave", NULL);
+    unload(inst);
+}
+
+/* A query value is encoded whole, so '&', '=', '+', '#' and '%' cannot
+ * start another parameter, end the query or be decoded; keys are the
+ * config's, "{x}" in a key being text. Dot values are fine here. */
+static void test_query_values(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"q\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/search\","
+        "\"query\":{\"q\":\"{q}\"}},"
+        "{\"name\":\"k\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/search\","
+        "\"query\":{\"{q}\":\"v\"}}]}");
+    expect_target(inst, "q", "{\"q\":\"&admin=1\"}", "/search?q=%26admin%3D1");
+    expect_target(inst, "q", "{\"q\":\"a+b c#d%20\"}", "/search?q=a%2Bb%20c%23d%2520");
+    expect_target(inst, "q", "{\"q\":\"x\\r\\nHost: evil\"}", "/search?q=x%0D%0AHost%3A%20evil");
+    expect_target(inst, "q", "{\"q\":\"..\"}", "/search?q=..");
+    expect_target(inst, "q", "{\"q\":\"\"}", "/search?q=");
+    expect_refused(inst, "q", "{\"q\":[\"a\",\"b\"]}", "argument 'q' goes in the URL", NULL);
+    expect_refused(inst, "q", "{\"q\":\"\\u0000\"}", "argument 'q' holds a NUL byte", NULL);
+    expect_target(inst, "k", "{\"q\":\"admin\"}", "/search?%7Bq%7D=v");
+    unload(inst);
+}
+
+/* The body is JSON that jansson writes: a value cannot close its string
+ * or add a member; a NUL anywhere in a value is refused. */
+static void test_body_values(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"post\",\"method\":\"POST\",\"url\":\"http://127.0.0.1:PORT/items\","
+        "\"body\":{\"title\":\"{title}\",\"note\":\"by {title}\",\"any\":\"{any}\"},"
+        "\"input_schema\":{\"type\":\"object\"}}]}");
+    static const char evil[] = "\\\"},\\\"admin\\\":true,\\\"x\\\":{\\\"\\n\\u0001";
+    char args[256], body[2048], line[1024];
+    snprintf(args, sizeof args, "{\"title\":\"%s\",\"any\":{\"k\":[\"..\",null]}}", evil);
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, "post", args, &code, msg, sizeof msg);
+    last_request(line, NULL, body);
+    json_t *b = json_loads(body, 0, NULL);
+    static const char want[] = "\"},\"admin\":true,\"x\":{\"\n\001";
+    MCPG_CHECK(o && b && json_object_size(b) == 3 && !json_object_get(b, "admin") &&
+                   strcmp(json_string_value(json_object_get(b, "title")), want) == 0 &&
+                   strncmp(json_string_value(json_object_get(b, "note")), "by \"},", 6) == 0 &&
+                   json_is_null(json_array_get(json_object_get(json_object_get(b, "any"), "k"), 1)),
+               "body values stay values: %s (%s)", body, msg);
+    MCPG_CHECK(strcmp(line, "POST /items HTTP/1.1") == 0, "line: %s", line);
+    json_decref(b);
+    json_decref(o);
+    expect_refused(inst, "post", "{\"title\":\"a\",\"any\":{\"k\":\"\\u0000\"}}",
+                   "argument 'any' holds a NUL byte", NULL);
+    unload(inst);
+}
+
+/* Header values are the config's: a "{name}" in one is sent as written,
+ * and no argument reaches a header line. */
+static void test_headers_static(void) {
+    mcpg_instance *inst = load("{\"tools\":[{\"name\":\"h\",\"method\":\"GET\","
+                               "\"url\":\"http://127.0.0.1:PORT/h\",\"headers\":{\"X-Tenant\":\"{tenant}\","
+                               "\"X-Tab\":\"a\\tb\"}}]}");
+    int64_t code;
+    char msg[256], head[2048];
+    json_t *o = call(inst, "h", "{\"tenant\":\"t1\\r\\nX-Evil: 1\"}", &code, msg, sizeof msg);
+    last_request(NULL, head, NULL);
+    MCPG_CHECK(o && strstr(head, "\r\nX-Tenant: {tenant}\r\n") && strstr(head, "\r\nX-Tab: a\tb\r\n") &&
+                   !strstr(head, "X-Evil") && !strstr(head, "t1"),
+               "headers as configured: %s (%s)", head, msg);
+    json_decref(o);
+    unload(inst);
+}
+
+/* The encoded URL may be up to HTTP_TARGET_MAX (8192) bytes; beyond, the
+ * call is refused naming the longest argument in the URL. */
+static void test_long_values(void) {
+    mcpg_instance *inst = load(
+        "{\"tools\":[{\"name\":\"long\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/l/{id}\","
+        "\"query\":{\"q\":\"{q}\"}}]}");
+    size_t cap = 9064;
+    char *args = malloc(cap);
+    MCPG_REQUIRE(args, "memory");
+    int k = snprintf(args, cap, "{\"q\":\"x\",\"id\":\"");
+    memset(args + k, 'a', 2000);
+    snprintf(args + k + 2000, 64, "\"}");
+    int64_t code;
+    char msg[512];
+    int before = atomic_load(&srv.requests);
+    json_t *o = call(inst, "long", args, &code, msg, sizeof msg); /* the recorded line is cut at 1 KiB */
+    MCPG_CHECK(o && atomic_load(&srv.requests) == before + 1, "a 2000-byte id goes out: %s", msg);
+    json_decref(o);
+    memset(args + k, 'a', 8190); /* "/l/" + 8190 + "?q=x": over by 3 */
+    snprintf(args + k + 8190, 64, "\"}");
+    expect_refused(inst, "long", args, "the URL would be 8197 bytes once encoded, over 8192",
+                   "(argument 'id' is 8190 bytes)");
+    k = snprintf(args, cap, "{\"id\":\"i\",\"q\":\"");
+    memset(args + k, '&', 3000); /* 9000 bytes encoded */
+    snprintf(args + k + 3000, 64, "\"}");
+    expect_refused(inst, "long", args, "over 8192", "(argument 'q' is 3000 bytes)");
+    free(args);
+    unload(inst);
+}
+
 static void test_status_errors(void) {
     mcpg_instance *inst = load(
         "{\"tools\":[{\"name\":\"miss\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:PORT/missing\"},"
@@ -535,6 +745,27 @@ static void test_config_errors(void) {
         {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/a?b=1\"}]}",
          "tools[0].url: the path may not hold '?'"},
         {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h:99999/\"}]}", "tools[0].url: bad port"},
+        /* no argument chooses the scheme, host or port */
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\"},"
+         "{\"name\":\"y\",\"method\":\"GET\",\"url\":\"http://{host}/items/{id}\"}]}",
+         "tools[1].url: no placeholder may choose the scheme, host or port (in \"http://{host}\"): "
+         "arguments fill only the path, \"query\" and \"body\""},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://127.0.0.1:{port}/\"}]}",
+         "tools[0].url: no placeholder may choose the scheme, host or port (in \"http://127.0.0.1:{port}\")"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"{scheme}://h/a\"}]}",
+         "tools[0].url: no placeholder may choose the scheme, host or port (in \"{scheme}://h\")"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://a{x}.example/\"}]}",
+         "tools[0].url: no placeholder may choose"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"{url}\"}]}",
+         "tools[0].url: no placeholder may choose"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/a\\u000bb\"}]}",
+         "tools[0].url: a control character in the URL"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\","
+         "\"headers\":{\"A\":\"a\\r\\nB: 1\"}}]}",
+         "tools[0].headers.A: the value holds a line break"},
+        {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\","
+         "\"headers\":{\"A\":\"a\\u007f\"}}]}",
+         "tools[0].headers.A: the value holds a control character"},
         {"{\"tools\":[{\"name\":\"x\",\"method\":\"FETCH\",\"url\":\"http://h/\"}]}", "tools[0].method"},
         {"{\"tools\":[{\"name\":\"x\",\"url\":\"http://h/\"}]}", "tools[0].method: is required"},
         {"{\"tools\":[{\"name\":\"x\",\"method\":\"GET\",\"url\":\"http://h/\",\"timout_ms\":5}]}", "timeout_ms"},
@@ -571,6 +802,12 @@ int main(int argc, char **argv) {
     test_get_templates();
     test_post_body();
     test_trace_context();
+    test_path_segments();
+    test_partial_segments();
+    test_query_values();
+    test_body_values();
+    test_headers_static();
+    test_long_values();
     test_status_errors();
     test_timeout_and_cap();
     test_keep_alive();
