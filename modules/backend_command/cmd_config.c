@@ -31,18 +31,11 @@ static void free_strv(char **v, size_t n) {
     free(v);
 }
 
-/* The PATH programs are found in and given: the gateway's, or a safe default
- * when it has none or an empty one. */
-static const char *effective_path(void) {
-    const char *path = getenv("PATH");
-    return path && path[0] ? path : CMD_DEFAULT_PATH;
-}
-
 /* An absolute path must be executable; a bare name is looked up in PATH. */
 static char *resolve_program(const char *cmd) {
     if (cmd[0] == '/') return access(cmd, X_OK) == 0 ? strdup(cmd) : NULL;
     if (strchr(cmd, '/') || !cmd[0]) return NULL;
-    const char *path = effective_path();
+    const char *path = mcpg_child_path();
     while (*path) {
         size_t len = strcspn(path, ":");
         char *full = NULL;
@@ -111,13 +104,6 @@ static void parse_env(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     }
 }
 
-/* A portable shell variable name: anything else could not be set or read
- * back by the program as the operator meant. */
-static int env_name_valid(const char *s) {
-    if (!(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'))) return 0;
-    return s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")] == '\0';
-}
-
 static void parse_inherit(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     char path[96];
     snprintf(path, sizeof path, "%s.inherit_env", base);
@@ -129,7 +115,7 @@ static void parse_inherit(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     json_array_foreach(v, i, a) {
         snprintf(path, sizeof path, "%s.inherit_env[%zu]", base, i);
         const char *s = json_string_value(a);
-        if (!s || strlen(s) != json_string_length(a) || !env_name_valid(s)) {
+        if (!s || strlen(s) != json_string_length(a) || !mcpg_env_name_valid(s)) {
             mcpg_config_problem(c, path,
                                 "must be a variable name matching ^[A-Za-z_][A-Za-z0-9_]*$");
             continue;
@@ -206,47 +192,14 @@ static void parse_member(pctx *c, const char *base, const char *key, json_t *v, 
     }
 }
 
-/* Set "NAME=value" in envp, replacing an entry of the same name. Takes kv. */
-static int env_set(cmd_tool *t, char *kv) {
-    if (!kv) return -1;
-    size_t nl = strcspn(kv, "=") + 1;
-    for (size_t i = 0; i < t->nenvp; i++)
-        if (strncmp(t->envp[i], kv, nl) == 0) {
-            free(t->envp[i]);
-            t->envp[i] = kv;
-            return 0;
-        }
-    return push(&t->envp, &t->nenvp, kv);
-}
-
-/* Copy one of the gateway's variables; one it does not have is left out. */
-static int env_copy(cmd_tool *t, const char *name, const char *value) {
-    if (!value) return 0;
-    char *kv = NULL;
-    if (asprintf(&kv, "%s=%s", name, value) < 0) return -1;
-    return env_set(t, kv);
-}
-
-/* Variables every program gets: PATH to find what it runs, and the locale
- * and time zone so its text and timestamps read as the operator's shell
- * would. None of them holds a secret; anything else (HOME, credentials, the
- * gateway's own tokens) only when the tool names it in inherit_env or env. */
-static const char *const child_baseline[] = {"LANG", "LC_ALL", "LC_CTYPE", "TZ"};
-
-/* The program's whole environment, fixed at load: the baseline, then
- * inherit_env (the gateway's values), then env, each later one winning. */
+/* The program's whole environment, fixed at load (mcpg_child_env): the
+ * baseline, then inherit_env (the gateway's values), then env. */
 static int cmd_child_env(cmd_tool *t) {
-    int rc = env_copy(t, "PATH", effective_path());
-    for (size_t i = 0; !rc && i < sizeof child_baseline / sizeof *child_baseline; i++)
-        rc = env_copy(t, child_baseline[i], getenv(child_baseline[i]));
-    for (size_t i = 0; !rc && i < t->ninherit; i++)
-        rc = env_copy(t, t->inherit[i], getenv(t->inherit[i]));
-    for (size_t i = 0; !rc && i < t->nenv; i++) rc = env_set(t, strdup(t->env[i]));
-    char **nv = rc ? NULL : realloc(t->envp, (t->nenvp + 1) * sizeof *nv);
-    if (!nv) return -1;
-    nv[t->nenvp] = NULL; /* never NULL itself: a NULL envp would mean environ to uv_spawn */
-    t->envp = nv;
-    return 0;
+    t->envp = mcpg_child_env((const char *const *)t->inherit, t->ninherit,
+                             (const char *const *)t->env, t->nenv);
+    for (t->nenvp = 0; t->envp && t->envp[t->nenvp]; t->nenvp++) {
+    }
+    return t->envp ? 0 : -1; /* never NULL on success: a NULL envp means environ to uv_spawn */
 }
 
 static void parse_tool(pctx *c, const cmd_tool_set *set, size_t idx, json_t *obj, cmd_tool *t) {

@@ -14,7 +14,6 @@
 #define CMD_INHERIT_MAX 256
 /* PATH for the program when the gateway has none (or an empty one, which
  * some shells read as "the current directory") */
-#define CMD_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
 typedef struct cmd_tool {
     char name[65];

@@ -134,24 +134,14 @@ static int init_handles(link_stdio *l, uv_loop_t *loop) {
     return 0;
 }
 
-/* The gateway's environment and the configured additions (which win). */
+/* Not the gateway's environment: mcpg_child_env's baseline, the variables
+ * inherit_env names, then env. The gateway's tokens and credentials reach
+ * the upstream's program only when the operator names them. */
 static char **child_env(const mcp_settings *s) {
-    extern char **environ;
-    size_t n = 0, m = 0;
-    while (environ[n]) n++;
-    while (s->envp && s->envp[m]) m++;
-    char **env = calloc(n + m + 1, sizeof *env);
-    if (!env) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t klen = strcspn(environ[i], "=");
-        bool overridden = false;
-        for (size_t j = 0; j < m && !overridden; j++)
-            overridden = strncmp(s->envp[j], environ[i], klen + 1) == 0;
-        if (!overridden) env[k++] = environ[i];
-    }
-    for (size_t j = 0; j < m; j++) env[k++] = s->envp[j];
-    return env;
+    size_t ni = 0, ne = 0;
+    while (s->inherit && s->inherit[ni]) ni++;
+    while (s->envp && s->envp[ne]) ne++;
+    return mcpg_child_env((const char *const *)s->inherit, ni, (const char *const *)s->envp, ne);
 }
 
 static int stdio_start(mcp_link *base) {
@@ -161,13 +151,17 @@ static int stdio_start(mcp_link *base) {
         up_link_down(up, "the previous upstream process is still being cleaned up");
         return -1;
     }
+    char **env = child_env(&up->cfg);
+    if (!env) {
+        up_link_down(up, "out of memory building the upstream program's environment");
+        return -1;
+    }
     init_handles(l, &up->loop);
     uv_stdio_container_t io[3] = {
         {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)&l->in},
         {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&l->out},
         {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&l->err},
     };
-    char **env = child_env(&up->cfg);
     uv_process_options_t o = {
         .exit_cb = on_exit_cb,
         .file = up->cfg.argv[0],
@@ -181,7 +175,7 @@ static int stdio_start(mcp_link *base) {
     l->stopping = false;
     l->line.len = l->errline.len = 0;
     int rc = uv_spawn(&up->loop, &l->proc, &o);
-    free(env);
+    mcpg_child_env_free(env);
     if (rc) { /* the four handles counted close; the process handle uncounted */
         close_pipes(l);
         close_one(l, (uv_handle_t *)&l->kill_timer);

@@ -18,7 +18,10 @@ const mcpg_config_field mcp_config_fields[] = {
                           "an executable speaking MCP on stdin/stdout; or set url"),
     MCPG_CFG_JSON_FIELD(mcp_cfg, args, "args", "[]", "command's arguments (array of strings)"),
     MCPG_CFG_JSON_FIELD(mcp_cfg, env, "env", "{}",
-                        "variables added to command's environment (object of strings)"),
+                        "variables set in command's environment (object of strings)"),
+    MCPG_CFG_JSON_FIELD(mcp_cfg, inherit_env, "inherit_env", "[]",
+                        "the gateway's variables command also gets (array of names); beside "
+                        "these and env it has only PATH, LANG, LC_ALL, LC_CTYPE and TZ"),
     MCPG_CFG_STRING_FIELD(mcp_cfg, cwd, "cwd", NULL, "command's working directory"),
     MCPG_CFG_JSON_FIELD(mcp_cfg, headers, "headers", "{}",
                         "HTTP headers sent with every request to url (object of strings)"),
@@ -122,6 +125,34 @@ static int parse_pairs(mcpg_config_problems *p, const char *key, const char *tex
     return bad;
 }
 
+/* inherit_env: names only, each one a variable name. */
+static int parse_inherit(mcpg_config_problems *p, const char *text, char ***out) {
+    json_t *a = json_loads(text ? text : "[]", 0, NULL);
+    size_t n = 0, i;
+    json_t *v;
+    int bad = 0;
+    if (!json_is_array(a)) {
+        mcpg_config_problem(p, "inherit_env", "must be an array of variable names");
+        json_decref(a);
+        return 1;
+    }
+    *out = calloc(1, sizeof **out);
+    json_array_foreach(a, i, v) {
+        const char *name = json_string_value(v);
+        if (!name || strlen(name) != json_string_length(v) || !mcpg_env_name_valid(name)) {
+            char key[48];
+            snprintf(key, sizeof key, "inherit_env[%zu]", i);
+            mcpg_config_problem(p, key, "must be a variable name matching ^[A-Za-z_][A-Za-z0-9_]*$");
+            bad++;
+        } else if (!*out || !(*out = strv_push(*out, &n, strdup(name)))) {
+            bad++;
+            break;
+        }
+    }
+    json_decref(a);
+    return bad;
+}
+
 static int check_program(mcpg_config_problems *p, const char *cmd) {
     if (strchr(cmd, '/')) {
         if (access(cmd, X_OK) == 0) return 0;
@@ -149,6 +180,7 @@ int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *
     }
     if (has_cmd) bad += check_program(p, c->command) + parse_args(p, c, s);
     bad += parse_pairs(p, "env", c->env, "=", "", &s->envp);
+    bad += parse_inherit(p, c->inherit_env, &s->inherit);
     char **hdrs = NULL;
     bad += parse_pairs(p, "headers", c->headers, ": ", "\r\n", &hdrs);
     size_t total = 1;
@@ -171,6 +203,7 @@ int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *
 void mcp_settings_free(mcp_settings *s) {
     strv_free(s->argv);
     strv_free(s->envp);
+    strv_free(s->inherit);
     free(s->header_lines);
     memset(s, 0, sizeof *s);
 }

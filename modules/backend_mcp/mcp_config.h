@@ -11,6 +11,7 @@ typedef struct mcp_cfg {
     const char *command;   /* or: an executable speaking MCP on stdio */
     const char *args;      /* JSON array of strings */
     const char *env;       /* JSON object of strings */
+    const char *inherit_env; /* JSON array of variable names */
     const char *cwd;
     const char *headers;   /* JSON object of strings: sent with every HTTP request */
     const char *wire;      /* auto | stateless | legacy */
@@ -29,7 +30,8 @@ extern const mcpg_config_field mcp_config_fields[];
 typedef struct mcp_settings {
     const mcp_cfg *c;
     char **argv;           /* command then args, NULL-terminated */
-    char **envp;           /* "K=V" added to the gateway's environment, NULL-terminated */
+    char **envp;           /* "K=V" from env, NULL-terminated */
+    char **inherit;        /* inherit_env's names, NULL-terminated */
     char *header_lines;    /* "Name: value\r\n"... for HTTP, or "" */
     int wire;              /* WIRE_UNKNOWN (auto), WIRE_STATELESS, WIRE_LEGACY */
     int untied;            /* UNTIED_DROP or UNTIED_SOLE_CALL */

@@ -23,7 +23,7 @@ Tools (the name the upstream sees decides):
   huge {bytes}         writes one line that long (and no answer)
   garbage              writes lines that are not JSON, then answers
   add_tool {name}      adds a tool and sends notifications/tools/list_changed
-  whoami               {"pid": ..., "authorization": ...}
+  whoami               {"pid": ..., "authorization": ..., "environ": {its environment}}
   pair {secret, peers} hostile to routing: waits until `peers` pair calls have started
                        (counted since the start), then, on the channel that names no call
                        (stdout; over HTTP the GET streams when one is open), a log line
@@ -185,7 +185,8 @@ class Fake:
             return self.text(id, "spoofed")
         if name == "whoami":
             return self.text(id, json.dumps({"pid": os.getpid(),
-                                             "authorization": headers.get("authorization")}))
+                                             "authorization": headers.get("authorization"),
+                                             "environ": dict(os.environ)}))
         return self.error(id, -32602, "Unknown tool: %s" % name)
 
     def ask(self, id, out):

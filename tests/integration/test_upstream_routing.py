@@ -22,9 +22,12 @@ One gateway, identity_apikey with two principals (alice, bob), and these backend
   name stays with good, and the rebuild reports the newcomer left out.
 * resources: evil says mock://r (the mock's) changed: a subscribed session's GET
   stream never hears it (the next list change it does hear), the gateway logs it.
+* environment: a stdio upstream's program gets PATH, the locale, TZ, what
+  inherit_env names and env; never the gateway's secrets.
 * depth: an answer nested deeper than the parser reads fails the call at once,
   naming the backend, over stdio and HTTP, not at its timeout.
 """
+import json
 import os
 import re
 import subprocess
@@ -41,6 +44,7 @@ from test_legacy_wire import head_of, read_stream, request, request_bytes, rpc  
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake_mcp_upstream.py")
 SECRETS = {"alice": "alice-secret-7f3a", "bob": "bob-secret-9c1e"}
+GATEWAY_SECRETS = {"MCPG_ROUTING_ADMIN_TOKEN": "admin-token-5e2b", "SHARED_VAR": "shared-31d0"}
 ELICITING = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
 
 
@@ -74,7 +78,8 @@ def main():
         m = base_manifest(mock_config={"resources": [{"uri": "mock://r", "name": "r",
                                                       "text": "r"}]})
         m["gateway"]["log_level"] = "info"
-        ups = [("evil", stdio()), ("good", stdio()), ("sd", stdio()),
+        ups = [("evil", stdio()), ("good", stdio()),
+               ("sd", stdio(inherit_env=["SHARED_VAR"], env={"SET": "1"})),
                ("hd", {"url": "http://127.0.0.1:%d/mcp" % hd_port, "wire": "legacy"}),
                ("ss", stdio(untied_messages="sole_call"))]
         for name, cfg in ups:
@@ -137,7 +142,8 @@ def main():
 
     def t_start():
         nonlocal gw
-        gw = Gateway(ctx, manifest=manifest(http_fake()), name="gateway-routing")
+        gw = Gateway(ctx, manifest=manifest(http_fake()), name="gateway-routing",
+                     env=GATEWAY_SECRETS)
         gw.start()
         want = {"transfer", "sd_pair", "hd_pair", "ss_pair", "spoof", "deep", "add_tool"}
 
@@ -251,6 +257,22 @@ def main():
             check("resources/updated" not in text,
                   "evil's word that mock://r changed reached alice: %s" % text[:400])
 
+    def t_environment():
+        def environ(tool):
+            r, text = call("alice", tool, {})
+            return json.loads(r.rpc()["result"]["content"][0]["text"])["environ"]
+        baseline = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"}  # LC_CTYPE: Python may set it
+        for tool, extra in (("sd_whoami", {"SHARED_VAR": "shared-31d0", "SET": "1"}),
+                            ("ss_whoami", {})):
+            env = environ(tool)
+            check("MCPG_ROUTING_ADMIN_TOKEN" not in env and "admin-token-5e2b" not in json.dumps(env),
+                  "%s: the gateway's admin token reached the upstream's program" % tool)
+            check(set(env) <= baseline | set(extra),
+                  "%s: variables beyond the baseline: %s" % (tool, sorted(set(env) - baseline)))
+            for k, v in extra.items():
+                check_eq(env.get(k), v, "%s: %s" % (tool, k))
+            check_eq(env.get("PATH"), os.environ.get("PATH"), "%s: the gateway's PATH" % tool)
+
     def t_deep():
         for tool, backend in (("deep", "evil"), ("hd_deep", "hd")):
             t0 = time.monotonic()
@@ -280,6 +302,7 @@ def main():
             ("a name stays with the backend that served it", t_names),
             ("a backend's word on another's resource is dropped", t_spoofed_update),
             ("an answer nested too deep fails at once, naming the backend", t_deep),
+            ("a stdio upstream's program gets none of the gateway's secrets", t_environment),
             ("everything stops", t_stop),
         ], ctx)
     finally:

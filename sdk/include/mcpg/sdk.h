@@ -253,6 +253,23 @@ void mcpg_config_problem(mcpg_config_problems *p, const char *path, const char *
 void mcpg_config_unknown_key(mcpg_config_problems *p, const char *path, const char *key,
                              const char *const *known, size_t n);
 
+/* ---- a program a module starts: its environment ----
+ * PATH (the gateway's, or MCPG_CHILD_DEFAULT_PATH when unset or empty), LANG,
+ * LC_ALL, LC_CTYPE and TZ when the gateway has them, then the gateway's values
+ * of the variables `inherit` names (those it has), then `set` ("NAME=value"),
+ * each later entry replacing an earlier one of the same name. Nothing else of
+ * the gateway's environment: its tokens and credentials reach a program only
+ * when the operator names them. NULL-terminated, never empty; NULL when out of
+ * memory. Free with mcpg_child_env_free. */
+#define MCPG_CHILD_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+char **mcpg_child_env(const char *const *inherit, size_t n_inherit, const char *const *set,
+                      size_t n_set);
+void mcpg_child_env_free(char **env);
+/* The PATH such a program gets (and a bare command name is looked up in). */
+const char *mcpg_child_path(void);
+/* 1 when s is a variable name: ^[A-Za-z_][A-Za-z0-9_]*$ */
+int mcpg_env_name_valid(const char *s);
+
 #ifdef __cplusplus
 }
 #endif
