@@ -125,6 +125,7 @@ typedef struct manifest {
     int64_t list_page_size;  /* items per page of a merged list */
     int64_t watch_shards;    /* gateway.watch: shards of the watched resources ... */
     int64_t watch_lease_ms;  /* ... each polled by one replica under a lease this long */
+    int64_t metrics_max_tools; /* gateway.metrics.max_tools: tool names with series of their own */
     decl_instance transport; /* gateway.server is its config */
     decl_instance *instances; size_t n_instances;
     char **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
@@ -455,16 +456,18 @@ void asks_free(mcpg_worker *w);
 enum { CALL_OK, CALL_ERROR, CALL_DENIED, CALL_FAILED, CALL_OUTCOMES };
 #define METRICS_METHODS 16       /* mcpg_method values counted by name (the rest: "other") */
 #define METRICS_WIRES 2          /* stateless, legacy */
-#define METRICS_MAX_TOOLS 4096   /* tool names with their own series; then "(other)" */
+#define METRICS_MAX_TOOLS_DEFAULT 1000 /* gateway.metrics.max_tools unset */
+#define METRICS_MAX_TOOLS_LIMIT 16384  /* its largest value: cells are made for every one */
 #define METRICS_TOOL_UNKNOWN 0   /* a tools/call naming no tool the gateway offers */
-#define METRICS_TOOL_OTHER 1     /* a tool past METRICS_MAX_TOOLS names */
+#define METRICS_TOOL_OTHER 1     /* a tool name past gateway.metrics.max_tools names */
 #define METRICS_FIRST_TOOL 2
 typedef struct kmetrics {
     mcpg_metric *calls, *tool_calls, *overhead, *backend, *pool_refused, *reloads;
 } kmetrics;
 extern kmetrics KM;
 /* The registry with a row per loop, and the kernel's series. Before any
- * instance is created; metrics_shutdown after the last one is destroyed. */
+ * instance is created; metrics_shutdown after the last one is destroyed.
+ * K.m's gateway.metrics.max_tools is read here (no K.m: the default). */
 int metrics_init(uint32_t n_loops);
 void metrics_shutdown(void);
 void metrics_thread_row(int row);            /* a worker loop's thread: its row */

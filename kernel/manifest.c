@@ -213,7 +213,8 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     static const char *const keys[] = {"name", "listen", "workers", "module_dir", "runtime_dir",
                                        "log_level", "drain_timeout_ms", "reload_drain_ms", "max_calls_per_worker",
                                        "pool", "transport", "server", "list_page_size",
-                                       "id", "anonymous", "audit", "redact", "watch", "secret_env"};
+                                       "id", "anonymous", "audit", "redact", "watch", "secret_env",
+                                       "metrics"};
     manifest *m = c->m;
     json_t *gw = get_object(c, root, "gateway", "gateway");
     json_t *empty = json_object();
@@ -265,6 +266,13 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     }
     m->watch_shards = get_int(c, watch ? watch : empty, "shards", "gateway.watch", 16, 1, 1024);
     m->watch_lease_ms = get_int(c, watch ? watch : empty, "lease_ms", "gateway.watch", 6000, 500, 600000);
+    json_t *metrics = get_object(c, gw, "metrics", "gateway.metrics");
+    if (metrics) {
+        static const char *const mkeys[] = {"max_tools"};
+        check_keys(c, metrics, "gateway.metrics", mkeys, 1);
+    }
+    m->metrics_max_tools = get_int(c, metrics ? metrics : empty, "max_tools", "gateway.metrics",
+                                   METRICS_MAX_TOOLS_DEFAULT, 0, METRICS_MAX_TOOLS_LIMIT);
     json_t *server = get_object(c, gw, "server", "gateway.server");
     m->transport.name = strdup("http");
     m->transport.module = get_string(c, gw, "transport", "gateway", "transport_http");

@@ -5,9 +5,15 @@
  * counted, before any instance is created; each worker loop writes its own
  * row of every family. The kernel's series are made then too, with every
  * label set fixed: a call is counted by index, never by name. Tools are the
- * one set that grows: each name the catalog routes gets its series the
- * first time a catalog holding it is built (kept by name across rebuilds,
- * at most METRICS_MAX_TOOLS of them), and its route keeps the index. */
+ * one set that grows, and its names come from upstreams (a server that
+ * lists tools dynamically says what they are called): each name the
+ * catalog routes gets its series the first time a catalog holding it is
+ * built, and its route keeps the index. A name's series are never taken
+ * back (a scrape must not see a counter vanish and come back at 0), so the
+ * cap counts every name seen since the start, across rebuilds: at most
+ * gateway.metrics.max_tools of them, each at most 64 bytes; every later
+ * name is counted as "(other)". An upstream renaming its tools forever
+ * fills the cap once, then costs nothing more. */
 #include "call_internal.h"
 #include "metrics_registry.h"
 
@@ -19,6 +25,7 @@ kmetrics KM;
 
 static mreg *REG;
 static pthread_mutex_t tools_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t max_tools = METRICS_MAX_TOOLS_DEFAULT; /* set by metrics_init */
 
 static const char *const OUTCOMES[CALL_OUTCOMES] = {"ok", "error", "denied", "failed"};
 static const char *const WIRES[METRICS_WIRES] = {"stateless", "legacy"};
@@ -173,7 +180,7 @@ static void register_tools(void) {
                           .help = "tools/call answered, by the tool's client name and outcome",
                           .label_names = labels, .n_labels = 2, .label_values = values,
                           .n_series = (uint32_t)(k / 2)};
-    KM.tool_calls = family(&d, (METRICS_MAX_TOOLS + 2) * CALL_OUTCOMES);
+    KM.tool_calls = family(&d, (max_tools + METRICS_FIRST_TOOL) * CALL_OUTCOMES);
 }
 
 static void register_kernel_series(void) {
@@ -210,9 +217,13 @@ static void register_kernel_series(void) {
              build_labels, 2, build_values, 1, read_one);
 }
 
+static int tools_table_new(uint32_t cap);
+
 int metrics_init(uint32_t n_loops) {
+    metrics_tools_free(); /* names index the family made here: none from before */
+    max_tools = K.m ? (uint32_t)K.m->metrics_max_tools : METRICS_MAX_TOOLS_DEFAULT;
     REG = mreg_new(n_loops);
-    if (!REG) return MCPG_ENOMEM;
+    if (!REG || tools_table_new(max_tools) != 0) return MCPG_ENOMEM;
     register_kernel_series();
     return 0;
 }
@@ -225,16 +236,27 @@ void metrics_shutdown(void) {
 
 /* ---- tools: a series per name, made when a catalog is built ---- */
 
-#define TOOL_SLOTS (2 * METRICS_MAX_TOOLS) /* open addressing, never more than half full */
-
-static char *tool_names[TOOL_SLOTS];
-static uint32_t tool_index[TOOL_SLOTS];
+/* Names seen so far, open addressing, never more than half full. */
+static char **tool_names;
+static uint32_t *tool_index;
+static size_t tool_slots;
 static uint32_t n_tools;
+static bool cap_told; /* the log said once that the cap was reached */
+
+static int tools_table_new(uint32_t cap) {
+    if (cap == 0) return 0; /* every tool is "(other)": no table */
+    tool_slots = 2 * (size_t)cap;
+    tool_names = calloc(tool_slots, sizeof *tool_names);
+    tool_index = calloc(tool_slots, sizeof *tool_index);
+    if (tool_names && tool_index) return 0;
+    metrics_tools_free();
+    return MCPG_ENOMEM;
+}
 
 static size_t tool_hash(const char *s) {
     size_t h = 5381;
     while (*s) h = h * 33 + (unsigned char)*s++;
-    return h % TOOL_SLOTS;
+    return h % tool_slots;
 }
 
 static uint32_t tool_label(uint32_t index, const char *name) {
@@ -246,15 +268,32 @@ static uint32_t tool_label(uint32_t index, const char *name) {
     return index;
 }
 
+/* Once per process: a gateway whose upstreams name more tools than the cap
+ * should know why some have no series of their own. */
+static void tell_cap_reached(const char *name) {
+    if (cap_told || max_tools == 0) return; /* 0: the operator asked for none */
+    cap_told = true;
+    klog(MCPG_LOG_WARN, "kernel",
+         "mcpg_tool_calls_total: %u tool names have series of their own "
+         "(gateway.metrics.max_tools); \"%.64s\" and every later new name are counted as "
+         "tool=\"(other)\"", max_tools, name);
+}
+
 uint32_t metrics_tool_index(const char *name) {
-    if (!KM.tool_calls || !name) return METRICS_TOOL_OTHER;
+    /* the catalog routes only valid names; checked here too, since the
+     * table's size bound and the two fixed values rely on it */
+    if (!KM.tool_calls || !name || !mcpg_name_valid(name, strlen(name)))
+        return METRICS_TOOL_OTHER;
     pthread_mutex_lock(&tools_lock);
-    size_t h = tool_hash(name);
-    while (tool_names[h] && strcmp(tool_names[h], name) != 0) h = (h + 1) % TOOL_SLOTS;
     uint32_t index = METRICS_TOOL_OTHER;
-    if (tool_names[h]) {
+    size_t h = tool_slots ? tool_hash(name) : 0;
+    while (tool_slots && tool_names[h] && strcmp(tool_names[h], name) != 0)
+        h = (h + 1) % tool_slots;
+    if (tool_slots && tool_names[h]) {
         index = tool_index[h];
-    } else if (n_tools < METRICS_MAX_TOOLS && (tool_names[h] = strdup(name))) {
+    } else if (n_tools >= max_tools) {
+        tell_cap_reached(name);
+    } else if ((tool_names[h] = strdup(name))) {
         tool_index[h] = tool_label(METRICS_FIRST_TOOL + n_tools, name);
         n_tools++;
         index = tool_index[h];
@@ -264,11 +303,14 @@ uint32_t metrics_tool_index(const char *name) {
 }
 
 void metrics_tools_free(void) {
-    for (size_t i = 0; i < TOOL_SLOTS; i++) {
-        free(tool_names[i]);
-        tool_names[i] = NULL;
-    }
+    for (size_t i = 0; tool_names && i < tool_slots; i++) free(tool_names[i]);
+    free(tool_names);
+    free(tool_index);
+    tool_names = NULL;
+    tool_index = NULL;
+    tool_slots = 0;
     n_tools = 0;
+    cap_told = false;
 }
 
 /* ---- counting a call, as it is answered ---- */

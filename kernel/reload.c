@@ -147,7 +147,8 @@ static void describe_change(const generation *old, const generation *g, char *ou
     if (n < cap) snprintf(out + n, cap - n, "]");
 }
 
-/* What a reload cannot change (the loops and the pool are made once):
+/* What a reload cannot change (the loops, the pool and the tools' metric
+ * cells are made once):
  * said as errors, with the key. */
 static void check_fixed(const manifest *m, errlist *errs) {
     const manifest *cur = K.m;
@@ -157,6 +158,10 @@ static void check_fixed(const manifest *m, errlist *errs) {
     if (m->pool_threads != cur->pool_threads || m->pool_queue != cur->pool_queue)
         errlist_add(errs, m->path, "gateway.pool",
                     "a reload cannot change the worker pool (restart the gateway)");
+    if (m->metrics_max_tools != cur->metrics_max_tools) /* the cells are made at start */
+        errlist_add(errs, m->path, "gateway.metrics.max_tools",
+                    "a reload cannot change how many tools have series of their own (restart "
+                    "the gateway)");
 }
 
 static bool listen_changed(const manifest *m) {

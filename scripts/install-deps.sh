@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 # libffi-dev                    : backend_ffi calls C functions through libffi
 # libhiredis-dev                : coordinator_redis (hiredis 0.14.1 and its libuv adapter)
 # redis-server redis-tools      : the Redis the coordinator_redis tests start, and redis-cli
-# openssl                       : the command that makes the TLS tests' certificates
+# openssl                       : the command that makes the TLS tests' certificates, and
+#                                 s_client, which test_tls_renegotiation drives
 # node-llhttp                   : llhttp C sources (/usr/share/llhttp), no -dev package
 # python3                       : integration tests (/usr/bin/python3, stdlib only)
 # curl                          : README example, health checks

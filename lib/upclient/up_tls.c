@@ -142,6 +142,10 @@ static SSL_CTX *ctx_build(const char *url, const up_tls_opts *o, char *err, size
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    /* an upstream asking for a new handshake (TLS 1.2's HelloRequest) gets a
+     * no_renegotiation alert: it would make the gateway pay a handshake's
+     * public-key work whenever it likes, and no HTTP/1.1 exchange needs one */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_verify(ctx, o && o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     if (SSL_CTX_set_alpn_protos(ctx, ALPN, sizeof ALPN - 1) != 0 || load_files(ctx, url, o, err, cap)) {

@@ -5,8 +5,12 @@
  * (subject CN, URI, DNS or email subjectAltName, in the order given); `map`
  * gives a principal its tenant and roles, `tenant`/`roles` are the defaults.
  *   verified certificate with a name -> host->call_identify(..., "mtls"), CONTINUE;
- *   none (clear text, no certificate, not verified, no usable name) -> pass
- *     (CONTINUE without identity), or with `require` DENY -32001 / 401;
+ *   none (clear text, no certificate, not verified, no name of any source) ->
+ *     pass (CONTINUE without identity), or with `require` DENY -32001 / 401;
+ *   a source, before one gave a name, that finds two names (two CNs, two
+ *     SANs of its type) or one it cannot take as it is (a NUL or another
+ *     control character, no text form) -> DENY -32001 / 401 whatever
+ *     `require` says, and a log line (at most one a second) saying why;
  *   a principal `map` does not name, with `mapped_only` -> DENY -32001 / 401.
  * The certificate's subject, issuer, SANs and fingerprint go along as claims
  * for the policy stage.
@@ -14,6 +18,7 @@
 #include <mcpg/sdk.h>
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +83,12 @@ typedef struct mtls {
     mcpg_instance *self;
     const mtls_cfg *cfg;
     mtls_rules rules;
+    _Atomic uint64_t warned_us, warn_suppressed; /* the refusals' log line, rate-bounded */
 } mtls;
+
+/* At most one log line a second about refused certificates: a client
+ * presenting one again and again must not flood the log. */
+#define MTLS_WARN_EVERY_US 1000000
 
 /* ------------------------------------------------------------------ */
 /* config: one parse for validate (rules NULL) and create               */
@@ -282,21 +292,51 @@ static const char *tls_string(const mcpg_tls_info *t, const char *const *field) 
     return end <= t->size ? *field : NULL;
 }
 
-/* The principal from the first source that gives one; 0 when none does. */
-static int principal_of(const mtls *m, const mcpg_tls_info *t, char *dst, size_t cap,
-                        mtls_source *from) {
+/* The principal from the first source that gives one (MTLS_FOUND, *from
+ * says which); MTLS_NONE when none does. A source that finds two names, or
+ * one it cannot take, ends the search (*from: that source): the next one
+ * must not decide for a certificate that already names someone else. */
+static mtls_found principal_of(const mtls *m, const mcpg_tls_info *t, char *dst, size_t cap,
+                               mtls_source *from) {
     const char *subject = tls_string(t, &t->cert_subject);
     const char *sans = tls_string(t, &t->cert_sans_json);
     for (uint32_t i = 0; i < m->rules.n_from; i++) {
         mtls_source s = m->rules.from[i];
-        int got = s == SRC_SUBJECT_CN ? mtls_subject_cn(subject, dst, cap)
-                                      : mtls_san(sans, source_san_type[s], dst, cap);
-        if (got) {
+        mtls_found got = s == SRC_SUBJECT_CN ? mtls_subject_cn(subject, dst, cap)
+                                             : mtls_san(sans, source_san_type[s], dst, cap);
+        if (got != MTLS_NONE) {
             *from = s;
-            return 1;
+            return got;
         }
     }
-    return 0;
+    return MTLS_NONE;
+}
+
+/* The log line for a refused certificate, at most one a second; the lines
+ * left out are counted in the next one. The certificate is named by its
+ * fingerprint: its names are the hostile part, kept out of the log. */
+static void warn_refused(mtls *m, mcpg_call *call, const mcpg_tls_info *t, mtls_source from,
+                         mtls_found why) {
+    const mcpg_host *h = m->host;
+    uint64_t now = h->mono_us();
+    uint64_t last = atomic_load_explicit(&m->warned_us, memory_order_relaxed);
+    if ((last && now - last < MTLS_WARN_EVERY_US) ||
+        !atomic_compare_exchange_strong(&m->warned_us, &last, now ? now : 1)) {
+        atomic_fetch_add_explicit(&m->warn_suppressed, 1, memory_order_relaxed);
+        return;
+    }
+    uint64_t more = atomic_exchange_explicit(&m->warn_suppressed, 0, memory_order_relaxed);
+    size_t pn = 0;
+    const char *peer = MCPG_HOST_HAS(h, call_peer) ? h->call_peer(call, &pn) : NULL;
+    const char *sha = tls_string(t, &t->cert_sha256);
+    const char *what = from == SRC_SUBJECT_CN ? "CN in its subject"
+                                              : source_san_type[from];
+    h->log(m->self, MCPG_LOG_WARN,
+           "refused a client certificate (sha256 %.64s) from %.*s: %s %s%s, so it names no "
+           "one principal (%llu more refused since the last line)",
+           sha ? sha : "unknown", peer ? (int)pn : 7, peer ? peer : "unknown",
+           why == MTLS_AMBIGUOUS ? "more than one" : "a malformed", what,
+           from == SRC_SUBJECT_CN ? "" : " subjectAltName", (unsigned long long)more);
 }
 
 static const mtls_grant *lookup(const mtls *m, const char *principal) {
@@ -359,9 +399,16 @@ static mcpg_status mtls_authenticate(void *instance, mcpg_call *call) {
     const mcpg_host *h = m->host;
     const mcpg_tls_info *t = MCPG_HOST_HAS(h, call_tls) ? h->call_tls(call) : NULL;
     char principal[MTLS_NAME_MAX + 1];
-    mtls_source from;
-    if (!t || !MCPG_HAS_FIELD(t, client_verified) || !t->client_verified ||
-        !principal_of(m, t, principal, sizeof principal, &from))
+    mtls_source from = SRC_SUBJECT_CN;
+    int verified = t && MCPG_HAS_FIELD(t, client_verified) && t->client_verified;
+    mtls_found got = verified ? principal_of(m, t, principal, sizeof principal, &from)
+                              : MTLS_NONE;
+    if (got == MTLS_AMBIGUOUS || got == MTLS_MALFORMED) {
+        warn_refused(m, call, t, from, got);
+        return refuse(m, call, "Unauthenticated: this client certificate does not name one "
+                               "principal");
+    }
+    if (got == MTLS_NONE)
         return m->cfg->require
                    ? refuse(m, call, "Unauthenticated: a verified client certificate is required")
                    : MCPG_CONTINUE;

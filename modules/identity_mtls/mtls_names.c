@@ -90,42 +90,92 @@ static long dn_value(dn_reader *r, char *dst, size_t cap) {
 
 static int is_cn(const char *type, size_t len) {
     return (len == 2 && strncasecmp(type, "CN", 2) == 0) ||
+           (len == 10 && strncasecmp(type, "commonName", 10) == 0) ||
            (len == 7 && memcmp(type, "2.5.4.3", 7) == 0);
 }
 
-int mtls_subject_cn(const char *subject, char *dst, size_t cap) {
-    if (!subject || cap == 0) return 0;
+static mtls_found none_but(char *dst, mtls_found why) {
+    dst[0] = '\0';
+    return why;
+}
+
+/* After a value: the next RDN or attribute, or the end. A value followed by
+ * anything else (text after a closing quote) is not RFC 2253. */
+static int dn_separator(dn_reader *r) {
+    if (r->i == r->n) return 1;
+    char c = r->s[r->i++];
+    return c == ',' || c == '+' || c == ';';
+}
+
+/* Every attribute is read, so that a second CN anywhere (a later RDN, or
+ * another value of a multi-valued one) is seen: which of two CNs is "the"
+ * CN is a matter of order, and order is the certificate maker's choice. */
+mtls_found mtls_subject_cn(const char *subject, char *dst, size_t cap) {
+    if (!dst || cap == 0) return MTLS_MALFORMED;
+    dst[0] = '\0';
+    if (!subject) return MTLS_NONE;
     dn_reader r = {subject, 0, strlen(subject)};
+    unsigned cns = 0;
+    long len = 0;
     while (r.i < r.n) {
         const char *type;
         size_t tlen;
-        if (!dn_type(&r, &type, &tlen)) return 0;
+        if (!dn_type(&r, &type, &tlen)) return none_but(dst, MTLS_MALFORMED);
         int cn = is_cn(type, tlen);
-        long len = dn_value(&r, cn ? dst : NULL, cap);
-        if (cn) return len > 0 && usable(dst, (size_t)len);
-        if (len == -1) return 0;
-        if (len == -2) { /* skip #hex up to the next separator */
-            while (r.i < r.n && r.s[r.i] != ',' && r.s[r.i] != '+' && r.s[r.i] != ';') r.i++;
-        }
-        if (r.i < r.n) r.i++; /* the separator */
+        long got = dn_value(&r, cn && cns == 0 ? dst : NULL, cap);
+        if (got == -1) return none_but(dst, MTLS_MALFORMED);
+        if (got == -2) /* #hex: no text form; skip it up to the next separator */
+            while (r.i < r.n && !strchr(",+;", r.s[r.i])) r.i++;
+        if (cn && ++cns == 1) len = got;
+        if (!dn_separator(&r)) return none_but(dst, MTLS_MALFORMED);
     }
-    return 0;
+    if (cns > 1) return none_but(dst, MTLS_AMBIGUOUS);
+    if (cns == 0) return MTLS_NONE;
+    if (len <= 0 || !usable(dst, (size_t)len)) return none_but(dst, MTLS_MALFORMED);
+    return MTLS_FOUND;
 }
 
-int mtls_san(const char *sans_json, const char *type, char *dst, size_t cap) {
-    if (!sans_json) return 0;
-    size_t n = strlen(sans_json), it = 0, tlen = strlen(type);
-    mcpg_json_span v;
-    while (mcpg_json_array_next(sans_json, n, &it, &v) == 1) {
+/* IA5String names (DNS, URI, email) are printable ASCII without blanks; a
+ * byte outside that is a control character (a NUL cut would make another
+ * name of it), or U+FFFD standing for an invalid byte, which two different
+ * names would share. */
+static int usable_san(const char *s, size_t n) {
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f) return 0;
+    return 1;
+}
+
+/* Whether entry v is of `type`: by its decoded text in dst when it fits,
+ * else by its raw text (the transport writes the type as plain ASCII). */
+static int san_of_type(const mcpg_json_span *v, int decoded, const char *dst, size_t len,
+                       const char *type, size_t tlen) {
+    const char *s = decoded ? dst : v->p;
+    size_t n = decoded ? len : v->n;
+    return n > tlen && s[tlen] == ':' && strncasecmp(s, type, tlen) == 0;
+}
+
+/* Every entry is read, so that a second one of the type is seen wherever
+ * it is: two URIs (or DNS names, or addresses) name two principals. */
+mtls_found mtls_san(const char *sans_json, const char *type, char *dst, size_t cap) {
+    if (!dst || cap == 0) return MTLS_MALFORMED;
+    dst[0] = '\0';
+    if (!sans_json) return MTLS_NONE;
+    size_t n = strlen(sans_json), it = 0, tlen = strlen(type), len = 0;
+    unsigned count = 0;
+    mcpg_json_span v, match = {0};
+    int rc;
+    while ((rc = mcpg_json_array_next(sans_json, n, &it, &v)) == 1) {
         if (v.type != MCPG_JSON_STRING) continue;
-        size_t len;
-        /* a name too long for dst cannot be a principal: look further */
-        if (mcpg_json_string_decode(&v, dst, cap, &len) != 0) continue;
-        if (len <= tlen || dst[tlen] != ':' || strncasecmp(dst, type, tlen) != 0) continue;
-        if (!usable(dst + tlen + 1, len - tlen - 1)) continue;
-        memmove(dst, dst + tlen + 1, len - tlen); /* with its NUL */
-        return 1;
+        int decoded = mcpg_json_string_decode(&v, dst, cap, &len) == 0;
+        if (san_of_type(&v, decoded, dst, len, type, tlen) && count++ == 0) match = v;
     }
-    if (cap) dst[0] = '\0';
-    return 0;
+    if (rc != 0) return none_but(dst, MTLS_MALFORMED); /* not an array to its end */
+    if (count > 1) return none_but(dst, MTLS_AMBIGUOUS);
+    if (count == 0) return none_but(dst, MTLS_NONE);
+    if (mcpg_json_string_decode(&match, dst, cap, &len) != 0 ||
+        !usable_san(dst + tlen + 1, len - tlen - 1))
+        return none_but(dst, MTLS_MALFORMED);
+    memmove(dst, dst + tlen + 1, len - tlen); /* with its NUL */
+    return MTLS_FOUND;
 }

@@ -180,10 +180,14 @@ static int append_name(const mcpg_host *h, mcpg_buf *b, const X509_NAME *name) {
 }
 
 /* One subjectAltName as a JSON string "TYPE:value"; other types are left
- * out. *first says whether a comma is due. */
+ * out. The value goes whole, whatever its bytes and length: cut at a NUL
+ * ("admin\0.evil.example") or at the end of a buffer it would be another,
+ * shorter name, and that one could be a principal. The JSON writer escapes
+ * its control characters, so whoever reads it sees them. *first says
+ * whether a comma is due. */
 static int append_san(const mcpg_host *h, mcpg_buf *b, const GENERAL_NAME *g, int *first) {
-    char text[300];
-    const char *type;
+    char ip_text[3 + INET6_ADDRSTRLEN] = "IP:";
+    const char *type = NULL;
     const ASN1_STRING *s = NULL;
     switch (g->type) {
     case GEN_DNS: type = "DNS:"; s = g->d.dNSName; break;
@@ -192,20 +196,20 @@ static int append_san(const mcpg_host *h, mcpg_buf *b, const GENERAL_NAME *g, in
     case GEN_IPADD: {
         const ASN1_OCTET_STRING *ip = g->d.iPAddress;
         int af = ip->length == 4 ? AF_INET : ip->length == 16 ? AF_INET6 : 0;
-        if (!af || !inet_ntop(af, ip->data, text + 3, sizeof text - 3)) return 0;
-        memcpy(text, "IP:", 3);
+        if (!af || !inet_ntop(af, ip->data, ip_text + 3, sizeof ip_text - 3)) return 0;
         break;
     }
     default: return 0;
     }
-    if (s) {
-        int n = snprintf(text, sizeof text, "%s%.*s", type, ASN1_STRING_length(s),
-                         (const char *)ASN1_STRING_get0_data(s));
-        if (n < 0) return 0;
-    }
-    int rc = *first ? 0 : h->buf_append(b, ",", 1);
+    if (type && !s) return 0;
+    mcpg_buf one = {0};
+    int rc = s ? h->buf_append(&one, type, strlen(type)) ||
+                     h->buf_append(&one, ASN1_STRING_get0_data(s), (size_t)ASN1_STRING_length(s))
+               : h->buf_append(&one, ip_text, strlen(ip_text));
+    if (!rc && !*first) rc = h->buf_append(b, ",", 1);
+    if (!rc) rc = h->buf_append_json_string(b, one.data, one.len);
     *first = 0;
-    rc |= h->buf_append_json_string(b, text, strlen(text));
+    h->buf_free(&one);
     return rc;
 }
 

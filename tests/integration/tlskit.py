@@ -19,6 +19,22 @@ def openssl(*args):
     check(p.returncode == 0, "openssl %s failed: %s" % (" ".join(args), p.stderr))
 
 
+def _der_header(der, i):
+    """(header bytes, content bytes) of the DER element at i."""
+    first = der[i + 1]
+    if first < 0x80:
+        return 2, first
+    k = first & 0x7F
+    return 2 + k, int.from_bytes(der[i + 2:i + 2 + k], "big")
+
+
+def _der_length(n):
+    if n < 0x80:
+        return bytes([n])
+    b = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([0x80 | len(b)]) + b
+
+
 class Pki:
     """Keys and certificates in d (made): ca, server (localhost, 127.0.0.1, ::1),
     and unless clients=False: other (a second CA), alice (a client of ca, with every
@@ -59,6 +75,32 @@ class Pki:
         openssl("x509", "-req", "-in", self.path(stem, "csr"), "-CA", self.path(ca, "pem"),
                 "-CAkey", self.path(ca, "key"), "-set_serial", str(serial), "-days", "2",
                 "-extfile", ext_file, "-out", self.path(stem, "pem"))
+
+    def leaf_patched(self, name, ca, subject, serial, ext, old, new):
+        """leaf(), then the bytes old replaced by new (as long) in the signed part and
+        the certificate signed again by ca: a certificate no openssl command would
+        make, such as one whose CN or SAN holds a NUL ("alice\\0.evil")."""
+        check(len(old) == len(new), "a patch keeps every DER length: %r, %r" % (old, new))
+        self.leaf(name, ca, subject, serial, ext)
+        with open(self.path(name, "pem")) as f:
+            der = ssl.PEM_cert_to_DER_cert(f.read())
+        at, _ = _der_header(der, 0)  # Certificate ::= SEQUENCE { tbs, sigAlg, sig }
+        h, n = _der_header(der, at)
+        tbs = der[at:at + h + n]
+        h2, n2 = _der_header(der, at + h + n)
+        sig_alg = der[at + h + n:at + h + n + h2 + n2]
+        check(tbs.count(old) >= 1, "%r is in the certificate %s" % (old, name))
+        tbs = tbs.replace(old, new)
+        tbs_file, sig_file = self.path(name, "tbs"), self.path(name, "sig")
+        with open(tbs_file, "wb") as f:
+            f.write(tbs)
+        openssl("dgst", "-sha256", "-sign", self.path(ca, "key"), "-out", sig_file, tbs_file)
+        with open(sig_file, "rb") as f:
+            sig = f.read()
+        body = tbs + sig_alg + b"\x03" + _der_length(len(sig) + 1) + b"\x00" + sig
+        with open(self.path(name, "pem"), "w") as f:
+            f.write(ssl.DER_cert_to_PEM_cert(b"\x30" + _der_length(len(body)) + body))
+        openssl("verify", "-CAfile", self.path(ca, "pem"), self.path(name, "pem"))
 
     def client_context(self, cert=None, alpn=("http/1.1",), min13=False):
         ctx = ssl.create_default_context(cafile=self.path("ca", "pem"))

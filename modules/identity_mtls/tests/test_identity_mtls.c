@@ -5,7 +5,9 @@
  * (mcpg_fakehost_call_set_tls): the principal
  * from the subject CN or a SAN (in principal_from's order), the map and the
  * defaults, require and mapped_only, the claims, config errors by key path,
- * and a kernel without TLS facts (ABI 1.1). */
+ * a certificate naming two principals (two CNs, two SANs of the type) or
+ * one with a NUL refused and logged at a bounded rate, and a kernel
+ * without TLS facts (ABI 1.1). */
 #define _GNU_SOURCE
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
@@ -13,6 +15,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const char *so_path;
 static mcpg_fakehost *fh;
@@ -186,6 +189,75 @@ static void test_sources_and_map(void) {
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
+static int count_in_log(const char *needle) {
+    int n = 0;
+    for (const char *p = mcpg_fakehost_log_text(fh); (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A certificate naming two principals, or one that is not one clean string,
+ * is refused (not passed on, not mapped by a later source), with a reason in
+ * the log at most once a second. */
+static void test_ambiguous_names(void) {
+    mcpg_instance *inst = load("{\"map\":{\"alice\":{\"tenant\":\"acme\"},"
+                               "\"admin\":{\"roles\":[\"admin\"]}}}");
+    mcpg_fakehost_log_clear(fh);
+    static const char *const refused[] = {
+        "CN=alice,CN=admin", "CN=admin,CN=alice", "CN=alice+CN=admin,O=Acme",
+        "CN=alice,O=Acme,2.5.4.3=admin", "CN=alice,CN=alice",
+        "CN=admin\\00.evil.example,O=Acme", /* OpenSSL's text for a CN with a NUL in it */
+        "CN=a\\0Ab", "CN=#0c05616c696365"};
+    uint64_t t0 = now_ms();
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        mcpg_tls_info t = tls_of(refused[i], NULL, 1);
+        outcome o = authenticate(inst, &t);
+        expect_refused(&o, refused[i]);
+    }
+    uint64_t elapsed_s = (now_ms() - t0) / 1000;
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, "more than one CN in its subject") &&
+                   mcpg_fakehost_log_contains(fh, "sha256 ab01ab01"),
+               "the first refusal says why and names the certificate:\n%s",
+               mcpg_fakehost_log_text(fh));
+    int lines = count_in_log("refused a client certificate");
+    MCPG_CHECK(lines >= 1 && (uint64_t)lines <= 1 + elapsed_s,
+               "%d log lines for refusals over %llu s (at most one a second)", lines,
+               (unsigned long long)elapsed_s);
+    MCPG_CHECK(!mcpg_fakehost_log_contains(fh, "CN=alice"), "no subject text in the log:\n%s",
+               mcpg_fakehost_log_text(fh));
+    mcpg_tls_info alice = tls_of("CN=alice,O=Acme", NULL, 1);
+    outcome o = authenticate(inst, &alice);
+    expect_identity(&o, "one CN still maps", "alice", "acme", "");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+
+    /* the source that finds two names ends the search */
+    inst = load("{\"principal_from\":[\"subject_cn\",\"san_uri\"]}");
+    mcpg_tls_info two_cns = tls_of("CN=alice,CN=admin", "[\"URI:spiffe://acme/alice\"]", 1);
+    expect_refused((o = authenticate(inst, &two_cns), &o), "two CNs, a URI after them");
+    mcpg_tls_info no_cn = tls_of("O=Acme", "[\"URI:spiffe://acme/alice\"]", 1);
+    expect_identity((o = authenticate(inst, &no_cn), &o), "no CN: the URI", "spiffe://acme/alice",
+                    "", "");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+
+    /* SANs: two of the type, or one with a NUL, refuse; the CN after is not read */
+    inst = load("{\"principal_from\":[\"san_uri\",\"subject_cn\"]}");
+    mcpg_tls_info two_uris =
+        tls_of("CN=carol", "[\"URI:spiffe://acme/alice\",\"URI:spiffe://acme/admin\"]", 1);
+    expect_refused((o = authenticate(inst, &two_uris), &o), "two URI SANs");
+    mcpg_tls_info nul_uri = tls_of("CN=carol", "[\"URI:spiffe://acme/alice\\u0000.evil\"]", 1);
+    expect_refused((o = authenticate(inst, &nul_uri), &o), "a URI SAN with a NUL");
+    mcpg_tls_info uri_two_cns = tls_of("CN=alice,CN=admin", "[\"URI:spiffe://acme/alice\"]", 1);
+    expect_identity((o = authenticate(inst, &uri_two_cns), &o),
+                    "one URI first: the subject is not the principal's source",
+                    "spiffe://acme/alice", "", "");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+}
+
 static void expect_config_error(const char *config, const char *needle) {
     int rc = mcpg_fakehost_check(fh, desc, config);
     const char *rep = mcpg_fakehost_report_text(fh);
@@ -249,6 +321,7 @@ int main(int argc, char **argv) {
     test_subject_cn();
     test_require();
     test_sources_and_map();
+    test_ambiguous_names();
     test_config_errors();
     test_old_host();
 
