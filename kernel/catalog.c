@@ -369,7 +369,9 @@ static void catset_free(catset *cs) {
 }
 
 void catalog_build(generation *g, manifest *m, errlist *errs) {
-    /* a reload's lists start from the serving generation's owners */
+    /* a reload's lists start from the serving generation's owners; a reload
+     * is built on the control loop, which is also where lists are swapped
+     * and retired, so this pin cannot race a retire */
     catset *prev = K.gen && K.gen != g ? catalog_acquire(K.gen) : NULL;
     catset *cs = catset_build(g, prev, m, errs, 1);
     catalog_release(prev);

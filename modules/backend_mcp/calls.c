@@ -694,6 +694,7 @@ static ureq *call_by_id(upstream *up, int64_t id) {
 /* A call started: from now on no call that was in flight beside it, nor it,
  * is the upstream's only call over its whole life (calls_sole). */
 void calls_mark_shared(upstream *up, ureq *started) {
+    if (up->cfg.untied != UNTIED_SOLE_CALL) return; /* only calls_sole reads the mark */
     for (ureq *r = up->pending; r; r = r->next)
         if (r != started && r->kind == UR_CALL && (r->pc || r->parked)) {
             r->shared = true;

@@ -48,22 +48,6 @@
 
 static uint64_t mono_ms(const events *ev) { return ev->host->mono_us() / 1000; }
 
-/* What a log line may say of a callback URL: its scheme, host and port. Its
- * path, query and userinfo may hold a token the subscriber put there; the
- * subscription's id tells which one it is. */
-static void url_origin(const char *url, char *out, size_t cap) {
-    const char *sep = strstr(url, "://");
-    size_t scheme = sep ? (size_t)(sep - url) + 3 : 0;
-    const char *host = url + scheme;
-    size_t n = strcspn(host, "/?#");
-    const char *at = memchr(host, '@', n);
-    if (at) { /* userinfo: left out */
-        n -= (size_t)(at + 1 - host);
-        host = at + 1;
-    }
-    snprintf(out, cap, "%.*s%.*s", (int)scheme, url, (int)n, host);
-}
-
 static int64_t wall_ms(const events *ev) { return ev->host->wall_us() / 1000; }
 
 static void iso_time(int64_t ms, char out[48]) {
@@ -696,11 +680,12 @@ static void on_resp_done(void *arg, int err) {
         d->backoff_ms = d->backoff_ms ? d->backoff_ms * 2 : BACKOFF_FIRST_MS;
         if (d->backoff_ms > BACKOFF_MAX_MS) d->backoff_ms = BACKOFF_MAX_MS;
         d->next_try_ms = mono_ms(ev) + d->backoff_ms;
-        char origin[300];
-        url_origin(d->url, origin, sizeof origin);
+        /* the callback's origin only: its path, query or userinfo may hold a
+         * token the subscriber put there; the id tells which one it is */
         ev->host->log(ev->self, d->attempts <= 3 ? MCPG_LOG_WARN : MCPG_LOG_DEBUG,
-                      "webhook subscription %s: delivering log row %llu to %s failed (%s); again in "
-                      "%llu ms", d->id, (unsigned long long)d->row->seq, origin, why,
+                      "webhook subscription %s: delivering log row %llu to %s://%s failed (%s); "
+                      "again in %llu ms", d->id, (unsigned long long)d->row->seq,
+                      up_target_is_tls(d->t) ? "https" : "http", up_target_authority(d->t), why,
                       (unsigned long long)d->backoff_ms);
     }
     d->timed_out = false;
