@@ -798,12 +798,13 @@ def expect_error(r, status, code, what, id=None, check_id=True):
 # audit files
 
 
-def new_apikey(ctx, keys_file, principal, *extra):
-    """A key for principal, added to keys_file by scripts/mcpg-apikey (extra:
-    its options, e.g. "--tenant", "acme")."""
+def new_apikey(ctx, principal, *extra):
+    """A key for principal, added by scripts/mcpg-apikey to the test's keys
+    file, ctx.path("keys.json") (extra: its options, e.g. "--tenant", "acme")."""
     script = os.path.join(ctx.source, "scripts", "mcpg-apikey")
-    out = subprocess.run([sys.executable, script, principal, "--json", "--add", keys_file] +
-                         list(extra), capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, script, principal, "--json", "--add",
+                          ctx.path("keys.json")] + list(extra),
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["key"]
 
 

@@ -309,40 +309,51 @@ def main():
 # mTLS, when transport_http serves TLS
 
 
-def t_mtls(ctx, audit):
+def need_tls(ctx):
     rc, out, err = run_cli(ctx, ["--help-module", "transport_http"])
     if "tls_cert_file" not in out:
         raise Skip("transport_http has no tls_cert_file in its schema (no TLS yet)")
-    from tlskit import Pki, TlsConn, TlsGateway  # comes with transport_http's TLS
+
+
+def tls_server(pki):
+    """gateway.server: TLS with the pki's server certificate, client certificates optional."""
+    return {"tls_cert_file": pki.path("server", "pem"), "tls_key_file": pki.path("server", "key"),
+            "tls_client_ca_file": pki.path("ca", "pem"), "tls_client_auth": "optional"}
+
+
+def tls_echo(pki, port, cert, rpc_id):
+    """One echo call over TLS with the pki's client certificate `cert` (None: none)."""
+    from tlskit import TlsConn
+    with TlsConn(port, pki.client_context(cert)) as c:
+        c.send(stateless_request(port, "tools/call", {"name": "echo",
+                                                      "arguments": {"message": "hi"}},
+                                 id=rpc_id, name="echo"))
+        return c.read_response()
+
+
+def t_mtls(ctx, audit):
+    need_tls(ctx)
+    from tlskit import Pki, TlsGateway  # comes with transport_http's TLS
     pki = Pki(ctx.path("pki"))  # alice: CN=alice/O=Acme, URI:spiffe://test/alice, ...
-    m = base_manifest(audit_path=audit, server={
-        "tls_cert_file": pki.path("server", "pem"), "tls_key_file": pki.path("server", "key"),
-        "tls_client_ca_file": pki.path("ca", "pem"), "tls_client_auth": "optional"})
+    m = base_manifest(audit_path=audit, server=tls_server(pki))
     m["modules"].append({"name": "mtls", "module": "identity_mtls", "config": {
         "principal_from": ["san_uri", "subject_cn"], "roles": ["guest"],
         "map": {"spiffe://test/alice": {"tenant": "acme", "roles": ["ops"]}}}})
     m["pipeline"]["identity"] = ["mtls"]
 
-    def tls_call(port, cert, rpc_id):
-        with TlsConn(port, pki.client_context(cert)) as c:
-            c.send(stateless_request(port, "tools/call", {"name": "echo",
-                                                          "arguments": {"message": "hi"}},
-                                     id=rpc_id, name="echo"))
-            return c.read_response()
-
     with TlsGateway(ctx, pki.client_context("alice"), manifest=m, name="mtls") as g:
-        r = tls_call(g.port, "alice", 71)
+        r = tls_echo(pki, g.port, "alice", 71)
         expect_result(r, r.rpc(), 71, "mTLS alice")
         rec = wait_for(lambda: [x for x in read_audit(audit) if x.get("id") == 71
                                 and x.get("event") == "mcpg.tool.call.completed"], 5,
                        "alice's completed line")[0]
         check_eq((rec.get("principal"), rec.get("tenant")), ("spiffe://test/alice", "acme"),
                  "mTLS principal (the URI SAN) and tenant from the map")
-        r = tls_call(g.port, None, 72)
+        r = tls_echo(pki, g.port, None, 72)
         expect_error(r, 401, -32001, "TLS without a client certificate: anonymous refused",
                      id=72)
         try:
-            r = tls_call(g.port, "mallory", 73)
+            r = tls_echo(pki, g.port, "mallory", 73)
             fail("a certificate of another CA was served: %r" % r)
         except (OSError, ssl.SSLError, ConnectionError):
             pass  # refused in the handshake
@@ -356,10 +367,8 @@ def t_mtls_one_name(ctx):
     identity_mtls (not passed on to the anonymous check, not mapped by a later
     source), the log says why at most once a second, and the gateway goes on
     serving: alice's URI and bob's lone CN still map."""
-    rc, out, err = run_cli(ctx, ["--help-module", "transport_http"])
-    if "tls_cert_file" not in out:
-        raise Skip("transport_http has no tls_cert_file in its schema (no TLS yet)")
-    from tlskit import Pki, TlsConn, TlsGateway
+    need_tls(ctx)
+    from tlskit import Pki, TlsGateway
     pki = Pki(ctx.path("pki-names"))
     client = "extendedKeyUsage=clientAuth\n"
     pki.leaf("bob", "ca", "/CN=bob/O=Acme", 5001, client)
@@ -374,21 +383,12 @@ def t_mtls_one_name(ctx):
                      "subjectAltName=URI:spiffe://test/aliceZ\n" + client,
                      b"spiffe://test/aliceZ", b"spiffe://test/alice\x00")
     audit = ctx.path("audit-names.jsonl")
-    m = base_manifest(audit_path=audit, server={
-        "tls_cert_file": pki.path("server", "pem"), "tls_key_file": pki.path("server", "key"),
-        "tls_client_ca_file": pki.path("ca", "pem"), "tls_client_auth": "optional"})
+    m = base_manifest(audit_path=audit, server=tls_server(pki))
     m["modules"].append({"name": "mtls", "module": "identity_mtls", "config": {
         "principal_from": ["san_uri", "subject_cn"],
         "map": {"spiffe://test/alice": {"tenant": "acme"}, "alice": {"tenant": "acme"},
                 "admin": {"tenant": "acme", "roles": ["admin"]}, "bob": {"tenant": "acme"}}}})
     m["pipeline"]["identity"] = ["mtls"]
-
-    def tls_call(port, cert, rpc_id):
-        with TlsConn(port, pki.client_context(cert)) as c:
-            c.send(stateless_request(port, "tools/call", {"name": "echo",
-                                                          "arguments": {"message": "hi"}},
-                                     id=rpc_id, name="echo"))
-            return c.read_response()
 
     def principal_of(rpc_id):
         rec = wait_for(lambda: [x for x in read_audit(audit) if x.get("id") == rpc_id
@@ -404,7 +404,7 @@ def t_mtls_one_name(ctx):
                    ("nul_uri", "a malformed URI subjectAltName")]
         for i, (cert, why) in enumerate(refused):
             before = g.stderr().count("refused a client certificate")
-            r = tls_call(g.port, cert, 80 + i)
+            r = tls_echo(pki, g.port, cert, 80 + i)
             e = expect_error(r, 401, -32001, "mTLS %s" % cert, id=80 + i)
             check("does not name one principal" in e["message"],
                   "%s: refused by identity_mtls, not as anonymous: %r" % (cert, e))
@@ -417,10 +417,10 @@ def t_mtls_one_name(ctx):
         check("more than one CN in its subject" in g.stderr(), "the first refusal is logged")
         check("CN=alice" not in g.stderr() and "evil" not in g.stderr(),
               "the certificates' names stay out of the log")
-        r = tls_call(g.port, "alice", 90)
+        r = tls_echo(pki, g.port, "alice", 90)
         expect_result(r, r.rpc(), 90, "mTLS alice after the refusals")
         check_eq(principal_of(90), ("spiffe://test/alice", "acme"), "alice's one URI SAN")
-        r = tls_call(g.port, "bob", 91)
+        r = tls_echo(pki, g.port, "bob", 91)
         expect_result(r, r.rpc(), 91, "mTLS bob")
         check_eq(principal_of(91), ("bob", "acme"), "bob's one CN")
         check(not [x for x in read_audit(audit) if 80 <= (x.get("id") or 0) < 90

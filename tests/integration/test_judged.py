@@ -25,58 +25,21 @@ nested arguments with duplicates planted at random depths. For each:
     member tools/call does not define.
 """
 
-import http.server
 import json
 import os
 import random
 import sys
-import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (META, Conn, Context, Gateway, base_manifest, build_request, call_tool,  # noqa: E402
                      check, check_eq, parse_args, read_audit, run_tests, stateless_headers,
                      wait_for)
+from restlib import RecordingUpstream  # noqa: E402
 from test_backend_mcp import FAKE, Fake, wait_tool  # noqa: E402
 from test_legacy_wire import answer, initialize  # noqa: E402
 
 GUARD = "[a-z ]*"  # the message's guard: "EVIL" breaks it
 TOOL_CALL_MEMBERS = {"name", "arguments", "_meta", "task", "requestState", "inputResponses"}
-
-
-class RestRecorder:
-    """A REST endpoint that keeps every JSON body POSTed to it."""
-
-    def __init__(self):
-        self.bodies = []
-        rec = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(n)
-                try:
-                    rec.bodies.append(json.loads(raw))
-                except ValueError:
-                    rec.bodies.append({"unparsed": raw.decode("utf-8", "replace")})
-                out = b'{"ok":true}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def manifest(ctx, fake, audit_path, rest_port):
@@ -206,7 +169,7 @@ def main():
     ctx = Context(args)
     fake = Fake(ctx, "judged")
     audit_path = ctx.path("audit.jsonl")
-    rest = RestRecorder()
+    rest = RecordingUpstream()
     gw = Gateway(ctx, manifest=manifest(ctx, fake, audit_path, rest.port), name="gateway-judged")
     sent = []  # (wire, tool, label, tag, members, answer)
     rng = random.Random(int(os.environ.get("MCPG_JUDGED_SEED", "20261206")))
@@ -266,14 +229,14 @@ def main():
             what = "%s %s %s (%s)" % (wire, tool, label, members[:160])
             if "error" in out:
                 check(tag not in up, "%s: refused (%r) yet reached the upstream" % (what, out["error"]))
-                check(not [b for b in rest.bodies if b.get("k") == tag],
+                check(not [b for b in rest.bodies() if b.get("k") == tag],
                       "%s: refused yet reached the REST endpoint" % what)
                 continue
             check_eq(len(audit.get(tag, [])), 1, "%s: audited once" % what)
             ev = audit[tag][0]
             check_eq(ev.get("tool"), tool, "%s: the audited tool" % what)
             if tool == "rest_echo":
-                got = [b for b in rest.bodies if b.get("k") == tag]
+                got = [b for b in rest.bodies() if b.get("k") == tag]
                 check_eq(len(got), 1, "%s: the REST endpoint received it once" % what)
                 check_eq(got[0], {"message": ev["args"]["message"], "k": tag},
                          "%s: the body the REST endpoint got = the audited arguments" % what)

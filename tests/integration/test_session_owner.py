@@ -45,13 +45,11 @@ def init_body():
 def main():
     args = parse_args()
     ctx = Context(args)
-    keys_file = ctx.path("keys.json")
+    keys_file = ctx.path("keys.json")  # new_apikey's
 
-    def new_key(principal, *extra):
-        return new_apikey(ctx, keys_file, principal, *extra)
-
-    alice, bob = new_key("alice", "--tenant", "acme"), new_key("bob", "--tenant", "acme")
-    carol = new_key("alice", "--tenant", "other")  # alice's name, another tenant
+    alice = new_apikey(ctx, "alice", "--tenant", "acme")
+    bob = new_apikey(ctx, "bob", "--tenant", "acme")
+    carol = new_apikey(ctx, "alice", "--tenant", "other")  # alice's name, another tenant
     audit_path = ctx.path("audit.jsonl")
 
     def manifest(anonymous):

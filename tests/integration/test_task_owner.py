@@ -27,12 +27,9 @@ from test_session_owner import legacy  # noqa: E402
 def main():
     args = parse_args()
     ctx = Context(args)
-    keys_file = ctx.path("keys.json")
+    keys_file = ctx.path("keys.json")  # new_apikey's
 
-    def new_key(principal, *extra):
-        return new_apikey(ctx, keys_file, principal, *extra)
-
-    alice, bob = new_key("alice"), new_key("bob")
+    alice, bob = new_apikey(ctx, "alice"), new_apikey(ctx, "bob")
     secret_var = "MCPG_TEST_GATEWAY_SECRET"
 
     def manifest(secret=False):

@@ -51,12 +51,9 @@ ELICITING = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
 def main():
     args = parse_args()
     ctx = Context(args)
-    keys_file = ctx.path("keys.json")
+    keys_file = ctx.path("keys.json")  # new_apikey's
 
-    def new_key(principal, *extra):
-        return new_apikey(ctx, keys_file, principal, *extra)
-
-    keys = {"alice": new_key("alice"), "bob": new_key("bob")}
+    keys = {"alice": new_apikey(ctx, "alice"), "bob": new_apikey(ctx, "bob")}
     procs = {}
 
     def http_fake():
