@@ -17,7 +17,8 @@ One gateway, identity_apikey with two principals (alice, bob), and these backend
   nor their stream (legacy sessions, which declared elicitation) ever carries it;
   the upstream's question is answered with an error; the gateway counts it. With
   "sole_call" two callers at once still get nothing; one caller alone gets its own
-  question (input_required), the positive control.
+  question (input_required), the positive control, and only that caller can answer
+  it: bob's retry with alice's requestState is answered as for an unknown one.
 * names: evil later lists "transfer" (no prefix, earlier in the manifest): the
   name stays with good, and the rebuild reports the newcomer left out.
 * resources: evil says mock://r (the mock's) changed: a subscribed session's GET
@@ -96,10 +97,12 @@ def main():
     gw = None
     paired = {"sd": 0, "hd": 0, "ss": 0}  # pair calls each upstream has seen
 
-    def call(who, tool, arguments, id=1):
-        """A stateless tools/call as who (a client that declares elicitation)."""
-        body = rpc_body("tools/call", {"name": tool, "arguments": arguments,
-                                       "_meta": ELICITING}, id=id)
+    def call(who, tool, arguments, id=1, more=None):
+        """A stateless tools/call as who (a client that declares elicitation);
+        more: other members of params (a retry's requestState)."""
+        params = {"name": tool, "arguments": arguments, "_meta": ELICITING}
+        params.update(more or {})
+        body = rpc_body("tools/call", params, id=id)
         raw = build_request(gw.port, headers=stateless_headers("tools/call", tool) +
                             [("X-API-Key", keys[who])], body=body)
         with Conn(gw.port, timeout=60) as c:
@@ -215,12 +218,28 @@ def main():
         legacy_pair("hd")
 
     def t_sole_alone():
-        r, text = call("alice", "ss_pair", {"secret": SECRETS["alice"], "peers": paired["ss"] + 1})
+        """Alice alone under sole_call is asked her own question; bob, given her
+        requestState, is answered as for an unknown one; her own retry answers
+        the upstream."""
+        secret = SECRETS["alice"]
+        r, text = call("alice", "ss_pair", {"secret": secret, "peers": paired["ss"] + 1})
         paired["ss"] += 1
         res = r.rpc().get("result", {})
         check_eq(res.get("resultType"), "input_required",
                  "sole_call, one caller: the question reaches it (%s)" % text[:400])
-        check("question for " + SECRETS["alice"] in text, "its own question: %s" % text[:400])
+        check("question for " + secret in text, "its own question: %s" % text[:400])
+        reply = {"upstream": {"action": "accept", "content": {}}}
+
+        def retry(who, state):
+            return call(who, "ss_pair", {"secret": secret, "peers": 0},
+                        more={"inputResponses": reply, "requestState": state})
+        r, text = retry("bob", res.get("requestState"))
+        err = r.rpc().get("error", {})
+        check(err.get("code") == -32602 and "requestState is unknown" in err.get("message", ""),
+              "bob with alice's requestState: answered as an unknown one (%s)" % text[:300])
+        r, text = retry("alice", res.get("requestState"))
+        check("pair %s:" % secret in text and "accept" in text,
+              "alice's own retry answers the upstream's question (%s)" % text[:300])
 
     def t_names():
         r, text = call("alice", "transfer", {"message": "before"})
@@ -295,7 +314,7 @@ def main():
             ("sole_call with two callers in flight: neither", t_pair_sole_two),
             ("legacy sessions over stdio: neither stream carries the other's", t_legacy_stdio),
             ("legacy sessions over HTTP: the same", t_legacy_http),
-            ("sole_call, one caller alone: its own question reaches it", t_sole_alone),
+            ("sole_call, one caller alone: its own question, answered by it alone", t_sole_alone),
             ("a name stays with the backend that served it", t_names),
             ("a backend's word on another's resource is dropped", t_spoofed_update),
             ("an answer nested too deep fails at once, naming the backend", t_deep),
