@@ -16,6 +16,8 @@
  * thread, with a request that waits at most CN_PROBE_WAIT_MS. */
 #define CN_PROBE_EVERY_MS 500
 #define CN_PROBE_WAIT_MS 250
+/* bucket_down: the stream answers; it did not (logged); not looked at since a reconnect */
+enum { CN_BUCKET_UP = 0, CN_BUCKET_DOWN = 1, CN_BUCKET_UNVERIFIED = 2 };
 
 typedef struct cn_cfg {
     const char *url, *bucket, *jetstream, *user_env, *password_env, *token_env;
@@ -91,7 +93,7 @@ struct cn {
     atomic_int closing;               /* stop: a disconnect is no news */
     atomic_int conn_closed;           /* the connection's closed callback ran */
     atomic_int refused;               /* the bucket cannot be used as configured (logged) */
-    atomic_int bucket_down;           /* connected, but the bucket's stream does not answer */
+    atomic_int bucket_down;           /* CN_BUCKET_*: does the bucket's stream answer? */
     atomic_uint_fast64_t next_probe_us; /* mono: when a KV thread may look at it again */
     int64_t next_bind_us;             /* KV thread: when to try binding the bucket again */
     /* the queues (cn_queue.c): threads, per-loop order, what is in flight */
@@ -121,6 +123,9 @@ void cn_watch_filter(const char *enc_prefix, size_t n, char *out);
 
 /* cn_kv.c: the ops as JetStream KV calls, on the KV thread */
 void cn_kv_run(cn *c, cn_op *op);
+/* After a reconnect the bucket's stream may be on a server that is gone: the
+ * next op looks first, with a short wait, instead of waiting op_timeout_ms. */
+void cn_kv_unverified(cn *c);
 int cn_kv_bind(cn *c, int at_start);
 
 /* cn_conn.c: the connection */

@@ -41,6 +41,7 @@ static void on_disconnected(natsConnection *nc, void *closure) {
 static void on_reconnected(natsConnection *nc, void *closure) {
     cn *c = closure;
     (void)nc;
+    cn_kv_unverified(c); /* before ops may run again */
     atomic_store(&c->connected, 1);
     c->h->log(c->self, MCPG_LOG_INFO, "reconnected to the NATS server");
 }

@@ -69,11 +69,19 @@ static int connected(cn *c) {
 
 static void bucket_lost(cn *c) {
     atomic_store(&c->next_probe_us, c->h->mono_us() + CN_PROBE_EVERY_MS * 1000ull);
-    if (!atomic_exchange(&c->bucket_down, 1))
+    if (atomic_exchange(&c->bucket_down, CN_BUCKET_DOWN) != CN_BUCKET_DOWN)
         c->h->log(c->self, MCPG_LOG_WARN,
                   "bucket \"%s\" does not answer though the connection is up (the server "
                   "holding its stream down?): ops answer unavailable at once, looked at "
                   "again every %d ms", c->cfg->bucket, CN_PROBE_EVERY_MS);
+}
+
+/* A reconnect may have followed the loss of the server holding the stream:
+ * until a probe says otherwise, ops answer unavailable at once rather than
+ * each waiting op_timeout_ms to find out. The next op probes at once. */
+void cn_kv_unverified(cn *c) {
+    atomic_store(&c->next_probe_us, 0);
+    atomic_store(&c->bucket_down, CN_BUCKET_UNVERIFIED);
 }
 
 /* The stream answers (or is absent: the bind creates it). */
@@ -93,14 +101,17 @@ static int stream_answers(cn *c) {
 /* 1: answer MCPG_EUNAVAIL without a request. At most one thread probes at a
  * time (the compare-and-set on next_probe_us); the others answer at once. */
 static int bucket_unanswered(cn *c) {
-    if (!atomic_load(&c->bucket_down)) return 0;
+    if (atomic_load(&c->bucket_down) == CN_BUCKET_UP) return 0;
     uint_fast64_t now = c->h->mono_us(), next = atomic_load(&c->next_probe_us);
     if (now < next ||
         !atomic_compare_exchange_strong(&c->next_probe_us, &next,
                                         now + CN_PROBE_EVERY_MS * 1000ull))
         return 1;
-    if (!stream_answers(c)) return 1;
-    if (atomic_exchange(&c->bucket_down, 0))
+    if (!stream_answers(c)) {
+        bucket_lost(c);
+        return 1;
+    }
+    if (atomic_exchange(&c->bucket_down, CN_BUCKET_UP) == CN_BUCKET_DOWN)
         c->h->log(c->self, MCPG_LOG_INFO, "bucket \"%s\" answers again", c->cfg->bucket);
     return 0;
 }

@@ -287,12 +287,42 @@ def main():
         victim.start()
         wait_for(lambda: victim.meta_leader(), 30, "%s back in the cluster" % victim.name)
 
+    def on_holder():
+        """Restart B until a gateway is connected to the bucket's node: its
+        connection then fails over when that node dies, the case where a
+        reconnected gateway must not trust the bucket unlooked."""
+        holder = state["holder"]
+        for _ in range(24):
+            on = [k for k, g in gws.items() if connected_node(g, nodes) is holder]
+            if on:
+                return on[0]
+            gws["b"].stop()
+            gateway("b")
+        check(False, "no gateway connected to the bucket's node %s after 24 restarts"
+              % holder.name)
+
     def t_kill_holder():
         holder = state["holder"]
+        moved = gws[on_holder()]
         a, b = gws["a"], gws["b"]
         t0 = kill_serving_stateless(holder, (a, b), "the bucket's node")
-        # what answers and how fast: the first answers may still meet a connection
-        # being moved to another node; allow that window, then the answer is fixed
+        # the gateway that was on the holder reconnects to a live node; a KV op
+        # there would wait op_timeout_ms for a stream leader that does not exist,
+        # so the reconnect itself makes the bucket one to look at first
+        node = wait_for(lambda: connected_node(moved, nodes), 30,
+                        "%s reconnected to a live node" % moved.name, interval=0.05)
+        t1 = time.monotonic()
+        r = init_status(moved.port)
+        first = time.monotonic() - t1
+        print("%s reconnected to %s %.0f ms after the kill; its first initialize: %d in %.0f ms"
+              % (moved.name, node.name, (t1 - t0) * 1000, r.status, first * 1000))
+        check_eq(r.status, 503, "initialize on %s, reconnected, the bucket's node down"
+                 % moved.name)
+        check(first < AT_ONCE_S, "the first initialize on %s after its reconnect waited %.1f s "
+              "(op_timeout_ms %d): a reconnect must not trust the bucket unlooked"
+              % (moved.name, first, OP_TIMEOUT_MS))
+        # what answers and how fast on each: a gateway that was not on the holder
+        # learns the bucket is down from its first op, which may wait op_timeout_ms
         seen = {}
 
         def closed(gw):
