@@ -93,44 +93,15 @@ int th_content_type_is_json(const char *p, size_t n) {
     return eq_ci(p, tn, "application/json");
 }
 
-static int b64_value(unsigned char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
-/* Standard base64, padding optional. Returns the decoded length or -1. */
-static long b64_decode(const char *s, size_t n, char *dst, size_t cap) {
-    while (n && s[n - 1] == '=') n--;
-    size_t out = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value((unsigned char)s[i]);
-        if (v < 0) return -1;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (out >= cap) return -1;
-            dst[out++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    return (long)out;
-}
-
+/* A header against a body string: the header's "=?base64?...?=" form
+ * decoded first, by the SDK's one strict decoder (a non-canonical base64
+ * never matches). */
 int th_header_matches(const mcpg_host *h, const char *hv, size_t hn, const mcpg_json_span *s) {
-    static const char pre[] = "=?base64?";
-    const size_t pl = sizeof pre - 1;
-    if (hn >= pl + 2 && eq_ci(hv, pl, pre) && hv[hn - 2] == '?' && hv[hn - 1] == '=') {
-        char buf[TH_NAME_MAX];
-        long len = b64_decode(hv + pl, hn - pl - 2, buf, sizeof buf);
-        return len >= 0 && h->json_string_eq(s, buf, (size_t)len) == 1;
-    }
-    return h->json_string_eq(s, hv, hn) == 1;
+    char buf[TH_NAME_MAX];
+    const char *text;
+    size_t len;
+    if (mcpg_header_value_decode(hv, hn, buf, sizeof buf, &text, &len) != 0) return 0;
+    return h->json_string_eq(s, text, len) == 1;
 }
 
 /* ---- the JSON-RPC envelope ----------------------------------------------- */

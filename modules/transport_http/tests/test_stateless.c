@@ -260,6 +260,22 @@ static void test_methods(void) {
     EXPECT_ERROR(&h, call, 400, MCPG_RPC_HEADER_MISMATCH);
     h = good_headers("tools/call", "=?base64?!!!?=");
     EXPECT_ERROR(&h, call, 400, MCPG_RPC_HEADER_MISMATCH);
+    /* only canonical base64 stands for "echo" (ZWNobw==): not without its
+     * padding, not with bits set past the last byte, not with '=' inside,
+     * and the markers are lowercase */
+    static const char *const not_echo[] = {"=?base64?ZWNobw?=", "=?base64?ZWNobx==?=",
+                                           "=?base64?ZW=obw==?=", "=?BASE64?ZWNobw==?=",
+                                           "=?base64?ZWNo bw==?="};
+    for (size_t i = 0; i < sizeof not_echo / sizeof *not_echo; i++) {
+        h = good_headers("tools/call", not_echo[i]);
+        EXPECT_ERROR(&h, call, 400, MCPG_RPC_HEADER_MISMATCH);
+    }
+    /* without both markers a value is literal: a tool may be named so */
+    h = good_headers("tools/call", "=?base64?ZWNobw==");
+    EXPECT_ERROR(&h, call, 400, MCPG_RPC_HEADER_MISMATCH);
+    h = good_headers("tools/call", "=?base64?ZWNobw==?=");
+    th_mcp_verdict ok = check(&h, call);
+    MCPG_CHECK(ok.action == TH_MCP_SUBMIT, "canonical base64 Mcp-Name: %d", ok.action);
     char longname[400];
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';

@@ -221,6 +221,62 @@ int mcpg_json_unique(const char *text, size_t n, mcpg_json_span *dup);
  * mcpg_json_value returned): not validated again. */
 int mcpg_json_unique_trusted(const mcpg_json_span *value, mcpg_json_span *dup);
 
+/* ---- the 2026-07-28 wire's custom headers ----
+ * A header value may carry any text as "=?base64?<standard base64 of its
+ * UTF-8>?=" (both markers lowercase, compared case-sensitively); a value
+ * without both markers is literal. */
+/* hv[0..hn) as the text it stands for: 0 with *out and *out_len (hv itself, or
+ * decoded into buf); MCPG_EPROTO when it has both markers and what lies
+ * between is not canonical base64 (length a multiple of 4, '=' only as
+ * padding at the end, the standard alphabet, unused bits zero);
+ * MCPG_ERANGE when the decoded text may not fit cap. */
+int mcpg_header_value_decode(const char *hv, size_t hn, char *buf, size_t cap, const char **out,
+                             size_t *out_len);
+/* Append v[0..n) as a header value: as it is when it is visible ASCII (inner
+ * spaces and tabs allowed) with no white space at either end and does not
+ * itself look encoded; else the base64 form. 0 or MCPG_ENOMEM. */
+int mcpg_header_value_encode(const char *v, size_t n, mcpg_buf *out);
+
+/* A tool's "x-mcp-header" annotations: the argument at `path` (property
+ * names from the inputSchema's root) is mirrored in header Mcp-Param-<name>. */
+enum { MCPG_PARAM_STRING = 1, MCPG_PARAM_INTEGER = 2, MCPG_PARAM_BOOLEAN = 3 };
+typedef struct mcpg_param_header {
+    char *name;   /* as annotated: the header is "Mcp-Param-" + name */
+    char *lname;  /* "mcp-param-" + name lower-cased: a header lookup's key */
+    char **path;  /* depth property names, decoded */
+    size_t depth;
+    int type;     /* MCPG_PARAM_* of the property */
+} mcpg_param_header;
+typedef struct mcpg_param_headers {
+    mcpg_param_header *v;
+    size_t n;
+} mcpg_param_headers;
+/* Read the annotations of an inputSchema's text: 0 (out->n 0 when none);
+ * MCPG_EINVAL when one is invalid, which makes the whole tool invalid (why
+ * says which and why: empty, not an HTTP token, declared twice
+ * case-insensitively, on a property not of type integer, string or boolean,
+ * or on one not reached from the root through "properties" alone);
+ * MCPG_ENOMEM. Free out with mcpg_param_headers_free. */
+int mcpg_param_headers_parse(const char *schema, size_t n, mcpg_param_headers *out, char *why,
+                             size_t why_cap);
+void mcpg_param_headers_free(mcpg_param_headers *ph);
+/* The annotated argument in args (an object's text): 1 with *val, 0 when
+ * absent or null. */
+int mcpg_param_header_arg(const mcpg_param_header *p, const char *args, size_t n,
+                          mcpg_json_span *val);
+/* The argument against the header a request carried (hv NULL: none), the
+ * header trimmed of spaces and tabs and decoded first; numbers compare by
+ * value (42.0 is 42). */
+enum { MCPG_PARAM_OK = 0, MCPG_PARAM_MISSING, MCPG_PARAM_UNEXPECTED, MCPG_PARAM_MISMATCH,
+       MCPG_PARAM_BAD_BASE64 };
+int mcpg_param_header_check(const mcpg_param_header *p, const char *args, size_t n,
+                            const char *hv, size_t hn);
+/* Append the header value a client sends for the argument (encoded as
+ * mcpg_header_value_encode says): 1, 0 when there is none to send (absent,
+ * null, an object or array), MCPG_ENOMEM. */
+int mcpg_param_header_value(const mcpg_param_header *p, const char *args, size_t n,
+                            mcpg_buf *out);
+
 /* ---- config schema (used by the kernel, the fake host and --help) ----
  * Parse `json` (an object's text) against `fields` into the zeroed struct at
  * `out`: defaults applied, types and bounds checked, unknown keys refused
