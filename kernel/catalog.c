@@ -142,6 +142,7 @@ static route *route_add(build_ctx *bc, mcpg_instance *be, const char *client,
         cat->routes = realloc(cat->routes, bc->cap * sizeof *cat->routes);
     }
     route *r = &cat->routes[cat->n_routes++];
+    *r = (route){0};
     r->client_name = strdup(client);
     r->target = strdup(target);
     r->backend = be;
@@ -220,8 +221,15 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
     if (!client_name(bc, b, target, client, sizeof client)) return;
     if (!taken_in_this_pass(bc, be, client)) return;
     const char *description = k->prefixed && b ? pair_of(&b->describe, target) : NULL;
-    if (route_add(bc, be, client, target))
-        emit_item(&bc->cs->cat[bc->kind], item, k->key, client, description);
+    mcpg_param_headers ph = {0};
+    if (bc->kind == CAT_TOOLS && !param_headers_of_tool(be->name, target, item, &ph)) return;
+    route *r = route_add(bc, be, client, target);
+    if (!r) {
+        mcpg_param_headers_free(&ph);
+        return;
+    }
+    r->params = ph;
+    emit_item(&bc->cs->cat[bc->kind], item, k->key, client, description);
 }
 
 static void bind_kind(build_ctx *bc, mcpg_instance *be, const decl_binding *b) {
@@ -338,7 +346,7 @@ static void collect_task_backends(generation *g) {
         if (!MCPG_HAS(ops, task)) continue;
         g->task_backends = realloc(g->task_backends, (g->n_task_backends + 1) * sizeof(route));
         g->task_backends[g->n_task_backends++] =
-            (route){strdup(inst->name), strdup(""), inst, 0};
+            (route){.client_name = strdup(inst->name), .target = strdup(""), .backend = inst};
     }
 }
 
@@ -358,6 +366,7 @@ static void catset_free(catset *cs) {
         for (size_t i = 0; i < cat->n_routes; i++) {
             free(cat->routes[i].client_name);
             free(cat->routes[i].target);
+            mcpg_param_headers_free(&cat->routes[i].params);
         }
         free(cat->routes);
         for (size_t i = 0; i < cat->n_items; i++) free(cat->items[i].name);

@@ -188,6 +188,8 @@ typedef struct route {
     char *target;           /* the backend's own name */
     mcpg_instance *backend;
     uint32_t tool_series;   /* a tool's index in mcpg_tool_calls_total (metrics_tool_index) */
+    mcpg_param_headers params; /* a tool's x-mcp-header annotations, read once at the
+                                  build (the call path never parses a schema) */
 } route;
 
 /* What the backends offer, of one kind, merged (kernel/catalog.c). */
@@ -253,6 +255,19 @@ typedef int (*catalog_keep_fn)(void *arg, const char *kind, const char *name);
 int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_len,
                  size_t page, catalog_keep_fn keep, void *arg, mcpg_buf *out);
 const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... */
+/* ---- custom headers (param_headers.c) ---- */
+/* A tool's annotations from its listed item: true with *out (empty when it
+ * has none); false when one is invalid: the tool is left out, and a
+ * warning names it, its backend and why. */
+bool param_headers_of_tool(const char *backend, const char *tool, const mcpg_json_span *item,
+                           mcpg_param_headers *out);
+/* Each annotated argument of args[0..n) against its Mcp-Param header, read
+ * with header(ctx, lname, &len): 0, or the first failure's MCPG_PARAM_* with
+ * a message naming the header in msg. */
+typedef const char *(*param_header_fn)(void *ctx, const char *lname, size_t *len);
+int param_headers_verdict(const mcpg_param_headers *ph, const char *args, size_t n,
+                          param_header_fn header, void *ctx, char *msg, size_t cap);
+
 /* The backend that offers tasks (its `task` op) named instance[0..n). */
 const route *catalog_find_task_backend(const generation *g, const char *instance, size_t n);
 

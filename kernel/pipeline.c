@@ -373,11 +373,30 @@ static mcpg_status stage_op(mcpg_call *c, int stage, mcpg_instance *inst) {
     }
 }
 
+/* A tools/call on the 2026-07-28 wire carries each argument its tool
+ * annotates with x-mcp-header in an Mcp-Param header (param_headers.c).
+ * One that does not is refused as the transport refuses its other header
+ * mismatches (HTTP 400, -32020), here because only the catalog knows the
+ * annotations; after policy, as an unknown tool is. True when refused. */
+static bool param_headers_refused(mcpg_call *c) {
+    if (c->method != MCPG_METHOD_TOOLS_CALL || c->d.wire != MCPG_WIRE_STATELESS || !c->route ||
+        !c->route->params.n)
+        return false;
+    char msg[300];
+    if (param_headers_verdict(&c->route->params, c->d.args_json, c->d.args_len, c->d.header,
+                              c->d.transport_ctx, msg, sizeof msg) == MCPG_PARAM_OK)
+        return false;
+    call_set_error(c, MCPG_RPC_HEADER_MISMATCH, 400, "%s", msg);
+    return true;
+}
+
 /* Where a call goes once identity, policy or limits has let it through. */
 static void after_stage(mcpg_call *c) {
     bool to_backend = dispatched(c->method);
     if (to_backend && c->phase == PH_POLICY && !c->route) {
         not_found(c);
+        c->phase = PH_COMPLETE;
+    } else if (c->phase == PH_POLICY && param_headers_refused(c)) {
         c->phase = PH_COMPLETE;
     } else if (c->method == MCPG_METHOD_TOOLS_CALL) {
         c->phase++; /* tool calls are limited, then audited */
