@@ -177,6 +177,22 @@ static mcpg_status missing_capability(ev *e, mcpg_call *call) {
     return MCPG_DENY;
 }
 
+/* Custom headers (2026-07-28): each argument is mirrored in an Mcp-Param
+ * header, which the gateway checks against it before the call gets here;
+ * the tool says what it was given. */
+#define CUSTOM_HEADERS_SCHEMA                                                               \
+    "{\"type\":\"object\",\"properties\":{"                                                   \
+    "\"region\":{\"type\":\"string\",\"x-mcp-header\":\"Region\"},"                         \
+    "\"priority\":{\"type\":\"integer\",\"x-mcp-header\":\"Priority\"},"                    \
+    "\"urgent\":{\"type\":\"boolean\",\"x-mcp-header\":\"Urgent\"},"                        \
+    "\"note\":{\"type\":\"string\"}},\"required\":[\"region\"]}"
+
+static mcpg_status custom_headers(ev *e, mcpg_call *call) {
+    size_t n;
+    const char *args = e->host->call_args(call, &n);
+    return ev_textf(e, call, 0, "Custom headers tool called with: %.*s", (int)n, args);
+}
+
 static const ev_tool tools[] = {
     {"test_simple_text", "Tests simple text content response", EMPTY_SCHEMA, simple_text},
     {"test_image_content", "Tests image content response", EMPTY_SCHEMA, image_content},
@@ -196,6 +212,9 @@ static const ev_tool tools[] = {
     {"json_schema_2020_12_tool",
      "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
      SCHEMA_2020_12, schema_2020_12},
+    {"test_custom_headers",
+     "Mirrors its arguments in Mcp-Param headers (x-mcp-header) and echoes what it got",
+     CUSTOM_HEADERS_SCHEMA, custom_headers},
     {"test_missing_capability", "Requires the client's sampling capability (-32021 without it)",
      EMPTY_SCHEMA, missing_capability},
     {"test_trigger_tool_change", "Announces that the tool list changed", EMPTY_SCHEMA,

@@ -182,6 +182,11 @@ pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
                    method == MCPG_METHOD_RESOURCES_READ) && header_safe(target))
         pc->mcp_name = strdup(target);
     pc->trace_lines = calls_trace_lines(h, call);
+    if (target && method == MCPG_METHOD_TOOLS_CALL) {
+        size_t an = 0;
+        const char *args = h->call_args(call, &an);
+        pc->param_lines = params_lines(up, target, args, an);
+    }
     size_t on = 0;
     const char *owner = MCPG_HOST_HAS(h, call_owner) ? h->call_owner(call, &on) : NULL;
     if (owner) pc->owner = span_dup(owner, on);
@@ -205,6 +210,7 @@ void calls_free(pcall *pc) {
     free(pc->caps);
     free(pc->mcp_name);
     free(pc->trace_lines);
+    free(pc->param_lines);
     free(pc->owner);
     free(pc);
 }
@@ -384,6 +390,11 @@ void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const up_answer *a) {
     }
     h->call_error(c, cv, text, data_text);
     free(data_text);
+    /* the upstream refused the request's headers or the client's missing
+     * capability: on the 2026-07-28 wire an HTTP 400, to our client too */
+    if ((cv == MCPG_RPC_HEADER_MISMATCH || cv == MCPG_RPC_MISSING_CLIENT_CAPABILITY) &&
+        h->call_wire(c) == MCPG_WIRE_STATELESS)
+        h->call_set_http(c, 400, 0);
     h->call_resume(c, MCPG_DENY);
 }
 

@@ -197,6 +197,7 @@ bool fast_try(upstream *up, pcall *pc, mcpg_call *call) {
     mcpg_buf body = {0}, hdr = {0};
     int rc = calls_build_message(up, pc, fc->id, true, &body);
     if (!rc && pc->trace_lines) mcpg_buf_puts(&hdr, pc->trace_lines);
+    if (!rc && pc->param_lines) mcpg_buf_puts(&hdr, pc->param_lines);
     if (!rc) /* the method and name are known: the message is not scanned for them */
         link_http_stateless_head(up, pc->method_name, strlen(pc->method_name), pc->mcp_name,
                                  pc->mcp_name ? strlen(pc->mcp_name) : 0, &hdr);

@@ -243,11 +243,17 @@ static void add_trace(const ureq *r, mcpg_buf *h) {
     if (r && r->pc && r->pc->trace_lines) mcpg_buf_puts(h, r->pc->trace_lines);
 }
 
+/* ... and on the stateless wire its tool's Mcp-Param headers (params.c). */
+static void add_params(const ureq *r, mcpg_buf *h) {
+    if (r && r->pc && r->pc->param_lines) mcpg_buf_puts(h, r->pc->param_lines);
+}
+
 static void build_headers(link_http *l, const char *json, size_t n, bool discover, const ureq *r,
                           mcpg_buf *h) {
     upstream *up = l->base.up;
     add_trace(r, h);
     if (up->wire == WIRE_STATELESS || discover) {
+        add_params(r, h);
         link_http_stateless_headers(up, json, n, h);
         return;
     }

@@ -274,6 +274,7 @@ static void list_page(upstream *up, int l, const char *msg, size_t n) {
     up->fetch[l] = tmp;
     up->has_list[l] = true;
     pthread_mutex_unlock(&up->lock);
+    if (l == LIST_TOOLS) params_index(up);
     /* one notice once every list being fetched has come (the kernel
      * rebuilds the merged lists for each) */
     up->lists_told |= LIST_BIT[l];
@@ -653,6 +654,7 @@ void up_free(upstream *up) {
         free(j);
     }
     free(up->session_id);
+    params_free(up);
     mcpg_buf_free(&up->client_info);
     listen_free(up);
     pthread_mutex_destroy(&up->lock);

@@ -29,6 +29,7 @@ typedef struct pcall pcall;
 typedef struct ureq ureq;
 typedef struct park park;
 typedef struct mcp_link mcp_link;
+typedef struct param_tool param_tool;
 
 enum { WIRE_UNKNOWN, WIRE_STATELESS, WIRE_LEGACY };
 enum { UP_DOWN, UP_CONNECTING, UP_READY, UP_STOPPING };
@@ -125,6 +126,8 @@ struct pcall {
     char *caps;            /* the client's capabilities (JSON) or NULL */
     char *mcp_name;        /* the Mcp-Name header's value (the upstream's name or uri), or NULL */
     char *trace_lines;     /* "traceparent: ...\r\n" (and tracestate) from the client, or NULL */
+    char *param_lines;     /* "Mcp-Param-<name>: value\r\n" for the tool's annotated
+                              arguments (params.c), or NULL: the stateless wire's only */
     char *owner;           /* who called (host->call_owner: principal 0x1f tenant), or NULL */
     ureq *ur;
     pcall *qnext;
@@ -151,6 +154,8 @@ struct upstream {
     bool stopping;          /* under lock */
     mcpg_buf lists[LIST_COUNT]; /* JSON arrays, under lock; empty: offers none */
     bool has_list[LIST_COUNT];
+    param_tool *param_tools; /* under lock: the listed tools with x-mcp-header annotations */
+    size_t n_param_tools;
     mcpg_buf fetch[LIST_COUNT]; /* I/O thread: a list's pages as they come */
 
     /* I/O thread only */
@@ -275,6 +280,14 @@ void calls_mark_shared(upstream *up, ureq *started); /* a call's ureq was added 
 void calls_unreadable(upstream *up, ureq *r); /* r's answer cannot be parsed: fail it now */
 /* The call an untied message may reach (untied_messages "sole_call"), or NULL. */
 ureq *calls_sole(upstream *up);
+
+/* params.c: the Mcp-Param headers toward a stateless upstream */
+/* I/O thread, once the tools list is replaced: its annotations are read. */
+void params_index(upstream *up);
+void params_free(upstream *up);
+/* Any thread: the header lines for a call of the upstream's tool with
+ * args (an object's text), or NULL when there are none. */
+char *params_lines(upstream *up, const char *tool, const char *args, size_t n);
 
 /* fast.c: the direct path. On a loop thread: true when it took the call
  * (its answer comes on this loop, without the I/O thread). */

@@ -31,7 +31,15 @@ Tools (the name the upstream sees decides):
                        with what the elicitation got
   deep {depth}         answers with a result nested `depth` arrays deep
   spoof {uri}          notifications/resources/updated for uri (a uri it does not serve)
+
+--param-tools adds tools whose inputSchema asks for Mcp-Param headers (x-mcp-header), as a
+2026-07-28 server checks them (HTTP 400 and -32020 when one is missing or differs):
+  route {region, count, flag, note}  region, count and flag mirrored in Mcp-Param-Region,
+                       -Count and -Flag; answers with the Mcp-Param headers it got
+  refuse               always HTTP 400 and -32020 (a server refusing the request's headers)
+  bad_number, bad_dup, bad_items, bad_empty: annotations a client must not accept
 """
+import base64
 import argparse
 import json
 import os
@@ -44,6 +52,57 @@ import uuid
 
 TOOLS = ["echo", "sleep", "progress", "log", "ask", "fail", "rich", "exit", "huge", "garbage",
          "add_tool", "whoami", "pair", "deep", "spoof"]
+
+
+def obj_schema(**props):
+    return {"type": "object", "properties": props}
+
+
+PARAM_TOOLS = {
+    "route": obj_schema(region={"type": "string", "x-mcp-header": "Region"},
+                        count={"type": "integer", "x-mcp-header": "Count"},
+                        flag={"type": "boolean", "x-mcp-header": "Flag"},
+                        note={"type": "string"}),
+    "refuse": obj_schema(),
+    "bad_number": obj_schema(n={"type": "number", "x-mcp-header": "N"}),
+    "bad_dup": obj_schema(a={"type": "string", "x-mcp-header": "Same"},
+                          b={"type": "string", "x-mcp-header": "sAME"}),
+    "bad_items": obj_schema(l={"type": "array",
+                               "items": {"type": "string", "x-mcp-header": "Item"}}),
+    "bad_empty": obj_schema(e={"type": "string", "x-mcp-header": ""}),
+}
+
+
+def header_text(v):
+    """A header value as the text it stands for (None: invalid base64)."""
+    if v.startswith("=?base64?") and v.endswith("?=") and len(v) >= 11:
+        inner = v[9:-2]
+        try:
+            raw = base64.b64decode(inner, validate=True)
+        except ValueError:
+            return None
+        if base64.b64encode(raw).decode() != inner:
+            return None
+        return raw.decode("utf-8", "replace")
+    return v
+
+
+def param_mismatch(schema, args, headers):
+    """The first Mcp-Param header that disagrees with args, or None."""
+    for prop, s in schema["properties"].items():
+        name = s.get("x-mcp-header")
+        if name is None:
+            continue
+        v = args.get(prop)
+        h = headers.get("mcp-param-" + name.lower())
+        if v is None and h is None:
+            continue
+        if v is None or h is None:
+            return "Mcp-Param-" + name
+        want = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        if header_text(h.strip()) != want:
+            return "Mcp-Param-" + name
+    return None
 
 
 class Fake:
@@ -70,8 +129,12 @@ class Fake:
         names = TOOLS + self.added
         if self.args.bad_tools:
             names = names + ["bad name!", "x" * 70]
-        return [{"name": n, "description": "fake " + n,
-                 "inputSchema": {"type": "object"}} for n in names]
+        tools = [{"name": n, "description": "fake " + n,
+                  "inputSchema": {"type": "object"}} for n in names]
+        if self.args.param_tools:
+            tools += [{"name": n, "description": "fake " + n, "inputSchema": s}
+                      for n, s in PARAM_TOOLS.items()]
+        return tools
 
     # -- one message in; out(msg) sends a message about it, the return value answers it --
 
@@ -125,6 +188,18 @@ class Fake:
         return self.result(id, res)
 
     def call(self, id, name, a, params, out, headers):
+        if name == "route" and self.args.param_tools:
+            bad = param_mismatch(PARAM_TOOLS["route"], a, headers)
+            if bad:
+                e = self.error(id, -32020, "Header mismatch: %s" % bad)
+                e["_status"] = 400
+                return e
+            got = {k: v for k, v in headers.items() if k.startswith("mcp-param-")}
+            return self.text(id, "route: " + json.dumps(got, sort_keys=True))
+        if name == "refuse" and self.args.param_tools:
+            e = self.error(id, -32020, "Header mismatch: Mcp-Param-Secret is required")
+            e["_status"] = 400
+            return e
         if name == "echo":
             return self.text(id, "echo: %s" % a.get("message", ""))
         if name == "sleep":
@@ -264,6 +339,7 @@ def serve_stdio(fake):
         except BrokenPipeError:
             return
         if ans is not None:
+            ans.pop("_status", None)  # an HTTP status means nothing on stdio
             try:
                 out(ans)
             except BrokenPipeError:
@@ -391,10 +467,11 @@ def serve_http(fake):
             ans = fake.handle(msg, out, hdrs)
             if streaming:
                 if ans is not None:
+                    ans.pop("_status", None)  # the stream's status is sent already
                     out(ans)
                 self.chunk(b"")
             elif ans is not None:
-                self.send_json(200, ans)
+                self.send_json(ans.pop("_status", 200), ans)
             else:
                 self.send_empty(202)
 
@@ -452,6 +529,8 @@ def main():
     ap.add_argument("--stderr", help="a line to write to stderr at start")
     ap.add_argument("--garbage", action="store_true", help="a line that is not JSON at start")
     ap.add_argument("--bad-tools", action="store_true", help="list tools with invalid names")
+    ap.add_argument("--param-tools", action="store_true",
+                    help="list the x-mcp-header tools (route, refuse, bad_*)")
     ap.add_argument("--get", choices=("405", "sse"), default="405")
     ap.add_argument("--require-auth", help="HTTP: this Authorization value or 401")
     ap.add_argument("--tls-cert", help="HTTP: serve HTTPS with this certificate (PEM)")
