@@ -348,8 +348,29 @@ static uint32_t legacy_task_type(upstream *up, uint32_t method, const mcpg_json_
                ? MCPG_RESULT_TASK : MCPG_RESULT_COMPLETE;
 }
 
+/* A 2026-07-28 upstream's input_required whose questions the client did not
+ * declare it takes: the client gets -32021 naming what is missing (HTTP 400
+ * on the stateless wire), not questions it was never to be sent. */
+static bool refuse_round(upstream *up, const pcall *pc, mcpg_call *c, const up_answer *a) {
+    if (result_type_of(&a->rt_val) != MCPG_RESULT_INPUT_REQUIRED) return false;
+    uint32_t need = caps_needed_by_round(pc->caps, a->result.p, a->result.n);
+    if (!need) return false;
+    const mcpg_host *h = up->h;
+    mcpg_buf data = {0};
+    caps_required_json(need, &data);
+    char msg[300];
+    snprintf(msg, sizeof msg, "Missing required client capability: backend \"%s\"'s upstream "
+             "asks what the client did not declare", up->name);
+    h->call_error(c, MCPG_RPC_MISSING_CLIENT_CAPABILITY, msg, data.data);
+    mcpg_buf_free(&data);
+    if (MCPG_HOST_HAS(h, call_set_http)) h->call_set_http(c, 400, 0);
+    h->call_resume(c, MCPG_DENY);
+    return true;
+}
+
 void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const up_answer *a) {
     const mcpg_host *h = up->h;
+    if (a->result.p && a->result.type == MCPG_JSON_OBJECT && refuse_round(up, pc, c, a)) return;
     if (a->result.p && a->result.type == MCPG_JSON_OBJECT) {
         mcpg_buf ids = {0}, copy = {0};
         uint32_t type;
@@ -501,6 +522,7 @@ bool calls_ask_round(upstream *up, pcall *pc, const up_answer *ans) {
         mcpg_json_object_get(res.p, res.n, "inputRequests", &reqs) != 1 ||
         reqs.type != MCPG_JSON_OBJECT)
         return false;
+    if (caps_needed_by_round(pc->caps, res.p, res.n)) return false; /* calls_answer refuses it */
     size_t it = 0, count = 0;
     while (mcpg_json_object_next(reqs.p, reqs.n, &it, &k, &v) == 1) count++;
     round *rd = calloc(1, sizeof *rd);
@@ -605,7 +627,8 @@ int calls_build_message(upstream *up, const pcall *pc, int64_t id, bool stateles
     if (meta) {
         mcpg_buf_puts(b, "\"_meta\":{");
         size_t before = b->len;
-        if (stateless) up_modern_meta(up, b, pc->caps);
+        /* only what this client declared: NULL is a client that declared none */
+        if (stateless) up_modern_meta(up, b, pc->caps ? pc->caps : "{}");
         /* the upstream reports progress against our id; we map it back */
         if (pc->client_token) {
             if (b->len > before) mcpg_buf_puts(b, ",");
@@ -858,6 +881,27 @@ static void refuse_question(upstream *up, const char *id_json, size_t id_len, co
 static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
                       const char *method, const char *params, size_t pn);
 
+/* A question the calling client did not declare it takes is neither relayed
+ * nor parked: the upstream is answered at once, as that client would answer
+ * (client_caps.c), and its call goes on. Counted, and logged at 1, 2, 4...
+ * (and at most UP_SAID_PER_S lines a second) so an upstream cannot fill the
+ * log. True when refused. */
+static bool refuse_undeclared(upstream *up, const pcall *pc, const char *id_json, size_t id_len,
+                              const char *method, const char *params, size_t pn) {
+    uint32_t need = caps_needed(pc->caps, method, strlen(method), params, pn);
+    if (!need) return false;
+    int64_t code;
+    char msg[200], body[700];
+    caps_refusal(need, method, &code, msg, sizeof msg);
+    error_body(body, sizeof body, code, msg);
+    up_send_response(up, id_json, id_len, body);
+    uint64_t k = ++up->undeclared_refused;
+    if ((k & (k - 1)) == 0)
+        up_log_said(up, "%s from the upstream refused: the calling client did not declare the "
+                    "capability it needs (%llu so far)", method, (unsigned long long)k);
+    return true;
+}
+
 void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, const char *method,
                  const char *params, size_t pn) {
     /* on another request's stream (a listen, a subscribe) it is nobody's;
@@ -870,6 +914,7 @@ void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, con
         refuse_question(up, id_json, id_len, why);
         return;
     }
+    if (refuse_undeclared(up, r->pc, id_json, id_len, method, params, pn)) return;
     reply_ctx *x = calloc(1, sizeof *x);
     if (x) x->up = up;
     if (!x || !(x->id_json = span_dup(id_json, id_len))) {

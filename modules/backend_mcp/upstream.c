@@ -150,11 +150,13 @@ static void build_client_info(upstream *up) {
     mcpg_buf_puts(b, "}");
 }
 
+/* caps: the calling client's capabilities; NULL, a request the gateway
+ * makes for itself (lists, discovery), which has nobody to ask and so
+ * declares nothing. */
 int up_modern_meta(upstream *up, mcpg_buf *b, const char *caps) {
     mcpg_buf_puts(b, "\"io.modelcontextprotocol/protocolVersion\":\"" MCP_MODERN_VERSION "\","
                      "\"io.modelcontextprotocol/clientCapabilities\":");
-    mcpg_buf_puts(b, caps ? caps : "{\"sampling\":{},\"elicitation\":{\"form\":{},\"url\":{}},"
-                                   "\"roots\":{}}");
+    mcpg_buf_puts(b, caps ? caps : "{}");
     return mcpg_buf_append(b, up->client_info.data, up->client_info.len);
 }
 
@@ -301,6 +303,9 @@ static void became_ready(upstream *up) {
     listen_ready(up);
 }
 
+/* The session wire's one session carries every client's calls, so it
+ * declares every capability a client may have; each question the upstream
+ * then asks is checked against the calling client's own (client_caps.c). */
 static void send_initialize(upstream *up) {
     ureq *r = up_ureq_new(up, UR_INIT);
     if (!r) return;

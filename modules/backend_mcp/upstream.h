@@ -178,6 +178,7 @@ struct upstream {
     uint32_t said_in_window;    /* ... lines written in it */
     uint64_t said_dropped;      /* ... lines not written since the last report */
     uint64_t untied_dropped;    /* messages tied to no call that reached nobody */
+    uint64_t undeclared_refused; /* questions a client had not declared it takes */
 
     /* the direct path (fast.c): any loop thread */
     atomic_bool fast_ok;    /* a stateless upstream over HTTP, ready */
@@ -288,6 +289,28 @@ void params_free(upstream *up);
 /* Any thread: the header lines for a call of the upstream's tool with
  * args (an object's text), or NULL when there are none. */
 char *params_lines(upstream *up, const char *tool, const char *args, size_t n);
+
+/* client_caps.c: what a client may be asked (any thread). caps: the
+ * client's declared capabilities (JSON) or NULL (declared none). */
+enum {
+    NEED_SAMPLING = 1u << 0,       /* sampling undeclared */
+    NEED_SAMPLING_TOOLS = 1u << 1, /* sampling with tools, sampling.tools undeclared */
+    NEED_ELICIT = 1u << 2,         /* elicitation undeclared (form mode asked) */
+    NEED_ELICIT_FORM = 1u << 3,    /* elicitation.form */
+    NEED_ELICIT_URL = 1u << 4,     /* elicitation.url */
+    NEED_ROOTS = 1u << 5,
+    NEED_MODE = 1u << 6,           /* elicitation declared, not the mode asked */
+};
+/* What the client lacks for the server-to-client request method (NEED_*
+ * bits), 0 when it may be asked. */
+uint32_t caps_needed(const char *caps, const char *method, size_t method_len,
+                     const char *params, size_t params_len);
+/* ... for every question of an input_required result. */
+uint32_t caps_needed_by_round(const char *caps, const char *result, size_t n);
+/* -32021's data: {"requiredCapabilities":{...}} naming what need lacks. */
+int caps_required_json(uint32_t need, mcpg_buf *out);
+/* The error the upstream's question is answered with. */
+void caps_refusal(uint32_t need, const char *method, int64_t *code, char *msg, size_t cap);
 
 /* fast.c: the direct path. On a loop thread: true when it took the call
  * (its answer comes on this loop, without the I/O thread). */

@@ -16,7 +16,13 @@ Tools (the name the upstream sees decides):
   sleep {seconds}      answers after sleeping
   progress {steps}     notifications/progress with the request's progressToken, then answers
   log {text}           notifications/message, then answers
-  ask                  elicitation/create to the client; answers with what it got
+  ask {method, mode, state}
+                       a question for the client (method: elicitation/create, the
+                       default, in form or url mode; sampling/createMessage, with tools
+                       when mode is "tools"; roots/list); answers with what it got.
+                       --wire stateless: input_required with the question under "q"
+                       and requestState `state`, and the retry is answered with its
+                       inputResponses.q and requestState
   fail                 a JSON-RPC error (code -32050, message, data)
   rich {is_error}      structuredContent, _meta and isError as given
   exit {code}          a line on stderr, then the process exits (stdio)
@@ -220,7 +226,7 @@ class Fake:
                  "params": {"level": "warning", "logger": "fake", "data": a.get("text", "")}})
             return self.text(id, "logged")
         if name == "ask":
-            return self.ask(id, out)
+            return self.ask(id, a, params, out)
         if name == "fail":
             return self.error(id, -32050, "the fake failed on purpose",
                               {"why": "asked to", "list": [1, 2, 3]})
@@ -264,15 +270,42 @@ class Fake:
                                              "environ": dict(os.environ)}))
         return self.error(id, -32602, "Unknown tool: %s" % name)
 
-    def ask(self, id, out):
+    @staticmethod
+    def question(a):
+        method = a.get("method", "elicitation/create")
+        mode = a.get("mode", "form")
+        if method == "sampling/createMessage":
+            q = {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+                 "maxTokens": 10}
+            if mode == "tools":
+                q["tools"] = [{"name": "t", "inputSchema": {"type": "object"}}]
+            return method, q
+        if method == "roots/list":
+            return method, {}
+        if mode == "url":
+            return method, {"mode": "url", "message": "Sign in", "elicitationId": "e-1",
+                            "url": "https://example.com/sign-in"}
+        return method, {"mode": "form", "message": "Your name?",
+                        "requestedSchema": {"type": "object",
+                                            "properties": {"name": {"type": "string"}}}}
+
+    def ask(self, id, a, params, out):
+        method, qparams = self.question(a)
+        if self.args.wire == "stateless":
+            got = params.get("inputResponses")
+            if got is None:
+                return self.result(id, {"resultType": "input_required",
+                                        "inputRequests": {"q": {"method": method,
+                                                                "params": qparams}},
+                                        "requestState": a.get("state", "fake-state")})
+            reply = got.get("q")
+            return self.text(id, json.dumps(reply), structuredContent={
+                "got": reply, "state": params.get("requestState")})
         with self.lock:
             self.n_ask += 1
             qid = "fake-ask-%d" % self.n_ask
             w = self.asks[qid] = [threading.Event(), None]
-        out({"jsonrpc": "2.0", "id": qid, "method": "elicitation/create",
-             "params": {"mode": "form", "message": "Your name?",
-                        "requestedSchema": {"type": "object",
-                                            "properties": {"name": {"type": "string"}}}}})
+        out({"jsonrpc": "2.0", "id": qid, "method": method, "params": qparams})
         got = w[1] if w[0].wait(20) else None
         with self.lock:
             self.asks.pop(qid, None)

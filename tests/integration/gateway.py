@@ -696,7 +696,8 @@ def rpc_body(method, params=None, id=1, meta=True):
     p = dict(params or {})
     if meta:
         m = dict(p.get("_meta") or {})
-        m.update(META)
+        for k, v in META.items():  # the caller's own clientCapabilities stand
+            m.setdefault(k, v)
         p["_meta"] = m
     msg["params"] = p
     return json.dumps(msg, separators=(",", ":"))

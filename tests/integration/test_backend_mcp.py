@@ -27,6 +27,7 @@ from test_legacy_wire import answer, events, head_of, read_stream, request  # no
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake_mcp_upstream.py")
 INST = 'backend "up"'
+ELICITING = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
 
 
 class Fake:
@@ -279,8 +280,9 @@ def main():
                  "the upstream got the client's answer")
 
     def t_elicitation_bridge():
-        r, rpc = call_tool(p, "up_ask", {}, id=31)
-        res = expect_result(r, rpc, 31, "the first round")
+        r = send_one(p, stateless_request(p, "tools/call", {
+            "name": "up_ask", "arguments": {}, "_meta": ELICITING}, id=31, name="up_ask"))
+        res = expect_result(r, r.rpc(), 31, "the first round")
         check_eq(res.get("resultType"), "input_required", "resultType (%r)" % res)
         ir = res.get("inputRequests", {})
         check_eq(list(ir), ["upstream"], "inputRequests keys")
@@ -291,7 +293,7 @@ def main():
         reply = {"action": "accept", "content": {"name": "Grace"}}
         r = send_one(p, stateless_request(p, "tools/call", {
             "name": "up_ask", "arguments": {}, "inputResponses": {"upstream": reply},
-            "requestState": state}, id=32, name="up_ask"))
+            "requestState": state, "_meta": ELICITING}, id=32, name="up_ask"))
         res = expect_result(r, r.rpc(), 32, "the retry")
         check(res.get("resultType") in (None, "complete"), "complete: %r" % res)
         check_eq(res.get("structuredContent"), {"got": reply}, "the upstream got the answer")
@@ -299,7 +301,7 @@ def main():
         for bad in (state, "mcpg-park-00000000000000000000dead"):
             r = send_one(p, stateless_request(p, "tools/call", {
                 "name": "up_ask", "arguments": {}, "inputResponses": {"upstream": reply},
-                "requestState": bad}, id=33, name="up_ask"))
+                "requestState": bad, "_meta": ELICITING}, id=33, name="up_ask"))
             rpc = r.rpc()
             check("error" in rpc and rpc["error"]["code"] == -32602,
                   "a bad requestState is -32602: %r" % rpc)
