@@ -79,9 +79,11 @@ int caps_required_json(uint32_t need, mcpg_buf *out) {
 /* The error a question the client cannot take is answered with, as the
  * official TypeScript SDK's client answers it: a capability it never
  * declared has no handler there, so -32601 Method not found; elicitation
- * declared without the mode asked, -32602 naming the mode. */
+ * declared without the mode asked (or sampling without tools, for a request
+ * with tools), -32602 naming what is missing. */
 void caps_refusal(uint32_t need, const char *method, int64_t *code, char *msg, size_t cap) {
-    *code = need & NEED_MODE ? MCPG_RPC_INVALID_PARAMS : MCPG_RPC_METHOD_NOT_FOUND;
+    *code = need & (NEED_MODE | NEED_SAMPLING_TOOLS) ? MCPG_RPC_INVALID_PARAMS
+                                                     : MCPG_RPC_METHOD_NOT_FOUND;
     if (need & NEED_MODE)
         snprintf(msg, cap, "Client does not support %s-mode elicitation requests",
                  need & NEED_ELICIT_URL ? "URL" : "form");

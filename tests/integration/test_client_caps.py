@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""A client is asked only what it declared (fake_mcp_upstream.py's `ask` tool).
+
+One gateway, identity_apikey with alice and bob, two stdio upstreams:
+  lg  a 2025-11-25 (session wire) upstream: its questions are server-to-client requests
+  st  a 2026-07-28 upstream: its questions come as input_required (recorded, so the
+      capabilities it is told can be read)
+
+* legacy upstream, undeclared: a stateless client with clientCapabilities {} and a
+  session client whose initialize declared {} are never shown the upstream's
+  sampling/elicitation/roots request; the upstream gets -32601 at once and its call
+  goes on. Elicitation declared without url mode: url questions get -32602. A client
+  that declares the capability is asked (input_required; a question on the session's
+  stream).
+* 2026 upstream, undeclared: -32021 with data.requiredCapabilities (HTTP 400 on the
+  stateless wire), on both wires; declared: the round passes. The upstream is told the
+  calling client's capabilities and no more.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (new_apikey, Conn, Context, Gateway, base_manifest, build_request,  # noqa: E402
+                     check, check_eq, parse_args, rpc_body, run_tests, stateless_headers,
+                     wait_for)
+from test_legacy_wire import answer, head_of, read_stream, request, request_bytes, rpc  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE = os.path.join(HERE, "fake_mcp_upstream.py")
+CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+QUESTIONS = ("elicitation/create", "sampling/createMessage", "roots/list")
+DECLARES = {"elicitation/create": {"elicitation": {}}, "sampling/createMessage": {"sampling": {}},
+            "roots/list": {"roots": {}}}
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    keys = {"alice": new_apikey(ctx, "alice"), "bob": new_apikey(ctx, "bob")}
+    record = ctx.path("st.record")
+    gw = None
+
+    def manifest():
+        m = base_manifest()
+        m["gateway"]["log_level"] = "info"
+        # stdio ties no message to a call: "sole_call" lets the one call in flight
+        # (these tests make one at a time) be asked
+        for name, more in (("lg", []), ("st", ["--wire", "stateless", "--record", record])):
+            m["modules"].append({"name": name, "module": "backend_mcp", "timeout_ms": 30000,
+                                 "config": {"command": sys.executable, "args": [FAKE] + more,
+                                            "untied_messages": "sole_call"}})
+        m["modules"].append({"name": "keys", "module": "identity_apikey",
+                             "config": {"keys_file": ctx.path("keys.json")}})
+        m["pipeline"]["identity"] = ["keys"]
+        m["bindings"] = [{"backend": "lg", "prefix": "lg"}, {"backend": "st", "prefix": "st"}]
+        return m
+
+    def call(tool, arguments, caps, who="alice", more=None):
+        """A stateless tools/call declaring caps: (response, its JSON-RPC object)."""
+        params = {"name": tool, "arguments": arguments, "_meta": {CAPS_KEY: caps}}
+        params.update(more or {})
+        raw = build_request(gw.port, headers=stateless_headers("tools/call", tool) +
+                            [("X-API-Key", keys[who])], body=rpc_body("tools/call", params))
+        with Conn(gw.port, timeout=60) as c:
+            c.send(raw)
+            r = c.read_response()
+        return r, r.rpc()
+
+    def session(caps, who="alice"):
+        r = request(gw.port, body=rpc("initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": caps,
+            "clientInfo": {"name": "t", "version": "1"}}), extra=[("X-API-Key", keys[who])])
+        check_eq(r.status, 200, "initialize (%r)" % r.body[:200])
+        return r.header("mcp-session-id")
+
+    def session_call(sid, tool, arguments, who="alice"):
+        r = request(gw.port, body=rpc("tools/call", {"name": tool, "arguments": arguments}, id=7),
+                    session=sid, extra=[("X-API-Key", keys[who])])
+        return r, r.body.decode("utf-8", "replace")
+
+    def upstream_got(rpc_obj):
+        """What the legacy fake's ask got back for its question (its result text)."""
+        return json.loads(rpc_obj["result"]["content"][0]["text"])
+
+    def t_start():
+        nonlocal gw
+        gw = Gateway(ctx, manifest=manifest(), name="gateway-caps")
+        gw.start()
+
+        def listed():
+            raw = build_request(gw.port, headers=stateless_headers("tools/list") +
+                                [("X-API-Key", keys["alice"])], body=rpc_body("tools/list", {}))
+            with Conn(gw.port) as c:
+                c.send(raw)
+                names = {t["name"] for t in c.read_response().rpc()["result"]["tools"]}
+            return {"lg_ask", "st_ask"} <= names
+        wait_for(listed, 30, "both upstreams' tools listed")
+
+    def t_legacy_stateless_undeclared():
+        for method in QUESTIONS:
+            r, res = call("lg_ask", {"method": method}, {})
+            check_eq(r.status, 200, "%s: the call goes on (%r)" % (method, res))
+            result = res.get("result", {})
+            check(result.get("resultType") != "input_required",
+                  "%s: a client that declared nothing was asked: %r" % (method, res))
+            got = upstream_got(res)
+            check_eq(got.get("error", {}).get("code"), -32601,
+                     "%s: the upstream is answered Method not found (%r)" % (method, got))
+        wait_for(lambda: "did not declare the capability it needs" in gw.stderr(), 10,
+                 "the refusal logged")
+
+    def t_legacy_stateless_mode():
+        r, res = call("lg_ask", {"method": "elicitation/create", "mode": "url"},
+                      {"elicitation": {}})
+        got = upstream_got(res)
+        check_eq(got.get("error", {}).get("code"), -32602,
+                 "url mode, only form declared: -32602 (%r)" % got)
+        check("URL-mode" in got.get("error", {}).get("message", ""), "names the mode: %r" % got)
+        r, res = call("lg_ask", {"method": "sampling/createMessage", "mode": "tools"},
+                      {"sampling": {}})
+        check_eq(upstream_got(res).get("error", {}).get("code"), -32602,
+                 "sampling with tools, sampling.tools undeclared: -32602 (%r)" % res)
+
+    def asked_and_answered(arguments, caps):
+        """A stateless client declaring caps is asked the question; its retry
+        answers the upstream (which leaves no question parked)."""
+        r, res = call("lg_ask", arguments, caps)
+        result = res.get("result", {})
+        check_eq(result.get("resultType"), "input_required",
+                 "%r: a client that declared it is asked (%r)" % (arguments, res))
+        check_eq(result["inputRequests"]["upstream"]["method"],
+                 arguments["method"], "the question")
+        reply = {"action": "decline"}
+        r, res = call("lg_ask", arguments, caps, more={
+            "inputResponses": {"upstream": reply}, "requestState": result["requestState"]})
+        check_eq(upstream_got(res), reply, "the retry answers the upstream (%r)" % res)
+
+    def t_legacy_stateless_declared():
+        for method in QUESTIONS:
+            asked_and_answered({"method": method}, DECLARES[method])
+        asked_and_answered({"method": "elicitation/create", "mode": "url"},
+                           {"elicitation": {"url": {}}})
+
+    def t_legacy_session_undeclared():
+        sid = session({})
+        for method in QUESTIONS:
+            r, text = session_call(sid, "lg_ask", {"method": method})
+            check_eq(r.status, 200, "%s: the call (%s)" % (method, text[:300]))
+            check('"method":"%s"' % method not in text.replace(" ", ""),
+                  "%s: the session client was asked: %s" % (method, text[:500]))
+            got = upstream_got(answer(r))
+            check_eq(got.get("error", {}).get("code"), -32601,
+                     "%s: the upstream is answered Method not found (%r)" % (method, got))
+
+    def t_legacy_session_declared():
+        sid = session({"sampling": {}})
+        with Conn(gw.port, timeout=30) as c:
+            c.send(request_bytes(gw.port, body=rpc("tools/call", {
+                "name": "lg_ask", "arguments": {"method": "sampling/createMessage"}}, id=8),
+                session=sid, extra=[("X-API-Key", keys["alice"])]))
+            status, head = head_of(c)
+            check_eq(status, 200, "the call's stream (%s)" % head[:200])
+            text, _ = read_stream(c, until="sampling/createMessage")
+            ask = [json.loads(ln[5:]) for ln in text.split("\n") if ln.startswith("data:")
+                   and "sampling/createMessage" in ln][0]
+            reply = {"role": "assistant", "content": {"type": "text", "text": "ok"},
+                     "model": "m"}
+            r = request(gw.port, body={"jsonrpc": "2.0", "id": ask["id"], "result": reply},
+                        session=sid, extra=[("X-API-Key", keys["alice"])])
+            check_eq(r.status, 202, "the client's answer (%r)" % r.body[:200])
+            rest, _ = read_stream(c)
+        check('"got": {"role": "assistant"' in (text + rest).replace('\\"', '"'),
+              "the upstream got the declaring client's answer: %s" % (text + rest)[-400:])
+
+    def st_envelopes():
+        with open(record) as f:
+            msgs = [json.loads(ln)["msg"] for ln in f if '"msg"' in ln]
+        return [m["params"]["_meta"].get(CAPS_KEY) for m in msgs
+                if m.get("method") == "tools/call"]
+
+    def t_modern_stateless():
+        r, res = call("st_ask", {"method": "sampling/createMessage"}, {"roots": {}})
+        check_eq(r.status, 400, "HTTP 400 (%r)" % res)
+        err = res.get("error", {})
+        check_eq(err.get("code"), -32021, "MissingRequiredClientCapability (%r)" % res)
+        check_eq(err.get("data", {}).get("requiredCapabilities"), {"sampling": {}},
+                 "data.requiredCapabilities names sampling (%r)" % res)
+        check_eq(st_envelopes()[-1], {"roots": {}}, "the upstream is told the client's own")
+        r, res = call("st_ask", {"method": "elicitation/create", "mode": "url"},
+                      {"elicitation": {}})
+        check_eq(res.get("error", {}).get("data", {}).get("requiredCapabilities"),
+                 {"elicitation": {"url": {}}}, "url mode named (%r)" % res)
+        r, res = call("st_ask", {"method": "sampling/createMessage"}, {"sampling": {}})
+        result = res.get("result", {})
+        check_eq(result.get("resultType"), "input_required", "declared: the round (%r)" % res)
+        check_eq(result["inputRequests"]["q"]["method"], "sampling/createMessage", "the question")
+
+    def t_modern_session():
+        sid = session({})
+        r, text = session_call(sid, "st_ask", {"method": "roots/list"})
+        res = answer(r)
+        check_eq(res.get("error", {}).get("code"), -32021, "legacy client: -32021 (%s)" % text[:300])
+        check_eq(res["error"].get("data", {}).get("requiredCapabilities"), {"roots": {}},
+                 "names roots (%r)" % res)
+        check("roots/list" not in text.replace(res["error"]["message"], ""),
+              "the question did not reach the client: %s" % text[:400])
+        check_eq(st_envelopes()[-1], {}, "a session that declared nothing: the upstream is told {}")
+
+    try:
+        return run_tests([
+            ("the gateway starts with a legacy and a 2026 upstream", t_start),
+            ("legacy upstream, stateless client declaring nothing: never asked", t_legacy_stateless_undeclared),
+            ("legacy upstream: an undeclared elicitation mode or sampling tools: -32602", t_legacy_stateless_mode),
+            ("legacy upstream, stateless client declaring: asked", t_legacy_stateless_declared),
+            ("legacy upstream, session declaring nothing: never asked", t_legacy_session_undeclared),
+            ("legacy upstream, session declaring sampling: asked and answered", t_legacy_session_declared),
+            ("2026 upstream, stateless client: -32021 unless declared", t_modern_stateless),
+            ("2026 upstream, session declaring nothing: -32021", t_modern_session),
+        ], ctx)
+    finally:
+        if gw is not None and gw.proc is not None and gw.proc.poll() is None:
+            gw.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
