@@ -72,7 +72,7 @@ static const size_t k_kept_bufs[] = {
     offsetof(mcpg_call, name_copy),   offsetof(mcpg_call, audit_args),
     offsetof(mcpg_call, audit_shown), offsetof(mcpg_call, judged_name),
     offsetof(mcpg_call, judged_ref),  offsetof(mcpg_call, judged_params),
-    offsetof(mcpg_call, owner)};
+    offsetof(mcpg_call, owner),       offsetof(mcpg_call, state_params)};
 #define N_KEPT_BUFS (sizeof k_kept_bufs / sizeof *k_kept_bufs)
 
 static mcpg_buf *kept_buf(mcpg_call *c, size_t i) {

@@ -144,6 +144,7 @@ struct mcpg_call {
      * decoded, a completion's ref rebuilt, params rebuilt when the client's
      * held members its method does not define or escaped names */
     mcpg_buf judged_name, judged_ref, judged_params;
+    mcpg_buf state_params;       /* params with a retry's requestState unsealed (state_seal.c) */
     bool ref_judged, ref_is_prompt; /* completion/complete: judged_name is the ref's id */
     char task_seal[33];          /* tasks methods: the seal the client's task id carried (task_seal.c) */
     size_t task_plain_len;       /* ... and the id's length without it */
@@ -213,6 +214,17 @@ bool task_seal_matches(mcpg_call *c, const char *id, size_t n, const char *seal)
 /* json with every "taskId" string member sealed for c's caller, into out: 0;
  * 1 when json holds no task id (out untouched); MCPG_ENOMEM. */
 int task_seal_json(mcpg_call *c, const char *json, size_t n, mcpg_buf *out);
+/* The key itself (32 bytes), for the seals derived from it (state_seal.c). */
+void task_seal_key(unsigned char key[32]);
+
+/* ---- state_seal.c ---- */
+/* An input_required result's requestState sealed for c's caller and request:
+ * 0 (nothing to seal, or sealed in c->result), or MCPG_ENOMEM. */
+int state_seal_result(mcpg_call *c);
+/* A retry's requestState (after identity): true when absent, or sealed for
+ * this caller and request (then taken off: params carry the state as it was
+ * minted); false with the call's -32602 set. */
+bool state_seal_check(mcpg_call *c);
 
 /* ---- judge.c ---- */
 /* The one reading of a client's request: 0, or -1 with the error set (the

@@ -441,6 +441,14 @@ static bool session_owner_ok(mcpg_call *c) {
     return false;
 }
 
+/* A retry's requestState was sealed for this caller and this request
+ * (state_seal.c); anything else is refused, and audited, as an unknown one. */
+static bool request_state_ok(mcpg_call *c) {
+    if (state_seal_check(c)) return true;
+    deny(c, "identity", NULL);
+    return false;
+}
+
 /* A task named by a caller it was not made for is unknown to that caller:
  * answered as an id nobody made (not_found, after policy). */
 static void task_owner_check(mcpg_call *c) {
@@ -450,8 +458,13 @@ static void task_owner_check(mcpg_call *c) {
         c->route = NULL;
 }
 
-/* Whatever a client is shown carries task ids sealed for it. */
+/* Whatever a client is shown carries task ids, and an input_required
+ * result's requestState, sealed for it. */
 static void seal_result(mcpg_call *c) {
+    if (state_seal_result(c)) {
+        call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
+        return;
+    }
     mcpg_buf out = {0};
     int rc = c->result.len ? task_seal_json(c, c->result.data, c->result.len, &out) : 1;
     if (rc == 0) {
@@ -485,7 +498,8 @@ static bool stage_next(mcpg_call *c, mcpg_status *st) {
         c->idx = 0;
         if (stage == STAGE_IDENTITY) {
             c->identity_ran = true;
-            if (!anonymous_allowed(c) || !session_owner_ok(c)) return false;
+            if (!anonymous_allowed(c) || !session_owner_ok(c) || !request_state_ok(c))
+                return false;
             task_owner_check(c);
         }
         after_stage(c);

@@ -59,6 +59,13 @@ void task_seal_configure(const char *secret, size_t n) {
     pthread_once(&g_random_once, random_key);
 }
 
+void task_seal_key(unsigned char key[KEY_LEN]) {
+    pthread_once(&g_random_once, random_key); /* a key even if nothing configured one */
+    pthread_mutex_lock(&g_key_lock);
+    memcpy(key, g_key, KEY_LEN);
+    pthread_mutex_unlock(&g_key_lock);
+}
+
 /* The seal of id for owner, as SEAL_HEX hex digits (out: SEAL_HEX + 1). */
 static void seal_of(const char *owner, size_t on, const char *id, size_t n, char *out) {
     pthread_once(&g_random_once, random_key); /* a key even if nothing configured one */

@@ -134,6 +134,7 @@ def main():
         reply = {"action": "decline"}
         r, res = call("lg_ask", arguments, caps, more={
             "inputResponses": {"upstream": reply}, "requestState": result["requestState"]})
+        check("result" in res, "the retry: %r" % res)
         check_eq(upstream_got(res), reply, "the retry answers the upstream (%r)" % res)
 
     def t_legacy_stateless_declared():

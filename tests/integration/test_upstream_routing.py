@@ -222,7 +222,8 @@ def main():
         requestState, is answered as for an unknown one; her own retry answers
         the upstream."""
         secret = SECRETS["alice"]
-        r, text = call("alice", "ss_pair", {"secret": secret, "peers": paired["ss"] + 1})
+        first = {"secret": secret, "peers": paired["ss"] + 1}
+        r, text = call("alice", "ss_pair", first)
         paired["ss"] += 1
         res = r.rpc().get("result", {})
         check_eq(res.get("resultType"), "input_required",
@@ -231,7 +232,8 @@ def main():
         reply = {"upstream": {"action": "accept", "content": {}}}
 
         def retry(who, state):
-            return call(who, "ss_pair", {"secret": secret, "peers": 0},
+            # a retry is the same request again: its arguments too
+            return call(who, "ss_pair", first,
                         more={"inputResponses": reply, "requestState": state})
         r, text = retry("bob", res.get("requestState"))
         err = r.rpc().get("error", {})
