@@ -15,6 +15,10 @@ One gateway, identity_apikey with alice and bob, two stdio upstreams:
 * 2026 upstream, undeclared: -32021 with data.requiredCapabilities (HTTP 400 on the
   stateless wire), on both wires; declared: the round passes. The upstream is told the
   calling client's capabilities and no more.
+* requestState, the gateway's (a parked question) or the upstream's, is sealed for its
+  caller and request: bob's retry with alice's token, alice's with other arguments, a
+  changed or unsealed token are refused as unknown (-32602); alice's own retry works,
+  and the upstream gets its own state back unsealed.
 """
 import json
 import os
@@ -208,6 +212,51 @@ def main():
               "the question did not reach the client: %s" % text[:400])
         check_eq(st_envelopes()[-1], {}, "a session that declared nothing: the upstream is told {}")
 
+    def refused(res, what):
+        err = res.get("error", {})
+        check(err.get("code") == -32602 and "requestState is unknown" in err.get("message", ""),
+              "%s: refused as an unknown requestState (%r)" % (what, res))
+
+    def t_state_bound_parked():
+        """A parked question's requestState answers only alice's same request."""
+        ask = {"method": "elicitation/create"}
+        caps = {"elicitation": {}}
+        r, res = call("lg_ask", ask, caps)
+        state = res["result"]["requestState"]
+        check(state.startswith("mcpg-park-") and "~" in state, "sealed: %r" % state)
+        reply = {"action": "accept", "content": {"name": "Ada"}}
+        answer_with = {"inputResponses": {"upstream": reply}}
+
+        def retry(who, arguments, token):
+            more = dict(answer_with, requestState=token)
+            return call("lg_ask", arguments, caps, who=who, more=more)[1]
+        refused(retry("bob", ask, state), "bob with alice's token")
+        refused(retry("alice", dict(ask, extra="changed"), state), "alice with other arguments")
+        flipped = state[:-1] + ("0" if state[-1] != "0" else "1")
+        refused(retry("alice", ask, flipped), "a changed seal")
+        inner = state.rsplit("~", 1)
+        other = inner[0][:-1] + ("0" if inner[0][-1] != "0" else "1") + "~" + inner[1]
+        refused(retry("alice", ask, other), "a changed state under the seal")
+        refused(retry("alice", ask, inner[0]), "the state without its seal")
+        res = retry("alice", ask, state)
+        check("result" in res, "alice's own retry: %r" % res)
+        check_eq(upstream_got(res), reply, "alice's own retry answers the upstream")
+
+    def t_state_bound_upstream():
+        """A 2026 upstream's own requestState is sealed too, and reaches it unsealed."""
+        ask = {"method": "sampling/createMessage", "state": "st-1"}
+        caps = {"sampling": {}}
+        r, res = call("st_ask", ask, caps)
+        state = res["result"]["requestState"]
+        check(state.startswith("st-1~") and len(state) == len("st-1~") + 32, "sealed: %r" % state)
+        more = {"inputResponses": {"q": {"model": "m"}}, "requestState": state}
+        refused(call("st_ask", ask, caps, who="bob", more=more)[1], "bob with alice's token")
+        refused(call("st_ask", dict(ask, state="st-2"), caps, more=more)[1],
+                "alice with other arguments")
+        res = call("st_ask", ask, caps, more=more)[1]
+        check_eq(res.get("result", {}).get("structuredContent", {}).get("state"), "st-1",
+                 "the upstream gets its own state back, unsealed (%r)" % res)
+
     try:
         return run_tests([
             ("the gateway starts with a legacy and a 2026 upstream", t_start),
@@ -218,6 +267,8 @@ def main():
             ("legacy upstream, session declaring sampling: asked and answered", t_legacy_session_declared),
             ("2026 upstream, stateless client: -32021 unless declared", t_modern_stateless),
             ("2026 upstream, session declaring nothing: -32021", t_modern_session),
+            ("a parked question's requestState: alice's same request only", t_state_bound_parked),
+            ("a 2026 upstream's requestState: sealed the same way", t_state_bound_upstream),
         ], ctx)
     finally:
         if gw is not None and gw.proc is not None and gw.proc.poll() is None:
