@@ -34,6 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake_mcp_upstream.py")
 CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
 QUESTIONS = ("elicitation/create", "sampling/createMessage", "roots/list")
+SECRET_VAR = "MCPG_CAPS_FLEET_SECRET"
+FLEET_SECRET = {SECRET_VAR: "fleet-secret-0123456789abcdef"}
 DECLARES = {"elicitation/create": {"elicitation": {}}, "sampling/createMessage": {"sampling": {}},
             "roots/list": {"roots": {}}}
 
@@ -58,15 +60,18 @@ def main():
                              "config": {"keys_file": ctx.path("keys.json")}})
         m["pipeline"]["identity"] = ["keys"]
         m["bindings"] = [{"backend": "lg", "prefix": "lg"}, {"backend": "st", "prefix": "st"}]
+        m["gateway"]["secret_env"] = SECRET_VAR
         return m
 
-    def call(tool, arguments, caps, who="alice", more=None):
-        """A stateless tools/call declaring caps: (response, its JSON-RPC object)."""
+    def call(tool, arguments, caps, who="alice", more=None, via=None):
+        """A stateless tools/call declaring caps, through via (default: the
+        first gateway): (response, its JSON-RPC object)."""
+        g = via or gw
         params = {"name": tool, "arguments": arguments, "_meta": {CAPS_KEY: caps}}
         params.update(more or {})
-        raw = build_request(gw.port, headers=stateless_headers("tools/call", tool) +
+        raw = build_request(g.port, headers=stateless_headers("tools/call", tool) +
                             [("X-API-Key", keys[who])], body=rpc_body("tools/call", params))
-        with Conn(gw.port, timeout=60) as c:
+        with Conn(g.port, timeout=60) as c:
             c.send(raw)
             r = c.read_response()
         return r, r.rpc()
@@ -89,7 +94,7 @@ def main():
 
     def t_start():
         nonlocal gw
-        gw = Gateway(ctx, manifest=manifest(), name="gateway-caps")
+        gw = Gateway(ctx, manifest=manifest(), name="gateway-caps", env=FLEET_SECRET)
         gw.start()
 
         def listed():
@@ -257,6 +262,32 @@ def main():
         check_eq(res.get("result", {}).get("structuredContent", {}).get("state"), "st-1",
                  "the upstream gets its own state back, unsealed (%r)" % res)
 
+    def t_state_fleet():
+        """A 2026 upstream's round asked through one replica is answered through
+        another that shares gateway.secret_env; a gateway with another secret
+        refuses the token."""
+        def replica(name, secret):
+            g = Gateway(ctx, manifest=manifest(), name=name, env={SECRET_VAR: secret})
+            g.start()
+            # its upstream answers (here: a round this client may not be sent)
+            wait_for(lambda: call("st_ask", {"method": "roots/list"}, {}, via=g)[1]
+                     .get("error", {}).get("code") == -32021, 30, "%s serving st_ask" % name)
+            return g
+        b = replica("gateway-caps-b", FLEET_SECRET[SECRET_VAR])
+        other = replica("gateway-caps-other", "another-secret-0123456789ab")
+        try:
+            ask = {"method": "sampling/createMessage", "state": "fleet-1"}
+            caps = {"sampling": {}}
+            state = call("st_ask", ask, caps)[1]["result"]["requestState"]
+            more = {"inputResponses": {"q": {"model": "m"}}, "requestState": state}
+            refused(call("st_ask", ask, caps, more=more, via=other)[1], "another fleet's gateway")
+            res = call("st_ask", ask, caps, more=more, via=b)[1]
+            check_eq(res.get("result", {}).get("structuredContent", {}).get("state"), "fleet-1",
+                     "the retry through the other replica reaches the upstream (%r)" % res)
+        finally:
+            b.stop()
+            other.stop()
+
     try:
         return run_tests([
             ("the gateway starts with a legacy and a 2026 upstream", t_start),
@@ -269,6 +300,7 @@ def main():
             ("2026 upstream, session declaring nothing: -32021", t_modern_session),
             ("a parked question's requestState: alice's same request only", t_state_bound_parked),
             ("a 2026 upstream's requestState: sealed the same way", t_state_bound_upstream),
+            ("a 2026 upstream's round: answered through another replica", t_state_fleet),
         ], ctx)
     finally:
         if gw is not None and gw.proc is not None and gw.proc.poll() is None:
