@@ -22,11 +22,10 @@
 
 #include "upstream.h"
 
-#define PARK_PREFIX "mcpg-park-"
 #define ASK_KEY "upstream"
 
 struct park {
-    char token[48];     /* the requestState the client echoes */
+    char token[64];     /* the requestState the client echoes: PARK_PREFIX tag "-" random */
     char *owner;        /* who was asked (the parked call's owner): only they may answer */
     ureq *ur;           /* the upstream's tools/call (or prompts/get...) still open */
     asked q;            /* its question, unanswered */
@@ -212,6 +211,8 @@ void calls_free(pcall *pc) {
     free(pc->trace_lines);
     free(pc->param_lines);
     free(pc->owner);
+    if (pc->relay_to) relay_pcall_gone(pc->up);
+    free(pc->relay_to);
     free(pc);
 }
 
@@ -269,6 +270,14 @@ void calls_fail(upstream *up, pcall *pc, int64_t code, const char *fmt, ...) {
         snprintf(full, sizeof full, "backend \"%s\": %s", up->name, msg);
         up->h->call_error(c, code, full, NULL);
         up->h->call_resume(c, MCPG_DENY);
+    } else if (pc->relay_to) {
+        char msg[600], full[700];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        snprintf(full, sizeof full, "backend \"%s\": %s", up->name, msg);
+        relay_error(up, pc, code, full);
     }
     release(up, pc);
 }
@@ -444,6 +453,7 @@ void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
     if (up->wire == WIRE_STATELESS && calls_ask_round(up, pc, &a)) return;
     mcpg_call *c = claim(up, pc);
     if (c) calls_answer(up, pc, c, &a);
+    else if (pc->relay_to) relay_answer(up, pc, msg, n); /* its replica answers the client */
     release(up, pc);
 }
 
@@ -908,7 +918,7 @@ void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, con
      * with no stream at all (stdio, the GET stream): calls_sole */
     ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_sole(up);
     if (!on && !r && calls_in_flight(up)) untied_dropped(up, method);
-    if (!r || !r->pc || !r->pc->call) {
+    if (!r || !r->pc || (!r->pc->call && !r->pc->relay_to)) {
         char why[200];
         snprintf(why, sizeof why, "no client call is waiting that could answer %s", method);
         refuse_question(up, id_json, id_len, why);
@@ -927,7 +937,8 @@ void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, con
         params = ids.data;
         pn = ids.len;
     }
-    int rc = MCPG_HOST_HAS(up->h, call_request)
+    /* a relayed retry's client is on the stateless wire: it is parked again */
+    int rc = MCPG_HOST_HAS(up->h, call_request) && r->pc->call
                  ? up->h->call_request(r->pc->call, method, params, pn, 0, on_client_reply, x)
                  : MCPG_ENOTSUP;
     if (rc == MCPG_ENOTSUP) park_call(up, r, id_json, id_len, method, params, pn);
@@ -984,7 +995,9 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
         refuse_question(up, id_json, id_len, "out of memory");
         return;
     }
-    int off = snprintf(p->token, sizeof p->token, PARK_PREFIX);
+    /* the tag names the replica (and instance) that holds it: a retry that
+     * reaches another replica is relayed here (park_relay.c) */
+    int off = snprintf(p->token, sizeof p->token, PARK_PREFIX "%s-", up->park_tag);
     for (size_t i = 0; i < sizeof rnd; i++)
         off += snprintf(p->token + off, sizeof p->token - (size_t)off, "%02x", rnd[i]);
     p->owner = pc->owner ? strdup(pc->owner) : NULL;
@@ -1012,6 +1025,8 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
         mcpg_status st = mcpg_result_input_required(up->h, c, req.data, req.len, p->token,
                                                     strlen(p->token));
         up->h->call_resume(c, st);
+    } else if (pc->relay_to) {
+        relay_round(up, pc, req.data, req.len, p->token);
     }
     mcpg_buf_free(&req);
     release(up, pc);
@@ -1057,6 +1072,7 @@ static void resume_parked(upstream *up, pcall *pc) {
     }
     p->ur = NULL;
     park_free(up, p, false);
+    if (pc->relay_to) relay_ack(up, pc); /* its replica now waits for the outcome */
 }
 
 void calls_expire_parks(upstream *up) {

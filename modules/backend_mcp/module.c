@@ -32,6 +32,8 @@ static mcpg_status forward(mcp_backend *b, mcpg_call *call) {
     const mcpg_host *h = up->h;
     pcall *pc = calls_prepare(up, call, h->call_method(call));
     if (!pc) return MCPG_DENY;
+    mcpg_status st;
+    if (relay_try(up, pc, call, &st)) return st; /* another replica holds its question */
     if (fast_try(up, pc, call)) return MCPG_PENDING; /* answered on this loop */
     job *j = calloc(1, sizeof *j);
     void **slot = h->call_slot(call, up->self);
@@ -72,6 +74,13 @@ static void mb_cancel(void *instance, mcpg_call *call) {
         pthread_mutex_unlock(&up->lock);
         free(j);
         fast_cancel(held);
+        return;
+    }
+    if (relay_is(held)) { /* waiting for another replica: answered now */
+        relay_cancel_locked(up, held);
+        pthread_mutex_unlock(&up->lock);
+        free(j);
+        relay_cancelled(up, held);
         return;
     }
     pcall *pc = held;
@@ -120,8 +129,14 @@ static int mb_validate(const mcpg_host *host, const void *config, mcpg_report *r
     return bad ? MCPG_ECONFIG : 0;
 }
 
+static void mb_worker_start(void *instance, mcpg_worker *w) {
+    mcp_backend *b = instance;
+    relay_worker_start(&b->up, w);
+}
+
 static void mb_worker_stop(void *instance, mcpg_worker *w) {
     mcp_backend *b = instance;
+    relay_worker_stop(&b->up, w);
     fast_worker_stop(&b->up, b->up.h->worker_index(w));
 }
 
@@ -130,6 +145,7 @@ static void mb_destroy(void *instance) {
     up_stop(&b->up);
     up_free(&b->up);
     fast_free(&b->up);
+    relay_free(&b->up);
     mcp_settings_free(&b->settings);
     free(b);
 }
@@ -146,9 +162,11 @@ static int mb_create(const mcpg_host *host, mcpg_instance *self, const void *con
     }
     int rc = up_init(&b->up, host, self, &b->settings);
     if (!rc) rc = fast_init(&b->up);
+    if (!rc) rc = relay_init(&b->up);
     if (rc) {
         up_free(&b->up);
         fast_free(&b->up);
+        relay_free(&b->up);
         mcp_settings_free(&b->settings);
         free(b);
         return rc;
@@ -174,6 +192,7 @@ static const mcpg_lifecycle_ops mb_lifecycle = {
     .destroy = mb_destroy,
     .start = mb_start,
     .stop = mb_stop,
+    .worker_start = mb_worker_start,
     .worker_stop = mb_worker_stop,
 };
 

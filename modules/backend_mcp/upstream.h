@@ -129,6 +129,9 @@ struct pcall {
     char *param_lines;     /* "Mcp-Param-<name>: value\r\n" for the tool's annotated
                               arguments (params.c), or NULL: the stateless wire's only */
     char *owner;           /* who called (host->call_owner: principal 0x1f tenant), or NULL */
+    char *relay_to;        /* a retry relayed from another replica: the subject its outcome
+                              is published on (park_relay.c), else NULL; then call is NULL */
+    uint64_t relay_seq;    /* ... and the number that replica waits under */
     ureq *ur;
     pcall *qnext;
 };
@@ -186,6 +189,10 @@ struct upstream {
     struct up_pool **fast_pools; /* per loop, made on it */
     uint32_t n_fast_pools;
     ureq *listen;           /* the stateless wire's subscriptions/listen */
+
+    /* park_relay.c: this process's name for the instance in park tokens */
+    char park_tag[17];
+    struct park_relay *relay; /* NULL without a coordinator */
 };
 
 /* Jobs from other threads. */
@@ -311,6 +318,29 @@ uint32_t caps_needed_by_round(const char *caps, const char *result, size_t n);
 int caps_required_json(uint32_t need, mcpg_buf *out);
 /* The error the upstream's question is answered with. */
 void caps_refusal(uint32_t need, const char *method, int64_t *code, char *msg, size_t cap);
+
+/* park_relay.c: a stateless client's retry for a question parked on
+ * another replica reaches it over the coordinator's pub/sub. */
+#define PARK_PREFIX "mcpg-park-"
+/* create(): the tag, and the relay when the gateway has a coordinator. */
+int relay_init(upstream *up);
+void relay_free(upstream *up);
+void relay_worker_start(upstream *up, mcpg_worker *w);
+void relay_worker_stop(upstream *up, mcpg_worker *w);
+/* The op's thread: pc is a retry for a park another replica holds; true
+ * when the relay took it (pc is then the relay's, the call answered later
+ * or already), false when pc goes on as a local retry. */
+bool relay_try(upstream *up, pcall *pc, mcpg_call *call, mcpg_status *st);
+/* mb_cancel, under up->lock: the slot holds a relay waiter. */
+bool relay_is(const void *slot_value);
+void relay_cancel_locked(upstream *up, void *waiter);
+void relay_cancelled(upstream *up, void *waiter); /* after the unlock */
+/* The holder's side, I/O thread: a relayed pcall's outcome goes back. */
+void relay_ack(upstream *up, const pcall *pc);
+void relay_error(upstream *up, const pcall *pc, int64_t code, const char *message);
+void relay_answer(upstream *up, const pcall *pc, const char *msg, size_t n);
+void relay_round(upstream *up, const pcall *pc, const char *req, size_t rn, const char *token);
+void relay_pcall_gone(upstream *up); /* any thread: calls_free of a relayed pcall */
 
 /* fast.c: the direct path. On a loop thread: true when it took the call
  * (its answer comes on this loop, without the I/O thread). */
