@@ -19,10 +19,17 @@ One gateway, identity_apikey with alice and bob, two stdio upstreams:
   caller and request: bob's retry with alice's token, alice's with other arguments, a
   changed or unsealed token are refused as unknown (-32602); alice's own retry works,
   and the upstream gets its own state back unsealed.
+* a parked question is answered through any replica: two gateways on one redis-server
+  share the secret; a question asked through A is answered by a retry through B (the
+  retry is relayed to A, which holds the upstream's request), the upstream gets the
+  answer and the client its result; bob's retry with alice's token is refused; once A
+  is stopped a retry through B is refused as unknown at once, not left hanging.
 """
 import json
 import os
+import shutil
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (new_apikey, Conn, Context, Gateway, base_manifest, build_request,  # noqa: E402
@@ -288,6 +295,58 @@ def main():
             b.stop()
             other.stop()
 
+    def t_park_fleet():
+        """A legacy upstream's question parked on A is answered through B."""
+        if not shutil.which("redis-server"):
+            print("skipped: no redis-server")
+            return
+        from fleet_stores import start_store
+        srv, coord, _ = start_store(ctx, "redis", "caps%d" % os.getpid())
+        fleet = []
+
+        def replica(name):
+            m = manifest()
+            m["cluster"] = {"kind": "redis"}
+            m["modules"].append(coord)
+            g = Gateway(ctx, manifest=m, name=name, env=FLEET_SECRET)
+            g.start()
+            fleet.append(g)
+            # its upstream answers (here: a question this client may not be asked)
+            wait_for(lambda: "result" in call("lg_ask", {"method": "roots/list"}, {}, via=g)[1],
+                     30, "%s serving lg_ask" % name)
+            return g
+        try:
+            a, b = replica("gateway-caps-ra"), replica("gateway-caps-rb")
+            ask = {"method": "elicitation/create"}
+            caps = {"elicitation": {}}
+            reply = {"action": "accept", "content": {"name": "Grace"}}
+
+            def asked_on_a():
+                state = call("lg_ask", ask, caps, via=a)[1]["result"]["requestState"]
+                check(state.startswith("mcpg-park-"), "a parked question: %r" % state)
+                return state
+
+            def retry(state, who="alice", via=None):
+                more = {"inputResponses": {"upstream": reply}, "requestState": state}
+                return call("lg_ask", ask, caps, who=who, more=more, via=via or b)[1]
+            state = asked_on_a()
+            refused(retry(state, who="bob"), "bob's retry through B with alice's token")
+            res = retry(state)
+            check("result" in res, "alice's retry through B gets the upstream's result: %r" % res)
+            check_eq(upstream_got(res), reply, "the upstream behind A got B's client's answer")
+            refused(retry(state), "the same token again (its question was answered)")
+            state = asked_on_a()
+            a.stop()
+            t0 = time.monotonic()
+            refused(retry(state), "a retry through B once A is gone")
+            took = time.monotonic() - t0
+            check(took < 10, "refused promptly once the holder is gone (%.1f s)" % took)
+        finally:
+            for g in fleet:
+                if g.proc is not None and g.proc.poll() is None:
+                    g.stop()
+            srv.stop()
+
     try:
         return run_tests([
             ("the gateway starts with a legacy and a 2026 upstream", t_start),
@@ -301,6 +360,7 @@ def main():
             ("a parked question's requestState: alice's same request only", t_state_bound_parked),
             ("a 2026 upstream's requestState: sealed the same way", t_state_bound_upstream),
             ("a 2026 upstream's round: answered through another replica", t_state_fleet),
+            ("a parked question: answered through another replica", t_park_fleet),
         ], ctx)
     finally:
         if gw is not None and gw.proc is not None and gw.proc.poll() is None:
