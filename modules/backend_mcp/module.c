@@ -77,10 +77,10 @@ static void mb_cancel(void *instance, mcpg_call *call) {
         return;
     }
     if (relay_is(held)) { /* waiting for another replica: answered now */
-        relay_cancel_locked(up, held);
+        bool mine = relay_cancel_locked(up, held);
         pthread_mutex_unlock(&up->lock);
         free(j);
-        relay_cancelled(up, held);
+        if (mine) relay_cancelled(up, held);
         return;
     }
     pcall *pc = held;

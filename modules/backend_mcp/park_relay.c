@@ -312,16 +312,12 @@ bool relay_is(const void *slot_value) {
     return slot_value && *(const uint32_t *)slot_value == WAITER_TAG;
 }
 
-void relay_cancel_locked(upstream *up, void *waiter_ptr) {
-    waiter *w = waiter_ptr;
-    if (!take_locked(up, w)) return;
-    w->tag = 0; /* relay_cancelled answers it */
+bool relay_cancel_locked(upstream *up, void *waiter_ptr) {
+    return take_locked(up, waiter_ptr);
 }
 
 void relay_cancelled(upstream *up, void *waiter_ptr) {
-    waiter *w = waiter_ptr;
-    if (w->tag != 0) return; /* another took it first */
-    fail_taken(up, w, MCPG_RPC_SERVER_ERROR, 0, 0, "request cancelled");
+    fail_taken(up, waiter_ptr, MCPG_RPC_SERVER_ERROR, 0, 0, "request cancelled");
 }
 
 /* ---- the asker: replies, on worker 0 ---- */

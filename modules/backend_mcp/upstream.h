@@ -331,10 +331,12 @@ void relay_worker_stop(upstream *up, mcpg_worker *w);
  * when the relay took it (pc is then the relay's, the call answered later
  * or already), false when pc goes on as a local retry. */
 bool relay_try(upstream *up, pcall *pc, mcpg_call *call, mcpg_status *st);
-/* mb_cancel, under up->lock: the slot holds a relay waiter. */
+/* mb_cancel, under up->lock: the slot holds a relay waiter; true when
+ * this cancel took it, and then answers it with relay_cancelled after the
+ * unlock (otherwise a reply or the sweep answers it, and may free it). */
 bool relay_is(const void *slot_value);
-void relay_cancel_locked(upstream *up, void *waiter);
-void relay_cancelled(upstream *up, void *waiter); /* after the unlock */
+bool relay_cancel_locked(upstream *up, void *waiter);
+void relay_cancelled(upstream *up, void *waiter);
 /* The holder's side, I/O thread: a relayed pcall's outcome goes back. */
 void relay_ack(upstream *up, const pcall *pc);
 void relay_error(upstream *up, const pcall *pc, int64_t code, const char *message);
