@@ -216,6 +216,10 @@ bool task_seal_matches(mcpg_call *c, const char *id, size_t n, const char *seal)
 int task_seal_json(mcpg_call *c, const char *json, size_t n, mcpg_buf *out);
 /* The key itself (32 bytes), for the seals derived from it (state_seal.c). */
 void task_seal_key(unsigned char key[32]);
+/* A field of a sealed message: its length (8 bytes, big-endian), then its
+ * bytes, so that no field's text can pass for another's. */
+int seal_length_append(mcpg_buf *b, uint64_t n);
+int seal_field_append(mcpg_buf *b, const char *p, size_t n);
 
 /* ---- state_seal.c ---- */
 /* An input_required result's requestState sealed for c's caller and request:

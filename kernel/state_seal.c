@@ -54,6 +54,16 @@ static int append_compact(mcpg_buf *b, const char *p, size_t n) {
     return rc | mcpg_buf_append(b, p + from, n - from);
 }
 
+/* The arguments without their whitespace, as a field: the length is written
+ * once the compact text is known. */
+static int append_compact_field(mcpg_buf *b, const char *p, size_t n) {
+    size_t at = b->len;
+    if (seal_length_append(b, 0) || append_compact(b, p, n)) return -1;
+    uint64_t len = b->len - at - 8;
+    for (int i = 7; i >= 0; i--, len >>= 8) b->data[at + (size_t)i] = (char)(len & 0xff);
+    return 0;
+}
+
 /* The seal of state (decoded) for c's caller and request. */
 static int seal_of(mcpg_call *c, const char *state, size_t n, char out[SEAL_HEX + 1]) {
     unsigned char key[KEY_LEN], sub[EVP_MAX_MD_SIZE], mac[EVP_MAX_MD_SIZE];
@@ -68,14 +78,13 @@ static int seal_of(mcpg_call *c, const char *state, size_t n, char out[SEAL_HEX 
     const char *method = mcpg_method_name(c->method);
     /* the name as the client knows it: a pool call's desc no longer holds it */
     const char *target = call_client_name_of(c);
-    mcpg_buf msg = {0}; /* owner 0x1e method 0x1e target 0x1e arguments 0x1e state */
-    int rc = !owner || mcpg_buf_append(&msg, owner, on) || mcpg_buf_append(&msg, "\x1e", 1) ||
-             mcpg_buf_puts(&msg, method) || mcpg_buf_append(&msg, "\x1e", 1) ||
-             mcpg_buf_puts(&msg, target ? target : "") ||
-             mcpg_buf_append(&msg, "\x1e", 1) ||
-             append_compact(&msg, c->d.args_json ? c->d.args_json : "{}",
-                            c->d.args_json ? c->d.args_len : 2) ||
-             mcpg_buf_append(&msg, "\x1e", 1) || mcpg_buf_append(&msg, state, n);
+    mcpg_buf msg = {0}; /* each field after its length: no field can pass for another */
+    const char *args = c->d.args_json ? c->d.args_json : "{}";
+    size_t args_len = c->d.args_json ? c->d.args_len : 2;
+    int rc = !owner || seal_field_append(&msg, owner, on) ||
+             seal_field_append(&msg, method, strlen(method)) ||
+             seal_field_append(&msg, target ? target : "", target ? strlen(target) : 0) ||
+             append_compact_field(&msg, args, args_len) || seal_field_append(&msg, state, n);
     if (!rc && !HMAC(EVP_sha256(), sub, sn, (const unsigned char *)msg.data, msg.len, mac, &mn))
         rc = -1;
     mcpg_buf_free(&msg);

@@ -66,6 +66,16 @@ void task_seal_key(unsigned char key[KEY_LEN]) {
     pthread_mutex_unlock(&g_key_lock);
 }
 
+int seal_length_append(mcpg_buf *b, uint64_t n) {
+    unsigned char be[8];
+    for (int i = 7; i >= 0; i--, n >>= 8) be[i] = (unsigned char)(n & 0xff);
+    return mcpg_buf_append(b, (const char *)be, sizeof be);
+}
+
+int seal_field_append(mcpg_buf *b, const char *p, size_t n) {
+    return seal_length_append(b, n) || mcpg_buf_append(b, p, n);
+}
+
 /* The seal of id for owner, as SEAL_HEX hex digits (out: SEAL_HEX + 1). */
 static void seal_of(const char *owner, size_t on, const char *id, size_t n, char *out) {
     pthread_once(&g_random_once, random_key); /* a key even if nothing configured one */
@@ -74,9 +84,8 @@ static void seal_of(const char *owner, size_t on, const char *id, size_t n, char
     memcpy(key, g_key, sizeof key);
     pthread_mutex_unlock(&g_key_lock);
     unsigned int mn = 0;
-    mcpg_buf msg = {0}; /* owner 0x1e id */
-    bool ok = !mcpg_buf_append(&msg, owner, on) && !mcpg_buf_append(&msg, "\x1e", 1) &&
-              !mcpg_buf_append(&msg, id, n) &&
+    mcpg_buf msg = {0}; /* each field after its length: no owner can pass for another */
+    bool ok = !seal_field_append(&msg, owner, on) && !seal_field_append(&msg, id, n) &&
               HMAC(EVP_sha256(), key, sizeof key, (const unsigned char *)msg.data, msg.len, mac, &mn);
     mcpg_buf_free(&msg);
     if (!ok) memset(mac, 0, sizeof mac); /* seals nothing a caller could have: refused */
