@@ -134,10 +134,14 @@ static int rewrite_params(upstream *up, pcall *pc, mcpg_call *call) {
 }
 
 /* A value that may go in an HTTP header as it is. */
-static bool header_safe(const char *s) {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) return false;
-    return true;
+/* Mcp-Name's value for a target: encoded as a conforming client sends it. */
+static char *mcp_name_of(const char *target) {
+    mcpg_buf v = {0};
+    if (mcpg_header_value_encode(target, strlen(target), &v)) {
+        mcpg_buf_free(&v);
+        return NULL;
+    }
+    return v.data; /* NUL-terminated by the buf calls */
 }
 
 /* The upstream request continues the client's trace: its traceparent (and
@@ -178,8 +182,8 @@ pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
     if (caps && cn) pc->caps = span_dup(caps, cn);
     const char *target = h->call_target(call);
     if (target && (method == MCPG_METHOD_TOOLS_CALL || method == MCPG_METHOD_PROMPTS_GET ||
-                   method == MCPG_METHOD_RESOURCES_READ) && header_safe(target))
-        pc->mcp_name = strdup(target);
+                   method == MCPG_METHOD_RESOURCES_READ))
+        pc->mcp_name = mcp_name_of(target);
     pc->trace_lines = calls_trace_lines(h, call);
     if (target && method == MCPG_METHOD_TOOLS_CALL) {
         size_t an = 0;

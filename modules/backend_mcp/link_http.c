@@ -183,8 +183,10 @@ static void on_done(void *arg, int err) {
 
 static const up_callbacks CALLBACKS = {on_head, on_body, on_done};
 
-/* params.name or params.uri of a request, for Mcp-Name. */
-static void name_header(const char *json, size_t n, const mcpg_json_span *method, mcpg_buf *h) {
+/* params.name or params.uri of a request, as Mcp-Name's value: as it is
+ * when it is plain visible ASCII, else in the =?base64?...?= form a
+ * conforming client sends (a name outside that set is only SHOULD-avoided). */
+static void name_value(const char *json, size_t n, const mcpg_json_span *method, mcpg_buf *val) {
     mcpg_json_span params, v;
     const char *key = mcpg_json_string_eq(method, "resources/read", 14) ? "uri" : "name";
     if (!mcpg_json_string_eq(method, "tools/call", 10) &&
@@ -192,14 +194,13 @@ static void name_header(const char *json, size_t n, const mcpg_json_span *method
         !mcpg_json_string_eq(method, "resources/read", 14))
         return;
     if (mcpg_json_object_get(json, n, "params", &params) != 1 ||
-        mcpg_json_object_get(params.p, params.n, key, &v) != 1 || v.type != MCPG_JSON_STRING ||
-        v.escaped)
+        mcpg_json_object_get(params.p, params.n, key, &v) != 1 || v.type != MCPG_JSON_STRING)
         return;
-    for (size_t i = 0; i < v.n; i++)
-        if ((unsigned char)v.p[i] < 0x20 || (unsigned char)v.p[i] > 0x7e) return;
-    mcpg_buf_puts(h, "Mcp-Name: ");
-    mcpg_buf_append(h, v.p, v.n);
-    mcpg_buf_puts(h, "\r\n");
+    mcpg_buf text = {0};
+    size_t len = 0;
+    if (!mcpg_buf_reserve(&text, v.n + 1) && !mcpg_json_string_decode(&v, text.data, v.n + 1, &len))
+        (void)mcpg_header_value_encode(text.data, len, val);
+    mcpg_buf_free(&text);
 }
 
 /* A POST of the stateless wire: its headers mirror the message (also the
@@ -227,10 +228,8 @@ void link_http_stateless_headers(const upstream *up, const char *json, size_t n,
         return;
     }
     mcpg_buf name = {0};
-    name_header(json, n, &method, &name);
-    /* name_header wrote "Mcp-Name: value\r\n": take the value */
-    const char *v = name.len > 12 ? name.data + 10 : NULL;
-    link_http_stateless_head(up, method.p, method.n, v, v ? name.len - 12 : 0, h);
+    name_value(json, n, &method, &name);
+    link_http_stateless_head(up, method.p, method.n, name.len ? name.data : NULL, name.len, h);
     mcpg_buf_free(&name);
 }
 
