@@ -120,6 +120,7 @@ typedef struct manifest {
     int log_level;
     int64_t drain_timeout_ms;
     int64_t reload_drain_ms; /* how long a replaced transport's streams may run on */
+    int64_t request_state_ttl_ms; /* how long a requestState a client is shown stays good */
     int64_t max_calls_per_worker;
     int64_t pool_threads, pool_queue;
     int64_t list_page_size;  /* items per page of a merged list */

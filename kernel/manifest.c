@@ -214,7 +214,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
                                        "log_level", "drain_timeout_ms", "reload_drain_ms", "max_calls_per_worker",
                                        "pool", "transport", "server", "list_page_size",
                                        "id", "anonymous", "audit", "redact", "watch", "secret_env",
-                                       "metrics"};
+                                       "metrics", "request_state_ttl_ms"};
     manifest *m = c->m;
     json_t *gw = get_object(c, root, "gateway", "gateway");
     json_t *empty = json_object();
@@ -249,6 +249,8 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     free(lvl);
     m->drain_timeout_ms = get_int(c, gw, "drain_timeout_ms", "gateway", 10000, 0, 3600000);
     m->reload_drain_ms = get_int(c, gw, "reload_drain_ms", "gateway", 5000, 0, 3600000);
+    m->request_state_ttl_ms =
+        get_int(c, gw, "request_state_ttl_ms", "gateway", 600000, 1000, 86400000);
     m->max_calls_per_worker =
         get_int(c, gw, "max_calls_per_worker", "gateway", 4096, 1, 1 << 24);
     m->list_page_size = get_int(c, gw, "list_page_size", "gateway", 500, 1, 100000);

@@ -4,9 +4,10 @@
  * on its retry. Whoever minted it (a backend, or an upstream behind
  * backend_mcp) cannot tell who brings it back nor whether the retry is the
  * request it was minted for. So the kernel seals every requestState a
- * client is shown, "<state>~<seal>": an HMAC-SHA256 (first 16 bytes, hex)
- * of the caller's owner, the method, its target (tool or prompt name,
- * resource uri), the arguments and the state. On a retry, once identity has
+ * client is shown, "<state>~<expiry>~<seal>": an HMAC-SHA256 (first 16
+ * bytes, hex) of the caller's owner, the method, its target (tool or prompt
+ * name, resource uri), the arguments, the expiry (Unix seconds,
+ * gateway.request_state_ttl_ms after it was shown) and the state. On a retry, once identity has
  * run, the seal is checked and taken off: the backend sees its own state, or
  * the call is answered -32602 as for an unknown requestState (the same
  * answer whether another caller, other arguments or a changed token).
@@ -23,6 +24,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <string.h>
+#include <time.h>
 
 #define SEAL_HEX 32
 #define KEY_LEN 32
@@ -65,7 +67,8 @@ static int append_compact_field(mcpg_buf *b, const char *p, size_t n) {
 }
 
 /* The seal of state (decoded) for c's caller and request. */
-static int seal_of(mcpg_call *c, const char *state, size_t n, char out[SEAL_HEX + 1]) {
+static int seal_of(mcpg_call *c, const char *state, size_t n, uint64_t expiry,
+                   char out[SEAL_HEX + 1]) {
     unsigned char key[KEY_LEN], sub[EVP_MAX_MD_SIZE], mac[EVP_MAX_MD_SIZE];
     unsigned int sn = 0, mn = 0;
     static const char label[] = "mcpg requestState";
@@ -84,7 +87,8 @@ static int seal_of(mcpg_call *c, const char *state, size_t n, char out[SEAL_HEX 
     int rc = !owner || seal_field_append(&msg, owner, on) ||
              seal_field_append(&msg, method, strlen(method)) ||
              seal_field_append(&msg, target ? target : "", target ? strlen(target) : 0) ||
-             append_compact_field(&msg, args, args_len) || seal_field_append(&msg, state, n);
+             append_compact_field(&msg, args, args_len) || seal_length_append(&msg, expiry) ||
+             seal_field_append(&msg, state, n);
     if (!rc && !HMAC(EVP_sha256(), sub, sn, (const unsigned char *)msg.data, msg.len, mac, &mn))
         rc = -1;
     mcpg_buf_free(&msg);
@@ -105,6 +109,28 @@ static int decode(const mcpg_json_span *v, mcpg_buf *out) {
     return 0;
 }
 
+/* When a requestState shown now lapses (Unix seconds): gateway.request_state_ttl_ms
+ * from now. Wall time, so that any replica of a fleet judges it alike. */
+static uint64_t expiry_of(const mcpg_call *c) {
+    int64_t ttl_ms = c->gen && c->gen->m ? c->gen->m->request_state_ttl_ms : 600000;
+    return (uint64_t)time(NULL) + (uint64_t)((ttl_ms + 999) / 1000);
+}
+
+/* A shown token "<state>~<expiry>~<seal>": the state's length and the
+ * expiry; false when it has not that shape (the state itself may hold '~':
+ * the token is read from its end). */
+static bool split_token(const char *t, size_t len, size_t *state_len, uint64_t *expiry) {
+    if (len < SEAL_HEX + 3 || t[len - SEAL_HEX - 1] != '~') return false;
+    size_t end = len - SEAL_HEX - 1, i = end;
+    uint64_t e = 0;
+    while (i > 0 && t[i - 1] >= '0' && t[i - 1] <= '9') i--;
+    if (i == end || end - i > 19 || i == 0 || t[i - 1] != '~') return false;
+    for (size_t j = i; j < end; j++) e = e * 10 + (uint64_t)(t[j] - '0');
+    *state_len = i - 1;
+    *expiry = e;
+    return true;
+}
+
 /* ---- sealing what a client is shown ---- */
 
 static int sealed_copy(mcpg_call *c, const mcpg_json_span *res, mcpg_buf *out) {
@@ -122,10 +148,12 @@ static int sealed_copy(mcpg_call *c, const mcpg_json_span *res, mcpg_buf *out) {
                                   v.type == MCPG_JSON_STRING ? v.n + 2 : v.n);
             continue;
         }
-        char seal[SEAL_HEX + 1];
-        rc |= decode(&v, &plain) || seal_of(c, plain.data, plain.len, seal);
+        char seal[SEAL_HEX + 1], tail[24];
+        uint64_t expiry = expiry_of(c);
+        rc |= decode(&v, &plain) || seal_of(c, plain.data, plain.len, expiry, seal);
         rc |= mcpg_buf_append(out, v.p - 1, v.n + 1); /* still escaped as it came */
-        rc |= mcpg_buf_append(out, "~", 1) | mcpg_buf_append(out, seal, SEAL_HEX);
+        snprintf(tail, sizeof tail, "~%llu~", (unsigned long long)expiry);
+        rc |= mcpg_buf_puts(out, tail) | mcpg_buf_append(out, seal, SEAL_HEX);
         rc |= mcpg_buf_append(out, "\"", 1);
     }
     mcpg_buf_free(&plain);
@@ -185,12 +213,13 @@ bool state_seal_check(mcpg_call *c) {
         return true;
     mcpg_buf plain = {0};
     char want[SEAL_HEX + 1];
+    size_t n = 0;
+    uint64_t expiry = 0;
     bool ok = v.type == MCPG_JSON_STRING && decode(&v, &plain) == 0 &&
-              plain.len > SEAL_HEX + 1 && plain.data[plain.len - SEAL_HEX - 1] == '~';
-    size_t n = ok ? plain.len - SEAL_HEX - 1 : 0;
-    ok = ok && seal_of(c, plain.data, n, want) == 0 &&
-         CRYPTO_memcmp(want, plain.data + n + 1, SEAL_HEX) == 0 &&
-         unsealed_params(c, plain.data, n) == 0;
+              split_token(plain.data, plain.len, &n, &expiry);
+    ok = ok && seal_of(c, plain.data, n, expiry, want) == 0 &&
+         CRYPTO_memcmp(want, plain.data + plain.len - SEAL_HEX, SEAL_HEX) == 0 &&
+         (uint64_t)time(NULL) <= expiry && unsealed_params(c, plain.data, n) == 0;
     mcpg_buf_free(&plain);
     if (!ok)
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 400,

@@ -246,10 +246,12 @@ def main():
         refused(retry("alice", dict(ask, extra="changed"), state), "alice with other arguments")
         flipped = state[:-1] + ("0" if state[-1] != "0" else "1")
         refused(retry("alice", ask, flipped), "a changed seal")
-        inner = state.rsplit("~", 1)
-        other = inner[0][:-1] + ("0" if inner[0][-1] != "0" else "1") + "~" + inner[1]
+        inner, expiry, seal = state.rsplit("~", 2)
+        other = inner[:-1] + ("0" if inner[-1] != "0" else "1") + "~" + expiry + "~" + seal
         refused(retry("alice", ask, other), "a changed state under the seal")
-        refused(retry("alice", ask, inner[0]), "the state without its seal")
+        later = "%s~%d~%s" % (inner, int(expiry) + 3600, seal)
+        refused(retry("alice", ask, later), "an expiry moved later under the seal")
+        refused(retry("alice", ask, inner), "the state without its seal")
         res = retry("alice", ask, state)
         check("result" in res, "alice's own retry: %r" % res)
         check_eq(upstream_got(res), reply, "alice's own retry answers the upstream")
@@ -260,7 +262,10 @@ def main():
         caps = {"sampling": {}}
         r, res = call("st_ask", ask, caps)
         state = res["result"]["requestState"]
-        check(state.startswith("st-1~") and len(state) == len("st-1~") + 32, "sealed: %r" % state)
+        st, expiry, seal = state.rsplit("~", 2)
+        check(st == "st-1" and len(seal) == 32, "sealed: %r" % state)
+        ttl = int(expiry) - time.time()
+        check(590 <= ttl <= 601, "the default expiry is 10 minutes away: %.0f s" % ttl)
         more = {"inputResponses": {"q": {"model": "m"}}, "requestState": state}
         refused(call("st_ask", ask, caps, who="bob", more=more)[1], "bob with alice's token")
         refused(call("st_ask", dict(ask, state="st-2"), caps, more=more)[1],
@@ -268,6 +273,39 @@ def main():
         res = call("st_ask", ask, caps, more=more)[1]
         check_eq(res.get("result", {}).get("structuredContent", {}).get("state"), "st-1",
                  "the upstream gets its own state back, unsealed (%r)" % res)
+
+    def t_state_expires():
+        """A requestState lapses at gateway.request_state_ttl_ms: the same
+        token, refused once its expiry (in the sealed token) has passed."""
+        m = manifest()
+        m["gateway"]["request_state_ttl_ms"] = 1000
+        g = Gateway(ctx, manifest=m, name="gateway-caps-ttl", env=FLEET_SECRET)
+        g.start()
+        try:
+            ask = {"method": "sampling/createMessage", "state": "ttl-1"}
+            caps = {"sampling": {}}
+            wait_for(lambda: "result" in call("st_ask", ask, caps, via=g)[1], 30,
+                     "gateway-caps-ttl serving st_ask")
+            state = call("st_ask", ask, caps, via=g)[1]["result"]["requestState"]
+            expiry = int(state.rsplit("~", 2)[1])
+            check(expiry - time.time() <= 2, "expiry 1 s away: %r" % state)
+            more = {"inputResponses": {"q": {"model": "m"}}, "requestState": state}
+            # the wall clock passing the sealed expiry is the condition waited on; the
+            # expiry is wall time (every replica must judge it alike), so a step of this
+            # machine's clock back during the retry can make it good again: such a try
+            # is repeated, a refusal-free try without a step fails the test
+            for attempt in range(3):
+                wait_for(lambda: time.time() > expiry + 1, 10, "the token's expiry to pass",
+                         interval=0.1)
+                off0 = time.time() - time.monotonic()
+                res = call("st_ask", ask, caps, more=more, via=g)[1]
+                stepped = (time.time() - time.monotonic()) - off0
+                if "error" in res or stepped > -0.5:
+                    break
+                print("the wall clock stepped %.1f s back during the retry: again" % stepped)
+            refused(res, "a lapsed requestState (%r, now %.3f)" % (state, time.time()))
+        finally:
+            g.stop()
 
     def t_state_fleet():
         """A 2026 upstream's round asked through one replica is answered through
@@ -359,6 +397,7 @@ def main():
             ("2026 upstream, session declaring nothing: -32021", t_modern_session),
             ("a parked question's requestState: alice's same request only", t_state_bound_parked),
             ("a 2026 upstream's requestState: sealed the same way", t_state_bound_upstream),
+            ("a requestState lapses at gateway.request_state_ttl_ms", t_state_expires),
             ("a 2026 upstream's round: answered through another replica", t_state_fleet),
             ("a parked question: answered through another replica", t_park_fleet),
         ], ctx)
