@@ -357,4 +357,5 @@ const mcpg_host HOST = {
     .webhook_submit = host_webhook_submit,
     .events_offered = host_events_offered,
     .call_owner = host_call_owner,
+    .offers = host_offers,
 };

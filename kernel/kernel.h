@@ -452,6 +452,7 @@ int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on)
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);
 int host_tasks_offered(void);
 int host_events_offered(void);
+uint32_t host_offers(void);
 int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 
 /* ---- reload (kernel/reload.c), on the control loop ---- */

@@ -140,6 +140,60 @@ int host_tasks_offered(void) { return K.gen && K.gen->n_task_backends > 0; }
 
 int host_events_offered(void) { return K.gen && K.gen->events.backend != NULL; }
 
+static const mcpg_instance *backend_named(const generation *g, const char *name) {
+    for (size_t i = 0; i < g->n_instances; i++)
+        if (g->instances[i]->desc->kind == MCPG_KIND_BACKEND && !strcmp(g->instances[i]->name, name))
+            return g->instances[i];
+    return NULL;
+}
+
+/* What a bound backend can serve beyond what it lists now. */
+static uint32_t backend_offers(const mcpg_instance *be, bool watched) {
+    const mcpg_backend_ops *ops = be ? be->desc->ops : NULL;
+    uint32_t bits = watched ? MCPG_OFFER_SUBSCRIBE : 0;
+    if (!ops) return bits;
+    if (MCPG_HAS(ops, complete) && ops->complete) bits |= MCPG_OFFER_COMPLETIONS;
+    if (MCPG_HAS(ops, subscribe) && ops->subscribe) bits |= MCPG_OFFER_SUBSCRIBE;
+    if (be->desc->flags & MCPG_MOD_DYNAMIC_LISTS) { /* what it lists may come later */
+        bits |= MCPG_OFFER_LIST_CHANGED | MCPG_OFFER_TOOLS;
+        if (MCPG_HAS(ops, list_resources) && ops->list_resources) bits |= MCPG_OFFER_RESOURCES;
+        if (MCPG_HAS(ops, list_prompts) && ops->list_prompts) bits |= MCPG_OFFER_PROMPTS;
+    }
+    return bits;
+}
+
+/* Every bound backend's bits: each binding's, or (no "bindings") each backend's. */
+static uint32_t bound_offers(const generation *g) {
+    uint32_t bits = 0;
+    const manifest *m = g->m;
+    if (m && m->default_bindings)
+        for (size_t i = 0; i < g->n_instances; i++)
+            if (g->instances[i]->desc->kind == MCPG_KIND_BACKEND)
+                bits |= backend_offers(g->instances[i], false);
+    for (size_t i = 0; m && i < m->n_bindings; i++)
+        bits |= backend_offers(backend_named(g, m->bindings[i].backend), m->bindings[i].watch);
+    return bits;
+}
+
+uint32_t host_offers(void) {
+    generation *g = K.gen;
+    if (!g) return 0;
+    uint32_t bits = 0;
+    catset *cs = catalog_acquire(g);
+    if (cs) {
+        if (cs->cat[CAT_TOOLS].n_routes) bits |= MCPG_OFFER_TOOLS;
+        if (cs->cat[CAT_PROMPTS].n_routes) bits |= MCPG_OFFER_PROMPTS;
+        if (cs->cat[CAT_RESOURCES].n_routes || cs->cat[CAT_TEMPLATES].n_routes)
+            bits |= MCPG_OFFER_RESOURCES;
+        catalog_release(cs);
+    }
+    bits |= bound_offers(g);
+    /* completions and subscriptions are for what is served */
+    if (!(bits & (MCPG_OFFER_PROMPTS | MCPG_OFFER_RESOURCES))) bits &= ~MCPG_OFFER_COMPLETIONS;
+    if (!(bits & MCPG_OFFER_RESOURCES)) bits &= ~MCPG_OFFER_SUBSCRIBE;
+    return bits;
+}
+
 const mcpg_coordinator_ops *host_coordinator(void **instance_out) {
     const generation *g = generation_building();
     if (!g) g = K.gen;

@@ -215,7 +215,9 @@ typedef struct mcpg_call_desc {
  * answers the request itself: "initialize" before it opens a session (the
  * caller's host->call_owner is then the owner to record), and
  * MCPG_SESSION_METHOD for anything else on a session (its GET stream, its
- * DELETE, ping, logging/setLevel, a notification, a response). The kernel
+ * DELETE, ping, logging/setLevel, a notification, a response), and on the
+ * stateless wire for what the transport answers itself (server/discover,
+ * a subscriptions/listen that asks for no resources). The kernel
  * answers either with an empty result once identity has passed; no policy,
  * limits, audit or backend. */
 #define MCPG_SESSION_METHOD "mcpg/session"

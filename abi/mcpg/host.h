@@ -354,7 +354,26 @@ struct mcpg_host {
      * call is released; NULL before the identity stage has run. On the
      * call's loop. See mcpg_call_desc.session_owner. */
     const char *(*call_owner)(mcpg_call *call, size_t *len_out);
+
+    /* ======== ABI 1.7: what the bindings serve ======== */
+
+    /* Any thread: MCPG_OFFER_* bits for the current generation, so that a
+     * transport advertises the capabilities the gateway serves (and no
+     * others) in server/discover and initialize. A kind is offered when the
+     * merged lists hold one of it, or a bound backend whose lists change at
+     * run time (MCPG_MOD_DYNAMIC_LISTS) has its list op; its listChanged
+     * then too. */
+    uint32_t (*offers)(void);
 };
+
+/* host->offers() bits. */
+#define MCPG_OFFER_TOOLS        (1u << 0)
+#define MCPG_OFFER_RESOURCES    (1u << 1) /* resources or resource templates */
+#define MCPG_OFFER_PROMPTS      (1u << 2)
+#define MCPG_OFFER_COMPLETIONS  (1u << 3) /* a bound backend has a `complete` op */
+#define MCPG_OFFER_SUBSCRIBE    (1u << 4) /* a bound backend has a `subscribe` op, or a
+                                             binding's resources are watched */
+#define MCPG_OFFER_LIST_CHANGED (1u << 5) /* a bound backend's lists change at run time */
 
 /* True when the kernel's table has `slot` (for modules built on a newer minor). */
 #define MCPG_HOST_HAS(host, slot) MCPG_HAS(host, slot)

@@ -279,7 +279,7 @@ struct th_mod {
     uint32_t nworkers;
     uint32_t replica;    /* this process in a fleet: drawn at create, never 0 (event ids, relay.h) */
     th_wslot **slots;
-    mcpg_buf discover;   /* server/discover's body after the id */
+    mcpg_buf server_info; /* {"name":...,"version":...}: every 2026-07-28 result's _meta serverInfo */
     int tasks;           /* a backend offers tasks: advertised in discover and initialize */
     int events;          /* the gateway runs an events pipeline: advertised the same way */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
@@ -295,6 +295,12 @@ struct th_mod {
     SSL_CTX *tls_ctx;    /* NULL: clear text */
     mcpg_metric *m_conns, *m_streams, *m_sessions; /* metrics.c; NULL without a registry */
 };
+
+/* caps.c: the capabilities object both wires advertise (legacy: initialize's
+ * form, else server/discover's), appended to b; and m->server_info. 0 or
+ * MCPG_ENOMEM. */
+int th_caps_append(const th_mod *m, mcpg_buf *b, int legacy);
+int th_server_info_build(th_mod *m);
 
 /* metrics.c: the transport's gauges (connections, streams, sessions) */
 void th_metrics_register(th_mod *m);

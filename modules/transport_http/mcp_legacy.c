@@ -336,21 +336,11 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
         return;
     }
     r->legacy = 1;
-    const char *name = MCPG_HOST_HAS(h, gateway_name) ? h->gateway_name() : "mcpg";
-    const char *gv = h->gateway_version();
     mcpg_buf *b = &ws->scratch;
     b->len = 0;
-    rc = h->buf_printf(b, "{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{\"listChanged\":true},"
-                          "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
-                          "\"prompts\":{\"listChanged\":true},\"logging\":{},\"completions\":{}%s%s},"
-                          "\"serverInfo\":{\"name\":", version,
-                       ws->mod->tasks ? ",\"tasks\":{\"list\":{},\"cancel\":{},"
-                                        "\"requests\":{\"tools\":{\"call\":{}}}}" : "",
-                       ws->mod->events ? ",\"events\":{\"listChanged\":false}" : "");
-    rc |= h->buf_append_json_string(b, name, strlen(name));
-    rc |= h->buf_append(b, ",\"version\":", 11);
-    rc |= h->buf_append_json_string(b, gv ? gv : "", gv ? strlen(gv) : 0);
-    rc |= h->buf_append(b, "}}", 2);
+    rc = h->buf_printf(b, "{\"protocolVersion\":\"%s\",\"capabilities\":", version);
+    rc |= th_caps_append(mod, b, 1);
+    rc |= h->buf_printf(b, ",\"serverInfo\":%s}", mod->server_info.data);
     if (rc) th_respond_status_error(c, r, 503);
     else answer_result(c, r, id, b->data, b->len);
 }

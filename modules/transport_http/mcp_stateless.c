@@ -368,7 +368,12 @@ static int check_meta(const mcpg_host *h, const th_mcp_headers *hd, const rpc_pa
     /* a header that disagrees with the body is a mismatch whatever either says:
      * judged before the version itself (an intermediary routed on the header) */
     const th_hval *hv = &hd->protocol_version;
-    if (hv->present && (hv->dup || pv.type != MCPG_JSON_STRING || !th_header_matches(h, hv->p, hv->n, &pv))) {
+    if (!hv->present) { /* the envelope says 2026-era: its header is required, not inferred */
+        fail(v, 400, MCPG_RPC_HEADER_MISMATCH,
+             MSG("Header mismatch: the MCP-Protocol-Version header is required"));
+        return 0;
+    }
+    if ((hv->dup || pv.type != MCPG_JSON_STRING || !th_header_matches(h, hv->p, hv->n, &pv))) {
         fail(v, 400, MCPG_RPC_HEADER_MISMATCH,
              MSG("Header mismatch: MCP-Protocol-Version does not match params._meta protocolVersion"));
         return 0;

@@ -75,37 +75,6 @@ static const mcpg_config_field th_schema[] = {
                         "a source whose variable is unset or empty is off (404)"),
     MCPG_CONFIG_END};
 
-/* server/discover's body after the id: fixed for the instance's life. */
-static int th_discover_build(th_mod *m) {
-    const mcpg_host *h = m->host;
-    mcpg_buf *b = &m->discover;
-    const char *name = MCPG_HOST_HAS(h, gateway_name) ? h->gateway_name() : "mcpg";
-    const char *version = h->gateway_version();
-    static const char head[] =
-        ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],"
-        "\"capabilities\":{\"tools\":{\"listChanged\":true},"
-        "\"resources\":{\"subscribe\":true,\"listChanged\":true},"
-        "\"prompts\":{\"listChanged\":true},\"completions\":{}";
-    static const char tasks[] = "\"io.modelcontextprotocol/tasks\":{}";
-    static const char events[] = "\"io.modelcontextprotocol/events\":{\"listChanged\":false}";
-    static const char tail[] =
-        "},\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
-        "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":";
-    b->len = 0;
-    int rc = h->buf_append(b, head, sizeof head - 1);
-    if (m->tasks || m->events) rc |= h->buf_append(b, ",\"extensions\":{", 15);
-    if (m->tasks) rc |= h->buf_append(b, tasks, sizeof tasks - 1);
-    if (m->tasks && m->events) rc |= h->buf_append(b, ",", 1);
-    if (m->events) rc |= h->buf_append(b, events, sizeof events - 1);
-    if (m->tasks || m->events) rc |= h->buf_append(b, "}", 1);
-    rc |= h->buf_append(b, tail, sizeof tail - 1);
-    rc |= h->buf_append_json_string(b, name, strlen(name));
-    rc |= h->buf_append(b, ",\"version\":", 11);
-    rc |= h->buf_append_json_string(b, version ? version : "", version ? strlen(version) : 0);
-    rc |= h->buf_append(b, "}}}}", 4);
-    return rc ? MCPG_ENOMEM : 0;
-}
-
 /* The access log's "src" member, in the kernel's [kind:module:instance] form. */
 static int alog_src_build(th_mod *m) {
     const mcpg_host *h = m->host;
@@ -235,7 +204,7 @@ static void th_destroy(void *instance) {
     for (uint32_t i = 0; m->slots && i < m->nworkers; i++)
         if (m->slots[i]) th_worker_free(m->slots[i]);
     host->free(m->slots);
-    host->buf_free(&m->discover);
+    host->buf_free(&m->server_info);
     host->buf_free(&m->alog_src);
     th_names_free(host, &m->hosts);
     th_names_free(host, &m->origins);
@@ -319,7 +288,7 @@ static int th_start(void *instance) {
     th_mod *m = instance;
     m->tasks = MCPG_HOST_HAS(m->host, tasks_offered) && m->host->tasks_offered();
     m->events = MCPG_HOST_HAS(m->host, events_offered) && m->host->events_offered();
-    if (th_discover_build(m)) return MCPG_ENOMEM;
+    if (th_server_info_build(m)) return MCPG_ENOMEM;
     if (MCPG_HOST_HAS(m->host, coordinator)) m->co_ops = m->host->coordinator(&m->co);
     if (!m->co_ops)
         m->host->log(m->self, MCPG_LOG_WARN,

@@ -144,23 +144,78 @@ size_t th_rpc_error_body(th_piece *out, th_piece id, char *codebuf, int64_t code
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-/* Which of the stamped members the result already has. */
-static unsigned present_members(const mcpg_host *h, const char *obj, size_t n, int *ok) {
+int64_t th_stateless_code(int64_t code) {
+    if (code == MCPG_RPC_UNAUTHENTICATED || code == MCPG_RPC_FORBIDDEN) return MCPG_RPC_INVALID_REQUEST;
+    return code;
+}
+
+/* Which of the stamped members the result already has; *meta gets its
+ * _meta value (type 0: none). */
+static unsigned present_members(const mcpg_host *h, const char *obj, size_t n, int *ok,
+                                mcpg_json_span *meta) {
     unsigned have = 0;
     size_t iter = 0;
     mcpg_json_span k, v;
     int rc;
+    memset(meta, 0, sizeof *meta);
     while ((rc = h->json_object_next(obj, n, &iter, &k, &v)) == 1) {
         if (h->json_string_eq(&k, "resultType", 10)) have |= 1u;
         else if (h->json_string_eq(&k, "ttlMs", 5)) have |= 2u;
         else if (h->json_string_eq(&k, "cacheScope", 10)) have |= 4u;
+        else if (h->json_string_eq(&k, "_meta", 5)) *meta = v;
     }
     *ok = rc == 0;
     return have;
 }
 
+#define TH_INFO_KEY "\"io.modelcontextprotocol/serverInfo\":"
+
+/* The raw extent of a value span (a string's quotes included). */
+static th_piece raw_span(const mcpg_json_span *v) {
+    if (v->type == MCPG_JSON_STRING) return (th_piece){v->p - 1, v->n + 2};
+    return (th_piece){v->p, v->n};
+}
+
+/* The result's first `body` bytes (all but its final '}') with the
+ * gateway's serverInfo put in its _meta: the value a _meta already has
+ * there is replaced in place, else the member is added first in _meta; a
+ * _meta that is no object is replaced whole. 0 when there is no _meta (the
+ * caller adds one). Returns the pieces written. */
+static size_t with_server_info(const mcpg_host *h, th_piece *out, const char *s, size_t body,
+                               const mcpg_json_span *meta, th_piece info) {
+    size_t k = 0;
+    const char *end = s + body;
+    if (meta->type == MCPG_JSON_OBJECT) {
+        mcpg_json_span old;
+        if (h->json_object_get(meta->p, meta->n, "io.modelcontextprotocol/serverInfo", &old) == 1) {
+            th_piece o = raw_span(&old);
+            out[k++] = (th_piece){s, (size_t)(o.p - s)};
+            out[k++] = info;
+            out[k++] = (th_piece){o.p + o.n, (size_t)(end - (o.p + o.n))};
+            return k;
+        }
+        const char *open = meta->p + 1; /* after its '{' */
+        size_t iter = 0;
+        mcpg_json_span mk, mv;
+        int members = h->json_object_next(meta->p, meta->n, &iter, &mk, &mv) == 1;
+        out[k++] = (th_piece){s, (size_t)(open - s)};
+        out[k++] = TH_LIT(TH_INFO_KEY);
+        out[k++] = info;
+        if (members) out[k++] = TH_LIT(",");
+        out[k++] = (th_piece){open, (size_t)(end - open)};
+        return k;
+    }
+    th_piece o = raw_span(meta);
+    out[k++] = (th_piece){s, (size_t)(o.p - s)};
+    out[k++] = TH_LIT("{" TH_INFO_KEY);
+    out[k++] = info;
+    out[k++] = TH_LIT("}");
+    out[k++] = (th_piece){o.p + o.n, (size_t)(end - (o.p + o.n))};
+    return k;
+}
+
 size_t th_rpc_result_body(const mcpg_host *h, th_piece *out, th_piece id, th_piece result,
-                          unsigned stamp) {
+                          unsigned stamp, th_piece server_info) {
     size_t k = 0;
     out[k++] = TH_LIT("{\"jsonrpc\":\"2.0\",\"id\":");
     out[k++] = id;
@@ -171,7 +226,8 @@ size_t th_rpc_result_body(const mcpg_host *h, th_piece *out, th_piece id, th_pie
     while (n && is_ws(*s)) s++, n--;
     while (n && is_ws(s[n - 1])) n--;
     int ok = 0;
-    unsigned have = (n >= 2 && s[0] == '{' && s[n - 1] == '}') ? present_members(h, s, n, &ok) : 0;
+    mcpg_json_span meta = {0};
+    unsigned have = (n >= 2 && s[0] == '{' && s[n - 1] == '}') ? present_members(h, s, n, &ok, &meta) : 0;
     if (!ok || !stamp) { /* not an object we can extend: pass it through */
         out[k++] = n ? (th_piece){s, n} : TH_LIT("{}");
         out[k++] = TH_LIT("}");
@@ -181,7 +237,13 @@ size_t th_rpc_result_body(const mcpg_host *h, th_piece *out, th_piece id, th_pie
     size_t j = body;
     while (j > 1 && is_ws(s[j - 1])) j--;
     int empty = s[j - 1] == '{';
-    out[k++] = (th_piece){s, body};
+    int info = server_info.n != 0;
+    if (info && meta.type) {
+        k += with_server_info(h, out + k, s, body, &meta, server_info);
+        info = 0;
+    } else {
+        out[k++] = (th_piece){s, body};
+    }
 
     th_piece members[3] = {TH_LIT("\"resultType\":\"complete\""), TH_LIT("\"ttlMs\":0"),
                            TH_LIT("\"cacheScope\":\"private\"")};
@@ -196,6 +258,12 @@ size_t th_rpc_result_body(const mcpg_host *h, th_piece *out, th_piece id, th_pie
         if (!empty) out[k++] = TH_LIT(",");
         out[k++] = members[i];
         empty = 0;
+    }
+    if (info) { /* no _meta yet: the gateway's own */
+        if (!empty) out[k++] = TH_LIT(",");
+        out[k++] = TH_LIT("\"_meta\":{" TH_INFO_KEY);
+        out[k++] = server_info;
+        out[k++] = TH_LIT("}");
     }
     out[k++] = TH_LIT("}}");
     return k;

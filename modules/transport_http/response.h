@@ -17,7 +17,7 @@ typedef struct th_piece {
 } th_piece;
 
 #define TH_LIT(s) ((th_piece){(s), sizeof(s) - 1})
-#define TH_MAX_PIECES 16
+#define TH_MAX_PIECES 20
 
 /* The supported stateless protocol revision. */
 #define TH_PROTOCOL_VERSION "2026-07-28"
@@ -64,9 +64,18 @@ size_t th_rpc_error_body(th_piece *out, th_piece id, char *codebuf, int64_t code
 
 /* A JSON-RPC result body as pieces: the backend's result object with the
  * stamped members inserted before its final '}' (members it already has are
- * not added twice). A result that is not an object is passed unchanged.
- * Returns the count. */
+ * not added twice). With stamp and a server_info (a JSON object, or
+ * {NULL,0}), _meta["io.modelcontextprotocol/serverInfo"] is that object,
+ * whatever the result carried there (a proxied server's own). A result that
+ * is not an object is passed unchanged. Returns the count. */
 size_t th_rpc_result_body(const mcpg_host *h, th_piece *out, th_piece id, th_piece result,
-                          unsigned stamp);
+                          unsigned stamp, th_piece server_info);
+
+/* The JSON-RPC error code the 2026-07-28 wire sends for one the pipeline
+ * answered with: that revision lets no implementation send codes of the
+ * legacy -32000..-32019 range, so the stages' refusals (-32001
+ * unauthenticated, -32003 forbidden) go out as -32600 Invalid Request, the
+ * HTTP status (401, 403) and WWW-Authenticate saying why. Others as they are. */
+int64_t th_stateless_code(int64_t code);
 
 #endif

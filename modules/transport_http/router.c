@@ -163,12 +163,14 @@ static void write_outcome(th_wslot *ws, th_conn *c, th_req *r, const mcpg_call_o
             host->buf_append(s, "\"\"", 2);
         }
         th_piece data = {oc->error_data, oc->error_data_len};
-        n = th_rpc_error_body(body, id, codebuf, oc->error_code, (th_piece){s->data, s->len},
+        int64_t code = r->desc.wire == MCPG_WIRE_STATELESS ? th_stateless_code(oc->error_code) : oc->error_code;
+        n = th_rpc_error_body(body, id, codebuf, code, (th_piece){s->data, s->len},
                               &data, oc->error_data && oc->error_data_len ? 1 : 0);
     } else {
         th_piece res = {oc->result, oc->result ? oc->result_len : 0};
         unsigned stamp = r->stamp ? r->stamp | result_type_stamp(oc) : 0;
-        n = th_rpc_result_body(host, body, id, res, stamp);
+        th_piece info = {ws->mod->server_info.data, stamp ? ws->mod->server_info.len : 0};
+        n = th_rpc_result_body(host, body, id, res, stamp, info);
     }
     if (r->rs) {
         mcpg_buf *b = join(ws, body, n);
@@ -368,6 +370,46 @@ void th_submit(th_conn *c, th_req *r) {
     }
 }
 
+/* server/discover: what the gateway serves now (caps.c), and who it is. */
+static void answer_discover(th_conn *c, th_req *r, th_piece id) {
+    th_mod *m = c->ws->mod;
+    const mcpg_host *h = m->host;
+    mcpg_buf *b = &c->ws->scratch;
+    b->len = 0;
+    int rc = h->buf_append(b, ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],\"capabilities\":",
+                           sizeof ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],\"capabilities\":" - 1);
+    rc |= th_caps_append(m, b, 0);
+    rc |= h->buf_printf(b, ",\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
+                           "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":%s}}}", m->server_info.data);
+    if (rc) {
+        th_respond_status_error(c, r, 503);
+        return;
+    }
+    th_piece body[3] = {TH_LIT("{\"jsonrpc\":\"2.0\",\"id\":"), id, {b->data, b->len}};
+    th_resp_head hd = {.status = 200, .json = 1};
+    th_respond(c, r, &hd, body, 3);
+}
+
+/* What the stateless wire answers itself (server/discover, a listen without
+ * resources to ask policy about) passes the identity stage first, as every
+ * request does: the kernel answers MCPG_SESSION_METHOD with {} once it has
+ * (ABI 1.6), and on_authz_complete sends r through here again (authz 2).
+ * 1: identified, go on; 0: parked on the kernel, or refused (answered). */
+static int stateless_identified(th_conn *c, th_req *r, const th_mcp_verdict *v) {
+    if (r->authz == 2) return 1;
+    th_mcp_verdict who = *v;
+    who.method_name = TH_LIT(MCPG_SESSION_METHOD);
+    who.name = who.params = who.args = (th_piece){NULL, 0};
+    r->authz = 1;
+    r->sse_ok = 0; /* a refusal is one JSON body */
+    submit(c, r, &who);
+    if (r->authz_again) { /* passed inside call_submit */
+        r->authz_again = 0;
+        th_legacy_again(r);
+    }
+    return 0;
+}
+
 void th_handle_mcp(th_conn *c, th_req *r) {
     th_mod *m = c->ws->mod;
     th_mcp_headers hd;
@@ -395,13 +437,9 @@ void th_handle_mcp(th_conn *c, th_req *r) {
         th_respond(c, r, &h, NULL, 0);
         return;
     }
-    case TH_MCP_DISCOVER: {
-        th_piece body[3] = {TH_LIT("{\"jsonrpc\":\"2.0\",\"id\":"), v.id,
-                            {m->discover.data, m->discover.len}};
-        th_resp_head h = {.status = 200, .json = 1};
-        th_respond(c, r, &h, body, 3);
+    case TH_MCP_DISCOVER:
+        if (stateless_identified(c, r, &v)) answer_discover(c, r, v.id);
         return;
-    }
     case TH_MCP_SUBMIT:
         r->sse_ok = (uint8_t)(!hd.accept.present || th_accept_allows_sse(hd.accept.p, hd.accept.n));
         submit(c, r, &v);
@@ -413,8 +451,10 @@ void th_handle_mcp(th_conn *c, th_req *r) {
                                   "text/event-stream"), NULL, 0);
             return;
         }
-        if (r->authz != 2 && th_listen_has_uris(m->host, &v)) {
-            /* the uris a client may watch are the policy's to say */
+        if (r->authz != 2 && !th_listen_has_uris(m->host, &v)) {
+            if (!stateless_identified(c, r, &v)) return;
+        } else if (r->authz != 2) {
+            /* the uris a client may watch are the policy's to say (identity first) */
             r->authz = 1;
             r->sse_ok = 0; /* a refusal is one JSON body */
             submit(c, r, &v);

@@ -191,14 +191,18 @@ static size_t post_call(char *dst, size_t cap, int id, const char *tool, const c
     return post_call_meta(dst, cap, id, tool, extra_headers, NULL);
 }
 
-static size_t post_method(char *dst, size_t cap, int id, const char *method) {
+static size_t post_method_headers(char *dst, size_t cap, int id, const char *method, const char *extra) {
     char body[512];
     int bl = snprintf(body, sizeof body,
                       "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\",\"params\":{" META "}}", id, method);
     return (size_t)snprintf(dst, cap,
                             "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: %s\r\n"
-                            "Content-Length: %d\r\n\r\n%s",
-                            method, bl, body);
+                            "MCP-Protocol-Version: 2026-07-28\r\n%sContent-Length: %d\r\n\r\n%s",
+                            method, extra, bl, body);
+}
+
+static size_t post_method(char *dst, size_t cap, int id, const char *method) {
+    return post_method_headers(dst, cap, id, method, "");
 }
 
 static int body_has(const resp *r, const char *s) { return strstr(r->body, s) != NULL; }
@@ -270,6 +274,9 @@ static void set_unknown(const mcpg_host *h, mcpg_call *call, const mcpg_call_des
     h->call_error(call, MCPG_RPC_INVALID_PARAMS, msg, NULL);
 }
 
+/* Session-method (identity) calls of the stateless wire seen. */
+static int discover_asked;
+
 /* What desc->message answered for the last "notify" call (kernel's view). */
 static int notify_rc[2];
 static const char k_progress[] =
@@ -283,7 +290,19 @@ static const char k_log_error[] =
 static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_fakehost_plan *plan) {
     const mcpg_host *h = arg;
     plan->answer = MCPG_FAKEHOST_LATER; /* delay 0: a later loop turn */
-    if (method_is(d, "subscriptions/listen") || method_is(d, "resources/subscribe")) {
+    if (method_is(d, MCPG_SESSION_METHOD) && d->wire == MCPG_WIRE_STATELESS) {
+        /* the identity stage, as the kernel runs it for what the transport
+         * answers itself: {} once passed; X-Test-Deny: refused with a 401 */
+        size_t n = 0;
+        discover_asked++;
+        if (d->header && d->header(d->transport_ctx, "x-test-deny", &n)) {
+            h->call_error(call, MCPG_RPC_UNAUTHENTICATED, "Unauthenticated", NULL);
+            h->call_set_http(call, 401, 0);
+            h->call_set_challenge(call, "Bearer realm=\"test\"");
+        } else {
+            h->call_result(call, "{}", 2);
+        }
+    } else if (method_is(d, "subscriptions/listen") || method_is(d, "resources/subscribe")) {
         /* the transport asks the pipeline which subscriptions it may make:
          * answered as the kernel does with no policy (all of them) */
         plan->answer = MCPG_FAKEHOST_ROUTE;
@@ -407,7 +426,10 @@ static void test_calls(void) {
     post_call(req, sizeof req, 7, "echo", NULL);
     resp *r = roundtrip(req);
     MCPG_CHECK(r->status == 200 && body_is_json(r), "echo %d %s", r->status, r->body);
-    MCPG_CHECK(body_has(r, "\"id\":7") && body_has(r, "\"resultType\":\"complete\"}}"), "echo body %s", r->body);
+    MCPG_CHECK(body_has(r, "\"id\":7") && body_has(r, "\"resultType\":\"complete\","), "echo body %s", r->body);
+    /* every 2026-07-28 result names the gateway */
+    MCPG_CHECK(body_has(r, "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":{\"name\":\"test-gw\",\"version\":\"9.9.9\"}}}}"),
+               "serverInfo in _meta: %s", r->body);
     MCPG_CHECK(body_has(r, "\"args\":{\"n\":7}") && body_has(r, "\"hdr\":\"echo\""), "args and header %s", r->body);
     MCPG_CHECK(!strcmp(header_of(r, "Content-Type"), "application/json"), "content type");
 
@@ -444,6 +466,24 @@ static void test_calls(void) {
     MCPG_CHECK(r->status == 200 && body_is_json(r) && body_has(r, "\"supportedVersions\":[\"2026-07-28\"]") &&
                    body_has(r, "{\"name\":\"test-gw\",\"version\":\"9.9.9\"}") && body_has(r, "\"id\":14"),
                "discover %s", r->body);
+
+    /* server/discover passes the identity stage like any request: refused
+     * there, it is the stage's 401 with its challenge, and on this wire a
+     * code of the 2026-07-28 revision (-32600), not the legacy -32001 */
+    discover_asked = 0;
+    post_method_headers(req, sizeof req, 16, "server/discover", "X-Test-Deny: 1\r\n");
+    r = roundtrip(req);
+    MCPG_CHECK(r->status == 401 && body_has(r, "\"code\":-32600") && body_has(r, "\"id\":16") &&
+                   !strcmp(header_of(r, "WWW-Authenticate"), "Bearer realm=\"test\"") &&
+                   !body_has(r, "supportedVersions"),
+               "discover refused at identity %d %s", r->status, r->body);
+    MCPG_CHECK(discover_asked == 1, "the session method was submitted once: %d", discover_asked);
+    post_method(req, sizeof req, 14, "server/discover");
+    r = roundtrip(req);
+    MCPG_CHECK(r->status == 200 && discover_asked == 2, "discover asked identity: %d", discover_asked);
+    /* capabilities: the fake host has no offers slot: everything, and logging */
+    MCPG_CHECK(body_has(r, "\"logging\":{}") && body_has(r, "\"tools\":{\"listChanged\":true}"),
+               "discover caps %s", r->body);
 
     post_method(req, sizeof req, 15, "ping");
     r = roundtrip(req);
@@ -565,7 +605,7 @@ static void test_streams(void) {
                        META "}}";
     snprintf(req, sizeof req,
              "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-             "Accept: application/json, text/event-stream\r\nMcp-Method: subscriptions/listen\r\n"
+             "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n"
              "Content-Length: %zu\r\n\r\n%s",
              strlen(body), body);
     cli_sends(fd, req);
@@ -845,7 +885,7 @@ static void test_connection_handling(void) {
     int bl = snprintf(body, sizeof body,
                       "{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"," META "}}");
     n = (size_t)snprintf(req, sizeof req,
-                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/call\r\n"
+                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n"
                          "Mcp-Name: echo\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%.*s\r\n%x\r\n%s\r\n0\r\n\r\n",
                          10, 10, body, bl - 10, body + 10);
     r = *roundtrip(req);
@@ -853,7 +893,7 @@ static void test_connection_handling(void) {
 
     /* a trailer cannot supply a checked header */
     n = (size_t)snprintf(req, sizeof req,
-                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/call\r\n"
+                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n"
                          "Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\nMcp-Name: echo\r\n\r\n",
                          bl, body);
     r = *roundtrip(req);
@@ -886,7 +926,7 @@ static void test_connection_handling(void) {
     fd = cli_connect();
     ci = cin_new(fd);
     n = (size_t)snprintf(req, sizeof req,
-                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMcp-Method: tools/call\r\n"
+                         "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n"
                          "Mcp-Name: echo\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n",
                          bl);
     cli_send(fd, req, n);

@@ -80,14 +80,20 @@ static void test_good_requests(void) {
     v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META "}}");
     MCPG_CHECK(v.action == TH_MCP_DISCOVER, "discover");
 
-    /* headers are optional where the spec says so; name via base64 form */
+    /* Accept is optional; name via base64 form */
     h = good_headers("tools/call", "=?base64?ZWNobw==?=");
     h.accept.present = 0;
-    h.protocol_version.present = 0;
-    v = check(&h, "{\"jsonrpc\":\"2.0\",\"id\":-3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"," META "}}");
-    MCPG_CHECK(v.action == TH_MCP_SUBMIT, "base64 Mcp-Name, no Accept/version header: %d %.*s", v.action,
+    const char *b64call =
+        "{\"jsonrpc\":\"2.0\",\"id\":-3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"," META "}}";
+    v = check(&h, b64call);
+    MCPG_CHECK(v.action == TH_MCP_SUBMIT, "base64 Mcp-Name, no Accept header: %d %.*s", v.action,
                (int)v.message.n, v.message.p);
     MCPG_CHECK(v.args.p == NULL, "no arguments");
+    /* MCP-Protocol-Version is required on every 2026-07-28 request */
+    h.protocol_version.present = 0;
+    v = check(&h, b64call);
+    MCPG_CHECK(v.action == TH_MCP_ERROR && v.http_status == 400 && v.code == MCPG_RPC_HEADER_MISMATCH,
+               "no MCP-Protocol-Version: %d %d %lld", v.action, v.http_status, (long long)v.code);
 
     /* an escaped name is decoded and compared decoded */
     h = good_headers("tools/call", "a/b");
@@ -181,8 +187,9 @@ static void test_envelope(void) {
     EXPECT_ERROR(&h, v2099, 400, MCPG_RPC_HEADER_MISMATCH);
     h.protocol_version = hv("2099-01-01");
     EXPECT_ERROR(&h, v2099, 400, MCPG_RPC_UNSUPPORTED_VERSION);
-    h.protocol_version.present = 0;
     v = EXPECT_ERROR(&h, v2099, 400, MCPG_RPC_UNSUPPORTED_VERSION);
+    h.protocol_version.present = 0; /* a missing header is judged before the version */
+    EXPECT_ERROR(&h, v2099, 400, MCPG_RPC_HEADER_MISMATCH);
     h = good_headers("tools/list", NULL);
     char data[256] = "";
     for (size_t i = 0; i < v.ndata; i++) strncat(data, v.data[i].p, v.data[i].n);
@@ -304,12 +311,55 @@ static char *join(const th_piece *p, size_t n) {
     return buf;
 }
 
-static void expect_result(const char *result, unsigned stamp, const char *want) {
+static void expect_result_info(const char *result, unsigned stamp, th_piece info, const char *want) {
     th_piece body[TH_MAX_PIECES];
-    size_t n = th_rpc_result_body(host, body, TH_LIT("1"), (th_piece){result, strlen(result)}, stamp);
+    size_t n = th_rpc_result_body(host, body, TH_LIT("1"), (th_piece){result, strlen(result)}, stamp, info);
     char *got = join(body, n);
     MCPG_CHECK(!strcmp(got, want), "result %s\n   got  %s\n   want %s", result, got, want);
     MCPG_CHECK(mcpg_json_validate(got, strlen(got)) == 0, "valid JSON: %s", got);
+}
+
+static void expect_result(const char *result, unsigned stamp, const char *want) {
+    expect_result_info(result, stamp, (th_piece){NULL, 0}, want);
+}
+
+#define INFO "{\"name\":\"gw\",\"version\":\"1\"}"
+#define INFO_KEY "\"io.modelcontextprotocol/serverInfo\":"
+
+/* The gateway's serverInfo in every stateless result's _meta: added, put
+ * first in a _meta that lacks it, and in place of a proxied server's own. */
+static void test_server_info(void) {
+    th_piece info = TH_LIT(INFO);
+    expect_result_info("{\"content\":[]}", TH_STAMP_RESULT_TYPE, info,
+                       "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"resultType\":\"complete\","
+                       "\"_meta\":{" INFO_KEY INFO "}}}");
+    expect_result_info("{}", TH_STAMP_RESULT_TYPE, info,
+                       "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"complete\","
+                       "\"_meta\":{" INFO_KEY INFO "}}}");
+    expect_result_info("{\"_meta\":{\"k\":1},\"x\":2}", TH_STAMP_RESULT_TYPE, info,
+                       "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"_meta\":{" INFO_KEY INFO ",\"k\":1},\"x\":2,"
+                       "\"resultType\":\"complete\"}}");
+    expect_result_info("{\"_meta\":{}}", TH_STAMP_RESULT_TYPE, info,
+                       "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"_meta\":{" INFO_KEY INFO "},"
+                       "\"resultType\":\"complete\"}}");
+    expect_result_info("{\"x\":1,\"_meta\":{\"a\":0,\"io.modelcontextprotocol/serverInfo\":{\"name\":\"upstream\"},"
+                       "\"b\":1}}",
+                       TH_STAMP_RESULT_TYPE, info,
+                       "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"x\":1,\"_meta\":{\"a\":0," INFO_KEY INFO
+                       ",\"b\":1},\"resultType\":\"complete\"}}");
+    expect_result_info("{\"_meta\":\"odd\"}", TH_STAMP_RESULT_TYPE, info,
+                       "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"_meta\":{" INFO_KEY INFO "},"
+                       "\"resultType\":\"complete\"}}");
+    /* the legacy wire stamps nothing: its results pass as they came */
+    expect_result_info("{\"_meta\":{\"k\":1}}", 0, info, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"_meta\":{\"k\":1}}}");
+}
+
+/* The stateless wire sends no code of the legacy range for a refusal. */
+static void test_stateless_codes(void) {
+    MCPG_CHECK(th_stateless_code(MCPG_RPC_UNAUTHENTICATED) == MCPG_RPC_INVALID_REQUEST, "-32001");
+    MCPG_CHECK(th_stateless_code(MCPG_RPC_FORBIDDEN) == MCPG_RPC_INVALID_REQUEST, "-32003");
+    MCPG_CHECK(th_stateless_code(MCPG_RPC_INVALID_PARAMS) == MCPG_RPC_INVALID_PARAMS, "-32602 kept");
+    MCPG_CHECK(th_stateless_code(MCPG_RPC_HEADER_MISMATCH) == MCPG_RPC_HEADER_MISMATCH, "-32020 kept");
 }
 
 static void test_results(void) {
@@ -362,6 +412,8 @@ int main(void) {
     test_meta_members();
     test_header_grammar();
     test_results();
+    test_server_info();
+    test_stateless_codes();
     int problems = mcpg_fakehost_free(fh);
     MCPG_CHECK(problems == 0, "fake host: %d problem(s)", problems);
     return MCPG_CHECK_EXIT("test_stateless");
