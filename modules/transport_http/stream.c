@@ -181,7 +181,12 @@ static void end_one(th_wslot *ws, th_req *r) {
     if (answer) {
         rc |= h->buf_append(b, "{\"jsonrpc\":\"2.0\",\"id\":", 22);
         rc |= h->buf_append(b, r->desc.id_json, r->desc.id_len);
-        rc |= h->buf_append(b, ",\"result\":{\"resultType\":\"complete\"}}", 36);
+        /* the result names the subscription it ends, as its events did */
+        static const char head[] = ",\"result\":{\"resultType\":\"complete\",\"_meta\":{"
+                                   "\"io.modelcontextprotocol/subscriptionId\":";
+        rc |= h->buf_append(b, head, sizeof head - 1);
+        rc |= h->buf_append(b, r->desc.id_json, r->desc.id_len);
+        rc |= h->buf_printf(b, ",\"io.modelcontextprotocol/serverInfo\":%s}}}", ws->mod->server_info.data);
     }
     th_conn *c = r->conn;
     th_listener_remove(ws, r);

@@ -1010,6 +1010,22 @@ static void test_drain(void) {
     int busy = cli_connect();
     conn_in *ci_busy = cin_new(busy);
     char req[4096];
+    /* a listen for list changes only: it passes identity (a session-method
+     * call) before its stream opens, and the drain ends it with its result */
+    int lfd = cli_connect();
+    conn_in *ci_listen = cin_new(lfd);
+    const char *lbody = "{\"jsonrpc\":\"2.0\",\"id\":\"sub-9\",\"method\":\"subscriptions/listen\",\"params\":{"
+                        "\"notifications\":{\"toolsListChanged\":true}," META "}}";
+    snprintf(req, sizeof req,
+             "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+             "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+             "Mcp-Method: subscriptions/listen\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(lbody), lbody);
+    int asked = discover_asked;
+    cli_sends(lfd, req);
+    MCPG_CHECK(wait_for_text(ci_listen, "notifications/subscriptions/acknowledged", 2000), "listen open: %s",
+               ci_listen->buf);
+    MCPG_CHECK(discover_asked == asked + 1, "the listen passed identity first (%d)", discover_asked - asked);
     long base = stats().submitted;
     cli_send(busy, req, post_call(req, sizeof req, 77, "linger", NULL));
     /* in flight at the drain: answered LINGER_MS after it was submitted */
@@ -1017,6 +1033,12 @@ static void test_drain(void) {
     mcpg_fakehost_drain(fh, http);
     /* at the drain, not at the idle timeout */
     MCPG_CHECK(closed_by_server(ci_idle, IDLE_MS / 2), "idle connection closed at drain");
+    MCPG_CHECK(wait_for_text(ci_listen, "\"result\":{\"resultType\":\"complete\",\"_meta\":{"
+                                        "\"io.modelcontextprotocol/subscriptionId\":\"sub-9\","
+                                        "\"io.modelcontextprotocol/serverInfo\":{\"name\":\"test-gw\"",
+                             2000),
+               "the listen's result names its subscription: %s", ci_listen->buf);
+    cin_free(ci_listen);
     resp r;
     MCPG_CHECK(next_resp(ci_busy, &r, LINGER_MS + 10000) && r.status == 200 && body_has(&r, "\"id\":77"),
                "in-flight answered");
