@@ -358,4 +358,5 @@ const mcpg_host HOST = {
     .events_offered = host_events_offered,
     .call_owner = host_call_owner,
     .offers = host_offers,
+    .listen_address = host_listen_address,
 };

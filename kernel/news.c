@@ -175,6 +175,12 @@ static uint32_t bound_offers(const generation *g) {
     return bits;
 }
 
+const char *host_listen_address(size_t i) {
+    const generation *g = generation_building();
+    const manifest *m = g ? g->m : K.m;
+    return m && i < m->n_listen ? m->listen[i] : NULL;
+}
+
 uint32_t host_offers(void) {
     generation *g = K.gen;
     if (!g) return 0;

@@ -364,6 +364,11 @@ struct mcpg_host {
      * run time (MCPG_MOD_DYNAMIC_LISTS) has its list op; its listChanged
      * then too. */
     uint32_t (*offers)(void);
+    /* The manifest's i-th listen address as it gives it ("0.0.0.0:8080",
+     * "[::1]:8080"), NULL past the last: of the generation being built
+     * during create() and start(), else of the serving one. For a
+     * transport's log lines about what each listener exposes. */
+    const char *(*listen_address)(size_t i);
 };
 
 /* host->offers() bits. */

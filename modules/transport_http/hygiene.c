@@ -97,7 +97,10 @@ int th_host_allowed(const th_names *allowed, int loopback, const char *v, size_t
 
 int th_origin_allowed(const th_names *allowed, int loopback, const char *v, size_t n) {
     if (allowed->set) return in_list(allowed, v, n);
-    if (!loopback) return 1;
+    /* Reached beyond loopback, no page's origin is known to be the
+     * operator's: a browser request is refused until allowed_origins names
+     * the ones to serve (a client without Origin is no browser page). */
+    if (!loopback) return 0;
     size_t skip;
     if (n > 7 && eq_ci(v, 7, "http://")) skip = 7;
     else if (n > 8 && eq_ci(v, 8, "https://")) skip = 8;

@@ -31,7 +31,8 @@ int th_host_allowed(const th_names *allowed, int loopback, const char *v, size_t
 /* Origin header value (scheme://host[:port], or "null"). Configured: an
  * entry equal to it (case-insensitive), or "*". Not configured: on a
  * loopback connection only http(s) origins on a loopback name; elsewhere
- * any origin. A request without Origin is not checked (not a browser). */
+ * none (allowed_origins must name them). A request without Origin is not
+ * checked (not a browser). */
 int th_origin_allowed(const th_names *allowed, int loopback, const char *v, size_t n);
 
 #endif

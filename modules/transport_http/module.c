@@ -45,7 +45,8 @@ static const mcpg_config_field th_schema[] = {
     MCPG_CFG_JSON_FIELD(th_config, allowed_origins, "allowed_origins", NULL,
                         "Origin values /mcp accepts (403 else; no Origin is always accepted): an "
                         "array of \"scheme://host[:port]\" or \"*\"; unset: only http(s) origins on "
-                        "loopback names on a loopback connection, any origin otherwise"),
+                        "loopback names on a loopback connection, none otherwise (a listener beyond "
+                        "loopback serves no browser page until this is set)"),
     MCPG_CFG_STRING_FIELD(th_config, admin_token_env, "admin_token_env", NULL,
                           "the environment variable holding the admin token: POST /admin/reload "
                           "with Authorization: Bearer <token> reloads the manifest; unset: no "
@@ -282,6 +283,30 @@ static void th_news_op(void *instance, mcpg_worker *w, const char *method, const
     if (ws && method) th_news(ws, method, uri, uri_len);
 }
 
+/* HOST of a "HOST:PORT" listen address is a loopback name or address. */
+static int loopback_listen(const char *a) {
+    const char *colon = strrchr(a, ':');
+    size_t n = colon ? (size_t)(colon - a) : strlen(a);
+    return (n >= 4 && !strncmp(a, "127.", 4)) || (n == 9 && !strncmp(a, "localhost", 9)) ||
+           (n == 5 && !strncmp(a, "[::1]", 5));
+}
+
+/* A listener beyond loopback without allowed_origins refuses every request
+ * that carries an Origin (hygiene.h): an operator who serves browser pages
+ * learns why at start, not from a user's 403. */
+static void warn_origins(const th_mod *m) {
+    const mcpg_host *h = m->host;
+    const char *a;
+    if (m->origins.set || !MCPG_HOST_HAS(h, listen_address)) return;
+    for (size_t i = 0; (a = h->listen_address(i)); i++)
+        if (!loopback_listen(a))
+            h->log(m->self, MCPG_LOG_WARN,
+                   "listener %s is beyond loopback and gateway.server.allowed_origins is unset: "
+                   "requests carrying an Origin header are refused (403) until it names the "
+                   "browser origins to serve",
+                   a);
+}
+
 /* The whole generation is built: the coordinator the sessions live on. */
 /* The generation is built: what its backends offer is known now. */
 static int th_start(void *instance) {
@@ -289,6 +314,7 @@ static int th_start(void *instance) {
     m->tasks = MCPG_HOST_HAS(m->host, tasks_offered) && m->host->tasks_offered();
     m->events = MCPG_HOST_HAS(m->host, events_offered) && m->host->events_offered();
     if (th_server_info_build(m)) return MCPG_ENOMEM;
+    warn_origins(m);
     if (MCPG_HOST_HAS(m->host, coordinator)) m->co_ops = m->host->coordinator(&m->co);
     if (!m->co_ops)
         m->host->log(m->self, MCPG_LOG_WARN,

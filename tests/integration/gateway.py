@@ -523,11 +523,11 @@ class ConnectionClosed(ConnectionError):
 
 
 class Conn:
-    """One TCP connection to 127.0.0.1:port."""
+    """One TCP connection to 127.0.0.1:port (or host:port)."""
 
-    def __init__(self, port, timeout=IO_TIMEOUT, nodelay=False):
+    def __init__(self, port, timeout=IO_TIMEOUT, nodelay=False, host="127.0.0.1"):
         self.port = port
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock = socket.create_connection((host, port), timeout=timeout)
         if nodelay:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""

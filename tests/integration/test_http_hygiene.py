@@ -3,18 +3,32 @@
 checked against gateway.server.allowed_hosts/allowed_origins (403, -32000; by default
 only loopback names on a loopback connection, so a DNS-rebinding page cannot reach a
 local gateway), absolute-form targets refused (400), request lines that are not
-HTTP/1.x refused (505), Accept checked (406)."""
+HTTP/1.x refused (505), Accept checked (406). A listener beyond loopback without
+allowed_origins refuses every request that carries an Origin (and says so at start);
+one without Origin is served."""
 import os
+import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Conn, Gateway, base_manifest, check, check_eq,  # noqa: E402
-                     expect_error, expect_result, parse_args, rpc_body, run_tests,
+from gateway import (Context, Conn, Gateway, Skip, base_manifest, check, check_eq,  # noqa: E402
+                     expect_error, expect_result, free_port, parse_args, rpc_body, run_tests,
                      stateless_headers)
 
 
+def outward_address():
+    """This machine's address on its default route (no packet is sent), or None."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("198.51.100.1", 9))
+            addr = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if addr.startswith("127.") else addr
+
+
 def post(port, headers_extra=(), host=None, path="/mcp", method="tools/list", raw_line=None,
-         accept=None):
+         accept=None, to="127.0.0.1"):
     body = rpc_body(method, {}, id=5).encode()
     hs = [h for h in stateless_headers(method) if accept is None or h[0] != "Accept"]
     if accept is not None:
@@ -22,7 +36,7 @@ def post(port, headers_extra=(), host=None, path="/mcp", method="tools/list", ra
     lines = [raw_line or "POST %s HTTP/1.1" % path, "Host: %s" % (host or "127.0.0.1:%d" % port)]
     lines += ["%s: %s" % kv for kv in list(hs) + list(headers_extra)]
     lines.append("Content-Length: %d" % len(body))
-    with Conn(port) as c:
+    with Conn(port, host=to) as c:
         c.send(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         return c.read_response()
 
@@ -72,6 +86,42 @@ def main():
         expect_result(r, r.rpc(), 5, "configured origin")
         forbidden(post(p, headers_extra=[("Origin", "http://localhost")]), "origin not listed")
 
+    def t_public_listener():
+        addr = outward_address()
+        if not addr:
+            raise Skip("no non-loopback address to reach a listener on")
+
+        def public(server, name):
+            p = free_port()
+            return Gateway(ctx, manifest=base_manifest(server=server), listen=False,
+                           health_port=p, extra_args=["--listen", "0.0.0.0:%d" % p],
+                           name=name)
+
+        warning = "is beyond loopback and gateway.server.allowed_origins is unset"
+        with public(None, "public") as pg:
+            p = pg.port
+            check("listener 0.0.0.0:%d %s" % (p, warning) in pg.stderr(),
+                  "the start names the listener and the setting:\n%s" % pg.stderr_tail())
+            for origin in ("http://evil.example.com", "https://app.example.com",
+                           "http://localhost:5173"):
+                forbidden(post(p, host="%s:%d" % (addr, p), to=addr,
+                               headers_extra=[("Origin", origin)]), "public, Origin %s" % origin)
+            r = post(p, host="%s:%d" % (addr, p), to=addr)
+            expect_result(r, r.rpc(), 5, "public, no Origin (not a browser)")
+            # the same listener reached on loopback keeps the loopback rules
+            r = post(p, headers_extra=[("Origin", "http://localhost:5173")])
+            expect_result(r, r.rpc(), 5, "public listener, loopback connection, loopback Origin")
+        with public({"allowed_origins": ["https://app.example.com"]}, "public-set") as pg:
+            p = pg.port
+            check(warning not in pg.stderr(), "no warning once allowed_origins is set")
+            r = post(p, host="%s:%d" % (addr, p), to=addr,
+                     headers_extra=[("Origin", "https://app.example.com")])
+            expect_result(r, r.rpc(), 5, "public, a listed Origin")
+            forbidden(post(p, host="%s:%d" % (addr, p), to=addr,
+                           headers_extra=[("Origin", "http://evil.example.com")]),
+                      "public, an Origin not listed")
+        check(warning not in gw.stderr(), "a loopback listener says nothing of it")
+
     def t_health_not_checked():
         # probes from a load balancer use the pod address as Host: health routes answer
         with Conn(port) as c:
@@ -112,6 +162,8 @@ def main():
         ("Host: loopback names allowed, others 403 (default)", t_host_default),
         ("the conformance dns-rebinding request is refused", t_dns_rebinding_scenario),
         ("Origin: loopback pages and none allowed, others 403", t_origin_default),
+        ("a listener beyond loopback refuses Origins until allowed_origins is set",
+         t_public_listener),
         ("allowed_hosts / allowed_origins replace the defaults", t_configured),
         ("health routes do not check Host", t_health_not_checked),
         ("two Host headers: 400", t_duplicate_host),

@@ -34,7 +34,9 @@ static void test_defaults(void) {
     MCPG_CHECK(!origin_ok(&none, 1, "null"), "null origin");
     MCPG_CHECK(!origin_ok(&none, 1, "file://localhost"), "file origin");
     MCPG_CHECK(!origin_ok(&none, 1, "http://localhost.evil.com"), "lookalike origin");
-    MCPG_CHECK(origin_ok(&none, 0, "http://evil.example.com"), "not loopback: any origin");
+    /* beyond loopback, unset: every Origin is refused (a safe default) */
+    MCPG_CHECK(!origin_ok(&none, 0, "http://evil.example.com"), "not loopback, unset: refused");
+    MCPG_CHECK(!origin_ok(&none, 0, "http://localhost:5173"), "not loopback, unset: even a loopback name");
 }
 
 static void test_configured(void) {
