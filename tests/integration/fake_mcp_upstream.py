@@ -234,7 +234,9 @@ class Fake:
             return self.result(id, {"content": [{"type": "text", "text": "{\"answer\":42}"}],
                                     "structuredContent": {"answer": 42, "nested": {"a": [1, None]}},
                                     "isError": bool(a.get("is_error")),
-                                    "_meta": {"example.com/trace": "t-1"}})
+                                    "_meta": {"example.com/trace": "t-1",
+                                              "io.modelcontextprotocol/serverInfo":
+                                                  {"name": "fake", "version": "1"}}})
         if name == "exit":
             sys.stderr.write("fake: exiting on request\n")
             sys.stderr.flush()

@@ -35,6 +35,10 @@ import time
 import traceback
 
 PROTOCOL_VERSION = "2026-07-28"
+# The code of a refusal by identity or policy (HTTP 401, 403) on the 2026-07-28 wire:
+# that revision lets no implementation send the legacy -32000..-32019 range, where the
+# legacy wire's -32001 (unauthenticated) and -32003 (forbidden) stay.
+REFUSED_2026 = -32600
 META = {
     "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
     "io.modelcontextprotocol/clientCapabilities": {},

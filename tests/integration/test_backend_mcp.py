@@ -208,6 +208,11 @@ def main():
         check_eq(res.get("structuredContent"), {"answer": 42, "nested": {"a": [1, None]}},
                  "structuredContent")
         check_eq(res.get("_meta", {}).get("example.com/trace"), "t-1", "_meta")
+        # the client talks to the gateway: its serverInfo, not the upstream's
+        disc = send_one(p, stateless_request(p, "server/discover", {}, id=30)).rpc()["result"]
+        check_eq(res["_meta"].get("io.modelcontextprotocol/serverInfo"),
+                 disc["_meta"]["io.modelcontextprotocol/serverInfo"],
+                 "the proxied result names the gateway, not the upstream")
         check_eq(res.get("isError"), True, "isError")
         res = result_of(p, "up_rich", {"is_error": False}, id=4)
         check_eq(res.get("isError"), False, "isError false")

@@ -13,7 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, base_manifest, check, check_eq, expect_error,  # noqa: E402
+from gateway import (REFUSED_2026, Context, Gateway, base_manifest, check, check_eq, expect_error,  # noqa: E402
                      parse_args, run_cli, run_tests, send_one, stateless_request, wait_for)
 from eventslib import (ACTIVE, HEARTBEAT, SUB_ID, EventStream, events_manifest,  # noqa: E402
                        judge_once_in_order, open_stream, poll, post_event, post_ok, wait_events)
@@ -214,9 +214,9 @@ def main():
             s = open_stream(g.port, "order.paid", id="ok")
             s.close()
             r = send_one(g.port, stateless_request(g.port, "events/stream", {"name": "audit.note"}, id=2))
-            expect_error(r, 403, -32003, "a type no rule allows", id=2)
+            expect_error(r, 403, REFUSED_2026, "a type no rule allows", id=2)
             _, rpc = poll(g.port, "audit.note")
-            check_eq(rpc["error"]["code"], -32003, "events/poll is judged the same")
+            check_eq(rpc["error"]["code"], REFUSED_2026, "events/poll is judged the same")
             r = send_one(g.port, stateless_request(g.port, "events/list", {}, id=3))
             check_eq([e["name"] for e in r.rpc()["result"]["events"]], ["order.created", "order.paid"],
                      "events/list shows the caller the types its rules allow")

@@ -5,9 +5,9 @@ serves TLS) in the real gateway.
 Keys are made by scripts/mcpg-apikey (--json --add), so the script is tested too.
   * a good key in X-API-Key and in Authorization: Bearer -> 200, the audit file
     names the principal and tenant; tools/list too;
-  * a wrong key -> 401, JSON-RPC -32001, WWW-Authenticate 'Bearer realm="mcpg",
+  * a wrong key -> 401, JSON-RPC -32600 (REFUSED_2026), WWW-Authenticate 'Bearer realm="mcpg",
     error="invalid_token"'; the key is in no answer, no log line, no audit line;
-  * no key -> the kernel refuses the anonymous call (401 -32001, with the
+  * no key -> the kernel refuses the anonymous call (401 -32600, with the
     challenge identity_apikey set), unless gateway.anonymous is true;
   * the keys file edited + SIGHUP -> the removed key is refused, the new one
     accepted; a broken file + SIGHUP -> logged with the file, old keys kept;
@@ -30,7 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, Skip, base_manifest, build_request, check,  # noqa: E402
+from gateway import (REFUSED_2026, Context, Gateway, Skip, base_manifest, build_request, check,  # noqa: E402
                      check_eq, expect_error, expect_result, fail, parse_args, read_audit,
                      rpc_body, run_cli, run_tests, send_one, stateless_headers,
                      stateless_request, wait_for)
@@ -104,7 +104,7 @@ def main():
         check_eq(got, expected, what + ": WWW-Authenticate")
 
     def expect_refused(r, what, key):
-        err = expect_error(r, 401, -32001, what, id=r.rpc().get("id"))
+        err = expect_error(r, 401, REFUSED_2026, what, id=r.rpc().get("id"))
         check(key.encode() not in r.body, "%s: the answer echoes the key: %r" % (what, r.body))
         check("invalid API key" in err["message"], "%s: message %r" % (what, err["message"]))
         return err
@@ -125,7 +125,7 @@ def main():
         check("echo" in json.dumps(expect_result(r, r.rpc(), 13, "tools/list with a key")),
               "tools/list lists echo")
         r = call(p, id=14, method="tools/list")
-        expect_error(r, 401, -32001, "tools/list without a key", id=14)
+        expect_error(r, 401, REFUSED_2026, "tools/list without a key", id=14)
 
     def t_wrong_key():
         r = call(p, [("X-API-Key", WRONG_KEY)], id=21)
@@ -143,11 +143,11 @@ def main():
 
     def t_no_key():
         r = call(p, id=31)
-        err = expect_error(r, 401, -32001, "no key: anonymous refused", id=31)
+        err = expect_error(r, 401, REFUSED_2026, "no key: anonymous refused", id=31)
         check("invalid API key" not in err["message"], "the kernel's refusal, not the "
               "module's: %r" % err["message"])
         r = call(p, [("Authorization", "Basic YWxpY2U6cHc=")], id=32)
-        expect_error(r, 401, -32001, "Basic credentials: not a key, anonymous refused", id=32)
+        expect_error(r, 401, REFUSED_2026, "Basic credentials: not a key, anonymous refused", id=32)
         expect_challenge(r, CHALLENGE_ANONYMOUS, "anonymous refusal")
 
     def rewrite_keys(entries):
@@ -273,7 +273,7 @@ def main():
             expect_refused(call(jg.port, [("Authorization", "Bearer " + WRONG_KEY)], id=67),
                            "a wrong key, refused before identity_jwt", WRONG_KEY)
             r = call(jg.port, id=68)
-            expect_error(r, 401, -32001, "no credentials: anonymous refused", id=68)
+            expect_error(r, 401, REFUSED_2026, "no credentials: anonymous refused", id=68)
         check(token not in jg.stderr(), "the token in the gateway's log")
 
     def t_nothing_leaked():
@@ -350,7 +350,7 @@ def t_mtls(ctx, audit):
         check_eq((rec.get("principal"), rec.get("tenant")), ("spiffe://test/alice", "acme"),
                  "mTLS principal (the URI SAN) and tenant from the map")
         r = tls_echo(pki, g.port, None, 72)
-        expect_error(r, 401, -32001, "TLS without a client certificate: anonymous refused",
+        expect_error(r, 401, REFUSED_2026, "TLS without a client certificate: anonymous refused",
                      id=72)
         try:
             r = tls_echo(pki, g.port, "mallory", 73)
@@ -405,7 +405,7 @@ def t_mtls_one_name(ctx):
         for i, (cert, why) in enumerate(refused):
             before = g.stderr().count("refused a client certificate")
             r = tls_echo(pki, g.port, cert, 80 + i)
-            e = expect_error(r, 401, -32001, "mTLS %s" % cert, id=80 + i)
+            e = expect_error(r, 401, REFUSED_2026, "mTLS %s" % cert, id=80 + i)
             check("does not name one principal" in e["message"],
                   "%s: refused by identity_mtls, not as anonymous: %r" % (cert, e))
             text = g.stderr()

@@ -3,7 +3,7 @@
 beside mcpg, signs with OpenSSL) and the issuer's JWKS served by a Python http.server thread:
 good tokens of each algorithm identify the call (the audit line names the principal); expired,
 not yet valid, wrong issuer, wrong audience, alg none and HS256 signed with the RSA public key
-as secret are refused with 401 and -32001 saying what failed, never echoing the token; no
+as secret are refused with 401 and -32600 saying what failed, never echoing the token; no
 token and an API key are anonymous (the kernel's 401). An unknown kid fetches the JWKS once
 (then not again within jwks_min_refresh_ms), key rotation is picked up, calls arriving while
 a slow fetch runs share it; the JWKS URL down: cached keys serve on; a gateway started with it
@@ -24,7 +24,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
+from gateway import (REFUSED_2026, Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
                      expect_result, fail, parse_args, read_audit, run_cli, run_tests,
                      send_one, stateless_headers, rpc_body, wait_for)
 
@@ -206,7 +206,7 @@ def refused(gw, token, why, what, status=401, auth=None):
     r = call(gw, token, auth=auth)
     check_eq(r.status, status, "%s: HTTP status (body %r)" % (what, r.body[:300]))
     err = r.rpc().get("error") or {}
-    check_eq(err.get("code"), -32001 if status == 401 else -32000, what + ": code")
+    check_eq(err.get("code"), REFUSED_2026 if status == 401 else -32000, what + ": code")
     msg = err.get("message", "")
     check(why in msg, "%s: %r does not say %r" % (what, msg, why))
     if token:

@@ -4,7 +4,7 @@ anonymous one) x four tools x
 allowed and refused arguments, on the stateless (2026-07-28) wire and on legacy (2025-11-25)
 sessions; tools/list, prompts/list, resources/list and resources/templates/list showing each
 principal only what it may use; prompts/get and resources/read judged; a denial is JSON-RPC
--32003 (HTTP 403 where the answer is one JSON body) whose message names the class of refusal
+-32003 on the legacy wire, -32600 on the 2026-07-28 one (HTTP 403 where the answer is one JSON body) whose message names the class of refusal
 and never the rule, and is audited as mcpg.tool.call.denied; `mcpg --check` on the shipped
 example policy and on a broken one.
 
@@ -16,7 +16,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, build_request, check, check_eq, parse_args,  # noqa: E402
+from gateway import (REFUSED_2026, Conn, Context, Gateway, build_request, check, check_eq, parse_args,  # noqa: E402
                      read_audit, rpc_body, run_cli, run_tests, send_one, stateless_headers,
                      wait_for)
 from test_legacy_wire import answer, request, rpc  # noqa: E402
@@ -198,7 +198,8 @@ class Legacy:
 def expect_denied(wire, r, msg, what, stateless_status=403):
     check("error" in msg, "%s: expected a denial, got %r" % (what, msg))
     err = msg["error"]
-    check_eq(err.get("code"), -32003, what + ": code")
+    # each wire's code for a refusal (REFUSED_2026 on the 2026-07-28 wire)
+    check_eq(err.get("code"), REFUSED_2026 if wire.name == "stateless" else -32003, what + ": code")
     check(err.get("message", "").startswith("denied by policy: "), "%s: %r" % (what, err))
     if wire.name == "stateless" or r.content_type() == "application/json":
         check_eq(r.status, stateless_status, what + ": HTTP status")
@@ -323,7 +324,7 @@ def stateless_subscriptions(port):
     check_eq(sorted(ack.get("resourceSubscriptions", [])),
              ["test://static-text", "test://watched-resource"], "an admin watches both")
     err = listen_ack(port, "zed", ["test://static-text"])
-    check_eq(err.get("code"), -32003, "a caller no rule admits: refused (%r)" % err)
+    check_eq(err.get("code"), REFUSED_2026, "a caller no rule admits: refused (%r)" % err)
 
 
 def main():
