@@ -359,4 +359,5 @@ const mcpg_host HOST = {
     .call_owner = host_call_owner,
     .offers = host_offers,
     .listen_address = host_listen_address,
+    .protected_resource = host_protected_resource,
 };

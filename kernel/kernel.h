@@ -454,6 +454,7 @@ int host_tasks_offered(void);
 int host_events_offered(void);
 uint32_t host_offers(void);
 const char *host_listen_address(size_t i);
+int host_protected_resource(mcpg_buf *out);
 int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 
 /* ---- reload (kernel/reload.c), on the control loop ---- */

@@ -181,6 +181,34 @@ const char *host_listen_address(size_t i) {
     return m && i < m->n_listen ? m->listen[i] : NULL;
 }
 
+/* The identity instance i's resource and issuer (protected_resource op): 0, else nonzero. */
+static int identity_describes(const generation *g, size_t i, const char **res, const char **iss) {
+    const mcpg_instance *in = g->stage[STAGE_IDENTITY][i];
+    const mcpg_identity_ops *ops = in->desc->ops;
+    if (!ops || !MCPG_HAS(ops, protected_resource) || !ops->protected_resource) return 1;
+    return ops->protected_resource(in->state, res, iss) || !*res || !*iss;
+}
+
+int host_protected_resource(mcpg_buf *out) {
+    const generation *g = K.gen;
+    const char *res, *iss;
+    int n = 0, rc = 0;
+    for (size_t i = 0; g && i < g->n_stage[STAGE_IDENTITY]; i++) {
+        if (identity_describes(g, i, &res, &iss)) continue;
+        if (!n++) {
+            rc |= mcpg_buf_puts(out, "{\"resource\":");
+            rc |= mcpg_buf_append_json_string(out, res, strlen(res));
+            rc |= mcpg_buf_puts(out, ",\"authorization_servers\":[");
+        } else {
+            rc |= mcpg_buf_puts(out, ",");
+        }
+        rc |= mcpg_buf_append_json_string(out, iss, strlen(iss));
+    }
+    if (!n) return MCPG_ENOENT;
+    rc |= mcpg_buf_puts(out, "],\"bearer_methods_supported\":[\"header\"]}");
+    return rc ? MCPG_ENOMEM : 0;
+}
+
 uint32_t host_offers(void) {
     generation *g = K.gen;
     if (!g) return 0;

@@ -369,6 +369,13 @@ struct mcpg_host {
      * during create() and start(), else of the serving one. For a
      * transport's log lines about what each listener exposes. */
     const char *(*listen_address)(size_t i);
+    /* RFC 9728 protected-resource metadata the current generation's
+     * identity stage describes (its instances' protected_resource op):
+     * {"resource": the first one's, "authorization_servers": every issuer,
+     * "bearer_methods_supported": ["header"]} appended to out. 0;
+     * MCPG_ENOENT when no identity instance describes one; MCPG_ENOMEM.
+     * Any loop thread. */
+    int (*protected_resource)(mcpg_buf *out);
 };
 
 /* host->offers() bits. */

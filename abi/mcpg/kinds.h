@@ -60,6 +60,13 @@ typedef struct mcpg_transport_ops {
 typedef struct mcpg_identity_ops {
     uint32_t size, version;
     mcpg_status (*authenticate)(void *instance, mcpg_call *call); /* mandatory */
+    /* ---- ABI 1.7 ---- */
+    /* Optional: for a stage that takes OAuth bearer tokens, what they are
+     * for (the resource, RFC 8707) and who issues them (an authorization
+     * server's issuer URL): both set, borrowed for the instance's life, and
+     * 0; else nonzero. The transport serves RFC 9728 metadata from it
+     * (host->protected_resource) unless its configuration says otherwise. */
+    int (*protected_resource)(void *instance, const char **resource_out, const char **issuer_out);
 } mcpg_identity_ops;
 
 /* ---- policy: may this principal do this -------------------------------- */

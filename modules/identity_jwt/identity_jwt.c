@@ -295,9 +295,19 @@ static const mcpg_lifecycle_ops jwt_lifecycle = {
     .reloaded = jwt_reloaded,
 };
 
+/* The tokens this instance takes are for its audience and issued by its
+ * issuer: what a client reads in the gateway's RFC 9728 metadata. */
+static int jwt_protected_resource(void *instance, const char **resource_out, const char **issuer_out) {
+    const jwt_inst *m = instance;
+    *resource_out = m->cfg->audience;
+    *issuer_out = m->cfg->issuer;
+    return 0;
+}
+
 static const mcpg_identity_ops jwt_ops = {
     MCPG_OPS_HEAD(mcpg_identity_ops),
     .authenticate = jwt_authenticate,
+    .protected_resource = jwt_protected_resource,
 };
 
 MCPG_MODULE_DEFINE(MCPG_KIND_IDENTITY, "identity_jwt", "1.0.0",

@@ -69,7 +69,9 @@ static const mcpg_config_field th_schema[] = {
                        "accept is closed"),
     MCPG_CFG_JSON_FIELD(th_config, oauth_protected_resource, "oauth_protected_resource", NULL,
                         "RFC 9728 metadata served as is at GET /.well-known/oauth-protected-resource "
-                        "(and .../mcp): an object with a string \"resource\"; unset: 404"),
+                        "(and .../mcp): an object with a string \"resource\" and a non-empty "
+                        "\"authorization_servers\"; false: not served; unset: served when the "
+                        "identity stage describes it (identity_jwt: its audience and issuer), else 404"),
     MCPG_CFG_JSON_FIELD(th_config, resource_webhooks, "resource_webhooks", NULL,
                         "sources of POST /webhooks/resources/{source}: {\"<source>\": {\"secret_env\": "
                         "VAR holding whsec_<base64>, \"uri_prefixes\": [...], \"list_changed\": false}}; "
@@ -97,15 +99,34 @@ static int alog_src_build(th_mod *m) {
 
 static void th_destroy(void *instance);
 
-/* oauth_protected_resource: an object with a string "resource". */
+/* A non-empty array of non-empty strings. */
+static int strings_array(const mcpg_host *host, const mcpg_json_span *a) {
+    size_t iter = 0, k = 0;
+    mcpg_json_span s;
+    if (a->type != MCPG_JSON_ARRAY) return 0;
+    while (host->json_array_next(a->p, a->n, &iter, &s) == 1) {
+        if (s.type != MCPG_JSON_STRING || !s.n) return 0;
+        k++;
+    }
+    return k > 0;
+}
+
+/* oauth_protected_resource: false (served by no one), or an object with a
+ * string "resource" and the authorization servers a client asks for a
+ * token: metadata without them sends a client nowhere. */
 static int check_protected_resource(const mcpg_host *host, const char *json, mcpg_report *rep) {
-    mcpg_json_span res;
-    if (!json) return 0;
+    mcpg_json_span res, as;
+    if (!json || !strcmp(json, "false")) return 0;
     size_t n = strlen(json);
     if (json[0] != '{' || host->json_object_get(json, n, "resource", &res) != 1 ||
         res.type != MCPG_JSON_STRING) {
         host->report_error(rep, "oauth_protected_resource",
-                           "must be an object with a string \"resource\" (the MCP endpoint's URL)");
+                           "must be false, or an object with a string \"resource\" (the MCP endpoint's URL)");
+        return MCPG_ECONFIG;
+    }
+    if (host->json_object_get(json, n, "authorization_servers", &as) != 1 || !strings_array(host, &as)) {
+        host->report_error(rep, "oauth_protected_resource.authorization_servers",
+                           "is required: a non-empty array of the authorization servers' issuer URLs");
         return MCPG_ECONFIG;
     }
     return 0;

@@ -509,14 +509,25 @@ static int hygiene_ok(th_conn *c, th_req *r) {
 
 /* RFC 9728 metadata: where a client learns which authorization servers
  * issue tokens for this gateway (the identity stage's 401 points here),
- * at the well-known path and its path-suffixed form for /mcp. The route
- * exists only when gateway.server.oauth_protected_resource gives the
- * object, served as is. */
-static int is_protected_resource(th_conn *c, const char *url, size_t n) {
+ * at the well-known path and its path-suffixed form for /mcp: the object
+ * gateway.server.oauth_protected_resource gives, served as is; unset, the
+ * one the identity stage describes (an OAuth stage serves it by default);
+ * false, or nobody describes one: no route. The document into *doc. */
+static int is_protected_resource(th_conn *c, const char *url, size_t n, th_piece *doc) {
     static const char base[] = "/.well-known/oauth-protected-resource";
     static const char for_mcp[] = "/.well-known/oauth-protected-resource/mcp";
-    return c->ws->mod->cfg->oauth_protected_resource &&
-           (path_is(url, n, base, sizeof base - 1) || path_is(url, n, for_mcp, sizeof for_mcp - 1));
+    const char *cfg = c->ws->mod->cfg->oauth_protected_resource;
+    const mcpg_host *h = c->ws->mod->host;
+    if (!path_is(url, n, base, sizeof base - 1) && !path_is(url, n, for_mcp, sizeof for_mcp - 1)) return 0;
+    if (cfg) {
+        *doc = (th_piece){cfg, strlen(cfg)};
+        return strcmp(cfg, "false") != 0;
+    }
+    mcpg_buf *b = &c->ws->scratch;
+    b->len = 0;
+    if (!MCPG_HOST_HAS(h, protected_resource) || h->protected_resource(b) != 0) return 0;
+    *doc = (th_piece){b->data, b->len};
+    return 1;
 }
 
 /* /webhooks/<kind>/<source> (pre is "/webhooks/<kind>/"): the source's
@@ -536,6 +547,7 @@ void th_route(th_conn *c, th_req *r) {
     int get = r->http_method == HTTP_GET || r->http_method == HTTP_HEAD;
     size_t wn = 0;
     const char *source;
+    th_piece doc;
     if (!n || url[0] != '/') {
         /* absolute-form ("POST http://host/mcp") names a host the Host check
          * would not see; asterisk-form has nothing here */
@@ -559,9 +571,8 @@ void th_route(th_conn *c, th_req *r) {
     } else if (path_is(url, n, "/admin/reload", 13) && th_admin_enabled(c->ws->mod)) {
         if (!hygiene_ok(c, r)) return;
         th_admin_reload(c, r);
-    } else if (is_protected_resource(c, url, n)) {
-        const char *doc = c->ws->mod->cfg->oauth_protected_resource;
-        if (get) respond_plain_json(c, r, 200, (th_piece){doc, strlen(doc)}, NULL);
+    } else if (is_protected_resource(c, url, n, &doc)) {
+        if (get) respond_plain_json(c, r, 200, doc, NULL);
         else respond_not_allowed(c, r, "GET, HEAD");
     } else if (path_is(url, n, "/healthz", 8)) {
         if (get) respond_plain_json(c, r, 200, TH_LIT("{\"status\":\"ok\"}"), NULL);

@@ -210,6 +210,7 @@ def main():
         check_eq(res.get("_meta", {}).get("example.com/trace"), "t-1", "_meta")
         # the client talks to the gateway: its serverInfo, not the upstream's
         disc = send_one(p, stateless_request(p, "server/discover", {}, id=30)).rpc()["result"]
+        res = call_tool(p, "up_rich", {"is_error": True}, id=31)[1]["result"]
         check_eq(res["_meta"].get("io.modelcontextprotocol/serverInfo"),
                  disc["_meta"]["io.modelcontextprotocol/serverInfo"],
                  "the proxied result names the gateway, not the upstream")

@@ -110,7 +110,8 @@ def main():
         caps = result.get("capabilities")
         check(isinstance(caps, dict) and "tools" in caps,
               "server/discover: capabilities must include tools: %r" % result)
-        info = result.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {})
+        whole = r.rpc()["result"]  # expect_result leaves the serverInfo out
+        info = whole.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {})
         check_eq(info.get("name"), "e2e-gateway", "server/discover: serverInfo.name is gateway.name")
 
     def t_audit_totals():

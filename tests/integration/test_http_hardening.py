@@ -74,7 +74,7 @@ def main():
     port = limits.port
     body = rpc_body("tools/list", {}, id=1).encode()
     head = ("POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-            "Mcp-Method: tools/list\r\n")
+            "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n")
     smuggled = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
     # ---- framing ----

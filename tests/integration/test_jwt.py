@@ -419,6 +419,36 @@ def test_file_reload():
         accepted(gw, key("ec-1").token(), "the keys before a bad file serve on")
 
 
+def test_protected_resource():
+    """With identity_jwt, RFC 9728 metadata is served by default from its audience and
+    issuer; false turns it off; metadata without authorization_servers is refused at
+    --check and at start, naming the key."""
+    path = ctx.path("jwks-prm.json")
+    with open(path, "w") as f:
+        json.dump({"keys": [key("rsa-1").jwk]}, f)
+    with Gateway(ctx, manifest(jwt_config(jwks_file=path)), name="prm") as gw:
+        for p in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"):
+            r = send_one(gw.port, build_request(gw.port, "GET", p))
+            check_eq(r.status, 200, "GET %s (%r)" % (p, r.body[:200]))
+            check_eq(json.loads(r.body), {"resource": AUD, "authorization_servers": [ISS],
+                                          "bearer_methods_supported": ["header"]}, p)
+    m = manifest(jwt_config(jwks_file=path))
+    m["gateway"]["server"] = {"oauth_protected_resource": False}
+    with Gateway(ctx, m, name="prm-off") as gw:
+        r = send_one(gw.port, build_request(gw.port, "GET", "/.well-known/oauth-protected-resource"))
+        check_eq(r.status, 404, "oauth_protected_resource: false")
+    with Gateway(ctx, base_manifest(), name="prm-none") as gw:
+        r = send_one(gw.port, build_request(gw.port, "GET", "/.well-known/oauth-protected-resource"))
+        check_eq(r.status, 404, "no OAuth identity stage: nothing to describe")
+    m["gateway"]["server"] = {"oauth_protected_resource": {"resource": AUD}}
+    mpath = ctx.write_manifest(m, "prm-no-as.json")
+    want = "gateway.server.oauth_protected_resource.authorization_servers"
+    rc, out, err = run_cli(ctx, ["--check", "--config", mpath])
+    check(rc == 2 and want in err, "--check names %s (rc %d):\n%s" % (want, rc, err))
+    rc, out, err = run_cli(ctx, ["--config", mpath, "--listen", "127.0.0.1:0"])
+    check(rc != 0 and want in err, "a start is refused naming %s (rc %d):\n%s" % (want, rc, err))
+
+
 def test_challenges_report():
     """Says whether the 401s above carried WWW-Authenticate (checked as they came)."""
     print("WWW-Authenticate on 401s: %s" % (
@@ -436,6 +466,8 @@ def main():
         ("tokens, refusals, unknown kid, rotation, JWKS down", test_tokens_and_rotation),
         ("a gateway started with the JWKS URL down", test_started_down),
         ("a jwks_file read again at reload", test_file_reload),
+        ("RFC 9728 metadata: served from identity_jwt, off with false, checked",
+         test_protected_resource),
         ("WWW-Authenticate challenges", test_challenges_report),
     ], ctx)
     return code

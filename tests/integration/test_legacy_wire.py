@@ -183,9 +183,8 @@ def main():
               "a priming event with id and retry first: %r" % text[:200])
         res = answer(r)["result"]
         check_eq(res["protocolVersion"], "2025-11-25", "negotiated version")
-        check(res["capabilities"]["resources"]["subscribe"] is True, "resources.subscribe")
-        for k in ("tools", "prompts", "logging", "completions"):
-            check(k in res["capabilities"], "capability %s" % k)
+        # what the bindings serve (a mock with tools only), and logging (relayed)
+        check_eq(sorted(res["capabilities"]), ["logging", "tools"], "capabilities")
         check(isinstance(res["serverInfo"]["name"], str), "serverInfo")
         _, sid2 = initialize(p)
         check(sid != sid2, "every session id is new")

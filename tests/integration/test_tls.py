@@ -200,7 +200,12 @@ def main():
                             (tls_server(pki, tls_client_auth="optional"), "tls_client_auth"),
                             ({"tls_client_ca_file": pki.path("ca", "pem")}, "tls_client_ca_file"),
                             ({"oauth_protected_resource": {"authorization_servers": []}},
-                             "oauth_protected_resource")]:
+                             "oauth_protected_resource"),
+                            ({"oauth_protected_resource": {"resource": "https://localhost/mcp"}},
+                             "oauth_protected_resource.authorization_servers"),
+                            ({"oauth_protected_resource": {"resource": "https://localhost/mcp",
+                                                           "authorization_servers": []}},
+                             "oauth_protected_resource.authorization_servers")]:
             mpath = ctx.write_manifest(base_manifest(server=server))
             rc, out, err = run_cli(ctx, ["--check", "--config", mpath])
             check(rc == 2 and "gateway.server.%s" % key in err,

@@ -103,11 +103,13 @@ def main():
     def t_server_info_everywhere():
         r = post(p, "tools/call", {"name": "echo", "arguments": {"message": "x"}}, id=5,
                  name="echo", headers=with_key)
-        res = expect_result(r, r.rpc(), 5, "tools/call")
+        expect_result(r, r.rpc(), 5, "tools/call")
+        res = r.rpc()["result"]  # whole: expect_result leaves serverInfo out
         info = (res.get("_meta") or {}).get(INFO_KEY) or {}
         check_eq(info.get("name"), GW_NAME, "tools/call: _meta serverInfo.name")
         r = post(p, "tools/list", id=6, headers=with_key)
-        res = expect_result(r, r.rpc(), 6, "tools/list")
+        expect_result(r, r.rpc(), 6, "tools/list")
+        res = r.rpc()["result"]
         check_eq((res.get("_meta") or {}).get(INFO_KEY, {}).get("name"), GW_NAME,
                  "tools/list: _meta serverInfo.name")
 
