@@ -379,6 +379,15 @@ void call_cancel(mcpg_call *h) {
 }
 
 /* The whole outcome, as this kernel knows it. */
+/* A 401 carries the challenge a stage set; a 403 only a policy's step-up
+ * challenge (RFC 6750 insufficient_scope): the one an identity stage leaves
+ * on every call it passes says nothing about a refusal by policy. */
+static bool challenge_goes_out(const mcpg_call *c) {
+    if (!c->challenge) return false;
+    return c->http_status == 401 ||
+           (c->http_status == 403 && strstr(c->challenge, "error=\"insufficient_scope\""));
+}
+
 static void outcome_fill(mcpg_call *c, mcpg_call_outcome *o) {
     const char *msg;
     if (call_error_of(c, &o->error_code, &msg)) {
@@ -389,7 +398,7 @@ static void outcome_fill(mcpg_call *c, mcpg_call_outcome *o) {
             o->retry_after_s = c->retry_after;
             o->error_data = c->err_data.len ? c->err_data.data : NULL;
             o->error_data_len = c->err_data.len;
-            if (c->http_status == 401) o->www_authenticate = c->challenge;
+            if (challenge_goes_out(c)) o->www_authenticate = c->challenge;
         }
     } else if (c->borrowed) {
         o->result = c->borrowed->data;

@@ -141,6 +141,11 @@ const char *host_call_client_name(mcpg_call *h) {
     return c ? call_client_name_of(c) : NULL;
 }
 
+const char *host_call_challenge(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_challenge");
+    return c ? c->challenge : NULL;
+}
+
 int host_call_set_challenge(mcpg_call *h, const char *value) {
     mcpg_call *c = call_of(h, "call_set_challenge");
     if (!c) return MCPG_ESTATE;

@@ -360,4 +360,5 @@ const mcpg_host HOST = {
     .offers = host_offers,
     .listen_address = host_listen_address,
     .protected_resource = host_protected_resource,
+    .call_challenge = host_call_challenge,
 };

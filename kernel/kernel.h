@@ -455,6 +455,7 @@ int host_events_offered(void);
 uint32_t host_offers(void);
 const char *host_listen_address(size_t i);
 int host_protected_resource(mcpg_buf *out);
+const char *host_call_challenge(mcpg_call *call);
 int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 
 /* ---- reload (kernel/reload.c), on the control loop ---- */

@@ -376,6 +376,12 @@ struct mcpg_host {
      * MCPG_ENOENT when no identity instance describes one; MCPG_ENOMEM.
      * Any loop thread. */
     int (*protected_resource)(mcpg_buf *out);
+    /* The WWW-Authenticate value set on the call so far (call_set_challenge),
+     * or NULL: a policy that answers 403 insufficient_scope reuses the
+     * identity stage's resource_metadata from it. Borrowed until the next
+     * call_set_challenge. The outcome carries a challenge with a 401, and
+     * with a 403 when it says error="insufficient_scope". */
+    const char *(*call_challenge)(mcpg_call *call);
 };
 
 /* host->offers() bits. */

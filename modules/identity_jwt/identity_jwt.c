@@ -101,6 +101,9 @@ static mcpg_status accept_token(jwt_inst *m, mcpg_call *call, const jwt_token *t
         rc = identify_1_0(m, call, id);
     }
     if (rc != 0) return refuse(m, call, JWT_NOMEM, 1);
+    /* a later 403 for want of scope (policy's step-up challenge) names the
+     * same metadata as this stage's 401s */
+    if (m->cfg->resource_metadata_url) challenge(m, call, m->pass_challenge);
     return MCPG_CONTINUE;
 }
 

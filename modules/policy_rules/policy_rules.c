@@ -174,6 +174,32 @@ static const char *client_name(const mcpg_host *h, mcpg_call *call) {
     return n ? n : "";
 }
 
+/* The resource_metadata="..." parameter of a challenge, or an empty piece. */
+static pr_str metadata_param(const char *challenge) {
+    static const char key[] = "resource_metadata=\"";
+    const char *p = challenge ? strstr(challenge, key) : NULL;
+    const char *end = p ? strchr(p + sizeof key - 1, '"') : NULL;
+    return end ? (pr_str){p, (size_t)(end + 1 - p)} : (pr_str){NULL, 0};
+}
+
+/* A bearer token's caller refused for want of a role the covering rules
+ * name (identity_jwt maps a token's scope claim to roles) is told which to
+ * ask for: 403 with the RFC 6750 step-up challenge, naming the identity
+ * stage's resource metadata as its 401 does. */
+static void scope_challenge(pr_mod *m, mcpg_call *call, const pr_who *w, pr_kind kind,
+                            const char *name, size_t n) {
+    const mcpg_host *h = m->host;
+    const char *how = MCPG_HOST_HAS(h, call_auth_method) ? h->call_auth_method(call) : NULL;
+    char scopes[512], value[1024];
+    if (!how || strcmp(how, "jwt") || !MCPG_HOST_HAS(h, call_set_challenge) ||
+        !pr_missing_roles(&current(m)->pol, &w->s, kind, name, n, scopes, sizeof scopes))
+        return;
+    pr_str meta = metadata_param(MCPG_HOST_HAS(h, call_challenge) ? h->call_challenge(call) : NULL);
+    int len = snprintf(value, sizeof value, "Bearer error=\"insufficient_scope\", scope=\"%s\"%s%.*s",
+                       scopes, meta.n ? ", " : "", (int)meta.n, meta.p ? meta.p : "");
+    if (len > 0 && (size_t)len < sizeof value) (void)h->call_set_challenge(call, value);
+}
+
 static mcpg_status check_item(pr_mod *m, mcpg_call *call, pr_kind kind, int guarded) {
     const mcpg_host *h = m->host;
     const char *name = client_name(h, call);
@@ -183,6 +209,7 @@ static mcpg_status check_item(pr_mod *m, mcpg_call *call, pr_kind kind, int guar
     if (who_of(h, call, &w) != 0) return fail_internal(m, call);
     const pr_guard *failed = NULL;
     pr_verdict v = pr_decide(&current(m)->pol, &w.s, kind, name, n, args, args_n, &failed);
+    if (v == PR_NO_RULE) scope_challenge(m, call, &w, kind, name, n);
     who_done(&w);
     if (v == PR_ALLOW) return MCPG_CONTINUE;
     return v == PR_GUARD_FAILED ? deny_guard(m, call, failed) : deny_item(m, call, kind, name, n);

@@ -83,6 +83,46 @@ int pr_visible(const pr_policy *pol, const pr_subject *s, pr_kind kind, const ch
     return 0;
 }
 
+/* r admits s but for its roles: an authenticated caller whose principal
+ * and tenant fit, refused only for want of a role r names. */
+static int admits_but_roles(const pr_rule *r, const pr_subject *s) {
+    if (!s->principal.p || r->anonymous || !r->roles.set) return 0;
+    if (r->principal.set && !any_glob(&r->principal, s->principal.p, s->principal.n)) return 0;
+    if (r->tenant.set && (!s->tenant.p || !any_glob(&r->tenant, s->tenant.p, s->tenant.n))) return 0;
+    return !any_role(&r->roles, s);
+}
+
+/* Append word to the space-separated list out (len *k), once. */
+static int add_word(char *out, size_t cap, size_t *k, const char *w, size_t wn) {
+    for (const char *p = out; (p = strstr(p, w)); p += wn)
+        if ((p == out || p[-1] == ' ') && (p[wn] == ' ' || p[wn] == '\0')) return 0;
+    if (*k + (*k ? 1 : 0) + wn + 1 > cap) return 0;
+    if (*k) out[(*k)++] = ' ';
+    memcpy(out + *k, w, wn);
+    *k += wn;
+    out[*k] = '\0';
+    return 1;
+}
+
+int pr_missing_roles(const pr_policy *pol, const pr_subject *s, pr_kind kind, const char *name,
+                     size_t n, char *out, size_t cap) {
+    size_t k = 0;
+    int count = 0;
+    if (cap) out[0] = '\0';
+    for (uint32_t i = 0; cap && i < pol->n; i++) {
+        const pr_rule *r = &pol->rules[i];
+        if (!any_glob(&r->items[kind], name, n) || !admits_but_roles(r, s)) continue;
+        for (uint32_t j = 0; j < r->roles.n; j++) {
+            const pr_glob *g = &r->roles.v[j];
+            /* a pattern names no scope a client could ask for; nor does a
+             * word a challenge cannot quote */
+            if (g->shape != PR_GLOB_LITERAL || !g->lit_len || strpbrk(g->lit, " \"\\")) continue;
+            count += add_word(out, cap, &k, g->lit, g->lit_len);
+        }
+    }
+    return count;
+}
+
 int pr_admits_any(const pr_policy *pol, const pr_subject *s) {
     for (uint32_t i = 0; i < pol->n; i++)
         if (pr_admits(pol, i, s)) return 1;

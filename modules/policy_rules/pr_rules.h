@@ -96,4 +96,12 @@ int pr_visible(const pr_policy *pol, const pr_subject *s, pr_kind kind, const ch
 /* Some rule admits s at all. */
 int pr_admits_any(const pr_policy *pol, const pr_subject *s);
 
+/* The roles that would have let an authenticated caller use the item: the
+ * literal role patterns of the rules that cover it and admit the caller in
+ * all but its roles, space-separated into out (cap bytes, NUL-terminated;
+ * one that does not fit is left out). With roles taken from an OAuth
+ * token's scope claim they are the scopes to ask for. Returns how many. */
+int pr_missing_roles(const pr_policy *pol, const pr_subject *s, pr_kind kind, const char *name,
+                     size_t n, char *out, size_t cap);
+
 #endif

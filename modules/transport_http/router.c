@@ -141,7 +141,9 @@ static void write_outcome(th_wslot *ws, th_conn *c, th_req *r, const mcpg_call_o
     size_t n;
     char codebuf[24];
     if (!c && !r->rs) return; /* nobody to tell, nothing to keep */
-    int challenge = hd.status == 401 && MCPG_HAS_FIELD(oc, www_authenticate) && oc->www_authenticate;
+    /* the kernel gives a 403 one only for a step-up (insufficient_scope) */
+    int challenge = (hd.status == 401 || hd.status == 403) && MCPG_HAS_FIELD(oc, www_authenticate) &&
+                    oc->www_authenticate;
     if (challenge) hd.www_authenticate = oc->www_authenticate;
     /* a 401 is an HTTP answer on both wires (the client's cue to authorize),
      * unless the legacy stream has begun already; so is the 404 for a

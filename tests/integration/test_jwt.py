@@ -449,6 +449,34 @@ def test_protected_resource():
     check(rc != 0 and want in err, "a start is refused naming %s (rc %d):\n%s" % (want, rc, err))
 
 
+def test_insufficient_scope():
+    """A token whose scopes (roles_claim "scope") no rule for the tool admits: 403 with the
+    step-up challenge naming the scopes those rules need and the resource metadata;
+    -32600 on the 2026-07-28 wire, -32003 on the legacy one."""
+    path = ctx.path("jwks-scope.json")
+    with open(path, "w") as f:
+        json.dump({"keys": [key("rsa-1").jwk]}, f)
+    m = manifest(jwt_config(jwks_file=path))
+    m["modules"].append({"name": "rules", "module": "policy_rules", "config": {"rules": [
+        {"id": "writers", "roles": ["files:write", "admin-*"], "tools": "echo"},
+        {"id": "acme-only", "tenant": "acme", "roles": "echo:run", "tools": "echo"}]}})
+    m["pipeline"]["policy"] = ["rules"]
+    want = ('Bearer error="insufficient_scope", scope="files:write echo:run", '
+            'resource_metadata="%s"' % META)
+    with Gateway(ctx, m, name="scope") as gw:
+        r = call(gw, key("rsa-1").token())  # scope "tools:read tools:call", org acme
+        check_eq(r.status, 403, "a token without the scope (body %r)" % r.body[:300])
+        check_eq(r.rpc()["error"]["code"], REFUSED_2026, "the 2026-07-28 wire's code")
+        check_eq(r.header("www-authenticate"), want, "the step-up challenge")
+        claims = good_claims()
+        claims["org"] = "globex"  # the acme rule cannot admit it, whatever its scopes
+        r = call(gw, key("rsa-1").token(claims))
+        check_eq(r.header("www-authenticate"), want.replace(" echo:run", ""),
+                 "only the scopes of rules that would admit the caller")
+        claims["scope"] = "files:write"
+        accepted(gw, key("rsa-1").token(claims), "the token with the scope")
+
+
 def test_challenges_report():
     """Says whether the 401s above carried WWW-Authenticate (checked as they came)."""
     print("WWW-Authenticate on 401s: %s" % (
@@ -468,6 +496,7 @@ def main():
         ("a jwks_file read again at reload", test_file_reload),
         ("RFC 9728 metadata: served from identity_jwt, off with false, checked",
          test_protected_resource),
+        ("403 insufficient_scope names the scopes the rules need", test_insufficient_scope),
         ("WWW-Authenticate challenges", test_challenges_report),
     ], ctx)
     return code

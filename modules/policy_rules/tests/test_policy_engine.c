@@ -356,6 +356,21 @@ static void test_decisions(void) {
     MCPG_CHECK(pr_admits_any(&pol, &svc) && !pr_admits_any(&pol, &rex) &&
                    pr_admits_any(&pol, &anon),
                "admits any");
+    /* what would have admitted a caller refused for want of a role (the
+     * scopes a bearer token's step-up challenge names): literal roles of the
+     * covering rules that admit it otherwise; globs and other tenants name none */
+    char miss[64];
+    MCPG_CHECK(pr_missing_roles(&pol, &rita, PR_TOOL, "drop_table", 10, miss, sizeof miss) == 1 &&
+                   !strcmp(miss, "admin"), "rita lacks admin for drop_table: %s", miss);
+    MCPG_CHECK(pr_missing_roles(&pol, &bob, PR_TOOL, "db_read_x", 9, miss, sizeof miss) == 1 &&
+                   !strcmp(miss, "admin"), "bob has no tenant: only the admin rule: %s", miss);
+    pr_subject alice = subject("alice", "acme", NULL, 0);
+    MCPG_CHECK(pr_missing_roles(&pol, &alice, PR_TOOL, "search", 6, miss, sizeof miss) == 2 &&
+                   !strcmp(miss, "admin reader"), "the literal roles, once each: %s", miss);
+    MCPG_CHECK(pr_missing_roles(&pol, &anon, PR_TOOL, "search", 6, miss, sizeof miss) == 0 && !miss[0],
+               "no identity: no scope to ask for");
+    MCPG_CHECK(pr_missing_roles(&pol, &alice, PR_TOOL, "search", 6, miss, 8) == 1 &&
+                   !strcmp(miss, "admin"), "what does not fit is left out: %s", miss);
     pr_subject masked = rita;
     masked.mask = pr_subject_mask(&pol, &rita);
     masked.has_mask = 1;
