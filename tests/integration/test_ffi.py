@@ -16,7 +16,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Gateway, base_manifest, check, check_eq, parse_args,  # noqa: E402
-                     run_cli, run_tests, send_one, stateless_request, tool_call_request)
+                     run_cli, run_tests, send_one, stateless_request, strip_server_info,
+                     tool_call_request)
 
 LIBC, LIBM = "libc.so.6", "libm.so.6"
 WIDTHS = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-2**31, 2**31 - 1),
@@ -132,7 +133,7 @@ def main():
             for n in ("echo", "sqrt", "pow", "cos"):
                 check(n in names, "tools/list offers %s: %r" % (n, names))
             r = send_one(gw.port, tool_call_request(gw.port, "sqrt", {"x": 9}))
-            res = dict(r.rpc().get("result") or {})
+            res = dict(strip_server_info(r.rpc().get("result") or {}, "sqrt(9)"))
             res.pop("resultType", None)  # the stateless wire's own member
             check_eq(res, {"content": [{"type": "text", "text": "3"}],
                            "structuredContent": {"result": 3}}, "sqrt(9)")

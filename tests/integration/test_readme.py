@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Gateway, audit_id, audit_name, check, check_eq,  # noqa: E402
-                     parse_args, read_audit, run_tests)
+                     parse_args, read_audit, run_tests, strip_server_info)
 
 README_ADDR = "127.0.0.1:8787"
 
@@ -49,7 +49,7 @@ def main():
                 raise AssertionError("curl printed no JSON: %r" % out)
             check_eq(resp.get("jsonrpc"), "2.0", "jsonrpc")
             check_eq(resp.get("id"), 1, "id")
-            check_eq(resp.get("result"), expected, "result (as README.md says)")
+            check_eq(strip_server_info(resp.get("result")), expected, "result (as README.md says)")
             events = [(audit_name(r), audit_id(r)) for r in read_audit(audit)]
             check_eq(events, [("mcpg.tool.call.allowed", 1), ("mcpg.tool.call.completed", 1)],
                      "audit events for the README call")
