@@ -453,8 +453,8 @@ void th_handle_mcp(th_conn *c, th_req *r) {
                                   "text/event-stream"), NULL, 0);
             return;
         }
-        if (r->authz != 2 && !th_listen_has_uris(m->host, &v)) {
-            if (!stateless_identified(c, r, &v)) return;
+        if (!th_listen_has_uris(m->host, &v)) {
+            if (!stateless_identified(c, r, &v)) return; /* list changes: identity only */
         } else if (r->authz != 2) {
             /* the uris a client may watch are the policy's to say (identity first) */
             r->authz = 1;
