@@ -378,7 +378,6 @@ void call_cancel(mcpg_call *h) {
     backend_cancel_if_pending(c);
 }
 
-/* The whole outcome, as this kernel knows it. */
 /* A 401 carries the challenge a stage set; a 403 only a policy's step-up
  * challenge (RFC 6750 insufficient_scope): the one an identity stage leaves
  * on every call it passes says nothing about a refusal by policy. */
@@ -388,6 +387,7 @@ static bool challenge_goes_out(const mcpg_call *c) {
            (c->http_status == 403 && strstr(c->challenge, "error=\"insufficient_scope\""));
 }
 
+/* The whole outcome, as this kernel knows it. */
 static void outcome_fill(mcpg_call *c, mcpg_call_outcome *o) {
     const char *msg;
     if (call_error_of(c, &o->error_code, &msg)) {

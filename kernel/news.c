@@ -152,12 +152,12 @@ static uint32_t backend_offers(const mcpg_instance *be, bool watched) {
     const mcpg_backend_ops *ops = be ? be->desc->ops : NULL;
     uint32_t bits = watched ? MCPG_OFFER_SUBSCRIBE : 0;
     if (!ops) return bits;
-    if (MCPG_HAS(ops, complete) && ops->complete) bits |= MCPG_OFFER_COMPLETIONS;
-    if (MCPG_HAS(ops, subscribe) && ops->subscribe) bits |= MCPG_OFFER_SUBSCRIBE;
+    if (MCPG_HAS(ops, complete)) bits |= MCPG_OFFER_COMPLETIONS;
+    if (MCPG_HAS(ops, subscribe)) bits |= MCPG_OFFER_SUBSCRIBE;
     if (be->desc->flags & MCPG_MOD_DYNAMIC_LISTS) { /* what it lists may come later */
         bits |= MCPG_OFFER_LIST_CHANGED | MCPG_OFFER_TOOLS;
-        if (MCPG_HAS(ops, list_resources) && ops->list_resources) bits |= MCPG_OFFER_RESOURCES;
-        if (MCPG_HAS(ops, list_prompts) && ops->list_prompts) bits |= MCPG_OFFER_PROMPTS;
+        if (MCPG_HAS(ops, list_resources)) bits |= MCPG_OFFER_RESOURCES;
+        if (MCPG_HAS(ops, list_prompts)) bits |= MCPG_OFFER_PROMPTS;
     }
     return bits;
 }
@@ -185,7 +185,7 @@ const char *host_listen_address(size_t i) {
 static int identity_describes(const generation *g, size_t i, const char **res, const char **iss) {
     const mcpg_instance *in = g->stage[STAGE_IDENTITY][i];
     const mcpg_identity_ops *ops = in->desc->ops;
-    if (!ops || !MCPG_HAS(ops, protected_resource) || !ops->protected_resource) return 1;
+    if (!ops || !MCPG_HAS(ops, protected_resource)) return 1;
     return ops->protected_resource(in->state, res, iss) || !*res || !*iss;
 }
 

@@ -179,8 +179,8 @@ static th_piece raw_span(const mcpg_json_span *v) {
 /* The result's first `body` bytes (all but its final '}') with the
  * gateway's serverInfo put in its _meta: the value a _meta already has
  * there is replaced in place, else the member is added first in _meta; a
- * _meta that is no object is replaced whole. 0 when there is no _meta (the
- * caller adds one). Returns the pieces written. */
+ * _meta that is no object is replaced whole (a result without _meta gets
+ * one from the caller). Returns the pieces written (at most 5). */
 static size_t with_server_info(const mcpg_host *h, th_piece *out, const char *s, size_t body,
                                const mcpg_json_span *meta, th_piece info) {
     size_t k = 0;
