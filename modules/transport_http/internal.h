@@ -280,8 +280,6 @@ struct th_mod {
     uint32_t replica;    /* this process in a fleet: drawn at create, never 0 (event ids, relay.h) */
     th_wslot **slots;
     mcpg_buf server_info; /* {"name":...,"version":...}: every 2026-07-28 result's _meta serverInfo */
-    int tasks;           /* a backend offers tasks: advertised in discover and initialize */
-    int events;          /* the gateway runs an events pipeline: advertised the same way */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
     th_names hosts;      /* gateway.server.allowed_hosts, parsed */
     th_names origins;    /* gateway.server.allowed_origins, parsed */

@@ -328,12 +328,11 @@ static void warn_origins(const th_mod *m) {
                    a);
 }
 
-/* The whole generation is built: the coordinator the sessions live on. */
-/* The generation is built: what its backends offer is known now. */
+/* The whole generation is built: the coordinator the sessions live on, and
+ * the listeners to warn about. (What the backends offer is asked per
+ * server/discover and initialize: lists change while a transport serves.) */
 static int th_start(void *instance) {
     th_mod *m = instance;
-    m->tasks = MCPG_HOST_HAS(m->host, tasks_offered) && m->host->tasks_offered();
-    m->events = MCPG_HOST_HAS(m->host, events_offered) && m->host->events_offered();
     if (th_server_info_build(m)) return MCPG_ENOMEM;
     warn_origins(m);
     if (MCPG_HOST_HAS(m->host, coordinator)) m->co_ops = m->host->coordinator(&m->co);
