@@ -19,6 +19,7 @@
  *   big      completes inside call_submit with a 300 000-byte text
  *   huge     completes inside call_submit with a 4 000 000-byte text
  *   tools/list completes with {"tools":[{"name":"echo"}]} */
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -274,8 +275,9 @@ static void set_unknown(const mcpg_host *h, mcpg_call *call, const mcpg_call_des
     h->call_error(call, MCPG_RPC_INVALID_PARAMS, msg, NULL);
 }
 
-/* Session-method (identity) calls of the stateless wire seen. */
-static int discover_asked;
+/* Session-method (identity) calls of the stateless wire seen (counted on
+ * the loop, read by the test's thread). */
+static atomic_int discover_asked;
 
 /* What desc->message answered for the last "notify" call (kernel's view). */
 static int notify_rc[2];
@@ -294,7 +296,7 @@ static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_
         /* the identity stage, as the kernel runs it for what the transport
          * answers itself: {} once passed; X-Test-Deny: refused with a 401 */
         size_t n = 0;
-        discover_asked++;
+        atomic_fetch_add(&discover_asked, 1);
         if (d->header && d->header(d->transport_ctx, "x-test-deny", &n)) {
             h->call_error(call, MCPG_RPC_UNAUTHENTICATED, "Unauthenticated", NULL);
             h->call_set_http(call, 401, 0);
@@ -470,17 +472,17 @@ static void test_calls(void) {
     /* server/discover passes the identity stage like any request: refused
      * there, it is the stage's 401 with its challenge, and on this wire a
      * code of the 2026-07-28 revision (-32600), not the legacy -32001 */
-    discover_asked = 0;
+    atomic_store(&discover_asked, 0);
     post_method_headers(req, sizeof req, 16, "server/discover", "X-Test-Deny: 1\r\n");
     r = roundtrip(req);
     MCPG_CHECK(r->status == 401 && body_has(r, "\"code\":-32600") && body_has(r, "\"id\":16") &&
                    !strcmp(header_of(r, "WWW-Authenticate"), "Bearer realm=\"test\"") &&
                    !body_has(r, "supportedVersions"),
                "discover refused at identity %d %s", r->status, r->body);
-    MCPG_CHECK(discover_asked == 1, "the session method was submitted once: %d", discover_asked);
+    MCPG_CHECK(atomic_load(&discover_asked) == 1, "the session method was submitted once");
     post_method(req, sizeof req, 14, "server/discover");
     r = roundtrip(req);
-    MCPG_CHECK(r->status == 200 && discover_asked == 2, "discover asked identity: %d", discover_asked);
+    MCPG_CHECK(r->status == 200 && atomic_load(&discover_asked) == 2, "discover asked identity");
     /* capabilities: the fake host has no offers slot: everything, and logging */
     MCPG_CHECK(body_has(r, "\"logging\":{}") && body_has(r, "\"tools\":{\"listChanged\":true}"),
                "discover caps %s", r->body);
@@ -1021,11 +1023,11 @@ static void test_drain(void) {
              "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
              "Mcp-Method: subscriptions/listen\r\nContent-Length: %zu\r\n\r\n%s",
              strlen(lbody), lbody);
-    int asked = discover_asked;
+    int asked = atomic_load(&discover_asked);
     cli_sends(lfd, req);
     MCPG_CHECK(wait_for_text(ci_listen, "notifications/subscriptions/acknowledged", 2000), "listen open: %s",
                ci_listen->buf);
-    MCPG_CHECK(discover_asked == asked + 1, "the listen passed identity first (%d)", discover_asked - asked);
+    MCPG_CHECK(atomic_load(&discover_asked) == asked + 1, "the listen passed identity first");
     long base = stats().submitted;
     cli_send(busy, req, post_call(req, sizeof req, 77, "linger", NULL));
     /* in flight at the drain: answered LINGER_MS after it was submitted */
