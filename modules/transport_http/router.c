@@ -412,6 +412,26 @@ static int stateless_identified(th_conn *c, th_req *r, const th_mcp_verdict *v) 
     return 0;
 }
 
+/* Does the request carry one Mcp-Param-* header twice? The kernel compares
+ * the first with the arguments; an intermediary that keeps the last would
+ * act on a value nobody checked, so a repeat is refused like a mismatch.
+ * Names are stored lower-cased; a request has at most 64 fields. */
+static int repeated_param_header(const th_req *r) {
+    static const char pre[] = "mcp-param-";
+    const size_t pl = sizeof pre - 1;
+    for (uint32_t i = 0; i < r->nhdrs; i++) {
+        const th_hdr *a = &r->hdrs[i];
+        const char *an = r->data.data + a->name_off;
+        if (a->name_len <= pl || memcmp(an, pre, pl)) continue;
+        for (uint32_t j = i + 1; j < r->nhdrs; j++) {
+            const th_hdr *b = &r->hdrs[j];
+            if (b->name_len == a->name_len && !memcmp(r->data.data + b->name_off, an, a->name_len))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 void th_handle_mcp(th_conn *c, th_req *r) {
     th_mod *m = c->ws->mod;
     th_mcp_headers hd;
@@ -443,6 +463,12 @@ void th_handle_mcp(th_conn *c, th_req *r) {
         if (stateless_identified(c, r, &v)) answer_discover(c, r, v.id);
         return;
     case TH_MCP_SUBMIT:
+        if (v.method == MCPG_METHOD_TOOLS_CALL && repeated_param_header(r)) {
+            th_respond_rpc_error(c, r, 400, 0, v.id, MCPG_RPC_HEADER_MISMATCH,
+                                 MSG("Header mismatch: an Mcp-Param header is sent more than "
+                                     "once"), NULL, 0);
+            return;
+        }
         r->sse_ok = (uint8_t)(!hd.accept.present || th_accept_allows_sse(hd.accept.p, hd.accept.n));
         submit(c, r, &v);
         return;

@@ -127,6 +127,11 @@ def main():
         ]
         for i, (a, hdrs, header, what) in enumerate(cases):
             refused(call(g.port, "up_route", a, hdrs, id=10 + i), header, what)
+        # the same header twice, the first one right: an intermediary keeping the
+        # last would act on a value nobody checked
+        refused(call(g.port, "up_route", {"region": "us-west"},
+                     [("Mcp-Param-Region", "us-west"), ("mcp-param-region", "eu-west")], id=19),
+                "Mcp-Param", "a header sent twice")
         check_eq(len(fake.calls("route")), before, "no refused call reached the upstream")
 
     def t_legacy():
