@@ -144,21 +144,27 @@ size_t th_rpc_error_body(th_piece *out, th_piece id, char *codebuf, int64_t code
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-/* The 2026-07-28 wire emits from the spec's sub-range (-32020..-32099) only
- * the codes that revision defines, and not the retired ones: a refusal the
- * gateway or a module words in a code of its own there (limits' -32029, an
- * upstream's -32042) becomes -32600, its HTTP status and data saying why;
- * "resource not found" (-32002) becomes -32602, as that revision replaced it. */
-static int spec_defined(int64_t code) {
-    return code == MCPG_RPC_HEADER_MISMATCH || code == MCPG_RPC_MISSING_CLIENT_CAPABILITY ||
-           code == MCPG_RPC_UNSUPPORTED_VERSION;
-}
+/* Codes the 2026-07-28 wire does not send. The gateway's own refusals of
+ * the legacy range (-32001 unauthenticated, -32003 forbidden) and the limits
+ * stage's -32029 (inside the sub-range that revision keeps for codes it
+ * defines) go out as -32600, the HTTP status, message and data saying why.
+ * The two codes it retired are replaced as it says, also in an upstream's
+ * error: -32002 (resource not found) by -32602, -32042 (URL elicitation
+ * required) by -32600. Any other upstream code passes unchanged: a proxied
+ * error stays the upstream's. */
+#define TH_RPC_LIMITED (-32029)
+#define TH_RPC_RETIRED_NOT_FOUND (-32002)
+#define TH_RPC_RETIRED_URL_ELICITATION (-32042)
 
 int64_t th_stateless_code(int64_t code) {
-    if (code == MCPG_RPC_UNAUTHENTICATED || code == MCPG_RPC_FORBIDDEN) return MCPG_RPC_INVALID_REQUEST;
-    if (code == -32002) return MCPG_RPC_INVALID_PARAMS;
-    if (code <= -32020 && code >= -32099 && !spec_defined(code)) return MCPG_RPC_INVALID_REQUEST;
-    return code;
+    switch (code) {
+    case MCPG_RPC_UNAUTHENTICATED:
+    case MCPG_RPC_FORBIDDEN:
+    case TH_RPC_LIMITED:
+    case TH_RPC_RETIRED_URL_ELICITATION: return MCPG_RPC_INVALID_REQUEST;
+    case TH_RPC_RETIRED_NOT_FOUND: return MCPG_RPC_INVALID_PARAMS;
+    default: return code;
+    }
 }
 
 /* Which of the stamped members the result already has; *meta gets its
