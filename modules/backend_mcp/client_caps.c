@@ -52,7 +52,10 @@ uint32_t caps_needed(const char *caps, const char *method, size_t ml, const char
     }
     if (method_is(method, ml, "roots/list"))
         return member_object(caps, cn, "roots", &unused) ? 0 : NEED_ROOTS;
-    return 0; /* ping and the like need nothing declared */
+    /* sampling, elicitation and roots are all an MCP client answers (the
+     * upstream's ping is answered before this); anything else would be
+     * passed to a client as a question no revision defines */
+    return NEED_METHOD;
 }
 
 int caps_required_json(uint32_t need, mcpg_buf *out) {
@@ -84,7 +87,9 @@ int caps_required_json(uint32_t need, mcpg_buf *out) {
 void caps_refusal(uint32_t need, const char *method, int64_t *code, char *msg, size_t cap) {
     *code = need & (NEED_MODE | NEED_SAMPLING_TOOLS) ? MCPG_RPC_INVALID_PARAMS
                                                      : MCPG_RPC_METHOD_NOT_FOUND;
-    if (need & NEED_MODE)
+    if (need & NEED_METHOD)
+        snprintf(msg, cap, "Method not found: %s is not a request a client answers", method);
+    else if (need & NEED_MODE)
         snprintf(msg, cap, "Client does not support %s-mode elicitation requests",
                  need & NEED_ELICIT_URL ? "URL" : "form");
     else if (need & NEED_SAMPLING_TOOLS)
@@ -108,5 +113,7 @@ uint32_t caps_needed_by_round(const char *caps, const char *result, size_t n) {
         bool hp = mcpg_json_object_get(v.p, v.n, "params", &params) == 1;
         need |= caps_needed(caps, m.p, m.n, hp ? params.p : NULL, hp ? params.n : 0);
     }
-    return need & ~(uint32_t)NEED_MODE;
+    /* an input request of no defined method is the upstream's to answer for:
+     * passed on as it came, not named as a missing capability */
+    return need & ~(uint32_t)(NEED_MODE | NEED_METHOD);
 }

@@ -307,6 +307,7 @@ enum {
     NEED_ELICIT_URL = 1u << 4,     /* elicitation.url */
     NEED_ROOTS = 1u << 5,
     NEED_MODE = 1u << 6,           /* elicitation declared, not the mode asked */
+    NEED_METHOD = 1u << 7,         /* not a request an MCP client answers at all */
 };
 /* What the client lacks for the server-to-client request method (NEED_*
  * bits), 0 when it may be asked. */

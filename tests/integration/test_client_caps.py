@@ -126,6 +126,22 @@ def main():
         wait_for(lambda: "did not declare the capability it needs" in gw.stderr(), 10,
                  "the refusal logged")
 
+    def t_legacy_unknown_request():
+        """A request no client role answers is never passed on, whatever the
+        client declared, on either wire: the upstream gets -32601."""
+        everything = {"sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}},
+                      "roots": {}}
+        for method in ("tasks/list", "tools/call", "x-vendor/ask"):
+            r, res = call("lg_ask", {"method": method}, everything)
+            result = res.get("result", {})
+            check(result.get("resultType") != "input_required",
+                  "%s: passed to the client as a question: %r" % (method, res))
+            got = upstream_got(res)
+            check_eq(got.get("error", {}).get("code"), -32601,
+                     "%s: the upstream is answered Method not found (%r)" % (method, got))
+            check("not a request a client answers" in got.get("error", {}).get("message", ""),
+                  "%s: the message says why: %r" % (method, got))
+
     def t_legacy_stateless_mode():
         r, res = call("lg_ask", {"method": "elicitation/create", "mode": "url"},
                       {"elicitation": {}})
@@ -390,6 +406,7 @@ def main():
             ("the gateway starts with a legacy and a 2026 upstream", t_start),
             ("legacy upstream, stateless client declaring nothing: never asked", t_legacy_stateless_undeclared),
             ("legacy upstream: an undeclared elicitation mode or sampling tools: -32602", t_legacy_stateless_mode),
+            ("legacy upstream: a request no client answers is never passed on", t_legacy_unknown_request),
             ("legacy upstream, stateless client declaring: asked", t_legacy_stateless_declared),
             ("legacy upstream, session declaring nothing: never asked", t_legacy_session_undeclared),
             ("legacy upstream, session declaring sampling: asked and answered", t_legacy_session_declared),
