@@ -52,7 +52,11 @@ uint32_t caps_needed(const char *caps, const char *method, size_t ml, const char
     }
     if (method_is(method, ml, "roots/list"))
         return member_object(caps, cn, "roots", &unused) ? 0 : NEED_ROOTS;
-    /* sampling, elicitation and roots are all an MCP client answers (the
+    /* a 2025-11-25 client that runs requests as tasks (its "tasks"
+     * capability) answers the tasks methods about them */
+    if (ml > 6 && !memcmp(method, "tasks/", 6))
+        return member_object(caps, cn, "tasks", &unused) ? 0 : NEED_METHOD;
+    /* sampling, elicitation and roots are all else an MCP client answers (the
      * upstream's ping is answered before this); anything else would be
      * passed to a client as a question no revision defines */
     return NEED_METHOD;
