@@ -169,14 +169,32 @@ void th_listener_remove(th_wslot *ws, th_req *r) {
     th_metric_add(ws, ws->mod->m_streams, -1);
 }
 
+/* The server tearing a subscription down says so with notifications/cancelled
+ * naming the listen request (the one use the 2026-07-28 revision allows a
+ * server), before the graceful end's result. Best effort: the result follows
+ * whatever became of it. */
+static void tell_cancelled(th_wslot *ws, th_req *r) {
+    const mcpg_host *h = ws->mod->host;
+    mcpg_buf *b = &ws->scratch;
+    b->len = 0;
+    int id = (int)r->desc.id_len;
+    const char *idp = r->desc.id_json;
+    int rc = h->buf_printf(b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                              "\"params\":{\"requestId\":%.*s,\"reason\":\"the gateway ended the "
+                              "subscription\",\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":"
+                              "%.*s}}}", id, idp, id, idp);
+    if (!rc) (void)th_sse_event(r->conn, r, NULL, 0, b->data, b->len);
+}
+
 /* A graceful end is a normal result for the listen request. */
 static void end_one(th_wslot *ws, th_req *r) {
     const mcpg_host *h = ws->mod->host;
     mcpg_buf *b = &ws->scratch;
-    b->len = 0;
     /* a legacy GET stream answers no request: it has no id (and its desc
      * may hold a length left from the request before) */
     bool answer = !r->legacy && r->desc.id_json && r->desc.id_len;
+    if (answer) tell_cancelled(ws, r);
+    b->len = 0;
     int rc = 0;
     if (answer) {
         rc |= h->buf_append(b, "{\"jsonrpc\":\"2.0\",\"id\":", 22);

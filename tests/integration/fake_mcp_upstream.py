@@ -43,6 +43,7 @@ Tools (the name the upstream sees decides):
   route {region, count, flag, note}  region, count and flag mirrored in Mcp-Param-Region,
                        -Count and -Flag; answers with the Mcp-Param headers it got
   refuse               always HTTP 400 and -32020 (a server refusing the request's headers)
+  headers              answers with the names of the HTTP headers its request carried
   bad_number, bad_dup, bad_items, bad_empty: annotations a client must not accept
 """
 import base64
@@ -70,6 +71,7 @@ PARAM_TOOLS = {
                         flag={"type": "boolean", "x-mcp-header": "Flag"},
                         note={"type": "string"}),
     "refuse": obj_schema(),
+    "headers": obj_schema(),
     "bad_number": obj_schema(n={"type": "number", "x-mcp-header": "N"}),
     "bad_dup": obj_schema(a={"type": "string", "x-mcp-header": "Same"},
                           b={"type": "string", "x-mcp-header": "sAME"}),
@@ -202,6 +204,8 @@ class Fake:
                 return e
             got = {k: v for k, v in headers.items() if k.startswith("mcp-param-")}
             return self.text(id, "route: " + json.dumps(got, sort_keys=True))
+        if name == "headers" and self.args.param_tools:
+            return self.text(id, "headers: " + json.dumps(sorted(headers or {})))
         if name == "refuse" and self.args.param_tools:
             e = self.error(id, -32020, "Header mismatch: Mcp-Param-Secret is required")
             e["_status"] = 400

@@ -159,6 +159,18 @@ def main():
             r = call(gw.port, "up_refuse", {}, id=40)
             refused(r, "Mcp-Param-Secret", "the upstream's 400 and -32020 (%s)" % what)
 
+    def t_no_passthrough():
+        # a client's credentials end at the gateway: none of its headers reach the upstream
+        secret = [("Authorization", "Bearer client-token"), ("X-API-Key", "client-key"),
+                  ("Cookie", "session=client"), ("Proxy-Authorization", "Basic Y2xpZW50")]
+        for gw, what in ((g, "direct path"), (pooled, "I/O thread")):
+            r = call(gw.port, "up_headers", {}, secret, id=60)
+            names = json.loads(text_of(r, 60, "the upstream's headers (%s)" % what)[len("headers: "):])
+            leaked = [n for n in names if n in ("authorization", "x-api-key", "cookie",
+                                                "proxy-authorization")]
+            check(not leaked, "the client's %r reached the upstream (%s): %r" % (leaked, what, names))
+            check("mcp-method" in names, "the upstream's headers were read (%s): %r" % (what, names))
+
     def t_stop():
         for gw in gws:
             gw.stop()
@@ -175,6 +187,7 @@ def main():
             ("the legacy wire is not checked; the upstream still gets its headers", t_legacy),
             ("the I/O thread's path sends the headers too", t_io_thread_path),
             ("an upstream's HTTP 400 and -32020 reaches the client as HTTP 400", t_upstream_400),
+            ("a client's credentials never reach the upstream", t_no_passthrough),
             ("everything stops cleanly", t_stop),
         ], ctx)
     finally:

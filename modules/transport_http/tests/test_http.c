@@ -1040,6 +1040,11 @@ static void test_drain(void) {
                                         "\"io.modelcontextprotocol/serverInfo\":{\"name\":\"test-gw\"",
                              2000),
                "the listen's result names its subscription: %s", ci_listen->buf);
+    /* torn down by the server: notifications/cancelled names the listen, before the result */
+    const char *cancelled = strstr(ci_listen->buf, "\"method\":\"notifications/cancelled\","
+                                                   "\"params\":{\"requestId\":\"sub-9\"");
+    MCPG_CHECK(cancelled && cancelled < strstr(ci_listen->buf, "\"result\":{\"resultType\""),
+               "notifications/cancelled names the listen before its result: %s", ci_listen->buf);
     cin_free(ci_listen);
     resp r;
     MCPG_CHECK(next_resp(ci_busy, &r, LINGER_MS + 10000) && r.status == 200 && body_has(&r, "\"id\":77"),
