@@ -916,6 +916,14 @@ static bool refuse_undeclared(upstream *up, const pcall *pc, const char *id_json
     return true;
 }
 
+/* The stateless wire answers a question with input_required only on the
+ * three requests that may carry one; any other call (completion/complete,
+ * a list) cannot ask its client anything. */
+static bool parkable(int method) {
+    return method == MCPG_METHOD_TOOLS_CALL || method == MCPG_METHOD_PROMPTS_GET ||
+           method == MCPG_METHOD_RESOURCES_READ;
+}
+
 void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, const char *method,
                  const char *params, size_t pn) {
     /* on another request's stream (a listen, a subscribe) it is nobody's;
@@ -945,7 +953,12 @@ void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, con
     int rc = MCPG_HOST_HAS(up->h, call_request) && r->pc->call
                  ? up->h->call_request(r->pc->call, method, params, pn, 0, on_client_reply, x)
                  : MCPG_ENOTSUP;
-    if (rc == MCPG_ENOTSUP) park_call(up, r, id_json, id_len, method, params, pn);
+    if (rc == MCPG_ENOTSUP && parkable(r->pc->method))
+        park_call(up, r, id_json, id_len, method, params, pn);
+    else if (rc == MCPG_ENOTSUP)
+        refuse_question(up, id_json, id_len,
+                        "the client's request cannot carry a question: on its wire only "
+                        "tools/call, prompts/get and resources/read can");
     mcpg_buf_free(&ids);
     if (rc == 0) return;
     free(x->id_json);

@@ -38,6 +38,9 @@ Tools (the name the upstream sees decides):
   deep {depth}         answers with a result nested `depth` arrays deep
   spoof {uri}          notifications/resources/updated for uri (a uri it does not serve)
 
+--ask-prompt serves a prompt ask_prompt {who}; its completion/complete asks the client an
+elicitation/create (as the ask tool does on the session wire) and completes with what it got.
+
 --param-tools adds tools whose inputSchema asks for Mcp-Param headers (x-mcp-header), as a
 2026-07-28 server checks them (HTTP 400 and -32020 when one is missing or differs):
   route {region, count, flag, note}  region, count and flag mirrored in Mcp-Param-Region,
@@ -173,7 +176,9 @@ class Fake:
             v = params.get("protocolVersion")
             return self.result(id, {
                 "protocolVersion": v if v in ("2025-11-25", "2025-06-18") else "2025-11-25",
-                "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+                "capabilities": dict({"tools": {"listChanged": True}, "logging": {}},
+                                     **({"prompts": {}, "completions": {}}
+                                        if self.args.ask_prompt else {})),
                 "serverInfo": {"name": "fake", "version": "1"}})
         if method == "server/discover":
             if self.args.wire != "stateless":
@@ -188,6 +193,17 @@ class Fake:
         if method == "tools/call":
             return self.call(id, params.get("name"), params.get("arguments") or {}, params, out,
                              headers or {})
+        if self.args.ask_prompt and method == "prompts/list":
+            return self.result(id, {"prompts": [{"name": "ask_prompt",
+                                                 "arguments": [{"name": "who"}]}]})
+        if self.args.ask_prompt and method == "prompts/get":
+            return self.result(id, {"messages": [{"role": "user", "content": {
+                "type": "text", "text": "hello"}}]})
+        if self.args.ask_prompt and method == "completion/complete":
+            # asks its client a question while completing, answers with what it got
+            r = self.ask(id, {"method": "elicitation/create"}, params, out)
+            got = json.loads(r["result"]["content"][0]["text"]) if "result" in r else r
+            return self.result(id, {"completion": {"values": [json.dumps(got)]}})
         return self.error(id, -32601, "Method not found: %s" % method)
 
     def text(self, id, text, **more):
@@ -568,6 +584,8 @@ def main():
     ap.add_argument("--stderr", help="a line to write to stderr at start")
     ap.add_argument("--garbage", action="store_true", help="a line that is not JSON at start")
     ap.add_argument("--bad-tools", action="store_true", help="list tools with invalid names")
+    ap.add_argument("--ask-prompt", action="store_true",
+                    help="serve a prompt ask_prompt whose completion/complete asks a question")
     ap.add_argument("--param-tools", action="store_true",
                     help="list the x-mcp-header tools (route, refuse, bad_*)")
     ap.add_argument("--get", choices=("405", "sse"), default="405")

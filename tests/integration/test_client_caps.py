@@ -59,7 +59,8 @@ def main():
         m["gateway"]["log_level"] = "info"
         # stdio ties no message to a call: "sole_call" lets the one call in flight
         # (these tests make one at a time) be asked
-        for name, more in (("lg", []), ("st", ["--wire", "stateless", "--record", record])):
+        for name, more in (("lg", ["--ask-prompt"]),
+                           ("st", ["--wire", "stateless", "--record", record])):
             m["modules"].append({"name": name, "module": "backend_mcp", "timeout_ms": 30000,
                                  "config": {"command": sys.executable, "args": [FAKE] + more,
                                             "untied_messages": "sole_call"}})
@@ -141,6 +142,27 @@ def main():
                      "%s: the upstream is answered Method not found (%r)" % (method, got))
             check("not a request a client answers" in got.get("error", {}).get("message", ""),
                   "%s: the message says why: %r" % (method, got))
+
+    def t_no_question_on_completion():
+        """Only tools/call, prompts/get and resources/read may answer a stateless
+        client input_required: an upstream's question during completion/complete
+        is refused to the upstream, and the client gets a plain completion."""
+        params = {"ref": {"type": "ref/prompt", "name": "lg_ask_prompt"},
+                  "argument": {"name": "who", "value": "a"},
+                  "_meta": {CAPS_KEY: {"elicitation": {}}}}
+        raw = build_request(gw.port, headers=stateless_headers("completion/complete") +
+                            [("X-API-Key", keys["alice"])],
+                            body=rpc_body("completion/complete", params))
+        with Conn(gw.port, timeout=60) as c:
+            c.send(raw)
+            res = c.read_response().rpc()
+        result = res.get("result", {})
+        check(result.get("resultType") != "input_required" and "completion" in result,
+              "completion/complete answered with a completion, not a question: %r" % res)
+        got = json.loads(result["completion"]["values"][0])
+        check("only tools/call, prompts/get and resources/read" in
+              got.get("error", {}).get("message", ""),
+              "the upstream's question refused, saying why: %r" % got)
 
     def t_legacy_stateless_mode():
         r, res = call("lg_ask", {"method": "elicitation/create", "mode": "url"},
@@ -407,6 +429,7 @@ def main():
             ("legacy upstream, stateless client declaring nothing: never asked", t_legacy_stateless_undeclared),
             ("legacy upstream: an undeclared elicitation mode or sampling tools: -32602", t_legacy_stateless_mode),
             ("legacy upstream: a request no client answers is never passed on", t_legacy_unknown_request),
+            ("legacy upstream: no question during completion/complete", t_no_question_on_completion),
             ("legacy upstream, stateless client declaring: asked", t_legacy_stateless_declared),
             ("legacy upstream, session declaring nothing: never asked", t_legacy_session_undeclared),
             ("legacy upstream, session declaring sampling: asked and answered", t_legacy_session_declared),
