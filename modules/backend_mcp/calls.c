@@ -1002,6 +1002,8 @@ static void park_free(upstream *up, park *p, bool answer_upstream) {
     free(p);
 }
 
+static void ask_parked(upstream *up, pcall *pc, const park *p);
+
 static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
                       const char *method, const char *params, size_t pn) {
     pcall *pc = r->pc;
@@ -1028,13 +1030,18 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
     r->parked = p;
     r->pc = NULL;
     pc->ur = NULL;
-    /* the client's answer: this question, and how to come back */
+    ask_parked(up, pc, p);
+}
+
+/* Answer pc's client with p's question and how to come back (its token):
+ * input_required, or the next round of a relayed retry. Releases pc. */
+static void ask_parked(upstream *up, pcall *pc, const park *p) {
     mcpg_buf req = {0};
     mcpg_buf_puts(&req, "{\"" ASK_KEY "\":{\"method\":");
-    mcpg_buf_append_json_string(&req, method, strlen(method));
-    if (params) {
+    mcpg_buf_append_json_string(&req, p->q.method, strlen(p->q.method));
+    if (p->q.params_json) {
         mcpg_buf_puts(&req, ",\"params\":");
-        mcpg_buf_append(&req, params, pn);
+        mcpg_buf_puts(&req, p->q.params_json);
     }
     mcpg_buf_puts(&req, "}}");
     mcpg_call *c = claim(up, pc);
@@ -1068,9 +1075,9 @@ static void resume_parked(upstream *up, pcall *pc) {
     const char *ir = pc->input_responses;
     if (!ir || mcpg_json_object_get(ir, strlen(ir), ASK_KEY, &answer) != 1 ||
         answer.type != MCPG_JSON_OBJECT) {
-        calls_fail(up, pc, MCPG_RPC_INVALID_PARAMS,
-                   "inputResponses.%s is missing: it answers the upstream's %s", ASK_KEY,
-                   p->q.method);
+        /* a retry without the answer is asked again, not failed: the question
+         * stays parked under the same token */
+        ask_parked(up, pc, p);
         return;
     }
     char *body = NULL;

@@ -290,6 +290,14 @@ def main():
         later = "%s~%d~%s" % (inner, int(expiry) + 3600, seal)
         refused(retry("alice", ask, later), "an expiry moved later under the seal")
         refused(retry("alice", ask, inner), "the state without its seal")
+        # a retry without the answer is asked the same question again, under the
+        # same parked token (newly sealed), rather than failed
+        again = call("lg_ask", ask, caps, more={"requestState": state})[1].get("result", {})
+        check_eq(again.get("resultType"), "input_required", "asked again: %r" % again)
+        check_eq(again.get("inputRequests", {}).get("upstream", {}).get("method"),
+                 "elicitation/create", "the same question: %r" % again)
+        check_eq(again.get("requestState", "").rsplit("~", 2)[0], inner,
+                 "the same parked token: %r" % again)
         res = retry("alice", ask, state)
         check("result" in res, "alice's own retry: %r" % res)
         check_eq(upstream_got(res), reply, "alice's own retry answers the upstream")
