@@ -17,7 +17,8 @@ SECONDS_EACH=${1:?usage: scripts/fuzz.sh [--build DIR] SECONDS [FUZZER...]}
 shift
 FUZZERS=("$@")
 if [ "${#FUZZERS[@]}" -eq 0 ]; then
-  FUZZERS=(fuzz_http fuzz_wire fuzz_upstream fuzz_manifest fuzz_jwt fuzz_ffi_args fuzz_judge)
+  FUZZERS=(fuzz_http fuzz_wire fuzz_upstream fuzz_manifest fuzz_jwt fuzz_ffi_args fuzz_judge
+           fuzz_param_headers)
 fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -350,10 +350,11 @@ int mcpg_param_header_arg(const mcpg_param_header *p, const char *args, size_t n
 }
 
 /* A JSON-style number in canonical form: sign, integer digits without
- * leading zeros, and the fraction without trailing zeros (so 42.0, 042 and
- * 42 are one text). False when t is not such a number or has an exponent. */
+ * leading zeros, the fraction without trailing zeros, the exponent applied
+ * (so 42.0, 042, 4.2e1 and 42 are one text). False when t is not such a
+ * number, or its canonical text does not fit cap (a huge exponent). */
 static bool number_canon(const char *t, size_t n, char *dst, size_t cap) {
-    size_t i = 0, at = 0;
+    size_t i = 0;
     bool neg = i < n && t[i] == '-';
     if (neg) i++;
     size_t int_from = i;
@@ -366,26 +367,58 @@ static bool number_canon(const char *t, size_t n, char *dst, size_t cap) {
         frac_to = i;
         if (frac_to == frac_from) return false;
     }
-    if (i != n || n + 2 > cap) return false;
-    while (int_from + 1 < int_to && t[int_from] == '0') int_from++;
-    while (frac_to > frac_from && t[frac_to - 1] == '0') frac_to--;
-    bool zero = int_to - int_from == 1 && t[int_from] == '0' && frac_to == frac_from;
-    if (neg && !zero) dst[at++] = '-';
-    memcpy(dst + at, t + int_from, int_to - int_from);
-    at += int_to - int_from;
-    if (frac_to > frac_from) {
+    long exp = 0;
+    if (i < n && (t[i] == 'e' || t[i] == 'E')) {
+        bool eneg = ++i < n && t[i] == '-';
+        if (i < n && (t[i] == '-' || t[i] == '+')) i++;
+        size_t e_from = i;
+        for (; i < n && t[i] >= '0' && t[i] <= '9'; i++)
+            if (exp < 100000) exp = exp * 10 + (t[i] - '0');
+        if (i == e_from) return false;
+        if (eneg) exp = -exp;
+    }
+    if (i != n) return false;
+    /* the digits without the point, and where the point stands in them */
+    char digits[96];
+    size_t nd = 0;
+    for (size_t k = int_from; k < int_to; k++)
+        if (nd < sizeof digits) digits[nd++] = t[k];
+    for (size_t k = frac_from; k < frac_to; k++)
+        if (nd < sizeof digits) digits[nd++] = t[k];
+    if (nd == sizeof digits) return false; /* longer than any canonical text kept */
+    long point = (long)(int_to - int_from) + exp;
+    size_t lead = 0;
+    while (lead < nd && digits[lead] == '0') lead++, point--;
+    while (nd > lead && digits[nd - 1] == '0') nd--;
+    size_t at = 0;
+    if (lead == nd) { /* zero, whatever its sign */
+        if (cap < 2) return false;
+        memcpy(dst, "0", 2);
+        return true;
+    }
+    long len = (long)(nd - lead);
+    size_t need = 3 + (size_t)(point > len ? point : len) + (size_t)(point < 0 ? -point : 0);
+    if (point > 100000 || point < -100000 || need > cap) return false;
+    if (neg) dst[at++] = '-';
+    if (point <= 0) dst[at++] = '0';
+    for (long k = 0; k < point; k++) dst[at++] = k < len ? digits[lead + (size_t)k] : '0';
+    if (point < len) {
         dst[at++] = '.';
-        memcpy(dst + at, t + frac_from, frac_to - frac_from);
-        at += frac_to - frac_from;
+        for (long k = point; k < 0; k++) dst[at++] = '0';
+        for (long k = point > 0 ? point : 0; k < len; k++) dst[at++] = digits[lead + (size_t)k];
     }
     dst[at] = '\0';
     return true;
 }
 
+/* Numbers compare by value; two whose canonical text is too long to make
+ * (a huge exponent) compare by their text, so what a client builds from the
+ * body is still what the check accepts. */
 static bool numbers_equal(const char *a, size_t an, const char *b, size_t bn) {
     char ca[96], cb[96];
-    return number_canon(a, an, ca, sizeof ca) && number_canon(b, bn, cb, sizeof cb) &&
-           strcmp(ca, cb) == 0;
+    bool ka = number_canon(a, an, ca, sizeof ca), kb = number_canon(b, bn, cb, sizeof cb);
+    if (ka && kb) return strcmp(ca, cb) == 0;
+    return !ka && !kb && an == bn && memcmp(a, b, an) == 0;
 }
 
 /* The decoded header text equals the argument's value. */

@@ -110,6 +110,19 @@ static void test_verdict(void) {
                "base64, numeric compare, OWS: %s", msg);
     MCPG_CHECK(V("{\"n\":42.000}", "mcp-param-count", "042") == MCPG_PARAM_OK, "42.000 vs 042: %s",
                msg);
+    /* an exponent is applied before comparing */
+    MCPG_CHECK(V("{\"n\":4.2e1}", "mcp-param-count", "42") == MCPG_PARAM_OK, "4.2e1 vs 42: %s",
+               msg);
+    MCPG_CHECK(V("{\"n\":1000}", "mcp-param-count", "1E+3") == MCPG_PARAM_OK, "1000 vs 1E+3: %s",
+               msg);
+    MCPG_CHECK(V("{\"n\":-0.0}", "mcp-param-count", "0") == MCPG_PARAM_OK, "-0.0 vs 0: %s", msg);
+    MCPG_CHECK(V("{\"n\":1e3}", "mcp-param-count", "1001") == MCPG_PARAM_MISMATCH,
+               "1e3 vs 1001: %s", msg);
+    /* a number too long to make canonical compares by its text: what is sent is accepted */
+    MCPG_CHECK(V("{\"n\":379e244}", "mcp-param-count", "379e244") == MCPG_PARAM_OK,
+               "379e244 sent as it is: %s", msg);
+    MCPG_CHECK(V("{\"n\":379e244}", "mcp-param-count", "3790e243") == MCPG_PARAM_MISMATCH,
+               "a huge number written otherwise: %s", msg);
     MCPG_CHECK(V(all, "mcp-param-region", "=?base64?SGVsbG8?=", "mcp-param-count", "42",
                  "mcp-param-ok", "true") == MCPG_PARAM_BAD_BASE64 &&
                    strstr(msg, "Mcp-Param-Region"),
@@ -168,6 +181,9 @@ static void test_values(void) {
     expect_value("{\"v\":\"=?base64?abc?=\"}", "=?base64?PT9iYXNlNjQ/YWJjPz0=?=");
     expect_value("{\"v\":\"line\\nbreak\"}", "=?base64?bGluZQpicmVhaw==?=");
     expect_value("{\"v\":42.0}", "42");
+    expect_value("{\"v\":4.2e1}", "42");
+    expect_value("{\"v\":-1.50e-2}", "-0.015");
+    expect_value("{\"v\":379e244}", "379e244");
     expect_value("{\"v\":false}", "false");
     expect_value("{\"v\":null}", NULL);
     expect_value("{}", NULL);
