@@ -146,6 +146,7 @@ struct mcpg_call {
     mcpg_buf judged_name, judged_ref, judged_params;
     mcpg_buf state_params;       /* params with a retry's requestState unsealed (state_seal.c) */
     bool ref_judged, ref_is_prompt; /* completion/complete: judged_name is the ref's id */
+    bool has_request_state;      /* judge.c saw params.requestState: state_seal.c checks it */
     char task_seal[33];          /* tasks methods: the seal the client's task id carried (task_seal.c) */
     size_t task_plain_len;       /* ... and the id's length without it */
     char session[80];            /* the legacy wire's session id, NUL-terminated (audit) */

@@ -244,6 +244,8 @@ int call_judge(mcpg_call *c) {
         } else if (c->method == MCPG_METHOD_COMPLETION_COMPLETE && key_is(&k, "ref")) {
             if (judge_ref(c, &v)) return -1;
             reshaped = true;
+        } else if (key_is(&k, "requestState")) {
+            c->has_request_state = true; /* a retry: its seal is checked after identity */
         }
     }
     if (foreign || reshaped) return rebuild(c, &s, params.p, params.n);
