@@ -132,12 +132,19 @@ def main():
 
             def slow_client(rpc_id, raw):
                 try:
-                    with CountingConn(port) as c:
-                        res = outcome(c, raw, rpc_id)
-                except ConnectionRefusedError:  # after the listeners closed
+                    c = CountingConn(port)
+                except (ConnectionRefusedError, ConnectionResetError):
+                    # after the listeners closed (reset: it waited in a listener's
+                    # backlog when that closed; no request was sent)
                     res = ("connect-refused", None)
                 except OSError as e:
                     res = ("cut", "connect: %r" % e)
+                else:
+                    try:
+                        with c:
+                            res = outcome(c, raw, rpc_id)
+                    except OSError as e:
+                        res = ("cut", "%r" % e)
                 with lock:
                     results[rpc_id] = res
 
@@ -222,7 +229,9 @@ def main():
             def probe(i):
                 try:
                     c = CountingConn(port)
-                except ConnectionRefusedError:
+                except (ConnectionRefusedError, ConnectionResetError):
+                    # reset: it waited in the listener's backlog when the listener
+                    # closed, and the kernel reset it; no request was sent
                     return "connect-refused"
                 with c:
                     return outcome(c, tool_call_request(port, "echo", {"message": "hi"},
