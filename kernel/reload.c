@@ -164,6 +164,28 @@ static void check_fixed(const manifest *m, errlist *errs) {
                     "the gateway)");
 }
 
+/* What a reload cannot replace, because the transport is carried over and
+ * cannot be replaced yet: the transport itself (it owns the connections and
+ * their streams), and the coordinator, on which the transport keeps its
+ * legacy sessions and its subscriptions, and which it (and other modules)
+ * may keep from host->coordinator() for as long as they live (host.h): the
+ * kernel keeps that pointer valid by never swapping the coordinator. */
+static bool keeps_fixed_instances(const generation *g, const manifest *m, errlist *errs) {
+    if (!g->carried[0]) {
+        errlist_add(errs, m->path, "gateway.server",
+                    "a reload cannot change the transport or its settings (restart the gateway)");
+        return false;
+    }
+    if (g->coordinator != K.gen->coordinator) {
+        errlist_add(errs, m->path, g->coordinator ? g->coordinator->name : "cluster",
+                    "a reload cannot change the coordinator (cluster) or its settings: the "
+                    "transport keeps its sessions on the one it started with (restart the "
+                    "gateway)");
+        return false;
+    }
+    return true;
+}
+
 static bool listen_changed(const manifest *m) {
     const manifest *cur = K.m;
     bool same = m->n_listen == cur->n_listen;
@@ -208,11 +230,7 @@ static void run(asker *a) {
     if (relisten && workers_listen_prepare(m->listen, m->n_listen, &errs, m->path) != 0)
         relisten = false;
     generation *g = m && !errs.count ? generation_build_from(m, K.gen, &errs) : NULL;
-    if (g && !g->carried[0]) {
-        /* the transport owns the connections and their streams: replacing
-         * it under them is not offered yet */
-        errlist_add(&errs, m->path, "gateway.server",
-                    "a reload cannot change the transport or its settings (restart the gateway)");
+    if (g && !keeps_fixed_instances(g, m, &errs)) {
         generation_free(g);
         g = NULL;
     }
