@@ -38,8 +38,35 @@ static int host_log_enabled(mcpg_instance *self, int level) {
 
 static const char *host_instance_name(mcpg_instance *self) { return self->name; }
 static const char *host_gateway_version(void) { return MCPG_VERSION; }
-static const char *host_gateway_name(void) { return K.m && K.m->name ? K.m->name : "mcpg"; }
-static const char *host_gateway_id(void) { return K.m && K.m->id ? K.m->id : "mcpg"; }
+/* gateway.name and gateway.id live in the manifest, which a reload replaces
+ * and frees when the old generation retires; a module may keep what these
+ * slots return for as long as it likes (host.h). So each distinct value is
+ * copied once into a list that lives as long as the process (one entry per
+ * value a reload ever brought: a handful). */
+typedef struct kept_string {
+    struct kept_string *next;
+    char s[];
+} kept_string;
+
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static kept_string *kept; /* reachable until exit: never freed */
+
+static const char *keep_string(const char *s, const char *fallback) {
+    if (!s) return fallback;
+    pthread_mutex_lock(&kept_lock);
+    kept_string *k = kept;
+    while (k && strcmp(k->s, s) != 0) k = k->next;
+    if (!k && (k = malloc(sizeof *k + strlen(s) + 1))) {
+        strcpy(k->s, s);
+        k->next = kept;
+        kept = k;
+    }
+    pthread_mutex_unlock(&kept_lock);
+    return k ? k->s : fallback;
+}
+
+static const char *host_gateway_name(void) { return keep_string(K.m ? K.m->name : NULL, "mcpg"); }
+static const char *host_gateway_id(void) { return keep_string(K.m ? K.m->id : NULL, "mcpg"); }
 
 /* The rules of the generation the calling loop serves (stable on its
  * thread), else the current one's. */
