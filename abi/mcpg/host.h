@@ -7,6 +7,14 @@
  *
  * Threads: unless a slot says "any thread", call it on a loop thread. The
  * process ignores SIGPIPE: a write to a closed socket returns EPIPE.
+ *
+ * Lifetimes: a pointer a slot returns lives as long as that slot says. The
+ * ones a module may keep for its whole life, also after a reload carried it
+ * over into a new generation: the host table, workers (worker_at), what
+ * gateway_version, gateway_name and gateway_id return (the process), what
+ * instance_name returns (the instance) and what coordinator returns (the
+ * process: a reload never replaces the coordinator). Call data (call_*) is
+ * borrowed as each slot says, listen_address only until the caller returns.
  */
 #ifndef MCPG_HOST_H
 #define MCPG_HOST_H
@@ -53,7 +61,8 @@ struct mcpg_host {
      * "config" object); the kernel prefixes file and instance path. */
     void (*report_error)(mcpg_report *rep, const char *key_path, const char *fmt, ...)
         MCPG_PRINTF(3, 4);
-    /* The instance's manifest name, and the gateway's version string. */
+    /* The instance's manifest name (lives as long as the instance), and the
+     * gateway's version string (lives as long as the process). */
     const char *(*instance_name)(mcpg_instance *self);
     const char *(*gateway_version)(void);
 
@@ -184,7 +193,10 @@ struct mcpg_host {
     int (*call_cancelled)(mcpg_call *call);
 
     /* ---- the gateway (any thread) ---- */
-    /* gateway.name from the manifest: the server name clients are told. */
+    /* gateway.name from the manifest: the server name clients are told.
+     * The string lives as long as the process (a reload that changes the
+     * name makes a new one; the old stays valid), so it may be kept; it is
+     * the name at the time of the call. */
     const char *(*gateway_name)(void);
 
     /* ======== ABI 1.1: check MCPG_HOST_HAS(host, slot) before use ======== */
@@ -246,7 +258,13 @@ struct mcpg_host {
      * pass them; NULL (and *instance_out NULL) when the manifest has none.
      * Also during create() (on the thread creating): the coordinator of the
      * generation being built, which the kernel creates before any other
-     * instance, so a module can check at create() what it will need. */
+     * instance, so a module can check at create() what it will need.
+     * Lifetime: the ops and the instance live as long as the process, and
+     * are the same at every call: a reload that would change the
+     * coordinator (its module, its config, cluster.*) is refused, since the
+     * transport, which a reload carries over, keeps its sessions and
+     * subscriptions on it. So a module may keep them from create() or
+     * start() on, also across reloads that carry it over. */
     const mcpg_coordinator_ops *(*coordinator)(void **instance_out);
 
     /* ---- tasks (any thread) ---- */
@@ -293,7 +311,8 @@ struct mcpg_host {
     int (*call_set_challenge)(mcpg_call *call, const char *www_authenticate);
 
     /* ---- the gateway (any thread) ---- */
-    /* gateway.id from the manifest (default: the host name): in audit events. */
+    /* gateway.id from the manifest (default: the host name): in audit events.
+     * Lives as long as the process, as gateway_name's. */
     const char *(*gateway_id)(void);
     /* Redact a JSON text by the gateway's rules (gateway.redact: credential-
      * shaped strings, configured pointers and patterns) into out (appended).
@@ -367,7 +386,9 @@ struct mcpg_host {
     /* The manifest's i-th listen address as it gives it ("0.0.0.0:8080",
      * "[::1]:8080"), NULL past the last: of the generation being built
      * during create() and start(), else of the serving one. For a
-     * transport's log lines about what each listener exposes. */
+     * transport's log lines about what each listener exposes. Borrowed until
+     * the caller returns (it is the manifest's, which a reload replaces):
+     * copy it to keep it. */
     const char *(*listen_address)(size_t i);
     /* RFC 9728 protected-resource metadata the current generation's
      * identity stage describes (its instances' protected_resource op):
