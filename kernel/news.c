@@ -228,9 +228,14 @@ uint32_t host_offers(void) {
     return bits;
 }
 
+/* The generation being built (create), else the calling loop's own (stable
+ * on its thread), else the current one. A reload never replaces the
+ * coordinator (reload.c), so all of them answer the same instance once the
+ * gateway serves: what a module keeps from here stays valid (host.h). */
 const mcpg_coordinator_ops *host_coordinator(void **instance_out) {
     const generation *g = generation_building();
-    if (!g) g = K.gen;
+    mcpg_worker *w = g ? NULL : worker_self();
+    if (!g) g = w && w->gen ? w->gen : K.gen;
     mcpg_instance *c = g ? g->coordinator : NULL;
     if (instance_out) *instance_out = c ? c->state : NULL;
     return c ? c->desc->ops : NULL;
