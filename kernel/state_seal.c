@@ -109,11 +109,20 @@ static int decode(const mcpg_json_span *v, mcpg_buf *out) {
     return 0;
 }
 
+/* The wall clock in whole seconds, read exactly: time() may answer from a
+ * coarse clock that lags the real one by a tick, and a token's last second
+ * would then be accepted after it ended. */
+static uint64_t wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec;
+}
+
 /* When a requestState shown now lapses (Unix seconds): gateway.request_state_ttl_ms
  * from now. Wall time, so that any replica of a fleet judges it alike. */
 static uint64_t expiry_of(const mcpg_call *c) {
     int64_t ttl_ms = c->gen && c->gen->m ? c->gen->m->request_state_ttl_ms : 600000;
-    return (uint64_t)time(NULL) + (uint64_t)((ttl_ms + 999) / 1000);
+    return wall_seconds() + (uint64_t)((ttl_ms + 999) / 1000);
 }
 
 /* A shown token "<state>~<expiry>~<seal>": the state's length and the
@@ -229,7 +238,7 @@ bool state_seal_check(mcpg_call *c) {
               split_token(plain.data, plain.len, &n, &expiry);
     ok = ok && seal_of(c, plain.data, n, expiry, want) == 0 &&
          CRYPTO_memcmp(want, plain.data + plain.len - SEAL_HEX, SEAL_HEX) == 0 &&
-         (uint64_t)time(NULL) <= expiry && unsealed_params(c, plain.data, n) == 0;
+         wall_seconds() <= expiry && unsealed_params(c, plain.data, n) == 0;
     mcpg_buf_free(&plain);
     if (!ok)
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 400,
