@@ -14,8 +14,27 @@
 
 #define ROUNDS 200       /* big call then small call, until one lands */
 #define LIVES_CHECKED 64 /* lives of the new object the old handle is tried on */
+#define SKIPPED 77       /* ctest's SKIP_RETURN_CODE for kernel_serial */
 
 static char dir[] = "/tmp/mcpg-serial-XXXXXX";
+
+#if defined(__SANITIZE_ADDRESS__) /* gcc; clang says it with __has_feature */
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+#ifdef UNDER_ASAN
+/* ASan holds freed memory back (its quarantines) so that a use after free
+ * is caught, and the address this test waits for would not come back:
+ * without them here, the test runs under ASan too. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) {
+    return "quarantine_size_mb=0:thread_local_quarantine_size_kb=0";
+}
+#endif
 
 static mcpg_call *kept; /* the freed call's transport handle, kept on purpose */
 static int lives_seen;  /* lives at the kept handle's address */
@@ -55,8 +74,11 @@ static void new_object_at_freed_address(void) {
         run("big", keep_handle); /* its object is freed at its end */
         run("echo", try_kept);
     }
-    MCPG_REQUIRE(lives_seen > 0, "no call object landed at a freed one's address in %d rounds",
-                 ROUNDS);
+    if (lives_seen == 0) { /* the allocator never gave an address back: nothing to try */
+        fprintf(stderr, "skipped: no call object landed at a freed one's address in %d rounds\n",
+                ROUNDS);
+        exit(SKIPPED);
+    }
     /* the new object now sits alone on the free list: each call reuses it */
     for (int i = 1; i < LIVES_CHECKED; i++) run("echo", try_kept);
     MCPG_CHECK(lives_seen >= LIVES_CHECKED, "lives at the address: %d", lives_seen);
