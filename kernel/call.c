@@ -44,6 +44,22 @@ void call_set_error(mcpg_call *c, int64_t code, int http, const char *fmt, ...) 
 
 /* ---- allocation: per-worker free list ---- */
 
+/* Every life of every call object takes its serial from this one counter,
+ * the object's first life too. A serial kept per object alone restarted
+ * when an object was freed and a new one allocated at its address, so a
+ * handle kept from the freed call matched the new one's first lives. With
+ * one counter, the lives at any address take strictly increasing values:
+ * the 13 bits of it a handle carries can repeat there only when at least
+ * CALL_SERIAL_MASK (8191) lives have started in the whole process in between
+ * (the handle has no room for more; one relaxed increment per life). */
+static _Atomic uint64_t serials;
+
+/* The serial of an object's next life, 1..CALL_SERIAL_MASK (0 is never live). */
+static uint16_t call_serial_take(void) {
+    uint64_t n = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
+    return (uint16_t)(n % CALL_SERIAL_MASK + 1);
+}
+
 /* A recycled call big enough for n_slots, else a new one. */
 static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
     mcpg_call *c = w->freelist.head;
@@ -60,7 +76,7 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
     }
     if (!c) return NULL;
     c->n_slots = n_slots;
-    atomic_store_explicit(&c->serial, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->serial, call_serial_take(), memory_order_relaxed);
     return c;
 }
 
@@ -147,8 +163,7 @@ void call_recycle(mcpg_call *c) {
     mcpg_worker *w = c->w;
     call_clear(c);
     /* from here on every handle of the life that ended is refused */
-    uint16_t serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
-    atomic_store_explicit(&c->serial, call_serial_next(serial), memory_order_relaxed);
+    atomic_store_explicit(&c->serial, call_serial_take(), memory_order_relaxed);
     /* keep a bounded number for reuse; big buffers are not kept */
     if (w->freelist.count < 1024 && c->result.cap <= 65536 && c->pool.req_copy.cap <= 65536) {
         c->next_free = w->freelist.head;

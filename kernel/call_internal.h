@@ -91,9 +91,11 @@ typedef struct call_msgs {
 } call_msgs;
 
 struct mcpg_call {
-    /* This object's current life, in every handle given out for it; moved
-     * on when the object is recycled, so a handle kept too long is refused
-     * (see call_of). Kept across recycling. */
+    /* This object's current life, in every handle given out for it; a new
+     * one from the process-wide counter (call.c, call_serial_take) when the
+     * object is made and each time it is recycled, so a handle kept too long
+     * is refused (see call_of), also by a new object at a freed one's
+     * address. Kept across recycling. */
     _Atomic uint16_t serial;
     mcpg_post post;              /* a loop op's status, to the loop */
     struct mcpg_call *next_free;

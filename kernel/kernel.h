@@ -442,6 +442,13 @@ const char *host_call_protocol_version(mcpg_call *c, size_t *len);
 int host_call_notify(mcpg_call *c, const char *method, const char *params, size_t plen);
 int host_call_request(mcpg_call *c, const char *method, const char *params, size_t plen,
                       uint64_t timeout_ms, mcpg_reply_fn fn, void *arg);
+/* call_request's two halves, each checking the handle, apart so that a
+ * test can answer the call in between: the ask registered (*seq_out), then
+ * its request sent (host_call_request runs both on one check). */
+int msgs_ask_open(mcpg_call *c, const char *method, const char *params, size_t plen,
+                  uint64_t timeout_ms, mcpg_reply_fn fn, void *arg, uint64_t *seq_out);
+int msgs_ask_send(mcpg_call *c, uint64_t seq, const char *method, const char *params,
+                  size_t plen);
 int host_reply_submit(mcpg_worker *w, const char *session, size_t slen, const char *body,
                       size_t len);
 void host_lists_changed(mcpg_instance *self, uint32_t lists);

@@ -204,10 +204,9 @@ typedef struct ask_table {
 
 static ask_table tables[MCPG_MAX_WORKERS]; /* by worker index, each touched by its loop only */
 
-int host_call_request(mcpg_call *h, const char *method, const char *params, size_t plen,
-                      uint64_t timeout_ms, mcpg_reply_fn fn, void *arg) {
-    mcpg_call *c = call_of(h, "call_request");
-    if (!c) return MCPG_ESTATE;
+/* Register the ask (*seq_out) on a live call c. */
+static int ask_open(mcpg_call *c, const char *method, const char *params, size_t plen,
+                    uint64_t timeout_ms, mcpg_reply_fn fn, void *arg, uint64_t *seq_out) {
     if (!method || !fn || !params_ok(params, plen)) return MCPG_EINVAL;
     if (!can_carry(c) || c->d.wire == MCPG_WIRE_STATELESS) return MCPG_ENOTSUP;
     uint64_t seq = atomic_fetch_add(&ask_seq, 1) + 1;
@@ -222,18 +221,61 @@ int host_call_request(mcpg_call *h, const char *method, const char *params, size
     if (a) c->msgs.asked = true;
     pthread_mutex_unlock(&c->msgs.lock);
     if (!a) return MCPG_EAGAIN;
+    *seq_out = seq;
+    return 0;
+}
+
+/* The ask seq taken back before anyone answered it: true when it was still
+ * waiting (its fn will never run), false when an answer has claimed it
+ * (answer_ask runs, or has run, its fn). */
+static bool ask_take_back(mcpg_call *c, uint64_t seq) {
+    bool taken = false;
+    pthread_mutex_lock(&c->msgs.lock);
+    for (unsigned i = 0; i < CALL_MAX_ASKS && !taken; i++)
+        if (c->msgs.asks[i].active && c->msgs.asks[i].seq == seq) {
+            c->msgs.asks[i].active = false;
+            taken = true;
+        }
+    pthread_mutex_unlock(&c->msgs.lock);
+    return taken;
+}
+
+/* The call can be answered between the ask's opening and its sending (from
+ * a pool thread): msgs_close then runs fn with MCPG_ECANCELED, and the send
+ * finds the call closed. Only one of the two may tell the module, so a
+ * failed send reports its error only when it takes the ask back first. */
+static int ask_send(mcpg_call *c, uint64_t seq, const char *method, const char *params,
+                    size_t plen) {
     char id[48];
     snprintf(id, sizeof id, "mcpg-%u-%llu", c->w->index, (unsigned long long)seq);
     mcpg_buf b = {0};
     int rc = mcpg__rpc_frame(&b, id, method, params, plen);
     if (rc == 0) rc = send_msg(c, &b, true);
     mcpg_buf_free(&b);
-    if (rc != 0) {
-        pthread_mutex_lock(&c->msgs.lock);
-        a->active = false;
-        pthread_mutex_unlock(&c->msgs.lock);
-    }
+    if (rc != 0 && !ask_take_back(c, seq)) rc = 0; /* fn has its answer */
     return rc;
+}
+
+/* The handle is checked once: both halves act on the same life. */
+int host_call_request(mcpg_call *h, const char *method, const char *params, size_t plen,
+                      uint64_t timeout_ms, mcpg_reply_fn fn, void *arg) {
+    mcpg_call *c = call_of(h, "call_request");
+    if (!c) return MCPG_ESTATE;
+    uint64_t seq;
+    int rc = ask_open(c, method, params, plen, timeout_ms, fn, arg, &seq);
+    return rc ? rc : ask_send(c, seq, method, params, plen);
+}
+
+int msgs_ask_open(mcpg_call *h, const char *method, const char *params, size_t plen,
+                  uint64_t timeout_ms, mcpg_reply_fn fn, void *arg, uint64_t *seq_out) {
+    mcpg_call *c = call_of(h, "call_request");
+    return c ? ask_open(c, method, params, plen, timeout_ms, fn, arg, seq_out) : MCPG_ESTATE;
+}
+
+int msgs_ask_send(mcpg_call *h, uint64_t seq, const char *method, const char *params,
+                  size_t plen) {
+    mcpg_call *c = call_of(h, "call_request");
+    return c ? ask_send(c, seq, method, params, plen) : MCPG_ESTATE;
 }
 
 /* "mcpg-W-N" → W and N; false when the text is not one of our ids. */

@@ -62,6 +62,7 @@ static void probe_complete(void *ctx, mcpg_call *call) {
         snprintf(p->text, sizeof p->text, "%s", o.error_message);
     else
         snprintf(p->text, sizeof p->text, "%.*s", (int)o.result_len, o.result);
+    if (p->at_complete) p->at_complete(p, call);
     call_release(call);
     p->call = NULL;
     free_request(p);

@@ -20,6 +20,9 @@ typedef struct probe {
     bool in_submit;                /* the loop is still inside call_submit for it */
     int submit_rc;
     mcpg_call *call;               /* the transport's handle, until complete */
+    /* Run on the loop at complete, before the handle is released (tests of
+     * what a handle reaches while its call is live). */
+    void (*at_complete)(struct probe *p, mcpg_call *call);
     int is_error;
     int64_t code;
     int http;

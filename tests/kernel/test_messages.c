@@ -169,6 +169,61 @@ static void requests(void) {
                "times out)", p.text);
 }
 
+/* An ask opened on a live call, the call answered before its request is
+ * sent: call_request's two halves (msgs_ask_open, msgs_ask_send) with the
+ * answer in between, as a pool thread can meet it. */
+typedef struct late_ask {
+    probe *p;
+    bool opened;
+    int rc_open, rc_send;
+    uint64_t seq;
+    int fn_calls, fn_status;
+} late_ask;
+
+static late_ask late;
+
+static void late_fn(void *arg, const mcpg_reply *r) {
+    late_ask *l = arg;
+    l->fn_calls++;
+    l->fn_status = r->status;
+}
+
+static void late_open(void *arg) {
+    late_ask *l = arg;
+    pthread_mutex_lock(&l->p->lock);
+    mcpg_call *h = l->p->call;
+    pthread_mutex_unlock(&l->p->lock);
+    if (!h) return; /* not submitted yet */
+    l->rc_open = msgs_ask_open(h, "roots/list", NULL, 0, 0, late_fn, l, &l->seq);
+    l->opened = true;
+}
+
+/* At complete: the call's messages are closed, its handle still live. */
+static void late_send(probe *p, mcpg_call *call) {
+    (void)p;
+    late.rc_send = msgs_ask_send(call, late.seq, "roots/list", NULL, 0);
+}
+
+static void request_after_close(void) {
+    probe p;
+    probe_start(&p, "tools/call", "ask", 3, NULL, "4", NULL);
+    probe_legacy(&p, "s-3");
+    p.at_complete = late_send;
+    late = (late_ask){.p = &p};
+    probe_submit(&p);
+    for (int i = 0; i < 1000 && !late.opened; i++) probe_on_loop(late_open, &late);
+    MCPG_REQUIRE(late.opened && late.rc_open == 0, "ask opened on the live call: %d",
+                 late.rc_open);
+    int rc;
+    answer_ask(&p, "s-3", &rc); /* fx_rich's own ask: its call is then answered */
+    probe_join(&p);
+    MCPG_CHECK(late.fn_calls + (late.rc_send != 0) == 1,
+               "exactly one of: fn ran (%d times, status %d), the send failed (%d)",
+               late.fn_calls, late.fn_status, late.rc_send);
+    MCPG_CHECK(late.fn_calls == 0 || late.fn_status == MCPG_ECANCELED,
+               "the call ended first: fn told MCPG_ECANCELED, not %d", late.fn_status);
+}
+
 static void sub_on_loop(void *arg) {
     int *rc = arg;
     rc[0] = HOST.resource_subscribe(&K.workers[0], "test://t/7/x", 12, 1);
@@ -203,6 +258,7 @@ int main(int argc, char **argv) {
     routing();
     notifications();
     requests();
+    request_after_close();
     subscriptions();
     kernel_down();
     char cmd[700];
