@@ -28,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "reload"))
-from gateway import (Context, Gateway, call_tool, check, check_eq, parse_args,  # noqa: E402
+from gateway import (Context, replace_file, Gateway, call_tool, check, check_eq, parse_args,  # noqa: E402
                      run_tests, sanitizer_lines, wait_for)
 from test_reload import TOKEN, mapped_images, post_reload, reload_ok  # noqa: E402
 
@@ -134,9 +134,7 @@ def main():
     path = ctx.write_manifest(manifest(thread=False, limit=3), "bestiary.json")
 
     def rewrite(m):
-        with open(path + ".tmp", "w") as f:
-            json.dump(m, f)
-        os.rename(path + ".tmp", path)
+        replace_file(path, m)
 
     gw = Gateway(ctx, config=path, env={"MCPG_TEST_ADMIN": TOKEN}, name="bestiary")
 

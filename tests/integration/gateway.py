@@ -111,6 +111,15 @@ def parse_args(extra=None):
     return args
 
 
+def replace_file(path, content):
+    """Write content (a dict or list as JSON, a str as is) to path in one
+    step, through a rename, so a reader (a reload, a key file watcher) never
+    sees half a file."""
+    with open(path + ".tmp", "w") as f:
+        f.write(content if isinstance(content, str) else json.dumps(content))
+    os.replace(path + ".tmp", path)
+
+
 class Context:
     """Holds the arguments and one temp folder for the whole test script."""
 

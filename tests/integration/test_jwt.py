@@ -24,7 +24,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (REFUSED_2026, Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
+from gateway import (REFUSED_2026, replace_file, Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
                      expect_result, fail, parse_args, read_audit, run_cli, run_tests,
                      send_one, stateless_headers, rpc_body, wait_for)
 
@@ -397,9 +397,7 @@ def test_file_reload():
     path = ctx.path("jwks.json")
 
     def write(*kids):
-        with open(path + ".tmp", "w") as f:
-            json.dump({"keys": [key(k).jwk for k in kids]}, f)
-        os.replace(path + ".tmp", path)
+        replace_file(path, {"keys": [key(k).jwk for k in kids]})
 
     write("rsa-1")
     with Gateway(ctx, manifest(jwt_config(jwks_file=path))) as gw:

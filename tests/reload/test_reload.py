@@ -16,7 +16,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from gateway import (Conn, Context, Gateway, TestFailure, call_tool, check,  # noqa: E402
+from gateway import (Conn, replace_file, Context, Gateway, TestFailure, call_tool, check,  # noqa: E402
                      check_eq, free_port, parse_args, run_tests, wait_for)
 from test_legacy_wire import initialize, read_stream, request, rpc  # noqa: E402
 
@@ -131,9 +131,7 @@ def main():
     p = gw.port
 
     def rewrite(m):
-        with open(path + ".tmp", "w") as f:
-            json.dump(m, f)
-        os.rename(path + ".tmp", path)
+        replace_file(path, m)
 
     def t_admin_route():
         r = post_reload(p, token=None)
@@ -231,9 +229,7 @@ def main():
                          % (stats["ok"], sorted(publish_ms), slowest, rss0, rss1))
 
     def refused(m_text, words, what):
-        with open(path + ".tmp", "w") as f:
-            f.write(m_text if isinstance(m_text, str) else json.dumps(m_text))
-        os.rename(path + ".tmp", path)
+        replace_file(path, m_text)
         r = reload_answer(p)
         check_eq(r.status, 400, "%s: refused (%r)" % (what, r.body[:300]))
         errs = json.loads(r.body)["errors"]

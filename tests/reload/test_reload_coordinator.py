@@ -14,7 +14,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
-from gateway import (Context, Gateway, check, check_eq, parse_args,  # noqa: E402
+from gateway import (Context, replace_file, Gateway, check, check_eq, parse_args,  # noqa: E402
                      run_tests, wait_for)
 from test_legacy_wire import answer, initialize, request, rpc  # noqa: E402
 from test_reload import TOKEN, reload_answer, reload_ok  # noqa: E402
@@ -49,9 +49,7 @@ def main():
     p = gw.port
 
     def rewrite(m):
-        with open(path + ".tmp", "w") as f:
-            json.dump(m, f)
-        os.rename(path + ".tmp", path)
+        replace_file(path, m)
 
     def serves(sid, id, what):
         """The gateway is alive: a new legacy session opens, and one opened before
