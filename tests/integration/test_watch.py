@@ -37,6 +37,7 @@ NATS = os.environ.get("NATS_SERVER", "/usr/sbin/nats-server")
 COUNT = 12          # resources
 PERIOD_MS = 6000    # each one's version moves this often, the moves spread over the period
 INTERVAL_MS = 250   # the binding's poll interval
+SHARDS = 8          # gateway.watch.shards
 # A change must be told once before the resource's next change (a loaded CI
 # machine may delay a poll well past its interval; the delays are printed).
 
@@ -47,7 +48,7 @@ def manifest(ctx, name, coordinator=None, lease_ms=1500, kind=None):
                          "config": {"count": COUNT, "period_ms": PERIOD_MS}})
     m["bindings"] = [{"backend": "mock"},
                      {"backend": "ver", "watch": {"interval_ms": INTERVAL_MS}}]
-    m["gateway"]["watch"] = {"shards": 8, "lease_ms": lease_ms}
+    m["gateway"]["watch"] = {"shards": SHARDS, "lease_ms": lease_ms}
     m["gateway"]["log_level"] = os.environ.get("WATCH_LOG", "info")
     if coordinator:
         m["cluster"] = {"kind": kind}
@@ -186,6 +187,23 @@ def taken_after(gw, t0):
             if t >= t0 and m.startswith("shard ") and " taken:" in m]
 
 
+def spread(gateways, timeout=30):
+    """Until every replica has heard the others and the shards are held
+    once each, none by more than its fair share (read from their logs)."""
+    gateways = list(gateways)
+    fair = -(-SHARDS // len(gateways))
+    heard = "%d replicas share the watches" % len(gateways)
+    deadline = time.time() + timeout
+    while True:
+        held = [shards_of(gw) for gw in gateways]
+        told = all(any(heard in m for _, m in log_lines(gw)) for gw in gateways)
+        once = sum(len(h) for h in held) == SHARDS and len(set().union(*held)) == SHARDS
+        if told and once and all(len(h) <= fair for h in held):
+            return
+        check(time.time() < deadline, "the shards did not spread within %d s: held %r" % (timeout, held))
+        time.sleep(0.1)
+
+
 def settled(ports, timeout=30):
     """Until every resource was read twice (the first poll only records its
     version: a change before it is not one)."""
@@ -245,7 +263,7 @@ def main():
         everything = ["ver://r/%d" % i for i in range(COUNT)]
         ls = {n: [Listener(gws[n].port, everything), Listener(gws[n].port, everything[:COUNT // 2])]
               for n in ("A", "B", "C")}
-        time.sleep(2.5)  # hellos heard, shards spread
+        spread(gws.values())
         settled([gws[n].port for n in gws])
         reads0 = {n: reads_of(gws[n].port) for n in gws}
         t0 = time.time()
