@@ -164,6 +164,7 @@ void call_recycle(mcpg_call *c) {
     call_clear(c);
     /* from here on every handle of the life that ended is refused */
     atomic_store_explicit(&c->serial, call_serial_take(), memory_order_relaxed);
+    c->life = LIFE_FREE;
     /* keep a bounded number for reuse; big buffers are not kept */
     if (w->freelist.count < 1024 && c->result.cap <= 65536 && c->pool.req_copy.cap <= 65536) {
         c->next_free = w->freelist.head;
@@ -172,11 +173,6 @@ void call_recycle(mcpg_call *c) {
         return;
     }
     call_free(c);
-}
-
-void call_unref(mcpg_call *c) {
-    assert(c->refs > 0);
-    if (--c->refs == 0 && !msgs_defer_recycle(c)) call_recycle(c);
 }
 
 /* At exit, once the loops and the pool have ended: calls the drain deadline
@@ -339,7 +335,7 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int 
     atomic_fetch_add(&g->refs, 1);
     c->cats = catalog_acquire(g);
     memcpy(&c->d, d, d->size < sizeof c->d ? d->size : sizeof c->d); /* the rest stays 0 */
-    c->refs = 1;
+    call_life_start(c);
     c->t0 = mono_us();
     c->method = kind == SUBMIT_WEBHOOK ? MCPG_METHOD_EVENTS_WEBHOOK
                                        : mcpg_method_of(d->method, d->method_len);
@@ -446,7 +442,7 @@ void call_outcome(mcpg_call *h, mcpg_call_outcome *out) {
 
 void call_release(mcpg_call *h) {
     mcpg_call *c = call_of(h, "call_release");
-    if (c) call_unref(c);
+    if (c) call_let_go(c, HOLD_TRANSPORT);
 }
 
 /* ---- a call seen from a stage or backend (host table slots) ---- */

@@ -119,7 +119,7 @@ const char *host_call_peer(mcpg_call *h, size_t *len) {
 /* Borrowed from the transport: only on the call's loop, before its answer. */
 const mcpg_tls_info *host_call_tls(mcpg_call *h) {
     mcpg_call *c = call_of(h, "call_tls");
-    if (!c || c->answered || worker_self() != c->w) return NULL;
+    if (!c || call_answered(c) || worker_self() != c->w) return NULL;
     const mcpg_tls_info *t = c->d.tls;
     return t && t->size >= offsetof(mcpg_tls_info, cert_sha256) + sizeof t->cert_sha256 ? t
                                                                                          : NULL;

@@ -41,7 +41,6 @@ typedef struct call_pool {
     op_sync op;                  /* the backend on a pool thread */
     mcpg_post post;              /* the pool backend's status, to the loop */
     int delivered;               /* status carried by post */
-    bool queued_or_running;      /* the job is on the pool, which holds a reference */
     bool detached;               /* timed out and answered; the backend may run on */
     uint8_t skipped;             /* SKIP_*: the pool never ran the backend */
     uint64_t deadline_us;
@@ -85,7 +84,8 @@ typedef struct call_msgs {
     bool posted;                 /* post is in the loop's queue */
     bool closed;                 /* answered: no more messages */
     bool asked;                  /* a request to the client was made in this life */
-    bool recycle_deferred;       /* refs reached 0 while post was queued */
+    bool recycle_deferred;       /* the last holder let go while post was queued */
+    bool cancel_due;             /* post also runs the backend's cancel op (msgs_post_cancel) */
     mcpg_post post;
     call_ask asks[CALL_MAX_ASKS];
 } call_msgs;
@@ -117,13 +117,9 @@ struct mcpg_call {
     atomic_int loop_stage;       /* CALL_STAGE_* of the op loop_op belongs to */
     bool cancel_sent;            /* the backend's cancel op has run */
     int delivered;               /* status carried by post */
-    /* Who still holds the call, counted on its loop only: the transport, from
-     * call_submit to call_release, and the pool while the backend's job is
-     * queued or running there (dropped when its answer, expiry or refusal
-     * reaches the loop). The call is recycled when the count reaches zero. */
-    int refs;
+    uint8_t life;                /* enum call_life: moved by call_life.c only */
+    uint8_t holds;               /* HOLD_* bits: who still holds it (call_life.c only) */
     bool backend_failed, denied;
-    bool answered;               /* complete() has run */
     atomic_bool cancelled;       /* set on the loop, read by a pool backend too */
     uint64_t t0, tb0, tb1;
     uint64_t event_seq;          /* the audit event being emitted: one seq and */
@@ -164,6 +160,50 @@ struct mcpg_call {
     void *slots[];
 };
 
+/* ---- call_life.c: the call's life, and who may move it ----
+ *
+ * A call object lives many lives (it is recycled). In each one it goes
+ *
+ *     LIFE_FREE --call_submit--> LIFE_RUNNING --complete()--> LIFE_ANSWERED
+ *         ^                                                        |
+ *         +------------- the last holder lets go ------------------+
+ *
+ *   LIFE_FREE      on its worker's free list, or being made; every handle
+ *                  of a past life is refused (the serial moved on)
+ *   LIFE_RUNNING   its stages and then its backend run; `phase` says where
+ *   LIFE_ANSWERED  the transport's complete() has run, exactly once: the
+ *                  outcome is fixed, no message goes out any more
+ *
+ * Holders say who may still touch the object, each from one moment to
+ * another, and each is let go exactly once:
+ *
+ *   HOLD_TRANSPORT  call_submit .. call_release (which the transport may
+ *                   call only once the call is answered)
+ *   HOLD_BACKEND    a backend's op that may still touch the call: its job
+ *                   queued or running on the pool, or an inline backend or
+ *                   the events instance answering PENDING, until its answer,
+ *                   expiry or refusal reaches the loop. A pool backend past
+ *                   its deadline holds the call after it is answered
+ *                   (pool.detached), and keeps its limits until it ends.
+ *
+ * The object is recycled when no holder is left, and no queued post points
+ * at it (messages.c defers the recycle to that post). All of it happens on
+ * the call's loop; no other file writes `life` or `holds`. */
+enum call_life { LIFE_FREE, LIFE_RUNNING, LIFE_ANSWERED };
+enum call_holder { HOLD_TRANSPORT = 1u << 0, HOLD_BACKEND = 1u << 1 };
+
+void call_life_start(mcpg_call *c);           /* FREE -> RUNNING, held by the transport */
+void call_life_answer(mcpg_call *c);          /* RUNNING -> ANSWERED (before complete()) */
+void call_hold(mcpg_call *c, unsigned holder);
+/* holder lets go; the last one recycles the call: 0, or MCPG_ESTATE when
+ * holder did not hold it or may not let go yet (nothing changes) */
+int call_let_go(mcpg_call *c, unsigned holder);
+
+static inline bool call_answered(const mcpg_call *c) { return c->life == LIFE_ANSWERED; }
+static inline bool call_held_by(const mcpg_call *c, unsigned holder) {
+    return (c->holds & holder) != 0;
+}
+
 /* ---- call.c ---- */
 
 /* The handle a module is given for call c at `stage` (CALL_STAGE_*). */
@@ -192,7 +232,6 @@ static inline void loop_op_begin(mcpg_call *c, unsigned stage) {
 
 void call_set_error(mcpg_call *c, int64_t code, int http, const char *fmt, ...)
     MCPG_PRINTF(4, 5);
-void call_unref(mcpg_call *c); /* on the loop: drop one of refs */
 
 /* The error a call answers with: the kernel's own for a timed-out pool call
  * (the backend may still write its fields), else what the stages set. */
@@ -250,9 +289,12 @@ void msgs_init(mcpg_call *c);     /* a new life */
 void msgs_flush(mcpg_call *c);    /* on the loop: deliver what was queued, in order */
 void msgs_close(mcpg_call *c);    /* on the loop, as the call is answered */
 void msgs_destroy(mcpg_call *c);
-/* On the loop, refs at 0: true when a queued post still points at the call
- * (it recycles the call when it runs). */
+/* On the loop, no holder left: true when a queued post still points at the
+ * call (it recycles the call when it runs). */
 bool msgs_defer_recycle(mcpg_call *c);
+/* Any thread: the backend's cancel op is to run on the call's loop, through
+ * the same post as queued messages (so the call is not recycled under it). */
+void msgs_post_cancel(mcpg_call *c);
 void call_recycle(mcpg_call *c);
 
 /* ---- pipeline.c ---- */

@@ -38,15 +38,13 @@ static void explain_skipped(mcpg_call *c) {
 /* The backend on the pool has answered, or its job expired in the queue. */
 static void pool_answer_on_loop(void *arg) {
     mcpg_call *c = arg;
-    assert(c->pool.queued_or_running && c->refs >= 1);
-    c->pool.queued_or_running = false;
     pool_deadlines_remove(c);
     if (c->pool.detached) { /* it timed out: the answer already went out */
         pipeline_release_limits(c); /* held until the backend really ended */
-        call_unref(c);
+        call_let_go(c, HOLD_BACKEND);
         return;
     }
-    c->refs--; /* the pool's reference; the transport still holds one */
+    call_let_go(c, HOLD_BACKEND); /* the transport still holds it */
     msgs_flush(c);
     explain_skipped(c);
     pipeline_continue(c, (mcpg_status)c->pool.delivered);
@@ -252,7 +250,14 @@ static void pool_run(pool_job *j) {
     op_begin(&c->pool.op);
     mcpg_status st = op_settle(&c->pool.op,
                                op_for(be, c->method)(be->state, call_handle(c, CALL_STAGE_BACKEND)));
-    if (st != MCPG_PENDING) deliver_pool(c, st);
+    if (st != MCPG_PENDING) {
+        deliver_pool(c, st);
+        return;
+    }
+    /* A cancel that came while the op ran found it not yet pending and
+     * could not reach it; it is sent now. (Both sides order the flag and the
+     * op's state the same way: one of them sees the other.) */
+    if (atomic_load(&c->cancelled)) msgs_post_cancel(c);
 }
 
 static void pool_expired(pool_job *j) {
@@ -264,8 +269,7 @@ static void pool_expired(pool_job *j) {
 /* On the loop: the pool's queue was full when this turn's jobs went in. */
 static void pool_refused(pool_job *j) {
     mcpg_call *c = call_of_job(j);
-    c->pool.queued_or_running = false;
-    c->refs--;
+    call_let_go(c, HOLD_BACKEND); /* the transport still holds it */
     pool_deadlines_remove(c);
     call_set_error(c, MCPG_RPC_SERVER_ERROR, 503, "worker pool is full, try again");
     c->retry_after = 1;
@@ -345,8 +349,7 @@ static mcpg_status dispatch_inline(mcpg_call *c, mcpg_instance *be, backend_op o
     op_begin(&c->pool.op);
     mcpg_status st = op_settle(&c->pool.op, op(be->state, call_handle(c, CALL_STAGE_BACKEND)));
     if (st != MCPG_PENDING) return st;
-    c->pool.queued_or_running = true;
-    c->refs++;
+    call_hold(c, HOLD_BACKEND);
     c->pool.deadline_us = c->tb0 + be->timeout_ms * 1000;
     pool_deadlines_add(c);
     return MCPG_PENDING;
@@ -362,8 +365,7 @@ static mcpg_status dispatch_to_pool(mcpg_call *c, mcpg_instance *be) {
     c->pool.job.refused = pool_refused;
     c->pool.job.timeout_us = be->timeout_ms * 1000;
     c->pool.deadline_us = c->tb0 + c->pool.job.timeout_us;
-    c->pool.queued_or_running = true;
-    c->refs++;
+    call_hold(c, HOLD_BACKEND);
     pool_deadlines_add(c);
     worker_defer_job(c->w, &c->pool.job);
     return MCPG_PENDING;
@@ -381,8 +383,7 @@ static mcpg_status dispatch_events(mcpg_call *c, mcpg_instance *ev) {
                                                 ? ops->webhook(ev->state, h, c->target)
                                                 : ops->request(ev->state, h));
     if (st != MCPG_PENDING) return st;
-    c->pool.queued_or_running = true;
-    c->refs++;
+    call_hold(c, HOLD_BACKEND);
     return MCPG_PENDING;
 }
 

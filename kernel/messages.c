@@ -75,7 +75,7 @@ void msgs_flush(mcpg_call *c) {
 static void deliver_all(mcpg_call *c, call_msg *m) {
     while (m) {
         call_msg *next = m->next;
-        if (!c->answered) deliver_one(c, m->json, m->len);
+        if (!call_answered(c)) deliver_one(c, m->json, m->len);
         free(m);
         m = next;
     }
@@ -86,6 +86,8 @@ static void flush_on_loop(void *arg) {
     pthread_mutex_lock(&c->msgs.lock);
     c->msgs.posted = false;
     bool recycle = c->msgs.recycle_deferred;
+    bool cancel = c->msgs.cancel_due;
+    c->msgs.cancel_due = false;
     pthread_mutex_unlock(&c->msgs.lock);
     if (recycle) {
         msgs_flush(c); /* answered long ago: only frees */
@@ -93,6 +95,23 @@ static void flush_on_loop(void *arg) {
         return;
     }
     msgs_flush(c);
+    if (cancel) backend_cancel_if_pending(c);
+}
+
+/* Post flush_on_loop unless it is queued already; the caller holds the lock
+ * and has set what it is to do. */
+static void post_flush_locked(mcpg_call *c) {
+    if (c->msgs.posted) return;
+    c->msgs.post.fn = flush_on_loop;
+    c->msgs.post.arg = c;
+    c->msgs.posted = worker_post(c->w, &c->msgs.post) == 0; /* else the loop has stopped */
+}
+
+void msgs_post_cancel(mcpg_call *c) {
+    pthread_mutex_lock(&c->msgs.lock);
+    c->msgs.cancel_due = true;
+    post_flush_locked(c);
+    pthread_mutex_unlock(&c->msgs.lock);
 }
 
 bool msgs_defer_recycle(mcpg_call *c) {
@@ -151,18 +170,8 @@ static int send_msg(mcpg_call *c, mcpg_buf *framed, bool is_request) {
     else c->msgs.head = m;
     c->msgs.tail = m;
     c->msgs.count++;
-    bool post = !c->msgs.posted;
-    c->msgs.posted = true;
+    post_flush_locked(c);
     pthread_mutex_unlock(&c->msgs.lock);
-    if (post) {
-        c->msgs.post.fn = flush_on_loop;
-        c->msgs.post.arg = c;
-        if (worker_post(c->w, &c->msgs.post) != 0) {
-            pthread_mutex_lock(&c->msgs.lock);
-            c->msgs.posted = false; /* the loop has stopped: nothing will read the queue */
-            pthread_mutex_unlock(&c->msgs.lock);
-        }
-    }
     return 0;
 }
 

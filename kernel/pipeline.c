@@ -136,8 +136,7 @@ void pipeline_release_limits(mcpg_call *c) {
 }
 
 static void finish(mcpg_call *c) {
-    assert(!c->answered); /* complete() runs exactly once */
-    c->answered = true;
+    call_life_answer(c);
     /* before the answer: a scrape after it sees the call. A transport's
      * identity check for a request it answers itself (ABI 1.6) is no call of
      * its own: counted only when it refuses */
@@ -145,10 +144,10 @@ static void finish(mcpg_call *c) {
     c->phase = PH_COMPLETE;
     /* a backend still on the pool (timed out) holds its limits until it
      * ends: dispatch.c releases them then */
-    if (!c->pool.queued_or_running) pipeline_release_limits(c);
+    if (!call_held_by(c, HOLD_BACKEND)) pipeline_release_limits(c);
     atomic_fetch_sub(&c->w->calls_in_flight, 1);
     /* detached: the backend may be looking up a header */
-    if (c->pool.queued_or_running) pool_request_gone(c);
+    if (call_held_by(c, HOLD_BACKEND)) pool_request_gone(c);
     msgs_close(c); /* what the backend sent goes out before the answer */
     c->d.complete(c->d.transport_ctx, call_handle(c, CALL_STAGE_TRANSPORT));
 }
@@ -681,7 +680,7 @@ static void on_status(mcpg_call *c, mcpg_status st) {
 void pipeline_run(mcpg_call *c) { run(c); }
 
 void pipeline_continue(mcpg_call *c, mcpg_status st) {
-    assert(!c->answered && c->refs > 0);
+    assert(c->life == LIFE_RUNNING && c->holds);
     msgs_flush(c); /* sent before the op answered: delivered before what follows */
     on_status(c, st);
     run(c);

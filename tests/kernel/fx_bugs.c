@@ -3,7 +3,10 @@
  * to `path`:
  *   keep     answers, and keeps its call handle (a bug)
  *   misuse   uses the handle "keep" kept: call_error on it; writes misuse_rc=
- *   pend     answers PENDING; a thread of its own resumes after args.ms. Writes
+ *   pend     answers PENDING; a thread of its own resumes after args.ms. With
+ *            args.wait_cancel it first writes running_id=<call id> and waits
+ *            (up to 20 s) until call_cancelled says the client left, so a
+ *            cancel lands while the op still runs. Writes
  *            pended_id=<call id> just before it answers PENDING, resumed_us=
  *            before its resume and resume_returned_id=<call id> once
  *            call_resume has returned (facts a test waits on)
@@ -15,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +77,13 @@ static long long arg_ms(bugs *b, mcpg_call *call) {
     int64_t ms = 0;
     if (b->host->json_object_get(args, n, "ms", &v) == 1) b->host->json_int64(&v, &ms);
     return ms;
+}
+
+static bool arg_true(bugs *b, mcpg_call *call, const char *key) {
+    size_t n;
+    const char *args = b->host->call_args(call, &n);
+    mcpg_json_span v;
+    return b->host->json_object_get(args, n, key, &v) == 1 && v.type == MCPG_JSON_TRUE;
 }
 
 static int bugs_create(const mcpg_host *host, mcpg_instance *self, const void *cfg, void **out) {
@@ -138,6 +149,10 @@ static mcpg_status pend(bugs *b, mcpg_call *call) {
     p->call = call;
     atomic_store(&p->resumed, 0);
     *r = (resumer){b, p, arg_ms(b, call), call_id_num(b, call)};
+    if (arg_true(b, call, "wait_cancel")) {
+        note(b, "running_id", r->id);
+        for (int i = 0; i < 20000 && !b->host->call_cancelled(call); i++) fx_nap_ms(1);
+    }
     /* before the thread starts: written after it, it could follow resumed_us */
     note(b, "pended_id", r->id);
     atomic_fetch_add(&b->threads, 1);
