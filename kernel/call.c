@@ -49,15 +49,25 @@ void call_set_error(mcpg_call *c, int64_t code, int http, const char *fmt, ...) 
  * when an object was freed and a new one allocated at its address, so a
  * handle kept from the freed call matched the new one's first lives. With
  * one counter, the lives at any address take strictly increasing values:
- * the 13 bits of it a handle carries can repeat there only when at least
- * CALL_SERIAL_MASK (8191) lives have started in the whole process in between
- * (the handle has no room for more; one relaxed increment per life). */
+ * the 19 bits of it a handle carries can repeat there only when at least
+ * CALL_SERIAL_MASK (524287) lives have started in the whole process in
+ * between, and then only one in 524287 reuses of the address matches (the
+ * handle has no room for more; one relaxed increment per life). */
 static _Atomic uint64_t serials;
 
 /* The serial of an object's next life, 1..CALL_SERIAL_MASK (0 is never live). */
-static uint16_t call_serial_take(void) {
+static uint32_t call_serial_take(void) {
     uint64_t n = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
-    return (uint16_t)(n % CALL_SERIAL_MASK + 1);
+    return (uint32_t)(n % CALL_SERIAL_MASK + 1);
+}
+
+/* A zeroed call object on the boundary its handles need (handshake.h). */
+static mcpg_call *call_object_new(uint32_t n_slots) {
+    size_t n = sizeof(mcpg_call) + n_slots * sizeof(void *);
+    n = (n + CALL_OBJECT_ALIGN - 1) & ~(size_t)(CALL_OBJECT_ALIGN - 1);
+    mcpg_call *c = aligned_alloc(CALL_OBJECT_ALIGN, n);
+    if (c) memset(c, 0, n);
+    return c;
 }
 
 /* A recycled call big enough for n_slots, else a new one. */
@@ -68,7 +78,7 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
         w->freelist.count--;
         return c;
     }
-    c = calloc(1, sizeof *c + n_slots * sizeof(void *));
+    c = call_object_new(n_slots);
     if (c && !call_handle_fits(c)) { /* the handle's tag would overwrite the address */
         klog(MCPG_LOG_ERROR, "kernel", "call object at %p lies above 2^48: refused", (void *)c);
         free(c);
@@ -100,7 +110,7 @@ static void call_reset(mcpg_call *c) {
     mcpg_buf keep[N_KEPT_BUFS];
     for (size_t i = 0; i < N_KEPT_BUFS; i++) keep[i] = *kept_buf(c, i);
     uint32_t keep_slots = c->n_slots;
-    uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
+    uint32_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
     atomic_store_explicit(&c->serial, keep_serial, memory_order_relaxed);
     for (size_t i = 0; i < N_KEPT_BUFS; i++) {

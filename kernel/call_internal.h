@@ -96,7 +96,7 @@ struct mcpg_call {
      * object is made and each time it is recycled, so a handle kept too long
      * is refused (see call_of), also by a new object at a freed one's
      * address. Kept across recycling. */
-    _Atomic uint16_t serial;
+    _Atomic uint32_t serial;
     mcpg_post post;              /* a loop op's status, to the loop */
     struct mcpg_call *next_free;
     struct mcpg_call *live_prev, *live_next; /* the worker's calls not yet recycled */

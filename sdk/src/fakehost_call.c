@@ -23,8 +23,9 @@
 static int slab_add(mcpg_fakehost *fh) {
     int n = atomic_load(&fh->n_slabs);
     if (n >= FH_MAX_SLABS) return MCPG_EAGAIN;
-    fh_call *slab = calloc(FH_SLAB_CALLS, sizeof *slab);
+    fh_call *slab = aligned_alloc(CALL_OBJECT_ALIGN, FH_SLAB_CALLS * sizeof *slab);
     if (!slab) return MCPG_ENOMEM;
+    memset(slab, 0, FH_SLAB_CALLS * sizeof *slab);
     for (size_t i = FH_SLAB_CALLS; i-- > 0;) {
         slab[i].next = fh->free_calls;
         fh->free_calls = &slab[i];
@@ -102,12 +103,12 @@ static fh_call *call_take(mcpg_fakehost *fh) {
     if (!fh->free_calls && slab_add(fh) != 0) return NULL;
     fh_call *c = fh->free_calls;
     if (!call_handle_fits(c)) {
-        fh_fail(fh, "a call object at %p lies above the %d bits a call handle holds", (void *)c,
-                CALL_HANDLE_ADDR_BITS);
+        fh_fail(fh, "a call object at %p lies above the %d bits a call handle holds, or off its boundary", (void *)c,
+                CALL_HANDLE_ADDR_BITS + CALL_HANDLE_LOW_BITS);
         return NULL;
     }
     fh->free_calls = c->next;
-    uint16_t serial = call_serial_next(c->serial);
+    uint32_t serial = call_serial_next(c->serial);
     memset(c, 0, sizeof *c);
     c->fh = fh;
     c->serial = serial;
@@ -945,7 +946,7 @@ static atomic_ulong request_serial;
 typedef struct flush_post {
     mcpg_post node;
     fh_call *c;
-    uint16_t serial;
+    uint32_t serial;
 } flush_post;
 
 static void flush_posted(void *arg) {

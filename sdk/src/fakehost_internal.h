@@ -103,9 +103,9 @@ enum op_kind { OPK_CALL_TOOL, OPK_READ_RESOURCE, OPK_GET_PROMPT, OPK_COMPLETE,
  * its address. Objects live in slabs until the fake host is freed, and are
  * reused; each life has its own serial. */
 struct fh_call {
-    mcpg_fakehost *fh;
+    _Alignas(CALL_OBJECT_ALIGN) mcpg_fakehost *fh; /* each one in a slab on the handle's boundary */
     fh_call *next, **pprev; /* fh->calls while alive; next links the free list */
-    uint16_t serial;        /* of the current (or last) life; loop thread only */
+    uint32_t serial;        /* of the current (or last) life; loop thread only */
     atomic_uint alive;      /* the serial while alive, 0 once freed: read by any thread */
     mcpg_post post;         /* resume delivery to the loop */
     uv_work_t pool_req;     /* pool dispatch of a backend op */

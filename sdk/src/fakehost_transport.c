@@ -21,7 +21,7 @@
 struct fh_later {
     uv_timer_t t;
     fh_call *c;
-    uint16_t serial; /* the life it completes: a call released early is left alone */
+    uint32_t serial; /* the life it completes: a call released early is left alone */
     fh_later *next, **pprev;
 };
 
@@ -232,7 +232,7 @@ static int host_call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call *
     }
     fh_stat_add(&fh->st.submitted, 1);
     *call_out = h; /* before the answer, which may complete it at once */
-    uint16_t serial = c->serial;
+    uint32_t serial = c->serial;
     c->in_submit = 1;
     answer(fh, c, &plan);
     if (atomic_load(&c->alive) == serial) c->in_submit = 0; /* else released inside */

@@ -10,15 +10,18 @@
  *   RUNNING --resume--> EARLY --op returns--> IDLE            (invoker carries on)
  * A resume in any other state finishes nothing: a module bug.
  *
- * The call handle. What a module holds as `mcpg_call *` is the call's
- * address with, in its 16 top bits, the stage the handle was given to
- * (3 bits) and the serial of the call object's current life (13 bits). The
- * host checks the serial on every slot, so a handle kept past its call's
- * life (the object since recycled for another client's call) is refused
- * and logged instead of acting on someone else's call; and a resume says
- * by its stage which op it finishes. User-space heap addresses fit in 48
- * bits on every Linux target (higher ones only when mmap is asked for
- * them): call_handle_fits checks it where a call object is allocated. */
+ * The call handle. What a module holds as `mcpg_call *` is one 64-bit word:
+ * the call object's address without its low 6 bits (call objects are
+ * aligned to CALL_OBJECT_ALIGN, 64 bytes, so those are 0), the stage the
+ * handle was given to (3 bits) and the serial of the object's current life
+ * (19 bits). The host checks the serial on every slot, so a handle kept
+ * past its call's life (the object since recycled for another client's
+ * call) is refused and logged instead of acting on someone else's call; and
+ * a resume says by its stage which op it finishes. User-space heap
+ * addresses fit in 48 bits on every Linux target (higher ones only when
+ * mmap is asked for them): call_handle_fits checks the address and its
+ * alignment where a call object is allocated. A module sees an opaque
+ * pointer and never dereferences it. */
 #ifndef MCPG_SDK_HANDSHAKE_H
 #define MCPG_SDK_HANDSHAKE_H
 
@@ -85,35 +88,43 @@ enum call_stage {
     CALL_STAGE_COUNT = 7
 };
 
-#define CALL_HANDLE_ADDR_BITS 48
-#define CALL_HANDLE_ADDR_MASK ((UINT64_C(1) << CALL_HANDLE_ADDR_BITS) - 1)
-#define CALL_SERIAL_MASK 0x1fffu /* 13 bits; 0 is never a live serial */
+#define CALL_OBJECT_ALIGN 64u     /* call objects are allocated on this boundary */
+#define CALL_HANDLE_LOW_BITS 6    /* log2(CALL_OBJECT_ALIGN): always 0 in an object's address */
+#define CALL_HANDLE_ADDR_BITS 42  /* a 48-bit address without its low 6 bits */
+#define CALL_HANDLE_STAGE_SHIFT CALL_HANDLE_ADDR_BITS
+#define CALL_HANDLE_SERIAL_SHIFT (CALL_HANDLE_ADDR_BITS + 3)
+#define CALL_SERIAL_MASK 0x7ffffu /* 19 bits; 0 is never a live serial */
 
 static inline bool call_handle_fits(const void *obj) {
-    return ((uint64_t)(uintptr_t)obj & ~CALL_HANDLE_ADDR_MASK) == 0;
+    uint64_t a = (uint64_t)(uintptr_t)obj;
+    return (a >> (CALL_HANDLE_ADDR_BITS + CALL_HANDLE_LOW_BITS)) == 0 &&
+           (a & (CALL_OBJECT_ALIGN - 1)) == 0;
 }
 
 /* The serial of an object's next life (never 0). */
-static inline uint16_t call_serial_next(uint16_t serial) {
-    serial = (uint16_t)((serial + 1u) & CALL_SERIAL_MASK);
+static inline uint32_t call_serial_next(uint32_t serial) {
+    serial = (serial + 1u) & CALL_SERIAL_MASK;
     return serial ? serial : 1;
 }
 
-static inline mcpg_call *call_handle_make(const void *obj, unsigned stage, uint16_t serial) {
-    uint64_t tag = ((uint64_t)(stage & 7u) << 13 | (serial & CALL_SERIAL_MASK));
-    return (mcpg_call *)(uintptr_t)((uint64_t)(uintptr_t)obj | tag << CALL_HANDLE_ADDR_BITS);
+static inline mcpg_call *call_handle_make(const void *obj, unsigned stage, uint32_t serial) {
+    uint64_t h = (uint64_t)(uintptr_t)obj >> CALL_HANDLE_LOW_BITS;
+    h |= (uint64_t)(stage & 7u) << CALL_HANDLE_STAGE_SHIFT;
+    h |= (uint64_t)(serial & CALL_SERIAL_MASK) << CALL_HANDLE_SERIAL_SHIFT;
+    return (mcpg_call *)(uintptr_t)h;
 }
 
 static inline void *call_handle_object(const mcpg_call *h) {
-    return (void *)(uintptr_t)((uint64_t)(uintptr_t)h & CALL_HANDLE_ADDR_MASK);
+    uint64_t a = (uint64_t)(uintptr_t)h & ((UINT64_C(1) << CALL_HANDLE_ADDR_BITS) - 1);
+    return (void *)(uintptr_t)(a << CALL_HANDLE_LOW_BITS);
 }
 
 static inline unsigned call_handle_stage(const mcpg_call *h) {
-    return (unsigned)((uint64_t)(uintptr_t)h >> (CALL_HANDLE_ADDR_BITS + 13)) & 7u;
+    return (unsigned)((uint64_t)(uintptr_t)h >> CALL_HANDLE_STAGE_SHIFT) & 7u;
 }
 
-static inline uint16_t call_handle_serial(const mcpg_call *h) {
-    return (uint16_t)(((uint64_t)(uintptr_t)h >> CALL_HANDLE_ADDR_BITS) & CALL_SERIAL_MASK);
+static inline uint32_t call_handle_serial(const mcpg_call *h) {
+    return (uint32_t)((uint64_t)(uintptr_t)h >> CALL_HANDLE_SERIAL_SHIFT) & CALL_SERIAL_MASK;
 }
 
 /* ---- messages before the outcome ---- */

@@ -6,6 +6,8 @@
  * the next call object, which is what the test waits for (bounded). */
 #include "probe.h"
 
+#include "handshake.h" /* the handle's encoding, private to the kernel and the fake host */
+
 #include <mcpg/check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,10 +42,11 @@ static mcpg_call *kept; /* the freed call's transport handle, kept on purpose */
 static int lives_seen;  /* lives at the kept handle's address */
 static int accepted;    /* of them, those the kept handle reached */
 
-/* The object a handle names: its low 48 bits (sdk/src/handshake.h, which
- * the kernel keeps private, encodes the handle so). */
+/* The object a handle names: its low 42 bits, the address without its low
+ * 6 (sdk/src/handshake.h, which the kernel keeps private, encodes the
+ * handle so): equal for two handles of one object. */
 static uintptr_t object_of(const mcpg_call *h) {
-    return (uintptr_t)((uint64_t)(uintptr_t)h & ((UINT64_C(1) << 48) - 1));
+    return (uintptr_t)((uint64_t)(uintptr_t)h & ((UINT64_C(1) << 42) - 1));
 }
 
 static void keep_handle(probe *p, mcpg_call *call) {
@@ -86,11 +89,33 @@ static void new_object_at_freed_address(void) {
                accepted, lives_seen);
 }
 
+/* The handle keeps every bit of object, stage and serial: a serial repeats
+ * at one address only after 524287 lives in the whole process. */
+static void handle_layout(void) {
+    MCPG_CHECK(CALL_SERIAL_MASK == 0x7ffffu, "19 serial bits: %#x", CALL_SERIAL_MASK);
+    const uint64_t objs[] = {64, 0x1000, 0x7fffffffffc0ull, 0xffffffffffc0ull};
+    const uint32_t serials[] = {1, 0x2000, 0x40000, CALL_SERIAL_MASK};
+    for (size_t o = 0; o < sizeof objs / sizeof *objs; o++)
+        for (unsigned st = 0; st < CALL_STAGE_COUNT; st++)
+            for (size_t i = 0; i < sizeof serials / sizeof *serials; i++) {
+                void *obj = (void *)(uintptr_t)objs[o];
+                mcpg_call *h = call_handle_make(obj, st, serials[i]);
+                MCPG_CHECK(call_handle_fits(obj) && call_handle_object(h) == obj &&
+                               call_handle_stage(h) == st && call_handle_serial(h) == serials[i],
+                           "handle of %#llx, stage %u, serial %#x round-trips",
+                           (unsigned long long)objs[o], st, serials[i]);
+            }
+    MCPG_CHECK(!call_handle_fits((void *)(uintptr_t)0x1020) &&
+                   !call_handle_fits((void *)(uintptr_t)0x1000000000000ull),
+               "an object off the 64-byte boundary or above 2^48 does not fit a handle");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_serial MODULES_DIR\n");
         return 2;
     }
+    handle_layout();
     if (!mkdtemp(dir)) return 2;
     char text[1024];
     snprintf(text, sizeof text,
