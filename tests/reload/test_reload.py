@@ -4,7 +4,8 @@ gateway.server.admin_token_env names) and SIGHUP re-read the manifest; a module 
 whose content changed is loaded anew and its instances replace the old ones, the rest
 are carried over; calls under load never fail and switch to the new code right after
 each publish; afterwards one image of the module is mapped; every bad reload leaves the
-old generation serving; a legacy session and its GET stream live across reloads."""
+old generation serving; a legacy session lives across reloads (its GET stream until
+gateway.reload_drain_ms after each: test_reload_retire.py)."""
 import json
 import os
 import re
@@ -289,8 +290,8 @@ def main():
 
     def t_sighup():
         rewrite(manifest(tools=("echo", "echo4")))
-        # a SIGHUP while the last reload's old generation still retires is skipped
-        # (logged): sent again until one reload is published
+        # a SIGHUP while another reload is being built is skipped (logged): sent
+        # again until one reload is published
         served = re.compile(r"reload: generation \d+ serves")
         skipped = "SIGHUP: a reload is in progress; this one is skipped"
         deadline = time.monotonic() + 30
