@@ -51,6 +51,16 @@ def reload_ok(port, timeout=20.0):
     return json.loads(r.body)
 
 
+def wait_all_retired(gw, timeout=20):
+    """Until every generation a reload replaced has retired (its log line): a reload
+    no longer waits for the generation before it to retire."""
+    def done():
+        text = gw.stderr()
+        return (len(re.findall(r"reload: generation \d+ retired", text)) ==
+                len(re.findall(r"reload: generation \d+ serves", text)))
+    wait_for(done, timeout, "every replaced generation retired")
+
+
 def listens_on(pid, port):
     """Whether process pid holds a socket listening on TCP port (its fds against
     /proc/net/tcp): what the gateway itself does, whoever else may bind the port."""
