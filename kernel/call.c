@@ -198,6 +198,34 @@ void calls_free_abandoned(mcpg_worker *w) {
     if (n) klog(MCPG_LOG_WARN, "kernel", "worker %u: %zu unanswered call(s) freed at exit", w->index, n);
 }
 
+static bool unanswered_on(const mcpg_call *c, const generation *g) {
+    return c->gen == g && !c->answered && !atomic_load(&c->cancelled);
+}
+
+/* Each call is held while the others are ended: answering one may let the
+ * transport release another (an answer queued behind it is written). */
+unsigned long calls_end_generation(mcpg_worker *w, generation *g, const char *why) {
+    size_t n = 0, k = 0;
+    for (mcpg_call *c = w->live; c; c = c->live_next) n += unanswered_on(c, g);
+    mcpg_call **held = n ? malloc(n * sizeof *held) : NULL;
+    if (!held) {
+        if (n) klog(MCPG_LOG_ERROR, "kernel", "worker %u: out of memory: %zu call(s) of generation "
+                    "%u run on past its reload deadline", w->index, n, g->id);
+        return 0;
+    }
+    for (mcpg_call *c = w->live; c && k < n; c = c->live_next)
+        if (unanswered_on(c, g)) {
+            c->refs++;
+            held[k++] = c;
+        }
+    for (size_t i = 0; i < k; i++) {
+        if (!held[i]->answered) call_give_up_retiring(held[i], why);
+        call_unref(held[i]);
+    }
+    free(held);
+    return k;
+}
+
 /* After a burst the free list holds a call object for every call that was
  * in flight at its peak (up to 1024), each with the buffers it grew. Once a
  * second (the worker's housekeeping tick) it is cut to what the calls in

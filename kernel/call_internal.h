@@ -312,5 +312,7 @@ const char *pool_header_copy(mcpg_call *c, const char *lname, size_t *len);
 void pool_request_gone(mcpg_call *c);
 /* The client went away: the backend's cancel op, if its op is pending. */
 void backend_cancel_if_pending(mcpg_call *c);
+/* Its generation retires and c is still unanswered at the deadline. */
+void call_give_up_retiring(mcpg_call *c, const char *why);
 
 #endif

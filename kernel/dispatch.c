@@ -206,6 +206,21 @@ void calls_give_up_backends(mcpg_worker *w) {
     }
 }
 
+/* Its generation retires (reload.c) with c unanswered at the deadline: a
+ * backend still working is given up as at the drain's deadline (answered
+ * and audited as failed, a pending op told to cancel); an events stream, or
+ * a call waiting in another stage, is cancelled as when its client leaves
+ * (the events instance ends the stream with its final result). */
+void call_give_up_retiring(mcpg_call *c, const char *why) {
+    if (c->pool.queued_or_running && !c->pool.detached &&
+        c->route->backend->desc->kind != MCPG_KIND_EVENTS) {
+        detach(c, mono_us(), why);
+        return;
+    }
+    atomic_store(&c->cancelled, true);
+    backend_cancel_if_pending(c);
+}
+
 /* ---- the backend's op for a method ---- */
 
 typedef mcpg_status (*backend_op)(void *instance, mcpg_call *call);

@@ -396,6 +396,10 @@ void calls_free_worker(mcpg_worker *w);
 #define CALL_GIVE_BACK_MIN 64
 size_t calls_give_back(mcpg_worker *w);
 void calls_give_up_backends(mcpg_worker *w); /* the forced drain: answer calls without their backend */
+/* A retiring generation's gateway.reload_drain_ms passed (reload.c): w's
+ * calls on g still unanswered are ended as the drain ends them, `why` in a
+ * backend's error; returns how many. On w's loop. */
+unsigned long calls_end_generation(mcpg_worker *w, generation *g, const char *why);
 void calls_free_abandoned(mcpg_worker *w); /* after the loops and the pool ended */
 unsigned long calls_dropped(void); /* answers that came back after their loop stopped */
 

@@ -1,20 +1,30 @@
 /* Reload: replace the serving generation with one built from the manifest
  * as it is now on disk, without stopping. On the control loop (the main
- * thread), one at a time:
+ * thread):
  *
  *   read    the whole manifest, checked as at start (modules loaded by their
  *           content: a file that did not change is the same image)
  *   build   the next generation: unchanged instances carried over, the
  *           others created, then started; any error and nothing changes
  *   publish every loop runs worker_start for the new instances, then takes
- *           the new generation: the next call on it uses it
- *   retire  calls that started on the old generation finish there; a
- *           replaced transport's connections are drained after
- *           gateway.reload_drain_ms; then the instances that left are
- *           worker_stop'ped on every loop (and the loop turned once more, so
- *           the closes they began have completed), stopped, waited for
- *           (their timers and work), destroyed, and their images dlclose'd
- *           and proved unmapped.
+ *           the new generation: the next call on it uses it. One reload is
+ *           read, built and published at a time (another asked meanwhile is
+ *           answered 409, a SIGHUP skipped).
+ *   retire  the generation replaced joins those retiring: any number, each
+ *           with its own record, clock and posts. Calls that started on it
+ *           finish there; gateway.reload_drain_ms after its publish, what
+ *           still runs on it is ended as the drain ends it (a backend still
+ *           working answered with an error and told to cancel, an events
+ *           stream ended by its cancel op) and the carried transport ends
+ *           the streams it holds without a call that opened before that
+ *           publish (a replaced transport is drained instead), so their
+ *           clients reconnect to the generation serving. Once no call holds
+ *           it, the instances that leave (held by no generation serving, nor
+ *           by one retiring whose calls are not over) are worker_stop'ped on
+ *           every loop (and the loop turned once more, so the closes they
+ *           began have completed), stopped, waited for (their timers and
+ *           work), destroyed, and their images dlclose'd and proved
+ *           unmapped.
  *
  * Asked by SIGHUP or host->reload (the transport's POST /admin/reload). */
 #define _GNU_SOURCE
@@ -38,7 +48,34 @@ typedef struct asker {
     struct asker *next;
 } asker;
 
-enum { IDLE, ADOPTING, WAIT_CALLS, WAIT_CONNS, LOOPS_STOP, LOOPS_FENCE, QUIET };
+/* A generation on its way out, from the moment the loops start adopting
+ * its successor (ADOPTING) until it is freed (RETIRED) and its deadline has
+ * been met. Each has its own posts: several go round the loops at once. */
+enum { ADOPTING, WAIT_CALLS, WAIT_CONNS, LOOPS_STOP, LOOPS_FENCE, QUIET, RETIRED };
+
+typedef struct retiring retiring;
+
+typedef struct loop_post {
+    mcpg_post post;
+    retiring *r;
+    mcpg_worker *w;
+} loop_post;
+
+struct retiring {
+    generation *gen;          /* NULL once retired (freed, or pinned) */
+    uint32_t id;
+    int phase;
+    uint64_t t_published, t_phase, deadline_us;
+    int64_t drain_ms;         /* gateway.reload_drain_ms of the generation that replaced it */
+    bool deadline_met;        /* what still ran on it at the deadline was ended */
+    bool ending;              /* ... by the round now going round the loops */
+    bool end_calls;           /* ... which also ends calls (it still has some) */
+    atomic_uint loops_left;   /* loops that have not yet run this round's post */
+    atomic_ulong conns_seen, calls_ended, streams_ended;
+    mcpg_instance **leaving; size_t n_leaving; /* decided once its calls are over */
+    retiring *next;
+    loop_post posts[];        /* one per loop, reused round after round */
+};
 
 typedef struct reload_state {
     uv_loop_t *loop;
@@ -47,14 +84,11 @@ typedef struct reload_state {
     const char *exe_dir, *listen_override;
     pthread_mutex_t lock;
     asker *queue;        /* under lock */
-    int phase;
+    retiring *adopting;  /* the record of the generation the loops are leaving now */
     asker *current;      /* answered at publish */
-    generation *old, *next;
-    uint64_t t0, t_published, t_phase;
-    atomic_uint loops_left;
-    atomic_ulong conns_seen;
-    bool drain_told;
-    mcpg_post *posts;    /* one per loop, reused phase after phase */
+    generation *next;
+    uint64_t t0;
+    retiring *retiring;  /* every record, newest first (the adopting one too) */
     uint32_t reloads, refused;
     char summary[1024];
     generation **pinned; size_t n_pinned; /* retired but left loaded: freed at the stop */
@@ -100,18 +134,24 @@ static char *errors_json(const errlist *errs) {
 
 /* ---- every loop runs fn, then the control loop hears ---- */
 
-static void loop_done(void) {
-    if (atomic_fetch_sub(&R.loops_left, 1) == 1) uv_async_send(&R.wake);
+static void loop_done(retiring *r) {
+    if (atomic_fetch_sub(&r->loops_left, 1) == 1) uv_async_send(&R.wake);
 }
 
-static void on_every_loop(void (*fn)(void *)) {
-    atomic_store(&R.loops_left, K.n_workers);
+/* fn(the loop's post) on every loop; the post names the record and the loop. */
+static void on_every_loop(retiring *r, void (*fn)(void *)) {
+    atomic_store(&r->loops_left, K.n_workers);
     for (uint32_t i = 0; i < K.n_workers; i++) {
-        R.posts[i].fn = fn;
-        R.posts[i].arg = &K.workers[i];
-        if (worker_post(&K.workers[i], &R.posts[i]) != 0) loop_done(); /* a stopped loop */
+        loop_post *lp = &r->posts[i];
+        lp->post.fn = fn;
+        lp->post.arg = lp;
+        lp->r = r;
+        lp->w = &K.workers[i];
+        if (worker_post(lp->w, &lp->post) != 0) loop_done(r); /* a stopped loop */
     }
 }
+
+static bool round_running(retiring *r) { return atomic_load(&r->loops_left) != 0; }
 
 /* ---- what changed ---- */
 
@@ -197,7 +237,8 @@ static bool listen_changed(const manifest *m) {
 
 /* On each loop: the new instances' per-loop set-up, then the switch. */
 static void adopt_on_loop(void *arg) {
-    mcpg_worker *w = arg;
+    loop_post *lp = arg;
+    mcpg_worker *w = lp->w;
     generation *g = R.next;
     for (size_t i = 0; i < g->n_instances; i++) {
         const mcpg_lifecycle_ops *lc = g->instances[i]->desc->lifecycle;
@@ -206,7 +247,7 @@ static void adopt_on_loop(void *arg) {
     w->gen = g;
     if (w->index == 0) watch_adopt(w, g);
     workers_listen_apply(w); /* new addresses accept before dropped ones close */
-    loop_done();
+    loop_done(lp->r);
 }
 
 static void refuse(asker *a, errlist *errs, const char *why) {
@@ -218,9 +259,38 @@ static void refuse(asker *a, errlist *errs, const char *why) {
     answer(a, 400, errors_json(errs));
 }
 
+/* The record of the serving generation, made before anything is built: a
+ * reload that cannot have one changes nothing. */
+static retiring *retiring_new(generation *old) {
+    retiring *r = calloc(1, sizeof *r + K.n_workers * sizeof r->posts[0]);
+    if (!r) return NULL;
+    r->leaving = calloc(old->n_instances ? old->n_instances : 1, sizeof *r->leaving);
+    if (!r->leaving) {
+        free(r);
+        return NULL;
+    }
+    r->gen = old;
+    r->id = old->id;
+    r->phase = ADOPTING;
+    return r;
+}
+
+static void retiring_free(retiring *r) {
+    free(r->leaving);
+    free(r);
+}
+
+/* Read, build, start; on success the loops start adopting (R.adopting). */
 static void run(asker *a) {
     errlist errs = {0};
     R.t0 = mono_us();
+    retiring *r = retiring_new(K.gen);
+    if (!r) {
+        errlist_add(&errs, K.m->path, "gateway", "out of memory");
+        refuse(a, &errs, "out of memory");
+        errlist_free(&errs);
+        return;
+    }
     manifest_use_runtime_dir(K.m->runtime_dir);
     manifest *m = manifest_load(K.m->path, R.listen_override, R.exe_dir, &errs);
     manifest_use_runtime_dir(NULL);
@@ -248,12 +318,12 @@ static void run(asker *a) {
         refuse(a, &errs, m ? "the new generation could not be built" : "the manifest is not valid");
         manifest_free(m);
         errlist_free(&errs);
+        retiring_free(r);
         return;
     }
     errlist_free(&errs);
     manifest_free(m); /* the loader's reference: the generation holds its own */
     uint64_t t_start = mono_us();
-    R.old = K.gen;
     R.next = g;
     R.current = a;
     K.gen = g;
@@ -261,12 +331,14 @@ static void run(asker *a) {
     K.max_calls_per_worker = (uint64_t)g->m->max_calls_per_worker;
     K.list_page_size = (uint64_t)g->m->list_page_size;
     char change[700];
-    describe_change(R.old, g, change, sizeof change);
+    describe_change(r->gen, g, change, sizeof change);
     snprintf(R.summary, sizeof R.summary,
              "read %.1f ms, build %.1f ms, start %.1f ms; %s", (t_read - R.t0) / 1000.0,
              (t_build - t_read) / 1000.0, (t_start - t_build) / 1000.0, change);
-    R.phase = ADOPTING;
-    on_every_loop(adopt_on_loop);
+    r->next = R.retiring;
+    R.retiring = r;
+    R.adopting = r;
+    on_every_loop(r, adopt_on_loop);
 }
 
 /* Carried-over instances re-read what their config names outside the
@@ -279,89 +351,129 @@ static void tell_carried(generation *g) {
     }
 }
 
+/* Generations retiring: replaced, not yet freed. */
+static unsigned n_retiring(void) {
+    unsigned n = 0;
+    for (const retiring *r = R.retiring; r; r = r->next) n += r->gen && r->phase != ADOPTING;
+    return n;
+}
+
+/* Every loop serves R.next: the replaced generation starts retiring, on
+ * the clock of the manifest that replaced it. */
 static void published(void) {
-    R.t_published = mono_us();
+    retiring *r = R.adopting;
+    uint64_t now = mono_us();
+    r->t_published = r->t_phase = now;
+    r->drain_ms = K.m->reload_drain_ms;
+    r->deadline_us = now + (uint64_t)r->drain_ms * 1000;
+    r->phase = WAIT_CALLS;
+    R.adopting = NULL;
     workers_listen_done();
     tell_carried(R.next);
     generation_warn_open(R.next, K.m->listen, K.m->n_listen);
     R.reloads++;
     metrics_count(KM.reloads, 0, 1); /* result="ok" */
-    klog(MCPG_LOG_INFO, "kernel", "reload: generation %u serves (after %u), published in %.1f ms: %s",
-         R.next->id, R.old->id, (R.t_published - R.t0) / 1000.0, R.summary);
+    klog(MCPG_LOG_INFO, "kernel",
+         "reload: generation %u serves (after %u), published in %.1f ms; generations retiring: %u "
+         "(each ends what still runs on it %lld ms after its publish): %s",
+         R.next->id, r->id, (now - R.t0) / 1000.0, n_retiring(), (long long)r->drain_ms, R.summary);
     char *json = NULL;
     char change[700];
-    describe_change(R.old, R.next, change, sizeof change);
-    if (asprintf(&json, "{\"generation\":%u,\"previous\":%u,\"published_ms\":%.1f,%s}", R.next->id,
-                 R.old->id, (R.t_published - R.t0) / 1000.0, change) < 0)
+    describe_change(r->gen, R.next, change, sizeof change);
+    if (asprintf(&json, "{\"generation\":%u,\"previous\":%u,\"published_ms\":%.1f,\"retiring\":%u,%s}",
+                 R.next->id, r->id, (now - R.t0) / 1000.0, n_retiring(), change) < 0)
         json = NULL;
     for (size_t i = 0; i < K.m->n_listen; i++)
         klog(MCPG_LOG_INFO, "kernel", "listening on %s://%s/mcp (generation %u)",
              manifest_scheme(K.m), K.m->listen[i], R.next->id);
     answer(R.current, 200, json);
     R.current = NULL;
-    R.phase = WAIT_CALLS;
-    R.t_phase = mono_us();
-    R.drain_told = false;
+    R.next = NULL;
 }
 
 /* ---- retire ---- */
 
-static bool transport_leaves(void) { return !in_gen(R.next, R.old->transport); }
+/* inst is held by the generation serving, or by a retiring one (other than
+ * r) whose calls are not over: it does not leave with r. Of two retiring
+ * generations holding it, the one whose calls end last takes it out. */
+static bool held_by_others(const retiring *r, const mcpg_instance *inst) {
+    if (in_gen(K.gen, inst)) return true;
+    for (const retiring *o = R.retiring; o; o = o->next)
+        if (o != r && o->phase <= WAIT_CONNS && in_gen(o->gen, inst)) return true;
+    return false;
+}
+
+static void decide_leaving(retiring *r) {
+    r->n_leaving = 0;
+    for (size_t i = 0; i < r->gen->n_instances; i++)
+        if (!held_by_others(r, r->gen->instances[i]))
+            r->leaving[r->n_leaving++] = r->gen->instances[i];
+}
 
 static void count_conns_on_loop(void *arg) {
-    mcpg_worker *w = arg;
-    mcpg_instance *tr = R.old->transport;
+    loop_post *lp = arg;
+    mcpg_instance *tr = lp->r->gen->transport;
     const mcpg_transport_ops *ops = tr->desc->ops;
-    atomic_fetch_add(&R.conns_seen, (unsigned long)ops->conn_count(tr->state, w));
-    loop_done();
+    atomic_fetch_add(&lp->r->conns_seen, (unsigned long)ops->conn_count(tr->state, lp->w));
+    loop_done(lp->r);
 }
 
-static void drain_old_transport_on_loop(void *arg) {
-    mcpg_worker *w = arg;
-    mcpg_instance *tr = R.old->transport;
-    const mcpg_transport_ops *ops = tr->desc->ops;
-    ops->drain(tr->state, w);
-    loop_done();
-}
-
-static void stop_leaving_on_loop_only(mcpg_worker *w) {
-    generation *old = R.old;
-    for (size_t i = old->n_instances; i-- > 0;) {
-        mcpg_instance *inst = old->instances[i];
-        const mcpg_lifecycle_ops *lc = inst->desc->lifecycle;
-        if (!in_gen(R.next, inst) && MCPG_HAS(lc, worker_stop)) lc->worker_stop(inst->state, w);
+/* The streams a transport holds without a call, opened before r's publish:
+ * a replaced transport drains (its connections end), the carried one ends
+ * just those streams. */
+static unsigned long end_streams(retiring *r, mcpg_worker *w) {
+    mcpg_instance *tr = w->gen->transport;
+    if (r->end_calls && r->gen->transport != tr) {
+        const mcpg_transport_ops *old = r->gen->transport->desc->ops;
+        old->drain(r->gen->transport->state, w);
+        return 0;
     }
+    const mcpg_transport_ops *ops = tr->desc->ops;
+    return MCPG_HAS(ops, end_streams) ? ops->end_streams(tr->state, w, r->t_published) : 0;
+}
+
+static void end_on_loop(void *arg) {
+    loop_post *lp = arg;
+    retiring *r = lp->r;
+    if (r->end_calls)
+        atomic_fetch_add(&r->calls_ended,
+                         calls_end_generation(lp->w, r->gen, "did not answer within "
+                                              "gateway.reload_drain_ms of a reload: retry"));
+    atomic_fetch_add(&r->streams_ended, end_streams(r, lp->w));
+    loop_done(r);
 }
 
 static void stop_leaving_on_loop(void *arg) {
-    stop_leaving_on_loop_only(arg);
-    loop_done();
+    loop_post *lp = arg;
+    retiring *r = lp->r;
+    for (size_t i = r->n_leaving; i-- > 0;) {
+        const mcpg_lifecycle_ops *lc = r->leaving[i]->desc->lifecycle;
+        if (MCPG_HAS(lc, worker_stop)) lc->worker_stop(r->leaving[i]->state, lp->w);
+    }
+    loop_done(r);
 }
 
 /* A loop that runs this has finished the iteration in which worker_stop
  * closed its handles: their close callbacks (module code) have run. */
 static void fence_on_loop(void *arg) {
-    (void)arg;
-    loop_done();
+    loop_post *lp = arg;
+    loop_done(lp->r);
 }
 
-static void stop_leaving(void) {
-    generation *old = R.old;
-    for (size_t i = old->n_instances; i-- > 0;) {
-        mcpg_instance *inst = old->instances[i];
-        if (in_gen(R.next, inst) || !inst->started) continue;
+static void stop_leaving(retiring *r) {
+    for (size_t i = r->n_leaving; i-- > 0;) {
+        mcpg_instance *inst = r->leaving[i];
+        if (!inst->started) continue;
         const mcpg_lifecycle_ops *lc = inst->desc->lifecycle;
         if (MCPG_HAS(lc, stop)) lc->stop(inst->state);
         inst->started = false;
     }
 }
 
-static bool leaving_quiet(bool log_stuck) {
-    generation *old = R.old;
+static bool leaving_quiet(retiring *r, bool log_stuck) {
     bool quiet = true;
-    for (size_t i = 0; i < old->n_instances; i++) {
-        mcpg_instance *inst = old->instances[i];
-        if (in_gen(R.next, inst)) continue;
+    for (size_t i = 0; i < r->n_leaving; i++) {
+        mcpg_instance *inst = r->leaving[i];
         int timers = atomic_load(&inst->live_timers), work = atomic_load(&inst->work_in_flight);
         if (!timers && !work) continue;
         quiet = false;
@@ -373,9 +485,7 @@ static bool leaving_quiet(bool log_stuck) {
     return quiet;
 }
 
-static void retired(bool stuck) {
-    generation *old = R.old;
-    uint32_t id = old->id;
+static void retired(retiring *r, bool stuck) {
     if (stuck) {
         /* code may still run in it: nothing of it is freed or unloaded
          * while the gateway runs (the stop frees it, once the loops and
@@ -384,84 +494,126 @@ static void retired(bool stuck) {
         generation **v = realloc(R.pinned, (R.n_pinned + 1) * sizeof *v);
         if (v) {
             R.pinned = v;
-            R.pinned[R.n_pinned++] = old;
+            R.pinned[R.n_pinned++] = r->gen;
         }
     } else {
-        generation_free(old);
+        generation_free(r->gen);
     }
+    r->gen = NULL;
+    r->phase = RETIRED;
     klog(MCPG_LOG_INFO, "kernel",
-         "reload: generation %u retired %.1f ms after the publish%s; images pinned so far: %lu",
-         id, (mono_us() - R.t_published) / 1000.0,
-         stuck ? " (left loaded: an instance would not go quiet)" : "",
+         "reload: generation %u retired %.1f ms after the publish%s; generations still retiring: "
+         "%u; images pinned so far: %lu",
+         r->id, (mono_us() - r->t_published) / 1000.0,
+         stuck ? " (left loaded: an instance would not go quiet)" : "", n_retiring(),
          (unsigned long)atomic_load(&K.pinned_images));
-    R.old = NULL;
-    R.next = NULL;
-    R.phase = IDLE;
-    uv_timer_stop(&R.tick);
 }
 
-static void on_tick(uv_timer_t *t) {
-    (void)t;
-    uint64_t now = mono_us();
-    switch (R.phase) {
+/* Its calls are over (and a replaced transport's connections gone): what
+ * leaves with it is worker_stop'ped on every loop. */
+static void begin_stop(retiring *r) {
+    decide_leaving(r);
+    r->phase = LOOPS_STOP;
+    on_every_loop(r, stop_leaving_on_loop);
+}
+
+static void calls_over(retiring *r, uint64_t now) {
+    if (in_gen(K.gen, r->gen->transport)) {
+        begin_stop(r);
+        return;
+    }
+    r->phase = WAIT_CONNS; /* a replaced transport: its connections first */
+    r->t_phase = now;
+    atomic_store(&r->conns_seen, 0);
+    on_every_loop(r, count_conns_on_loop);
+}
+
+static void end_at_deadline(retiring *r) {
+    r->deadline_met = true;
+    r->ending = true;
+    r->end_calls = r->phase <= WAIT_CONNS; /* after, it has no call and may be freed */
+    on_every_loop(r, end_on_loop);
+}
+
+static void log_deadline(retiring *r) {
+    r->ending = false;
+    klog(MCPG_LOG_INFO, "kernel",
+         "reload: generation %u, gateway.reload_drain_ms (%lld ms) after its publish: %lu call(s) "
+         "still on it ended, %lu stream(s) opened before it ended (their clients reconnect)",
+         r->id, (long long)r->drain_ms, atomic_load(&r->calls_ended),
+         atomic_load(&r->streams_ended));
+}
+
+/* One step of one record, between two of its rounds of the loops. */
+static void retire_step(retiring *r, uint64_t now) {
+    if (r->phase == ADOPTING || round_running(r)) return;
+    if (r->ending) log_deadline(r);
+    if (!r->deadline_met && now >= r->deadline_us) {
+        end_at_deadline(r);
+        return;
+    }
+    switch (r->phase) {
     case WAIT_CALLS:
-        if (atomic_load(&R.old->refs) != 0) return;
-        if (transport_leaves()) {
-            R.phase = WAIT_CONNS;
-            R.t_phase = now;
-            atomic_store(&R.conns_seen, 0);
-            on_every_loop(count_conns_on_loop);
-            return;
-        }
-        R.phase = LOOPS_STOP;
-        on_every_loop(stop_leaving_on_loop);
+        if (atomic_load(&r->gen->refs) == 0) calls_over(r, now);
         return;
     case WAIT_CONNS:
-        if (atomic_load(&R.loops_left)) return;
-        if (atomic_load(&R.conns_seen) == 0) {
-            R.phase = LOOPS_STOP;
-            on_every_loop(stop_leaving_on_loop);
+        if (atomic_load(&r->conns_seen) == 0) {
+            begin_stop(r);
             return;
         }
-        if (!R.drain_told && now - R.t_published >= (uint64_t)K.m->reload_drain_ms * 1000) {
-            R.drain_told = true; /* its streams end properly; clients reconnect */
-            on_every_loop(drain_old_transport_on_loop);
-            return;
-        }
-        atomic_store(&R.conns_seen, 0);
-        on_every_loop(count_conns_on_loop);
+        atomic_store(&r->conns_seen, 0);
+        on_every_loop(r, count_conns_on_loop);
         return;
     case LOOPS_STOP:
-        if (atomic_load(&R.loops_left)) return;
-        R.phase = LOOPS_FENCE;
-        on_every_loop(fence_on_loop);
+        r->phase = LOOPS_FENCE;
+        on_every_loop(r, fence_on_loop);
         return;
     case LOOPS_FENCE:
-        if (atomic_load(&R.loops_left)) return;
-        stop_leaving();
-        R.phase = QUIET;
-        R.t_phase = now;
+        stop_leaving(r);
+        r->phase = QUIET;
+        r->t_phase = now;
         return;
     case QUIET:
-        if (leaving_quiet(false)) {
-            retired(false);
-        } else if (now - R.t_phase > (uint64_t)QUIET_WAIT_MS * 1000) {
-            leaving_quiet(true);
-            retired(true);
+        if (leaving_quiet(r, false)) {
+            retired(r, false);
+        } else if (now - r->t_phase > (uint64_t)QUIET_WAIT_MS * 1000) {
+            leaving_quiet(r, true);
+            retired(r, true);
         }
         return;
     default: return;
     }
 }
 
+static void on_tick(uv_timer_t *t) {
+    (void)t;
+    uint64_t now = mono_us();
+    for (retiring **pp = &R.retiring; *pp;) {
+        retiring *r = *pp;
+        retire_step(r, now);
+        if (r->phase == RETIRED && r->deadline_met && !r->ending && !round_running(r)) {
+            *pp = r->next;
+            retiring_free(r);
+            continue;
+        }
+        pp = &r->next;
+    }
+    if (!R.retiring) uv_timer_stop(&R.tick);
+}
+
 /* ---- requests ---- */
 
+static asker *dequeue(void) {
+    pthread_mutex_lock(&R.lock);
+    asker *a = R.queue;
+    if (a) R.queue = a->next;
+    pthread_mutex_unlock(&R.lock);
+    return a;
+}
+
 static void take_requests(void) {
-    while (R.phase == IDLE) {
-        pthread_mutex_lock(&R.lock);
-        asker *a = R.queue;
-        if (a) R.queue = a->next;
-        pthread_mutex_unlock(&R.lock);
+    while (!R.adopting) {
+        asker *a = dequeue();
         if (!a) return;
         bool signal = !a->done;
         if (signal) {
@@ -469,15 +621,12 @@ static void take_requests(void) {
             a = NULL;
         }
         run(a);
-        if (R.phase != IDLE) uv_timer_start(&R.tick, on_tick, TICK_MS, TICK_MS);
+        if (R.retiring && !uv_is_active((uv_handle_t *)&R.tick))
+            uv_timer_start(&R.tick, on_tick, TICK_MS, TICK_MS);
     }
-    /* one at a time: the others are told */
-    for (;;) {
-        pthread_mutex_lock(&R.lock);
-        asker *a = R.queue;
-        if (a) R.queue = a->next;
-        pthread_mutex_unlock(&R.lock);
-        if (!a) return;
+    /* one built at a time: the others are told (generations retiring hold
+     * nothing up) */
+    for (asker *a; (a = dequeue());) {
         if (!a->done) {
             klog(MCPG_LOG_WARN, "kernel", "SIGHUP: a reload is in progress; this one is skipped");
             free(a);
@@ -489,7 +638,7 @@ static void take_requests(void) {
 
 static void on_wake(uv_async_t *h) {
     (void)h;
-    if (R.phase == ADOPTING && atomic_load(&R.loops_left) == 0) published();
+    if (R.adopting && !round_running(R.adopting)) published();
     take_requests();
 }
 
@@ -509,7 +658,6 @@ void reload_init(uv_loop_t *loop, const char *exe_dir, const char *listen_overri
     pthread_mutex_init(&R.lock, NULL);
     uv_async_init(loop, &R.wake, on_wake);
     uv_timer_init(loop, &R.tick);
-    R.posts = calloc(MCPG_MAX_WORKERS, sizeof *R.posts);
 }
 
 void reload_on_signal(void) {
@@ -530,25 +678,48 @@ int host_reload(mcpg_worker *w, reload_done_fn done, void *arg) {
     return 0;
 }
 
-/* A loop stops (the gateway stops) while a generation retires: the
- * instances leaving that have not been worker_stop'ped here are now. */
-void reload_worker_stopping(mcpg_worker *w) {
-    if (R.old && R.phase >= WAIT_CALLS && R.phase <= LOOPS_STOP) stop_leaving_on_loop_only(w);
+/* Another record after r, whose calls are not over, holds inst too: that
+ * one's stop takes it out. */
+static bool held_by_later(const retiring *r, const mcpg_instance *inst) {
+    for (const retiring *o = r->next; o; o = o->next)
+        if (o->phase <= WAIT_CONNS && in_gen(o->gen, inst)) return true;
+    return false;
 }
 
-/* The gateway stops, after its loops and its pool: a generation still
- * retiring has no calls left; what leaves is stopped and freed. */
+/* A loop stops (the gateway stops; the control loop no longer runs) with
+ * generations retiring. Those past their calls had what leaves with them
+ * worker_stop'ped on every loop already (their round's posts ran before
+ * this); for the others, each instance no loop generation keeps is
+ * worker_stop'ped here once, by the last record holding it. */
+void reload_worker_stopping(mcpg_worker *w) {
+    for (const retiring *r = R.retiring; r; r = r->next) {
+        if (r->phase > WAIT_CONNS) continue;
+        for (size_t i = r->gen->n_instances; i-- > 0;) {
+            mcpg_instance *inst = r->gen->instances[i];
+            const mcpg_lifecycle_ops *lc = inst->desc->lifecycle;
+            if (!in_gen(w->gen, inst) && !held_by_later(r, inst) && MCPG_HAS(lc, worker_stop))
+                lc->worker_stop(inst->state, w);
+        }
+    }
+}
+
+/* The gateway stops, after its loops, its pool and the serving generation:
+ * every instance still started in a retiring generation is stopped (once:
+ * its started flag), and each generation freed. */
 void reload_shutdown(void) {
     if (R.loop) uv_timer_stop(&R.tick);
-    if (R.old && R.phase >= WAIT_CALLS && R.phase != QUIET) stop_leaving();
-    if (R.old && R.phase >= WAIT_CALLS) {
-        generation_free(R.old);
-        R.old = NULL;
+    while (R.retiring) {
+        retiring *r = R.retiring;
+        R.retiring = r->next;
+        if (r->gen) {
+            generation_stop(r->gen);
+            generation_free(r->gen);
+        }
+        retiring_free(r);
     }
+    R.adopting = NULL;
     for (size_t i = 0; i < R.n_pinned; i++) generation_free(R.pinned[i]);
     free(R.pinned);
     R.pinned = NULL;
     R.n_pinned = 0;
-    free(R.posts);
-    R.posts = NULL;
 }

@@ -277,7 +277,10 @@ struct mcpg_host {
      * len) runs once, on w's loop: 200 with {"generation":N,...} once every
      * loop serves the new generation, 400 with {"errors":[...]} when the
      * new manifest is refused (the old generation serves on), 409 while
-     * another reload runs. 0, or MCPG_EUNAVAIL while the gateway drains. */
+     * another is being built (read, built, published): generations replaced
+     * earlier and still retiring hold no reload up. The 200 answer's
+     * "retiring" counts the generations retiring, the one just replaced
+     * included. 0, or MCPG_EUNAVAIL while the gateway drains. */
     int (*reload)(mcpg_worker *w,
                   void (*done)(void *arg, int http_status, const char *json, size_t len),
                   void *arg);

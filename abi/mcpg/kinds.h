@@ -47,6 +47,18 @@ typedef struct mcpg_transport_ops {
      * Borrowed for the call. The transport tells its listening streams. */
     void (*news)(void *instance, mcpg_worker *w, const char *method, const char *uri,
                  size_t uri_len);
+    /* ---- ABI 1.8 ---- */
+    /* Optional: on each worker's loop thread, gateway.reload_drain_ms after a
+     * reload published (a reload carried this instance over): end the streams
+     * this instance holds on `w` without a call (a subscriptions/listen
+     * stream, a legacy session's GET stream) that opened before
+     * `published_us` (host->mono_us()), the way drain ends them (a listening
+     * stream gets its final result, a GET stream its end), so that their
+     * clients reconnect and are served by the generation serving now. The
+     * connections stay open; calls are the kernel's to end. Returns how many
+     * streams it ended. Without it such streams run on until their client
+     * closes them. */
+    uint32_t (*end_streams)(void *instance, mcpg_worker *w, uint64_t published_us);
 } mcpg_transport_ops;
 
 /* ---- identity: who is calling ------------------------------------------

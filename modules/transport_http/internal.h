@@ -159,6 +159,7 @@ typedef struct th_req {
     uint32_t luris_off, luris_len; /* resourceSubscriptions (raw JSON array) in data */
     struct th_req *lprev, *lnext;  /* the worker's listeners */
     uint64_t last_write_ms;    /* loop time of the stream's last bytes (keep-alive) */
+    uint64_t listen_us;        /* host->mono_us() when it became a listening stream */
     /* the legacy wire */
     uint8_t legacy;            /* a 2025-era request: event ids, session header */
     int8_t level;              /* notifications/message below it are dropped (-1: none) */

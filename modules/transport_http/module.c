@@ -3,6 +3,7 @@
  * sockets it is handed (see README.md for the behaviour and limits). */
 #include "internal.h"
 #include "relay.h"
+#include "stream.h"
 
 #include <string.h>
 #include <sys/random.h>
@@ -292,6 +293,13 @@ static void th_drain_op(void *instance, mcpg_worker *w) {
     th_worker_maybe_stop(ws);
 }
 
+/* ABI 1.8: the streams a reload's old generation saw open end, so that
+ * their clients come back to the one serving now. */
+static uint32_t th_end_streams_op(void *instance, mcpg_worker *w, uint64_t published_us) {
+    th_wslot *ws = th_slot(instance, w);
+    return ws ? th_listeners_end_before(ws, published_us) : 0;
+}
+
 static uint32_t th_conn_count_op(void *instance, mcpg_worker *w) {
     th_wslot *ws = th_slot(instance, w);
     return ws ? ws->nconns + ws->handles_closing : 0;
@@ -390,6 +398,7 @@ static const mcpg_transport_ops th_ops = {
     .drain = th_drain_op,
     .conn_count = th_conn_count_op,
     .news = th_news_op,
+    .end_streams = th_end_streams_op,
 };
 
 MCPG_MODULE_DEFINE(MCPG_KIND_TRANSPORT, "transport_http", "0.1.0",

@@ -153,6 +153,7 @@ void th_listener_add(th_wslot *ws, th_req *r) {
     if (ws->listeners) ws->listeners->lprev = r;
     ws->listeners = r;
     r->listening = 1;
+    r->listen_us = ws->mod->host->mono_us();
     r->conn->nstreams++;
     th_metric_add(ws, ws->mod->m_streams, 1);
 }
@@ -218,6 +219,18 @@ void th_listeners_end(th_wslot *ws, th_conn *only) {
         next = r->lnext;
         if (!only || r->conn == only) end_one(ws, r);
     }
+}
+
+uint32_t th_listeners_end_before(th_wslot *ws, uint64_t before_us) {
+    uint32_t n = 0;
+    for (th_req *r = ws->listeners, *next; r; r = next) {
+        next = r->lnext;
+        if (r->listen_us < before_us) {
+            end_one(ws, r);
+            n++;
+        }
+    }
+    return n;
 }
 
 void th_listeners_keepalive(th_wslot *ws, uint64_t now_ms) {

@@ -42,6 +42,9 @@ void th_listener_add(th_wslot *ws, th_req *r);
 void th_listener_remove(th_wslot *ws, th_req *r);
 /* Drain: each listening stream ends with its final result. */
 void th_listeners_end(th_wslot *ws, th_conn *only);
+/* A reload's deadline: those that began listening before before_us end as
+ * at a drain (their connections stay); how many. */
+uint32_t th_listeners_end_before(th_wslot *ws, uint64_t before_us);
 /* Keep-alive comment on every stream quiet for TH_KEEPALIVE_MS. */
 void th_listeners_keepalive(th_wslot *ws, uint64_t now_ms);
 

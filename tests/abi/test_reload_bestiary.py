@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "reload"))
 from gateway import (Context, replace_file, Gateway, call_tool, check, check_eq, parse_args,  # noqa: E402
                      run_tests, sanitizer_lines, wait_for)
-from test_reload import TOKEN, mapped_images, post_reload, reload_ok  # noqa: E402
+from test_reload import TOKEN, mapped_images, post_reload, reload_ok, wait_all_retired  # noqa: E402
 
 FIXTURES = ("abi_bad_timer", "abi_fail_create", "abi_fail_start")
 THREAD_NAME = "abi-thread-mod"
@@ -164,6 +164,7 @@ def main():
         check_eq(tool_text(p, "v1_ping"), "limit=5 ratio=0.75", "v1_ping after the swap")
         # its predecessor retires (stopped, destroyed) without the kernel
         # calling a slot past the 1.0 tables: a tripwire would abort the process
+        wait_all_retired(gw)
         ans = reload_ok(p)
         check_eq(ans["started"], [], "the next reload, after the retire: %r" % ans)
         check(gw.proc.poll() is None, "the gateway runs")
@@ -197,7 +198,7 @@ def main():
 
     def refused(m, words, what):
         p = gw.port
-        reload_ok(p)  # the previous retire is done: a baseline to compare with
+        wait_all_retired(gw)  # a baseline to compare with
         tids, maps = sorted(threads(pid())), mapped_modules(pid())
         rewrite(m)
         deadline = time.time() + 20
@@ -247,7 +248,7 @@ def main():
         ans = reload_ok(p)
         check_eq(ans["started"], ["v1"], "other content: the 1.0 module loaded anew: %r" % ans)
         check_eq(tool_text(p, "v1_ping"), "limit=5 ratio=0.75", "v1_ping from the new image")
-        reload_ok(p)  # the retire is done
+        wait_all_retired(gw)
         now = mapped_images(pid(), "abi_v1_0")
         check_eq(len(now - before), 1, "the new abi_v1_0 image mapped: %r" % sorted(now))
         check(not now & before,

@@ -4,7 +4,8 @@ gateway.server.admin_token_env names) and SIGHUP re-read the manifest; a module 
 whose content changed is loaded anew and its instances replace the old ones, the rest
 are carried over; calls under load never fail and switch to the new code right after
 each publish; afterwards one image of the module is mapped; every bad reload leaves the
-old generation serving; a legacy session and its GET stream live across reloads."""
+old generation serving; a legacy session lives across reloads (its GET stream until
+gateway.reload_drain_ms after each: test_reload_retire.py)."""
 import json
 import os
 import re
@@ -48,6 +49,16 @@ def reload_ok(port, timeout=20.0):
     r = reload_answer(port, timeout)
     check_eq(r.status, 200, "reload answered (%r)" % r.body[:400])
     return json.loads(r.body)
+
+
+def wait_all_retired(gw, timeout=20):
+    """Until every generation a reload replaced has retired (its log line): a reload
+    no longer waits for the generation before it to retire."""
+    def done():
+        text = gw.stderr()
+        return (len(re.findall(r"reload: generation \d+ retired", text)) ==
+                len(re.findall(r"reload: generation \d+ serves", text)))
+    wait_for(done, timeout, "every replaced generation retired")
 
 
 def listens_on(pid, port):
@@ -289,8 +300,8 @@ def main():
 
     def t_sighup():
         rewrite(manifest(tools=("echo", "echo4")))
-        # a SIGHUP while the last reload's old generation still retires is skipped
-        # (logged): sent again until one reload is published
+        # a SIGHUP while another reload is being built is skipped (logged): sent
+        # again until one reload is published
         served = re.compile(r"reload: generation \d+ serves")
         skipped = "SIGHUP: a reload is in progress; this one is skipped"
         deadline = time.monotonic() + 30
