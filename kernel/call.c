@@ -199,7 +199,7 @@ void calls_free_abandoned(mcpg_worker *w) {
 }
 
 static bool unanswered_on(const mcpg_call *c, const generation *g) {
-    return c->gen == g && !c->answered && !atomic_load(&c->cancelled);
+    return c->gen == g && !call_answered(c) && !atomic_load(&c->cancelled);
 }
 
 /* Each call is held while the others are ended: answering one may let the
@@ -215,12 +215,12 @@ unsigned long calls_end_generation(mcpg_worker *w, generation *g, const char *wh
     }
     for (mcpg_call *c = w->live; c && k < n; c = c->live_next)
         if (unanswered_on(c, g)) {
-            c->refs++;
+            call_hold(c, HOLD_KERNEL);
             held[k++] = c;
         }
     for (size_t i = 0; i < k; i++) {
-        if (!held[i]->answered) call_give_up_retiring(held[i], why);
-        call_unref(held[i]);
+        if (!call_answered(held[i])) call_give_up_retiring(held[i], why);
+        call_let_go(held[i], HOLD_KERNEL);
     }
     free(held);
     return k;

@@ -185,12 +185,14 @@ struct mcpg_call {
  *                   expiry or refusal reaches the loop. A pool backend past
  *                   its deadline holds the call after it is answered
  *                   (pool.detached), and keeps its limits until it ends.
+ *   HOLD_KERNEL     the kernel, while it ends a retiring generation's calls
+ *                   one after another (answering one may release another)
  *
  * The object is recycled when no holder is left, and no queued post points
  * at it (messages.c defers the recycle to that post). All of it happens on
  * the call's loop; no other file writes `life` or `holds`. */
 enum call_life { LIFE_FREE, LIFE_RUNNING, LIFE_ANSWERED };
-enum call_holder { HOLD_TRANSPORT = 1u << 0, HOLD_BACKEND = 1u << 1 };
+enum call_holder { HOLD_TRANSPORT = 1u << 0, HOLD_BACKEND = 1u << 1, HOLD_KERNEL = 1u << 2 };
 
 void call_life_start(mcpg_call *c);           /* FREE -> RUNNING, held by the transport */
 void call_life_answer(mcpg_call *c);          /* RUNNING -> ANSWERED (before complete()) */

@@ -4,7 +4,7 @@
 #include "call_internal.h"
 
 static const char *holder_name(unsigned holder) {
-    return holder == HOLD_TRANSPORT ? "the transport" : "a backend";
+    return holder == HOLD_TRANSPORT ? "the transport" : holder == HOLD_BACKEND ? "a backend" : "the kernel";
 }
 
 void call_life_start(mcpg_call *c) {

@@ -212,7 +212,7 @@ void calls_give_up_backends(mcpg_worker *w) {
  * a call waiting in another stage, is cancelled as when its client leaves
  * (the events instance ends the stream with its final result). */
 void call_give_up_retiring(mcpg_call *c, const char *why) {
-    if (c->pool.queued_or_running && !c->pool.detached &&
+    if (call_held_by(c, HOLD_BACKEND) && !c->pool.detached &&
         c->route->backend->desc->kind != MCPG_KIND_EVENTS) {
         detach(c, mono_us(), why);
         return;
