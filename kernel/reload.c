@@ -283,6 +283,7 @@ static void published(void) {
     R.t_published = mono_us();
     workers_listen_done();
     tell_carried(R.next);
+    news_reload_published(R.old, R.next); /* listeners: the lists that differ now */
     generation_warn_open(R.next, K.m->listen, K.m->n_listen);
     R.reloads++;
     metrics_count(KM.reloads, 0, 1); /* result="ok" */
