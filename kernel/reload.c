@@ -7,7 +7,9 @@
  *   build   the next generation: unchanged instances carried over, the
  *           others created, then started; any error and nothing changes
  *   publish every loop runs worker_start for the new instances, then takes
- *           the new generation: the next call on it uses it
+ *           the new generation: the next call on it uses it; the lists
+ *           backends told meanwhile are applied, and listeners told what
+ *           changed (news.c)
  *   retire  calls that started on the old generation finish there; a
  *           replaced transport's connections are drained after
  *           gateway.reload_drain_ms; then the instances that left are
