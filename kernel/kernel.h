@@ -175,6 +175,8 @@ struct mcpg_instance {
     atomic_int live_timers;
     atomic_int work_in_flight;  /* work_submit'ed, done() not yet run */
     struct generation *gen;     /* the newest generation holding it */
+    atomic_uint lists_told;     /* MCPG_LIST_* bits it told, not yet applied to the
+                                   serving generation's lists (news.c) */
 };
 /* Its index in g's instances (a call's slot), or -1 when g does not hold it. */
 int generation_slot_of(const struct generation *g, const mcpg_instance *inst);
@@ -225,7 +227,6 @@ typedef struct generation {
     mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
     _Atomic(catset *) cats;       /* the current merged lists (catalog_acquire) */
     manifest *m;                  /* the bindings, for rebuilds; outlives the generation */
-    atomic_uint lists_dirty;      /* MCPG_LIST_* bits told since the last rebuild */
     route *task_backends; size_t n_task_backends; /* backends with a `task` op, by instance name */
     mcpg_instance *coordinator;   /* the gateway's (host->coordinator), or NULL */
     mcpg_instance *metrics;       /* the one metrics instance (GET /metrics), or NULL */
@@ -458,6 +459,10 @@ int host_reply_submit(mcpg_worker *w, const char *session, size_t slen, const ch
 void host_lists_changed(mcpg_instance *self, uint32_t lists);
 /* The control loop that rebuilds merged lists when a backend's change */
 void news_control_init(uv_loop_t *loop);
+/* On the control loop, once every loop serves g: what g's backends told
+ * while it was built is applied to its lists, and listeners are told each
+ * kind of list told or that differs between old's merged lists and g's. */
+void news_reload_published(generation *old, generation *g);
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);

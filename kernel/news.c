@@ -82,17 +82,36 @@ static void broadcast(const char *method, const char *from, const char *uri, siz
 static uv_async_t lists_async;
 static atomic_bool control_ready;
 
-/* On the control loop: however many changes were told since the last
- * turn, one rebuild, then one notification per kind that changed. */
-static void on_lists_changed(uv_async_t *a) {
-    (void)a;
-    generation *g = K.gen;
-    uint32_t lists = g ? atomic_exchange(&g->lists_dirty, 0) : 0;
-    if (!lists) return;
-    catalog_rebuild(g);
+/* One notification per kind in `lists` (MCPG_LIST_* bits), to every loop. */
+static void tell_lists(uint32_t lists) {
     if (lists & MCPG_LIST_TOOLS) broadcast("notifications/tools/list_changed", NULL, NULL, 0);
     if (lists & MCPG_LIST_RESOURCES) broadcast("notifications/resources/list_changed", NULL, NULL, 0);
     if (lists & MCPG_LIST_PROMPTS) broadcast("notifications/prompts/list_changed", NULL, NULL, 0);
+}
+
+/* What g's instances have told since they were last applied, taken. An
+ * instance not in g (one a reload is retiring) keeps its bits: nobody
+ * lists from it any more. */
+static uint32_t lists_told_in(generation *g) {
+    uint32_t lists = 0;
+    for (size_t i = 0; i < g->n_instances; i++)
+        lists |= atomic_exchange(&g->instances[i]->lists_told, 0);
+    return lists;
+}
+
+/* On the control loop: however many changes were told since the last
+ * turn, one rebuild of the serving generation's lists, then one
+ * notification per kind that changed. A reload builds its generation on
+ * this same loop, reading each backend's lists as they are then; a change
+ * told while it builds stays on the instance and is applied here, to the
+ * generation that serves once the reload is published (or refused). */
+static void on_lists_changed(uv_async_t *a) {
+    (void)a;
+    generation *g = K.gen;
+    uint32_t lists = g ? lists_told_in(g) : 0;
+    if (!lists) return;
+    catalog_rebuild(g);
+    tell_lists(lists);
 }
 
 void news_control_init(uv_loop_t *loop) {
@@ -100,13 +119,40 @@ void news_control_init(uv_loop_t *loop) {
     atomic_store(&control_ready, true);
 }
 
+/* The news is the instance's, whichever generations hold it: a backend a
+ * reload is adding may tell before it serves (an upstream that lists once
+ * connected), one carried over while the next generation is built. */
 void host_lists_changed(mcpg_instance *self, uint32_t lists) {
-    generation *g = K.gen; /* an instance a reload carried over tells the newest */
-    if (!self || !g || generation_slot_of(g, self) < 0) return;
     lists &= MCPG_LIST_TOOLS | MCPG_LIST_RESOURCES | MCPG_LIST_PROMPTS;
-    if (!g || !lists) return;
-    atomic_fetch_or(&g->lists_dirty, lists);
+    if (!self || !lists) return;
+    atomic_fetch_or(&self->lists_told, lists);
     if (atomic_load(&control_ready)) uv_async_send(&lists_async);
+}
+
+/* Which kinds differ between two sets of merged lists (MCPG_LIST_* bits). */
+static uint32_t lists_differing(const catset *a, const catset *b) {
+    static const uint32_t bit[CAT_COUNT] = {[CAT_TOOLS] = MCPG_LIST_TOOLS,
+                                            [CAT_PROMPTS] = MCPG_LIST_PROMPTS,
+                                            [CAT_RESOURCES] = MCPG_LIST_RESOURCES,
+                                            [CAT_TEMPLATES] = MCPG_LIST_RESOURCES};
+    uint32_t lists = 0;
+    for (int k = 0; k < CAT_COUNT; k++) {
+        const mcpg_buf *x = &a->cat[k].answer, *y = &b->cat[k].answer;
+        if (x->len != y->len || (x->len && memcmp(x->data, y->data, x->len) != 0)) lists |= bit[k];
+    }
+    return lists;
+}
+
+/* What was told up to now is in g's lists before the reload is answered;
+ * then one notification per kind told or different from old's. */
+void news_reload_published(generation *old, generation *g) {
+    uint32_t lists = lists_told_in(g);
+    if (lists) catalog_rebuild(g);
+    catset *a = catalog_acquire(old), *b = catalog_acquire(g);
+    if (a && b) lists |= lists_differing(a, b);
+    catalog_release(a);
+    catalog_release(b);
+    tell_lists(lists);
 }
 
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len) {

@@ -7,7 +7,9 @@
  *   build   the next generation: unchanged instances carried over, the
  *           others created, then started; any error and nothing changes
  *   publish every loop runs worker_start for the new instances, then takes
- *           the new generation: the next call on it uses it. One reload is
+ *           the new generation: the next call on it uses it; the lists
+ *           backends told meanwhile are applied, and listeners told what
+ *           changed (news.c). One reload is
  *           read, built and published at a time (another asked meanwhile is
  *           answered 409, a SIGHUP skipped).
  *   retire  the generation replaced joins those retiring: any number, each
@@ -370,6 +372,7 @@ static void published(void) {
     R.adopting = NULL;
     workers_listen_done();
     tell_carried(R.next);
+    news_reload_published(r->gen, R.next); /* listeners: the lists that differ now */
     generation_warn_open(R.next, K.m->listen, K.m->n_listen);
     R.reloads++;
     metrics_count(KM.reloads, 0, 1); /* result="ok" */

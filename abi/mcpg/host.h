@@ -234,7 +234,9 @@ struct mcpg_host {
     const char *(*call_protocol_version)(mcpg_call *call, size_t *len_out);
 
     /* ---- a backend's news, outside any call (any thread) ---- */
-    /* Its lists changed (MCPG_LIST_* bits): clients that listen are told. */
+    /* Its lists changed (MCPG_LIST_* bits): clients that listen are told.
+     * From start() on; told before the generation holding self serves (a
+     * reload still being built), it is applied once that one serves. */
     void (*lists_changed)(mcpg_instance *self, uint32_t lists);
     /* One of its resources changed: each subscriber is told once. */
     void (*resource_updated)(mcpg_instance *self, const char *uri, size_t uri_len);

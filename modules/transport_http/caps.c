@@ -61,16 +61,48 @@ int th_caps_append(const th_mod *m, mcpg_buf *b, int legacy) {
     return rc ? MCPG_ENOMEM : 0;
 }
 
-int th_server_info_build(th_mod *m) {
-    const mcpg_host *h = m->host;
-    mcpg_buf *b = &m->server_info;
+/* {"name":...,"version":...} for the gateway's name now, or NULL (no memory). */
+static th_info *info_new(const mcpg_host *h, th_info *older) {
     const char *name = MCPG_HOST_HAS(h, gateway_name) ? h->gateway_name() : "mcpg";
     const char *version = h->gateway_version();
-    b->len = 0;
-    int rc = h->buf_append(b, "{\"name\":", 8);
-    rc |= h->buf_append_json_string(b, name, strlen(name));
-    rc |= h->buf_append(b, ",\"version\":", 11);
-    rc |= h->buf_append_json_string(b, version ? version : "", version ? strlen(version) : 0);
-    rc |= h->buf_append(b, "}", 1);
-    return rc ? MCPG_ENOMEM : 0;
+    mcpg_buf b = {0};
+    int rc = h->buf_append(&b, "{\"name\":", 8);
+    rc |= h->buf_append_json_string(&b, name, strlen(name));
+    rc |= h->buf_append(&b, ",\"version\":", 11);
+    rc |= h->buf_append_json_string(&b, version ? version : "", version ? strlen(version) : 0);
+    rc |= h->buf_append(&b, "}", 1);
+    th_info *in = rc ? NULL : h->alloc(sizeof *in + b.len + 1);
+    if (in) {
+        in->older = older;
+        in->len = b.len;
+        memcpy(in->json, b.data, b.len);
+        in->json[b.len] = '\0';
+    }
+    h->buf_free(&b);
+    return in;
+}
+
+int th_server_info_build(th_mod *m) {
+    const mcpg_host *h = m->host;
+    th_info *cur = atomic_load(&m->info);
+    th_info *in = info_new(h, cur);
+    if (!in) return MCPG_ENOMEM;
+    if (cur && cur->len == in->len && !memcmp(cur->json, in->json, in->len)) {
+        h->free(in); /* the same name: the newest stays */
+        return 0;
+    }
+    atomic_store(&m->info, in);
+    return 0;
+}
+
+th_piece th_server_info(const th_mod *m) {
+    th_info *in = atomic_load(&m->info);
+    return in ? (th_piece){in->json, in->len} : (th_piece){"{}", 2};
+}
+
+void th_server_info_free(th_mod *m) {
+    for (th_info *in = atomic_exchange(&m->info, NULL), *older; in; in = older) {
+        older = in->older;
+        m->host->free(in);
+    }
 }

@@ -20,6 +20,7 @@
 #define TH_INTERNAL_H
 
 #include <llhttp.h>
+#include <stdatomic.h>
 #include <mcpg/sdk.h>
 #include <uv.h>
 
@@ -273,6 +274,18 @@ struct th_wslot {
     char pad[64];            /* keep neighbouring workers' slots off this cache line */
 };
 
+/* The gateway's serverInfo, {"name":...,"version":...}, NUL-terminated:
+ * every 2026-07-28 result's _meta serverInfo and initialize's. Made at
+ * start and again when a reload changes gateway.name; loops read the
+ * newest, and each one made stays until destroy (a response may still be
+ * writing it; a reload that renames the gateway is rare), so none is freed
+ * under a reader. */
+typedef struct th_info {
+    struct th_info *older;
+    size_t len;
+    char json[];
+} th_info;
+
 struct th_mod {
     const mcpg_host *host;
     mcpg_instance *self;
@@ -280,7 +293,7 @@ struct th_mod {
     uint32_t nworkers;
     uint32_t replica;    /* this process in a fleet: drawn at create, never 0 (event ids, relay.h) */
     th_wslot **slots;
-    mcpg_buf server_info; /* {"name":...,"version":...}: every 2026-07-28 result's _meta serverInfo */
+    _Atomic(th_info *) info; /* the newest serverInfo (th_server_info) */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
     th_names hosts;      /* gateway.server.allowed_hosts, parsed */
     th_names origins;    /* gateway.server.allowed_origins, parsed */
@@ -296,10 +309,15 @@ struct th_mod {
 };
 
 /* caps.c: the capabilities object both wires advertise (legacy: initialize's
- * form, else server/discover's), appended to b; and m->server_info. 0 or
- * MCPG_ENOMEM. */
+ * form, else server/discover's), appended to b. 0 or MCPG_ENOMEM. */
 int th_caps_append(const th_mod *m, mcpg_buf *b, int legacy);
+/* caps.c: the serverInfo of the gateway's name now (host->gateway_name,
+ * which a reload may change), made when it differs from the newest: at
+ * start and at each reload, on the main thread. 0 or MCPG_ENOMEM. */
 int th_server_info_build(th_mod *m);
+/* The newest serverInfo, on any loop; its bytes stay valid until destroy. */
+th_piece th_server_info(const th_mod *m);
+void th_server_info_free(th_mod *m);
 
 /* metrics.c: the transport's gauges (connections, streams, sessions) */
 void th_metrics_register(th_mod *m);

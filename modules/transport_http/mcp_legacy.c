@@ -340,7 +340,7 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     b->len = 0;
     rc = h->buf_printf(b, "{\"protocolVersion\":\"%s\",\"capabilities\":", version);
     rc |= th_caps_append(mod, b, 1);
-    rc |= h->buf_printf(b, ",\"serverInfo\":%s}", mod->server_info.data);
+    rc |= h->buf_printf(b, ",\"serverInfo\":%s}", th_server_info(mod).p);
     if (rc) th_respond_status_error(c, r, 503);
     else answer_result(c, r, id, b->data, b->len);
 }

@@ -227,7 +227,7 @@ static void th_destroy(void *instance) {
     for (uint32_t i = 0; m->slots && i < m->nworkers; i++)
         if (m->slots[i]) th_worker_free(m->slots[i]);
     host->free(m->slots);
-    host->buf_free(&m->server_info);
+    th_server_info_free(m);
     host->buf_free(&m->alog_src);
     th_names_free(host, &m->hosts);
     th_names_free(host, &m->origins);
@@ -238,8 +238,14 @@ static void th_destroy(void *instance) {
 }
 
 /* ABI 1.2: a reload carried this instance over: the certificates are read
- * again (the config names files, not their contents). */
-static void th_reloaded(void *instance) { th_tls_reload(instance); }
+ * again (the config names files, not their contents), and the serverInfo
+ * follows the gateway.name the new generation serves under. */
+static void th_reloaded(void *instance) {
+    th_mod *m = instance;
+    th_tls_reload(m);
+    if (th_server_info_build(m))
+        m->host->log(m->self, MCPG_LOG_ERROR, "out of memory: serverInfo keeps the name it had");
+}
 
 /* ---- transport ops ------------------------------------------------------- */
 

@@ -171,7 +171,8 @@ static void write_outcome(th_wslot *ws, th_conn *c, th_req *r, const mcpg_call_o
     } else {
         th_piece res = {oc->result, oc->result ? oc->result_len : 0};
         unsigned stamp = r->stamp ? r->stamp | result_type_stamp(oc) : 0;
-        th_piece info = {ws->mod->server_info.data, stamp ? ws->mod->server_info.len : 0};
+        th_piece info = th_server_info(ws->mod);
+        if (!stamp) info.n = 0;
         n = th_rpc_result_body(host, body, id, res, stamp, info);
     }
     if (r->rs) {
@@ -382,7 +383,7 @@ static void answer_discover(th_conn *c, th_req *r, th_piece id) {
                            sizeof ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],\"capabilities\":" - 1);
     rc |= th_caps_append(m, b, 0);
     rc |= h->buf_printf(b, ",\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
-                           "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":%s}}}", m->server_info.data);
+                           "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":%s}}}", th_server_info(m).p);
     if (rc) {
         th_respond_status_error(c, r, 503);
         return;

@@ -6,20 +6,39 @@
  *             the old lists keeps a valid route while they are replaced.
  * The second list adds dyn_two, drops dyn_one, and offers two names the
  * kernel must leave out without failing: one that is not a valid tool name,
- * and "echo", which a static backend already offers. */
+ * and "echo", which a static backend already offers.
+ * For reloads, start() may also
+ *   flip_at_start  move to the second list and tell the kernel, as an
+ *                  upstream does once connected, before the generation that
+ *                  holds it serves;
+ *   gate_fifo      say "waiting at the gate" in the log, then wait (at most
+ *                  gate_ms) for a byte on that FIFO: a reload held between
+ *                  building its lists and publishing them. */
 #include <mcpg/sdk.h>
 
+#include <fcntl.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct dyn_cfg {
     int64_t slow_ms;
+    int flip_at_start;
+    const char *gate_fifo;
+    int64_t gate_ms;
 } dyn_cfg;
 
 static const mcpg_config_field dyn_config[] = {
     MCPG_CFG_INT_FIELD(dyn_cfg, slow_ms, "slow_ms", "400", 0, 10000, "how long dyn_slow takes"),
+    MCPG_CFG_BOOL_FIELD(dyn_cfg, flip_at_start, "flip_at_start", "false",
+                        "start() moves to the second list and tells the kernel"),
+    MCPG_CFG_STRING_FIELD(dyn_cfg, gate_fifo, "gate_fifo", NULL,
+                          "start() waits for a byte on this FIFO"),
+    MCPG_CFG_INT_FIELD(dyn_cfg, gate_ms, "gate_ms", "20000", 0, 60000,
+                       "how long start() waits at the gate at most"),
     MCPG_CONFIG_END};
 
 typedef struct dyn {
@@ -37,6 +56,30 @@ static int dyn_create(const mcpg_host *host, mcpg_instance *self, const void *cf
     d->cfg = cfg;
     *out = d;
     return 0;
+}
+
+/* Opened for reading and writing, the FIFO never reports a hang-up while
+ * the test has yet to open it: poll waits for the byte or the deadline. */
+static int wait_at_gate(dyn *d) {
+    int fd = open(d->cfg->gate_fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return MCPG_EIO;
+    d->host->log(d->self, MCPG_LOG_INFO, "waiting at the gate %s", d->cfg->gate_fifo);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int ready = poll(&p, 1, (int)d->cfg->gate_ms);
+    char byte;
+    int rc = ready == 1 && read(fd, &byte, 1) == 1 ? 0 : MCPG_ETIMEDOUT;
+    close(fd);
+    d->host->log(d->self, MCPG_LOG_INFO, "through the gate: %s", rc ? "timed out" : "opened");
+    return rc;
+}
+
+static int dyn_start(void *inst) {
+    dyn *d = inst;
+    if (d->cfg->flip_at_start) {
+        atomic_store(&d->version, 1);
+        d->host->lists_changed(d->self, MCPG_LIST_TOOLS);
+    }
+    return d->cfg->gate_fifo ? wait_at_gate(d) : 0;
 }
 
 static void dyn_destroy(void *inst) {
@@ -80,7 +123,8 @@ static mcpg_status dyn_call(void *inst, mcpg_call *call) {
 }
 
 static const mcpg_lifecycle_ops dyn_lifecycle = {MCPG_OPS_HEAD(mcpg_lifecycle_ops),
-                                                 .create = dyn_create, .destroy = dyn_destroy};
+                                                 .create = dyn_create, .start = dyn_start,
+                                                 .destroy = dyn_destroy};
 static const mcpg_backend_ops dyn_ops = {MCPG_OPS_HEAD(mcpg_backend_ops), .list_tools = dyn_list,
                                          .call_tool = dyn_call};
 
