@@ -63,6 +63,7 @@ typedef struct decl_instance {
     const char *section; /* a top-level section that declared it ("events"), or NULL
                             for one of "modules": the key path of its errors */
     bool inline_dispatch;
+    bool lists_later;  /* "wait_for_lists": false: GET /readyz does not wait for its first lists */
     int64_t timeout_ms;
     image *image;      /* resolved while checking */
     void *config;      /* parsed config struct (config_size bytes) */
@@ -175,6 +176,10 @@ struct mcpg_instance {
     atomic_int live_timers;
     atomic_int work_in_flight;  /* work_submit'ed, done() not yet run */
     struct generation *gen;     /* the newest generation holding it */
+    uint64_t unlisted_since_ms; /* control thread (ready.c): first seen without its first
+                                   lists, 0 while it has them; when to say so next; */
+    uint64_t unlisted_log_ms;
+    bool unlisted_warned;       /* ... and whether it was said */
 };
 /* Its index in g's instances (a call's slot), or -1 when g does not hold it. */
 int generation_slot_of(const struct generation *g, const mcpg_instance *inst);
@@ -214,6 +219,8 @@ typedef struct catset {
     catalog cat[CAT_COUNT];
     uint64_t version;  /* 1 for the generation's first */
     atomic_long refs;  /* the generation's pointer holds one, each call one */
+    bool *unlisted;    /* per instance of the generation: its list ops answered "not
+                          yet" (MCPG_EAGAIN) at this build: no first lists here */
 } catset;
 
 typedef struct generation {
@@ -454,6 +461,10 @@ int host_reply_submit(mcpg_worker *w, const char *session, size_t slen, const ch
 void host_lists_changed(mcpg_instance *self, uint32_t lists);
 /* The control loop that rebuilds merged lists when a backend's change */
 void news_control_init(uv_loop_t *loop);
+/* Readiness (ready.c): the backends still without their first lists, for
+ * GET /readyz, and a log line for each that stays so. */
+void ready_control_init(uv_loop_t *loop);
+int host_backends_waiting(mcpg_worker *w, mcpg_buf *out);
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define MCPG_ABI_MAJOR 1
-#define MCPG_ABI_MINOR 7
+#define MCPG_ABI_MINOR 8
 #define MCPG_MODULE_MAGIC 0x6d637067u /* "mcpg" */
 #define MCPG_ENTRY_SYMBOL "mcpg_module_entry"
 

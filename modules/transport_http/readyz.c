@@ -1,6 +1,15 @@
 /* transport_http: GET /readyz.
  *
- * Ready is "send me calls": a gateway whose coordinator is unreachable still
+ * Ready is "send me calls". First, every backend has its first lists: a
+ * backend whose lists come from an upstream MCP server has none until the
+ * upstream answers, and a tools/call for one of its tools would be "Unknown
+ * tool" until then. While the kernel names such backends
+ * (host->backends_waiting) the answer is 503 with Retry-After,
+ * {"status":"starting","waiting":["github"]}; the same after a reload whose
+ * new generation brings a new upstream. A module entry's "wait_for_lists":
+ * false leaves its backend out of this.
+ *
+ * Then the coordinator: a gateway whose coordinator is unreachable still
  * serves every stateless call without a global limit (they touch no
  * coordinator), so it stays 200, and the body says what it cannot do: with
  * "coordinator":"unavailable" new legacy sessions and global limits answer
@@ -63,6 +72,25 @@ static void readyz_answer(th_conn *c, th_req *r, const char *coordinator, int re
     th_respond(c, r, &hd, &p, 1);
 }
 
+/* 503 "starting" while backends have no first lists yet; 1 when answered. */
+static int answered_starting(th_conn *c, th_req *r, th_wslot *home) {
+    const mcpg_host *h = home->mod->host;
+    if (!MCPG_HOST_HAS(h, backends_waiting) || !home->w) return 0;
+    mcpg_buf waiting = {0}, body = {0};
+    int n = h->backends_waiting(home->w, &waiting);
+    if (n < 0 || (n > 0 && h->buf_printf(&body, "{\"status\":\"starting\",\"waiting\":%.*s}",
+                                        (int)waiting.len, waiting.data) != 0)) {
+        th_respond_status_error(c, r, 503);
+    } else if (n > 0) {
+        th_resp_head hd = {.status = 503, .json = 1, .retry_after_s = 1};
+        th_piece p = {body.data, body.len};
+        th_respond(c, r, &hd, &p, 1);
+    }
+    h->buf_free(&waiting);
+    h->buf_free(&body);
+    return n != 0;
+}
+
 /* On the home loop: every loop has answered. */
 static void probe_finish(readyz_probe *p) {
     th_req *r = p->r;
@@ -122,6 +150,7 @@ void th_readyz(th_conn *c, th_req *r, const char *url, size_t n) {
     const th_mod *m = home->mod;
     const mcpg_host *h = m->host;
     int required = query_has(url, n, "coordinator=required");
+    if (answered_starting(c, r, home)) return;
     if (!m->co_ops || !home->w || home->stopped) {
         readyz_answer(c, r, "none", required);
         return;
