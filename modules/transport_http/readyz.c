@@ -22,16 +22,20 @@
  * probe: a coordinator may hold one connection per loop, each with its own
  * reconnect backoff, so after the store comes back one loop can answer while
  * another still refuses (a session's next request may land on either). The
- * store is asked once on every loop, with one get of a key nobody writes
- * (absent = answers), each on its own loop like any op; never a blocking
- * call. The answers come home to the probing loop, which replies once the
- * last one is in. */
+ * store is asked once on every loop, each on its own loop like any op; never
+ * a blocking call. It is asked what a session's creation asks first: a
+ * counted write (incr, by 0, of a key of its own that expires), not a read:
+ * a store can answer reads while it refuses writes or scripts (out of
+ * memory, a replica after a failover, a script path a read never takes), and
+ * then every initialize is 503 while a read says "ok". The answers come home
+ * to the probing loop, which replies once the last one is in. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define READYZ_KEY "mcpg.readyz"
+#define READYZ_KEY_TTL_MS 60000 /* the probe's key does not outlive its probes */
 
 typedef struct readyz_probe readyz_probe;
 
@@ -131,7 +135,7 @@ static void leg_send_home(readyz_leg *l) {
 static void on_leg_answer(void *arg, int status, const mcpg_coord_value *v) {
     readyz_leg *l = arg;
     (void)v;
-    l->answered_ok = status == 0 || status == MCPG_ENOENT;
+    l->answered_ok = status == 0;
     leg_send_home(l);
 }
 
@@ -141,7 +145,8 @@ static void leg_ask(void *arg) {
     th_wslot *ws = l->ws;
     const th_mod *m = ws->mod;
     if (ws->stopped || !ws->w ||
-        m->co_ops->get(m->co, ws->w, READYZ_KEY, sizeof READYZ_KEY - 1, on_leg_answer, l) != 0)
+        m->co_ops->incr(m->co, ws->w, READYZ_KEY, sizeof READYZ_KEY - 1, 0, READYZ_KEY_TTL_MS,
+                        on_leg_answer, l) != 0)
         leg_send_home(l); /* refused at once (stopping, queue full): unavailable here */
 }
 
