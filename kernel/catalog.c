@@ -232,12 +232,24 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
     emit_item(&bc->cs->cat[bc->kind], item, k->key, client, description);
 }
 
+/* A backend whose lists come later has none yet: no warning, but these
+ * lists are not its first (host_backends_waiting, GET /readyz). */
+static void note_unlisted(build_ctx *bc, const mcpg_instance *be) {
+    int i = generation_slot_of(bc->g, be);
+    if (i >= 0) bc->cs->unlisted[i] = true;
+}
+
 static void bind_kind(build_ctx *bc, mcpg_instance *be, const decl_binding *b) {
     const mcpg_backend_ops *ops = be->desc->ops;
     mcpg_buf items = {0};
     bc->lenient = dynamic_lists(be);
     int rc = KINDS[bc->kind].list_op(ops, be->state, &items);
     if (rc == 1) return; /* the backend offers none of this kind */
+    if (rc == MCPG_EAGAIN && bc->lenient) {
+        note_unlisted(bc, be);
+        mcpg_buf_free(&items);
+        return;
+    }
     if (rc != 0 || !items.data) {
         problem(bc, "backend \"%s\" could not list its %ss", be->name, KINDS[bc->kind].noun);
         mcpg_buf_free(&items);
@@ -356,6 +368,11 @@ static catset *catset_build(generation *g, const catset *prev, manifest *m, errl
     if (!cs) return NULL;
     cs->version = version;
     atomic_init(&cs->refs, 1); /* the generation's */
+    cs->unlisted = calloc(g->n_instances + 1, sizeof *cs->unlisted);
+    if (!cs->unlisted) {
+        free(cs);
+        return NULL;
+    }
     for (int k = 0; k < CAT_COUNT; k++) bind_all(g, cs, prev, m, errs, k);
     return cs;
 }
@@ -374,6 +391,7 @@ static void catset_free(catset *cs) {
         mcpg_buf_free(&cat->list);
         mcpg_buf_free(&cat->answer);
     }
+    free(cs->unlisted);
     free(cs);
 }
 

@@ -388,4 +388,5 @@ const mcpg_host HOST = {
     .listen_address = host_listen_address,
     .protected_resource = host_protected_resource,
     .call_challenge = host_call_challenge,
+    .backends_waiting = host_backends_waiting,
 };

@@ -63,6 +63,7 @@ typedef struct decl_instance {
     const char *section; /* a top-level section that declared it ("events"), or NULL
                             for one of "modules": the key path of its errors */
     bool inline_dispatch;
+    bool lists_later;  /* "wait_for_lists": false: GET /readyz does not wait for its first lists */
     int64_t timeout_ms;
     image *image;      /* resolved while checking */
     void *config;      /* parsed config struct (config_size bytes) */
@@ -177,6 +178,10 @@ struct mcpg_instance {
     struct generation *gen;     /* the newest generation holding it */
     atomic_uint lists_told;     /* MCPG_LIST_* bits it told, not yet applied to the
                                    serving generation's lists (news.c) */
+    uint64_t unlisted_since_ms; /* control thread (ready.c): first seen without its first
+                                   lists, 0 while it has them; when to say so next; */
+    uint64_t unlisted_log_ms;
+    bool unlisted_warned;       /* ... and whether it was said */
 };
 /* Its index in g's instances (a call's slot), or -1 when g does not hold it. */
 int generation_slot_of(const struct generation *g, const mcpg_instance *inst);
@@ -216,6 +221,8 @@ typedef struct catset {
     catalog cat[CAT_COUNT];
     uint64_t version;  /* 1 for the generation's first */
     atomic_long refs;  /* the generation's pointer holds one, each call one */
+    bool *unlisted;    /* per instance of the generation: its list ops answered "not
+                          yet" (MCPG_EAGAIN) at this build: no first lists here */
 } catset;
 
 typedef struct generation {
@@ -463,6 +470,10 @@ void news_control_init(uv_loop_t *loop);
  * while it was built is applied to its lists, and listeners are told each
  * kind of list told or that differs between old's merged lists and g's. */
 void news_reload_published(generation *old, generation *g);
+/* Readiness (ready.c): the backends still without their first lists, for
+ * GET /readyz, and a log line for each that stays so. */
+void ready_control_init(uv_loop_t *loop);
+int host_backends_waiting(mcpg_worker *w, mcpg_buf *out);
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);

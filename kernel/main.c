@@ -147,6 +147,7 @@ static const char *exe_folder, *listen_override; /* what a reload reads the mani
 static void main_loop_init(void) {
     uv_loop_init(&ml.loop);
     news_control_init(&ml.loop);
+    ready_control_init(&ml.loop);
     reload_init(&ml.loop, exe_folder, listen_override);
 }
 

@@ -297,7 +297,7 @@ static void parse_cluster(mctx *c, json_t *root) {
 
 static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
     static const char *const keys[] = {"name", "module", "config", "inline_dispatch",
-                                       "timeout_ms"};
+                                       "timeout_ms", "wait_for_lists"};
     char base[64];
     snprintf(base, sizeof base, "modules[%zu]", i);
     if (!json_is_object(obj)) {
@@ -325,6 +325,7 @@ static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
     else if (cfg)
         d->config_json = json_dumps(cfg, JSON_COMPACT);
     d->inline_dispatch = get_bool(c, obj, "inline_dispatch", base, false);
+    d->lists_later = !get_bool(c, obj, "wait_for_lists", base, true);
     d->timeout_ms = get_int(c, obj, "timeout_ms", base, 30000, 1, 86400000);
 }
 
@@ -621,6 +622,9 @@ static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     else if (kind != MCPG_KIND_EVENTS && d->section)
         err(c, "events.module", "\"%s\" is a %s module, not an events module", d->module,
             kind_name(kind));
+    snprintf(p, sizeof p, "modules[%zu].wait_for_lists", i);
+    if (d->lists_later && kind != MCPG_KIND_BACKEND)
+        err(c, p, "only a backend has lists to wait for");
     snprintf(p, sizeof p, "modules[%zu].inline_dispatch", i);
     if (d->inline_dispatch && kind != MCPG_KIND_BACKEND)
         err(c, p, "only backends can be dispatched inline");

@@ -408,6 +408,17 @@ struct mcpg_host {
      * call_set_challenge. The outcome carries a challenge with a 401, and
      * with a 403 when it says error="insufficient_scope". */
     const char *(*call_challenge)(mcpg_call *call);
+
+    /* ======== ABI 1.8: readiness ======== */
+
+    /* The backends of w's generation whose first lists are not yet in its
+     * merged lists (their list ops answer MCPG_EAGAIN: see mcpg_backend_ops),
+     * appended to out as a JSON array of their instance names
+     * (["github"]); a backend whose module entry says "wait_for_lists":
+     * false is left out. Returns how many were named (0: every backend has
+     * its first lists, "[]" appended), or MCPG_ENOMEM. On w's loop. For
+     * GET /readyz: a gateway is ready once it names none. */
+    int (*backends_waiting)(mcpg_worker *w, mcpg_buf *out);
 };
 
 /* host->offers() bits. */

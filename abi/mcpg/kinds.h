@@ -263,6 +263,11 @@ typedef struct mcpg_events_ops {
  * kernel then calls its list ops again from its control thread, so they must
  * be thread-safe. The kernel may call list ops after create() and before
  * start().
+ * ABI 1.8: such a backend whose first lists have not come yet (its upstream
+ * has not answered) answers its list ops MCPG_EAGAIN: the kernel leaves it
+ * out of the merged lists without a warning and counts it as still waiting
+ * for its first lists (host->backends_waiting: GET /readyz says "starting")
+ * until a rebuild after its lists_changed finds its list ops answering.
  * Call ops answer CONTINUE with the result set (host->call_result or
  * call_result_buf), DENY with call_error, or PENDING. */
 typedef struct mcpg_backend_ops {

@@ -13,14 +13,16 @@ typedef struct mcp_backend {
     mcp_settings settings;
 } mcp_backend;
 
+/* MCPG_EAGAIN until the upstream's first lists came: the kernel leaves
+ * this backend out of the merged lists and GET /readyz names it. */
 static int list_op(void *instance, int list, mcpg_buf *out) {
     mcp_backend *b = instance;
-    return up_list_copy(&b->up, list, out);
+    return atomic_load(&b->up.lists_in) ? up_list_copy(&b->up, list, out) : MCPG_EAGAIN;
 }
 static int mb_list_tools(void *i, mcpg_buf *out) {
-    /* tools are always offered: an empty list until the upstream is reached */
+    /* tools are always offered: an empty list when the upstream lists none */
     mcp_backend *b = i;
-    int rc = up_list_copy(&b->up, LIST_TOOLS, out);
+    int rc = list_op(b, LIST_TOOLS, out);
     return rc == 1 ? b->up.h->buf_append(out, "[]", 2) : rc;
 }
 static int mb_list_prompts(void *i, mcpg_buf *out) { return list_op(i, LIST_PROMPTS, out); }

@@ -208,6 +208,15 @@ int up_list_copy(upstream *up, int list, mcpg_buf *out) {
     return rc;
 }
 
+/* The kernel rebuilds the merged lists from the list ops when told: from
+ * the first time on they answer what came (module.c: MCPG_EAGAIN before, so
+ * that the gateway is not ready while they have not come). */
+static void tell_lists(upstream *up, uint32_t bits) {
+    atomic_store(&up->lists_in, true);
+    up->h->lists_changed(up->self, bits);
+    up->lists_told = 0;
+}
+
 static const char *const LIST_METHOD[LIST_COUNT] = {"tools/list", "prompts/list",
                                                     "resources/list", "resources/templates/list"};
 static const char *const LIST_KEY[LIST_COUNT] = {"tools", "prompts", "resources",
@@ -280,10 +289,7 @@ static void list_page(upstream *up, int l, const char *msg, size_t n) {
     /* one notice once every list being fetched has come (the kernel
      * rebuilds the merged lists for each) */
     up->lists_told |= LIST_BIT[l];
-    if (!up->lists_loading) {
-        up->h->lists_changed(up->self, up->lists_told);
-        up->lists_told = 0;
-    }
+    if (!up->lists_loading) tell_lists(up, up->lists_told);
 }
 
 /* ---- negotiation ---- */
@@ -299,6 +305,8 @@ static void became_ready(upstream *up) {
     /* no session: the loops may send calls themselves (fast.c) */
     atomic_store(&up->fast_ok, up->wire == WIRE_STATELESS && up->cfg.c->url != NULL);
     fetch_lists(up, 0xf);
+    /* an upstream that offers no lists at all has its first (empty) ones now */
+    if (!up->lists_loading && !up->lists_in) tell_lists(up, MCPG_LIST_TOOLS);
     listen_resubscribe(up);
     listen_ready(up);
 }
@@ -530,10 +538,7 @@ void up_request_failed(upstream *up, ureq *r, const char *why) {
         return;
     case UR_LIST:
         up->lists_loading &= ~(1u << r->list);
-        if (!up->lists_loading && up->lists_told) { /* what did arrive is told */
-            up->h->lists_changed(up->self, up->lists_told);
-            up->lists_told = 0;
-        }
+        if (!up->lists_loading && up->lists_told) tell_lists(up, up->lists_told); /* what did arrive */
         break;
     case UR_SUBSCRIBE: break;
     case UR_LISTEN: listen_ended(up, r); break;

@@ -157,6 +157,7 @@ struct upstream {
     bool stopping;          /* under lock */
     mcpg_buf lists[LIST_COUNT]; /* JSON arrays, under lock; empty: offers none */
     bool has_list[LIST_COUNT];
+    atomic_bool lists_in;   /* the first lists came (set once, by the I/O thread) */
     param_tool *param_tools; /* under lock: the listed tools with x-mcp-header annotations */
     size_t n_param_tools;
     mcpg_buf fetch[LIST_COUNT]; /* I/O thread: a list's pages as they come */

@@ -1,6 +1,15 @@
 /* transport_http: GET /readyz.
  *
- * Ready is "send me calls": a gateway whose coordinator is unreachable still
+ * Ready is "send me calls". First, every backend has its first lists: a
+ * backend whose lists come from an upstream MCP server has none until the
+ * upstream answers, and a tools/call for one of its tools would be "Unknown
+ * tool" until then. While the kernel names such backends
+ * (host->backends_waiting) the answer is 503 with Retry-After,
+ * {"status":"starting","waiting":["github"]}; the same after a reload whose
+ * new generation brings a new upstream. A module entry's "wait_for_lists":
+ * false leaves its backend out of this.
+ *
+ * Then the coordinator: a gateway whose coordinator is unreachable still
  * serves every stateless call without a global limit (they touch no
  * coordinator), so it stays 200, and the body says what it cannot do: with
  * "coordinator":"unavailable" new legacy sessions and global limits answer
@@ -13,16 +22,20 @@
  * probe: a coordinator may hold one connection per loop, each with its own
  * reconnect backoff, so after the store comes back one loop can answer while
  * another still refuses (a session's next request may land on either). The
- * store is asked once on every loop, with one get of a key nobody writes
- * (absent = answers), each on its own loop like any op; never a blocking
- * call. The answers come home to the probing loop, which replies once the
- * last one is in. */
+ * store is asked once on every loop, each on its own loop like any op; never
+ * a blocking call. It is asked what a session's creation asks first: a
+ * counted write (incr, by 0, of a key of its own that expires), not a read:
+ * a store can answer reads while it refuses writes or scripts (out of
+ * memory, a replica after a failover, a script path a read never takes), and
+ * then every initialize is 503 while a read says "ok". The answers come home
+ * to the probing loop, which replies once the last one is in. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define READYZ_KEY "mcpg.readyz"
+#define READYZ_KEY_TTL_MS 60000 /* the probe's key does not outlive its probes */
 
 typedef struct readyz_probe readyz_probe;
 
@@ -61,6 +74,25 @@ static void readyz_answer(th_conn *c, th_req *r, const char *coordinator, int re
                        .retry_after_s = down && required ? 1 : 0};
     th_piece p = {body, (size_t)n};
     th_respond(c, r, &hd, &p, 1);
+}
+
+/* 503 "starting" while backends have no first lists yet; 1 when answered. */
+static int answered_starting(th_conn *c, th_req *r, th_wslot *home) {
+    const mcpg_host *h = home->mod->host;
+    if (!MCPG_HOST_HAS(h, backends_waiting) || !home->w) return 0;
+    mcpg_buf waiting = {0}, body = {0};
+    int n = h->backends_waiting(home->w, &waiting);
+    if (n < 0 || (n > 0 && h->buf_printf(&body, "{\"status\":\"starting\",\"waiting\":%.*s}",
+                                        (int)waiting.len, waiting.data) != 0)) {
+        th_respond_status_error(c, r, 503);
+    } else if (n > 0) {
+        th_resp_head hd = {.status = 503, .json = 1, .retry_after_s = 1};
+        th_piece p = {body.data, body.len};
+        th_respond(c, r, &hd, &p, 1);
+    }
+    h->buf_free(&waiting);
+    h->buf_free(&body);
+    return n != 0;
 }
 
 /* On the home loop: every loop has answered. */
@@ -103,7 +135,7 @@ static void leg_send_home(readyz_leg *l) {
 static void on_leg_answer(void *arg, int status, const mcpg_coord_value *v) {
     readyz_leg *l = arg;
     (void)v;
-    l->answered_ok = status == 0 || status == MCPG_ENOENT;
+    l->answered_ok = status == 0;
     leg_send_home(l);
 }
 
@@ -113,7 +145,8 @@ static void leg_ask(void *arg) {
     th_wslot *ws = l->ws;
     const th_mod *m = ws->mod;
     if (ws->stopped || !ws->w ||
-        m->co_ops->get(m->co, ws->w, READYZ_KEY, sizeof READYZ_KEY - 1, on_leg_answer, l) != 0)
+        m->co_ops->incr(m->co, ws->w, READYZ_KEY, sizeof READYZ_KEY - 1, 0, READYZ_KEY_TTL_MS,
+                        on_leg_answer, l) != 0)
         leg_send_home(l); /* refused at once (stopping, queue full): unavailable here */
 }
 
@@ -122,6 +155,7 @@ void th_readyz(th_conn *c, th_req *r, const char *url, size_t n) {
     const th_mod *m = home->mod;
     const mcpg_host *h = m->host;
     int required = query_has(url, n, "coordinator=required");
+    if (answered_starting(c, r, home)) return;
     if (!m->co_ops || !home->w || home->stopped) {
         readyz_answer(c, r, "none", required);
         return;

@@ -9,7 +9,9 @@ stream when the tool sends messages first; GET is 405 or a stream with --get sse
 --wire legacy (default) refuses server/discover, so the gateway falls back to initialize;
 --wire stateless answers it with 2026-07-28. --record FILE appends every message received
 as a JSON line {"msg": ..., "headers": {...}} (HTTP headers lower-cased), and {"minted": id}
-for each session id given out. --pid-file FILE gets the process id.
+for each session id given out. --pid-file FILE gets the process id. --list-gate FILE holds
+every tools/list answer until FILE exists (an upstream whose lists come late, for as long
+as the test decides).
 
 Tools (the name the upstream sees decides):
   echo {message}       text "echo: <message>"
@@ -147,6 +149,10 @@ class Fake:
                       for n, s in PARAM_TOOLS.items()]
         return tools
 
+    def wait_for_gate(self):
+        while self.args.list_gate and not os.path.exists(self.args.list_gate):
+            time.sleep(0.01)
+
     # -- one message in; out(msg) sends a message about it, the return value answers it --
 
     def result(self, id, res):
@@ -189,6 +195,7 @@ class Fake:
         if method == "ping":
             return self.result(id, {})
         if method == "tools/list":
+            self.wait_for_gate()
             return self.result(id, {"tools": self.tools()})
         if method == "tools/call":
             return self.call(id, params.get("name"), params.get("arguments") or {}, params, out,
@@ -581,6 +588,7 @@ def main():
     ap.add_argument("--wire", choices=("legacy", "stateless"), default="legacy")
     ap.add_argument("--record")
     ap.add_argument("--pid-file")
+    ap.add_argument("--list-gate", help="answer tools/list only once this file exists")
     ap.add_argument("--stderr", help="a line to write to stderr at start")
     ap.add_argument("--garbage", action="store_true", help="a line that is not JSON at start")
     ap.add_argument("--bad-tools", action="store_true", help="list tools with invalid names")

@@ -974,3 +974,31 @@ def asan_build(pid):
     memory and speed figures are the sanitizer's, not the product's."""
     with open("/proc/%d/maps" % pid) as f:
         return "libasan" in f.read()
+
+
+def conns_on_every_loop(gw, workers, tries=64):
+    """One open keep-alive connection on each of the gateway's `workers` loops:
+    {worker: Conn}. Connections spread over the loops' SO_REUSEPORT listeners
+    by the kernel's hash, so each new one asks a path of its own (a 404) and
+    the access log's "worker" of that path says which loop took it; extra ones
+    on a loop already held are closed. Needs gateway.server.access_log (on by
+    default)."""
+    found = {}
+    for i in range(tries):
+        c = Conn(gw.port)
+        path = "/which-loop-%d-%d" % (os.getpid(), i)
+        c.send(build_request(gw.port, "GET", path))
+        check_eq(c.read_response().status, 404, "GET %s" % path)
+        line = wait_for(lambda: next((ln for ln in gw.stderr().splitlines()
+                                      if '"path":"%s"' % path in ln), None), 10,
+                        "the access log line of GET %s" % path, interval=0.01)
+        w = json.loads(line)["worker"]
+        if w in found:
+            c.close()
+        else:
+            found[w] = c
+        if len(found) == workers:
+            return found
+    for c in found.values():
+        c.close()
+    fail("%d connections all landed on loops %r of %d" % (tries, sorted(found), workers))

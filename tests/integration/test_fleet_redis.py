@@ -5,7 +5,10 @@ temp folder, stopped by pid) and two gateways A and B on conf/fleet-redis.json.
   * a gateway started before redis-server: it starts and serves stateless
     calls, initialize is 503 with Retry-After, a global limit 503, /readyz 200
     saying "coordinator":"unavailable" (503 with ?coordinator=required); once
-    redis-server is there it connects by itself and sessions open;
+    redis-server is there it connects by itself and sessions open: once /readyz says
+    "coordinator":"ok", initialize succeeds on every loop (a connection held on each);
+    a store that answers reads but refuses writes (maxmemory reached) is "unavailable"
+    to /readyz, as it is to initialize, and "ok" again once it takes writes;
   * mcpg --check accepts the manifest, and names the url key of a host name;
   * a stateless echo call sends Redis nothing (INFO commandstats around the
     calls); the commands a legacy call and a limited call cost are printed;
@@ -34,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Gateway, _child_setup, call_tool, check,  # noqa: E402
-                     check_coordinator_down, check_eq, free_port, parse_args,
+                     check_coordinator_down, check_eq, conns_on_every_loop, free_port, parse_args,
                      readyz_coordinator, run_cli, run_tests, wait_for)
 from test_legacy_wire import (head_of, initialize, read_stream, request, rpc,  # noqa: E402
                               answer)
@@ -45,6 +48,9 @@ from fleet_relay import add_slow_tool, relay_checks  # noqa: E402
 REDIS_SERVER = os.environ.get("MCPG_REDIS_SERVER", "redis-server")
 REDIS_CLI = os.environ.get("MCPG_REDIS_CLI", "redis-cli")
 SECONDS = float(os.environ.get("MCPG_FLEET_SECONDS", "3"))
+LOOPS = 2  # the early gateway's gateway.workers: a connection held on each
+INIT = rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                          "clientInfo": {"name": "t", "version": "1"}})
 
 
 class Redis:
@@ -121,22 +127,44 @@ def main():
     with open(conf) as f:  # the shipped manifest and a slow tool for the relayed streams
         fleet = add_slow_tool(json.load(f))
 
+    def initialize_on_every_loop(port, conns, what):
+        for w, c in sorted(conns.items()):
+            request(port, body=INIT, version=None, conn=c)
+            r = c.read_response()
+            check_eq(r.status, 200, "%s: initialize on loop %d (%r)" % (what, w, r.body[:200]))
+
     def t_start_before_redis():
         # no redis-server yet: the gateway starts, serves, and connects later
-        early = Gateway(ctx, config=conf, name="gateway-early",
+        with open(conf) as f:
+            m = json.load(f)
+        m["gateway"]["workers"] = LOOPS
+        early = Gateway(ctx, manifest=m, name="gateway-early",
                         env=gateway_env(ctx, redis, "early:", "early")).start()
-        check_coordinator_down(early.port, "capped", "no redis-server yet")
-        t0 = time.monotonic()
-        redis.start()
-        wait_for(lambda: readyz_coordinator(early.port) == "ok", 20,
-                 "/readyz to say the coordinator is ok once redis-server is there", interval=0.1)
-        # ok means every loop can open a session, not only the one that took
-        # /readyz: each initialize comes on a new connection, which any loop
-        # may take
-        for _ in range(8):
-            initialize(early.port)
-        print("started before redis-server: connected and sessions open %.0f ms after "
-              "redis-server started" % ((time.monotonic() - t0) * 1000))
+        conns = conns_on_every_loop(early, LOOPS)  # each loop's links reconnect on their own
+        try:
+            check_coordinator_down(early.port, "capped", "no redis-server yet")
+            t0 = time.monotonic()
+            redis.start()
+            wait_for(lambda: readyz_coordinator(early.port) == "ok", 20,
+                     "/readyz to say the coordinator is ok once redis-server is there",
+                     interval=0.1)
+            # ok means every loop can open a session now, not only the one that took /readyz
+            initialize_on_every_loop(early.port, conns, "right after /readyz said ok")
+            print("started before redis-server: connected and sessions open on every loop "
+                  "%.0f ms after redis-server started" % ((time.monotonic() - t0) * 1000))
+            # reads answered, writes refused: a session cannot be made, and /readyz says so
+            redis.cli("CONFIG", "SET", "maxmemory", "1")
+            r = request(early.port, body=INIT, version=None)
+            check_eq(r.status, 503, "initialize while Redis refuses writes (%r)" % r.body[:200])
+            check_eq(readyz_coordinator(early.port), "unavailable",
+                     "/readyz while Redis answers reads but refuses writes")
+            redis.cli("CONFIG", "SET", "maxmemory", "0")
+            wait_for(lambda: readyz_coordinator(early.port) == "ok", 20,
+                     "/readyz ok once Redis takes writes again", interval=0.1)
+            initialize_on_every_loop(early.port, conns, "Redis taking writes again")
+        finally:
+            for c in conns.values():
+                c.close()
         early.stop()
 
     def start_fleet():
