@@ -491,9 +491,11 @@ void reload_init(uv_loop_t *loop, const char *exe_dir, const char *listen_overri
 /* SIGHUP: reload, logging the outcome. */
 void reload_on_signal(void);
 int host_reload(mcpg_worker *w, reload_done_fn done, void *arg);
-/* Retiring generations still waiting (the stop waits for none: it frees
- * what it can). */
+/* Retiring generations still waiting (the stop waits for none): their
+ * instances stopped, after the loops and the pool; then freed, after the
+ * workers (whose calls cut short point at them). */
 void reload_shutdown(void);
+void reload_free(void);
 void reload_worker_stopping(mcpg_worker *w);
 void asks_expire(mcpg_worker *w); /* requests to clients past their deadline (messages.c) */
 void asks_free(mcpg_worker *w);

@@ -214,6 +214,7 @@ static void shutdown_gateway(void) {
         klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",
              calls_dropped());
     workers_free();
+    reload_free(); /* the retiring generations, once no call points at them */
     generation_free(K.gen);
     metrics_shutdown(); /* every instance that registered a series is gone */
     metrics_tools_free();

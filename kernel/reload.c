@@ -708,16 +708,20 @@ void reload_worker_stopping(mcpg_worker *w) {
 
 /* The gateway stops, after its loops, its pool and the serving generation:
  * every instance still started in a retiring generation is stopped (once:
- * its started flag), and each generation freed. */
+ * its started flag). */
 void reload_shutdown(void) {
     if (R.loop) uv_timer_stop(&R.tick);
+    for (retiring *r = R.retiring; r; r = r->next)
+        if (r->gen) generation_stop(r->gen);
+}
+
+/* After the workers' calls are freed (a call cut short at the stop still
+ * points at its generation): the retiring generations go. */
+void reload_free(void) {
     while (R.retiring) {
         retiring *r = R.retiring;
         R.retiring = r->next;
-        if (r->gen) {
-            generation_stop(r->gen);
-            generation_free(r->gen);
-        }
+        if (r->gen) generation_free(r->gen);
         retiring_free(r);
     }
     R.adopting = NULL;
