@@ -206,8 +206,10 @@ struct mcpg_host {
     /* A notification to the call's client (notifications/progress,
      * notifications/message), framed by the kernel; params_json is the
      * params object's text or NULL; copied. 0 when queued (delivered in
-     * order, before the outcome), MCPG_ENOTSUP when the call's answer cannot
-     * carry messages, MCPG_EAGAIN when the call already has too many waiting
+     * order, before the outcome: one sent from another thread while the op
+     * runs is flushed before the answer is written, never dropped),
+     * MCPG_ESTATE once the call has been answered, MCPG_ENOTSUP when the
+     * call's answer cannot carry messages, MCPG_EAGAIN when the call already has too many waiting
      * (the bound is the kernel's: dropping is the backend's choice) or, for
      * one sent at once on the call's loop, when the transport's client has
      * that much unread (ABI 1.5): a sender that keeps its place sends it

@@ -110,6 +110,29 @@ static void notifications(void) {
     const char *const two[] = {"\"progress\":1", "\"progress\":2", "OUTCOME", NULL};
     MCPG_CHECK(!p.is_error && strstr(p.text, "later") && msgs_are(&p, two),
                "from another thread, in order, then the outcome:\n%s", p.msgs);
+    run(&p, "tools/call", "note_joined", "{\"name\":\"note_joined\"}", NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "joined") && msgs_are(&p, two),
+               "still queued when the op answered: delivered before the outcome:\n%s", p.msgs);
+}
+
+/* At complete the call is answered: a notification then is refused. */
+static int notify_after_rc;
+
+static void notify_after_answer(probe *p, mcpg_call *call) {
+    (void)p;
+    notify_after_rc = HOST.call_notify(call, "notifications/progress", NULL, 0);
+}
+
+static void notification_after_answer(void) {
+    probe p;
+    probe_start(&p, "tools/call", "note3", 5, NULL, "5", NULL);
+    p.at_complete = notify_after_answer;
+    probe_wait(&p);
+    const char *const three[] = {"\"progress\":1", "\"progress\":2", "\"progress\":3", "OUTCOME",
+                                 NULL};
+    MCPG_CHECK(notify_after_rc == MCPG_ESTATE && msgs_are(&p, three),
+               "a notification after the answer: %d (want MCPG_ESTATE), not delivered:\n%s",
+               notify_after_rc, p.msgs);
 }
 
 typedef struct reply_arg {
@@ -257,6 +280,7 @@ int main(int argc, char **argv) {
     lists();
     routing();
     notifications();
+    notification_after_answer();
     requests();
     request_after_close();
     subscriptions();
