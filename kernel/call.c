@@ -88,7 +88,8 @@ static const size_t k_kept_bufs[] = {
     offsetof(mcpg_call, name_copy),   offsetof(mcpg_call, audit_args),
     offsetof(mcpg_call, audit_shown), offsetof(mcpg_call, judged_name),
     offsetof(mcpg_call, judged_ref),  offsetof(mcpg_call, judged_params),
-    offsetof(mcpg_call, owner),       offsetof(mcpg_call, state_params)};
+    offsetof(mcpg_call, owner),       offsetof(mcpg_call, state_params),
+    offsetof(mcpg_call, session)};
 #define N_KEPT_BUFS (sizeof k_kept_bufs / sizeof *k_kept_bufs)
 
 static mcpg_buf *kept_buf(mcpg_call *c, size_t i) {
@@ -327,6 +328,16 @@ enum submit_kind {
                         signature, which that instance checks, is its identity */
 };
 
+/* The session id copied whole, whatever its length: a reply is routed by
+ * it. Without it the call could take the answers meant for a call with no
+ * session, so a copy that fails fails the call. */
+static bool session_copied(mcpg_call *c) {
+    if (!c->d.session_id || !c->d.session_id_len) return true;
+    if (mcpg_buf_append(&c->session, c->d.session_id, c->d.session_id_len) == 0) return true;
+    call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
+    return false;
+}
+
 static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int kind) {
     if (!w || !d || !out || !desc_valid(d)) return MCPG_EINVAL;
     if (w->draining) return MCPG_EUNAVAIL;
@@ -349,13 +360,9 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int 
         memcpy(c->peer, c->d.peer, c->d.peer_len);
         c->peer[c->d.peer_len] = '\0';
     }
-    if (d->session_id && d->session_id_len < sizeof c->session) {
-        memcpy(c->session, d->session_id, d->session_id_len);
-        c->session[d->session_id_len] = '\0';
-    }
     /* One reading of the request for every stage and backend; a request
      * that fails it is answered at once. */
-    if (kind == SUBMIT_CLIENT && call_judge(c) != 0) {
+    if (!session_copied(c) || (kind == SUBMIT_CLIENT && call_judge(c) != 0)) {
         c->phase = PH_COMPLETE;
         pipeline_run(c);
         return 0;

@@ -151,7 +151,9 @@ struct mcpg_call {
     bool has_request_state;      /* judge.c saw params.requestState: state_seal.c checks it */
     char task_seal[33];          /* tasks methods: the seal the client's task id carried (task_seal.c) */
     size_t task_plain_len;       /* ... and the id's length without it */
-    char session[80];            /* the legacy wire's session id, NUL-terminated (audit) */
+    /* The legacy wire's session id, whole and NUL-terminated (audit, and
+     * the client's replies are routed by it); kept across recycling. */
+    mcpg_buf session;
     call_msgs msgs;              /* messages before the outcome (messages.c) */
     bool is_error;
     int64_t err_code;

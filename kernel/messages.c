@@ -419,9 +419,9 @@ static void reply_arrived(void *arg) {
         ask_entry e = t->v[i];
         if (e.seq != j->seq) continue;
         mcpg_call *c = e.call;
-        size_t sl = strlen(c->session);
-        bool same = atomic_load(&c->serial) == e.serial && sl == j->session_len &&
-                    memcmp(c->session, j->data, sl) == 0;
+        const mcpg_buf *s = &c->session; /* whole: ids of any length, compared to the byte */
+        bool same = atomic_load(&c->serial) == e.serial && s->len == j->session_len &&
+                    (!s->len || memcmp(s->data, j->data, s->len) == 0);
         if (same) {
             char msg[256];
             mcpg_reply r;

@@ -107,7 +107,7 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     ev.tenant = c->ident ? c->ident->tenant : NULL;
     ev.roles_json = c->ident ? c->ident->roles_json : NULL;
     ev.auth_method = c->ident ? c->ident->method : NULL;
-    ev.session = c->session[0] ? c->session : NULL;
+    ev.session = c->session.len ? c->session.data : NULL;
     ev.wire = c->d.wire;
     ev.generation = c->gen->id;
     ev.peer = c->peer[0] ? c->peer : NULL;

@@ -245,7 +245,9 @@ struct mcpg_host {
     /* A client's JSON-RPC response (body: the whole response object) to a
      * request the server sent on a call's stream; on w's loop. It reaches
      * the call that asked, on whichever loop that is, when `session`
-     * (the legacy wire's session id) is the asking call's. 0 when taken,
+     * (the legacy wire's session id) is the asking call's, compared whole
+     * whatever its length (an answer without one reaches only a call that
+     * had none). 0 when taken,
      * MCPG_ENOENT when no such request is outstanding (answered, timed out,
      * or another session's), MCPG_EPROTO when body is not a response. */
     int (*reply_submit)(mcpg_worker *w, const char *session, size_t session_len,
