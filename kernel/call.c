@@ -19,14 +19,46 @@
 /* A module that keeps a call handle past the op it was given to, and uses
  * it once the call object serves another request, is refused here. The log
  * is rate-limited: a module stuck in a loop must not flood it. */
+/* One more refusal counted in *count: its number when it is to be logged
+ * (the 1st, 2nd, 4th, 8th, ...), else 0. */
+static unsigned long refusal_to_log(atomic_ulong *count) {
+    unsigned long n = atomic_fetch_add(count, 1) + 1;
+    return (n & (n - 1)) == 0 ? n : 0;
+}
+
 void call_handle_refused(const mcpg_call *h, const char *slot) {
     static atomic_ulong refused;
-    unsigned long n = atomic_fetch_add(&refused, 1) + 1;
-    if ((n & (n - 1)) == 0) /* the 1st, 2nd, 4th, 8th, ... */
+    unsigned long n = refusal_to_log(&refused);
+    if (n)
         klog(MCPG_LOG_ERROR, "kernel",
              "host->%s with a call handle whose call has ended (module bug; %lu so far)",
              slot, n);
     (void)h;
+}
+
+/* ---- the transport's own slots ---- */
+
+static const char *stage_name(unsigned stage) {
+    static const char *const names[CALL_STAGE_COUNT] = {
+        "transport", "identity", "policy", "limits", "audit", "backend", "events"};
+    return stage < CALL_STAGE_COUNT ? names[stage] : "unknown";
+}
+
+/* call_cancel, call_outcome and call_release speak for the client's side
+ * of the call: only the handle call_submit gave the transport may use them.
+ * A stage or backend that calls them with the handle its op was given
+ * (cancelling its own call, releasing the transport's reference under it)
+ * is refused, logged as its bug (rate-limited as stale handles are). */
+static mcpg_call *transport_call_of(mcpg_call *h, const char *slot) {
+    unsigned stage = call_handle_stage(h);
+    if (stage == CALL_STAGE_TRANSPORT) return call_of(h, slot);
+    static atomic_ulong refused;
+    unsigned long n = refusal_to_log(&refused);
+    if (n)
+        klog(MCPG_LOG_ERROR, "kernel",
+             "host->%s is the transport's; called with the handle of a call's %s stage "
+             "(module bug; %lu so far): refused", slot, stage_name(stage), n);
+    return NULL;
 }
 
 /* ---- errors set by the kernel itself ---- */
@@ -394,7 +426,7 @@ int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out
 }
 
 void call_cancel(mcpg_call *h) {
-    mcpg_call *c = call_of(h, "call_cancel");
+    mcpg_call *c = transport_call_of(h, "call_cancel");
     if (!c) return;
     atomic_store(&c->cancelled, true);
     backend_cancel_if_pending(c);
@@ -434,10 +466,15 @@ static void outcome_fill(mcpg_call *c, mcpg_call_outcome *o) {
 }
 
 /* The transport says in out->size how much it knows of the outcome; no
- * byte past that is written, and out->size says what was filled. */
+ * byte past that is written, and out->size says what was filled (0 when
+ * the handle is refused). */
 void call_outcome(mcpg_call *h, mcpg_call_outcome *out) {
-    mcpg_call *c = call_of(h, "call_outcome");
-    if (!c || !out) return;
+    mcpg_call *c = transport_call_of(h, "call_outcome");
+    if (!out) return;
+    if (!c) {
+        out->size = 0;
+        return;
+    }
     if (out->size < MCPG_CALL_OUTCOME_SIZE_1_0) {
         klog(MCPG_LOG_ERROR, "kernel",
              "call_outcome: the caller's outcome is %u bytes, ABI 1.0 has %u (module bug)",
@@ -452,7 +489,7 @@ void call_outcome(mcpg_call *h, mcpg_call_outcome *out) {
 }
 
 void call_release(mcpg_call *h) {
-    mcpg_call *c = call_of(h, "call_release");
+    mcpg_call *c = transport_call_of(h, "call_release");
     if (c) call_unref(c);
 }
 

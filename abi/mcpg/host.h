@@ -134,7 +134,11 @@ struct mcpg_host {
                               size_t *len_out);
     int (*json_int64)(const mcpg_json_span *s, int64_t *out);
 
-    /* ---- calls, from the transport's side (on the worker's loop) ---- */
+    /* ---- calls, from the transport's side (on the worker's loop) ----
+     * call_cancel, call_outcome and call_release take only the handle
+     * call_submit gave (and complete() is called with): the handle a stage
+     * or backend was given for its op is refused, logged as that module's
+     * bug, and nothing is done (call_outcome fills nothing: out->size 0). */
     /* Start a call on worker w. On success the desc's complete() will be
      * called exactly once, with the same handle as *call_out. Fails with
      * MCPG_EUNAVAIL while draining and MCPG_EAGAIN when the worker's call

@@ -267,6 +267,26 @@ static void stale_handle_refused(void) {
     scenario_end(&s);
 }
 
+/* 5b. A backend calling the transport's slots (call_outcome, call_cancel,
+ * call_release) on its own call is refused: nothing filled, the call not
+ * cancelled, the transport's reference not dropped under it (the call
+ * answers normally and lets go of its generation once). */
+static void transport_slots_refused(void) {
+    scenario s;
+    MCPG_REQUIRE(scenario_begin(&s, "transport.json", with_notes(BUGS("")), "\"audit\":[]"),
+                 "generation");
+    probe p;
+    probe_run(&p, "tools/call", "transport", "{}", "9", NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "played"), "the call answers: %s", p.text);
+    MCPG_CHECK(file_number(notes, "outcome_size") == 0,
+               "call_outcome with a backend's handle filled %lld bytes",
+               file_number(notes, "outcome_size"));
+    MCPG_CHECK(file_number(notes, "cancelled") == 0,
+               "call_cancel with a backend's handle cancelled the call (%lld)",
+               file_number(notes, "cancelled"));
+    scenario_end(&s);
+}
+
 /* 6. At stop, module work still queued gets done(MCPG_ECANCELED) on its
  * loop, work_submit off the loop is refused, and a timer a module left
  * running is closed and freed (ASan's leak check sees it). */
@@ -348,6 +368,7 @@ int main(int argc, char **argv) {
     inline_backend_deadline();
     limits_held_until_backend_ends();
     stale_handle_refused();
+    transport_slots_refused();
     stop_with_work_and_timers();
     mcpg_instance *mock = base_mock();
     kernel_down_keep_gen();
