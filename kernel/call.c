@@ -82,14 +82,35 @@ void call_set_error(mcpg_call *c, int64_t code, int http, const char *fmt, ...) 
  * handle kept from the freed call matched the new one's first lives. With
  * one counter, the lives at any address take strictly increasing values:
  * the 13 bits of it a handle carries can repeat there only when at least
- * CALL_SERIAL_MASK (8191) lives have started in the whole process in between
- * (the handle has no room for more; one relaxed increment per life). */
+ * CALL_SERIAL_MASK (8191) lives and loop ops have started in the whole
+ * process in between (the handle has no room for more; one increment per
+ * life and per loop op, call_op_serial_take). */
 static _Atomic uint64_t serials;
 
 /* The serial of an object's next life, 1..CALL_SERIAL_MASK (0 is never live). */
 static uint16_t call_serial_take(void) {
     uint64_t n = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed);
     return (uint16_t)(n % CALL_SERIAL_MASK + 1);
+}
+
+/* A new life's serial, for c: stored as the newest of its life first, so
+ * that a reader seeing the new `serial` never pairs it with the old life's
+ * range (serial_of_life). */
+static void call_life_begin(mcpg_call *c) {
+    uint16_t s = call_serial_take();
+    atomic_store(&c->last_serial, s);
+    atomic_store(&c->serial, s);
+}
+
+/* Loop ops take their handles' serials from the same counter as lives, so
+ * every serial given out at this address still comes strictly after the
+ * ones before (a handle of an ended life stays refused); the window before
+ * the 13 bits repeat at an address is then counted in lives and loop ops
+ * (a few per call) together. */
+uint16_t call_op_serial_take(mcpg_call *c) {
+    uint16_t s = call_serial_take();
+    atomic_store(&c->last_serial, s);
+    return s;
 }
 
 /* A recycled call big enough for n_slots, else a new one. */
@@ -108,7 +129,7 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
     }
     if (!c) return NULL;
     c->n_slots = n_slots;
-    atomic_store_explicit(&c->serial, call_serial_take(), memory_order_relaxed);
+    call_life_begin(c);
     return c;
 }
 
@@ -135,7 +156,8 @@ static void call_reset(mcpg_call *c) {
     uint32_t keep_slots = c->n_slots;
     uint16_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
-    atomic_store_explicit(&c->serial, keep_serial, memory_order_relaxed);
+    atomic_store(&c->last_serial, keep_serial);
+    atomic_store(&c->serial, keep_serial);
     for (size_t i = 0; i < N_KEPT_BUFS; i++) {
         *kept_buf(c, i) = keep[i];
         kept_buf(c, i)->len = 0;
@@ -196,7 +218,7 @@ void call_recycle(mcpg_call *c) {
     mcpg_worker *w = c->w;
     call_clear(c);
     /* from here on every handle of the life that ended is refused */
-    atomic_store_explicit(&c->serial, call_serial_take(), memory_order_relaxed);
+    call_life_begin(c);
     /* keep a bounded number for reuse; big buffers are not kept */
     if (w->freelist.count < 1024 && c->result.cap <= 65536 && c->pool.req_copy.cap <= 65536) {
         c->next_free = w->freelist.head;

@@ -189,10 +189,13 @@ struct mcpg_host {
     /* Ask the transport for an HTTP status (429, 503) and Retry-After. */
     void (*call_set_http)(mcpg_call *call, int http_status, uint32_t retry_after_s);
     /* Any thread: finish the op that answered PENDING, the one this handle
-     * was given to (a resume never finishes another stage's op). Exactly
-     * once per PENDING, with CONTINUE or DENY; off the call's loop it is
-     * queued to that loop. A resume whose op is not pending is logged as a
-     * module bug and ignored. */
+     * was given to. A resume never finishes another op: not another
+     * stage's, nor another instance's of the same stage (the next audit
+     * sink's record, the same sink's other event): each op's handle names
+     * that op alone. Exactly once per PENDING, with CONTINUE or DENY; off
+     * the call's loop it is queued to that loop. A resume whose op is not
+     * pending (a second one, a late one) is logged as a module bug and
+     * ignored. */
     void (*call_resume)(mcpg_call *call, mcpg_status status);
     int (*call_cancelled)(mcpg_call *call);
 

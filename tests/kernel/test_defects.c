@@ -140,6 +140,29 @@ static void backend_resume_during_async_sink(void) {
     scenario_end(&s);
 }
 
+/* 2c. A sink that resumes twice: its extra resume comes while the next
+ * sink's record is pending, and must not finish that op; the client's
+ * answer still waits for the second sink's record. */
+static void extra_resume_of_another_sink(void) {
+    scenario s;
+    MCPG_REQUIRE(scenario_begin(&s, "twice.json",
+                                with_notes("{\"name\":\"mock\",\"module\":\"backend_mock\"},"
+                                           "{\"name\":\"twice\",\"module\":\"fx_sink\","
+                                           "\"config\":{\"mode\":\"twice\",\"delay_ms\":50}},"
+                                           "{\"name\":\"sink\",\"module\":\"fx_sink\","
+                                           "\"config\":{\"mode\":\"async\",\"delay_ms\":1000,"
+                                           "\"path\":\"%s\"}}"),
+                                "\"audit\":[\"twice\",\"sink\"]"),
+                 "generation");
+    probe p;
+    probe_run(&p, "tools/call", "echo", "{\"message\":\"hi\"}", "4", NULL);
+    long long durable = file_number(notes, "durable_us");
+    MCPG_CHECK(!p.is_error && durable > 0 && (long long)p.t_done >= durable,
+               "answered at %llu us (%s), the second sink's record durable at %lld us",
+               (unsigned long long)p.t_done, p.text, durable);
+    scenario_end(&s);
+}
+
 /* 3a. Cancel reaches a pool backend whose op is pending. */
 static void cancel_on_loop(void *arg) {
     probe *p = arg;
@@ -363,6 +386,7 @@ int main(int argc, char **argv) {
     audit_deny_without_error();
     backend_resume_during_sync_sink();
     backend_resume_during_async_sink();
+    extra_resume_of_another_sink();
     cancel_pool_pending();
     cancel_inline_after_resume();
     inline_backend_deadline();
