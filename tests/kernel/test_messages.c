@@ -308,8 +308,6 @@ int main(int argc, char **argv) {
     request_after_close();
     subscriptions();
     kernel_down();
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    remove_test_dir(dir);
     return MCPG_CHECK_EXIT("test_messages");
 }
