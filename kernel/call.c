@@ -19,14 +19,46 @@
 /* A module that keeps a call handle past the op it was given to, and uses
  * it once the call object serves another request, is refused here. The log
  * is rate-limited: a module stuck in a loop must not flood it. */
+/* One more refusal counted in *count: its number when it is to be logged
+ * (the 1st, 2nd, 4th, 8th, ...), else 0. */
+static unsigned long refusal_to_log(atomic_ulong *count) {
+    unsigned long n = atomic_fetch_add(count, 1) + 1;
+    return (n & (n - 1)) == 0 ? n : 0;
+}
+
 void call_handle_refused(const mcpg_call *h, const char *slot) {
     static atomic_ulong refused;
-    unsigned long n = atomic_fetch_add(&refused, 1) + 1;
-    if ((n & (n - 1)) == 0) /* the 1st, 2nd, 4th, 8th, ... */
+    unsigned long n = refusal_to_log(&refused);
+    if (n)
         klog(MCPG_LOG_ERROR, "kernel",
              "host->%s with a call handle whose call has ended (module bug; %lu so far)",
              slot, n);
     (void)h;
+}
+
+/* ---- the transport's own slots ---- */
+
+static const char *stage_name(unsigned stage) {
+    static const char *const names[CALL_STAGE_COUNT] = {
+        "transport", "identity", "policy", "limits", "audit", "backend", "events"};
+    return stage < CALL_STAGE_COUNT ? names[stage] : "unknown";
+}
+
+/* call_cancel, call_outcome and call_release speak for the client's side
+ * of the call: only the handle call_submit gave the transport may use them.
+ * A stage or backend that calls them with the handle its op was given
+ * (cancelling its own call, releasing the transport's reference under it)
+ * is refused, logged as its bug (rate-limited as stale handles are). */
+static mcpg_call *transport_call_of(mcpg_call *h, const char *slot) {
+    unsigned stage = call_handle_stage(h);
+    if (stage == CALL_STAGE_TRANSPORT) return call_of(h, slot);
+    static atomic_ulong refused;
+    unsigned long n = refusal_to_log(&refused);
+    if (n)
+        klog(MCPG_LOG_ERROR, "kernel",
+             "host->%s is the transport's; called with the handle of a call's %s stage "
+             "(module bug; %lu so far): refused", slot, stage_name(stage), n);
+    return NULL;
 }
 
 /* ---- errors set by the kernel itself ---- */
@@ -50,9 +82,10 @@ void call_set_error(mcpg_call *c, int64_t code, int http, const char *fmt, ...) 
  * handle kept from the freed call matched the new one's first lives. With
  * one counter, the lives at any address take strictly increasing values:
  * the 19 bits of it a handle carries can repeat there only when at least
- * CALL_SERIAL_MASK (524287) lives have started in the whole process in
- * between, and then only one in 524287 reuses of the address matches (the
- * handle has no room for more; one relaxed increment per life). */
+ * CALL_SERIAL_MASK (524287) lives and loop ops have started in the whole
+ * process in between, and then only one in 524287 reuses of the address
+ * matches (the handle has no room for more; one increment per life and per
+ * loop op, call_op_serial_take). */
 static _Atomic uint64_t serials;
 
 /* The serial of an object's next life, 1..CALL_SERIAL_MASK (0 is never live). */
@@ -68,6 +101,26 @@ static mcpg_call *call_object_new(uint32_t n_slots) {
     mcpg_call *c = aligned_alloc(CALL_OBJECT_ALIGN, n);
     if (c) memset(c, 0, n);
     return c;
+}
+
+/* A new life's serial, for c: stored as the newest of its life first, so
+ * that a reader seeing the new `serial` never pairs it with the old life's
+ * range (serial_of_life). */
+static void call_serial_renew(mcpg_call *c) {
+    uint32_t s = call_serial_take();
+    atomic_store(&c->last_serial, s);
+    atomic_store(&c->serial, s);
+}
+
+/* Loop ops take their handles' serials from the same counter as lives, so
+ * every serial given out at this address still comes strictly after the
+ * ones before (a handle of an ended life stays refused); the window before
+ * the 13 bits repeat at an address is then counted in lives and loop ops
+ * (a few per call) together. */
+uint32_t call_op_serial_take(mcpg_call *c) {
+    uint32_t s = call_serial_take();
+    atomic_store(&c->last_serial, s);
+    return s;
 }
 
 /* A recycled call big enough for n_slots, else a new one. */
@@ -86,7 +139,7 @@ static mcpg_call *call_take(mcpg_worker *w, uint32_t n_slots) {
     }
     if (!c) return NULL;
     c->n_slots = n_slots;
-    atomic_store_explicit(&c->serial, call_serial_take(), memory_order_relaxed);
+    call_serial_renew(c);
     return c;
 }
 
@@ -98,7 +151,8 @@ static const size_t k_kept_bufs[] = {
     offsetof(mcpg_call, name_copy),   offsetof(mcpg_call, audit_args),
     offsetof(mcpg_call, audit_shown), offsetof(mcpg_call, judged_name),
     offsetof(mcpg_call, judged_ref),  offsetof(mcpg_call, judged_params),
-    offsetof(mcpg_call, owner),       offsetof(mcpg_call, state_params)};
+    offsetof(mcpg_call, owner),       offsetof(mcpg_call, state_params),
+    offsetof(mcpg_call, session)};
 #define N_KEPT_BUFS (sizeof k_kept_bufs / sizeof *k_kept_bufs)
 
 static mcpg_buf *kept_buf(mcpg_call *c, size_t i) {
@@ -112,7 +166,8 @@ static void call_reset(mcpg_call *c) {
     uint32_t keep_slots = c->n_slots;
     uint32_t keep_serial = atomic_load_explicit(&c->serial, memory_order_relaxed);
     memset(c, 0, sizeof *c + keep_slots * sizeof(void *));
-    atomic_store_explicit(&c->serial, keep_serial, memory_order_relaxed);
+    atomic_store(&c->last_serial, keep_serial);
+    atomic_store(&c->serial, keep_serial);
     for (size_t i = 0; i < N_KEPT_BUFS; i++) {
         *kept_buf(c, i) = keep[i];
         kept_buf(c, i)->len = 0;
@@ -173,7 +228,7 @@ void call_recycle(mcpg_call *c) {
     mcpg_worker *w = c->w;
     call_clear(c);
     /* from here on every handle of the life that ended is refused */
-    atomic_store_explicit(&c->serial, call_serial_take(), memory_order_relaxed);
+    call_serial_renew(c);
     c->life = LIFE_FREE;
     /* keep a bounded number for reuse; big buffers are not kept */
     if (w->freelist.count < 1024 && c->result.cap <= 65536 && c->pool.req_copy.cap <= 65536) {
@@ -361,6 +416,16 @@ enum submit_kind {
                         signature, which that instance checks, is its identity */
 };
 
+/* The session id copied whole, whatever its length: a reply is routed by
+ * it. Without it the call could take the answers meant for a call with no
+ * session, so a copy that fails fails the call. */
+static bool session_copied(mcpg_call *c) {
+    if (!c->d.session_id || !c->d.session_id_len) return true;
+    if (mcpg_buf_append(&c->session, c->d.session_id, c->d.session_id_len) == 0) return true;
+    call_set_error(c, MCPG_RPC_INTERNAL_ERROR, 503, "out of memory");
+    return false;
+}
+
 static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int kind) {
     if (!w || !d || !out || !desc_valid(d)) return MCPG_EINVAL;
     if (w->draining) return MCPG_EUNAVAIL;
@@ -383,13 +448,9 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int 
         memcpy(c->peer, c->d.peer, c->d.peer_len);
         c->peer[c->d.peer_len] = '\0';
     }
-    if (d->session_id && d->session_id_len < sizeof c->session) {
-        memcpy(c->session, d->session_id, d->session_id_len);
-        c->session[d->session_id_len] = '\0';
-    }
     /* One reading of the request for every stage and backend; a request
      * that fails it is answered at once. */
-    if (kind == SUBMIT_CLIENT && call_judge(c) != 0) {
+    if (!session_copied(c) || (kind == SUBMIT_CLIENT && call_judge(c) != 0)) {
         c->phase = PH_COMPLETE;
         pipeline_run(c);
         return 0;
@@ -421,7 +482,7 @@ int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out
 }
 
 void call_cancel(mcpg_call *h) {
-    mcpg_call *c = call_of(h, "call_cancel");
+    mcpg_call *c = transport_call_of(h, "call_cancel");
     if (!c) return;
     atomic_store(&c->cancelled, true);
     backend_cancel_if_pending(c);
@@ -461,10 +522,15 @@ static void outcome_fill(mcpg_call *c, mcpg_call_outcome *o) {
 }
 
 /* The transport says in out->size how much it knows of the outcome; no
- * byte past that is written, and out->size says what was filled. */
+ * byte past that is written, and out->size says what was filled (0 when
+ * the handle is refused). */
 void call_outcome(mcpg_call *h, mcpg_call_outcome *out) {
-    mcpg_call *c = call_of(h, "call_outcome");
-    if (!c || !out) return;
+    mcpg_call *c = transport_call_of(h, "call_outcome");
+    if (!out) return;
+    if (!c) {
+        out->size = 0;
+        return;
+    }
     if (out->size < MCPG_CALL_OUTCOME_SIZE_1_0) {
         klog(MCPG_LOG_ERROR, "kernel",
              "call_outcome: the caller's outcome is %u bytes, ABI 1.0 has %u (module bug)",
@@ -479,7 +545,7 @@ void call_outcome(mcpg_call *h, mcpg_call_outcome *out) {
 }
 
 void call_release(mcpg_call *h) {
-    mcpg_call *c = call_of(h, "call_release");
+    mcpg_call *c = transport_call_of(h, "call_release");
     if (c) call_let_go(c, HOLD_TRANSPORT);
 }
 

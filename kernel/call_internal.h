@@ -97,6 +97,11 @@ struct mcpg_call {
      * is refused (see call_of), also by a new object at a freed one's
      * address. Kept across recycling. */
     _Atomic uint32_t serial;
+    /* The newest serial given out in this life: the life's own, or that of
+     * the last loop op's handle (each loop op takes one from the same
+     * counter, call_op_serial_take). Every serial from `serial` to it names
+     * this life (see call_of); 0 while the object is being reset. */
+    _Atomic uint32_t last_serial;
     mcpg_post post;              /* a loop op's status, to the loop */
     struct mcpg_call *next_free;
     struct mcpg_call *live_prev, *live_next; /* the worker's calls not yet recycled */
@@ -113,7 +118,7 @@ struct mcpg_call {
     int phase;
     size_t idx;
     size_t limits_acquired;
-    op_sync loop_op;             /* identity, policy, limits, audit, inline backend */
+    op_sync loop_op;             /* identity, policy, limits, audit; tagged with its handle's serial */
     atomic_int loop_stage;       /* CALL_STAGE_* of the op loop_op belongs to */
     bool cancel_sent;            /* the backend's cancel op has run */
     int delivered;               /* status carried by post */
@@ -147,7 +152,9 @@ struct mcpg_call {
     bool has_request_state;      /* judge.c saw params.requestState: state_seal.c checks it */
     char task_seal[33];          /* tasks methods: the seal the client's task id carried (task_seal.c) */
     size_t task_plain_len;       /* ... and the id's length without it */
-    char session[80];            /* the legacy wire's session id, NUL-terminated (audit) */
+    /* The legacy wire's session id, whole and NUL-terminated (audit, and
+     * the client's replies are routed by it); kept across recycling. */
+    mcpg_buf session;
     call_msgs msgs;              /* messages before the outcome (messages.c) */
     bool is_error;
     int64_t err_code;
@@ -215,21 +222,43 @@ static inline mcpg_call *call_handle(mcpg_call *c, unsigned stage) {
 
 void call_handle_refused(const mcpg_call *h, const char *slot); /* logs the module bug */
 
+/* How far serial s comes after `from` in the counter's order (serials run
+ * 1..CALL_SERIAL_MASK, then wrap). */
+static inline unsigned serial_distance(uint32_t s, uint32_t from) {
+    return ((unsigned)s + CALL_SERIAL_MASK - from) % CALL_SERIAL_MASK;
+}
+
+/* Was serial s given out in c's current life (to the transport, a backend,
+ * or one of its loop ops)? Read life then last: a recycle stores them the
+ * other way round, so a new life is never seen with the old one's range. */
+static inline bool serial_of_life(mcpg_call *c, uint32_t s) {
+    uint32_t life = atomic_load(&c->serial);
+    uint32_t last = atomic_load(&c->last_serial);
+    if (s == life) return true;
+    return life && last && serial_distance(s, life) <= serial_distance(last, life);
+}
+
 /* The call a module's handle names, or NULL when the handle has outlived
  * its call (logged as a module bug naming the host slot). */
 static inline mcpg_call *call_of(mcpg_call *h, const char *slot) {
     mcpg_call *c = call_handle_object(h);
-    if (c && call_handle_serial(h) == atomic_load_explicit(&c->serial, memory_order_relaxed))
-        return c;
+    if (c && serial_of_life(c, call_handle_serial(h))) return c;
     call_handle_refused(h, slot);
     return NULL;
 }
 
-/* Start an op on the loop (a stage, an audit sink, an inline backend). */
-static inline void loop_op_begin(mcpg_call *c, unsigned stage) {
-    assert(atomic_load(&c->loop_op.state) == OP_IDLE);
+uint32_t call_op_serial_take(mcpg_call *c); /* the serial of a new loop op's handle */
+
+/* Start an op on the loop (a stage instance, an audit sink): the handle its
+ * module is given. It names this op alone: its serial is the op's own and
+ * tags the op, so a resume kept from an earlier op (another instance of the
+ * same stage, the same sink's other event) finishes nothing. */
+static inline mcpg_call *loop_op_begin(mcpg_call *c, unsigned stage) {
+    assert(op_state_of(&c->loop_op) == OP_IDLE);
+    uint32_t serial = call_op_serial_take(c);
     atomic_store(&c->loop_stage, (int)stage);
-    op_begin(&c->loop_op);
+    op_begin_tagged(&c->loop_op, serial);
+    return call_handle_make(c, stage, serial);
 }
 
 void call_set_error(mcpg_call *c, int64_t code, int http, const char *fmt, ...)

@@ -64,8 +64,54 @@ static bool dynamic_lists(const mcpg_instance *be) {
     return (be->desc->flags & MCPG_MOD_DYNAMIC_LISTS) != 0;
 }
 
+/* ---- items left out: warned once ---- */
+
+static int cmp_text(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool warned_before(const catset *prev, const char *msg) {
+    return prev && prev->n_warned &&
+           bsearch(&msg, prev->warned, prev->n_warned, sizeof *prev->warned, cmp_text);
+}
+
+/* In this build already: a dynamic backend's items are read in two passes
+ * (owners first), and an item can be left out in both. Few items are left
+ * out, so the build's own list is walked. */
+static bool warned_now(const catset *cs, const char *msg) {
+    for (size_t i = 0; i < cs->n_warned; i++)
+        if (strcmp(cs->warned[i], msg) == 0) return true;
+    return false;
+}
+
+static void remember_warning(catset *cs, const char *msg) {
+    if (cs->n_warned == cs->cap_warned) {
+        size_t cap = cs->cap_warned ? cs->cap_warned * 2 : 8;
+        char **v = realloc(cs->warned, cap * sizeof *v);
+        if (!v) return; /* the next build warns about it again */
+        cs->warned = v;
+        cs->cap_warned = cap;
+    }
+    char *copy = strdup(msg);
+    if (copy) cs->warned[cs->n_warned++] = copy;
+}
+
+/* An item left out of the merged lists: logged and counted at the first
+ * build that leaves it out, then carried on silently by each build that
+ * still does (a backend whose lists change is rebuilt often, and would
+ * repeat every warning each time). One that stops and comes back is new
+ * again. The set is this build's own: never more than its lists' items. */
+static void warn_left_out(build_ctx *bc, const char *msg) {
+    if (warned_now(bc->cs, msg)) return;
+    if (!warned_before(bc->prev, msg)) {
+        klog(MCPG_LOG_WARN, "kernel", "%s", msg);
+        metrics_count(KM.left_out, 0, 1);
+    }
+    remember_warning(bc->cs, msg);
+}
+
 /* A problem with one item: a manifest error for a static backend at build,
- * else a logged warning and the item is left out. */
+ * else a warning (once) and the item is left out. */
 MCPG_PRINTF(2, 3)
 static void problem(build_ctx *bc, const char *fmt, ...) {
     char msg[1024];
@@ -73,8 +119,26 @@ static void problem(build_ctx *bc, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (bc->errs && !bc->lenient) errlist_add(bc->errs, bc->file, bc->where, "%s", msg);
-    else klog(MCPG_LOG_WARN, "kernel", "%s: %s: left out of the merged lists", bc->where, msg);
+    if (bc->errs && !bc->lenient) {
+        errlist_add(bc->errs, bc->file, bc->where, "%s", msg);
+        return;
+    }
+    char line[1200];
+    snprintf(line, sizeof line, "%s: %s: left out of the merged lists", bc->where, msg);
+    warn_left_out(bc, line);
+}
+
+/* A tool's x-mcp-header annotations: true with *ph; false (warned once)
+ * when they are invalid, and the tool is left out. */
+static bool tool_headers(build_ctx *bc, const mcpg_instance *be, const char *target,
+                         const mcpg_json_span *item, mcpg_param_headers *ph) {
+    char why[400], line[4800]; /* a target may be 4 KiB */
+    if (param_headers_of_tool(item, ph, why, sizeof why)) return true;
+    snprintf(line, sizeof line, "backend \"%s\": tool \"%s\" is left out of the tools list "
+             "(not listed, not callable): its inputSchema's x-mcp-header annotations are "
+             "invalid: %s", be->name, target, why);
+    warn_left_out(bc, line);
+    return false;
 }
 
 static bool in_list(char **list, size_t n, const char *s, size_t len) {
@@ -222,7 +286,7 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
     if (!taken_in_this_pass(bc, be, client)) return;
     const char *description = k->prefixed && b ? pair_of(&b->describe, target) : NULL;
     mcpg_param_headers ph = {0};
-    if (bc->kind == CAT_TOOLS && !param_headers_of_tool(be->name, target, item, &ph)) return;
+    if (bc->kind == CAT_TOOLS && !tool_headers(bc, be, target, item, &ph)) return;
     route *r = route_add(bc, be, client, target);
     if (!r) {
         mcpg_param_headers_free(&ph);
@@ -374,6 +438,7 @@ static catset *catset_build(generation *g, const catset *prev, manifest *m, errl
         return NULL;
     }
     for (int k = 0; k < CAT_COUNT; k++) bind_all(g, cs, prev, m, errs, k);
+    if (cs->n_warned > 1) qsort(cs->warned, cs->n_warned, sizeof *cs->warned, cmp_text);
     return cs;
 }
 
@@ -392,6 +457,8 @@ static void catset_free(catset *cs) {
         mcpg_buf_free(&cat->answer);
     }
     free(cs->unlisted);
+    for (size_t i = 0; i < cs->n_warned; i++) free(cs->warned[i]);
+    free(cs->warned);
     free(cs);
 }
 

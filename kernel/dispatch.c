@@ -21,7 +21,7 @@ static void pool_deadlines_remove(mcpg_call *c);
 
 static void deliver_on_loop(void *arg) {
     mcpg_call *c = arg;
-    assert(atomic_load(&c->loop_op.state) == OP_IDLE); /* the resume took the op */
+    assert(op_state_of(&c->loop_op) == OP_IDLE); /* the resume took the op */
     pipeline_continue(c, (mcpg_status)c->delivered);
 }
 
@@ -72,18 +72,22 @@ static void deliver_pool(mcpg_call *c, mcpg_status st) {
     post_to_loop(c, &c->pool.post, pool_answer_on_loop);
 }
 
-/* The op a resume from `stage` finishes: the backend's own on the pool, else
- * the loop's when that op is of the same stage; NULL when that stage has no
- * op outstanding. */
-static op_sync *resumed_op(mcpg_call *c, unsigned stage, bool *on_pool) {
+/* The op a resume with handle h finishes, and how (op_resume_tagged): the
+ * backend's own on the pool, else the loop's when that op is of the same
+ * stage; NULL when that stage has no op outstanding. A loop op is the one
+ * its handle's serial tags: another op's late or extra resume (an audit
+ * sink resuming twice while the next sink's write is pending) finds none. */
+static op_sync *resumed_op(mcpg_call *c, mcpg_call *h, bool *on_pool, unsigned *tag) {
+    unsigned stage = call_handle_stage(h);
     *on_pool = false;
+    *tag = 0;
     if (stage == CALL_STAGE_BACKEND && c->route) { /* inline or on the pool: its own op */
         *on_pool = true;
         return &c->pool.op;
     }
-    if (stage != CALL_STAGE_TRANSPORT && atomic_load(&c->loop_stage) == (int)stage)
-        return &c->loop_op;
-    return NULL;
+    if (stage == CALL_STAGE_TRANSPORT || atomic_load(&c->loop_stage) != (int)stage) return NULL;
+    *tag = call_handle_serial(h);
+    return &c->loop_op;
 }
 
 void host_call_resume(mcpg_call *h, mcpg_status st) {
@@ -95,14 +99,15 @@ void host_call_resume(mcpg_call *h, mcpg_status st) {
         st = MCPG_DENY;
     }
     bool on_pool;
-    op_sync *op = resumed_op(c, call_handle_stage(h), &on_pool);
-    int r = op ? op_resume(op, st) : RESUME_NOT_WAITING;
+    unsigned tag;
+    op_sync *op = resumed_op(c, h, &on_pool, &tag);
+    int r = op ? op_resume_tagged(op, tag, st) : RESUME_NOT_WAITING;
     if (r == RESUME_DELIVER) {
         if (on_pool) deliver_pool(c, st);
         else deliver(c, st);
     } else if (r == RESUME_NOT_WAITING) {
-        klog(MCPG_LOG_ERROR, "kernel", "call_resume from a stage whose op is not pending "
-             "(module bug)");
+        klog(MCPG_LOG_ERROR, "kernel", "call_resume with the handle of an op that is not "
+             "pending (module bug: a resume after the op answered, or a second one): refused");
     }
 }
 

@@ -219,6 +219,9 @@ typedef struct catalog {
  * route stays valid however often the lists change while it runs. */
 typedef struct catset {
     catalog cat[CAT_COUNT];
+    /* The warnings this build gave about items it left out, sorted: the
+     * next build logs only those not here (catalog.c, warn_left_out). */
+    char **warned; size_t n_warned, cap_warned;
     uint64_t version;  /* 1 for the generation's first */
     atomic_long refs;  /* the generation's pointer holds one, each call one */
     bool *unlisted;    /* per instance of the generation: its list ops answered "not
@@ -266,10 +269,10 @@ int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_l
 const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... */
 /* ---- custom headers (param_headers.c) ---- */
 /* A tool's annotations from its listed item: true with *out (empty when it
- * has none); false when one is invalid: the tool is left out, and a
- * warning names it, its backend and why. */
-bool param_headers_of_tool(const char *backend, const char *tool, const mcpg_json_span *item,
-                           mcpg_param_headers *out);
+ * has none); false when one is invalid, with why: the catalog leaves the
+ * tool out and warns (once while it stays so). */
+bool param_headers_of_tool(const mcpg_json_span *item, mcpg_param_headers *out, char *why,
+                           size_t why_cap);
 /* Each annotated argument of args[0..n) against its Mcp-Param header, read
  * with header(ctx, lname, &len): 0, or the first failure's MCPG_PARAM_* with
  * a message naming the header in msg. */
@@ -512,6 +515,7 @@ enum { CALL_OK, CALL_ERROR, CALL_DENIED, CALL_FAILED, CALL_OUTCOMES };
 #define METRICS_FIRST_TOOL 2
 typedef struct kmetrics {
     mcpg_metric *calls, *tool_calls, *overhead, *backend, *pool_refused, *reloads;
+    mcpg_metric *left_out; /* items the merged lists leave out, once each */
 } kmetrics;
 extern kmetrics KM;
 /* The registry with a row per loop, and the kernel's series. Before any

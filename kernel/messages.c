@@ -7,8 +7,10 @@
  * loop with nothing queued, a message goes to the transport at once; sent
  * from any other thread it is queued on the call and the loop is posted to;
  * the queue is flushed before the call moves on (pipeline_continue, a pool
- * answer) and when it is answered (msgs_close). A post still queued when the
- * call's last reference goes keeps the object until it has run.
+ * answer) and when it is answered (msgs_close, just before the transport's
+ * complete()), so a message sent before the outcome is never lost. One sent
+ * once the call is answered is refused (MCPG_ESTATE). A post still queued
+ * when the call's last reference goes keeps the object until it has run.
  *
  * A request's id is minted as "mcpg-<worker>-<seq>": the worker of the call
  * that asked, so a reply arriving on any loop is posted to the right one,
@@ -63,22 +65,22 @@ static call_msg *queue_take(mcpg_call *c) {
     return m;
 }
 
-static void deliver_all(mcpg_call *c, call_msg *m);
+/* Each message of m to the transport while it still holds the call's
+ * request (else only freed), in the order they were queued. */
+static void deliver_all(mcpg_call *c, call_msg *m, bool transport_holds) {
+    while (m) {
+        call_msg *next = m->next;
+        if (transport_holds) deliver_one(c, m->json, m->len);
+        free(m);
+        m = next;
+    }
+}
 
 void msgs_flush(mcpg_call *c) {
     pthread_mutex_lock(&c->msgs.lock);
     call_msg *m = queue_take(c);
     pthread_mutex_unlock(&c->msgs.lock);
-    deliver_all(c, m);
-}
-
-static void deliver_all(mcpg_call *c, call_msg *m) {
-    while (m) {
-        call_msg *next = m->next;
-        if (!call_answered(c)) deliver_one(c, m->json, m->len);
-        free(m);
-        m = next;
-    }
+    deliver_all(c, m, !call_answered(c));
 }
 
 static void flush_on_loop(void *arg) {
@@ -124,18 +126,19 @@ bool msgs_defer_recycle(mcpg_call *c) {
 
 static void fail_asks(mcpg_call *c, int status);
 
-/* The call is answered: what is queued goes out, nothing more is taken, and
- * requests still waiting for the client are told the call ended. One
- * critical section, so no message slips in between the last flush and the
- * close; the asks' slots are visited only when the call made any (a call's
- * usual life makes none). */
+/* The call is being answered (finish: `answered` is already set, the
+ * transport's complete() not yet called): what is queued goes out now,
+ * before the answer, nothing more is taken, and requests still waiting for
+ * the client are told the call ended. One critical section, so no message
+ * slips in between the last flush and the close; the asks' slots are
+ * visited only when the call made any (a call's usual life makes none). */
 void msgs_close(mcpg_call *c) {
     pthread_mutex_lock(&c->msgs.lock);
     call_msg *m = queue_take(c);
     c->msgs.closed = true;
     bool asked = c->msgs.asked;
     pthread_mutex_unlock(&c->msgs.lock);
-    deliver_all(c, m);
+    deliver_all(c, m, true);
     if (asked) fail_asks(c, MCPG_ECANCELED);
 }
 
@@ -202,7 +205,7 @@ static atomic_uint_fast64_t ask_seq;
 typedef struct ask_entry {
     uint64_t seq;
     mcpg_call *call;
-    uint16_t serial;
+    uint32_t serial;
     unsigned slot;
 } ask_entry;
 
@@ -425,9 +428,9 @@ static void reply_arrived(void *arg) {
         ask_entry e = t->v[i];
         if (e.seq != j->seq) continue;
         mcpg_call *c = e.call;
-        size_t sl = strlen(c->session);
-        bool same = atomic_load(&c->serial) == e.serial && sl == j->session_len &&
-                    memcmp(c->session, j->data, sl) == 0;
+        const mcpg_buf *s = &c->session; /* whole: ids of any length, compared to the byte */
+        bool same = atomic_load(&c->serial) == e.serial && s->len == j->session_len &&
+                    (!s->len || memcmp(s->data, j->data, s->len) == 0);
         if (same) {
             char msg[256];
             mcpg_reply r;

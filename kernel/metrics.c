@@ -200,6 +200,10 @@ static void register_kernel_series(void) {
              pool_states, 2, read_pool_depth);
     KM.pool_refused = simple(MCPG_METRIC_COUNTER, "mcpg_pool_refused_total",
                              "Jobs refused because the worker pool's queue was full", NULL);
+    KM.left_out = simple(MCPG_METRIC_COUNTER, "mcpg_catalog_left_out_total",
+                         "Items a backend listed that the merged lists leave out (a name "
+                         "another backend serves, an invalid name or x-mcp-header annotation), "
+                         "counted once when first left out", NULL);
     static const char *const result_label[] = {"result"};
     static const char *const results[] = {"ok", "refused"};
     KM.reloads = labelled(MCPG_METRIC_COUNTER, "mcpg_reloads_total",

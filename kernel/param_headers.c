@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-bool param_headers_of_tool(const char *backend, const char *tool, const mcpg_json_span *item,
-                           mcpg_param_headers *out) {
+bool param_headers_of_tool(const mcpg_json_span *item, mcpg_param_headers *out, char *why,
+                           size_t why_cap) {
     mcpg_json_span schema;
     *out = (mcpg_param_headers){0};
     if (mcpg_json_object_get(item->p, item->n, "inputSchema", &schema) != 1 ||
@@ -26,14 +26,7 @@ bool param_headers_of_tool(const char *backend, const char *tool, const mcpg_jso
      * spelling of the name holds a backslash, so those are walked too) */
     if (!memmem(schema.p, schema.n, "x-mcp-header", 12) && !memchr(schema.p, '\\', schema.n))
         return true;
-    char why[400];
-    int rc = mcpg_param_headers_parse(schema.p, schema.n, out, why, sizeof why);
-    if (rc == 0) return true;
-    klog(MCPG_LOG_WARN, "kernel",
-         "backend \"%s\": tool \"%s\" is left out of the tools list (not listed, not callable): "
-         "its inputSchema's x-mcp-header annotations are invalid: %s",
-         backend, tool, why);
-    return false;
+    return mcpg_param_headers_parse(schema.p, schema.n, out, why, why_cap) == 0;
 }
 
 /* "region" or "filter.region": the argument a header mirrors, for messages. */

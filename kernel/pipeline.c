@@ -107,7 +107,7 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     ev.tenant = c->ident ? c->ident->tenant : NULL;
     ev.roles_json = c->ident ? c->ident->roles_json : NULL;
     ev.auth_method = c->ident ? c->ident->method : NULL;
-    ev.session = c->session[0] ? c->session : NULL;
+    ev.session = c->session.len ? c->session.data : NULL;
     ev.wire = c->d.wire;
     ev.generation = c->gen->id;
     ev.peer = c->peer[0] ? c->peer : NULL;
@@ -120,8 +120,8 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     audit_args(c, &ev);
     if (c->phase == PH_AUDIT_DONE) audit_outcome(c, &ev);
     const mcpg_audit_ops *ops = sink->desc->ops;
-    loop_op_begin(c, CALL_STAGE_AUDIT);
-    return op_settle(&c->loop_op, ops->emit(sink->state, call_handle(c, CALL_STAGE_AUDIT), &ev));
+    mcpg_call *h = loop_op_begin(c, CALL_STAGE_AUDIT);
+    return op_settle(&c->loop_op, ops->emit(sink->state, h, &ev));
 }
 
 /* ---- the answer ---- */
@@ -355,19 +355,18 @@ static mcpg_status stage_op(mcpg_call *c, int stage, mcpg_instance *inst) {
     switch (stage) {
     case STAGE_IDENTITY: {
         const mcpg_identity_ops *o = inst->desc->ops;
-        loop_op_begin(c, CALL_STAGE_IDENTITY);
-        return op_settle(&c->loop_op,
-                         o->authenticate(inst->state, call_handle(c, CALL_STAGE_IDENTITY)));
+        mcpg_call *h = loop_op_begin(c, CALL_STAGE_IDENTITY);
+        return op_settle(&c->loop_op, o->authenticate(inst->state, h));
     }
     case STAGE_POLICY: {
         const mcpg_policy_ops *o = inst->desc->ops;
-        loop_op_begin(c, CALL_STAGE_POLICY);
-        return op_settle(&c->loop_op, o->check(inst->state, call_handle(c, CALL_STAGE_POLICY)));
+        mcpg_call *h = loop_op_begin(c, CALL_STAGE_POLICY);
+        return op_settle(&c->loop_op, o->check(inst->state, h));
     }
     default: {
         const mcpg_limits_ops *o = inst->desc->ops;
-        loop_op_begin(c, CALL_STAGE_LIMITS);
-        return op_settle(&c->loop_op, o->acquire(inst->state, call_handle(c, CALL_STAGE_LIMITS)));
+        mcpg_call *h = loop_op_begin(c, CALL_STAGE_LIMITS);
+        return op_settle(&c->loop_op, o->acquire(inst->state, h));
     }
     }
 }

@@ -163,7 +163,8 @@ typedef struct mcpg_call_desc {
     size_t args_len;
     const char *id_json;      /* raw text of the JSON-RPC id ("7", "\"a\"") */
     size_t id_len;
-    const char *session_id;   /* legacy wire, else NULL */
+    const char *session_id;   /* legacy wire, else NULL; any length (the kernel
+                                 keeps it whole: replies are routed by it) */
     size_t session_id_len;
     void *transport_ctx;      /* given back to header and complete */
     mcpg_header_fn header;    /* may be NULL */

@@ -134,7 +134,11 @@ struct mcpg_host {
                               size_t *len_out);
     int (*json_int64)(const mcpg_json_span *s, int64_t *out);
 
-    /* ---- calls, from the transport's side (on the worker's loop) ---- */
+    /* ---- calls, from the transport's side (on the worker's loop) ----
+     * call_cancel, call_outcome and call_release take only the handle
+     * call_submit gave (and complete() is called with): the handle a stage
+     * or backend was given for its op is refused, logged as that module's
+     * bug, and nothing is done (call_outcome fills nothing: out->size 0). */
     /* Start a call on worker w. On success the desc's complete() will be
      * called exactly once, with the same handle as *call_out. Fails with
      * MCPG_EUNAVAIL while draining and MCPG_EAGAIN when the worker's call
@@ -185,10 +189,13 @@ struct mcpg_host {
     /* Ask the transport for an HTTP status (429, 503) and Retry-After. */
     void (*call_set_http)(mcpg_call *call, int http_status, uint32_t retry_after_s);
     /* Any thread: finish the op that answered PENDING, the one this handle
-     * was given to (a resume never finishes another stage's op). Exactly
-     * once per PENDING, with CONTINUE or DENY; off the call's loop it is
-     * queued to that loop. A resume whose op is not pending is logged as a
-     * module bug and ignored. */
+     * was given to. A resume never finishes another op: not another
+     * stage's, nor another instance's of the same stage (the next audit
+     * sink's record, the same sink's other event): each op's handle names
+     * that op alone. Exactly once per PENDING, with CONTINUE or DENY; off
+     * the call's loop it is queued to that loop. A resume whose op is not
+     * pending (a second one, a late one) is logged as a module bug and
+     * ignored. */
     void (*call_resume)(mcpg_call *call, mcpg_status status);
     int (*call_cancelled)(mcpg_call *call);
 
@@ -206,8 +213,10 @@ struct mcpg_host {
     /* A notification to the call's client (notifications/progress,
      * notifications/message), framed by the kernel; params_json is the
      * params object's text or NULL; copied. 0 when queued (delivered in
-     * order, before the outcome), MCPG_ENOTSUP when the call's answer cannot
-     * carry messages, MCPG_EAGAIN when the call already has too many waiting
+     * order, before the outcome: one sent from another thread while the op
+     * runs is flushed before the answer is written, never dropped),
+     * MCPG_ESTATE once the call has been answered, MCPG_ENOTSUP when the
+     * call's answer cannot carry messages, MCPG_EAGAIN when the call already has too many waiting
      * (the bound is the kernel's: dropping is the backend's choice) or, for
      * one sent at once on the call's loop, when the transport's client has
      * that much unread (ABI 1.5): a sender that keeps its place sends it
@@ -245,7 +254,9 @@ struct mcpg_host {
     /* A client's JSON-RPC response (body: the whole response object) to a
      * request the server sent on a call's stream; on w's loop. It reaches
      * the call that asked, on whichever loop that is, when `session`
-     * (the legacy wire's session id) is the asking call's. 0 when taken,
+     * (the legacy wire's session id) is the asking call's, compared whole
+     * whatever its length (an answer without one reaches only a call that
+     * had none). 0 when taken,
      * MCPG_ENOENT when no such request is outstanding (answered, timed out,
      * or another session's), MCPG_EPROTO when body is not a response. */
     int (*reply_submit)(mcpg_worker *w, const char *session, size_t session_len,

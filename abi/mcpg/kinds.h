@@ -12,7 +12,9 @@
  * `instance` is always the pointer create() returned. `call` is a handle
  * borrowed for the op: it stays valid until the op has answered (its resume
  * included). It names the op too: host->call_resume(call, ...) finishes the
- * op this handle was given to and no other. A handle used after its call
+ * op this handle was given to and no other (each op of a call, also each
+ * audit sink's and each instance's of a stage, gets a handle of its own, so
+ * an extra or late resume finishes nothing). A handle used after its call
  * has ended is refused by every host slot (logged as a module bug), never
  * taken for another client's call; keep per-call state in host->call_slot,
  * not in a handle kept across ops.

@@ -34,44 +34,64 @@
 
 enum op_state { OP_IDLE, OP_RUNNING, OP_PENDING, OP_EARLY };
 
+/* One op_sync can serve op after op (the kernel's loop op: each stage
+ * instance, each audit sink). Such an op is begun with a tag (its handle's
+ * serial), kept in the state word above the op_state bits, and a resume
+ * names the tag: one meant for an earlier op finds no state of its own to
+ * change, even while the next op begins. Untagged ops use tag 0. */
+#define OP_STATE_BITS 3
+#define OP_STATE_MASK ((1 << OP_STATE_BITS) - 1)
+
 typedef struct op_sync {
-    atomic_int state;  /* enum op_state */
+    atomic_int state;  /* enum op_state | tag << OP_STATE_BITS */
     atomic_int status; /* what the resume said, read after OP_EARLY */
 } op_sync;
 
-static inline void op_begin(op_sync *op) { atomic_store(&op->state, OP_RUNNING); }
+static inline int op_state_of(op_sync *op) { return atomic_load(&op->state) & OP_STATE_MASK; }
+
+static inline void op_begin_tagged(op_sync *op, unsigned tag) {
+    atomic_store(&op->state, (int)(tag << OP_STATE_BITS) | OP_RUNNING);
+}
+
+static inline void op_begin(op_sync *op) { op_begin_tagged(op, 0); }
 
 static inline bool op_outstanding(op_sync *op) {
-    int s = atomic_load(&op->state);
+    int s = op_state_of(op);
     return s == OP_RUNNING || s == OP_PENDING;
 }
 
 /* The invoker, once the op returned st: the op's final answer, or
  * MCPG_PENDING when the resume is still to come. */
 static inline mcpg_status op_settle(op_sync *op, mcpg_status st) {
+    int tag = atomic_load(&op->state) & ~OP_STATE_MASK; /* only the invoker changes it */
     if (st != MCPG_PENDING) {
-        atomic_store(&op->state, OP_IDLE);
+        atomic_store(&op->state, tag | OP_IDLE);
         return st;
     }
-    int expect = OP_RUNNING;
-    if (atomic_compare_exchange_strong(&op->state, &expect, OP_PENDING)) return MCPG_PENDING;
-    atomic_store(&op->state, OP_IDLE); /* resumed before it returned */
+    int expect = tag | OP_RUNNING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, tag | OP_PENDING)) return MCPG_PENDING;
+    atomic_store(&op->state, tag | OP_IDLE); /* resumed before it returned */
     return (mcpg_status)atomic_load(&op->status);
 }
 
 enum { RESUME_TAKEN, RESUME_DELIVER, RESUME_NOT_WAITING };
 
-/* The resumer: RESUME_TAKEN when the op is still running (its invoker
- * carries on with st), RESUME_DELIVER when it had returned PENDING (the
- * resumer hands st to the call's loop), RESUME_NOT_WAITING otherwise. */
-static inline int op_resume(op_sync *op, mcpg_status st) {
+/* The resumer of the op begun with `tag`: RESUME_TAKEN when the op is still
+ * running (its invoker carries on with st), RESUME_DELIVER when it had
+ * returned PENDING (the resumer hands st to the call's loop),
+ * RESUME_NOT_WAITING otherwise (another op's tag: its status untouched). */
+static inline int op_resume_tagged(op_sync *op, unsigned tag, mcpg_status st) {
+    int t = (int)(tag << OP_STATE_BITS);
+    if ((atomic_load(&op->state) & ~OP_STATE_MASK) != t) return RESUME_NOT_WAITING;
     atomic_store(&op->status, st);
-    int expect = OP_RUNNING;
-    if (atomic_compare_exchange_strong(&op->state, &expect, OP_EARLY)) return RESUME_TAKEN;
-    expect = OP_PENDING;
-    if (atomic_compare_exchange_strong(&op->state, &expect, OP_IDLE)) return RESUME_DELIVER;
+    int expect = t | OP_RUNNING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, t | OP_EARLY)) return RESUME_TAKEN;
+    expect = t | OP_PENDING;
+    if (atomic_compare_exchange_strong(&op->state, &expect, t | OP_IDLE)) return RESUME_DELIVER;
     return RESUME_NOT_WAITING;
 }
+
+static inline int op_resume(op_sync *op, mcpg_status st) { return op_resume_tagged(op, 0, st); }
 
 /* ---- call handles ---- */
 

@@ -11,6 +11,10 @@
  *            before its resume and resume_returned_id=<call id> once
  *            call_resume has returned (facts a test waits on)
  *   block    blocks args.ms (on the pool), then writes backend_end_us=
+ *   transport calls the transport's slots on its own call (a bug): writes
+ *            outcome_size= (what call_outcome filled), then cancels the
+ *            call and writes cancelled= (call_cancelled after), then
+ *            releases it, and answers
  * and a cancel op that writes cancel_after_resume=0|1. */
 #include <mcpg/sdk.h>
 
@@ -111,7 +115,8 @@ static int bugs_list(void *inst, mcpg_buf *out) {
     static const char tools[] = "[{\"name\":\"keep\",\"inputSchema\":{\"type\":\"object\"}},"
                                 "{\"name\":\"misuse\",\"inputSchema\":{\"type\":\"object\"}},"
                                 "{\"name\":\"pend\",\"inputSchema\":{\"type\":\"object\"}},"
-                                "{\"name\":\"block\",\"inputSchema\":{\"type\":\"object\"}}]";
+                                "{\"name\":\"block\",\"inputSchema\":{\"type\":\"object\"}},"
+                                "{\"name\":\"transport\",\"inputSchema\":{\"type\":\"object\"}}]";
     return b->host->buf_append(out, tools, sizeof tools - 1);
 }
 
@@ -164,6 +169,18 @@ static mcpg_status pend(bugs *b, mcpg_call *call) {
     return MCPG_PENDING;
 }
 
+/* What a backend must not do with its handle: speak for the transport. */
+static mcpg_status play_transport(bugs *b, mcpg_call *call) {
+    const mcpg_host *h = b->host;
+    mcpg_call_outcome o = {.size = sizeof o};
+    h->call_outcome(call, &o);
+    note(b, "outcome_size", o.size);
+    h->call_cancel(call);
+    note(b, "cancelled", h->call_cancelled(call));
+    h->call_release(call);
+    return mcpg_result_text(h, call, "played", 6, 0);
+}
+
 static mcpg_status bugs_call(void *inst, mcpg_call *call) {
     bugs *b = inst;
     const mcpg_host *h = b->host;
@@ -177,6 +194,7 @@ static mcpg_status bugs_call(void *inst, mcpg_call *call) {
         note(b, "misuse_rc", rc);
         return mcpg_result_text(h, call, "mine", 4, 0);
     }
+    if (strcmp(tool, "transport") == 0) return play_transport(b, call);
     if (strcmp(tool, "block") == 0) {
         fx_nap_ms(arg_ms(b, call));
         note(b, "backend_end_us", (long long)h->mono_us());

@@ -4,9 +4,10 @@
  *   dyn_slow  sleeps slow_ms on the pool, then answers with its own name as
  *             the kernel routed it (call_target), proving a call routed by
  *             the old lists keeps a valid route while they are replaced.
- * The second list adds dyn_two, drops dyn_one, and offers two names the
- * kernel must leave out without failing: one that is not a valid tool name,
- * and "echo", which a static backend already offers.
+ * The second list adds dyn_two, drops dyn_one, and offers three tools the
+ * kernel must leave out without failing: one whose name is not a valid tool
+ * name, "echo", which a static backend already offers, and dyn_bad_header,
+ * whose x-mcp-header annotation is not on a property.
  * For reloads, start() may also
  *   flip_at_start  move to the second list and tell the kernel, as an
  *                  upstream does once connected, before the generation that
@@ -94,7 +95,8 @@ static int dyn_list(void *inst, mcpg_buf *out) {
     dyn *d = inst;
     static const char first[] = "[" TOOL("dyn_flip") "," TOOL("dyn_slow") "," TOOL("dyn_one") "]";
     static const char second[] = "[" TOOL("dyn_flip") "," TOOL("dyn_slow") "," TOOL("dyn_two") ","
-        TOOL("not valid!") "," TOOL("echo") "]";
+        TOOL("not valid!") "," TOOL("echo") ","
+        "{\"name\":\"dyn_bad_header\",\"inputSchema\":{\"type\":\"object\",\"x-mcp-header\":\"R\"}}]";
     return atomic_load(&d->version) ? d->host->buf_append(out, second, sizeof second - 1)
                                     : d->host->buf_append(out, first, sizeof first - 1);
 }

@@ -2,6 +2,8 @@
  * a backend can offer, each piece small enough to check exactly.
  *   tools      note3       three notifications from the op, then its result
  *              note_later  two notifications and its resume from a thread
+ *              note_joined two notifications from a thread the op waits for,
+ *                          then its result at once (they are still queued)
  *              ask         asks the client roots/list; answers with the reply
  *   prompts    greet, plain (no get_prompt is missing: the op exists)
  *   resources  test://a, test://b; template test://t/{id}/x
@@ -48,7 +50,8 @@ static int append(rich *r, mcpg_buf *out, const char *text) {
 }
 
 static int rich_tools(void *inst, mcpg_buf *out) {
-    return append(inst, out, "[{\"name\":\"note3\"},{\"name\":\"note_later\"},{\"name\":\"ask\"}]");
+    return append(inst, out, "[{\"name\":\"note3\"},{\"name\":\"note_later\"},"
+                             "{\"name\":\"note_joined\"},{\"name\":\"ask\"}]");
 }
 static int rich_prompts(void *inst, mcpg_buf *out) {
     return append(inst, out, "[{\"name\":\"greet\",\"description\":\"hi\"},{\"name\":\"plain\"}]");
@@ -89,6 +92,23 @@ static void *notes_then_resume(void *arg) {
     return NULL;
 }
 
+static void *notes_only(void *arg) {
+    later *l = arg;
+    note(l->r, l->call, 1);
+    note(l->r, l->call, 2);
+    return NULL;
+}
+
+/* Sent off the loop while the op runs, queued: the op answers before the
+ * loop has had a turn to deliver them. */
+static mcpg_status notes_joined(rich *r, mcpg_call *call) {
+    later l = {r, call};
+    pthread_t t;
+    if (pthread_create(&t, NULL, notes_only, &l) != 0) return MCPG_DENY;
+    pthread_join(t, NULL);
+    return text_result(r, call, "joined", "");
+}
+
 typedef struct asking {
     rich *r;
     mcpg_call *call;
@@ -127,6 +147,7 @@ static mcpg_status rich_call(void *inst, mcpg_call *call) {
         return text_result(r, call, "noted", "");
     }
     if (strcmp(tool, "ask") == 0) return ask(r, call);
+    if (strcmp(tool, "note_joined") == 0) return notes_joined(r, call);
     later *l = malloc(sizeof *l);
     if (!l) return MCPG_DENY;
     *l = (later){r, call};

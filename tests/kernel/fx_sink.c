@@ -3,7 +3,10 @@
  *   block        blocks delay_ms on the loop for outcome events, then CONTINUE
  *   async        answers PENDING for outcome events; a thread of its own
  *                writes durable_us= to `path` after delay_ms, then resumes
- * "allowed" events pass at once in block and async modes. */
+ *   twice        answers PENDING for outcome events; a thread of its own
+ *                resumes at once, then again after delay_ms (a bug: the
+ *                extra resume must finish nobody's op)
+ * "allowed" events pass at once in block, async and twice modes. */
 #include <mcpg/sdk.h>
 
 #include "fx_common.h"
@@ -21,7 +24,7 @@ typedef struct sink_cfg {
 } sink_cfg;
 
 static const mcpg_config_field sink_config[] = {
-    MCPG_CFG_ENUM_FIELD(sink_cfg, mode, "mode", "\"block\"", "deny_silent|block|async",
+    MCPG_CFG_ENUM_FIELD(sink_cfg, mode, "mode", "\"block\"", "deny_silent|block|async|twice",
                         "how to misbehave"),
     MCPG_CFG_INT_FIELD(sink_cfg, delay_ms, "delay_ms", "0", 0, 10000, "how long"),
     MCPG_CFG_STRING_FIELD(sink_cfg, path, "path", NULL, "file for durable_us="),
@@ -65,11 +68,20 @@ static void *durable_later(void *arg) {
     return NULL;
 }
 
-static mcpg_status later_resume(sink *s, mcpg_call *call) {
+static void *resume_twice(void *arg) {
+    later l = *(later *)arg;
+    free(arg);
+    l.s->host->call_resume(l.call, MCPG_CONTINUE);
+    fx_nap_ms(l.s->cfg->delay_ms);
+    l.s->host->call_resume(l.call, MCPG_CONTINUE);
+    return NULL;
+}
+
+static mcpg_status later_resume(sink *s, mcpg_call *call, void *(*resumer)(void *)) {
     later *l = malloc(sizeof *l);
     if (!l) return MCPG_DENY;
     *l = (later){s, call};
-    if (fx_detached(durable_later, l) != 0) {
+    if (fx_detached(resumer, l) != 0) {
         free(l);
         return MCPG_DENY;
     }
@@ -84,7 +96,8 @@ static mcpg_status sink_emit(void *inst, mcpg_call *call, const mcpg_audit_event
         fx_nap_ms(s->cfg->delay_ms);
         return MCPG_CONTINUE;
     }
-    return later_resume(s, call);
+    return later_resume(s, call, strcmp(s->cfg->mode, "twice") == 0 ? resume_twice
+                                                                    : durable_later);
 }
 
 static const mcpg_lifecycle_ops sink_lifecycle = {MCPG_OPS_HEAD(mcpg_lifecycle_ops),

@@ -262,6 +262,12 @@ void kernel_down(void) {
     kernel_free_gen();
 }
 
+void remove_test_dir(const char *dir) {
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int count_lines(const char *path, const char *needle1, const char *needle2) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;

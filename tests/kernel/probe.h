@@ -66,6 +66,10 @@ void kernel_down(void);
 void kernel_down_keep_gen(void);
 void kernel_free_gen(void);
 
+/* Remove a test's temporary directory and all it holds (said on stderr
+ * when it cannot be). */
+void remove_test_dir(const char *dir);
+
 /* Lines of the file at path holding needle (and needle2 when not NULL); -1
  * when it cannot be read. */
 int count_lines(const char *path, const char *needle1, const char *needle2);

@@ -140,6 +140,29 @@ static void backend_resume_during_async_sink(void) {
     scenario_end(&s);
 }
 
+/* 2c. A sink that resumes twice: its extra resume comes while the next
+ * sink's record is pending, and must not finish that op; the client's
+ * answer still waits for the second sink's record. */
+static void extra_resume_of_another_sink(void) {
+    scenario s;
+    MCPG_REQUIRE(scenario_begin(&s, "twice.json",
+                                with_notes("{\"name\":\"mock\",\"module\":\"backend_mock\"},"
+                                           "{\"name\":\"twice\",\"module\":\"fx_sink\","
+                                           "\"config\":{\"mode\":\"twice\",\"delay_ms\":50}},"
+                                           "{\"name\":\"sink\",\"module\":\"fx_sink\","
+                                           "\"config\":{\"mode\":\"async\",\"delay_ms\":1000,"
+                                           "\"path\":\"%s\"}}"),
+                                "\"audit\":[\"twice\",\"sink\"]"),
+                 "generation");
+    probe p;
+    probe_run(&p, "tools/call", "echo", "{\"message\":\"hi\"}", "4", NULL);
+    long long durable = file_number(notes, "durable_us");
+    MCPG_CHECK(!p.is_error && durable > 0 && (long long)p.t_done >= durable,
+               "answered at %llu us (%s), the second sink's record durable at %lld us",
+               (unsigned long long)p.t_done, p.text, durable);
+    scenario_end(&s);
+}
+
 /* 3a. Cancel reaches a pool backend whose op is pending. */
 static void cancel_on_loop(void *arg) {
     probe *p = arg;
@@ -287,6 +310,26 @@ static void stale_handle_refused(void) {
     scenario_end(&s);
 }
 
+/* 5b. A backend calling the transport's slots (call_outcome, call_cancel,
+ * call_release) on its own call is refused: nothing filled, the call not
+ * cancelled, the transport's reference not dropped under it (the call
+ * answers normally and lets go of its generation once). */
+static void transport_slots_refused(void) {
+    scenario s;
+    MCPG_REQUIRE(scenario_begin(&s, "transport.json", with_notes(BUGS("")), "\"audit\":[]"),
+                 "generation");
+    probe p;
+    probe_run(&p, "tools/call", "transport", "{}", "9", NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "played"), "the call answers: %s", p.text);
+    MCPG_CHECK(file_number(notes, "outcome_size") == 0,
+               "call_outcome with a backend's handle filled %lld bytes",
+               file_number(notes, "outcome_size"));
+    MCPG_CHECK(file_number(notes, "cancelled") == 0,
+               "call_cancel with a backend's handle cancelled the call (%lld)",
+               file_number(notes, "cancelled"));
+    scenario_end(&s);
+}
+
 /* 6. At stop, module work still queued gets done(MCPG_ECANCELED) on its
  * loop, work_submit off the loop is refused, and a timer a module left
  * running is closed and freed (ASan's leak check sees it). */
@@ -363,12 +406,14 @@ int main(int argc, char **argv) {
     audit_deny_without_error();
     backend_resume_during_sync_sink();
     backend_resume_during_async_sink();
+    extra_resume_of_another_sink();
     cancel_pool_pending();
     early_release_refused();
     cancel_inline_after_resume();
     inline_backend_deadline();
     limits_held_until_backend_ends();
     stale_handle_refused();
+    transport_slots_refused();
     stop_with_work_and_timers();
     mcpg_instance *mock = base_mock();
     kernel_down_keep_gen();

@@ -110,6 +110,29 @@ static void notifications(void) {
     const char *const two[] = {"\"progress\":1", "\"progress\":2", "OUTCOME", NULL};
     MCPG_CHECK(!p.is_error && strstr(p.text, "later") && msgs_are(&p, two),
                "from another thread, in order, then the outcome:\n%s", p.msgs);
+    run(&p, "tools/call", "note_joined", "{\"name\":\"note_joined\"}", NULL);
+    MCPG_CHECK(!p.is_error && strstr(p.text, "joined") && msgs_are(&p, two),
+               "still queued when the op answered: delivered before the outcome:\n%s", p.msgs);
+}
+
+/* At complete the call is answered: a notification then is refused. */
+static int notify_after_rc;
+
+static void notify_after_answer(probe *p, mcpg_call *call) {
+    (void)p;
+    notify_after_rc = HOST.call_notify(call, "notifications/progress", NULL, 0);
+}
+
+static void notification_after_answer(void) {
+    probe p;
+    probe_start(&p, "tools/call", "note3", 5, NULL, "5", NULL);
+    p.at_complete = notify_after_answer;
+    probe_wait(&p);
+    const char *const three[] = {"\"progress\":1", "\"progress\":2", "\"progress\":3", "OUTCOME",
+                                 NULL};
+    MCPG_CHECK(notify_after_rc == MCPG_ESTATE && msgs_are(&p, three),
+               "a notification after the answer: %d (want MCPG_ESTATE), not delivered:\n%s",
+               notify_after_rc, p.msgs);
 }
 
 typedef struct reply_arg {
@@ -143,30 +166,61 @@ static void answer_ask(probe *p, const char *as, int *rc_out) {
     *rc_out = r.rc;
 }
 
+/* An ask on session `asker`, answered from session `as`: its call's answer
+ * and messages in *p. */
+static void ask_answered_from(const char *asker, const char *as, const char *id, probe *p) {
+    int rc;
+    probe_start(p, "tools/call", "ask", 3, NULL, id, NULL);
+    probe_legacy(p, asker);
+    probe_submit(p);
+    answer_ask(p, as, &rc);
+    probe_join(p);
+    MCPG_CHECK(rc == 0, "reply_submit took the body: %d", rc);
+}
+
 static void requests(void) {
     probe p;
     run(&p, "tools/call", "ask", "{\"name\":\"ask\"}", NULL);
     MCPG_CHECK(strstr(p.text, "not asked: MCPG_ENOTSUP"), "no requests on the stateless wire: %s",
                p.text);
 
-    int rc;
-    probe_start(&p, "tools/call", "ask", 3, NULL, "2", NULL);
-    probe_legacy(&p, "s-1");
-    probe_submit(&p);
-    answer_ask(&p, "s-1", &rc);
-    probe_join(&p);
-    MCPG_CHECK(rc == 0 && strstr(p.text, "reply {\\\"roots\\\":[]}"), "answered: rc %d, %s", rc,
-               p.text);
+    ask_answered_from("s-1", "s-1", "2", &p);
+    MCPG_CHECK(strstr(p.text, "reply {\\\"roots\\\":[]}"), "answered: %s", p.text);
     MCPG_CHECK(strstr(p.msgs, "\"method\":\"roots/list\"") && strstr(p.msgs, "OUTCOME"),
                "request then outcome: %s", p.msgs);
 
-    probe_start(&p, "tools/call", "ask", 3, NULL, "3", NULL);
-    probe_legacy(&p, "s-2");
-    probe_submit(&p);
-    answer_ask(&p, "someone-else", &rc);
-    probe_join(&p);
+    ask_answered_from("s-2", "someone-else", "3", &p);
     MCPG_CHECK(strstr(p.text, "status -6"), "another session's answer is not taken: %s (it "
                "times out)", p.text);
+}
+
+/* A reply still finds its call once the lives' serials have passed 16 bits
+ * (the table of asks once kept a serial in 16 of them: no reply matched). */
+static void requests_past_16_bits(void) {
+    probe p;
+    for (int i = 0; i < 70000; i++) run(&p, "tools/list", NULL, NULL, NULL);
+    ask_answered_from("s-16", "s-16", "16", &p);
+    MCPG_CHECK(strstr(p.text, "reply {\\\"roots\\\":[]}"), "answered after 70000 lives: %s", p.text);
+}
+
+/* Session ids longer than any fixed copy: the whole id routes the reply. */
+static void long_sessions(void) {
+    char mine[201], other[201];
+    memset(mine, 'a', sizeof mine - 1);
+    mine[sizeof mine - 1] = '\0';
+    memcpy(mine, "s-long-", 7);
+    memcpy(other, mine, sizeof other);
+    other[150] = 'b'; /* the same first 150 bytes */
+    probe p;
+    ask_answered_from(mine, mine, "6", &p);
+    MCPG_CHECK(strstr(p.text, "reply {\\\"roots\\\":[]}"),
+               "a 200-byte session's own answer is taken: %s", p.text);
+    ask_answered_from(mine, other, "7", &p);
+    MCPG_CHECK(strstr(p.text, "status -6"),
+               "the answer of a session sharing its first 150 bytes is not taken: %s", p.text);
+    ask_answered_from(mine, "", "8", &p);
+    MCPG_CHECK(strstr(p.text, "status -6"), "an answer with no session is not taken: %s",
+               p.text);
 }
 
 /* An ask opened on a live call, the call answered before its request is
@@ -257,12 +311,13 @@ int main(int argc, char **argv) {
     lists();
     routing();
     notifications();
+    notification_after_answer();
     requests();
+    long_sessions();
+    requests_past_16_bits();
     request_after_close();
     subscriptions();
     kernel_down();
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    remove_test_dir(dir);
     return MCPG_CHECK_EXIT("test_messages");
 }
