@@ -38,11 +38,6 @@ void call_handle_refused(const mcpg_call *h, const char *slot) {
 
 /* ---- the transport's own slots ---- */
 
-static const char *stage_name(unsigned stage) {
-    static const char *const names[CALL_STAGE_COUNT] = {
-        "transport", "identity", "policy", "limits", "audit", "backend", "events"};
-    return stage < CALL_STAGE_COUNT ? names[stage] : "unknown";
-}
 
 /* call_cancel, call_outcome and call_release speak for the client's side
  * of the call: only the handle call_submit gave the transport may use them.
@@ -57,7 +52,7 @@ static mcpg_call *transport_call_of(mcpg_call *h, const char *slot) {
     if (n)
         klog(MCPG_LOG_ERROR, "kernel",
              "host->%s is the transport's; called with the handle of a call's %s stage "
-             "(module bug; %lu so far): refused", slot, stage_name(stage), n);
+             "(module bug; %lu so far): refused", slot, call_stage_name(stage), n);
     return NULL;
 }
 

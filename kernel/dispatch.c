@@ -15,6 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The handle of the instance answering the call (its backend, or the events
+ * instance): the stage its kind runs at, as the fake host gives it. */
+static mcpg_call *answering_handle(mcpg_call *c) {
+    return call_handle(c, call_stage_of_kind(c->route->backend->desc->kind));
+}
+
 /* ---- answers back to the loop ---- */
 
 static void pool_deadlines_remove(mcpg_call *c);
@@ -81,7 +87,8 @@ static op_sync *resumed_op(mcpg_call *c, mcpg_call *h, bool *on_pool, unsigned *
     unsigned stage = call_handle_stage(h);
     *on_pool = false;
     *tag = 0;
-    if (stage == CALL_STAGE_BACKEND && c->route) { /* inline or on the pool: its own op */
+    if (c->route && stage == call_stage_of_kind(c->route->backend->desc->kind)) {
+        /* a backend or the events instance, inline or on the pool: its own op */
         *on_pool = true;
         return &c->pool.op;
     }
@@ -131,7 +138,7 @@ void backend_cancel_if_pending(mcpg_call *c) {
     if (!cancel) return;
     if (atomic_load(&c->pool.op.state) != OP_PENDING) return;
     c->cancel_sent = true;
-    cancel(be->state, call_handle(c, CALL_STAGE_BACKEND));
+    cancel(be->state, answering_handle(c));
 }
 
 /* ---- pool deadlines: the worker's list of its calls on the pool ---- */
@@ -228,7 +235,7 @@ void call_give_up_retiring(mcpg_call *c, const char *why) {
 
 /* ---- the backend's op for a method ---- */
 
-typedef mcpg_status (*backend_op)(void *instance, mcpg_call *call);
+typedef call_backend_op backend_op;
 
 /* The backend's op for the call's method; NULL when it does not offer it.
  * The events instance answers events methods with its request op (its webhook
@@ -236,18 +243,7 @@ typedef mcpg_status (*backend_op)(void *instance, mcpg_call *call);
 static backend_op op_for(const mcpg_instance *be, uint32_t method) {
     if (be->desc->kind == MCPG_KIND_EVENTS)
         return ((const mcpg_events_ops *)be->desc->ops)->request;
-    const mcpg_backend_ops *ops = be->desc->ops;
-    switch (method) {
-    case MCPG_METHOD_TOOLS_CALL: return ops->call_tool;
-    case MCPG_METHOD_RESOURCES_READ: return MCPG_HAS(ops, read_resource) ? ops->read_resource : NULL;
-    case MCPG_METHOD_PROMPTS_GET: return MCPG_HAS(ops, get_prompt) ? ops->get_prompt : NULL;
-    case MCPG_METHOD_COMPLETION_COMPLETE: return MCPG_HAS(ops, complete) ? ops->complete : NULL;
-    case MCPG_METHOD_TASKS_GET:
-    case MCPG_METHOD_TASKS_RESULT:
-    case MCPG_METHOD_TASKS_CANCEL:
-    case MCPG_METHOD_TASKS_UPDATE: return MCPG_HAS(ops, task) ? ops->task : NULL;
-    default: return NULL;
-    }
+    return call_backend_op_for(be->desc->ops, method);
 }
 
 /* ---- the pool job's callbacks ---- */
@@ -269,7 +265,7 @@ static void pool_run(pool_job *j) {
     mcpg_instance *be = c->route->backend;
     op_begin(&c->pool.op);
     mcpg_status st = op_settle(&c->pool.op,
-                               op_for(be, c->method)(be->state, call_handle(c, CALL_STAGE_BACKEND)));
+                               op_for(be, c->method)(be->state, answering_handle(c)));
     if (st != MCPG_PENDING) {
         deliver_pool(c, st);
         return;
@@ -367,7 +363,7 @@ void pool_request_gone(mcpg_call *c) {
  * a client, or a drain, for ever. */
 static mcpg_status dispatch_inline(mcpg_call *c, mcpg_instance *be, backend_op op) {
     op_begin(&c->pool.op);
-    mcpg_status st = op_settle(&c->pool.op, op(be->state, call_handle(c, CALL_STAGE_BACKEND)));
+    mcpg_status st = op_settle(&c->pool.op, op(be->state, answering_handle(c)));
     if (st != MCPG_PENDING) return st;
     call_hold(c, HOLD_BACKEND);
     c->pool.deadline_us = c->tb0 + be->timeout_ms * 1000;
@@ -397,7 +393,7 @@ static mcpg_status dispatch_to_pool(mcpg_call *c, mcpg_instance *be) {
  * backend's does. */
 static mcpg_status dispatch_events(mcpg_call *c, mcpg_instance *ev) {
     const mcpg_events_ops *ops = ev->desc->ops;
-    mcpg_call *h = call_handle(c, CALL_STAGE_BACKEND);
+    mcpg_call *h = answering_handle(c);
     op_begin(&c->pool.op);
     mcpg_status st = op_settle(&c->pool.op, c->method == MCPG_METHOD_EVENTS_WEBHOOK
                                                 ? ops->webhook(ev->state, h, c->target)

@@ -67,18 +67,9 @@ mcpg_call *fh_handle(const fh_call *c, unsigned stage) {
     return call_handle_make(c, stage, c->serial);
 }
 
-/* Which handle an instance's op is given: the stage its kind runs at. */
-static unsigned stage_of(uint32_t kind) {
-    switch (kind) {
-    case MCPG_KIND_IDENTITY: return CALL_STAGE_IDENTITY;
-    case MCPG_KIND_POLICY: return CALL_STAGE_POLICY;
-    case MCPG_KIND_LIMITS: return CALL_STAGE_LIMITS;
-    case MCPG_KIND_AUDIT: return CALL_STAGE_AUDIT;
-    case MCPG_KIND_BACKEND: return CALL_STAGE_BACKEND;
-    case MCPG_KIND_EVENTS: return CALL_STAGE_EVENTS;
-    default: return CALL_STAGE_TRANSPORT;
-    }
-}
+/* Which handle an instance's op is given: the stage its kind runs at, by
+ * the rule the kernel applies (call_rules.c). */
+static unsigned stage_of(uint32_t kind) { return call_stage_of_kind(kind); }
 
 fh_call *fh_call_of(mcpg_call *h, const char *slot) {
     mcpg_fakehost *fh = fh_the;
@@ -673,23 +664,18 @@ int mcpg_fakehost_pending(mcpg_call *call) {
 
 /* ---- ops: dispatch ----------------------------------------------------------- */
 
-static int backend_op(const mcpg_backend_ops *o, uint32_t method) {
-    switch (method) {
-    case MCPG_METHOD_TOOLS_CALL: return OPK_CALL_TOOL; /* mandatory */
-    case MCPG_METHOD_RESOURCES_READ:
-        return MCPG_HAS(o, read_resource) ? OPK_READ_RESOURCE : MCPG_ENOTSUP;
-    case MCPG_METHOD_PROMPTS_GET: return MCPG_HAS(o, get_prompt) ? OPK_GET_PROMPT : MCPG_ENOTSUP;
-    case MCPG_METHOD_COMPLETION_COMPLETE:
-        return MCPG_HAS(o, complete) ? OPK_COMPLETE : MCPG_ENOTSUP;
-    default: return MCPG_ENOTSUP;
-    }
+/* The backend op for the call's method, by the rule the kernel applies
+ * (call_rules.c): kept in c->op_fn. */
+static int backend_op(const mcpg_backend_ops *o, fh_call *c) {
+    c->op_fn = call_backend_op_for(o, c->method_id);
+    return c->op_fn ? OPK_BACKEND : MCPG_ENOTSUP;
 }
 
 /* Which op of inst serves this call, or MCPG_ENOTSUP. Mandatory ops were
  * checked at load. */
-static int pick_op(const mcpg_instance *inst, const fh_call *c) {
+static int pick_op(const mcpg_instance *inst, fh_call *c) {
     switch (inst->m->kind) {
-    case MCPG_KIND_BACKEND: return backend_op(inst->m->ops, c->method_id);
+    case MCPG_KIND_BACKEND: return backend_op(inst->m->ops, c);
     case MCPG_KIND_IDENTITY: return OPK_AUTHENTICATE;
     case MCPG_KIND_POLICY: return OPK_CHECK;
     case MCPG_KIND_LIMITS: return OPK_ACQUIRE;
@@ -702,13 +688,9 @@ static int pick_op(const mcpg_instance *inst, const fh_call *c) {
 static int invoke(fh_call *c) {
     void *s = c->op_inst->state;
     const void *ops = c->op_inst->m->ops;
-    const mcpg_backend_ops *b = ops;
     mcpg_call *h = fh_handle(c, c->op_stage);
     switch (c->op_kind) {
-    case OPK_CALL_TOOL: return b->call_tool(s, h);
-    case OPK_READ_RESOURCE: return b->read_resource(s, h);
-    case OPK_GET_PROMPT: return b->get_prompt(s, h);
-    case OPK_COMPLETE: return b->complete(s, h);
+    case OPK_BACKEND: return c->op_fn(s, h);
     case OPK_AUTHENTICATE: return ((const mcpg_identity_ops *)ops)->authenticate(s, h);
     case OPK_CHECK: return ((const mcpg_policy_ops *)ops)->check(s, h);
     case OPK_ACQUIRE: return ((const mcpg_limits_ops *)ops)->acquire(s, h);

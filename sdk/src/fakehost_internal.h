@@ -96,8 +96,7 @@ struct fh_header {
     char *name, *value;
 };
 
-enum op_kind { OPK_CALL_TOOL, OPK_READ_RESOURCE, OPK_GET_PROMPT, OPK_COMPLETE,
-               OPK_AUTHENTICATE, OPK_CHECK, OPK_ACQUIRE, OPK_EMIT, OPK_EVENTS };
+enum op_kind { OPK_BACKEND, OPK_AUTHENTICATE, OPK_CHECK, OPK_ACQUIRE, OPK_EMIT, OPK_EVENTS };
 
 /* One call object. Modules and tests hold handles to it (handshake.h), never
  * its address. Objects live in slabs until the fake host is freed, and are
@@ -132,6 +131,7 @@ struct fh_call {
     mcpg_instance *op_inst;
     unsigned op_stage; /* enum call_stage of op_inst */
     int op_kind;
+    call_backend_op op_fn;  /* OPK_BACKEND: the backend's op for the method */
     const mcpg_audit_event *op_event;
     op_sync op;
     int dispatched, answered, final_status, on_pool, pool_status;

@@ -248,8 +248,19 @@ void mcpg_fakehost_route(mcpg_fakehost *fh, mcpg_instance *backend) { fh->route 
 
 /* ---- the transport's other call slots ----------------------------------------- */
 
+/* call_cancel, call_outcome and call_release are the transport's: a stage's
+ * or backend's handle is refused, as the kernel refuses it. */
+static fh_call *transport_call_of(mcpg_call *h, const char *slot) {
+    unsigned stage = call_handle_stage(h);
+    fh_call *c = fh_call_of(h, slot);
+    if (!c || stage == CALL_STAGE_TRANSPORT) return c;
+    fh_fail(c->fh, "%s is the transport's; called with the handle of the call's %s stage "
+            "(module bug): refused", slot, call_stage_name(stage));
+    return NULL;
+}
+
 static void host_call_cancel(mcpg_call *h) {
-    fh_call *c = fh_call_of(h, "host->call_cancel");
+    fh_call *c = transport_call_of(h, "host->call_cancel");
     if (!c || fh_loop_only(c->fh, &c->fh->worker, "host->call_cancel")) return;
     fh_stat_add(&c->fh->st.cancelled, 1);
     fh_call_cancel_op(c);
@@ -279,7 +290,7 @@ static void outcome_put(mcpg_call_outcome *out, const mcpg_call_outcome *in) {
 }
 
 static void host_call_outcome(mcpg_call *h, mcpg_call_outcome *out) {
-    fh_call *c = fh_call_of(h, "host->call_outcome");
+    fh_call *c = transport_call_of(h, "host->call_outcome");
     if (!c) return;
     if (!out || out->size < OUTCOME_V1_0_SIZE) {
         fh_fail(c->fh, "host->call_outcome: out->size %u is smaller than the ABI 1.0 outcome "
@@ -293,9 +304,12 @@ static void host_call_outcome(mcpg_call *h, mcpg_call_outcome *out) {
 }
 
 static void host_call_release(mcpg_call *h) {
-    fh_call *c = fh_call_of(h, "host->call_release");
+    fh_call *c = transport_call_of(h, "host->call_release");
     if (!c) return;
-    if (!c->completed) fh_fail(c->fh, "call_release before complete() (module bug)");
+    if (!c->completed) { /* the kernel refuses it too: the call runs on */
+        fh_fail(c->fh, "call_release before complete() (module bug): refused");
+        return;
+    }
     fh_stat_add(&c->fh->st.released, 1);
     mcpg_fakehost_call_free(c->fh, h);
 }

@@ -147,6 +147,20 @@ static inline uint32_t call_handle_serial(const mcpg_call *h) {
     return (uint32_t)((uint64_t)(uintptr_t)h >> CALL_HANDLE_SERIAL_SHIFT) & CALL_SERIAL_MASK;
 }
 
+/* ---- the rules both hosts apply (call_rules.c) ---- */
+
+/* The handle an instance's op is given: the stage its kind runs at (the
+ * events instance: CALL_STAGE_EVENTS). */
+unsigned call_stage_of_kind(uint32_t kind);
+const char *call_stage_name(unsigned stage); /* "transport", "identity", ... */
+
+/* The backend op that answers method (tools/call, resources/read,
+ * prompts/get, completion/complete, the tasks methods), NULL when the
+ * backend does not offer it. */
+struct mcpg_backend_ops;
+typedef mcpg_status (*call_backend_op)(void *instance, mcpg_call *call);
+call_backend_op call_backend_op_for(const struct mcpg_backend_ops *ops, uint32_t method);
+
 /* ---- messages before the outcome ---- */
 
 /* {"jsonrpc":"2.0",["id":"<id>",]"method":M[,"params":P]} appended to b: 0 or

@@ -796,6 +796,14 @@ static void test_transport_side(mcpg_fakehost *fh) {
     MCPG_CHECK(t.completed == 0, "on the pool: not complete yet");
     MCPG_CHECK(mcpg_fakehost_run_until(fh, completed, &t, 5000) == 0 && t.completed == 1 &&
                    strstr(t.result, "hello, ann"), "completed later: %s", t.result);
+    /* the transport's slots refuse the backend's handle, as the kernel does */
+    tb *st = mcpg_fakehost_state(be);
+    mcpg_fakehost_set_quiet(fh, 1);
+    h->call_release(st->last_call);
+    mcpg_fakehost_set_quiet(fh, 0);
+    MCPG_CHECK(mcpg_fakehost_take_failures(fh) == 1 &&
+                   mcpg_fakehost_log_contains(fh, "call_release is the transport's"),
+               "call_release with the backend's handle: refused, counted as a module bug");
     h->call_release(c);
 
     memset(&t, 0, sizeof t);
