@@ -1,6 +1,6 @@
 /* backend_everything: what its files share (internal to the module).
  *
- *   module.c     the descriptor, lifecycle and the ops table: each op hands
+ *   backend_everything.c     the descriptor, lifecycle and the ops table: each op hands
  *                the call to the file of its concern
  *   tools.c      the tools: the list and the fixtures that answer at once,
  *                with notifications, list changes or a capability check

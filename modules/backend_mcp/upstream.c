@@ -209,7 +209,7 @@ int up_list_copy(upstream *up, int list, mcpg_buf *out) {
 }
 
 /* The kernel rebuilds the merged lists from the list ops when told: from
- * the first time on they answer what came (module.c: MCPG_EAGAIN before, so
+ * the first time on they answer what came (backend_mcp.c: MCPG_EAGAIN before, so
  * that the gateway is not ready while they have not come). */
 static void tell_lists(upstream *up, uint32_t bits) {
     atomic_store(&up->lists_in, true);

@@ -65,7 +65,7 @@ typedef struct ev_cfg {
     int64_t subscription_max_ttl_ms, subscriptions_max;
     int64_t subscriptions_per_principal;      /* subscribe.c */
     const char *callback_ca_file;             /* NULL: the system's authorities */
-    const char *callback_allow;               /* JSON array (module.c parses it) */
+    const char *callback_allow;               /* JSON array (events.c parses it) */
 } ev_cfg;
 
 typedef struct ev_type {
@@ -189,7 +189,7 @@ void ev_subs_stop(events *ev);
 void ev_subs_free(events *ev);
 void ev_subs_advance(events *ev); /* loop 0: the cache grew */
 
-/* shared helpers (module.c) */
+/* shared helpers (events.c) */
 int ev_type_index(const events *ev, const char *name, size_t n); /* -1: none */
 size_t ev_key_u64(char *out, size_t cap, const char *prefix, uint64_t n);
 int ev_parse_u64(const char *p, size_t n, uint64_t *out);
