@@ -11,7 +11,7 @@
 #   make bench   install what is missing, build, run the benchmarks (bench/README.md):
 #                bench/run.sh when it exists, else bench/cpu-per-call.sh --start --nginx;
 #                extra options go in BENCH_ARGS="..."
-#   make report  RESULTS="bench/results-*.jsonl": docs/benchmarks-report.md and its charts
+#   make report  RESULTS="bench/results-*.jsonl": docs/benchmarks/report.md and its charts
 #                from results files (bench/report; more options in REPORT_ARGS="...")
 #   make fuzz    install what is missing, build the libFuzzer fuzzers (clang) in
 #                build-fuzz/ and run each for FUZZ_SECONDS (docs/fuzzing.md)

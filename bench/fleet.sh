@@ -209,7 +209,7 @@ gw_rss() { # "mean max" resident kB over the gateways
 }
 gw_alive() { local pid; for pid in "${GW_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null || die "gateway $pid died"; done; }
 
-# ---- the reference's figures (seed-benchmarks.md; NATS rows are R3, three nodes) ----
+# ---- the reference's figures (its published benchmark page; NATS rows are R3, three nodes) ----
 reference() { # STORE N SETTINGS WIRE -> "calls/s cpu_us ops" or "- - -"
     case $1:$2:$3:$4 in
     memory:1:default:stateless) echo "4801 338 -" ;; memory:1:default:legacy) echo "3811 432 -" ;;

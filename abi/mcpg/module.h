@@ -13,6 +13,34 @@
  *   last mandatory 1.0 slot, so it never changes: a table built against older
  *   headers is accepted, however much the struct has grown since.
  *
+ * Changelog (each minor only adds; the slots are read through MCPG_HAS or
+ * MCPG_HOST_HAS, so a module built against an older minor keeps loading):
+ *   1.0  the descriptor, lifecycle and per-kind ops tables, the host table
+ *        (loops, timers, the pool, logging, call submit), config schemas.
+ *   1.1  a call's messages before its outcome (host->call_notify,
+ *        call_request, reply_submit), result types, a call's session,
+ *        capabilities and version, list and resource news (transport news
+ *        op, host->lists_changed, resource_updated, resource_subscribe),
+ *        every MCP method routed, tasks (methods, backend task ops,
+ *        host->tasks_offered), host->coordinator, MCPG_MOD_DYNAMIC_LISTS.
+ *   1.2  peer address and TLS facts (mcpg_tls_info), identities with roles
+ *        and claims (mcpg_identity, host->call_identify and the role and
+ *        claim readers), the client's name, 401 challenges, audit event
+ *        fields (roles, peer, denying stage, traceparent), gateway_id,
+ *        redact_json, the `reloaded` lifecycle op.
+ *   1.3  the coordinator's rate_take (one atomic GCRA step).
+ *   1.4  the metrics registry (mcpg/metrics.h, host->metric_*,
+ *        metrics_each, metrics_render), the metrics ops' content_type.
+ *   1.5  the MCP Events extension: the events methods and error codes, the
+ *        events ops' cancel, host->webhook_submit and events_offered.
+ *   1.6  legacy sessions bound to who opened them (host->call_owner,
+ *        mcpg_call_desc.session_owner, MCPG_RPC_SESSION_NOT_FOUND).
+ *   1.7  what the bindings serve (host->offers), listen_address,
+ *        protected_resource (host and identity op), call_challenge.
+ *   1.8  readiness (host->backends_waiting, list ops' MCPG_EAGAIN) and the
+ *        transport's end_streams op for the reload's retirement.
+ * What the gateway gained with each minor: CHANGES.md.
+ *
  * Growth: structs grow only at their end; enums are append-only; no #ifdef
  * changes a struct in this directory. A slot past a table's 1.0 size, and
  * any optional op, is read only through MCPG_HAS(table, slot), which looks at

@@ -112,7 +112,7 @@ static void *writer_main(void *arg) {
          * "allowed") then go into that batch instead of the one after, and
          * each fdatasync carries more events. On a core the writer shares
          * with a loop, batches at 64 connections went from ~32 to ~50 events
-         * and the CPU per call fell ~17 % (docs/benchmarks.md); on a core of
+         * and the CPU per call fell ~17 % (docs/benchmarks/cpu.md); on a core of
          * its own the yield returns at once. */
         pthread_mutex_unlock(&w->mu); /* done counted first: the queue's gauge reads true */
         sched_yield();
