@@ -50,7 +50,8 @@ bool image_unload(image *im);
 const char *kind_name(uint32_t kind);
 /* Remove the runtime folders (in base) of gateways that are no longer running. */
 void runtime_dirs_sweep(const char *base);
-/* mcpg --help-module NAME: 0, or 2 when the module cannot be loaded */
+/* mcpg --help-module NAME: 0, or 2 when the module cannot be loaded;
+ * "gateway" and "cluster" print the gateway's own settings */
 int module_help(const char *name, const char *exe_dir);
 
 /* ---- manifest ---- */
