@@ -50,7 +50,8 @@ bool image_unload(image *im);
 const char *kind_name(uint32_t kind);
 /* Remove the runtime folders (in base) of gateways that are no longer running. */
 void runtime_dirs_sweep(const char *base);
-/* mcpg --help-module NAME: 0, or 2 when the module cannot be loaded */
+/* mcpg --help-module NAME: 0, or 2 when the module cannot be loaded;
+ * "gateway" and "cluster" print the gateway's own settings */
 int module_help(const char *name, const char *exe_dir);
 
 /* ---- manifest ---- */
@@ -110,7 +111,7 @@ typedef struct manifest {
     char *dir;               /* the manifest's folder */
     char *name;
     char *id;                /* gateway.id: in audit events (default: the host name) */
-    bool anonymous;          /* gateway.anonymous: a call no identity module took is served */
+    int anonymous;           /* gateway.anonymous: a call no identity module took is served */
     redactor *redact;        /* gateway.redact and gateway.audit */
     char **listen; size_t n_listen;
     int64_t workers;
@@ -118,7 +119,12 @@ typedef struct manifest {
     char *cluster_kind;      /* cluster.kind: single_node, nats, redis */
     char *cluster_path;      /* cluster.path: the default coordinator's journal, or NULL */
     char *runtime_dir;
-    int log_level;
+    char *log_level_name;    /* gateway.log_level as written ... */
+    int log_level;           /* ... and as its MCPG_LOG_* */
+    char *secret_env;        /* gateway.secret_env: the variable holding the fleet's secret */
+    /* gateway's lists and objects as compact JSON text, for the code that
+     * reads each (kernel/settings.c) */
+    struct { char *listen, *audit, *redact, *pool, *watch, *metrics; } json;
     int64_t drain_timeout_ms;
     int64_t reload_drain_ms; /* how long a replaced transport's streams may run on */
     int64_t request_state_ttl_ms; /* how long a requestState a client is shown stays good */
@@ -136,6 +142,25 @@ typedef struct manifest {
     int refs;                /* its loader's, and each generation built from it */
     bool borrowed_runtime_dir; /* a reload's: the folder stays when it goes */
 } manifest;
+
+/* ---- the gateway's own settings (kernel/settings.c) ----
+ * gateway.* and cluster as mcpg_config_field tables whose offsets are the
+ * manifest's: the module config's parser fills the manifest from them. */
+typedef struct settings_section {
+    const char *path;                /* "gateway", "gateway.pool", "cluster" */
+    const mcpg_config_field *fields;
+    size_t text_offset;              /* nested: where its parent's table put its JSON text */
+} settings_section;
+extern const settings_section settings_sections[]; /* ended by a NULL path */
+/* A problem at path ("gateway.pool.threads"); message says what is wrong. */
+typedef void (*settings_err_fn)(void *ctx, const char *path, const char *message);
+/* Fill m from root's object top ("gateway" or "cluster") and the objects
+ * nested in it: defaults for what is absent; each problem to err. */
+struct json_t;
+void settings_parse(manifest *m, struct json_t *root, const char *top, settings_err_fn err,
+                    void *ctx);
+/* Free every string the settings tables wrote into m. */
+void settings_free(manifest *m);
 
 /* Read, expand, parse and fully validate FILE (loading the modules it names
  * into runtime_dir). Every problem goes to errs; returns NULL if any. */

@@ -31,6 +31,7 @@ static void usage(FILE *f) {
             "       mcpg --check --config FILE\n"
             "       mcpg --version\n"
             "       mcpg --help-module NAME   a module's description and config keys\n"
+            "       mcpg --help-module gateway (or cluster)   the gateway's own settings\n"
             "       mcpg audit verify [--anchor A] FILE... an audit trail's hash chain, oldest file first\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");
 }

@@ -114,13 +114,10 @@ static bool get_bool(mctx *c, json_t *obj, const char *key, const char *base, bo
     return json_is_true(v);
 }
 
-/* A list of strings; NULL/0 when absent. */
-static char **get_strings(mctx *c, json_t *obj, const char *key, const char *base, size_t *n) {
+/* The list of strings v (at path p); NULL/0 when v is NULL. */
+static char **strings_of(mctx *c, json_t *v, const char *p, size_t *n) {
     *n = 0;
-    json_t *v = json_object_get(obj, key);
     if (!v) return NULL;
-    char p[256];
-    join(p, sizeof p, base, key);
     if (!json_is_array(v)) {
         err(c, p, "expected a list of strings");
         return NULL;
@@ -140,6 +137,17 @@ static char **get_strings(mctx *c, json_t *obj, const char *key, const char *bas
     return out;
 }
 
+static char **get_strings(mctx *c, json_t *obj, const char *key, const char *base, size_t *n) {
+    char p[256];
+    join(p, sizeof p, base, key);
+    return strings_of(c, json_object_get(obj, key), p, n);
+}
+
+/* A value the settings tables kept as JSON text (NULL when absent). */
+static json_t *setting_value(const char *text) {
+    return text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+}
+
 static bool valid_hostport(const char *s) {
     const char *colon = strrchr(s, ':');
     if (!colon || colon == s) return false;
@@ -148,11 +156,12 @@ static bool valid_hostport(const char *s) {
     return *end == '\0' && colon[1] != '\0' && port > 0 && port < 65536;
 }
 
+/* gateway.log_level's words (the settings table's enum) in MCPG_LOG_* order. */
 static int parse_log_level(const char *s) {
     static const char *names[] = {"error", "warn", "info", "debug"};
     for (int i = 0; i < 4; i++)
         if (strcmp(s, names[i]) == 0) return i;
-    return -1;
+    return MCPG_LOG_INFO;
 }
 
 static char *resolve_dir(const char *base_dir, const char *p) {
@@ -163,7 +172,8 @@ static char *resolve_dir(const char *base_dir, const char *p) {
     return out;
 }
 
-static void parse_listen(mctx *c, json_t *gw, const char *listen_override) {
+/* gateway.listen (its default is the settings table's), or --listen. */
+static void parse_listen(mctx *c, const char *listen_override) {
     manifest *m = c->m;
     if (listen_override) {
         m->listen = calloc(2, sizeof *m->listen);
@@ -173,12 +183,9 @@ static void parse_listen(mctx *c, json_t *gw, const char *listen_override) {
             errlist_add(c->errs, "--listen", "", "expected HOST:PORT, got \"%s\"", listen_override);
         return;
     }
-    m->listen = get_strings(c, gw, "listen", "gateway", &m->n_listen);
-    if (!json_object_get(gw, "listen")) {
-        m->listen = calloc(2, sizeof *m->listen);
-        m->listen[0] = strdup("127.0.0.1:8787");
-        m->n_listen = 1;
-    }
+    json_t *list = setting_value(m->json.listen);
+    m->listen = strings_of(c, list, "gateway.listen", &m->n_listen);
+    json_decref(list);
     if (m->n_listen > 16) err(c, "gateway.listen", "at most 16 addresses");
     if (m->n_listen == 0) err(c, "gateway.listen", "needs at least one HOST:PORT");
     for (size_t i = 0; i < m->n_listen; i++)
@@ -192,8 +199,8 @@ static void parse_listen(mctx *c, json_t *gw, const char *listen_override) {
 /* gateway.secret_env: the variable holding the secret every replica of a
  * fleet shares, from which the task key comes (task_seal.c); unset, the key
  * is random per process. */
-static void parse_secret(mctx *c, json_t *gw) {
-    char *var = get_string(c, gw, "secret_env", "gateway", NULL);
+static void parse_secret(mctx *c) {
+    const char *var = c->m->secret_env;
     if (!var) {
         task_seal_configure(NULL, 0);
         return;
@@ -205,94 +212,62 @@ static void parse_secret(mctx *c, json_t *gw) {
     } else {
         task_seal_configure(v, strlen(v));
     }
-    free(var);
 }
 
-static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
-                          const char *exe_dir) {
-    static const char *const keys[] = {"name", "listen", "workers", "module_dir", "runtime_dir",
-                                       "log_level", "drain_timeout_ms", "reload_drain_ms", "max_calls_per_worker",
-                                       "pool", "transport", "server", "list_page_size",
-                                       "id", "anonymous", "audit", "redact", "watch", "secret_env",
-                                       "metrics", "request_state_ttl_ms"};
+static void compile_redactor(mctx *c) {
     manifest *m = c->m;
-    json_t *gw = get_object(c, root, "gateway", "gateway");
-    json_t *empty = json_object();
-    if (!gw) gw = empty;
-    check_keys(c, gw, "gateway", keys, sizeof keys / sizeof *keys);
-    m->name = get_string(c, gw, "name", "gateway", "mcpg");
-    char host[256] = "mcpg";
-    gethostname(host, sizeof host - 1);
-    m->id = get_string(c, gw, "id", "gateway", host);
-    m->anonymous = get_bool(c, gw, "anonymous", "gateway", false);
-    parse_secret(c, gw);
-    m->redact = redactor_compile(json_object_get(gw, "redact"), json_object_get(gw, "audit"),
-                                 c->file, c->errs);
-    parse_listen(c, gw, listen_override);
-    m->workers = get_int(c, gw, "workers", "gateway", 0, 0, MCPG_MAX_WORKERS);
-    char *md = get_string(c, gw, "module_dir", "gateway", NULL);
-    if (md && *md) {
-        m->module_dir = resolve_dir(m->dir, md);
+    json_t *redact = setting_value(m->json.redact), *audit = setting_value(m->json.audit);
+    m->redact = redactor_compile(redact, audit, c->file, c->errs);
+    json_decref(redact);
+    json_decref(audit);
+}
+
+/* gateway.module_dir from the manifest's folder; unset or "": beside the binary. */
+static void resolve_module_dir(manifest *m, const char *exe_dir) {
+    char *written = m->module_dir;
+    if (written && *written) {
+        m->module_dir = resolve_dir(m->dir, written);
     } else {
         char dflt[PATH_MAX], real[PATH_MAX];
         snprintf(dflt, sizeof dflt, "%s/../modules", exe_dir);
         m->module_dir = strdup(realpath(dflt, real) ? real : dflt);
     }
-    free(md);
-    m->runtime_dir = get_string(c, gw, "runtime_dir", "gateway", NULL);
-    char *lvl = get_string(c, gw, "log_level", "gateway", "info");
-    m->log_level = parse_log_level(lvl);
-    if (m->log_level < 0) {
-        err(c, "gateway.log_level", "must be one of: error, warn, info, debug");
-        m->log_level = MCPG_LOG_INFO;
-    }
-    free(lvl);
-    m->drain_timeout_ms = get_int(c, gw, "drain_timeout_ms", "gateway", 10000, 0, 3600000);
-    m->reload_drain_ms = get_int(c, gw, "reload_drain_ms", "gateway", 5000, 0, 3600000);
-    m->request_state_ttl_ms =
-        get_int(c, gw, "request_state_ttl_ms", "gateway", 600000, 1000, 86400000);
-    m->max_calls_per_worker =
-        get_int(c, gw, "max_calls_per_worker", "gateway", 4096, 1, 1 << 24);
-    m->list_page_size = get_int(c, gw, "list_page_size", "gateway", 500, 1, 100000);
-    json_t *pool = get_object(c, gw, "pool", "gateway.pool");
-    if (pool) {
-        static const char *const pkeys[] = {"threads", "queue"};
-        check_keys(c, pool, "gateway.pool", pkeys, 2);
-    }
-    m->pool_threads = get_int(c, pool ? pool : empty, "threads", "gateway.pool", 4, 1, 256);
-    m->pool_queue = get_int(c, pool ? pool : empty, "queue", "gateway.pool", 1024, 1, 1 << 20);
-    json_t *watch = get_object(c, gw, "watch", "gateway.watch");
-    if (watch) {
-        static const char *const wkeys[] = {"shards", "lease_ms"};
-        check_keys(c, watch, "gateway.watch", wkeys, 2);
-    }
-    m->watch_shards = get_int(c, watch ? watch : empty, "shards", "gateway.watch", 16, 1, 1024);
-    m->watch_lease_ms = get_int(c, watch ? watch : empty, "lease_ms", "gateway.watch", 6000, 500, 600000);
-    json_t *metrics = get_object(c, gw, "metrics", "gateway.metrics");
-    if (metrics) {
-        static const char *const mkeys[] = {"max_tools"};
-        check_keys(c, metrics, "gateway.metrics", mkeys, 1);
-    }
-    m->metrics_max_tools = get_int(c, metrics ? metrics : empty, "max_tools", "gateway.metrics",
-                                   METRICS_MAX_TOOLS_DEFAULT, 0, METRICS_MAX_TOOLS_LIMIT);
-    json_t *server = get_object(c, gw, "server", "gateway.server");
-    m->transport.name = strdup("http");
-    m->transport.module = get_string(c, gw, "transport", "gateway", "transport_http");
-    m->transport.config_json = server ? json_dumps(server, JSON_COMPACT) : NULL;
-    json_decref(empty);
+    free(written);
 }
 
-static void parse_cluster(mctx *c, json_t *root) {
-    json_t *cl = get_object(c, root, "cluster", "cluster");
-    char *kind = cl ? get_string(c, cl, "kind", "cluster", "single_node") : strdup("single_node");
-    if (cl) {
-        static const char *const keys[] = {"kind", "path"};
-        check_keys(c, cl, "cluster", keys, 2);
-        c->m->cluster_path = get_string(c, cl, "path", "cluster", NULL);
+/* gateway.server goes to the transport as its config, which must be an
+ * object: compact JSON text starts with '{' for an object and for no other
+ * value. */
+static void check_server(mctx *c) {
+    decl_instance *t = &c->m->transport;
+    if (!t->config_json || t->config_json[0] == '{') return;
+    err(c, "gateway.server", "expected an object");
+    free(t->config_json);
+    t->config_json = NULL;
+}
+
+static void on_setting_error(void *ctx, const char *path, const char *message) {
+    err(ctx, path, "%s", message);
+}
+
+/* gateway.*: the settings tables (kernel/settings.c) read every key; what
+ * follows is what their values mean beyond their type and bounds. */
+static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
+                          const char *exe_dir) {
+    manifest *m = c->m;
+    settings_parse(m, root, "gateway", on_setting_error, c);
+    if (!m->id) {
+        char host[256] = "mcpg";
+        gethostname(host, sizeof host - 1);
+        m->id = strdup(host);
     }
-    if (strcmp(kind, "single_node") != 0 && strcmp(kind, "nats") != 0 && strcmp(kind, "redis") != 0)
-        err(c, "cluster.kind", "must be one of: single_node, nats, redis");
-    c->m->cluster_kind = kind;
+    m->log_level = parse_log_level(m->log_level_name);
+    parse_secret(c);
+    compile_redactor(c);
+    parse_listen(c, listen_override);
+    resolve_module_dir(m, exe_dir);
+    m->transport.name = strdup("http");
+    check_server(c);
 }
 
 static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
@@ -810,7 +785,7 @@ static int parse_text(mctx *c, const char *raw, const char *listen_override, con
     free(text);
     if (!root) return -1;
     parse_gateway(c, root, listen_override, exe_dir);
-    parse_cluster(c, root);
+    settings_parse(c->m, root, "cluster", on_setting_error, c);
     parse_modules(c, root);
     parse_events(c, root);
     parse_pipeline(c, root);
@@ -859,6 +834,7 @@ static void free_instance(decl_instance *d) {
     free(d->name);
     free(d->module);
     free(d->config_json);
+    memset(d, 0, sizeof *d); /* the transport's module and config are the settings' too */
 }
 
 const char *manifest_scheme(const manifest *m) {
@@ -874,9 +850,6 @@ void manifest_free(manifest *m) {
     for (size_t i = 0; i < m->n_instances; i++) free_instance(&m->instances[i]);
     free(m->instances);
     free_instance(&m->transport);
-    free(m->id);
-    free(m->cluster_kind);
-    free(m->cluster_path);
     redactor_free(m->redact);
     for (int s = 0; s < STAGE_COUNT; s++) free_strings(m->stage[s], m->n_stage[s]);
     for (size_t i = 0; i < m->n_bindings; i++) {
@@ -898,9 +871,7 @@ void manifest_free(manifest *m) {
     free_strings(m->listen, m->n_listen);
     if (m->runtime_dir && !m->borrowed_runtime_dir)
         rmdir(m->runtime_dir); /* only succeeds once our copies are gone */
-    free(m->runtime_dir);
-    free(m->module_dir);
-    free(m->name);
+    settings_free(m);
     free(m->dir);
     free(m->path);
     free(m);

@@ -1,6 +1,7 @@
 /* `mcpg --help-module NAME`: a module's own description of itself, printed
  * from the same declarative table the manifest is checked against, so the
- * help can never disagree with what --check accepts. */
+ * help can never disagree with what --check accepts. `gateway` and `cluster`
+ * print the gateway's own settings, from its tables (kernel/settings.c). */
 #include "kernel.h"
 
 #include <limits.h>
@@ -50,7 +51,24 @@ static void print_module(const image *im) {
     for (const mcpg_config_field *f = first; f; f = mcpg_config_next(f)) print_field(f);
 }
 
+/* The gateway's own settings (kernel/settings.c) when name is "gateway" or
+ * "cluster": that object's and those nested in it; false for any other name. */
+static bool print_settings(const char *name) {
+    size_t n = strlen(name);
+    bool found = false;
+    for (const settings_section *s = settings_sections; s->path; s++) {
+        if (strncmp(s->path, name, n) != 0 || (s->path[n] && s->path[n] != '.')) continue;
+        if (!found) printf("%s: the gateway's own settings, the manifest's \"%s\" object\n", name, name);
+        found = true;
+        printf("settings (%s):\n", s->path);
+        for (const mcpg_config_field *f = mcpg_config_first(s->fields); f; f = mcpg_config_next(f))
+            print_field(f);
+    }
+    return found;
+}
+
 int module_help(const char *name, const char *exe_dir) {
+    if (print_settings(name)) return 0;
     char dir[PATH_MAX], real[PATH_MAX], run[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/../modules", exe_dir);
     const char *tmp = getenv("TMPDIR");

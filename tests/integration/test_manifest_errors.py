@@ -143,6 +143,12 @@ def main():
         m["bindings"] = [{"backend": "mock", "watch": {"resources": ["mock://x"], "intervall_ms": 5}}]
         m["gateway"]["watch"] = {"shards": 0}
 
+    def m_pool(m):
+        m["gateway"]["pool"] = {"threads": 0, "queu": 8}
+
+    def m_cluster_kind(m):
+        m["cluster"] = {"kind": "etcd"}
+
     def t_help_module():
         rc, out, err = run_cli(ctx, ["--help-module", "backend_mock"])
         check_eq(rc, 0, "--help-module backend_mock exit code (%s)" % err)
@@ -157,6 +163,20 @@ def main():
         check_eq(rc, 2, "--help-module of a missing module")
         check('no module "backend_nope"' in err, "names the missing module: %r" % err)
 
+    def t_help_settings():
+        rc, out, err = run_cli(ctx, ["--help-module", "gateway"])
+        check_eq(rc, 0, "--help-module gateway exit code (%s)" % err)
+        for line in ["settings (gateway):", "workers (integer, 0..256, default 0)",
+                     'log_level (one of error|warn|info|debug, default "info")',
+                     "settings (gateway.pool):", "threads (integer, 1..256, default 4)",
+                     "settings (gateway.metrics):", "max_tools (integer, 0..16384, default 1000)"]:
+            check(line in out, "%r in the gateway's settings: %r" % (line, out))
+        check("settings (cluster)" not in out, "gateway's settings only: %r" % out)
+        rc, out, err = run_cli(ctx, ["--help-module", "cluster"])
+        check_eq(rc, 0, "--help-module cluster exit code (%s)" % err)
+        check('kind (one of single_node|nats|redis, default "single_node")' in out,
+              "cluster.kind with its values and default: %r" % out)
+
     tests = [
         ("invalid JSON", t_invalid_json),
         ("gateway.listen empty", case(m_listen_empty, ["gateway.listen: needs at least one HOST:PORT"])),
@@ -164,6 +184,12 @@ def main():
          case(m_tool_name, ['bindings[0]: tool "%s" would be named "averylongprefix_%s", which '
                             'does not match ^[a-zA-Z0-9_-]{1,64}$' % ("x" * 60, "x" * 60)])),
         ("--help-module", t_help_module),
+        ("--help-module gateway and cluster: the gateway's own settings", t_help_settings),
+        ("gateway.pool: unknown key and bounds (its own schema)",
+         case(m_pool, ['gateway.pool.queu: unknown key (did you mean "queue"?)',
+                       "gateway.pool.threads: must be between 1 and 256"])),
+        ("cluster.kind outside its values", case(m_cluster_kind, [
+            "cluster.kind: must be one of: single_node, nats, redis"])),
         ("unknown top-level key (did you mean)",
          case(m_gatway, ['gatway: unknown key (did you mean "gateway"?)'])),
         ("gateway.workers out of range", case(m_workers, ["gateway.workers: must be between 0 and 256"])),
