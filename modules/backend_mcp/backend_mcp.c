@@ -32,7 +32,7 @@ static int mb_list_templates(void *i, mcpg_buf *out) { return list_op(i, LIST_TE
 static mcpg_status forward(mcp_backend *b, mcpg_call *call) {
     upstream *up = &b->up;
     const mcpg_host *h = up->h;
-    pcall *pc = calls_prepare(up, call, h->call_method(call));
+    client_call *pc = calls_prepare(up, call, h->call_method(call));
     if (!pc) return MCPG_DENY;
     mcpg_status st;
     if (relay_try(up, pc, call, &st)) return st; /* another replica holds its question */
@@ -85,7 +85,7 @@ static void mb_cancel(void *instance, mcpg_call *call) {
         if (mine) relay_cancelled(up, held);
         return;
     }
-    pcall *pc = held;
+    client_call *pc = held;
     if (pc && pc->call && !pc->cancel_queued) {
         pc->cancel_queued = true;
         pc->holds++;

@@ -3,9 +3,9 @@
  * The op (on a gateway loop or the pool) builds what the upstream will get
  * and queues it; the I/O thread sends it, relays what the upstream says
  * meanwhile (progress, log messages, questions for the client) and answers
- * the call. The call changes hands under up->lock: the op stores the pcall
+ * the call. The call changes hands under up->lock: the op stores the client_call
  * in the call's slot, the I/O thread "claims" it (clears both) before it
- * answers, and the cancel op only queues a job for a pcall it finds there.
+ * answers, and the cancel op only queues a job for a client_call it finds there.
  *
  * Questions (sampling, elicitation, roots) go to the client with
  * host->call_request. A client on the stateless wire cannot be asked in the
@@ -27,7 +27,7 @@
 struct park {
     char token[64];     /* the requestState the client echoes: PARK_PREFIX tag "-" random */
     char *owner;        /* who was asked (the parked call's owner): only they may answer */
-    ureq *ur;           /* the upstream's tools/call (or prompts/get...) still open */
+    up_request *ur;           /* the upstream's tools/call (or prompts/get...) still open */
     asked q;            /* its question, unanswered */
     uint64_t expires_ms;
     park *next;
@@ -60,7 +60,7 @@ static void append_member(mcpg_buf *b, const mcpg_json_span *k, const mcpg_json_
 
 /* _meta without the progress token and the stateless envelope (both are
  * the gateway's to set toward the upstream): its members, no braces. */
-static void split_meta(pcall *pc, const mcpg_json_span *meta, mcpg_buf *rest) {
+static void split_meta(client_call *pc, const mcpg_json_span *meta, mcpg_buf *rest) {
     size_t it = 0;
     mcpg_json_span k, v;
     mcpg_buf_append(rest, "{", 1);
@@ -77,7 +77,7 @@ static void split_meta(pcall *pc, const mcpg_json_span *meta, mcpg_buf *rest) {
 
 /* The client's params, for the upstream: the backend's own name, its _meta
  * members kept apart (pc->meta), a bridged retry's answers taken out. */
-static int rewrite_params(upstream *up, pcall *pc, mcpg_call *call) {
+static int rewrite_params(upstream *up, client_call *pc, mcpg_call *call) {
     const mcpg_host *h = up->h;
     size_t n = 0;
     const char *p = h->call_params(call, &n);
@@ -164,9 +164,9 @@ char *calls_trace_lines(const mcpg_host *h, mcpg_call *call) {
     return b.data;
 }
 
-pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
+client_call *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
     const mcpg_host *h = up->h;
-    pcall *pc = calloc(1, sizeof *pc);
+    client_call *pc = calloc(1, sizeof *pc);
     if (!pc) {
         mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "out of memory");
         return NULL;
@@ -201,7 +201,7 @@ pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
     return pc;
 }
 
-void calls_free(pcall *pc) {
+void calls_free(client_call *pc) {
     if (!pc) return;
     free(pc->method_name);
     free(pc->params);
@@ -215,7 +215,7 @@ void calls_free(pcall *pc) {
     free(pc->trace_lines);
     free(pc->param_lines);
     free(pc->owner);
-    if (pc->relay_to) relay_pcall_gone(pc->up);
+    if (pc->relay_to) relay_client_call_gone(pc->up);
     free(pc->relay_to);
     free(pc);
 }
@@ -224,7 +224,7 @@ void calls_free(pcall *pc) {
 
 /* Take the call for answering: from here only this thread touches it, and
  * a cancel op that comes now finds nothing. */
-static mcpg_call *claim(upstream *up, pcall *pc) {
+static mcpg_call *claim(upstream *up, client_call *pc) {
     pthread_mutex_lock(&up->lock);
     mcpg_call *c = pc->call;
     pc->call = NULL;
@@ -236,13 +236,13 @@ static mcpg_call *claim(upstream *up, pcall *pc) {
     return c;
 }
 
-void calls_hold(upstream *up, pcall *pc) {
+void calls_hold(upstream *up, client_call *pc) {
     pthread_mutex_lock(&up->lock);
     pc->holds++;
     pthread_mutex_unlock(&up->lock);
 }
 
-bool calls_unhold(upstream *up, pcall *pc) {
+bool calls_unhold(upstream *up, client_call *pc) {
     pthread_mutex_lock(&up->lock);
     bool gone = --pc->holds == 0 && pc->orphan;
     pthread_mutex_unlock(&up->lock);
@@ -252,7 +252,7 @@ bool calls_unhold(upstream *up, pcall *pc) {
 
 /* Done with pc: freed now, or by the last hold (a queued cancel job, a
  * question still out). */
-static void release(upstream *up, pcall *pc) {
+static void release(upstream *up, client_call *pc) {
     if (pc->ur && pc->ur->pc == pc) pc->ur->pc = NULL;
     pc->ur = NULL;
     pthread_mutex_lock(&up->lock);
@@ -262,7 +262,7 @@ static void release(upstream *up, pcall *pc) {
     if (!later) calls_free(pc);
 }
 
-void calls_fail(upstream *up, pcall *pc, int64_t code, const char *fmt, ...) {
+void calls_fail(upstream *up, client_call *pc, int64_t code, const char *fmt, ...) {
     mcpg_call *c = claim(up, pc);
     if (c) {
         char msg[600];
@@ -364,7 +364,7 @@ static uint32_t legacy_task_type(upstream *up, uint32_t method, const mcpg_json_
 /* A 2026-07-28 upstream's input_required whose questions the client did not
  * declare it takes: the client gets -32021 naming what is missing (HTTP 400
  * on the stateless wire), not questions it was never to be sent. */
-static bool refuse_round(upstream *up, const pcall *pc, mcpg_call *c, const up_answer *a) {
+static bool refuse_round(upstream *up, const client_call *pc, mcpg_call *c, const up_answer *a) {
     if (result_type_of(&a->rt_val) != MCPG_RESULT_INPUT_REQUIRED) return false;
     uint32_t need = caps_needed_by_round(pc->caps, a->result.p, a->result.n);
     if (!need) return false;
@@ -381,7 +381,7 @@ static bool refuse_round(upstream *up, const pcall *pc, mcpg_call *c, const up_a
     return true;
 }
 
-void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const up_answer *a) {
+void calls_answer(upstream *up, client_call *pc, mcpg_call *c, const up_answer *a) {
     const mcpg_host *h = up->h;
     if (a->result.p && a->result.type == MCPG_JSON_OBJECT && refuse_round(up, pc, c, a)) return;
     if (a->result.p && a->result.type == MCPG_JSON_OBJECT) {
@@ -435,10 +435,10 @@ void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const up_answer *a) {
 static park *park_of_token(upstream *up, const char *token, park ***link_out);
 static void park_free(upstream *up, park *p, bool answer_upstream);
 
-static int send_call(upstream *up, pcall *pc);
+static int send_call(upstream *up, client_call *pc);
 
-void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
-    pcall *pc = r->pc;
+void calls_answered(upstream *up, up_request *r, const char *msg, size_t n) {
+    client_call *pc = r->pc;
     if (r->parked) { /* nobody to tell: the upstream gave up on its question */
         park **pp = NULL;
         if (park_of_token(up, r->parked->token, &pp)) {
@@ -446,7 +446,7 @@ void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
             park_free(up, r->parked, false);
         }
     }
-    up_ureq_free(up, r);
+    up_request_free(up, r);
     if (!pc) return;
     pc->ur = NULL;
     up_answer a;
@@ -468,7 +468,7 @@ void calls_answered(upstream *up, ureq *r, const char *msg, size_t n) {
 
 typedef struct round {
     upstream *up;
-    pcall *pc;
+    client_call *pc;
     pthread_mutex_t lock;
     int waiting;          /* questions not answered yet */
     bool failed;
@@ -529,7 +529,7 @@ static void on_round_reply(void *arg, const mcpg_reply *rep) {
     free(a);
 }
 
-bool calls_ask_round(upstream *up, pcall *pc, const up_answer *ans) {
+bool calls_ask_round(upstream *up, client_call *pc, const up_answer *ans) {
     mcpg_json_span res = ans->result, reqs, state, k, v, m, params;
     if (!pc->call || !MCPG_HOST_HAS(up->h, call_request) || !res.p ||
         result_type_of(&ans->rt_val) != MCPG_RESULT_INPUT_REQUIRED ||
@@ -590,7 +590,7 @@ bool calls_ask_round(upstream *up, pcall *pc, const up_answer *ans) {
     return true;
 }
 
-void calls_retry(upstream *up, pcall *pc, char *extra, const char *why) {
+void calls_retry(upstream *up, client_call *pc, char *extra, const char *why) {
     if (calls_unhold(up, pc) || pc->orphan) { /* answered meanwhile (cancelled) */
         free(extra);
         return;
@@ -617,7 +617,7 @@ static bool tells_cancel(const upstream *up) {
 
 /* Give up an upstream request: tell the upstream (or close its stream),
  * then let go of r. */
-static void cancel_upstream(upstream *up, ureq *r, const char *reason) {
+static void cancel_upstream(upstream *up, up_request *r, const char *reason) {
     if (up->link && tells_cancel(up)) {
         char note[200];
         int n = snprintf(note, sizeof note,
@@ -627,10 +627,10 @@ static void cancel_upstream(upstream *up, ureq *r, const char *reason) {
         up->link->ops->send(up->link, note, (size_t)n, NULL);
     }
     if (up->link && up->link->ops->abandon) up->link->ops->abandon(up->link, r);
-    up_ureq_free(up, r);
+    up_request_free(up, r);
 }
 
-int calls_build_message(upstream *up, const pcall *pc, int64_t id, bool stateless, mcpg_buf *b) {
+int calls_build_message(upstream *up, const client_call *pc, int64_t id, bool stateless, mcpg_buf *b) {
     mcpg_buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
     char num[24];
     mcpg_buf_append(b, num, (size_t)snprintf(num, sizeof num, "%lld", (long long)id));
@@ -673,8 +673,8 @@ int calls_build_message(upstream *up, const pcall *pc, int64_t id, bool stateles
     return mcpg_buf_puts(b, "}");
 }
 
-static int send_call(upstream *up, pcall *pc) {
-    ureq *r = up_ureq_new(up, UR_CALL);
+static int send_call(upstream *up, client_call *pc) {
+    up_request *r = up_request_new(up, UR_CALL);
     if (!r) return MCPG_ENOMEM;
     r->pc = pc;
     pc->ur = r;
@@ -686,9 +686,9 @@ static int send_call(upstream *up, pcall *pc) {
     return rc;
 }
 
-static void resume_parked(upstream *up, pcall *pc);
+static void resume_parked(upstream *up, client_call *pc);
 
-void calls_start(upstream *up, pcall *pc) {
+void calls_start(upstream *up, client_call *pc) {
     if (up->state != UP_READY) {
         calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "upstream unavailable%s%s",
                    up->last_error[0] ? ": " : " (connecting)", up->last_error);
@@ -702,13 +702,13 @@ void calls_start(upstream *up, pcall *pc) {
         calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "could not send to the upstream");
 }
 
-void calls_cancel(upstream *up, pcall *pc) {
+void calls_cancel(upstream *up, client_call *pc) {
     pthread_mutex_lock(&up->lock);
     pc->cancel_queued = false;
     pthread_mutex_unlock(&up->lock);
     if (calls_unhold(up, pc)) return; /* answered before the cancel job ran */
     if (pc->orphan) return;            /* answered; another hold frees it */
-    ureq *r = pc->ur;
+    up_request *r = pc->ur;
     if (r) {
         r->pc = NULL;
         pc->ur = NULL;
@@ -720,8 +720,8 @@ void calls_cancel(upstream *up, pcall *pc) {
 /* The upstream answered r with bytes no parser here reads (not JSON, or
  * nested beyond MCPG_JSON_MAX_DEPTH): the call fails now, naming the
  * backend, rather than wait for its timeout; the upstream is told cancelled. */
-void calls_unreadable(upstream *up, ureq *r) {
-    pcall *pc = r->pc;
+void calls_unreadable(upstream *up, up_request *r) {
+    client_call *pc = r->pc;
     if (!pc) return; /* parked: its question keeps it, and it expires */
     r->pc = NULL;
     pc->ur = NULL;
@@ -733,17 +733,17 @@ void calls_unreadable(upstream *up, ureq *r) {
 
 /* ---- the upstream's notifications about a call ---- */
 
-static ureq *call_by_id(upstream *up, int64_t id) {
-    for (ureq *r = up->pending; r; r = r->next)
+static up_request *call_by_id(upstream *up, int64_t id) {
+    for (up_request *r = up->pending; r; r = r->next)
         if (r->id == id && r->kind == UR_CALL) return r;
     return NULL;
 }
 
 /* A call started: from now on no call that was in flight beside it, nor it,
  * is the upstream's only call over its whole life (calls_sole). */
-void calls_mark_shared(upstream *up, ureq *started) {
+void calls_mark_shared(upstream *up, up_request *started) {
     if (up->cfg.untied != UNTIED_SOLE_CALL) return; /* only calls_sole reads the mark */
-    for (ureq *r = up->pending; r; r = r->next)
+    for (up_request *r = up->pending; r; r = r->next)
         if (r != started && r->kind == UR_CALL && (r->pc || r->parked)) {
             r->shared = true;
             started->shared = true;
@@ -751,7 +751,7 @@ void calls_mark_shared(upstream *up, ureq *started) {
 }
 
 static bool calls_in_flight(const upstream *up) {
-    for (const ureq *r = up->pending; r; r = r->next)
+    for (const up_request *r = up->pending; r; r = r->next)
         if (r->kind == UR_CALL && (r->pc || r->parked)) return true;
     return false;
 }
@@ -761,10 +761,10 @@ static bool calls_in_flight(const upstream *up) {
  * operator allows `untied_messages: "sole_call"`: then the one call in
  * flight, if it has been the only one since it started. A guess beyond
  * that could hand one caller's question or log line to another. */
-ureq *calls_sole(upstream *up) {
+up_request *calls_sole(upstream *up) {
     if (up->cfg.untied != UNTIED_SOLE_CALL) return NULL;
-    ureq *sole = NULL;
-    for (ureq *r = up->pending; r; r = r->next) {
+    up_request *sole = NULL;
+    for (up_request *r = up->pending; r; r = r->next) {
         if (r->kind != UR_CALL || !(r->pc || r->parked)) continue;
         if (sole) return NULL;
         sole = r;
@@ -782,7 +782,7 @@ static void untied_dropped(upstream *up, const char *method) {
                     (unsigned long long)k);
 }
 
-void calls_progress(upstream *up, pcall *pc, const char *params, size_t n) {
+void calls_progress(upstream *up, client_call *pc, const char *params, size_t n) {
     mcpg_json_span k, v;
     if (!pc || !pc->client_token || !pc->call) return;
     mcpg_buf b = {0};
@@ -803,18 +803,18 @@ static void relay_progress(upstream *up, const char *params, size_t n) {
     if (!params || mcpg_json_object_get(params, n, "progressToken", &tok) != 1 ||
         mcpg_json_int64(&tok, &id) != 0)
         return;
-    ureq *r = call_by_id(up, id);
+    up_request *r = call_by_id(up, id);
     calls_progress(up, r ? r->pc : NULL, params, n);
 }
 
-void calls_notify(upstream *up, ureq *on, const char *method, const char *params, size_t n) {
+void calls_notify(upstream *up, up_request *on, const char *method, const char *params, size_t n) {
     if (strcmp(method, "notifications/progress") == 0) {
         relay_progress(up, params, n);
         return;
     }
     /* on another request's stream (a listen, a subscribe) it is nobody's;
      * with no stream at all (stdio, the GET stream): calls_sole */
-    ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_sole(up);
+    up_request *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_sole(up);
     if (!on && !r && calls_in_flight(up))
         untied_dropped(up, method);
     if (!r || !r->pc || !r->pc->call) {
@@ -892,7 +892,7 @@ static void refuse_question(upstream *up, const char *id_json, size_t id_len, co
     up_send_response(up, id_json, id_len, body);
 }
 
-static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
+static void park_call(upstream *up, up_request *r, const char *id_json, size_t id_len,
                       const char *method, const char *params, size_t pn);
 
 /* A question the calling client did not declare it takes is neither relayed
@@ -900,7 +900,7 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
  * (client_caps.c), and its call goes on. Counted, and logged at 1, 2, 4...
  * (and at most UP_SAID_PER_S lines a second) so an upstream cannot fill the
  * log. True when refused. */
-static bool refuse_undeclared(upstream *up, const pcall *pc, const char *id_json, size_t id_len,
+static bool refuse_undeclared(upstream *up, const client_call *pc, const char *id_json, size_t id_len,
                               const char *method, const char *params, size_t pn) {
     uint32_t need = caps_needed(pc->caps, method, strlen(method), params, pn);
     if (!need) return false;
@@ -924,11 +924,11 @@ static bool parkable(int method) {
            method == MCPG_METHOD_RESOURCES_READ;
 }
 
-void calls_asked(upstream *up, ureq *on, const char *id_json, size_t id_len, const char *method,
+void calls_asked(upstream *up, up_request *on, const char *id_json, size_t id_len, const char *method,
                  const char *params, size_t pn) {
     /* on another request's stream (a listen, a subscribe) it is nobody's;
      * with no stream at all (stdio, the GET stream): calls_sole */
-    ureq *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_sole(up);
+    up_request *r = on ? (on->kind == UR_CALL ? on : NULL) : calls_sole(up);
     if (!on && !r && calls_in_flight(up)) untied_dropped(up, method);
     if (!r || !r->pc || (!r->pc->call && !r->pc->relay_to)) {
         char why[200];
@@ -1002,11 +1002,11 @@ static void park_free(upstream *up, park *p, bool answer_upstream) {
     free(p);
 }
 
-static void ask_parked(upstream *up, pcall *pc, const park *p);
+static void ask_parked(upstream *up, client_call *pc, const park *p);
 
-static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
+static void park_call(upstream *up, up_request *r, const char *id_json, size_t id_len,
                       const char *method, const char *params, size_t pn) {
-    pcall *pc = r->pc;
+    client_call *pc = r->pc;
     park *p = calloc(1, sizeof *p);
     unsigned char rnd[12];
     if (!p || getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
@@ -1035,7 +1035,7 @@ static void park_call(upstream *up, ureq *r, const char *id_json, size_t id_len,
 
 /* Answer pc's client with p's question and how to come back (its token):
  * input_required, or the next round of a relayed retry. Releases pc. */
-static void ask_parked(upstream *up, pcall *pc, const park *p) {
+static void ask_parked(upstream *up, client_call *pc, const park *p) {
     mcpg_buf req = {0};
     mcpg_buf_puts(&req, "{\"" ASK_KEY "\":{\"method\":");
     mcpg_buf_append_json_string(&req, p->q.method, strlen(p->q.method));
@@ -1062,7 +1062,7 @@ static bool same_owner(const char *a, const char *b) {
     return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-static void resume_parked(upstream *up, pcall *pc) {
+static void resume_parked(upstream *up, client_call *pc) {
     park **pp = NULL;
     park *p = park_of_token(up, pc->request_state, &pp);
     if (!p || !same_owner(p->owner, pc->owner)) {
@@ -1083,7 +1083,7 @@ static void resume_parked(upstream *up, pcall *pc) {
     char *body = NULL;
     if (asprintf(&body, "\"result\":%.*s", (int)answer.n, answer.p) < 0) body = NULL;
     *pp = p->next;
-    ureq *r = p->ur;
+    up_request *r = p->ur;
     r->parked = NULL;
     r->pc = pc;
     pc->ur = r;
@@ -1113,10 +1113,10 @@ void calls_expire_parks(upstream *up) {
 }
 
 void calls_fail_all(upstream *up, const char *why) {
-    for (ureq *r = up->pending, *next; r; r = next) {
+    for (up_request *r = up->pending, *next; r; r = next) {
         next = r->next;
         if (r->kind == UR_CALL && r->pc) {
-            pcall *pc = r->pc;
+            client_call *pc = r->pc;
             r->pc = NULL;
             pc->ur = NULL;
             calls_fail(up, pc, MCPG_RPC_SERVER_ERROR, "upstream: %s", why);

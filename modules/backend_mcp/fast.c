@@ -28,7 +28,7 @@
 typedef struct fast_call {
     uint32_t tag;          /* FAST_TAG: what the call's slot holds */
     upstream *up;
-    pcall *pc;
+    client_call *pc;
     mcpg_call *call;
     up_req *req;
     int64_t id;
@@ -128,7 +128,7 @@ static void on_done(void *arg, int err) {
     if (fc->cancelled) {
         fail(fc, "request cancelled");
     } else if (msg && calls_read_answer(msg, n, &answer) == 0) {
-        pcall *pc = fc->pc;
+        client_call *pc = fc->pc;
         if (calls_ask_round(up, pc, &answer)) {
             /* the I/O thread sends the retry: the call is its now */
             pthread_mutex_lock(&up->lock);
@@ -180,7 +180,7 @@ static up_pool *loop_pool(upstream *up, mcpg_worker *w) {
     return up->fast_pools[i];
 }
 
-bool fast_try(upstream *up, pcall *pc, mcpg_call *call) {
+bool fast_try(upstream *up, client_call *pc, mcpg_call *call) {
     const mcpg_host *h = up->h;
     if (!atomic_load(&up->fast_ok) || pc->request_state) return false;
     mcpg_worker *w = h->worker_current();

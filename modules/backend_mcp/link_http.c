@@ -24,7 +24,7 @@ typedef struct link_http link_http;
 /* One POST (or the GET stream) and its answer. */
 typedef struct hx {
     link_http *l;
-    ureq *r;             /* the request it carries (NULL: a notification, a response, GET) */
+    up_request *r;             /* the request it carries (NULL: a notification, a response, GET) */
     up_req *req;
     int status;
     bool sse, is_get, is_init, is_discover;
@@ -173,7 +173,7 @@ static void on_done(void *arg, int err) {
     if (x->r) {
         char why[400];
         why_unanswered(x, err, detail, why, sizeof why);
-        ureq *r = x->r;
+        up_request *r = x->r;
         x->r = NULL;
         r->link_ctx = NULL;
         up_request_failed(up, r, why);
@@ -238,16 +238,16 @@ const up_target *link_http_target(const mcp_link *base) {
 }
 
 /* A call's request carries its client's trace headers. */
-static void add_trace(const ureq *r, mcpg_buf *h) {
+static void add_trace(const up_request *r, mcpg_buf *h) {
     if (r && r->pc && r->pc->trace_lines) mcpg_buf_puts(h, r->pc->trace_lines);
 }
 
 /* ... and on the stateless wire its tool's Mcp-Param headers (params.c). */
-static void add_params(const ureq *r, mcpg_buf *h) {
+static void add_params(const up_request *r, mcpg_buf *h) {
     if (r && r->pc && r->pc->param_lines) mcpg_buf_puts(h, r->pc->param_lines);
 }
 
-static void build_headers(link_http *l, const char *json, size_t n, bool discover, const ureq *r,
+static void build_headers(link_http *l, const char *json, size_t n, bool discover, const up_request *r,
                           mcpg_buf *h) {
     upstream *up = l->base.up;
     add_trace(r, h);
@@ -265,7 +265,7 @@ static void build_headers(link_http *l, const char *json, size_t n, bool discove
     mcpg_buf_puts(h, up->cfg.header_lines ? up->cfg.header_lines : "");
 }
 
-static hx *hx_open(link_http *l, ureq *r) {
+static hx *hx_open(link_http *l, up_request *r) {
     hx *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     x->l = l;
@@ -277,7 +277,7 @@ static hx *hx_open(link_http *l, ureq *r) {
     return x;
 }
 
-static int http_send(mcp_link *base, const char *json, size_t n, ureq *r) {
+static int http_send(mcp_link *base, const char *json, size_t n, up_request *r) {
     link_http *l = (link_http *)base;
     if (l->stopped || !l->pool) return MCPG_EUNAVAIL;
     hx *x = hx_open(l, r);
@@ -343,14 +343,14 @@ static int http_start(mcp_link *base) {
 /* The upstream is ready: the session wire's GET stream opens. */
 static void http_ready(mcp_link *base) { open_get((link_http *)base); }
 
-static void http_forget(mcp_link *base, ureq *r) {
+static void http_forget(mcp_link *base, up_request *r) {
     (void)base;
     hx *x = r->link_ctx;
     if (x && x->r == r) x->r = NULL;
     r->link_ctx = NULL;
 }
 
-static void http_abandon(mcp_link *base, ureq *r) {
+static void http_abandon(mcp_link *base, up_request *r) {
     (void)base;
     hx *x = r->link_ctx;
     if (!x) return;

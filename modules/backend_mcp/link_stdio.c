@@ -200,7 +200,7 @@ static void on_written(uv_write_t *w, int status) {
     free(w);
 }
 
-static int stdio_send(mcp_link *base, const char *json, size_t n, ureq *r) {
+static int stdio_send(mcp_link *base, const char *json, size_t n, up_request *r) {
     (void)r;
     link_stdio *l = (link_stdio *)base;
     if (!l->running || uv_is_closing((uv_handle_t *)&l->in)) return MCPG_EUNAVAIL;

@@ -15,7 +15,7 @@
 
 static void listen_open(upstream *up) {
     if (up->state != UP_READY || up->wire != WIRE_STATELESS || up->listen) return;
-    ureq *r = up_ureq_new(up, UR_LISTEN);
+    up_request *r = up_request_new(up, UR_LISTEN);
     if (!r) return;
     mcpg_buf p = {0};
     mcpg_buf_puts(&p, "{\"notifications\":{\"toolsListChanged\":true,\"promptsListChanged\":true,"
@@ -28,7 +28,7 @@ static void listen_open(upstream *up) {
     up->listen = r;
     if (!p.data || up_send_request(up, r, "subscriptions/listen", p.data) != 0) {
         up->listen = NULL;
-        up_ureq_free(up, r);
+        up_request_free(up, r);
     }
     mcpg_buf_free(&p);
 }
@@ -38,7 +38,7 @@ static void on_listen_timer(uv_timer_t *t) { listen_open(t->data); }
 void listen_ready(upstream *up) { listen_open(up); }
 
 /* The listen ended (answered, or its stream failed): open it again soon. */
-void listen_ended(upstream *up, ureq *r) {
+void listen_ended(upstream *up, up_request *r) {
     if (!r || up->listen == r) up->listen = NULL;
     if (up->state == UP_READY) uv_timer_start(&up->listen_timer, on_listen_timer, LISTEN_AGAIN_MS, 0);
 }
@@ -49,11 +49,11 @@ void listen_forget(upstream *up) {
 }
 
 static void replace_listen(upstream *up) {
-    ureq *old = up->listen;
+    up_request *old = up->listen;
     up->listen = NULL;
     if (old) {
         if (up->link->ops->abandon) up->link->ops->abandon(up->link, old);
-        up_ureq_free(up, old);
+        up_request_free(up, old);
     }
     listen_open(up);
 }
@@ -89,9 +89,9 @@ static void send_subscribe(upstream *up, const char *uri, int on) {
     mcpg_buf_puts(&p, "{\"uri\":");
     mcpg_buf_append_json_string(&p, uri, strlen(uri));
     mcpg_buf_puts(&p, "}");
-    ureq *r = p.data ? up_ureq_new(up, UR_SUBSCRIBE) : NULL;
+    up_request *r = p.data ? up_request_new(up, UR_SUBSCRIBE) : NULL;
     if (r && up_send_request(up, r, on ? "resources/subscribe" : "resources/unsubscribe", p.data))
-        up_ureq_free(up, r);
+        up_request_free(up, r);
     mcpg_buf_free(&p);
 }
 

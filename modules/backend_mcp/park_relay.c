@@ -50,7 +50,7 @@
 
 typedef struct waiter waiter;
 struct waiter {
-    uint32_t tag;           /* tells it from a pcall in the call's slot */
+    uint32_t tag;           /* tells it from a client_call in the call's slot */
     mcpg_post post;         /* the publish, on the call's loop */
     upstream *up;
     mcpg_call *call;
@@ -207,7 +207,7 @@ static void publish_on_loop(void *arg) {
     waiter_unref(up, w);
 }
 
-static int build_question(upstream *up, const pcall *pc, uint64_t seq, mcpg_buf *b) {
+static int build_question(upstream *up, const client_call *pc, uint64_t seq, mcpg_buf *b) {
     mcpg_buf_printf(b, "{\"k\":\"q\",\"to\":\"%s\",\"seq\":%llu,\"m\":%u,\"from\":",
                     up->relay->subject, (unsigned long long)seq, pc->method);
     const char *gid = MCPG_HOST_HAS(up->h, gateway_id) ? up->h->gateway_id() : "";
@@ -222,7 +222,7 @@ static int build_question(upstream *up, const pcall *pc, uint64_t seq, mcpg_buf 
     return b->data ? 0 : MCPG_ENOMEM;
 }
 
-static waiter *waiter_new(upstream *up, const pcall *pc, mcpg_call *call) {
+static waiter *waiter_new(upstream *up, const client_call *pc, mcpg_call *call) {
     waiter *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->tag = WAITER_TAG;
@@ -272,7 +272,7 @@ static bool refuse(upstream *up, mcpg_call *call, int rc, mcpg_status *st) {
     return true;
 }
 
-bool relay_try(upstream *up, pcall *pc, mcpg_call *call, mcpg_status *st) {
+bool relay_try(upstream *up, client_call *pc, mcpg_call *call, mcpg_status *st) {
     const char *tag = pc->request_state ? tag_of(pc->request_state) : NULL;
     if (!up->relay || !tag || strncmp(tag, up->park_tag, 16) == 0) return false;
     const mcpg_host *h = up->h;
@@ -334,7 +334,7 @@ static void apply_outcome(upstream *up, waiter *w, const char *kind, const char 
     mcpg_json_span v, s;
     if (kind[0] == 'r' && mcpg_json_object_get(data, n, "answer", &v) == 1) {
         up_answer a;
-        pcall stub = {.tag = PCALL_TAG, .up = up, .method = w->method, .caps = w->caps};
+        client_call stub = {.tag = PCALL_TAG, .up = up, .method = w->method, .caps = w->caps};
         if (calls_read_answer(v.p, v.n, &a) == 0) {
             calls_answer(up, &stub, w->call, &a);
             waiter_unref(up, w);
@@ -453,17 +453,17 @@ static void send_error_to(upstream *up, const char *to, uint64_t seq, int64_t co
 
 /* ---- the holder: the outcome of a relayed retry (I/O thread) ---- */
 
-void relay_ack(upstream *up, const pcall *pc) {
+void relay_ack(upstream *up, const client_call *pc) {
     mcpg_buf b = {0};
     mcpg_buf_printf(&b, "{\"k\":\"a\",\"seq\":%llu}", (unsigned long long)pc->relay_seq);
     outbox_send(up, pc->relay_to, &b);
 }
 
-void relay_error(upstream *up, const pcall *pc, int64_t code, const char *message) {
+void relay_error(upstream *up, const client_call *pc, int64_t code, const char *message) {
     send_error_to(up, pc->relay_to, pc->relay_seq, code, 0, message);
 }
 
-static void too_large(upstream *up, const pcall *pc, mcpg_buf *b) {
+static void too_large(upstream *up, const client_call *pc, mcpg_buf *b) {
     mcpg_buf_free(b);
     char msg[300];
     snprintf(msg, sizeof msg, "backend \"%s\": the outcome is larger than a relay carries "
@@ -471,7 +471,7 @@ static void too_large(upstream *up, const pcall *pc, mcpg_buf *b) {
     relay_error(up, pc, MCPG_RPC_SERVER_ERROR, msg);
 }
 
-void relay_answer(upstream *up, const pcall *pc, const char *msg, size_t n) {
+void relay_answer(upstream *up, const client_call *pc, const char *msg, size_t n) {
     mcpg_buf b = {0};
     mcpg_buf_printf(&b, "{\"k\":\"r\",\"seq\":%llu,\"answer\":", (unsigned long long)pc->relay_seq);
     mcpg_buf_append(&b, msg, n);
@@ -480,7 +480,7 @@ void relay_answer(upstream *up, const pcall *pc, const char *msg, size_t n) {
     else outbox_send(up, pc->relay_to, &b);
 }
 
-void relay_round(upstream *up, const pcall *pc, const char *req, size_t rn, const char *token) {
+void relay_round(upstream *up, const client_call *pc, const char *req, size_t rn, const char *token) {
     mcpg_buf b = {0};
     mcpg_buf_printf(&b, "{\"k\":\"i\",\"seq\":%llu,\"req\":", (unsigned long long)pc->relay_seq);
     mcpg_buf_append(&b, req, rn);
@@ -491,7 +491,7 @@ void relay_round(upstream *up, const pcall *pc, const char *req, size_t rn, cons
     else outbox_send(up, pc->relay_to, &b);
 }
 
-void relay_pcall_gone(upstream *up) {
+void relay_client_call_gone(upstream *up) {
     if (up->relay) up->relay->held--;
 }
 
@@ -520,9 +520,9 @@ static char *dup_string(const mcpg_json_span *v) {
     return s;
 }
 
-/* The pcall a relayed retry becomes: as calls_prepare makes one for a
+/* The client_call a relayed retry becomes: as calls_prepare makes one for a
  * local retry, without a call (its outcome is published instead). */
-static pcall *pcall_of(upstream *up, const char *data, size_t n, const char *to, int64_t seq) {
+static client_call *client_call_of(upstream *up, const char *data, size_t n, const char *to, int64_t seq) {
     mcpg_json_span m, token, owner, caps, input;
     int64_t method = 0;
     if (mcpg_json_object_get(data, n, "m", &m) != 1 || mcpg_json_int64(&m, &method) != 0 ||
@@ -531,7 +531,7 @@ static pcall *pcall_of(upstream *up, const char *data, size_t n, const char *to,
         mcpg_json_object_get(data, n, "caps", &caps) != 1 ||
         mcpg_json_object_get(data, n, "input", &input) != 1)
         return NULL;
-    pcall *pc = calloc(1, sizeof *pc);
+    client_call *pc = calloc(1, sizeof *pc);
     if (!pc) return NULL;
     pc->tag = PCALL_TAG;
     pc->up = up;
@@ -568,7 +568,7 @@ static void on_question(upstream *up, const char *data, size_t n) {
                       "too many retries relayed to the replica holding the question");
         return;
     }
-    pcall *pc = pcall_of(up, data, n, to, seq);
+    client_call *pc = client_call_of(up, data, n, to, seq);
     job *j = pc ? calloc(1, sizeof *j) : NULL;
     if (j) {
         j->kind = JOB_CALL;

@@ -111,8 +111,8 @@ void up_log_said(upstream *up, const char *fmt, ...) {
 
 /* ---- requests ---- */
 
-ureq *up_ureq_new(upstream *up, ureq_kind kind) {
-    ureq *r = calloc(1, sizeof *r);
+up_request *up_request_new(upstream *up, up_request_kind kind) {
+    up_request *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->id = ++up->next_id;
     r->kind = kind;
@@ -122,9 +122,9 @@ ureq *up_ureq_new(upstream *up, ureq_kind kind) {
     return r;
 }
 
-void up_ureq_free(upstream *up, ureq *r) {
+void up_request_free(upstream *up, up_request *r) {
     if (r->link_ctx && up->link && up->link->ops->forget) up->link->ops->forget(up->link, r);
-    for (ureq **pp = &up->pending; *pp; pp = &(*pp)->next)
+    for (up_request **pp = &up->pending; *pp; pp = &(*pp)->next)
         if (*pp == r) {
             *pp = r->next;
             break;
@@ -132,8 +132,8 @@ void up_ureq_free(upstream *up, ureq *r) {
     free(r);
 }
 
-static ureq *find_ureq(upstream *up, int64_t id) {
-    for (ureq *r = up->pending; r; r = r->next)
+static up_request *find_request(upstream *up, int64_t id) {
+    for (up_request *r = up->pending; r; r = r->next)
         if (r->id == id) return r;
     return NULL;
 }
@@ -163,7 +163,7 @@ int up_modern_meta(upstream *up, mcpg_buf *b, const char *caps) {
 /* params_json: the params object's text (NULL: none). On the stateless
  * wire a request the gateway makes for itself carries the _meta envelope;
  * a client's call brings its own (calls.c). */
-int up_send_request(upstream *up, ureq *r, const char *method, const char *params_json) {
+int up_send_request(upstream *up, up_request *r, const char *method, const char *params_json) {
     mcpg_buf b = {0};
     mcpg_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":", (long long)r->id);
     mcpg_buf_append_json_string(&b, method, strlen(method));
@@ -225,7 +225,7 @@ static const uint32_t LIST_BIT[LIST_COUNT] = {MCPG_LIST_TOOLS, MCPG_LIST_PROMPTS
                                               MCPG_LIST_RESOURCES, MCPG_LIST_RESOURCES};
 
 static void fetch_page(upstream *up, int list, const char *cursor, size_t cursor_len) {
-    ureq *r = up_ureq_new(up, UR_LIST);
+    up_request *r = up_request_new(up, UR_LIST);
     if (!r) return;
     r->list = list;
     mcpg_buf p = {0};
@@ -234,7 +234,7 @@ static void fetch_page(upstream *up, int list, const char *cursor, size_t cursor
         mcpg_buf_append(&p, cursor - 1, cursor_len + 2); /* the JSON string, quotes and all */
         mcpg_buf_puts(&p, "}");
     }
-    if (up_send_request(up, r, LIST_METHOD[list], p.data) != 0) up_ureq_free(up, r);
+    if (up_send_request(up, r, LIST_METHOD[list], p.data) != 0) up_request_free(up, r);
     mcpg_buf_free(&p);
 }
 
@@ -315,7 +315,7 @@ static void became_ready(upstream *up) {
  * declares every capability a client may have; each question the upstream
  * then asks is checked against the calling client's own (client_caps.c). */
 static void send_initialize(upstream *up) {
-    ureq *r = up_ureq_new(up, UR_INIT);
+    up_request *r = up_request_new(up, UR_INIT);
     if (!r) return;
     up->wire = WIRE_LEGACY;
     char params[512];
@@ -388,7 +388,7 @@ static void negotiate(upstream *up) {
         send_initialize(up);
         return;
     }
-    ureq *r = up_ureq_new(up, UR_DISCOVER);
+    up_request *r = up_request_new(up, UR_DISCOVER);
     if (r) up_send_request(up, r, "server/discover", NULL);
 }
 
@@ -396,7 +396,7 @@ static void negotiate(upstream *up) {
 
 static void on_response(upstream *up, const char *msg, size_t n, const mcpg_json_span *id) {
     int64_t v;
-    ureq *r = mcpg_json_int64(id, &v) == 0 ? find_ureq(up, v) : NULL;
+    up_request *r = mcpg_json_int64(id, &v) == 0 ? find_request(up, v) : NULL;
     if (!r) {
         up->h->log(up->self, MCPG_LOG_DEBUG, "upstream answered an unknown request: %.100s", msg);
         return;
@@ -407,10 +407,10 @@ static void on_response(upstream *up, const char *msg, size_t n, const mcpg_json
     }
     /* let go of r first: a handler may bring the link down, which frees
      * every request still pending */
-    ureq_kind kind = r->kind;
+    up_request_kind kind = r->kind;
     int list = r->list;
     bool was_listen = up->listen == r;
-    up_ureq_free(up, r);
+    up_request_free(up, r);
     switch (kind) {
     case UR_DISCOVER: on_discovered(up, msg, n); break;
     case UR_INIT: on_initialized(up, msg, n); break;
@@ -424,7 +424,7 @@ static void on_response(upstream *up, const char *msg, size_t n, const mcpg_json
 }
 
 static void on_notification(upstream *up, const char *method, const char *params, size_t pn,
-                            ureq *on) {
+                            up_request *on) {
     if (strcmp(method, "notifications/tools/list_changed") == 0) fetch_lists(up, 1u << LIST_TOOLS);
     else if (strcmp(method, "notifications/prompts/list_changed") == 0)
         fetch_lists(up, 1u << LIST_PROMPTS);
@@ -446,14 +446,14 @@ static void on_notification(upstream *up, const char *method, const char *params
 /* The call an unreadable message answers, if it can be told: the stream it
  * came on, or an integer id found before the parse gave up (the upstream's
  * word, but it can only fail its own calls). */
-static ureq *unreadable_answer_of(upstream *up, ureq *on, const mcpg_json_span *id) {
+static up_request *unreadable_answer_of(upstream *up, up_request *on, const mcpg_json_span *id) {
     int64_t v;
-    ureq *r = on;
-    if (!r && id && mcpg_json_int64(id, &v) == 0) r = find_ureq(up, v);
+    up_request *r = on;
+    if (!r && id && mcpg_json_int64(id, &v) == 0) r = find_request(up, v);
     return r && r->kind == UR_CALL ? r : NULL;
 }
 
-void up_on_message(upstream *up, const char *msg, size_t n, ureq *on) {
+void up_on_message(upstream *up, const char *msg, size_t n, up_request *on) {
     mcpg_json_span id, method, params;
     bool has_id = mcpg_json_object_get(msg, n, "id", &id) == 1;
     bool has_method = mcpg_json_object_get(msg, n, "method", &method) == 1 &&
@@ -461,7 +461,7 @@ void up_on_message(upstream *up, const char *msg, size_t n, ureq *on) {
     if (mcpg_json_validate(msg, n) != 0) {
         up->h->log(up->self, MCPG_LOG_WARN, "upstream sent a message that is not JSON: %.100s",
                    msg);
-        ureq *r = unreadable_answer_of(up, on, has_id && !has_method ? &id : NULL);
+        up_request *r = unreadable_answer_of(up, on, has_id && !has_method ? &id : NULL);
         if (r) calls_unreadable(up, r);
         return;
     }
@@ -501,7 +501,7 @@ void up_link_down(upstream *up, const char *why) {
     if (up->link) up->link->ops->stop(up->link);
     calls_fail_all(up, why);
     listen_forget(up);
-    while (up->pending) up_ureq_free(up, up->pending);
+    while (up->pending) up_request_free(up, up->pending);
     up->lists_loading = 0;
     /* a link that served a while starts over from the shortest wait */
     if (was_ready && up_now_ms(up) - up->ready_since_ms > 10000)
@@ -515,7 +515,7 @@ void up_link_down(upstream *up, const char *why) {
         up->backoff_ms = (uint64_t)up->cfg.c->restart_max_ms;
 }
 
-void up_request_failed(upstream *up, ureq *r, const char *why) {
+void up_request_failed(upstream *up, up_request *r, const char *why) {
     switch (r->kind) {
     case UR_CALL:
         if (r->pc) calls_fail(up, r->pc, MCPG_RPC_SERVER_ERROR, "upstream: %s", why);
@@ -525,15 +525,15 @@ void up_request_failed(upstream *up, ureq *r, const char *why) {
         /* not a stateless server: a legacy one answers discover with an HTTP error */
         up->h->log(up->self, MCPG_LOG_INFO, "server/discover: %s", why);
         if (up->cfg.wire != WIRE_STATELESS) {
-            up_ureq_free(up, r);
+            up_request_free(up, r);
             send_initialize(up);
             return;
         }
-        up_ureq_free(up, r);
+        up_request_free(up, r);
         up_link_down(up, why);
         return;
     case UR_INIT:
-        up_ureq_free(up, r);
+        up_request_free(up, r);
         up_link_down(up, why);
         return;
     case UR_LIST:
@@ -543,7 +543,7 @@ void up_request_failed(upstream *up, ureq *r, const char *why) {
     case UR_SUBSCRIBE: break;
     case UR_LISTEN: listen_ended(up, r); break;
     }
-    up_ureq_free(up, r);
+    up_request_free(up, r);
 }
 
 void up_link_up(upstream *up) { negotiate(up); }
@@ -575,7 +575,7 @@ static void connect_now(upstream *up) {
 static void expire_list_fetches(upstream *up) {
     if (up->state != UP_READY) return;
     uint64_t now = up_now_ms(up), limit = (uint64_t)up->cfg.c->connect_timeout_ms;
-    for (ureq *r = up->pending; r; r = r->next) {
+    for (up_request *r = up->pending; r; r = r->next) {
         if (r->kind != UR_LIST || now - r->sent_ms <= limit) continue;
         char why[200];
         snprintf(why, sizeof why, "no answer to %s within connect_timeout_ms (%llu ms)",
@@ -656,7 +656,7 @@ void up_free(upstream *up) {
         mcpg_buf_free(&up->lists[l]);
         mcpg_buf_free(&up->fetch[l]);
     }
-    while (up->pending) up_ureq_free(up, up->pending);
+    while (up->pending) up_request_free(up, up->pending);
     for (job *j = up->jobs_head, *next; j; j = next) {
         next = j->next;
         if (j->kind == JOB_CALL) calls_free(j->pc);

@@ -25,8 +25,8 @@
 #define MCP_LEGACY_VERSION "2025-11-25"
 
 typedef struct upstream upstream;
-typedef struct pcall pcall;
-typedef struct ureq ureq;
+typedef struct client_call client_call;
+typedef struct up_request up_request;
 typedef struct park park;
 typedef struct mcp_link mcp_link;
 typedef struct param_tool param_tool;
@@ -41,12 +41,12 @@ typedef struct mcp_link_ops {
     int (*start)(mcp_link *l);
     /* Send one JSON-RPC message. r: the request it is (NULL for a response
      * or notification); an HTTP link answers on that request's stream. */
-    int (*send)(mcp_link *l, const char *json, size_t n, ureq *r);
+    int (*send)(mcp_link *l, const char *json, size_t n, up_request *r);
     /* The upstream request r is abandoned (cancelled): an HTTP link closes
      * its stream; may be NULL. */
-    void (*abandon)(mcp_link *l, ureq *r);
+    void (*abandon)(mcp_link *l, up_request *r);
     /* r is about to be freed: drop any pointer to it; may be NULL. */
-    void (*forget)(mcp_link *l, ureq *r);
+    void (*forget)(mcp_link *l, up_request *r);
     /* The handshake is done; may be NULL. */
     void (*ready)(mcp_link *l);
     /* Stop: close everything; link_down is not called after. */
@@ -74,27 +74,27 @@ char *calls_trace_lines(const mcpg_host *h, mcpg_call *call);
 
 /* From a link, on the I/O thread: one whole message from the upstream.
  * on: the request whose stream carried it (HTTP), or NULL. */
-void up_on_message(upstream *up, const char *json, size_t n, ureq *on);
+void up_on_message(upstream *up, const char *json, size_t n, up_request *on);
 /* The link can carry messages now: the handshake starts. */
 void up_link_up(upstream *up);
 /* The link failed (child exited, connection refused, session gone). */
 void up_link_down(upstream *up, const char *why);
 /* An HTTP link: the request r's stream ended without its answer. */
-void up_request_failed(upstream *up, ureq *r, const char *why);
+void up_request_failed(upstream *up, up_request *r, const char *why);
 
 /* ---- requests the gateway sent upstream ---- */
-typedef enum { UR_CALL, UR_DISCOVER, UR_INIT, UR_LIST, UR_SUBSCRIBE, UR_LISTEN } ureq_kind;
+typedef enum { UR_CALL, UR_DISCOVER, UR_INIT, UR_LIST, UR_SUBSCRIBE, UR_LISTEN } up_request_kind;
 
-struct ureq {
+struct up_request {
     int64_t id;
-    ureq_kind kind;
-    pcall *pc;             /* UR_CALL: the client call waiting (NULL while parked) */
+    up_request_kind kind;
+    client_call *pc;             /* UR_CALL: the client call waiting (NULL while parked) */
     park *parked;          /* UR_CALL: waiting for a stateless client's retry */
     int list;              /* UR_LIST: which */
     void *link_ctx;        /* the link's own (an HTTP exchange) */
     uint64_t sent_ms;      /* when it was made (the I/O loop's clock) */
     bool shared;           /* UR_CALL: another call was in flight at some moment of its life */
-    ureq *next;
+    up_request *next;
 };
 
 /* A server-to-client request the upstream sent while one of our calls ran,
@@ -108,7 +108,7 @@ typedef struct asked {
 /* A client call in flight to the upstream. Its first field tells it from
  * a direct-path exchange (fast.c) in the call's slot. */
 #define PCALL_TAG 0x4c414350u /* "PCAL" */
-struct pcall {
+struct client_call {
     uint32_t tag;
     upstream *up;
     mcpg_call *call;       /* NULL once claimed for the answer (under up->lock) */
@@ -132,8 +132,8 @@ struct pcall {
     char *relay_to;        /* a retry relayed from another replica: the subject its outcome
                               is published on (park_relay.c), else NULL; then call is NULL */
     uint64_t relay_seq;    /* ... and the number that replica waits under */
-    ureq *ur;
-    pcall *qnext;
+    up_request *ur;
+    client_call *qnext;
 };
 
 /* ---- the upstream ---- */
@@ -166,7 +166,7 @@ struct upstream {
     mcp_link *link;
     int state, wire;
     int64_t next_id;
-    ureq *pending;
+    up_request *pending;
     park *parks;
     char server_caps[4096];
     char last_error[800];
@@ -189,7 +189,7 @@ struct upstream {
     atomic_llong fast_next_id;
     struct up_pool **fast_pools; /* per loop, made on it */
     uint32_t n_fast_pools;
-    ureq *listen;           /* the stateless wire's subscriptions/listen */
+    up_request *listen;           /* the stateless wire's subscriptions/listen */
 
     /* park_relay.c: this process's name for the instance in park tokens */
     char park_tag[17];
@@ -200,7 +200,7 @@ struct upstream {
 typedef enum { JOB_CALL, JOB_CANCEL, JOB_REPLY, JOB_SUBSCRIBE, JOB_RETRY } job_kind;
 struct job {
     job_kind kind;
-    pcall *pc;          /* CALL, CANCEL */
+    client_call *pc;          /* CALL, CANCEL */
     char *text;         /* REPLY: the whole JSON-RPC response to send; SUBSCRIBE: uri;
                            RETRY: the members to add to the call's params, or NULL on failure */
     int on;             /* SUBSCRIBE */
@@ -216,7 +216,7 @@ void up_stop(upstream *up);
 void up_free(upstream *up);
 /* Any thread: queue a job and wake the I/O thread; non-zero when full or stopping. */
 int up_post(upstream *up, job *j);
-int up_send_request(upstream *up, ureq *r, const char *method, const char *params_json);
+int up_send_request(upstream *up, up_request *r, const char *method, const char *params_json);
 /* A response to the upstream's request id: body is its "result":... or "error":... member. */
 void up_send_response(upstream *up, const char *id_json, size_t id_len, const char *body);
 /* A line of what the upstream says outside any call (its stderr, a log
@@ -225,8 +225,8 @@ void up_send_response(upstream *up, const char *id_json, size_t id_len, const ch
  * counted, and the count logged once that second is over. I/O thread. */
 #define UP_SAID_PER_S 20
 void up_log_said(upstream *up, const char *fmt, ...) MCPG_PRINTF(2, 3);
-ureq *up_ureq_new(upstream *up, ureq_kind kind);
-void up_ureq_free(upstream *up, ureq *r);
+up_request *up_request_new(upstream *up, up_request_kind kind);
+void up_request_free(upstream *up, up_request *r);
 int up_list_copy(upstream *up, int list, mcpg_buf *out);
 /* The _meta every request carries on the stateless wire. */
 int up_modern_meta(upstream *up, mcpg_buf *b, const char *caps);
@@ -234,35 +234,35 @@ uint64_t up_now_ms(upstream *up);
 
 /* listen.c (I/O thread): what the upstream says outside calls */
 void listen_ready(upstream *up);
-void listen_ended(upstream *up, ureq *r);
+void listen_ended(upstream *up, up_request *r);
 void listen_forget(upstream *up);
 void listen_subscribe(upstream *up, const char *uri, int on);
 void listen_resubscribe(upstream *up);
 void listen_free(upstream *up);
 
 /* calls.c (I/O thread unless said) */
-/* The op's thread: build the pcall for a client call; NULL with the call's error set. */
-pcall *calls_prepare(upstream *up, mcpg_call *call, uint32_t method);
-void calls_free(pcall *pc);
-void calls_start(upstream *up, pcall *pc);
-void calls_cancel(upstream *up, pcall *pc);
+/* The op's thread: build the client_call for a client call; NULL with the call's error set. */
+client_call *calls_prepare(upstream *up, mcpg_call *call, uint32_t method);
+void calls_free(client_call *pc);
+void calls_start(upstream *up, client_call *pc);
+void calls_cancel(upstream *up, client_call *pc);
 /* The client answered a stateless upstream's input_required round: send
  * the call again with `extra` (inputResponses and requestState members),
  * or fail it (extra NULL, why says what went wrong). */
-void calls_retry(upstream *up, pcall *pc, char *extra, const char *why);
+void calls_retry(upstream *up, client_call *pc, char *extra, const char *why);
 /* Any thread: pc is referenced from elsewhere (a queued job, a question). */
-void calls_hold(upstream *up, pcall *pc);
+void calls_hold(upstream *up, client_call *pc);
 /* I/O thread: that reference is gone; true when pc was freed. */
-bool calls_unhold(upstream *up, pcall *pc);
+bool calls_unhold(upstream *up, client_call *pc);
 /* The upstream answered r (a UR_CALL). msg is the whole response. */
-void calls_answered(upstream *up, ureq *r, const char *msg, size_t n);
+void calls_answered(upstream *up, up_request *r, const char *msg, size_t n);
 /* The upstream asked the client something while r ran (r may be NULL on stdio). */
-void calls_asked(upstream *up, ureq *r, const char *id_json, size_t id_len, const char *method,
+void calls_asked(upstream *up, up_request *r, const char *id_json, size_t id_len, const char *method,
                  const char *params, size_t params_len);
 /* A notification about a call (progress, log message). */
-void calls_notify(upstream *up, ureq *r, const char *method, const char *params, size_t n);
+void calls_notify(upstream *up, up_request *r, const char *method, const char *params, size_t n);
 /* The whole request for pc under id (the stateless envelope when asked). */
-int calls_build_message(upstream *up, const pcall *pc, int64_t id, bool stateless, mcpg_buf *b);
+int calls_build_message(upstream *up, const client_call *pc, int64_t id, bool stateless, mcpg_buf *b);
 /* An upstream's answer, read once: its result or error, and the result's
  * resultType member (.p NULL when absent). */
 typedef struct up_answer {
@@ -273,22 +273,22 @@ typedef struct up_answer {
  * and one over its result's: 0, or -1 when it is not a JSON object. */
 int calls_read_answer(const char *msg, size_t n, up_answer *a);
 /* Set the upstream's answer as c's outcome and resume it (any one thread). */
-void calls_answer(upstream *up, pcall *pc, mcpg_call *c, const up_answer *a);
+void calls_answer(upstream *up, client_call *pc, mcpg_call *c, const up_answer *a);
 /* A stateless upstream's input_required for a client that can be asked:
  * the questions go out and the retry follows on the I/O thread; false when
  * the answer is not that (or the client cannot be asked). */
-bool calls_ask_round(upstream *up, pcall *pc, const up_answer *a);
+bool calls_ask_round(upstream *up, client_call *pc, const up_answer *a);
 /* A progress notification for pc's client, with its own token (any one thread). */
-void calls_progress(upstream *up, pcall *pc, const char *params, size_t n);
+void calls_progress(upstream *up, client_call *pc, const char *params, size_t n);
 /* Fail a call with a JSON-RPC error naming the instance. */
-void calls_fail(upstream *up, pcall *pc, int64_t code, const char *fmt, ...) MCPG_PRINTF(4, 5);
+void calls_fail(upstream *up, client_call *pc, int64_t code, const char *fmt, ...) MCPG_PRINTF(4, 5);
 /* The link went down: every call waiting fails; parked ones too. */
 void calls_fail_all(upstream *up, const char *why);
 void calls_expire_parks(upstream *up);
-void calls_mark_shared(upstream *up, ureq *started); /* a call's ureq was added */
-void calls_unreadable(upstream *up, ureq *r); /* r's answer cannot be parsed: fail it now */
+void calls_mark_shared(upstream *up, up_request *started); /* a call's up_request was added */
+void calls_unreadable(upstream *up, up_request *r); /* r's answer cannot be parsed: fail it now */
 /* The call an untied message may reach (untied_messages "sole_call"), or NULL. */
-ureq *calls_sole(upstream *up);
+up_request *calls_sole(upstream *up);
 
 /* params.c: the Mcp-Param headers toward a stateless upstream */
 /* I/O thread, once the tools list is replaced: its annotations are read. */
@@ -332,23 +332,23 @@ void relay_worker_stop(upstream *up, mcpg_worker *w);
 /* The op's thread: pc is a retry for a park another replica holds; true
  * when the relay took it (pc is then the relay's, the call answered later
  * or already), false when pc goes on as a local retry. */
-bool relay_try(upstream *up, pcall *pc, mcpg_call *call, mcpg_status *st);
+bool relay_try(upstream *up, client_call *pc, mcpg_call *call, mcpg_status *st);
 /* mb_cancel, under up->lock: the slot holds a relay waiter; true when
  * this cancel took it, and then answers it with relay_cancelled after the
  * unlock (otherwise a reply or the sweep answers it, and may free it). */
 bool relay_is(const void *slot_value);
 bool relay_cancel_locked(upstream *up, void *waiter);
 void relay_cancelled(upstream *up, void *waiter);
-/* The holder's side, I/O thread: a relayed pcall's outcome goes back. */
-void relay_ack(upstream *up, const pcall *pc);
-void relay_error(upstream *up, const pcall *pc, int64_t code, const char *message);
-void relay_answer(upstream *up, const pcall *pc, const char *msg, size_t n);
-void relay_round(upstream *up, const pcall *pc, const char *req, size_t rn, const char *token);
-void relay_pcall_gone(upstream *up); /* any thread: calls_free of a relayed pcall */
+/* The holder's side, I/O thread: a relayed client_call's outcome goes back. */
+void relay_ack(upstream *up, const client_call *pc);
+void relay_error(upstream *up, const client_call *pc, int64_t code, const char *message);
+void relay_answer(upstream *up, const client_call *pc, const char *msg, size_t n);
+void relay_round(upstream *up, const client_call *pc, const char *req, size_t rn, const char *token);
+void relay_client_call_gone(upstream *up); /* any thread: calls_free of a relayed client_call */
 
 /* fast.c: the direct path. On a loop thread: true when it took the call
  * (its answer comes on this loop, without the I/O thread). */
-bool fast_try(upstream *up, pcall *pc, mcpg_call *call);
+bool fast_try(upstream *up, client_call *pc, mcpg_call *call);
 /* The cancel op found a direct-path exchange in the call's slot. */
 void fast_cancel(void *fc);
 bool fast_is(const void *slot_value);
