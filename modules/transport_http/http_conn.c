@@ -8,8 +8,6 @@
  * closing is decided in the read/write callbacks, the sweep, drain, or the
  * once-per-turn service pass. */
 #include "internal.h"
-#include "replay.h"
-#include "stream.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -68,7 +66,7 @@ static void conn_free(th_conn *c) {
     while (c->qhead) {
         th_req *r = c->qhead;
         c->qhead = r->next;
-        th_listener_remove(ws, r);
+        ws->mod->wire->request_dropped(ws, r);
         th_req_put(ws, r);
     }
     host->buf_free(&c->out);
@@ -108,8 +106,7 @@ void th_conn_close(th_conn *c) {
     if (c->closing) return;
     c->closing = 1;
     c->reading = 0;
-    th_replay_conn_closing(c); /* resumable calls carry on without it */
-    for (th_req *r = c->qhead; r; r = r->next) th_listener_remove(c->ws, r);
+    c->ws->mod->wire->conn_closing(c); /* resumable calls carry on without it */
     for (th_req *r = c->qhead; r; r = r->next)
         if (r->state == TH_REQ_INFLIGHT && r->call) c->ws->mod->host->call_cancel(r->call);
     /* At shutdown past its drain deadline the kernel closes every handle on
@@ -277,7 +274,7 @@ void th_conn_service(th_conn *c) {
     if (c->closing) return;
     if (c->handover) {
         if (c->qhead == c->handover && !c->out.len && !c->writing) {
-            th_handover(c);
+            c->ws->mod->wire->conn_handover(c);
             return;
         }
         flush(c); /* the answers before it go first */
@@ -483,7 +480,7 @@ static void end_event_streams(th_conn *c) {
 
 void th_conn_drain(th_conn *c, int force) {
     if (c->closing) return;
-    if (c->nstreams) th_listeners_end(c->ws, c); /* a listening stream ends with its result */
+    c->ws->mod->wire->conn_draining(c); /* a listening stream ends with its result */
     end_event_streams(c);
     if (force || (!c->qhead && !c->out.len && !c->writing)) {
         th_conn_close(c);

@@ -286,8 +286,22 @@ typedef struct th_info {
     char json[];
 } th_info;
 
+/* What the wires do when the http layer lets go of a connection, a request
+ * or a loop (wire_hooks.c fills them at create): the http layer calls up
+ * only through these and th_route. */
+typedef struct th_wire_hooks {
+    void (*conn_closing)(th_conn *c);   /* resumable calls carry on, listeners end */
+    void (*conn_draining)(th_conn *c);  /* its listening streams end with their result */
+    void (*conn_handover)(th_conn *c);  /* c->handover is first in line: move to its loop */
+    void (*request_dropped)(th_wslot *ws, th_req *r); /* queued on a connection being freed */
+    void (*request_freed)(th_wslot *ws, th_req *r);   /* back to the free list */
+    void (*sweep)(th_wslot *ws, uint64_t now_ms);     /* once a second on each loop */
+    void (*worker_freeing)(th_wslot *ws);             /* destroy(): what the wires keep per loop */
+} th_wire_hooks;
+
 struct th_mod {
     const mcpg_host *host;
+    const th_wire_hooks *wire; /* th_wire_install */
     mcpg_instance *self;
     const th_config *cfg;
     uint32_t nworkers;
@@ -321,7 +335,6 @@ void th_server_info_free(th_mod *m);
 
 /* metrics.c: the transport's gauges (connections, streams, sessions) */
 void th_metrics_register(th_mod *m);
-void th_metric_add(th_wslot *ws, mcpg_metric *g, int64_t delta); /* on ws's loop */
 
 /* admin.c: POST /admin/reload */
 int th_admin_init(th_mod *m);
@@ -338,6 +351,15 @@ void th_req_put(th_wslot *ws, th_req *r);
 void th_mark_dirty(th_conn *c);
 void th_conn_free_abandoned(th_conn *c);
 const char *th_date(th_wslot *ws);
+void th_metric_add(th_wslot *ws, mcpg_metric *g, int64_t delta); /* on ws's loop */
+
+/* respond.c: a request's reply, in pipelining order */
+void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody);
+void th_respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after, th_piece id,
+                          int64_t code, th_piece msg, const th_piece *data, size_t ndata);
+void th_respond_status_error(th_conn *c, th_req *r, int status);
+/* Any request header by its lower-case name (the first one), or NULL. */
+const char *th_req_header(const th_req *r, const char *lname, size_t *len_out);
 
 /* http_conn.c */
 /* c_out (may be NULL): the new connection. On failure fd is not taken.
@@ -393,13 +415,7 @@ int th_parse_read_end(th_conn *c, const char *data, size_t n);
 /* router.c */
 void th_route(th_conn *c, th_req *r);
 void th_readyz(th_conn *c, th_req *r, const char *url, size_t n); /* GET /readyz (readyz.c) */
-void th_respond_status_error(th_conn *c, th_req *r, int status);
-/* Any request header by its lower-case name (the first one), or NULL. */
-const char *th_req_header(const th_req *r, const char *lname, size_t *len_out);
 void th_metrics(th_conn *c, th_req *r); /* GET /metrics (metrics.c) */
-void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody);
-void th_respond_rpc_error(th_conn *c, th_req *r, int status, uint32_t retry_after, th_piece id,
-                          int64_t code, th_piece msg, const th_piece *data, size_t ndata);
 /* Hand r->desc (wire, method, name, params, args, id and the 1.1 fields set)
  * to the kernel; the answer comes from complete(). */
 void th_submit(th_conn *c, th_req *r);
@@ -415,7 +431,6 @@ int th_legacy_stream_begin(th_conn *c, th_req *r);
 /* Start r's stream if it is a legacy answer still waiting to: 1 started,
  * 0 nothing to do, -1 failed (out of memory). */
 int th_legacy_stream_due(th_conn *c, th_req *r);
-void th_legacy_prime_waiting(th_wslot *ws);
 /* A legacy SSE answer waits to begin: make sure the prime timer runs. */
 void th_legacy_prime_soon(th_wslot *ws);
 #define TH_PRIME_MS 50 /* a call silent this long gets its stream (and an event id) */
@@ -439,6 +454,9 @@ void th_resume_refuse(th_conn *c, th_req *r, int status);
 /* c's handover request is first in line and everything before it written:
  * move the connection to the stream's loop. */
 void th_handover(th_conn *c);
+
+/* wire_hooks.c: point m->wire at the wires' hooks */
+void th_wire_install(th_mod *m);
 
 /* listen.c */
 void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v);

@@ -473,7 +473,7 @@ static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     r->sse_ok = r->authz != 1; /* a refused subscription is answered as one JSON body */
     /* The stream starts with the call's first message, or with its outcome
      * (head, priming event and result in one write), or after TH_PRIME_MS
-     * for a call that is silent that long (th_legacy_prime_waiting). */
+     * for a call that is silent that long (prime_waiting). */
     th_submit(c, r);
     if (stream_waiting(ws, r)) th_legacy_prime_soon(ws);
 }
@@ -606,10 +606,18 @@ int th_legacy_stream_due(th_conn *c, th_req *r) {
 /* From the prime timer: calls silent since it was set start their streams,
  * so their client holds an event id to resume from. A call submitted after
  * the timer was set may begin early (up to TH_PRIME_MS): harmless. */
-void th_legacy_prime_waiting(th_wslot *ws) {
+static void prime_waiting(uv_timer_t *t) {
+    th_wslot *ws = t->data;
     for (th_conn *c = ws->conns; c; c = c->next)
         for (th_req *q = c->qhead; q && !c->closing; q = q->next)
             if (th_legacy_stream_due(c, q) < 0) c->close_after = 1;
+}
+
+/* The prime timer is the loop's (its handle opens and closes with the
+ * worker's others); the legacy wire alone starts it. */
+void th_legacy_prime_soon(th_wslot *ws) {
+    if (ws->started && !uv_is_active((uv_handle_t *)&ws->prime))
+        uv_timer_start(&ws->prime, prime_waiting, TH_PRIME_MS, 0);
 }
 
 void th_legacy_end_streams(th_wslot *ws, const char *sid) {

@@ -66,7 +66,3 @@ void th_metrics_register(th_mod *m) {
                           "Legacy (2025-11-25) sessions this gateway created whose end it has not "
                           "yet seen (DELETE, expiry, or their end heard from another replica)");
 }
-
-void th_metric_add(th_wslot *ws, mcpg_metric *g, int64_t delta) {
-    if (g) ws->mod->host->metric_add(g, 0, delta);
-}

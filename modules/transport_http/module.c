@@ -186,6 +186,7 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     m->host = host;
     m->self = self;
     m->cfg = config;
+    th_wire_install(m); /* before any slot: destroy() frees through it */
     m->nworkers = host->worker_count();
     m->replica = draw_replica();
     int trc = th_tls_init(m); /* a file changed since validate(): logged */

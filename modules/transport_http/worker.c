@@ -9,9 +9,6 @@
  * their close callbacks have run, conn_count() stays above zero so the
  * kernel does not unload the module under them. */
 #include "internal.h"
-#include "relay.h"
-#include "replay.h"
-#include "stream.h"
 
 #include <malloc.h> /* malloc_trim: the host allocates with the C library's malloc */
 #include <string.h>
@@ -59,22 +56,13 @@ static void on_prepare(uv_prepare_t *h) {
     if (ws->alog.len) th_alog_flush(ws);
 }
 
-static void on_prime(uv_timer_t *t) { th_legacy_prime_waiting(t->data); }
-
-void th_legacy_prime_soon(th_wslot *ws) {
-    if (ws->started && !uv_is_active((uv_handle_t *)&ws->prime))
-        uv_timer_start(&ws->prime, on_prime, TH_PRIME_MS, 0);
-}
-
 static void on_sweep(uv_timer_t *t) {
     th_wslot *ws = t->data;
     uint64_t now = uv_now(ws->loop);
     th_conn_sweep(ws, now);
     if (now - ws->keepalive_ms >= 1000) {
         ws->keepalive_ms = now;
-        th_listeners_keepalive(ws, now);
-        th_sess_sweep(ws, now); /* each loop its own cache */
-        th_relay_sweep(ws, now);
+        ws->mod->wire->sweep(ws, now);
         th_worker_give_back_memory(ws);
     }
 }
@@ -162,7 +150,7 @@ th_req *th_req_get(th_wslot *ws) {
 
 void th_req_put(th_wslot *ws, th_req *r) {
     const mcpg_host *host = ws->mod->host;
-    th_relay_drop(ws, r); /* a relayed stream's client went: its replica hears */
+    ws->mod->wire->request_freed(ws, r);
     th_tls_facts_unref(host, r->facts); /* its call is over */
     r->facts = NULL;
     /* a one-off large body must not stay cached */
@@ -206,15 +194,7 @@ void th_worker_free(th_wslot *ws) {
     /* destroy() runs once the kernel has ended the loops (abi: lifecycle),
      * so connections the drain deadline cut short can be freed as they are. */
     while (ws->conns) th_conn_free_abandoned(ws->conns); /* gives its requests back */
-    /* calls that ran on without a connection: their handles were the kernel's */
-    while (ws->orphans) {
-        th_req *r = ws->orphans;
-        th_replay_orphan_remove(ws, r);
-        r->rs = NULL;
-        th_req_put(ws, r);
-    }
-    th_replay_free_all(ws);
-    th_sess_cache_free(ws);
+    ws->mod->wire->worker_freeing(ws);
     while (ws->free_reqs) {
         th_req *r = ws->free_reqs;
         ws->free_reqs = r->next;
@@ -227,6 +207,11 @@ void th_worker_free(th_wslot *ws) {
     host->buf_free(&ws->alog);
     host->free(ws->rbuf);
     host->free(ws);
+}
+
+/* On ws's loop; g NULL: no metrics registry. */
+void th_metric_add(th_wslot *ws, mcpg_metric *g, int64_t delta) {
+    if (g) ws->mod->host->metric_add(g, 0, delta);
 }
 
 /* ---- the Date header, formatted once per second ---------------------------- */
