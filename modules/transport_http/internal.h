@@ -24,12 +24,12 @@
 #include <mcpg/sdk.h>
 #include <uv.h>
 
-#include "hygiene.h"
-#include "mcp_stateless.h"
-#include "session.h"
-#include "response.h"
-#include "tls.h"
-#include "webhook.h"
+#include "http/hygiene.h"
+#include "wire/mcp_stateless.h"
+#include "wire/session.h"
+#include "http/response.h"
+#include "http/tls.h"
+#include "routes/webhook.h"
 
 #include <pthread.h>
 

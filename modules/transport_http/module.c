@@ -2,8 +2,8 @@
  * transport ops. The kernel accepts; this module serves HTTP/1.1 on the
  * sockets it is handed (see README.md for the behaviour and limits). */
 #include "internal.h"
-#include "relay.h"
-#include "stream.h"
+#include "wire/relay.h"
+#include "wire/stream.h"
 
 #include <string.h>
 #include <sys/random.h>

@@ -1,7 +1,7 @@
 /* transport_http: legacy-wire sessions on the coordinator (see session.h). */
 #include "internal.h"
-#include "relay.h"
-#include "replay.h"
+#include "wire/relay.h"
+#include "wire/replay.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,8 +2,8 @@
  * error are answered here at once; MCP calls go to the kernel and are
  * answered from complete(). Replies are written through respond.c. */
 #include "internal.h"
-#include "replay.h"
-#include "stream.h"
+#include "wire/replay.h"
+#include "wire/stream.h"
 
 #include <stdio.h>
 #include <string.h>

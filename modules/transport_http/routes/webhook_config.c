@@ -2,7 +2,7 @@
  * One parser serves validate() (problems reported at their key paths) and
  * create() (problems logged), so --check and a start agree. */
 #include "internal.h"
-#include "webhook.h"
+#include "routes/webhook.h"
 
 #include <mcpg/whsig.h>
 #include <stdio.h>

@@ -8,8 +8,8 @@
  * stream lives until the client closes it (nothing to cancel: no call) or
  * the gateway drains (then its result ends it). */
 #include "internal.h"
-#include "replay.h"
-#include "stream.h"
+#include "wire/replay.h"
+#include "wire/stream.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* transport_http: the legacy wire's pure parsers (legacy_parse.h). */
-#include "legacy_parse.h"
+#include "wire/legacy_parse.h"
 
 #include <string.h>
 

@@ -1,8 +1,8 @@
 /* transport_http: replay buffers of legacy POST streams (see replay.h). */
-#include "replay.h"
+#include "wire/replay.h"
 
-#include "relay.h"
-#include "stream.h"
+#include "wire/relay.h"
+#include "wire/stream.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * once it has the news, 503 with Retry-After when it cannot take it. A
  * refused request changes nothing and tells nobody. */
 #include "internal.h"
-#include "webhook.h"
+#include "routes/webhook.h"
 
 #include <mcpg/whsig.h>
 #include <stdarg.h>

@@ -37,7 +37,7 @@
 #include <mcpg/abi.h>
 #include <stdint.h>
 
-#include "mcp_stateless.h"
+#include "wire/mcp_stateless.h"
 
 #define TH_SID_LEN 32        /* hex characters */
 #define TH_SESS_MAX_SUBS 64  /* resource subscriptions per session */

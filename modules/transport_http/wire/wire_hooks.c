@@ -3,9 +3,9 @@
  * replay buffers, relays or sessions; it calls these through m->wire, which
  * th_wire_install fills at create, so its arrows only point down. */
 #include "internal.h"
-#include "relay.h"
-#include "replay.h"
-#include "stream.h"
+#include "wire/relay.h"
+#include "wire/replay.h"
+#include "wire/stream.h"
 
 /* Resumable calls carry on without their client; listening streams end. */
 static void conn_closing(th_conn *c) {

@@ -1,9 +1,9 @@
 /* transport_http: legacy streams shown by another replica (see relay.h). */
-#include "relay.h"
+#include "wire/relay.h"
 
-#include "replay.h"
-#include "response.h"
-#include "stream.h"
+#include "wire/replay.h"
+#include "http/response.h"
+#include "wire/stream.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* transport_http: Host and Origin allow-lists (see hygiene.h). */
-#include "hygiene.h"
+#include "http/hygiene.h"
 
 #include <mcpg/sdk.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* transport_http: response assembly. Everything is written with memcpy into
  * the caller's buffer after one reserve, because snprintf per header showed
  * up in the calibration profile and the hot path must not allocate. */
-#include "response.h"
+#include "http/response.h"
 
 #include <mcpg/sdk.h>
 #include <string.h>

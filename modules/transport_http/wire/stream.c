@@ -1,5 +1,5 @@
 /* transport_http: SSE answers and listening streams (see stream.h). */
-#include "stream.h"
+#include "wire/stream.h"
 
 #include <stdbool.h>
 

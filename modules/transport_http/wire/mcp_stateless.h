@@ -6,7 +6,7 @@
 #ifndef TH_MCP_STATELESS_H
 #define TH_MCP_STATELESS_H
 
-#include "response.h"
+#include "http/response.h"
 
 /* One request header as the parser saw it (first occurrence). */
 typedef struct th_hval {

@@ -29,7 +29,7 @@
 #define TH_RELAY_H
 
 #include "internal.h"
-#include "legacy_parse.h"
+#include "wire/legacy_parse.h"
 
 #define TH_RELAY_ANSWER_MS 2000
 #define TH_RELAY_HEARTBEAT_MS 5000

@@ -13,9 +13,9 @@
  * needs it parks the request, and the handler runs again on its answer
  * (the steps done are flagged in the request). */
 #include "internal.h"
-#include "legacy_parse.h"
-#include "replay.h"
-#include "stream.h"
+#include "wire/legacy_parse.h"
+#include "wire/replay.h"
+#include "wire/stream.h"
 
 #include <stdio.h>
 #include <string.h>

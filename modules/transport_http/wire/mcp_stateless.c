@@ -5,7 +5,7 @@
  * the method. The first failure decides the answer. Duplicate members that
  * the gateway acts on (method, id, params.name, ...) are refused rather than
  * resolved, so no later stage can read a different value than was checked. */
-#include "mcp_stateless.h"
+#include "wire/mcp_stateless.h"
 
 #include <mcpg/sdk.h>
 #include <string.h>

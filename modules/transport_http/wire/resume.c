@@ -17,10 +17,10 @@
  * 400 for a malformed id or one naming no stream of this session (or one
  * not yet sent), 409 when the stream is being shown to a client already. */
 #include "internal.h"
-#include "legacy_parse.h"
-#include "relay.h"
-#include "replay.h"
-#include "stream.h"
+#include "wire/legacy_parse.h"
+#include "wire/relay.h"
+#include "wire/replay.h"
+#include "wire/stream.h"
 
 #include <fcntl.h>
 #include <string.h>

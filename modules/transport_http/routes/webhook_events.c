@@ -5,7 +5,7 @@
  * module's, which answers with a status (call_set_http) and a JSON result,
  * or an error whose message becomes {"error": message}. */
 #include "internal.h"
-#include "webhook.h"
+#include "routes/webhook.h"
 
 #include <string.h>
 
