@@ -419,6 +419,10 @@ void th_metrics(th_conn *c, th_req *r); /* GET /metrics (metrics.c) */
 /* Hand r->desc (wire, method, name, params, args, id and the 1.1 fields set)
  * to the kernel; the answer comes from complete(). */
 void th_submit(th_conn *c, th_req *r);
+/* The same for a call to the events pipeline (host->webhook_submit): the
+ * caller's own desc.complete, and its answer when the kernel refuses. */
+void th_submit_event(th_conn *c, th_req *r, void (*complete)(void *, mcpg_call *),
+                     void (*refused)(th_conn *, th_req *, int));
 /* 1 when a subscriptions/listen asks for resource subscriptions. */
 int th_listen_has_uris(const mcpg_host *h, const th_mcp_verdict *v);
 

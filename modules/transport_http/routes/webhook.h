@@ -81,7 +81,5 @@ void th_news_worker_stop(th_wslot *ws);
  * gateway's events pipeline as a call (host->webhook_submit), answered
  * with the status and JSON the events module gives. */
 void th_wh_events_route(th_conn *c, th_req *r, const char *source, size_t n);
-void th_wh_events_complete(void *ctx, mcpg_call *call);
-void th_wh_events_failed(th_conn *c, th_req *r, int rc);
 
 #endif

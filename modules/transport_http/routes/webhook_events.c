@@ -12,6 +12,9 @@
 /* Larger than any event the module takes, so it, not this, names the limit. */
 #define TH_EV_MAX_BODY (1u << 20)
 
+static void events_refused(th_conn *c, th_req *r, int rc);
+static void events_complete(void *ctx, mcpg_call *call);
+
 static void answer_json(th_conn *c, th_req *r, int status, uint32_t retry_after, const char *json,
                         size_t n) {
     th_resp_head hd = {.status = status, .json = 1, .retry_after_s = retry_after};
@@ -47,11 +50,10 @@ void th_wh_events_route(th_conn *c, th_req *r, const char *source, size_t n) {
     d->params_len = r->body_len;
     d->id_json = "null";
     d->id_len = 4;
-    r->event_webhook = 1;
-    th_submit(c, r);
+    th_submit_event(c, r, events_complete, events_refused);
 }
 
-void th_wh_events_failed(th_conn *c, th_req *r, int rc) {
+static void events_refused(th_conn *c, th_req *r, int rc) {
     if (rc == MCPG_ENOENT) answer_error(c, r, 404, 0, "this gateway runs no events pipeline");
     else if (rc == MCPG_EAGAIN) answer_error(c, r, 503, 1, "too many calls in flight, retry later");
     else if (rc == MCPG_EUNAVAIL) answer_error(c, r, 503, 1, "the gateway is draining");
@@ -59,7 +61,7 @@ void th_wh_events_failed(th_conn *c, th_req *r, int rc) {
 }
 
 /* desc.complete of an event webhook's call. */
-void th_wh_events_complete(void *ctx, mcpg_call *call) {
+static void events_complete(void *ctx, mcpg_call *call) {
     th_req *r = ctx;
     th_conn *c = r->conn;
     const mcpg_host *h = r->ws->mod->host;
