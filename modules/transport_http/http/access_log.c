@@ -14,7 +14,7 @@
  * and cut to 256 bytes. If stderr refuses bytes (a full non-blocking pipe),
  * the rest of the batch is dropped and counted, never retried in a loop. */
 #define _GNU_SOURCE /* memrchr */
-#include "internal.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -7,7 +7,7 @@
  * callbacks, and nothing closes or frees a connection from inside them:
  * closing is decided in the read/write callbacks, the sweep, drain, or the
  * once-per-turn service pass. */
-#include "internal.h"
+#include "http/http.h"
 
 #include <netinet/in.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * with the rest kept, parsing the kept rest again, and answering a framing
  * error. No socket is touched here, so the fuzzers drive exactly this code
  * (tests/fuzz/fuzz_http.c). */
-#include "internal.h"
+#include "http/http.h"
 
 #include <string.h>
 

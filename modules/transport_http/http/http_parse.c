@@ -3,7 +3,7 @@
  * the bytes arrive in the worker's shared read buffer and may be split
  * across reads anywhere, and enforce the header and body limits as the
  * bytes arrive, before anything is buffered beyond them. */
-#include "internal.h"
+#include "http/http.h"
 
 #include <string.h>
 #include <strings.h>

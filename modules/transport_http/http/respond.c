@@ -2,7 +2,7 @@
  * response goes into the connection's output buffer when its request is
  * first in line, else into the request's own buffer until the ones before it
  * are answered. Every layer answers through these. */
-#include "internal.h"
+#include "http/http.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* transport_http: the server's TLS context, a connection's facts, the
  * peer's address as text (see tls.h). */
-#include "internal.h"
+#include "http/http.h"
 #include "tlsmem.h"
 
 #include <arpa/inet.h>

@@ -9,7 +9,7 @@
  * A handshake is not a request: it holds no request object, the parser
  * sees nothing before it is done, and the sweep closes one that takes
  * longer than tls_handshake_timeout_ms from the accept. */
-#include "internal.h"
+#include "http/http.h"
 #include "tlsmem.h"
 
 #include <openssl/err.h>

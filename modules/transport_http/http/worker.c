@@ -8,7 +8,7 @@
  * when the worker has been drained and its last connection is gone; until
  * their close callbacks have run, conn_count() stays above zero so the
  * kernel does not unload the module under them. */
-#include "internal.h"
+#include "http/http.h"
 
 #include <malloc.h> /* malloc_trim: the host allocates with the C library's malloc */
 #include <string.h>

@@ -4,7 +4,7 @@
  * exists only when gateway.server.admin_token_env names a variable that
  * holds a token; the request must bring it as "Authorization: Bearer
  * <token>", compared in constant time. */
-#include "internal.h"
+#include "routes/routes.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * and the legacy sessions this gateway created and has
  * not yet seen end. Each loop adds and subtracts in its own cells (the
  * registry's per-loop rows): no lock, no shared line on the hot path. */
-#include "internal.h"
+#include "routes/routes.h"
 
 #define MSG(s) TH_LIT("\"" s "\"")
 

@@ -29,7 +29,7 @@
  * memory, a replica after a failover, a script path a read never takes), and
  * then every initialize is 503 while a read says "ok". The answers come home
  * to the probing loop, which replies once the last one is in. */
-#include "internal.h"
+#include "routes/routes.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * Health routes and every error are answered here at once; /mcp goes to the
  * wires (wire/mcp_post.c, wire/mcp_legacy.c), /webhooks, /admin, /metrics and
  * /readyz to their files here. Replies are written through http/respond.c. */
-#include "internal.h"
+#include "routes/routes.h"
 #include "wire/replay.h"
 #include "wire/stream.h"
 

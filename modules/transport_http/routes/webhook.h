@@ -1,5 +1,5 @@
 /* transport_http: POST /webhooks/resources/{source} (webhook_resources.c)
- * and the fleet's resource news (news_sub.c).
+ * and the fleet's resource news (wire/news_sub.c hears them).
  *
  * A source is configured in gateway.server.resource_webhooks:
  *   {"<source>": {"secret_env": "VAR", "uri_prefixes": ["mock://fleet/"],
@@ -39,7 +39,6 @@
 #define TH_WH_TOLERANCE_S MCPG_WHSIG_TOLERANCE_S
 #define TH_WH_KEY_MIN MCPG_WHSIG_KEY_MIN /* a secret's key length, decoded, in bytes */
 #define TH_WH_KEY_MAX MCPG_WHSIG_KEY_MAX
-#define TH_NEWS_SUBJECT MCPG_FLEET_NEWS_SUBJECT /* abi/mcpg/kinds.h: the format */
 /* How long a webhook-id is remembered: a signed request is accepted for
  * TH_WH_TOLERANCE_S either side of its timestamp, so a copy can come up to
  * twice that after the first; a minute more for clocks apart. */
@@ -54,10 +53,8 @@ typedef struct th_whsrc {
     size_t nprefixes;
 } th_whsrc;
 
-typedef struct th_whset {
-    th_whsrc *src;
-    size_t n;
-} th_whset;
+/* The sources, th_whset (http/http.h: the instance holds it). */
+typedef struct th_whset th_whset;
 
 typedef struct th_conn th_conn;
 typedef struct th_req th_req;
@@ -70,12 +67,12 @@ typedef struct th_wslot th_wslot;
 int th_wh_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
                 th_whset *out);
 void th_wh_free(const mcpg_host *h, th_whset *s);
+/* What the sources that are on add to the capabilities (MCPG_OFFER_*):
+ * updates worth subscribing to, and list changes when one may say so. */
+uint32_t th_wh_offers(const th_whset *s);
 /* The route: source is the path's last segment (not NUL-terminated). */
 void th_wh_route(th_conn *c, th_req *r, const char *source, size_t n);
 
-/* news_sub.c: each loop's subscription to TH_NEWS_SUBJECT */
-int th_news_worker_start(th_wslot *ws);
-void th_news_worker_stop(th_wslot *ws);
 
 /* POST /webhooks/events/{source} (webhook_events.c): handed to the
  * gateway's events pipeline as a call (host->webhook_submit), answered

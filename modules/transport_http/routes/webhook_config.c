@@ -1,8 +1,7 @@
 /* transport_http: gateway.server.resource_webhooks, parsed (webhook.h).
  * One parser serves validate() (problems reported at their key paths) and
  * create() (problems logged), so --check and a start agree. */
-#include "internal.h"
-#include "routes/webhook.h"
+#include "routes/routes.h"
 
 #include <mcpg/whsig.h>
 #include <stdio.h>
@@ -152,4 +151,14 @@ void th_wh_free(const mcpg_host *h, th_whset *s) {
     }
     h->free(s->src);
     memset(s, 0, sizeof *s);
+}
+
+uint32_t th_wh_offers(const th_whset *s) {
+    uint32_t bits = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!s->src[i].key_len) continue; /* off */
+        bits |= MCPG_OFFER_RESOURCES | MCPG_OFFER_SUBSCRIBE;
+        if (s->src[i].list_changed) bits |= MCPG_OFFER_LIST_CHANGED;
+    }
+    return bits;
 }

@@ -4,8 +4,7 @@
  * the source, the signature, the body and the inbox are the events
  * module's, which answers with a status (call_set_http) and a JSON result,
  * or an error whose message becomes {"error": message}. */
-#include "internal.h"
-#include "routes/webhook.h"
+#include "routes/routes.h"
 
 #include <string.h>
 

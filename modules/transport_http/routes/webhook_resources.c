@@ -6,8 +6,7 @@
  * source may announce (403), then the hand-over to the coordinator: 202
  * once it has the news, 503 with Retry-After when it cannot take it. A
  * refused request changes nothing and tells nobody. */
-#include "internal.h"
-#include "routes/webhook.h"
+#include "routes/routes.h"
 
 #include <mcpg/whsig.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
  * back through desc.message and desc.complete, and are written as the
  * request's answer: one JSON body, or the events of its stream. A
  * subscription the pipeline is asked about comes back the same way. */
-#include "internal.h"
+#include "wire/wire.h"
 #include "wire/replay.h"
 #include "wire/stream.h"
 

@@ -2,7 +2,7 @@
  * the 2026-07-28 wire, initialize on the legacy one), from one builder so
  * the two never disagree, and from what the gateway serves now: a client
  * that reads "prompts" here may call prompts/list and find some. */
-#include "internal.h"
+#include "wire/wire.h"
 
 #include <string.h>
 
@@ -16,12 +16,7 @@ static uint32_t offered(const th_mod *m) {
                                              : MCPG_OFFER_TOOLS | MCPG_OFFER_RESOURCES | MCPG_OFFER_PROMPTS |
                                                    MCPG_OFFER_COMPLETIONS | MCPG_OFFER_SUBSCRIBE |
                                                    MCPG_OFFER_LIST_CHANGED;
-    for (size_t i = 0; i < m->wh.n; i++) {
-        if (!m->wh.src[i].key_len) continue; /* off */
-        bits |= MCPG_OFFER_RESOURCES | MCPG_OFFER_SUBSCRIBE;
-        if (m->wh.src[i].list_changed) bits |= MCPG_OFFER_LIST_CHANGED;
-    }
-    return bits;
+    return bits | m->wh_offers;
 }
 
 static int kind(const mcpg_host *h, mcpg_buf *b, int *first, const char *name, const char *members) {

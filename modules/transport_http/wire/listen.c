@@ -7,7 +7,7 @@
  * request's id as _meta["io.modelcontextprotocol/subscriptionId"]. The
  * stream lives until the client closes it (nothing to cancel: no call) or
  * the gateway drains (then its result ends it). */
-#include "internal.h"
+#include "wire/wire.h"
 #include "wire/replay.h"
 #include "wire/stream.h"
 

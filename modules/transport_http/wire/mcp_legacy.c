@@ -12,7 +12,7 @@
  * the session. Sessions live on the coordinator (session.h): a step that
  * needs it parks the request, and the handler runs again on its answer
  * (the steps done are flagged in the request). */
-#include "internal.h"
+#include "wire/wire.h"
 #include "wire/legacy_parse.h"
 #include "wire/replay.h"
 #include "wire/stream.h"

@@ -2,7 +2,7 @@
  * 2026-07-28 wire, or the legacy session wire for a 2025-era request), what
  * the stateless wire answers itself is answered here, the rest becomes a
  * call (call.c). */
-#include "internal.h"
+#include "wire/wire.h"
 #include "wire/stream.h"
 
 #include <string.h>

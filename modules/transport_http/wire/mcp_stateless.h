@@ -6,15 +6,9 @@
 #ifndef TH_MCP_STATELESS_H
 #define TH_MCP_STATELESS_H
 
+#include "http/header.h"
 #include "http/response.h"
 
-/* One request header as the parser saw it (first occurrence). */
-typedef struct th_hval {
-    const char *p;
-    size_t n;
-    int present;
-    int dup; /* the header occurred more than once */
-} th_hval;
 
 typedef struct th_mcp_headers {
     th_hval content_type, accept, protocol_version, method, name;
@@ -53,9 +47,6 @@ typedef struct th_mcp_verdict {
  * p is not one. TH_LOG_NONE: above every level (no notifications/message). */
 #define TH_LOG_NONE 8
 int th_log_level_of(const char *p, size_t n);
-
-/* Tool names longer than this (decoded) are refused with -32602. */
-#define TH_NAME_MAX 256
 
 /* Check one request; fills *v. name_buf (TH_NAME_MAX bytes) receives
  * params.name when it must be decoded (it holds escapes). */

@@ -8,7 +8,7 @@
  * replica runs its own backends, and an upstream that changes tells each
  * replica's backend_mcp through that replica's own upstream subscription,
  * so fanning those out would tell every client once per replica. */
-#include "internal.h"
+#include "wire/wire.h"
 
 #include <string.h>
 

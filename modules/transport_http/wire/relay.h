@@ -28,7 +28,7 @@
 #ifndef TH_RELAY_H
 #define TH_RELAY_H
 
-#include "internal.h"
+#include "wire/wire.h"
 #include "wire/legacy_parse.h"
 
 #define TH_RELAY_ANSWER_MS 2000

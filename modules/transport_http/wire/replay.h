@@ -21,7 +21,7 @@
 #ifndef TH_REPLAY_H
 #define TH_REPLAY_H
 
-#include "internal.h"
+#include "wire/wire.h"
 
 #define TH_REPLAY_EVENTS 256
 #define TH_REPLAY_STREAM_BYTES (1024 * 1024)

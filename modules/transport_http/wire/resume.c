@@ -16,7 +16,7 @@
  *
  * 400 for a malformed id or one naming no stream of this session (or one
  * not yet sent), 409 when the stream is being shown to a client already. */
-#include "internal.h"
+#include "wire/wire.h"
 #include "wire/legacy_parse.h"
 #include "wire/relay.h"
 #include "wire/replay.h"

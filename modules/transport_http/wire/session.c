@@ -1,5 +1,5 @@
 /* transport_http: legacy-wire sessions on the coordinator (see session.h). */
-#include "internal.h"
+#include "wire/wire.h"
 #include "wire/relay.h"
 #include "wire/replay.h"
 

@@ -70,11 +70,7 @@ typedef struct th_sent {
     th_rstream *news;        /* ... of which its standalone stream's, or NULL */
 } th_sent;
 
-/* The loop's cache. */
-typedef struct th_scache {
-    th_sent **b;
-    uint32_t nb, n;
-} th_scache;
+/* The loop's cache of these is th_scache (http/http.h: the slot holds it). */
 
 /* Subscribe the loop to the subjects; MCPG_EUNAVAIL without a coordinator. */
 int th_sess_worker_start(th_wslot *ws);

@@ -13,7 +13,7 @@
 #ifndef TH_STREAM_H
 #define TH_STREAM_H
 
-#include "internal.h"
+#include "wire/wire.h"
 
 #define TH_STREAM_MAX (4 * 1024 * 1024)
 #define TH_KEEPALIVE_MS 15000 /* a comment line on quiet streams, as the SDKs do */

@@ -2,7 +2,7 @@
  * connection, a request or a loop. The http layer knows nothing of streams,
  * replay buffers, relays or sessions; it calls these through m->wire, which
  * th_wire_install fills at create, so its arrows only point down. */
-#include "internal.h"
+#include "wire/wire.h"
 #include "wire/relay.h"
 #include "wire/replay.h"
 #include "wire/stream.h"

@@ -1,4 +1,12 @@
-/* transport_http: the types shared by the module's files.
+/* transport_http's http layer: connections, their requests and the loop
+ * slot that holds them, and the calls the layers above make into it.
+ *
+ * The layers call only down: routes/ -> wire/ -> http/. This layer calls up
+ * through two doors alone: th_route (a complete request, routes/router.c)
+ * and the instance's th_wire_hooks (the wires letting go of what they hold
+ * when a connection, a request or a loop goes). The slot and the instance
+ * carry the upper layers' state too (one allocation per loop); the few
+ * tables they embed by value are declared here, their code is above.
  *
  * Ownership and threads: an instance (th_mod) has one slot per worker
  * (th_wslot); a slot, its connections (th_conn) and their requests (th_req)
@@ -16,40 +24,19 @@
  *     submitted has completed (a closed client cancels, the call still
  *     completes, and complete() needs the struct).
  */
-#ifndef TH_INTERNAL_H
-#define TH_INTERNAL_H
+#ifndef TH_HTTP_H
+#define TH_HTTP_H
 
 #include <llhttp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <mcpg/sdk.h>
 #include <uv.h>
 
+#include "http/header.h"
 #include "http/hygiene.h"
-#include "wire/mcp_stateless.h"
-#include "wire/session.h"
 #include "http/response.h"
 #include "http/tls.h"
-#include "routes/webhook.h"
-
-#include <pthread.h>
-
-typedef struct th_rstream th_rstream;
-typedef struct th_relay th_relay; /* relay.h */
-/* A stream's bytes not yet taken by its client past which a message for it
- * is refused (MCPG_EAGAIN to its sender, which keeps or drops it). */
-#define TH_STREAM_BACKLOG_MAX (4u << 20)
-#define TH_RESUMABLE_CALL 1  /* a legacy call's stream */
-#define TH_RESUMABLE_NEWS 2  /* a session's standalone GET stream */
-
-/* The loop's replay streams, by number (replay.h). */
-typedef struct th_rtable {
-    th_rstream **b;
-    uint32_t nb, n;
-    th_rstream *oldest, *newest;
-    size_t bytes;
-    uint32_t nremote;   /* streams shown by another replica (relay.h) */
-    th_rstream *news;   /* the sessions' standalone streams (replay.h), a list */
-} th_rtable;
 
 #define TH_READ_BUF (64 * 1024)          /* per worker, shared by its connections */
 #define TH_MAX_PIPELINE 32               /* queued requests per connection before we stop reading */
@@ -121,6 +108,34 @@ typedef enum th_req_state {
 typedef struct th_conn th_conn;
 typedef struct th_wslot th_wslot;
 typedef struct th_mod th_mod;
+typedef struct th_info th_info;       /* the gateway's serverInfo (wire/wire.h) */
+typedef struct th_rstream th_rstream; /* a replay buffer (wire/replay.h) */
+typedef struct th_relay th_relay;     /* another replica's stream (wire/relay.h) */
+typedef struct th_sent th_sent;       /* a session as a loop knows it (wire/session.h) */
+typedef struct th_whsrc th_whsrc;     /* a resource webhook source (routes/webhook.h) */
+
+/* The tables the slot and the instance hold by value for the layers above. */
+/* The loop's replay streams, by number (wire/replay.h). */
+typedef struct th_rtable {
+    th_rstream **b;
+    uint32_t nb, n;
+    th_rstream *oldest, *newest;
+    size_t bytes;
+    uint32_t nremote;   /* streams shown by another replica (relay.h) */
+    th_rstream *news;   /* the sessions' standalone streams (wire/replay.h), a list */
+} th_rtable;
+
+/* The sessions a loop has seen (wire/session.h). */
+typedef struct th_scache {
+    th_sent **b;
+    uint32_t nb, n;
+} th_scache;
+
+/* The resource webhook sources (routes/webhook.h). */
+typedef struct th_whset {
+    th_whsrc *src;
+    size_t n;
+} th_whset;
 
 typedef struct th_req {
     struct th_req *next; /* the connection's queue, or the free list */
@@ -274,18 +289,6 @@ struct th_wslot {
     char pad[64];            /* keep neighbouring workers' slots off this cache line */
 };
 
-/* The gateway's serverInfo, {"name":...,"version":...}, NUL-terminated:
- * every 2026-07-28 result's _meta serverInfo and initialize's. Made at
- * start and again when a reload changes gateway.name; loops read the
- * newest, and each one made stays until destroy (a response may still be
- * writing it; a reload that renames the gateway is rare), so none is freed
- * under a reader. */
-typedef struct th_info {
-    struct th_info *older;
-    size_t len;
-    char json[];
-} th_info;
-
 /* What the wires do when the http layer lets go of a connection, a request
  * or a loop (wire_hooks.c fills them at create): the http layer calls up
  * only through these and th_route. */
@@ -315,31 +318,13 @@ struct th_mod {
     void *co;
     char *admin_token;   /* from the variable admin_token_env names; NULL: no admin routes */
     th_whset wh;         /* resource webhook sources (webhook.h) */
+    uint32_t wh_offers;  /* th_wh_offers(&wh): what they add to the capabilities */
     size_t admin_token_len;
     pthread_mutex_t tls_lock; /* guards tls_ctx: loops take it per connection, reloaded swaps it */
     int tls_lock_ok;
     SSL_CTX *tls_ctx;    /* NULL: clear text */
     mcpg_metric *m_conns, *m_streams, *m_sessions; /* metrics.c; NULL without a registry */
 };
-
-/* caps.c: the capabilities object both wires advertise (legacy: initialize's
- * form, else server/discover's), appended to b. 0 or MCPG_ENOMEM. */
-int th_caps_append(const th_mod *m, mcpg_buf *b, int legacy);
-/* caps.c: the serverInfo of the gateway's name now (host->gateway_name,
- * which a reload may change), made when it differs from the newest: at
- * start and at each reload, on the main thread. 0 or MCPG_ENOMEM. */
-int th_server_info_build(th_mod *m);
-/* The newest serverInfo, on any loop; its bytes stay valid until destroy. */
-th_piece th_server_info(const th_mod *m);
-void th_server_info_free(th_mod *m);
-
-/* metrics.c: the transport's gauges (connections, streams, sessions) */
-void th_metrics_register(th_mod *m);
-
-/* admin.c: POST /admin/reload */
-int th_admin_init(th_mod *m);
-int th_admin_enabled(const th_mod *m);
-void th_admin_reload(th_conn *c, th_req *r);
 
 /* worker.c */
 th_wslot *th_slot(th_mod *m, mcpg_worker *w);
@@ -408,67 +393,11 @@ void th_req_reset(th_req *r);
 void th_parse_read_begin(th_conn *c, const char *data);
 int th_parse_read_end(th_conn *c, const char *data, size_t n);
 
-#define TH_LISTEN_TOOLS 1u
-#define TH_LISTEN_RESOURCES 2u
-#define TH_LISTEN_PROMPTS 4u
-
-/* router.c */
-void th_route(th_conn *c, th_req *r);
-void th_readyz(th_conn *c, th_req *r, const char *url, size_t n); /* GET /readyz (readyz.c) */
-void th_metrics(th_conn *c, th_req *r); /* GET /metrics (metrics.c) */
-/* Hand r->desc (wire, method, name, params, args, id and the 1.1 fields set)
- * to the kernel; the answer comes from complete(). */
-void th_submit(th_conn *c, th_req *r);
-/* The same for a call to the events pipeline (host->webhook_submit): the
- * caller's own desc.complete, and its answer when the kernel refuses. */
-void th_submit_event(th_conn *c, th_req *r, void (*complete)(void *, mcpg_call *),
-                     void (*refused)(th_conn *, th_req *, int));
-/* 1 when a subscriptions/listen asks for resource subscriptions. */
-int th_listen_has_uris(const mcpg_host *h, const th_mcp_verdict *v);
-
-/* mcp_legacy.c: the 2025-11-25 wire (sessions) */
-void th_legacy_post(th_conn *c, th_req *r);
-void th_legacy_get(th_conn *c, th_req *r);
-void th_legacy_delete(th_conn *c, th_req *r);
-/* Turn r's answer into a stream: head, then the priming event. */
-int th_legacy_stream_begin(th_conn *c, th_req *r);
-/* Start r's stream if it is a legacy answer still waiting to: 1 started,
- * 0 nothing to do, -1 failed (out of memory). */
-int th_legacy_stream_due(th_conn *c, th_req *r);
-/* A legacy SSE answer waits to begin: make sure the prime timer runs. */
-void th_legacy_prime_soon(th_wslot *ws);
-#define TH_PRIME_MS 50 /* a call silent this long gets its stream (and an event id) */
-/* A request waiting for the coordinator (session.h): parked, then resumed
- * (its handler runs again; the steps done are flagged in the request). */
-void th_legacy_park(th_req *r);
-/* A parked request handled again from the top (a session step answered, a
- * subscription allowed): either wire's POST, a legacy GET or DELETE. */
-void th_legacy_again(th_req *r);
-/* POST /mcp: the wire chosen, then the request handled. */
-void th_handle_mcp(th_conn *c, th_req *r);
-/* End the standalone GET streams of session sid on this loop. */
-void th_legacy_end_streams(th_wslot *ws, const char *sid);
-/* notifications/cancelled: the call of session sid with that request id on this loop. */
-void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_t idn);
-
-/* resume.c: GET with Last-Event-ID */
-void th_resume(th_conn *c, th_req *r, const char *id, size_t n);
-/* Its answer when the stream cannot be shown: 400 (no such stream) or 409 (shown already). */
-void th_resume_refuse(th_conn *c, th_req *r, int status);
-/* c's handover request is first in line and everything before it written:
- * move the connection to the stream's loop. */
-void th_handover(th_conn *c);
-
-/* wire_hooks.c: point m->wire at the wires' hooks */
-void th_wire_install(th_mod *m);
-
-/* listen.c */
-void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v);
-void th_listen_stop(th_wslot *ws, th_req *r);
-void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len);
-
 /* access_log.c */
 void th_alog_line(th_wslot *ws, const th_req *r);
 void th_alog_flush(th_wslot *ws);
+
+/* routes/router.c: a complete request, to be answered (the route entry). */
+void th_route(th_conn *c, th_req *r);
 
 #endif
