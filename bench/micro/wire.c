@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "kernel.h"
-#include "legacy_parse.h"
-#include "mcp_stateless.h"
+#include "wire/legacy_parse.h"
+#include "wire/mcp_stateless.h"
 #include "micro.h"
 
 #define META                                                               \

@@ -1,9 +1,11 @@
 /* transport_http: the module's descriptor, config schema, lifecycle and
  * transport ops. The kernel accepts; this module serves HTTP/1.1 on the
  * sockets it is handed (see README.md for the behaviour and limits). */
-#include "internal.h"
-#include "relay.h"
-#include "stream.h"
+#include "http/http.h"
+#include "routes/routes.h"
+#include "wire/wire.h"
+#include "wire/relay.h"
+#include "wire/stream.h"
 
 #include <string.h>
 #include <sys/random.h>
@@ -186,6 +188,7 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     m->host = host;
     m->self = self;
     m->cfg = config;
+    th_wire_install(m); /* before any slot: destroy() frees through it */
     m->nworkers = host->worker_count();
     m->replica = draw_replica();
     int trc = th_tls_init(m); /* a file changed since validate(): logged */
@@ -212,6 +215,7 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     if (!rc) rc = alog_src_build(m);
     if (!rc) rc = th_admin_init(m);
     if (!rc && th_wh_parse(host, m->cfg->resource_webhooks, NULL, self, &m->wh)) rc = MCPG_ECONFIG;
+    m->wh_offers = th_wh_offers(&m->wh);
     if (rc) {
         th_destroy(m);
         return rc;

@@ -18,7 +18,7 @@
  */
 #include "fuzz.h"
 
-#include "internal.h"
+#include "http/http.h"
 
 #include <mcpg/fakehost.h>
 #include <string.h>

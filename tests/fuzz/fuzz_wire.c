@@ -9,9 +9,9 @@
  * A name given twice is a duplicate, as the transport reports it. */
 #include "fuzz.h"
 
-#include "hygiene.h"
-#include "legacy_parse.h"
-#include "mcp_stateless.h"
+#include "http/hygiene.h"
+#include "wire/legacy_parse.h"
+#include "wire/mcp_stateless.h"
 
 #include <mcpg/fakehost.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 """Checks shared by the fleet tests: a legacy POST stream that runs on one
 replica, dropped, and resumed (GET with Last-Event-ID) on another, which
-relays it over the coordinator's pub/sub (modules/transport_http/relay.h).
+relays it over the coordinator's pub/sub (modules/transport_http/wire/relay.h).
 
 The gateways must serve backend_mock's `echo` and a tool `slow` that answers
 after SLOW_MS (the fleet tests add it to the shipped manifests). SLOW_MS is long

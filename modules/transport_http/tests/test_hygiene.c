@@ -4,7 +4,7 @@
 #include <mcpg/fakehost.h>
 #include <string.h>
 
-#include "hygiene.h"
+#include "http/hygiene.h"
 
 static const mcpg_host *host;
 

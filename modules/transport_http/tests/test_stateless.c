@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp_stateless.h"
-#include "response.h"
+#include "wire/mcp_stateless.h"
+#include "http/response.h"
 
 static const mcpg_host *host;
 

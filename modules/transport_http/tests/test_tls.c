@@ -30,7 +30,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tls.h"
+#include "http/tls.h"
 
 #ifndef TH_MODULE_PATH
 #error TH_MODULE_PATH must name transport_http.so
