@@ -6,7 +6,7 @@
  * catch, and the points where it must behave as the kernel does: call
  * handles, a DENY without an error, cancel, optional ops, sized structs.
  *
- * It reads call handles with the SDK's handshake.h, which the kernel and the
+ * It reads call handles with lib/hostcore/handshake.h, which the kernel and the
  * fake host share. */
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
