@@ -111,6 +111,12 @@ double mcpg_fakehost_now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+void mcpg_fakehost_sleep_ms(unsigned ms) {
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    } /* a signal cut it short: sleep what is left */
+}
+
 int mcpg_fakehost_write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;

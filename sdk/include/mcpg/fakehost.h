@@ -437,6 +437,9 @@ char *mcpg_fakehost_result_text(const char *result_json, int *is_error);
 /* CLOCK_MONOTONIC, for a test's timings. */
 uint64_t mcpg_fakehost_now_ms(void);
 double mcpg_fakehost_now_s(void);
+/* Sleep the calling thread; the loop does not turn (mcpg_fakehost_run_for
+ * lets timers fire). */
+void mcpg_fakehost_sleep_ms(unsigned ms);
 
 /* Write text to path (created or truncated): 0, or -1 with errno set. */
 int mcpg_fakehost_write_file(const char *path, const char *text);
