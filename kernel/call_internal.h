@@ -18,7 +18,7 @@
 #include <assert.h>
 
 /* op_sync, op_begin/op_settle/op_resume and the call handle, shared with
- * the SDK's fake host (sdk/src/handshake.h). */
+ * the SDK's fake host (lib/hostcore/handshake.h). */
 #include "handshake.h"
 #include "ident.h"
 

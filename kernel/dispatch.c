@@ -1,7 +1,7 @@
 /* Dispatch: how an op's answer gets back to its call's loop, and how a
  * backend runs (inline on the loop, or on the pool with a deadline).
  *
- * The resume handshake (op_sync, sdk/src/handshake.h) makes "resume before
+ * The resume handshake (op_sync, lib/hostcore/handshake.h) makes "resume before
  * the op even returned PENDING" safe: the invoker sees OP_EARLY and carries
  * on itself. A call has two: one for the op the loop runs (a stage, an
  * inline backend) and one for a backend on the pool, because once a pool

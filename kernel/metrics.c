@@ -1,7 +1,7 @@
 /* Metrics: the host table's registry slots (ABI 1.4), the kernel's own
  * series, and GET /metrics through the generation's metrics instance.
  *
- * The registry (sdk/src/metrics_registry.c) is made once the loops are
+ * The registry (lib/hostcore/metrics_registry.c) is made once the loops are
  * counted, before any instance is created; each worker loop writes its own
  * row of every family. The kernel's series are made then too, with every
  * label set fixed: a call is counted by index, never by name. Tools are the

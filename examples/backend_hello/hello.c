@@ -29,8 +29,8 @@ static void hello_destroy(void *instance) { hello *h = instance; h->host->free(h
 static int hello_list_tools(void *instance, mcpg_buf *out) {
     static const char tools[] = "[{\"name\":\"hello\",\"inputSchema\":{\"type\":\"object\","
         "\"properties\":{\"name\":{\"type\":\"string\"}},\"required\":[\"name\"]}}]";
-    hello *h = instance;
-    return h->host->buf_append(out, tools, sizeof tools - 1);
+    (void)instance;
+    return mcpg_buf_append(out, tools, sizeof tools - 1);
 }
 
 /* Runs on a pool thread, so it only reads the instance. The arguments are raw
@@ -41,8 +41,8 @@ static mcpg_status hello_call_tool(void *instance, mcpg_call *call) {
     const char *args = h->host->call_args(call, &alen);
     mcpg_json_span v;
     char name[256], text[512];
-    if (h->host->json_object_get(args, alen, "name", &v) != 1 ||
-        h->host->json_string_decode(&v, name, sizeof name, &n) != 0)
+    if (mcpg_json_object_get(args, alen, "name", &v) != 1 ||
+        mcpg_json_string_decode(&v, name, sizeof name, &n) != 0)
         return mcpg_result_errorf(h->host, call, MCPG_RPC_INVALID_PARAMS,
                                   "\"name\" must be a string up to %zu bytes", sizeof name - 1);
     n = (size_t)snprintf(text, sizeof text, "%s, %s!", h->cfg->greeting, name);

@@ -1,12 +1,15 @@
 /* backend_command: parse and check the "tools" config. One function serves
  * validate() (errors with key paths) and create() (errors logged), so both
- * agree on what is valid. A program that cannot be found is a config error:
+ * agree on what is valid. The array, name, description and input_schema are
+ * read by the SDK (mcpg/tools_config.h); the command's own keys here. A program that cannot be found is a config error:
  * the gateway should refuse to start rather than fail every call. */
 #define _GNU_SOURCE
 #include "cmd_config.h"
 
+#include <mcpg/tools_config.h>
+
 #include <jansson.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,19 +51,6 @@ static char *resolve_program(const char *cmd) {
     return NULL;
 }
 
-/* Collect each distinct {identifier} of one template. */
-static int scan_placeholders(cmd_tool *t, const char *s) {
-    for (const char *p = strchr(s, '{'); p; p = strchr(p + 1, '{')) {
-        size_t n = strspn(p + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-");
-        if (n == 0 || p[1 + n] != '}') continue;
-        int seen = 0;
-        for (size_t i = 0; i < t->nplaceholders && !seen; i++)
-            seen = strlen(t->placeholders[i]) == n && memcmp(t->placeholders[i], p + 1, n) == 0;
-        if (!seen && push(&t->placeholders, &t->nplaceholders, strndup(p + 1, n))) return -1;
-    }
-    return 0;
-}
-
 static void parse_args(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     char path[96];
     snprintf(path, sizeof path, "%s.args", base);
@@ -73,7 +63,8 @@ static void parse_args(pctx *c, const char *base, json_t *v, cmd_tool *t) {
         if (!json_is_string(a)) return mcpg_config_problem(c, path, "expected a string");
         const char *s = json_string_value(a);
         if (strlen(s) != json_string_length(a)) return mcpg_config_problem(c, path, "contains a NUL byte");
-        if (push(&t->args, &t->nargs, strdup(s)) || scan_placeholders(t, s))
+        if (push(&t->args, &t->nargs, strdup(s)) ||
+            mcpg_placeholders_scan(&t->placeholders, &t->nplaceholders, s))
             return mcpg_config_problem(c, path, "out of memory");
     }
 }
@@ -87,17 +78,8 @@ static void parse_env(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     json_object_foreach(v, k, e) {
         snprintf(path, sizeof path, "%s.env.%.64s", base, k);
         if (!k[0] || strchr(k, '=')) return mcpg_config_problem(c, path, "not a valid variable name");
-        const char *val = NULL;
-        if (json_is_string(e)) {
-            val = json_string_value(e);
-        } else if (json_is_object(e) && json_is_string(json_object_get(e, "from_env")) &&
-                   json_object_size(e) == 1) {
-            const char *from = json_string_value(json_object_get(e, "from_env"));
-            val = getenv(from);
-            if (!val) return mcpg_config_problem(c, path, "environment variable %s is not set", from);
-        } else {
-            return mcpg_config_problem(c, path, "expected a string or {\"from_env\": \"VAR\"}");
-        }
+        const char *val = mcpg_config_env_value(c, path, e);
+        if (!val) return;
         char *kv = NULL;
         if (asprintf(&kv, "%s=%s", k, val) < 0 || push(&t->env, &t->nenv, kv))
             return mcpg_config_problem(c, path, "out of memory");
@@ -125,71 +107,40 @@ static void parse_inherit(pctx *c, const char *base, json_t *v, cmd_tool *t) {
     }
 }
 
-static void parse_int(pctx *c, const char *base, const char *key, json_t *v, int64_t lo,
-                      int64_t hi, int64_t *out) {
-    char path[96];
-    snprintf(path, sizeof path, "%s.%s", base, key);
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return mcpg_config_problem(c, path, "must be an integer between %lld and %lld", (long long)lo,
-                    (long long)hi);
-    *out = json_integer_value(v);
-}
-
-/* inputSchema: given as-is, or every placeholder a required string. */
-static char *build_schema(const cmd_tool *t) {
-    json_t *props = json_object(), *req = json_array();
-    for (size_t i = 0; i < t->nplaceholders; i++) {
-        json_object_set_new(props, t->placeholders[i], json_pack("{s:s}", "type", "string"));
-        json_array_append_new(req, json_string(t->placeholders[i]));
-    }
-    json_t *s = json_pack("{s:s,s:o,s:o}", "type", "object", "properties", props, "required", req);
-    char *text = s ? json_dumps(s, JSON_COMPACT) : NULL;
-    json_decref(s);
-    return text;
-}
-
 static const char *const tool_keys[] = {"name",  "description", "command",    "args",
                                         "input_schema", "stdin", "timeout_ms",
                                         "max_output_bytes", "env", "inherit_env"};
 
-static void parse_member(pctx *c, const char *base, const char *key, json_t *v, cmd_tool *t) {
-    char path[96];
-    snprintf(path, sizeof path, "%s.%s", base, key);
-    if (strcmp(key, "name") == 0) {
-        const char *s = json_string_value(v);
-        if (!s || !mcpg_name_valid(s, strlen(s)) || strlen(s) >= sizeof t->name)
-            return mcpg_config_problem(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
-        strcpy(t->name, s);
-    } else if (strcmp(key, "description") == 0) {
-        if (!json_is_string(v)) return mcpg_config_problem(c, path, "expected a string");
-        t->description = strdup(json_string_value(v));
-    } else if (strcmp(key, "command") == 0) {
-        if (!json_is_string(v)) return mcpg_config_problem(c, path, "expected a string");
-        t->path = resolve_program(json_string_value(v));
-        if (!t->path)
+/* The members of a command tool beyond name, description and input_schema:
+ * 0 for a key that is not one of them. */
+static int parse_member(pctx *c, const char *base, const char *path, const char *key, json_t *v,
+                        void *tool) {
+    cmd_tool *t = tool;
+    if (strcmp(key, "command") == 0) {
+        if (!json_is_string(v)) mcpg_config_problem(c, path, "expected a string");
+        else if (!(t->path = resolve_program(json_string_value(v))))
             mcpg_config_problem(c, path, "no executable program \"%s\" (an absolute path, or a name in PATH)",
                  json_string_value(v));
     } else if (strcmp(key, "args") == 0) {
         parse_args(c, base, v, t);
-    } else if (strcmp(key, "input_schema") == 0) {
-        if (!json_is_object(v)) return mcpg_config_problem(c, path, "expected a JSON Schema object");
-        t->schema = json_dumps(v, JSON_COMPACT);
     } else if (strcmp(key, "stdin") == 0) {
         const char *s = json_string_value(v);
         if (!s || (strcmp(s, "json") && strcmp(s, "none")))
-            return mcpg_config_problem(c, path, "must be \"json\" or \"none\"");
-        t->stdin_json = strcmp(s, "json") == 0;
+            mcpg_config_problem(c, path, "must be \"json\" or \"none\"");
+        else
+            t->stdin_json = strcmp(s, "json") == 0;
     } else if (strcmp(key, "timeout_ms") == 0) {
-        parse_int(c, base, key, v, 1, CMD_TIMEOUT_MAX_MS, &t->timeout_ms);
+        mcpg_config_int(c, path, v, 1, CMD_TIMEOUT_MAX_MS, &t->timeout_ms);
     } else if (strcmp(key, "max_output_bytes") == 0) {
-        parse_int(c, base, key, v, 1, CMD_OUTPUT_MAX, &t->max_output_bytes);
+        mcpg_config_int(c, path, v, 1, CMD_OUTPUT_MAX, &t->max_output_bytes);
     } else if (strcmp(key, "env") == 0) {
         parse_env(c, base, v, t);
     } else if (strcmp(key, "inherit_env") == 0) {
         parse_inherit(c, base, v, t);
     } else {
-        mcpg_config_unknown_key(c, path, key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
+        return 0;
     }
+    return 1;
 }
 
 /* The program's whole environment, fixed at load (mcpg_child_env): the
@@ -202,53 +153,32 @@ static int cmd_child_env(cmd_tool *t) {
     return t->envp ? 0 : -1; /* never NULL on success: a NULL envp means environ to uv_spawn */
 }
 
-static void parse_tool(pctx *c, const cmd_tool_set *set, size_t idx, json_t *obj, cmd_tool *t) {
-    char base[48], path[96];
-    snprintf(base, sizeof base, "tools[%zu]", idx);
+static void tool_defaults(void *tool) {
+    cmd_tool *t = tool;
     t->timeout_ms = CMD_TIMEOUT_DEFAULT_MS;
     t->max_output_bytes = CMD_OUTPUT_DEFAULT;
-    if (!json_is_object(obj)) return mcpg_config_problem(c, base, "expected an object");
-    const char *key;
-    json_t *v;
-    json_object_foreach(obj, key, v) parse_member(c, base, key, v, t);
-    static const char *const required[] = {"name", "command"};
-    for (size_t i = 0; i < 2; i++)
-        if (!json_object_get(obj, required[i])) {
-            snprintf(path, sizeof path, "%s.%s", base, required[i]);
-            mcpg_config_problem(c, path, "is required");
-        }
-    for (size_t i = 0; i < idx && t->name[0]; i++)
-        if (strcmp(set->tools[i].name, t->name) == 0) {
-            snprintf(path, sizeof path, "%s.name", base);
-            return mcpg_config_problem(c, path, "duplicate tool name \"%s\" (also tools[%zu])", t->name, i);
-        }
-    if (!t->schema && !(t->schema = build_schema(t))) mcpg_config_problem(c, base, "out of memory");
-    if (cmd_child_env(t)) mcpg_config_problem(c, base, "out of memory");
 }
+
+static void tool_finish(pctx *c, const char *base, void *tool) {
+    if (cmd_child_env(tool)) mcpg_config_problem(c, base, "out of memory");
+}
+
+static const char *const required_keys[] = {"name", "command"};
+
+static const mcpg_tools_spec cmd_tools_spec = {
+    MCPG_TOOLS_LAYOUT(cmd_tool),
+    MCPG_TOOLS_KEYS(tool_keys, required_keys),
+    .init = tool_defaults,
+    .member = parse_member,
+    .finish = tool_finish,
+};
 
 int cmd_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
                     cmd_tool_set *set) {
     pctx c = {h, rep, self, 0};
-    json_error_t e;
-    json_t *root = json ? json_loads(json, 0, &e) : NULL;
-    if (!json_is_array(root) || json_array_size(root) == 0) {
-        json_decref(root);
-        mcpg_config_problem(&c, "tools", "expected a non-empty array of tools");
-        return c.errors;
-    }
-    set->tools = calloc(json_array_size(root), sizeof *set->tools);
-    if (!set->tools) {
-        json_decref(root);
-        mcpg_config_problem(&c, "tools", "out of memory");
-        return c.errors;
-    }
-    size_t i;
-    json_t *v;
-    json_array_foreach(root, i, v) {
-        set->n = i + 1;
-        parse_tool(&c, set, i, v, &set->tools[i]);
-    }
-    json_decref(root);
+    void *tools;
+    mcpg_tools_parse(&c, json, &cmd_tools_spec, &tools, &set->n);
+    set->tools = tools;
     return c.errors;
 }
 

@@ -1,13 +1,17 @@
 /* backend_http: parse and check the "tools" config. One function serves
  * validate() (errors with key paths) and create() (errors logged, hosts
- * resolved), so both agree on what is valid. */
+ * resolved), so both agree on what is valid. The array, name, description
+ * and input_schema are read by the SDK (mcpg/tools_config.h); the HTTP
+ * tool's own keys here. */
 #define _GNU_SOURCE
 #include "http_config.h"
+
+#include <mcpg/tools_config.h>
 
 #include <upclient.h>
 
 #include <jansson.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,24 +19,9 @@
 /* problems go to validate()'s report or create()'s log (the SDK's reporter) */
 typedef mcpg_config_problems pctx;
 
-static const char IDENT[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
-
 /* Collect each distinct {identifier} of one template. */
 static int scan_placeholders(http_tool *t, const char *s) {
-    for (const char *p = strchr(s, '{'); p; p = strchr(p + 1, '{')) {
-        size_t n = strspn(p + 1, IDENT);
-        if (n == 0 || p[1 + n] != '}') continue;
-        int seen = 0;
-        for (size_t i = 0; i < t->nplaceholders && !seen; i++)
-            seen = strlen(t->placeholders[i]) == n && memcmp(t->placeholders[i], p + 1, n) == 0;
-        if (seen) continue;
-        char **nv = realloc(t->placeholders, (t->nplaceholders + 1) * sizeof *nv);
-        if (!nv) return -1;
-        t->placeholders = nv;
-        if (!(nv[t->nplaceholders] = strndup(p + 1, n))) return -1;
-        t->nplaceholders++;
-    }
-    return 0;
+    return mcpg_placeholders_scan(&t->placeholders, &t->nplaceholders, s);
 }
 
 /* Every string in a body template may hold placeholders. */
@@ -130,17 +119,8 @@ static void parse_headers(pctx *c, const char *base, json_t *v, http_tool *t) {
         if (!strcasecmp(k, "Host") || !strcasecmp(k, "Content-Length") ||
             !strcasecmp(k, "Connection") || !strcasecmp(k, "Transfer-Encoding"))
             return mcpg_config_problem(c, path, "set by the gateway");
-        const char *val = NULL;
-        if (json_is_string(e)) {
-            val = json_string_value(e);
-        } else if (json_is_object(e) && json_object_size(e) == 1 &&
-                   json_is_string(json_object_get(e, "from_env"))) {
-            const char *from = json_string_value(json_object_get(e, "from_env"));
-            val = getenv(from);
-            if (!val) return mcpg_config_problem(c, path, "environment variable %s is not set", from);
-        } else {
-            return mcpg_config_problem(c, path, "expected a string or {\"from_env\": \"VAR\"}");
-        }
+        const char *val = mcpg_config_env_value(c, path, e);
+        if (!val) return;
         /* a header value is sent as written: a line break would start a new
          * header, another control character is refused by upstreams */
         if (strpbrk(val, "\r\n")) return mcpg_config_problem(c, path, "the value holds a line break");
@@ -169,16 +149,6 @@ static void parse_errors(pctx *c, const char *base, json_t *v, http_tool *t) {
     }
 }
 
-static void parse_int(pctx *c, const char *base, const char *key, json_t *v, int64_t lo,
-                      int64_t hi, int64_t *out) {
-    char path[96];
-    snprintf(path, sizeof path, "%s.%s", base, key);
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return mcpg_config_problem(c, path, "must be an integer between %lld and %lld", (long long)lo,
-                    (long long)hi);
-    *out = json_integer_value(v);
-}
-
 static void parse_method(pctx *c, const char *path, json_t *v, http_tool *t) {
     static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
     const char *s = json_string_value(v);
@@ -191,39 +161,20 @@ static void parse_method(pctx *c, const char *path, json_t *v, http_tool *t) {
     mcpg_config_problem(c, path, "must be one of GET, POST, PUT, PATCH, DELETE");
 }
 
-/* inputSchema: given as-is, or every placeholder a required string. */
-static char *build_schema(const http_tool *t) {
-    json_t *props = json_object(), *req = json_array();
-    for (size_t i = 0; i < t->nplaceholders; i++) {
-        json_object_set_new(props, t->placeholders[i], json_pack("{s:s}", "type", "string"));
-        json_array_append_new(req, json_string(t->placeholders[i]));
-    }
-    json_t *s = json_pack("{s:s,s:o,s:o}", "type", "object", "properties", props, "required", req);
-    char *text = s ? json_dumps(s, JSON_COMPACT) : NULL;
-    json_decref(s);
-    return text;
-}
-
 static const char *const tool_keys[] = {"name", "description", "method", "url", "query", "body",
                                         "headers", "input_schema", "timeout_ms",
                                         "max_response_bytes", "error_status"};
 
-static void parse_member(pctx *c, const char *base, const char *key, json_t *v, http_tool *t) {
-    char path[96];
-    snprintf(path, sizeof path, "%s.%s", base, key);
-    if (strcmp(key, "name") == 0) {
-        const char *s = json_string_value(v);
-        if (!s || !mcpg_name_valid(s, strlen(s)) || strlen(s) >= sizeof t->name)
-            return mcpg_config_problem(c, path, "must match ^[a-zA-Z0-9_-]{1,64}$");
-        strcpy(t->name, s);
-    } else if (strcmp(key, "description") == 0) {
-        if (!json_is_string(v)) return mcpg_config_problem(c, path, "expected a string");
-        t->description = strdup(json_string_value(v));
-    } else if (strcmp(key, "method") == 0) {
+/* The members of an HTTP tool beyond name, description and input_schema:
+ * 0 for a key that is not one of them. */
+static int parse_member(pctx *c, const char *base, const char *path, const char *key, json_t *v,
+                        void *tool) {
+    http_tool *t = tool;
+    if (strcmp(key, "method") == 0) {
         parse_method(c, path, v, t);
     } else if (strcmp(key, "url") == 0) {
-        if (!json_is_string(v)) return mcpg_config_problem(c, path, "expected a string");
-        parse_url(c, path, json_string_value(v), t);
+        if (!json_is_string(v)) mcpg_config_problem(c, path, "expected a string");
+        else parse_url(c, path, json_string_value(v), t);
     } else if (strcmp(key, "query") == 0) {
         parse_query(c, base, v, t);
     } else if (strcmp(key, "body") == 0) {
@@ -231,66 +182,39 @@ static void parse_member(pctx *c, const char *base, const char *key, json_t *v, 
         if (!t->body || scan_json(t, v)) mcpg_config_problem(c, path, "out of memory");
     } else if (strcmp(key, "headers") == 0) {
         parse_headers(c, base, v, t);
-    } else if (strcmp(key, "input_schema") == 0) {
-        if (!json_is_object(v)) return mcpg_config_problem(c, path, "expected a JSON Schema object");
-        t->schema = json_dumps(v, JSON_COMPACT);
     } else if (strcmp(key, "timeout_ms") == 0) {
-        parse_int(c, base, key, v, 1, HTTP_TIMEOUT_MAX_MS, &t->timeout_ms);
+        mcpg_config_int(c, path, v, 1, HTTP_TIMEOUT_MAX_MS, &t->timeout_ms);
     } else if (strcmp(key, "max_response_bytes") == 0) {
-        parse_int(c, base, key, v, 1, HTTP_RESPONSE_MAX, &t->max_response_bytes);
+        mcpg_config_int(c, path, v, 1, HTTP_RESPONSE_MAX, &t->max_response_bytes);
     } else if (strcmp(key, "error_status") == 0) {
         parse_errors(c, base, v, t);
     } else {
-        mcpg_config_unknown_key(c, path, key, tool_keys, sizeof tool_keys / sizeof *tool_keys);
+        return 0;
     }
+    return 1;
 }
 
-static void parse_tool(pctx *c, const http_tool_set *set, size_t idx, json_t *obj, http_tool *t) {
-    char base[48], path[96];
-    snprintf(base, sizeof base, "tools[%zu]", idx);
+static void tool_defaults(void *tool) {
+    http_tool *t = tool;
     t->timeout_ms = HTTP_TIMEOUT_DEFAULT_MS;
     t->max_response_bytes = HTTP_RESPONSE_DEFAULT;
-    if (!json_is_object(obj)) return mcpg_config_problem(c, base, "expected an object");
-    const char *key;
-    json_t *v;
-    json_object_foreach(obj, key, v) parse_member(c, base, key, v, t);
-    static const char *const required[] = {"name", "method", "url"};
-    for (size_t i = 0; i < 3; i++)
-        if (!json_object_get(obj, required[i])) {
-            snprintf(path, sizeof path, "%s.%s", base, required[i]);
-            mcpg_config_problem(c, path, "is required");
-        }
-    for (size_t i = 0; i < idx && t->name[0]; i++)
-        if (strcmp(set->tools[i].name, t->name) == 0) {
-            snprintf(path, sizeof path, "%s.name", base);
-            return mcpg_config_problem(c, path, "duplicate tool name \"%s\" (also tools[%zu])", t->name, i);
-        }
-    if (!t->schema && !(t->schema = build_schema(t))) mcpg_config_problem(c, base, "out of memory");
 }
+
+static const char *const required_keys[] = {"name", "method", "url"};
+
+static const mcpg_tools_spec http_tools_spec = {
+    MCPG_TOOLS_LAYOUT(http_tool),
+    MCPG_TOOLS_KEYS(tool_keys, required_keys),
+    .init = tool_defaults,
+    .member = parse_member,
+};
 
 int http_tools_parse(const mcpg_host *h, const char *json, mcpg_report *rep, mcpg_instance *self,
                      http_tool_set *set) {
     pctx c = {h, rep, self, 0};
-    json_error_t e;
-    json_t *root = json ? json_loads(json, 0, &e) : NULL;
-    if (!json_is_array(root) || json_array_size(root) == 0) {
-        json_decref(root);
-        mcpg_config_problem(&c, "tools", "expected a non-empty array of tools");
-        return c.errors;
-    }
-    set->tools = calloc(json_array_size(root), sizeof *set->tools);
-    if (!set->tools) {
-        json_decref(root);
-        mcpg_config_problem(&c, "tools", "out of memory");
-        return c.errors;
-    }
-    size_t i;
-    json_t *v;
-    json_array_foreach(root, i, v) {
-        set->n = i + 1;
-        parse_tool(&c, set, i, v, &set->tools[i]);
-    }
-    json_decref(root);
+    void *tools;
+    mcpg_tools_parse(&c, json, &http_tools_spec, &tools, &set->n);
+    set->tools = tools;
     return c.errors;
 }
 

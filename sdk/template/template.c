@@ -91,7 +91,7 @@ static int template_create(const mcpg_host *host, mcpg_instance *self, const voi
     t->host = host;
     t->self = self;
     t->cfg = config;
-    if (host->buf_append(&t->tools, greet_tool, sizeof greet_tool - 1) != 0) {
+    if (mcpg_buf_append(&t->tools, greet_tool, sizeof greet_tool - 1) != 0) {
         host->free(t);
         return MCPG_ENOMEM;
     }
@@ -103,7 +103,7 @@ static int template_create(const mcpg_host *host, mcpg_instance *self, const voi
  * is inside the instance. */
 static void template_destroy(void *instance) {
     template_instance *t = instance;
-    t->host->buf_free(&t->tools);
+    mcpg_buf_free(&t->tools);
     t->host->free(t);
 }
 
@@ -112,7 +112,7 @@ static void template_destroy(void *instance) {
 /* List ops answer from memory, synchronously: append a JSON array to out. */
 static int template_list_tools(void *instance, mcpg_buf *out) {
     template_instance *t = instance;
-    return t->host->buf_append(out, t->tools.data, t->tools.len);
+    return mcpg_buf_append(out, t->tools.data, t->tools.len);
 }
 
 /* A JSON-RPC error for the client, and DENY. The message is copied. */
@@ -153,12 +153,12 @@ static mcpg_status template_call_tool(void *instance, mcpg_call *call) {
     size_t alen;
     const char *args = h->call_args(call, &alen);
     mcpg_json_span v;
-    if (h->json_object_get(args, alen, "name", &v) != 1 || v.type != MCPG_JSON_STRING)
+    if (mcpg_json_object_get(args, alen, "name", &v) != 1 || v.type != MCPG_JSON_STRING)
         return template_refuse(t, call, "\"name\" must be a string");
     char name[1024 + 1];
     size_t name_len;
     size_t cap = (size_t)t->cfg->max_name + 1;
-    if (h->json_string_decode(&v, name, cap, &name_len) != 0)
+    if (mcpg_json_string_decode(&v, name, cap, &name_len) != 0)
         return template_refuse(t, call, "\"name\" is too long");
     if (name_len == 0) return template_refuse(t, call, "\"name\" must not be empty");
 

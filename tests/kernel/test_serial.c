@@ -43,7 +43,7 @@ static int lives_seen;  /* lives at the kept handle's address */
 static int accepted;    /* of them, those the kept handle reached */
 
 /* The object a handle names: its low 42 bits, the address without its low
- * 6 (sdk/src/handshake.h, which the kernel keeps private, encodes the
+ * 6 (lib/hostcore/handshake.h, which the kernel keeps private, encodes the
  * handle so): equal for two handles of one object. */
 static uintptr_t object_of(const mcpg_call *h) {
     return (uintptr_t)((uint64_t)(uintptr_t)h & ((UINT64_C(1) << 42) - 1));

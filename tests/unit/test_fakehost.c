@@ -6,7 +6,7 @@
  * catch, and the points where it must behave as the kernel does: call
  * handles, a DENY without an error, cancel, optional ops, sized structs.
  *
- * It reads call handles with the SDK's handshake.h, which the kernel and the
+ * It reads call handles with lib/hostcore/handshake.h, which the kernel and the
  * fake host share. */
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
@@ -635,6 +635,45 @@ static void expect_greeting(mcpg_fakehost *fh, mcpg_instance *inst, const char *
                  r ? r : "(null)");
     MCPG_CHECK(mcpg_json_validate(r, strlen(r)) == 0, "mode %s: result is JSON", mode);
     mcpg_fakehost_call_free(fh, c);
+}
+
+/* The helpers a module's test uses instead of writing its own. */
+static void test_helpers(mcpg_fakehost *fh) {
+    mcpg_instance *inst = mcpg_fakehost_load_or_exit(fh, &tb_module, "helpers", "{\"greeting\":\"hi\"}");
+    int64_t code = -1;
+    char msg[64] = "x";
+    int is_error = -1;
+    char *result = mcpg_fakehost_call_tool(fh, inst, "greet", "{\"who\":\"a\\\"b\"}", 5000, &code,
+                                           msg, sizeof msg);
+    char *text = result ? mcpg_fakehost_result_text(result, &is_error) : NULL;
+    MCPG_CHECK(text && strcmp(text, "hi, a\"b") == 0 && is_error == 0, "call_tool: %s",
+               result ? result : "(none)");
+    MCPG_CHECK(code == 0 && msg[0] == '\0', "no error: %lld %s", (long long)code, msg);
+    free(text);
+    free(result);
+    result = mcpg_fakehost_call_tool(fh, inst, "fail", "{}", 5000, &code, msg, sizeof msg);
+    MCPG_CHECK(!result && code == MCPG_RPC_INVALID_PARAMS && strcmp(msg, "bad arguments") == 0,
+               "an error: %lld %s", (long long)code, msg);
+    MCPG_CHECK(mcpg_fakehost_failures(fh) == 0, "an error is an answer");
+    result = mcpg_fakehost_call_tool(fh, inst, "bogus_status", "{}", 5000, &code, NULL, 0);
+    MCPG_CHECK(!result && mcpg_fakehost_take_failures(fh) >= 1, "no answer is a failure");
+    MCPG_CHECK(!mcpg_fakehost_result_text("{\"content\":[{\"type\":\"image\",\"text\":\"x\"}]}", NULL),
+               "only a text item has text");
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+
+    char path[] = "/tmp/fakehost-helpers-XXXXXX";
+    int fd = mkstemp(path);
+    MCPG_REQUIRE(fd >= 0, "mkstemp");
+    close(fd);
+    char back[16] = {0};
+    FILE *f = mcpg_fakehost_write_file(path, "written") == 0 ? fopen(path, "r") : NULL;
+    MCPG_CHECK(f && fgets(back, sizeof back, f) && strcmp(back, "written") == 0, "write_file");
+    if (f) fclose(f);
+    unlink(path);
+    MCPG_CHECK(mcpg_fakehost_write_file("/nonexistent-dir/x", "x") == -1, "write_file refused");
+    uint64_t t0 = mcpg_fakehost_now_ms();
+    MCPG_CHECK(mcpg_fakehost_now_ms() >= t0 && mcpg_fakehost_now_s() * 1e3 + 1 >= (double)t0,
+               "monotonic clocks");
 }
 
 static void test_backend(mcpg_fakehost *fh) {
@@ -1300,6 +1339,7 @@ int main(void) {
     test_host_table(fh);
     test_post_from_thread(fh);
     test_backend(fh);
+    test_helpers(fh);
     test_backend_errors(fh);
     test_identity(fh);
     test_transport_side(fh);

@@ -1,4 +1,4 @@
-/* The metrics registry (sdk/src/metrics_registry.c), the kernel's and the
+/* The metrics registry (lib/hostcore/metrics_registry.c), the kernel's and the
  * fake host's: loop rows and the shared row summed right from many
  * threads, histogram buckets at their edges, names and shapes refused,
  * duplicates, a reload's successor taking a name over, an owner's families

@@ -30,11 +30,7 @@ static mcpg_fakehost *fh;
 static char dir[64];
 
 static mcpg_instance *load(const char *config) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "audit", config, &inst);
-    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s%s", rc, mcpg_fakehost_report_text(fh),
-                 mcpg_fakehost_log_text(fh));
-    return inst;
+    return mcpg_fakehost_load_file_or_exit(fh, so_path, "audit", config);
 }
 
 static char *config_for(const char *path, const char *extra) {

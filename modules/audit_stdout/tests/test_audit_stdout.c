@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "audit_format.h"
@@ -64,11 +63,7 @@ static void *read_all(void *arg) {
 }
 
 static mcpg_instance *load(const char *config) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "out", config, &inst);
-    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s%s", rc, mcpg_fakehost_report_text(fh),
-                 mcpg_fakehost_log_text(fh));
-    return inst;
+    return mcpg_fakehost_load_file_or_exit(fh, so_path, "out", config);
 }
 
 static mcpg_audit_event event_for(uint64_t seq, char *id, size_t cap, const char *msg) {
@@ -89,12 +84,6 @@ static int emit(mcpg_instance *inst, mcpg_call *c, uint64_t seq, const char *msg
     return mcpg_fakehost_emit(fh, inst, c, &ev);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Every event is one line, byte for byte what the shared formatter makes. */
 static void test_lines(void) {
     reader r = {.fd = stdout_to_pipe(0)};
@@ -105,9 +94,9 @@ static void test_lines(void) {
     double worst = 0, total = 0;
     for (uint64_t i = 1; i <= N; i++) {
         mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{}", "1");
-        double t0 = now_s();
+        double t0 = mcpg_fakehost_now_s();
         int st = emit(inst, c, i, NULL);
-        double dt = now_s() - t0;
+        double dt = mcpg_fakehost_now_s() - t0;
         if (dt > worst) worst = dt;
         total += dt;
         MCPG_REQUIRE(st == MCPG_CONTINUE, "emit %llu: %d (never PENDING: not durable)",
@@ -148,7 +137,7 @@ static void test_full(const char *on_full) {
     snprintf(cfg, sizeof cfg, "{\"buffer_bytes\":16384,\"on_full\":\"%s\"}", on_full);
     mcpg_instance *inst = load(cfg);
     int refuse = strcmp(on_full, "refuse") == 0, cont = 0, denied = 0;
-    double t0 = now_s();
+    double t0 = mcpg_fakehost_now_s();
     for (uint64_t i = 1; i <= 400; i++) {
         mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", "{}", "1");
         int st = emit(inst, c, i, NULL);
@@ -163,7 +152,7 @@ static void test_full(const char *on_full) {
         cont += st == MCPG_CONTINUE;
         mcpg_fakehost_call_free(fh, c);
     }
-    double dt = now_s() - t0;
+    double dt = mcpg_fakehost_now_s() - t0;
     MCPG_CHECK(dt < 2.0, "400 emits took %.2f s while stdout was blocked", dt);
     MCPG_CHECK(refuse ? denied > 0 && cont + denied == 400 : cont == 400,
                "on_full %s: %d continued, %d refused", on_full, cont, denied);

@@ -10,16 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char *so_path;
 static mcpg_fakehost *fh;
 
 static mcpg_instance *load(const char *config, int inline_on) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "cmd", config, &inst);
-    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
+    mcpg_instance *inst = mcpg_fakehost_load_file_or_exit(fh, so_path, "cmd", config);
     MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, inline_on) == 0, "set_inline");
     return inst;
 }
@@ -28,28 +25,12 @@ static void unload(mcpg_instance *inst) {
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Run one call; the result parsed (NULL on an error: *code, *msg set). */
 static json_t *call(mcpg_instance *inst, const char *tool, const char *args, int64_t *code,
                     char *msg, size_t msgcap) {
-    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, args, "1");
-    MCPG_REQUIRE(c, "call_new");
-    int st = mcpg_fakehost_run(fh, inst, c, 10000);
-    json_t *o = NULL;
-    *code = mcpg_fakehost_error_code(c);
-    if (msg) snprintf(msg, msgcap, "%s", mcpg_fakehost_error_message(c) ? mcpg_fakehost_error_message(c) : "");
-    if (st == MCPG_CONTINUE) {
-        o = json_loads(mcpg_fakehost_result(c), 0, NULL);
-        MCPG_REQUIRE(o, "result is JSON: %s", mcpg_fakehost_result(c));
-    } else {
-        MCPG_CHECK(st == MCPG_DENY, "%s: status %d", tool, st);
-    }
-    mcpg_fakehost_call_free(fh, c);
+    char *result = mcpg_fakehost_call_tool(fh, inst, tool, args, 10000, code, msg, msgcap);
+    json_t *o = result ? json_loads(result, 0, NULL) : NULL;
+    free(result);
     return o;
 }
 
@@ -214,9 +195,9 @@ static void test_timeout_kills_group(void) {
     char args[128], msg[256];
     snprintf(args, sizeof args, "{\"pidfile\":\"%s\"}", pidfile);
     int64_t code;
-    uint64_t t0 = now_ms();
+    uint64_t t0 = mcpg_fakehost_now_ms();
     json_t *o = call(inst, "slow", args, &code, msg, sizeof msg);
-    uint64_t took = now_ms() - t0;
+    uint64_t took = mcpg_fakehost_now_ms() - t0;
     MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "timed out after 300 ms"),
                "timeout error: %lld %s", (long long)code, msg);
     MCPG_CHECK(took >= 250 && took < 5000, "answered at the timeout: %llu ms",
@@ -243,9 +224,9 @@ static void test_output_cap(void) {
     json_t *o = call(inst, "big", "{}", &code, msg, sizeof msg);
     MCPG_CHECK(!o && code == MCPG_RPC_SERVER_ERROR && strstr(msg, "output exceeds 1000 bytes"),
                "cap: %lld %s", (long long)code, msg);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = mcpg_fakehost_now_ms();
     o = call(inst, "forever", "{}", &code, msg, sizeof msg);
-    MCPG_CHECK(!o && strstr(msg, "output exceeds 5000 bytes") && now_ms() - t0 < 5000,
+    MCPG_CHECK(!o && strstr(msg, "output exceeds 5000 bytes") && mcpg_fakehost_now_ms() - t0 < 5000,
                "an endless writer is killed at the cap: %s", msg);
     o = call(inst, "fits", "{}", &code, msg, sizeof msg);
     MCPG_CHECK(o && strlen(text_of(o)) == 1000, "exactly the cap fits: %s", msg);
@@ -270,13 +251,13 @@ static void test_cancel(void) {
         read_pids(pidfile, &sh, &sl);
     }
     MCPG_REQUIRE(sl > 0, "started");
-    uint64_t t0 = now_ms();
+    uint64_t t0 = mcpg_fakehost_now_ms();
     mcpg_fakehost_host(fh)->call_cancel(c);
     MCPG_CHECK(mcpg_fakehost_wait(fh, c, 5000) == MCPG_DENY, "cancel answers");
     MCPG_CHECK(mcpg_fakehost_error_code(c) == MCPG_RPC_SERVER_ERROR &&
                    strstr(mcpg_fakehost_error_message(c), "cancelled"),
                "cancelled: %s", mcpg_fakehost_error_message(c));
-    MCPG_CHECK(now_ms() - t0 < 2000, "at once");
+    MCPG_CHECK(mcpg_fakehost_now_ms() - t0 < 2000, "at once");
     mcpg_fakehost_call_free(fh, c);
     for (int i = 0; i < 100 && !(gone(sh) && gone(sl)); i++) mcpg_fakehost_run_for(fh, 10);
     MCPG_CHECK(gone(sh) && gone(sl), "group killed");

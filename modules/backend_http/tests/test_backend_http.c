@@ -192,9 +192,7 @@ static mcpg_instance *load(const char *tpl) {
         }
     }
     conf[n] = '\0';
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "rest", conf, &inst);
-    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
+    mcpg_instance *inst = mcpg_fakehost_load_file_or_exit(fh, so_path, "rest", conf);
     MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "set_inline");
     return inst;
 }
@@ -203,19 +201,9 @@ static void unload(mcpg_instance *inst) { MCPG_CHECK(mcpg_fakehost_unload(fh, in
 
 static json_t *call(mcpg_instance *inst, const char *tool, const char *args, int64_t *code,
                     char *msg, size_t msgcap) {
-    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, args, "1");
-    MCPG_REQUIRE(c, "call_new");
-    int st = mcpg_fakehost_run(fh, inst, c, 10000);
-    json_t *o = NULL;
-    *code = mcpg_fakehost_error_code(c);
-    snprintf(msg, msgcap, "%s", mcpg_fakehost_error_message(c) ? mcpg_fakehost_error_message(c) : "");
-    if (st == MCPG_CONTINUE) {
-        o = json_loads(mcpg_fakehost_result(c), 0, NULL);
-        MCPG_REQUIRE(o, "result is JSON: %s", mcpg_fakehost_result(c));
-    } else {
-        MCPG_CHECK(st == MCPG_DENY, "%s: status %d", tool, st);
-    }
-    mcpg_fakehost_call_free(fh, c);
+    char *result = mcpg_fakehost_call_tool(fh, inst, tool, args, 10000, code, msg, msgcap);
+    json_t *o = result ? json_loads(result, 0, NULL) : NULL;
+    free(result);
     return o;
 }
 

@@ -8,53 +8,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char *so_path;
 static mcpg_fakehost *fh;
 
 static mcpg_instance *load(const char *config) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "mock", config, &inst);
-    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s", rc, mcpg_fakehost_report_text(fh));
-    return inst;
+    return mcpg_fakehost_load_file_or_exit(fh, so_path, "mock", config);
 }
 
 static void unload(mcpg_instance *inst) {
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Call a tool and return the decoded text of its one content item (malloc'd),
  * or NULL when it answered an error (*code then holds it). */
 static char *call_text(mcpg_instance *inst, const char *tool, const char *args, int64_t *code,
                        int *is_error) {
-    mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, args, "1");
-    MCPG_REQUIRE(c, "call_new");
-    int st = mcpg_fakehost_run(fh, inst, c, 5000);
-    char *text = NULL;
-    *code = mcpg_fakehost_error_code(c);
-    if (st == MCPG_CONTINUE) {
-        const char *res = mcpg_fakehost_result(c);
-        json_error_t e;
-        json_t *o = json_loads(res, 0, &e);
-        MCPG_REQUIRE(o, "result is JSON: %s", res);
-        json_t *item = json_array_get(json_object_get(o, "content"), 0);
-        MCPG_REQUIRE(json_is_string(json_object_get(item, "text")), "a text item: %s", res);
-        MCPG_CHECK(strcmp(json_string_value(json_object_get(item, "type")), "text") == 0,
-                   "type text: %s", res);
-        text = strdup(json_string_value(json_object_get(item, "text")));
-        if (is_error) *is_error = json_is_true(json_object_get(o, "isError"));
-        json_decref(o);
-    } else {
-        MCPG_CHECK(st == MCPG_DENY, "%s: status %d", tool, st);
-    }
-    mcpg_fakehost_call_free(fh, c);
+    char *result = mcpg_fakehost_call_tool(fh, inst, tool, args, 5000, code, NULL, 0);
+    char *text = result ? mcpg_fakehost_result_text(result, is_error) : NULL;
+    MCPG_REQUIRE(!result || text, "a text item: %s", result);
+    free(result);
     return text;
 }
 
@@ -180,7 +153,7 @@ static void test_payload_and_fail(void) {
 static uint64_t run_concurrent(mcpg_instance *inst, const char *tool, int n) {
     mcpg_call *calls[16];
     MCPG_REQUIRE(n <= 16, "at most 16 calls, not %d", n);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = mcpg_fakehost_now_ms();
     for (int i = 0; i < n; i++) {
         calls[i] = mcpg_fakehost_call_new(fh, "tools/call", tool, "{\"message\":\"z\"}", "1");
         MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, calls[i]) == MCPG_PENDING,
@@ -193,7 +166,7 @@ static uint64_t run_concurrent(mcpg_instance *inst, const char *tool, int n) {
                    mcpg_fakehost_result(calls[i]));
         mcpg_fakehost_call_free(fh, calls[i]);
     }
-    return now_ms() - t0;
+    return mcpg_fakehost_now_ms() - t0;
 }
 
 static json_t *stats(mcpg_instance *inst) {
@@ -242,7 +215,7 @@ static void test_latency(void) {
     MCPG_REQUIRE(mcpg_fakehost_set_inline(inst, 1) == 0, "inline-safe");
     /* inline: 5 calls held on loop timers at once, so they overlap */
     mcpg_call *calls[5];
-    uint64_t t0 = now_ms();
+    uint64_t t0 = mcpg_fakehost_now_ms();
     for (int i = 0; i < 5; i++) {
         calls[i] = mcpg_fakehost_call_new(fh, "tools/call", "slow", "{\"message\":\"z\"}", "1");
         MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, calls[i]) == MCPG_PENDING,
@@ -258,7 +231,7 @@ static void test_latency(void) {
                      "call %d answered", i);
         mcpg_fakehost_call_free(fh, calls[i]);
     }
-    uint64_t ms = now_ms() - t0;
+    uint64_t ms = mcpg_fakehost_now_ms() - t0;
     printf("inline: 5 calls of latency %d ms took %llu ms\n", SLOW_MS, (unsigned long long)ms);
     /* libuv times from the loop's cached clock, which the fake host last
      * updated when its loop last ran: a few ms early is the loop, not us.
@@ -271,11 +244,11 @@ static void test_latency(void) {
 
     /* cancel: the held call answers at once, and its timer is gone */
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "held", "{\"message\":\"z\"}", "1");
-    t0 = now_ms();
+    t0 = mcpg_fakehost_now_ms();
     MCPG_REQUIRE(mcpg_fakehost_dispatch(fh, inst, c) == MCPG_PENDING, "pending");
     mcpg_fakehost_host(fh)->call_cancel(c);
     MCPG_REQUIRE(mcpg_fakehost_wait(fh, c, 2 * HELD_MS) == MCPG_DENY, "a cancelled call is denied");
-    ms = now_ms() - t0;
+    ms = mcpg_fakehost_now_ms() - t0;
     MCPG_CHECK(ms < HELD_MS / 2, "answered at once, not after its latency (%d ms): %llu ms", HELD_MS,
                (unsigned long long)ms);
     mcpg_fakehost_call_free(fh, c);

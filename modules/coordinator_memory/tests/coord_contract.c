@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define K(s) s, strlen(s)
 #define WAIT_MS 5000
@@ -18,17 +17,11 @@
  * and ours are not the same clock (Redis's, NATS's wall clock). */
 #define TTL_SLACK_MS 250
 
-static uint64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Turn the loop until ttl_ms + TTL_SLACK_MS have passed since `since` (taken
  * once the op that set the TTL had answered, so after the store started it). */
 static void run_past(const contract *c, uint64_t since, uint64_t ttl_ms) {
     uint64_t until = since + ttl_ms + TTL_SLACK_MS, now;
-    while ((now = mono_ms()) < until) mcpg_fakehost_run_for(c->fh, until - now);
+    while ((now = mcpg_fakehost_now_ms()) < until) mcpg_fakehost_run_for(c->fh, until - now);
 }
 
 const mcpg_module *contract_open(const char *so_path, void **dl) {
@@ -42,11 +35,7 @@ const mcpg_module *contract_open(const char *so_path, void **dl) {
 }
 
 mcpg_instance *contract_load(mcpg_fakehost *fh, const mcpg_module *mod, const char *config) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load(fh, mod, "coord", config, &inst);
-    MCPG_REQUIRE(rc == 0, "load failed: %d\n%s%s", rc, mcpg_fakehost_report_text(fh),
-                 mcpg_fakehost_log_text(fh));
-    return inst;
+    return mcpg_fakehost_load_or_exit(fh, mod, "coord", config);
 }
 
 void contract_on_answer(void *arg, int status, const mcpg_coord_value *v) {
@@ -255,7 +244,7 @@ void contract_ttl(const contract *c) {
                    contract_put(c, "ct.keep", "v", 0).status == 0, "put without a ttl clears it");
     /* every TTL above started before now: past now + TTL_MS each key is gone
      * (the window's too: its second incr, 100 s, must not have moved it) */
-    run_past(c, mono_ms(), TTL_MS);
+    run_past(c, mcpg_fakehost_now_ms(), TTL_MS);
     MCPG_CHECK(contract_get(c, "ct.t").status == MCPG_ENOENT, "expired");
     MCPG_CHECK(contract_incr(c, "ct.w", 1, TTL_MS).number == 1,
                "incr kept the first expiry; a new window counts from 0");
@@ -321,7 +310,7 @@ void contract_rate_take(const contract *c) {
      * here), not for its burst (10 of them) */
     const int64_t iv_exp = TTL_MS * 1000;
     a = take(c, "ct.rexp", now, iv_exp, 10 * iv_exp);
-    uint64_t taken = mono_ms();
+    uint64_t taken = mcpg_fakehost_now_ms();
     MCPG_CHECK(a.status == 0 && contract_get(c, "ct.rexp").status == 0, "kept");
     run_past(c, taken, TTL_MS);
     MCPG_CHECK(contract_get(c, "ct.rexp").status == MCPG_ENOENT, "gone once paid-until passed");

@@ -23,7 +23,6 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static mcpg_fakehost *fh;
 static const mcpg_module *mod;
@@ -456,12 +455,6 @@ static int bench_done(void *arg) {
     return b->left <= 0 && b->done >= b->per;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void bench_run(const char *config, long per, const char *what) {
     mcpg_instance *inst = load(config);
     void *st = mcpg_fakehost_state(inst);
@@ -470,14 +463,14 @@ static void bench_run(const char *config, long per, const char *what) {
     for (int j = 0; j < 3; j++) {
         /* 64 ops in flight, each answer issuing the next */
         bench b[64];
-        double t0 = now_s();
+        double t0 = mcpg_fakehost_now_s();
         for (int i = 0; i < 64; i++) {
             b[i] = (bench){.st = st, .which = order[j], .left = per, .per = per};
             bench_issue(&b[i]);
         }
         for (int i = 0; i < 64; i++) mcpg_fakehost_run_until(fh, bench_done, &b[i], 10000);
         mcpg_fakehost_run_for(fh, 1);
-        double dt = now_s() - t0;
+        double dt = mcpg_fakehost_now_s() - t0;
         long total = 0;
         for (int i = 0; i < 64; i++) total += b[i].done;
         printf("bench: %-4s %8.0f ops/s on the loop (%ld ops, 64 in flight%s)\n",

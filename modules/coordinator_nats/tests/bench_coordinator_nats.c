@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static mcpg_fakehost *fh;
 static const mcpg_coordinator_ops *ops;
@@ -28,12 +27,6 @@ static char value[257];
 typedef enum { B_GET, B_MISS, B_PUT, B_INCR, B_PIA, B_DEL, B_SCAN, B_COUNT } bench_op;
 static const char *names[] = {"get", "get missing", "put (TTL)", "incr", "put_if_absent",
                               "delete", "prefix pass (1 000 keys)"};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 typedef struct task {
     bench_op op;
@@ -51,14 +44,14 @@ static void issue(task *t);
 static void on_done(void *arg, int status, const mcpg_coord_value *v) {
     task *t = arg;
     (void)v;
-    double dt = now_s() - t->started;
+    double dt = mcpg_fakehost_now_s() - t->started;
     int fine = status == 0 || (t->op == B_MISS && status == MCPG_ENOENT) ||
                (t->op == B_DEL && status == MCPG_ENOENT);
     t->errors += !fine;
     t->done++;
     if (t->lat && t->nlat < t->cap) t->lat[t->nlat++] = dt;
     t->busy = 0;
-    if (now_s() < t->stop_at) issue(t);
+    if (mcpg_fakehost_now_s() < t->stop_at) issue(t);
 }
 
 static void on_each(void *arg, int status, const mcpg_coord_value *v) { (void)arg, (void)status, (void)v; }
@@ -69,7 +62,7 @@ static void issue(task *t) {
     int n;
     int rc;
     t->busy = 1;
-    t->started = now_s();
+    t->started = mcpg_fakehost_now_s();
     switch (t->op) {
     case B_GET:
         n = snprintf(k, sizeof k, "bench.k.%ld", i % nkeys);
@@ -121,7 +114,7 @@ static int cmp_d(const void *a, const void *b) {
 static void run(bench_op op, int ntasks) {
     static task ts[64];
     static double lat[1 << 20];
-    double t0 = now_s(), secs = seconds;
+    double t0 = mcpg_fakehost_now_s(), secs = seconds;
     for (int i = 0; i < ntasks; i++) {
         ts[i] = (task){.op = op, .stop_at = t0 + secs};
         if (ntasks == 1) ts[i].lat = lat, ts[i].cap = sizeof lat / sizeof *lat;
@@ -129,7 +122,7 @@ static void run(bench_op op, int ntasks) {
     for (int i = ntasks; i < 64; i++) ts[i] = (task){0};
     for (int i = 0; i < ntasks; i++) issue(&ts[i]);
     mcpg_fakehost_run_until(fh, all_idle, ts, (int)(secs * 1000) + 30000);
-    double dt = now_s() - t0;
+    double dt = mcpg_fakehost_now_s() - t0;
     long done = 0, errors = 0;
     for (int i = 0; i < ntasks; i++) done += ts[i].done, errors += ts[i].errors;
     if (ntasks == 1 && ts[0].nlat) {
@@ -190,7 +183,7 @@ int main(int argc, char **argv) {
     mcpg_instance *inst;
     MCPG_REQUIRE(mcpg_fakehost_load_file(fh, argv[1], "bench", cfg, &inst) == 0, "load");
     st = mcpg_fakehost_state(inst);
-    double t0 = now_s();
+    double t0 = mcpg_fakehost_now_s();
     static seeder sd[64];
     long per = (nkeys + 1000) / 64 + 1;
     for (int i = 0; i < 64; i++) {
@@ -200,7 +193,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < 64; i++) mcpg_fakehost_run_until(fh, seeded, &sd[i], 600000);
     printf("seeded %ld keys of 256 bytes in %.1f s (nats-server at %s)\n", nkeys + 1000,
-           now_s() - t0, n.url);
+           mcpg_fakehost_now_s() - t0, n.url);
     for (int op = 0; op < B_COUNT; op++) {
         run((bench_op)op, 1);
         run((bench_op)op, 64);

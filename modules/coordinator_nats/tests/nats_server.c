@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "nats_server.h"
 
+#include <mcpg/fakehost.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +15,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char *binary(void) {
@@ -33,11 +34,6 @@ static int free_port(void) {
     }
     close(fd);
     return ntohs(a.sin_port);
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 int nats_http_get(int port, const char *path, char *out, size_t cap) {
@@ -78,7 +74,7 @@ static int wait_healthy(nats_node *n, int timeout_ms) {
             n->pid = 0;
             return -1;
         }
-        sleep_ms(20);
+        mcpg_fakehost_sleep_ms(20);
     }
     return -1;
 }
@@ -184,7 +180,7 @@ void nats_node_stop(nats_node *n) {
             n->pid = 0;
             return;
         }
-        sleep_ms(20);
+        mcpg_fakehost_sleep_ms(20);
     }
     nats_node_kill(n);
 }

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define K(s) s, strlen(s)
 
@@ -49,11 +48,7 @@ static answer incr_on(void *st, const char *k, int64_t d, uint64_t ttl) {
 }
 
 static mcpg_instance *load(const char *name, const char *config) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, name, config, &inst);
-    MCPG_REQUIRE(rc == 0, "load %s failed: %d\n%s%s", name, rc, mcpg_fakehost_report_text(fh),
-                 mcpg_fakehost_log_text(fh));
-    return inst;
+    return mcpg_fakehost_load_file_or_exit(fh, so_path, name, config);
 }
 
 static void unload(mcpg_instance *inst) {
@@ -73,12 +68,6 @@ static char *config_timeout(const char *url, const char *bucket, int timeout_ms,
 
 static char *config(const char *url, const char *bucket, const char *extra) {
     return config_timeout(url, bucket, 1500, extra);
-}
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
 static void test_contract(const char *url) {
@@ -169,10 +158,10 @@ static void race_expired(void *a, void *b) {
         snprintf(k, sizeof k, "race.slot.%d", i);
         MCPG_CHECK(put_on(a, k, "old", SLOT_TTL_MS).status == 0, "put");
     }
-    double put_all = now_ms(); /* every slot's expiry was set before this */
+    double put_all = 1e3 * mcpg_fakehost_now_s(); /* every slot's expiry was set before this */
     MCPG_CHECK(pia_on(b, "race.slot.0", "x", 0).status == MCPG_EEXIST, "live: taken");
     /* past every expiry (the module's wall clock; 250 ms for the clocks) */
-    for (double left; (left = put_all + SLOT_TTL_MS + 250 - now_ms()) > 0;)
+    for (double left; (left = put_all + SLOT_TTL_MS + 250 - 1e3 * mcpg_fakehost_now_s()) > 0;)
         mcpg_fakehost_run_for(fh, (uint64_t)left + 1);
     MCPG_CHECK(get_on(b, "race.slot.0").status == MCPG_ENOENT, "expired: absent to get");
     static many m;
@@ -330,17 +319,17 @@ static void test_bucket_node_killed(nats_node c[3], const char *urls) {
     void *st = mcpg_fakehost_state(inst);
     MCPG_CHECK(strcmp(held_op(st, 0).data, "v") == 0, "get before the kill");
     nats_node_kill(&c[h]);
-    double t0 = now_ms();
+    double t0 = 1e3 * mcpg_fakehost_now_s();
     answer a = held_op(st, 0);
-    double first = now_ms() - t0;
+    double first = 1e3 * mcpg_fakehost_now_s() - t0;
     MCPG_CHECK(a.status == MCPG_ETIMEDOUT || a.status == MCPG_EUNAVAIL,
                "the first get with the bucket's node down: %d", a.status);
     int unavailable = 0;
     double worst = 0;
     for (int i = 0; i < 10; i++) {
-        double t1 = now_ms();
+        double t1 = 1e3 * mcpg_fakehost_now_s();
         a = held_op(st, i % 2);
-        double took = now_ms() - t1;
+        double took = 1e3 * mcpg_fakehost_now_s() - t1;
         worst = took > worst ? took : worst;
         unavailable += a.status == MCPG_EUNAVAIL;
     }
@@ -352,14 +341,14 @@ static void test_bucket_node_killed(nats_node c[3], const char *urls) {
     MCPG_CHECK(mcpg_fakehost_log_contains(fh, "does not answer though the connection is up"),
                "the bucket's loss logged");
     MCPG_REQUIRE(nats_node_restart(&c[h]) == 0, "the bucket's node restarted");
-    t0 = now_ms();
+    t0 = 1e3 * mcpg_fakehost_now_s();
     int back = 0;
-    while (!back && now_ms() - t0 < 60000) {
+    while (!back && 1e3 * mcpg_fakehost_now_s() - t0 < 60000) {
         a = held_op(st, 0);
         back = a.status == 0;
         if (!back) mcpg_fakehost_run_for(fh, 100);
     }
-    printf("bucket's node back: ops run again after %.0f ms\n", now_ms() - t0);
+    printf("bucket's node back: ops run again after %.0f ms\n", 1e3 * mcpg_fakehost_now_s() - t0);
     MCPG_CHECK(back && strcmp(a.data, "v") == 0, "the row after the node's restart: %d", a.status);
     MCPG_CHECK(held_op(st, 1).number == 1, "incr after the node's restart");
     unload(inst);

@@ -38,10 +38,7 @@ static void sha256_hex(const char *key, char out[65]) {
 }
 
 static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    MCPG_REQUIRE(f, "open %s", path);
-    fputs(text, f);
-    MCPG_REQUIRE(fclose(f) == 0, "write %s", path);
+    MCPG_REQUIRE(mcpg_fakehost_write_file(path, text) == 0, "write %s", path);
     chmod(path, 0600);
 }
 
@@ -64,10 +61,7 @@ static mcpg_instance *load(const char *extra) {
     char cfg[512];
     snprintf(cfg, sizeof cfg, "{\"keys_file\":\"%s\"%s%s}", keys_path, extra ? "," : "",
              extra ? extra : "");
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "keys", cfg, &inst);
-    MCPG_REQUIRE(rc == 0, "load %s: %d\n%s", cfg, rc, mcpg_fakehost_report_text(fh));
-    return inst;
+    return mcpg_fakehost_load_file_or_exit(fh, so_path, "keys", cfg);
 }
 
 /* ------------------------------------------------------------------ */

@@ -88,9 +88,7 @@ static char *token(int k) {
 }
 
 static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    MCPG_REQUIRE(f && fputs(text, f) >= 0, "write %s", path);
-    fclose(f);
+    MCPG_REQUIRE(mcpg_fakehost_write_file(path, text) == 0, "write %s", path);
 }
 
 /* ---- calls ------------------------------------------------------------------------ */

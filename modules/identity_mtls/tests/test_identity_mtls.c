@@ -15,7 +15,6 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 static const char *so_path;
 static mcpg_fakehost *fh;
@@ -33,10 +32,7 @@ static mcpg_tls_info tls_of(const char *subject, const char *sans, int verified)
 }
 
 static mcpg_instance *load(const char *config) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so_path, "mtls", config, &inst);
-    MCPG_REQUIRE(rc == 0, "load %s: %d\n%s", config, rc, mcpg_fakehost_report_text(fh));
-    return inst;
+    return mcpg_fakehost_load_file_or_exit(fh, so_path, "mtls", config);
 }
 
 typedef struct outcome {
@@ -195,12 +191,6 @@ static int count_in_log(const char *needle) {
     return n;
 }
 
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A certificate naming two principals, or one that is not one clean string,
  * is refused (not passed on, not mapped by a later source), with a reason in
  * the log at most once a second. */
@@ -213,13 +203,13 @@ static void test_ambiguous_names(void) {
         "CN=alice,O=Acme,2.5.4.3=admin", "CN=alice,CN=alice",
         "CN=admin\\00.evil.example,O=Acme", /* OpenSSL's text for a CN with a NUL in it */
         "CN=a\\0Ab", "CN=#0c05616c696365"};
-    uint64_t t0 = now_ms();
+    uint64_t t0 = mcpg_fakehost_now_ms();
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         mcpg_tls_info t = tls_of(refused[i], NULL, 1);
         outcome o = authenticate(inst, &t);
         expect_refused(&o, refused[i]);
     }
-    uint64_t elapsed_s = (now_ms() - t0) / 1000;
+    uint64_t elapsed_s = (mcpg_fakehost_now_ms() - t0) / 1000;
     MCPG_CHECK(mcpg_fakehost_log_contains(fh, "more than one CN in its subject") &&
                    mcpg_fakehost_log_contains(fh, "sha256 ab01ab01"),
                "the first refusal says why and names the certificate:\n%s",

@@ -44,14 +44,8 @@ static const char global_cfg[] =
     "{\"name\":\"fleet_rate\",\"match\":{\"tools\":\"rated\"},\"scope\":\"global\","
     "\"rate\":{\"per_minute\":1,\"burst\":3}}]}";
 
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void sleep_until_ms(uint64_t t) {
-    uint64_t now = now_ms();
+    uint64_t now = mcpg_fakehost_now_ms();
     if (now >= t) return;
     struct timespec ts = {.tv_sec = (time_t)((t - now) / 1000),
                           .tv_nsec = (long)((t - now) % 1000) * 1000000L};
@@ -59,10 +53,7 @@ static void sleep_until_ms(uint64_t t) {
 }
 
 static mcpg_instance *load(const char *so, const char *name, const char *cfg) {
-    mcpg_instance *inst = NULL;
-    int rc = mcpg_fakehost_load_file(fh, so, name, cfg, &inst);
-    MCPG_REQUIRE(rc == 0, "load %s: %d\n%s", name, rc, mcpg_fakehost_report_text(fh));
-    return inst;
+    return mcpg_fakehost_load_file_or_exit(fh, so, name, cfg);
 }
 
 /* One tools/call judged by a limits instance: *first is what acquire
@@ -167,9 +158,9 @@ static void test_global_cap(mcpg_instance *a, mcpg_instance *b) {
  * here the test frees it once the instance is gone. */
 static void test_crashed_holder(mcpg_instance *a, mcpg_instance *b) {
     const mcpg_host *h = mcpg_fakehost_host(fh);
-    uint64_t t_before = now_ms();
+    uint64_t t_before = mcpg_fakehost_now_ms();
     judged a1 = judge(a, "capped"), a2 = judge(a, "capped");
-    uint64_t t_taken = now_ms();
+    uint64_t t_taken = mcpg_fakehost_now_ms();
     expect_admitted(&a1, MCPG_PENDING, "crash: gw_a's 1st slot");
     expect_admitted(&a2, MCPG_PENDING, "crash: gw_a's 2nd slot");
     void **s1 = h->call_slot(a1.call, a), **s2 = h->call_slot(a2.call, a);
@@ -187,7 +178,7 @@ static void test_crashed_holder(mcpg_instance *a, mcpg_instance *b) {
                "crash: refused by the coordinator's keys");
     sleep_until_ms(t_before + 800);
     judged b2 = judge(b, "capped");
-    uint64_t t_b2 = now_ms();
+    uint64_t t_b2 = mcpg_fakehost_now_ms();
     if (t_b2 < t_before + 1000) /* a slow turn past the TTL proves nothing either way */
         expect_refused(&b2, "fleet_cap", "concurrency", 1, 1, "crash: gw_b at 0.8 s");
     done(&b2);
@@ -196,7 +187,7 @@ static void test_crashed_holder(mcpg_instance *a, mcpg_instance *b) {
     sleep_until_ms(t_taken + 1100);
     judged b3 = judge(b, "capped"), b4 = judge(b, "capped");
     printf("crashed holder: gw_b admitted %llu ms after the slots were taken (TTL 1000 ms)\n",
-           (unsigned long long)(now_ms() - t_taken));
+           (unsigned long long)(mcpg_fakehost_now_ms() - t_taken));
     expect_admitted(&b3, MCPG_PENDING, "crash: gw_b once the TTL has passed");
     expect_admitted(&b4, MCPG_PENDING, "crash: and the dead gateway's 2nd slot too");
     cap_refused(b, "crash: still a cap of 2");

@@ -78,10 +78,7 @@ static int allowed(mcpg_instance *inst, const who *w, const char *method, const 
 }
 
 static mcpg_instance *load(const char *name, const char *config) {
-    mcpg_instance *inst = NULL;
-    MCPG_REQUIRE(mcpg_fakehost_load(fh, mod, name, config, &inst) == 0, "load %s: %s", config,
-                 mcpg_fakehost_report_text(fh));
-    return inst;
+    return mcpg_fakehost_load_or_exit(fh, mod, name, config);
 }
 
 static void test_checks(void) {
@@ -272,10 +269,7 @@ static void test_identities(void) {
 /* ---- the rules file at reload ---- */
 
 static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    MCPG_REQUIRE(f != NULL, "open %s", path);
-    fputs(text, f);
-    fclose(f);
+    MCPG_REQUIRE(mcpg_fakehost_write_file(path, text) == 0, "write %s", path);
 }
 
 static void test_reloaded(void) {

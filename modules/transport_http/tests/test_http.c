@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef TH_MODULE_PATH
@@ -50,11 +49,6 @@
 static int port;
 static mcpg_fakehost *fh;
 static mcpg_instance *http; /* the transport */
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* ---- a raw client ---------------------------------------------------------------- */
 
 static int cli_connect(void) {
@@ -379,19 +373,13 @@ static mcpg_fakehost_stats stats(void) {
 /* ---- tests --------------------------------------------------------------------------- */
 
 static void wait_count(uint32_t want, int timeout_ms) {
-    for (int i = 0; i < timeout_ms / 10 && conn_count() != want; i++) sleep_ms(10);
+    for (int i = 0; i < timeout_ms / 10 && conn_count() != want; i++) mcpg_fakehost_sleep_ms(10);
 }
 
 /* Wait until the fake host has taken `want` calls more than `base`. */
 static int wait_submitted(long base, long want, int timeout_ms) {
-    for (int i = 0; i < timeout_ms / 5 && stats().submitted - base < want; i++) sleep_ms(5);
+    for (int i = 0; i < timeout_ms / 5 && stats().submitted - base < want; i++) mcpg_fakehost_sleep_ms(5);
     return stats().submitted - base >= want;
-}
-
-static long mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 
@@ -615,7 +603,7 @@ static void test_streams(void) {
     MCPG_CHECK(strstr(ci->buf, "\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":\"sub-1\"}"),
                "the ack carries the subscription id");
     MCPG_CHECK(strstr(ci->buf, "\"notifications\":{\"toolsListChanged\":true"), "tools honoured: %s", ci->buf);
-    sleep_ms(IDLE_MS + IDLE_MS / 2); /* past the idle timeout: a listening stream is not idle */
+    mcpg_fakehost_sleep_ms(IDLE_MS + IDLE_MS / 2); /* past the idle timeout: a listening stream is not idle */
     mcpg_fakehost_run_on_loop(fh, listen_news, NULL);
     MCPG_CHECK(wait_for_text(ci, "notifications/tools/list_changed", 2000), "tools news: %s", ci->buf);
     MCPG_CHECK(!strstr(ci->buf, "prompts/list_changed"), "news not asked for is not sent");
@@ -661,7 +649,7 @@ static void test_pipelining(void) {
     for (int i = 0; i < 10; i++) upto += post_call(all + upto, sizeof all - upto, 200 + i, "echo", NULL);
     for (size_t off = 0; off < upto; off += 7) {
         cli_send(fd, all + off, upto - off < 7 ? upto - off : 7);
-        if (off % 70 == 0) sleep_ms(1);
+        if (off % 70 == 0) mcpg_fakehost_sleep_ms(1);
     }
     for (int i = 0; i < 10; i++) {
         resp r;
@@ -718,7 +706,7 @@ static int count_answers(int fd, counter *k, int want, int timeout_ms, int pace_
         ssize_t n = recv(fd, buf, pace_ms ? 16384 : sizeof buf, 0);
         if (n <= 0) return 1;
         count_feed(k, buf, (size_t)n);
-        if (pace_ms) sleep_ms(pace_ms);
+        if (pace_ms) mcpg_fakehost_sleep_ms(pace_ms);
     }
     return 0;
 }
@@ -760,9 +748,9 @@ static void test_large_answers(void) {
     char req[4096];
     cli_send(fd, req, post_call(req, sizeof req, 1, "huge", NULL));
     memset(&k, 0, sizeof k);
-    long t0 = mono_ms();
+    long t0 = (long)mcpg_fakehost_now_ms();
     int eof = count_answers(fd, &k, 1, 10000, 20);
-    long took = mono_ms() - t0;
+    long took = (long)mcpg_fakehost_now_ms() - t0;
     MCPG_CHECK(k.answers == 1 && k.ok200 == 1 && !eof, "huge answer to a slow reader: %d answers, %zu bytes, eof %d",
                k.answers, k.bytes, eof);
     MCPG_CHECK(took > IDLE_MS, "the slow reader outlasted the idle timeout: %ld ms of %d", took, IDLE_MS);
@@ -774,7 +762,7 @@ static void test_large_answers(void) {
                (int)k.hlen, k.head);
     mcpg_fakehost_stats st = stats();
     for (int i = 0; i < 500 && st.buf_bytes >= 1024 * 1024; i++) { /* given back on the loop */
-        sleep_ms(10);
+        mcpg_fakehost_sleep_ms(10);
         st = stats();
     }
     MCPG_CHECK(st.buf_bytes < 1024 * 1024, "buffers held by the module after a 4 MB answer: %ld bytes",
@@ -951,7 +939,7 @@ static void test_client_leaves(void) {
     close(fd);
     mcpg_fakehost_stats after = stats();
     for (int i = 0; i < 1000 && after.released != after.submitted; i++) { /* LINGER_MS */
-        sleep_ms(10);
+        mcpg_fakehost_sleep_ms(10);
         after = stats();
     }
     MCPG_CHECK(after.cancelled - before.cancelled == 2, "cancelled %ld", after.cancelled - before.cancelled);
@@ -973,10 +961,10 @@ static void test_idle_timeout(void) {
     ci = cin_new(fd);
     const char *slow = "GET /healthz HTTP/1.1\r\nX: ";
     int closed = 0;
-    long t0 = mono_ms();
-    for (size_t i = 0; !closed && mono_ms() - t0 < 3 * IDLE_MS; i++) {
+    long t0 = (long)mcpg_fakehost_now_ms();
+    for (size_t i = 0; !closed && (long)mcpg_fakehost_now_ms() - t0 < 3 * IDLE_MS; i++) {
         cli_send(fd, i < strlen(slow) ? slow + i : "a", 1);
-        sleep_ms(40);
+        mcpg_fakehost_sleep_ms(40);
         struct pollfd p = {fd, POLLIN, 0};
         closed = poll(&p, 1, 0) > 0;
     }

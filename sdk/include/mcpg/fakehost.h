@@ -407,6 +407,43 @@ int mcpg_fakehost_stop_thread(mcpg_fakehost *fh);
  * MCPG_ESTATE when no thread turns the loop. */
 int mcpg_fakehost_run_on_loop(mcpg_fakehost *fh, void (*fn)(void *arg), void *arg);
 
+/* ---- what a module's test would otherwise write itself ----
+ * The checks stay the test's (mcpg/check.h counts them per test file);
+ * these do the plumbing around them. */
+
+/* Load or end the test: mcpg_fakehost_load_file (or mcpg_fakehost_load of a
+ * descriptor linked into the test), and when it fails, the code, the config,
+ * the config problems and the log on stderr, then exit(1), as MCPG_REQUIRE
+ * would: nothing is left to test without the instance. */
+mcpg_instance *mcpg_fakehost_load_file_or_exit(mcpg_fakehost *fh, const char *so_path,
+                                               const char *instance_name, const char *config_json);
+mcpg_instance *mcpg_fakehost_load_or_exit(mcpg_fakehost *fh, const mcpg_module *m,
+                                          const char *instance_name, const char *config_json);
+
+/* One tools/call of tool with args_json (an object's text), run to its end
+ * (timeout_ms at most) and freed. Returns the result's JSON text (malloc'd)
+ * when the module answered one, NULL when it answered an error: *code is the
+ * error's code (0 when none) and msg, when given, its message (msgcap bytes,
+ * "" when none). Any other end (no answer in time, a result that is not
+ * JSON) is a failure of the fake host (mcpg_fakehost_failures) and NULL. */
+char *mcpg_fakehost_call_tool(mcpg_fakehost *fh, mcpg_instance *inst, const char *tool,
+                              const char *args_json, uint64_t timeout_ms, int64_t *code, char *msg,
+                              size_t msgcap);
+/* The decoded text of a tools/call result's first content item when that
+ * is a text item (malloc'd), else NULL; *is_error, when given, the result's
+ * isError. */
+char *mcpg_fakehost_result_text(const char *result_json, int *is_error);
+
+/* CLOCK_MONOTONIC, for a test's timings. */
+uint64_t mcpg_fakehost_now_ms(void);
+double mcpg_fakehost_now_s(void);
+/* Sleep the calling thread; the loop does not turn (mcpg_fakehost_run_for
+ * lets timers fire). */
+void mcpg_fakehost_sleep_ms(unsigned ms);
+
+/* Write text to path (created or truncated): 0, or -1 with errno set. */
+int mcpg_fakehost_write_file(const char *path, const char *text);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,8 +22,8 @@
  * mmap is asked for them): call_handle_fits checks the address and its
  * alignment where a call object is allocated. A module sees an opaque
  * pointer and never dereferences it. */
-#ifndef MCPG_SDK_HANDSHAKE_H
-#define MCPG_SDK_HANDSHAKE_H
+#ifndef MCPG_HOSTCORE_HANDSHAKE_H
+#define MCPG_HOSTCORE_HANDSHAKE_H
 
 #include <mcpg/abi.h>
 #include <stdatomic.h>

@@ -1,8 +1,8 @@
 /* An identity as a call keeps it: what host->call_identify (or 1.0's
  * call_set_identity) was given, copied into one allocation. Shared by the
  * kernel and the SDK's fake host so both answer the call_role* slots alike. */
-#ifndef MCPG_SDK_IDENT_H
-#define MCPG_SDK_IDENT_H
+#ifndef MCPG_HOSTCORE_IDENT_H
+#define MCPG_HOSTCORE_IDENT_H
 
 #include "mcpg/abi.h"
 
