@@ -6,6 +6,7 @@ Fails on:
   folder's README.md) whose target is not in the tree;
 - a backquoted path in such a page that names a file or folder not in the tree
   (a path under one of the tree's top folders, or a bare `name.md`);
+- a page named in a source file's comment (`name.md`) that the tree does not hold;
 - "issue N" or "issue #N" in a page or a source file: a reader has no tracker
   to look the number up in;
 - a climb out of the repository into the shared folder beside it.
@@ -102,9 +103,21 @@ def page_problems(tree, page, lines):
     return problems
 
 
-def text_problems(path, lines):
+SELF = "tests/docs/check_references.py"  # its own examples are no references
+PAGE_NAME = re.compile(r"(?<![\w/.-])([\w-]+\.md)\b")
+
+
+def page_name_problems(tree, path, n, line):
+    """A source file naming a page (foo.md) that the tree does not hold."""
+    return ["%s:%d: %s: no such page in the tree" % (path, n, name)
+            for name in PAGE_NAME.findall(line) if name not in tree.basenames]
+
+
+def text_problems(tree, path, lines):
     problems = []
     for n, line in enumerate(lines, 1):
+        if not is_page(path) and path != SELF:
+            problems += page_name_problems(tree, path, n, line)
         m = ISSUE.search(line)
         if m:
             problems.append("%s:%d: \"%s\": say what it is, not its number" % (path, n, m.group(0)))
@@ -127,7 +140,7 @@ def main():
             lines = f.read().split("\n")
         if is_page(path):
             problems += page_problems(tree, path, lines)
-        problems += text_problems(path, lines)
+        problems += text_problems(tree, path, lines)
     for p in problems:
         print(p)
     print("docs_references: %d problem(s) in %d files" % (len(problems), len(files)))

@@ -1,5 +1,5 @@
-/* transport_http: the MCP spec's HTTP security rules on /mcp (mcp-wire.md
- * §3 "Origin/Host validation"): Host and Origin against allow-lists, so a
+/* transport_http: the MCP spec's HTTP security rules on /mcp (the Streamable
+ * HTTP transport's security warning on Origin validation): Host and Origin against allow-lists, so a
  * page that rebinds a DNS name to a local gateway cannot reach it.
  *
  * Pure: no I/O. The lists are parsed once at create from the config's JSON

@@ -1,6 +1,6 @@
 /* transport_http: the session-based wire, 2025-11-25 (and 2025-06-18,
- * 2025-03-26 when a client asks), on POST, GET and DELETE /mcp
- * (mcp-wire.md §3, §4).
+ * 2025-03-26 when a client asks), on POST, GET and DELETE /mcp (the
+ * Streamable HTTP transport with sessions).
  *
  * initialize mints a session (session.h); every later request names it in
  * Mcp-Session-Id (400 without, 404/-32001 when unknown or ended). A POST

@@ -1,4 +1,5 @@
-/* transport_http: the stateless wire's request checks (mcp-wire.md §2.3, §7).
+/* transport_http: the stateless wire's request checks (the 2026-07-28
+ * transport: required headers, the request envelope, its error codes).
  *
  * Order, as the v2 SDK does it: Accept, Content-Type, JSON, JSON-RPC shape,
  * the _meta envelope and its version, the MCP headers against the body, then
