@@ -315,6 +315,9 @@ def main():
         wait_for(sessions_again, 15, "sessions to open again on A")
         wait_for(lambda: call_tool(b, "capped", {"message": "back"})[0].status == 200, 15,
                  "the cap to judge again on B")
+        # every loop of B reconnected (the call above reached one of them): only
+        # then does the store answer for the old session, wherever it lands
+        wait_for(lambda: readyz_coordinator(b) == "ok", 15, "B's /readyz to say every loop is back")
         check_eq(legacy_call(b, old, "echo", "lost", 9).status, 404,
                  "a session from before the restart, on B (Redis held it alone)")
 
