@@ -38,11 +38,12 @@ COUNT = 12          # resources
 PERIOD_MS = 6000    # each one's version moves this often, the moves spread over the period
 INTERVAL_MS = 250   # the binding's poll interval
 SHARDS = 8          # gateway.watch.shards
+LEASE_MS = 1500     # gateway.watch.lease_ms of the fleet tests
 # A change must be told once before the resource's next change (a loaded CI
 # machine may delay a poll well past its interval; the delays are printed).
 
 
-def manifest(ctx, name, coordinator=None, lease_ms=1500, kind=None):
+def manifest(ctx, name, coordinator=None, lease_ms=LEASE_MS, kind=None):
     m = base_manifest()
     m["modules"].append({"name": "ver", "module": "fx_versions",
                          "config": {"count": COUNT, "period_ms": PERIOD_MS}})
@@ -187,20 +188,28 @@ def taken_after(gw, t0):
             if t >= t0 and m.startswith("shard ") and " taken:" in m]
 
 
-def spread(gateways, timeout=30):
-    """Until every replica has heard the others and the shards are held
-    once each, none by more than its fair share (read from their logs)."""
+def spread(gateways, steady_s=LEASE_MS / 1000.0, timeout=45):
+    """Until every replica has heard the others and the shards are held once
+    each, none by more than its fair share (read from their logs), and that
+    has held for a whole lease: a handover while the changes are judged
+    would lose the change its new owner's first poll only records."""
     gateways = list(gateways)
     fair = -(-SHARDS // len(gateways))
     heard = "%d replicas share the watches" % len(gateways)
     deadline = time.time() + timeout
+    since, last = None, None
     while True:
         held = [shards_of(gw) for gw in gateways]
         told = all(any(heard in m for _, m in log_lines(gw)) for gw in gateways)
         once = sum(len(h) for h in held) == SHARDS and len(set().union(*held)) == SHARDS
         if told and once and all(len(h) <= fair for h in held):
-            return
-        check(time.time() < deadline, "the shards did not spread within %d s: held %r" % (timeout, held))
+            if held != last:
+                since, last = time.time(), held
+            elif time.time() - since >= steady_s:
+                return
+        else:
+            since, last = None, None
+        check(time.time() < deadline, "the shards did not settle within %d s: held %r" % (timeout, held))
         time.sleep(0.1)
 
 
