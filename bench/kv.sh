@@ -19,7 +19,7 @@ ME=kv
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-usage() { sed -n 2,13p "$0"; }
+usage() { sed -n 2,11p "$0"; }
 own_opt() {
     case $1 in
     --seconds) SECONDS_EACH=$2 ;;
