@@ -19,7 +19,7 @@ MCPG=$ROOT/build/bin/mcpg
 GW_CPU=0 LOAD_CPU=1
 PORT_BASE=18780
 DURATION=5 WARMUP=1
-LATENCIES="0 5 50 200" CONNS="10 50 100" DISPATCH="inline pool"
+LATENCIES="0 5 50 200" CONNECTIONS="10 50 100" DISPATCH="inline pool"
 JSON_OUT=""
 ME=backend-latency
 # shellcheck source=bench/lib.sh
@@ -29,7 +29,7 @@ usage() {
     cat <<USAGE
 usage: $0 [options]
   --latencies "A B"    backend latencies in ms (default "$LATENCIES")
-  --connections "A B"  connection counts (default "$CONNS")
+  --connections "A B"  connection counts (default "$CONNECTIONS")
   --dispatch "A B"     inline, pool or both (default "$DISPATCH")
   --duration S  --warmup S   per run (default $DURATION and $WARMUP)
   --port-base P  --gw-cpu N  --load-cpu N
@@ -37,19 +37,14 @@ usage: $0 [options]
 USAGE
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --latencies) LATENCIES=$2; shift ;;
-    --connections|-c) CONNS=$2; shift ;;
-    --dispatch) DISPATCH=$2; shift ;;
-    --duration) DURATION=$2; shift ;;
-    --warmup) WARMUP=$2; shift ;;
-    --port-base) PORT_BASE=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) common_opt "$1" "${2:-}" || { usage >&2; exit 2; }; shift ;;
+    --latencies) LATENCIES=$2 ;;
+    --dispatch) DISPATCH=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "connections duration warmup port-base gw-cpu load-cpu json" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (make build)"
 command -v jq >/dev/null || die "jq is needed to derive the manifests"
@@ -78,7 +73,7 @@ for d in $DISPATCH; do
     start_gateway "$d" "$TMP/$d.json" "$port"
     STARTED+=("$STARTED_PID")
     for l in $LATENCIES; do
-        for c in $CONNS; do
+        for c in $CONNECTIONS; do
             progress "$d, backend ${l} ms, $c connections"
             out=$(taskset -c "$LOAD_CPU" "$LOAD" --url "http://127.0.0.1:$port/mcp" -c "$c" --tool "lat$l" \
                 --expect "Echo: hello" -w "$WARMUP" -d "$DURATION" --timeout 30 -q --json 2>"$TMP/run.err") ||

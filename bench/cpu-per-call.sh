@@ -43,32 +43,17 @@ usage: $0 [--start | --pid PID] [--nginx] [options] [-- mcpg-load options]
 EOF
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --start) START=1 ;;
-    --pid) GW_PID=$2; shift ;;
-    --nginx) NGINX=1 ;;
-    --port) PORT=$2; shift ;;
-    --nginx-port) NGINX_PORT=$2; shift ;;
-    --duration) DURATION=$2; shift ;;
-    --warmup) WARMUP=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --tool) TOOL=$2; shift ;;
-    --message) MESSAGE=$2; shift ;;
-    --rounds) ROUNDS=$2; shift ;;
-    --gw-cpu) GW_CPU=$2; shift ;;
-    --load-cpu) LOAD_CPU=$2; shift ;;
-    --mcpg) MCPG=$2; shift ;;
-    --config) CONFIG=$2; shift ;;
-    --load) LOAD=$2; shift ;;
-    --body) BODY_FILE=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; LOAD_EXTRA=("$@"); break ;;
-    *) usage >&2; exit 2 ;;
+    --start) START=1; flag ;;
+    --pid) GW_PID=$2 ;;
+    --nginx) NGINX=1; flag ;;
+    --nginx-port) NGINX_PORT=$2 ;;
+    --body) BODY_FILE=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "port duration warmup connections tool message rounds gw-cpu load-cpu mcpg config load json load-args" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (cmake --build build --target mcpg-load)"
 [ "$START" = 1 ] && [ -n "$GW_PID" ] && die "--start and --pid exclude each other"

@@ -76,27 +76,21 @@ usage: $0 [options]
 USAGE
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --scenario) SCENARIO=$2; shift ;;
-    --stores) STORES=$2; shift ;;
-    --gateways) GATEWAYS=$2; shift ;;
-    --wires) WIRES=$2; shift ;;
-    --settings) SETTINGS=$2; shift ;;
-    --duration) DURATION=$2; shift ;;
-    --warmup) WARMUP=$2; shift ;;
-    --rounds) ROUNDS=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --clients) CHURN_CLIENTS=$2; shift ;;
-    --stuck-after) STUCK_AFTER=$2; shift ;;
-    --gw-cpus) GW_CPUS=$2; shift ;;
-    --store-cpu) STORE_CPU=$2; shift ;;
-    --port-base) PORT_BASE=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) common_opt "$1" "${2:-}" || { usage >&2; exit 2; }; shift ;;
+    --scenario) SCENARIO=$2 ;;
+    --stores) STORES=$2 ;;
+    --gateways) GATEWAYS=$2 ;;
+    --wires) WIRES=$2 ;;
+    --settings) SETTINGS=$2 ;;
+    --clients) CHURN_CLIENTS=$2 ;;
+    --stuck-after) STUCK_AFTER=$2 ;;
+    --gw-cpus) GW_CPUS=$2 ;;
+    --store-cpu) STORE_CPU=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "duration warmup rounds connections port-base gw-cpu load-cpu json" "$@"
 case $SCENARIO in
 scale|churn) ;;
 listen) die "the listen scenario is bench/listen.py (bench/run listen)" ;;

@@ -43,19 +43,15 @@ usage: $0 [options]
 USAGE
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --duration) DURATION=$2; shift ;;
-    --bare-seconds) BARE_SECONDS=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --scopes) SCOPES=$2; shift ;;
-    --tools) TOOLS=$2; shift ;;
-    --port-base) PORT_BASE=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) common_opt "$1" "${2:-}" || { usage >&2; exit 2; }; shift ;;
+    --bare-seconds) BARE_SECONDS=$2 ;;
+    --scopes) SCOPES=$2 ;;
+    --tools) TOOLS=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "duration connections port-base gw-cpu load-cpu json" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (make build)"
 command -v jq >/dev/null || die "jq is needed to derive the manifests"

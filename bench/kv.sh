@@ -15,16 +15,20 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=$ROOT/build/bin/mcpg-kv-bench
 MODULES=$ROOT/build/modules
 SECONDS_EACH=5 KEYS=100000 STORES="memory redis"
-while [ $# -gt 0 ]; do
+ME=kv
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+
+usage() { sed -n 2,11p "$0"; }
+own_opt() {
     case $1 in
-    --seconds) SECONDS_EACH=$2; shift ;;
-    --keys) KEYS=$2; shift ;;
-    --stores) STORES=$2; shift ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
-    *) echo "kv: unknown option $1" >&2; exit 2 ;;
+    --seconds) SECONDS_EACH=$2 ;;
+    --keys) KEYS=$2 ;;
+    --stores) STORES=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "" "$@"
 [ -x "$BIN" ] || { echo "kv: no $BIN: build it (make build)" >&2; exit 1; }
 TMP=$(mktemp -d /tmp/mcpg-kv.XXXXXX)
 REDIS_PID=""

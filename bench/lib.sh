@@ -1,24 +1,70 @@
 # shellcheck shell=bash
-# Shared by bench/cpu-per-call.sh, bench/wires.sh and bench/proxy.sh
-# (sourced, not run): the /proc readers, starting the gateway and nginx
-# pinned to a core, and one measured run (warm-up, then the window whose CPU
-# is counted). See bench/README.md for the method and the columns.
+# Shared by the bench/*.sh scenarios (sourced, not run): their one option
+# parser, the /proc readers, starting the gateway and nginx pinned to a core,
+# and one measured run (warm-up, then the window whose CPU is counted). See
+# bench/README.md for the method and the columns.
 #
-# The caller sets: ROOT LOAD MCPG GW_CPU LOAD_CPU DURATION WARMUP CONNECTIONS
-# TOOL MESSAGE TMP CLK_TCK JSON_OUT, the array LOAD_EXTRA, and ME (its name,
-# for messages); ROUND (optional) goes into the JSON lines; WINDOW_HOOK
-# (optional) names a function measure() calls with "start LABEL" and "end
-# LABEL" around the measured window.
+# The measuring scenarios set: ROOT LOAD MCPG GW_CPU LOAD_CPU DURATION WARMUP
+# CONNECTIONS TOOL MESSAGE TMP CLK_TCK JSON_OUT, the array LOAD_EXTRA, and ME
+# (their name, for messages); ROUND (optional) goes into the JSON lines;
+# WINDOW_HOOK (optional) names a function measure() calls with "start LABEL"
+# and "end LABEL" around the measured window.
 
 die() { echo "$ME: $*" >&2; exit 2; }
 
-# common_opt OPTION VALUE: the options every scenario takes (the cores and
-# the JSON file); 0 when OPTION was one of them (the caller shifts its value).
-common_opt() {
+# ---- options ----
+# One option loop for every scenario, so a shared option is spelled and read
+# the same way everywhere; a scenario lists the shared options it takes (it
+# refuses the others, as before) and reads only its own in own_opt.
+#
+# parse_options "SHARED" "$@": SHARED names the shared options this scenario
+# takes, without their dashes (see shared_opt), plus "load-args" when what
+# follows "--" goes on to mcpg-load (into LOAD_EXTRA). -h/--help prints the
+# scenario's usage. The scenario may define own_opt OPTION VALUE: it sets
+# what OPTION sets and returns 0, or returns 1 when OPTION is not its own; an
+# option that takes no value calls flag, so VALUE stays on the command line.
+parse_options() {
+    local shared=" $1 "; shift
+    local opt name
+    while [ $# -gt 0 ]; do
+        opt=$1
+        case $opt in
+        -h|--help) usage; exit 0 ;;
+        --) [[ $shared == *" load-args "* ]] || unknown_option "$opt"; shift; LOAD_EXTRA=("$@"); return 0 ;;
+        -c) name=connections ;;
+        --?*) name=${opt#--} ;;
+        *) name="" ;;
+        esac
+        OPT_VALUES=1
+        if declare -F own_opt >/dev/null && own_opt "$opt" "${2:-}"; then :
+        elif [ -n "$name" ] && [[ $shared == *" $name "* ]]; then shared_opt "$name" "${2:-}" || unknown_option "$opt"
+        else unknown_option "$opt"
+        fi
+        [ "$OPT_VALUES" = 0 ] || [ $# -ge 2 ] || die "$opt needs a value (see --help)"
+        shift $((1 + OPT_VALUES))
+    done
+}
+flag() { OPT_VALUES=0; } # in own_opt: this option takes no value
+unknown_option() { echo "$ME: unknown option $1" >&2; usage >&2; exit 2; }
+
+# shared_opt NAME VALUE: what the shared option --NAME sets (-c is
+# --connections); 1 when NAME is not a shared option.
+shared_opt() {
     case $1 in
-    --gw-cpu) GW_CPU=$2 ;;
-    --load-cpu) LOAD_CPU=$2 ;;
-    --json) JSON_OUT=$2 ;;
+    mcpg) MCPG=$2 ;;               # the gateway binary
+    load) LOAD=$2 ;;               # the load generator (mcpg-load)
+    config) CONFIG=$2 ;;           # the manifest the gateway runs
+    duration) DURATION=$2 ;;       # seconds of each measured run
+    warmup) WARMUP=$2 ;;           # seconds of load before it, not counted
+    rounds) ROUNDS=$2 ;;           # how many times each target is measured
+    connections) CONNECTIONS=$2 ;; # concurrent connections of the load
+    port) PORT=$2 ;;               # the gateway's port
+    port-base) PORT_BASE=$2 ;;     # the first of the ports it takes
+    gw-cpu) GW_CPU=$2 ;;           # the core of the measured server
+    load-cpu) LOAD_CPU=$2 ;;       # the core of the load
+    json) JSON_OUT=$2 ;;           # the file the JSON lines are appended to
+    tool) TOOL=$2 ;;               # the tool called
+    message) MESSAGE=$2 ;;         # its message argument
     *) return 1 ;;
     esac
 }

@@ -35,18 +35,14 @@ usage: $0 [options]
 USAGE
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --config) CONFIG=$2; shift ;;
-    --burst) BURST=$2; shift ;;
-    --idle) IDLE=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --port) PORT=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) common_opt "$1" "${2:-}" || { usage >&2; exit 2; }; shift ;;
+    --burst) BURST=$2 ;;
+    --idle) IDLE=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "config connections port gw-cpu load-cpu json" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (make build)"
 [ -f "$CONFIG" ] || die "no manifest $CONFIG"

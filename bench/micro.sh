@@ -32,15 +32,15 @@ GW_CPU=0 LOAD_CPU=1
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-while [ $# -gt 0 ]; do
+usage() { echo "usage: $0 [--variants \"$VARIANTS\"] [--calls N] [--json FILE]"; }
+own_opt() {
     case $1 in
-    --variants) VARIANTS=$2; shift ;;
-    --calls) N2=$2; shift ;;
-    -h|--help) echo "usage: $0 [--variants \"$VARIANTS\"] [--calls N] [--json FILE]"; exit 0 ;;
-    *) common_opt "$1" "${2:-}" || { echo "$ME: unknown option $1" >&2; exit 2; }; shift ;;
+    --variants) VARIANTS=$2 ;;
+    --calls) N2=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "gw-cpu load-cpu json" "$@"
 [ -x "$BIN" ] || die "no $BIN: build it (make build)"
 command -v valgrind >/dev/null || die "valgrind is needed (apt-get install valgrind)"
 TMP=$(mktemp -d /tmp/mcpg-micro.XXXXXX)

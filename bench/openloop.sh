@@ -40,20 +40,14 @@ USAGE
 }
 
 CAPACITY=""
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --config) CONFIG=$2; shift ;;
-    --duration) DURATION=$2; shift ;;
-    --warmup) WARMUP=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --fractions) FRACTIONS=$2; shift ;;
-    --capacity) CAPACITY=$2; shift ;;
-    --port) PORT=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) common_opt "$1" "${2:-}" || { usage >&2; exit 2; }; shift ;;
+    --fractions) FRACTIONS=$2 ;;
+    --capacity) CAPACITY=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "config duration warmup connections port gw-cpu load-cpu json" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (make build)"
 [ -f "$CONFIG" ] || die "no manifest $CONFIG"

@@ -35,22 +35,16 @@ usage: $0 [options]
 EOF
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --small) SMALL=$2; shift ;;
-    --large) LARGE=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --top) TOP=$2; shift ;;
-    --config) CONFIG=$2; shift ;;
-    --port) PORT=$2; shift ;;
-    --mcpg) MCPG=$2; shift ;;
-    --load) LOAD=$2; shift ;;
-    --keep) KEEP=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
+    --small) SMALL=$2 ;;
+    --large) LARGE=$2 ;;
+    --top) TOP=$2 ;;
+    --keep) KEEP=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "connections config port mcpg load" "$@"
 [ "$LARGE" -gt "$SMALL" ] || die "--large must exceed --small"
 for t in valgrind callgrind_control callgrind_annotate strace jq; do
     command -v $t >/dev/null || die "$t is needed"

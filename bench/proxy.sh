@@ -61,31 +61,17 @@ usage: $0 [options] [-- mcpg-load options]
 EOF
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --rounds) ROUNDS=$2; shift ;;
-    --duration) DURATION=$2; shift ;;
-    --warmup) WARMUP=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --message) MESSAGE=$2; shift ;;
-    --config) CONFIG=$2; shift ;;
-    --upstream-wire) UP_WIRE=$2; shift ;;
-    --nginx-keepalive) KEEPALIVE=$2; shift ;;
-    --port-base) PORT_BASE=$2; shift ;;
-    --gw-cpu) GW_CPU=$2; shift ;;
-    --load-cpu) LOAD_CPU=$2; shift ;;
-    --upstream-cpu) UP_CPU=$2; shift ;;
-    --mcpg) MCPG=$2; shift ;;
-    --load) LOAD=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
-    --no-mcp-proxy) MCP_PROXY=0; shift; continue ;;
-    --mcp-proxy-flag) MCP_PROXY_FLAGS+=("$2"); shift ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; LOAD_EXTRA=("$@"); break ;;
-    *) usage >&2; exit 2 ;;
+    --upstream-wire) UP_WIRE=$2 ;;
+    --nginx-keepalive) KEEPALIVE=$2 ;;
+    --upstream-cpu) UP_CPU=$2 ;;
+    --no-mcp-proxy) MCP_PROXY=0; flag ;;
+    --mcp-proxy-flag) MCP_PROXY_FLAGS+=("$2") ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "rounds duration warmup connections message config port-base gw-cpu load-cpu mcpg load json load-args" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (cmake --build build --target mcpg-load)"
 command -v jq >/dev/null || die "jq is needed to derive the manifests"

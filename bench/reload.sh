@@ -25,20 +25,14 @@ ME=reload
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-while [ $# -gt 0 ]; do
+usage() { sed -n 2,13p "$0"; }
+own_opt() {
     case $1 in
-    --rounds) ROUNDS=$2; shift ;;
-    --duration) DURATION=$2; shift ;;
-    --every-ms) EVERY_MS=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --port) PORT=$2; shift ;;
-    --mcpg) MCPG=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    --every-ms) EVERY_MS=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "rounds duration connections port mcpg json" "$@"
 [ -f "$V2" ] || die "no $V2: build the tests first (make build)"
 command -v curl >/dev/null || die "curl is needed"
 

@@ -43,23 +43,13 @@ USAGE
 }
 
 WANT=""
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --rounds) ROUNDS=$2; shift ;;
-    --duration) DURATION=$2; shift ;;
-    --warmup) WARMUP=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --targets) WANT=$2; shift ;;
-    --port-base) PORT_BASE=$2; shift ;;
-    --gw-cpu) GW_CPU=$2; shift ;;
-    --load-cpu) LOAD_CPU=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; LOAD_EXTRA=("$@"); break ;;
-    *) usage >&2; exit 2 ;;
+    --targets) WANT=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "rounds duration warmup connections port-base gw-cpu load-cpu json load-args" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (cmake --build build --target mcpg-load)"
 command -v jq >/dev/null || die "jq is needed to derive the manifests"

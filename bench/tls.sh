@@ -37,25 +37,13 @@ usage: $0 [options]
 EOF
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --duration) DURATION=$2; shift ;;
-    --warmup) WARMUP=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --rounds) ROUNDS=$2; shift ;;
-    --port) PORT=$2; shift ;;
-    --tls-port) TLS_PORT=$2; shift ;;
-    --gw-cpu) GW_CPU=$2; shift ;;
-    --load-cpu) LOAD_CPU=$2; shift ;;
-    --mcpg) MCPG=$2; shift ;;
-    --config) CONFIG=$2; shift ;;
-    --load) LOAD=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
+    --tls-port) TLS_PORT=$2 ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "duration warmup connections rounds port gw-cpu load-cpu mcpg config load json" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (cmake --build build --target mcpg-load)"
 "$LOAD" --help 2>&1 | grep -q -- --ca-file || die "$LOAD speaks no TLS"

@@ -44,28 +44,13 @@ usage: $0 [options] [-- mcpg-load options]
 EOF
 }
 
-while [ $# -gt 0 ]; do
+own_opt() {
     case $1 in
-    --rounds) ROUNDS=$2; shift ;;
-    --duration) DURATION=$2; shift ;;
-    --warmup) WARMUP=$2; shift ;;
-    --connections|-c) CONNECTIONS=$2; shift ;;
-    --tool) TOOL=$2; shift ;;
-    --message) MESSAGE=$2; shift ;;
-    --config) CONFIG=$2; shift ;;
-    --no-nginx) NGINX=0 ;;
-    --port-base) PORT_BASE=$2; shift ;;
-    --gw-cpu) GW_CPU=$2; shift ;;
-    --load-cpu) LOAD_CPU=$2; shift ;;
-    --mcpg) MCPG=$2; shift ;;
-    --load) LOAD=$2; shift ;;
-    --json) JSON_OUT=$2; shift ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; LOAD_EXTRA=("$@"); break ;;
-    *) usage >&2; exit 2 ;;
+    --no-nginx) NGINX=0; flag ;;
+    *) return 1 ;;
     esac
-    shift
-done
+}
+parse_options "rounds duration warmup connections tool message config port-base gw-cpu load-cpu mcpg load json load-args" "$@"
 
 [ -x "$LOAD" ] || die "no $LOAD: build it (cmake --build build --target mcpg-load)"
 command -v jq >/dev/null || die "jq is needed to derive the fast-path manifest"
