@@ -111,7 +111,7 @@ typedef struct th_mod th_mod;
 typedef struct th_info th_info;       /* the gateway's serverInfo (wire/wire.h) */
 typedef struct th_rstream th_rstream; /* a replay buffer (wire/replay.h) */
 typedef struct th_relay th_relay;     /* another replica's stream (wire/relay.h) */
-typedef struct th_sent th_sent;       /* a session as a loop knows it (wire/session.h) */
+typedef struct th_cached_session th_cached_session; /* a session as a loop knows it (wire/session.h) */
 typedef struct th_whsrc th_whsrc;     /* a resource webhook source (routes/webhook.h) */
 
 /* The tables the slot and the instance hold by value for the layers above. */
@@ -127,7 +127,7 @@ typedef struct th_rtable {
 
 /* The sessions a loop has seen (wire/session.h). */
 typedef struct th_scache {
-    th_sent **b;
+    th_cached_session **b;
     uint32_t nb, n;
 } th_scache;
 
@@ -185,10 +185,10 @@ typedef struct th_req {
     th_rstream *rs;            /* its replay buffer: as the call feeding it, or as its client */
     th_relay *relay;           /* a stream of another replica shown to it (relay.h) */
     struct th_req *oprev, *onext; /* the loop's orphans (replay.h) */
-    int sop_status;            /* the answer of the last coordinator step (session.h) */
+    int session_op_status;     /* the answer of the last coordinator step (session.h) */
     uint8_t loaded;            /* its session was looked up (session_of) */
     uint8_t readyz_required;   /* GET /readyz?coordinator=required, its store being asked */
-    uint8_t changed;           /* its session change is answered (sop_status) */
+    uint8_t changed;           /* its session change is answered (session_op_status) */
     uint8_t resumable;         /* TH_RESUMABLE_*: its stream gets a replay buffer (replay.h) */
     uint8_t event_webhook;     /* POST /webhooks/events/{source}: host->webhook_submit, and
                                   the outcome answered as plain JSON (webhook_events.c) */
@@ -268,7 +268,7 @@ struct th_wslot {
     mcpg_buf msg_body;       /* one JSON-RPC message assembled from pieces for an event */
     th_req *listeners;       /* open listening streams (stream.h) */
     th_scache scache;        /* the sessions this loop has seen (session.h) */
-    struct th_sop *sops;     /* session ops the store has not answered (session.c) */
+    struct th_session_op *session_ops; /* session ops the store has not answered (session.c) */
     th_rtable rtable;        /* replay buffers of this loop's streams (replay.h) */
     th_req *orphans;         /* requests whose call runs on without a connection */
     mcpg_coord_sub *sub;     /* mcpg.session.* */

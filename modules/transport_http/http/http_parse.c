@@ -44,7 +44,7 @@ void th_req_reset(th_req *r) {
     r->rs = NULL;
     r->relay = NULL;
     r->oprev = r->onext = NULL;
-    r->sop_status = 0;
+    r->session_op_status = 0;
     r->loaded = r->changed = r->resumable = 0;
     r->authz = r->authz_again = r->event_webhook = 0;
     r->authz_off = r->authz_len = 0;

@@ -94,7 +94,7 @@ void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
 void th_listen_stop(th_wslot *ws, th_req *r) {
     if (r->legacy) { /* the session's GET slot is free again (unless the session ended) */
         th_replay_news_closed(ws, r); /* its buffer keeps the news for a GET that resumes */
-        th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+        th_cached_session *e = th_sess_peek(ws, r->sid, strlen(r->sid));
         if (e) {
             e->nget--;
             (void)th_sess_change(ws, NULL, r->sid, TH_SC_GET_CLOSED, 0, NULL, 0);
@@ -150,7 +150,7 @@ static void session_news(th_wslot *ws, th_rstream *rs, const char *method, int u
  * the news go to it live only; a session ended elsewhere ends its stream. */
 static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated, const char *uri,
                         size_t uri_len) {
-    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+    th_cached_session *e = th_sess_peek(ws, r->sid, strlen(r->sid));
     if (!e) {
         th_conn *c = r->conn;
         th_listener_remove(ws, r);

@@ -148,7 +148,7 @@ static int keep(th_wslot *ws, th_rstream *rs, uint32_t seq, const char *text, si
 /* ---- streams ----------------------------------------------------------------------------- */
 
 /* A new stream of e, numbered and on the loop's lists; no request yet. */
-static th_rstream *register_stream(th_wslot *ws, th_sent *e) {
+static th_rstream *register_stream(th_wslot *ws, th_cached_session *e) {
     th_rtable *t = &ws->rtable;
     if (!e || (t->n >= t->nb && grow(ws))) return NULL;
     th_rstream *rs = ws->mod->host->calloc(1, sizeof *rs);
@@ -168,7 +168,7 @@ static th_rstream *register_stream(th_wslot *ws, th_sent *e) {
     return rs;
 }
 
-th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e) {
+th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_cached_session *e) {
     th_rstream *rs = register_stream(ws, e);
     if (!rs) return NULL;
     rs->caller = r;
@@ -177,7 +177,7 @@ th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e) {
     return rs;
 }
 
-th_rstream *th_replay_open_news(th_wslot *ws, th_req *r, th_sent *e) {
+th_rstream *th_replay_open_news(th_wslot *ws, th_req *r, th_cached_session *e) {
     if (e && e->news) free_stream(ws, e->news);
     th_rstream *rs = register_stream(ws, e);
     if (!rs) return NULL;
@@ -192,7 +192,7 @@ th_rstream *th_replay_open_news(th_wslot *ws, th_req *r, th_sent *e) {
 }
 
 void th_replay_news_closed(th_wslot *ws, th_req *r) {
-    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+    th_cached_session *e = th_sess_peek(ws, r->sid, strlen(r->sid));
     if (e && e->news && e->news->live == r) e->news->live = NULL;
 }
 
@@ -214,7 +214,7 @@ int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n) {
 }
 
 /* A finished stream of a session beyond the per-session bound goes. */
-static void fit_session(th_wslot *ws, th_sent *e) {
+static void fit_session(th_wslot *ws, th_cached_session *e) {
     uint32_t done = 0;
     th_rstream *last_done = NULL; /* the list is newest first: the last one seen is the oldest */
     for (th_rstream *rs = e->streams; rs; rs = rs->snext)
@@ -308,11 +308,11 @@ void th_replay_conn_closing(th_conn *c) {
     c->qtail = keep_tail;
 }
 
-void th_replay_session_end(th_wslot *ws, th_sent *e) {
+void th_replay_session_end(th_wslot *ws, th_cached_session *e) {
     while (e->streams) free_stream(ws, e->streams);
 }
 
-int th_replay_session_live(const th_sent *e) {
+int th_replay_session_live(const th_cached_session *e) {
     for (const th_rstream *rs = e->streams; rs; rs = rs->snext)
         if (rs->caller || rs->client || rs->remote) return 1;
     return 0;

@@ -103,7 +103,7 @@ static void on_move(void *arg) {
     r->ws = ws;
     r->state = TH_REQ_PARSING;
     r->loaded = r->changed = 0; /* this loop looks the session up for itself */
-    r->sop_status = 0;
+    r->session_op_status = 0;
     th_conn_enqueue(c, r);
     th_legacy_get(c, r);
     th_conn_advance(c);
