@@ -136,7 +136,7 @@ static int append(th_conn *c, th_req *r, const char *at, size_t len) {
 
 static int on_message_begin(llhttp_t *p) {
     th_conn *c = conn_of(p);
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_req *r = th_req_get(ws);
     if (!r) return fail(c, 503);
     r->conn = c;

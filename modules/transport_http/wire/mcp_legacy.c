@@ -71,7 +71,7 @@ static void answer_error_json(th_conn *c, th_req *r, th_piece id, int64_t code, 
 /* A result answered by the transport itself (initialize, ping, setLevel,
  * subscribe): JSON with the fast path, else a one-event stream. */
 static void answer_result(th_conn *c, th_req *r, th_piece id, const char *result, size_t n) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     mcpg_buf *b = &ws->msg_body;
     b->len = 0;
@@ -86,7 +86,7 @@ static void answer_result(th_conn *c, th_req *r, th_piece id, const char *result
 
 /* One whole message as the answer: JSON with the fast path, else a stream. */
 static void answer_body(th_conn *c, th_req *r, mcpg_buf *b) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     if (ws->mod->cfg->unary_json_fast_path) {
         th_resp_head hd = {.status = 200, .json = 1};
         th_piece body = {b->data, b->len};
@@ -98,7 +98,7 @@ static void answer_body(th_conn *c, th_req *r, mcpg_buf *b) {
 }
 
 int th_legacy_stream_begin(th_conn *c, th_req *r) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     if (r->sse) return 0;
     /* a call's stream keeps its events for a client that comes back */
     th_cached_session *e = r->resumable ? th_sess_peek(ws, r->sid, strlen(r->sid)) : NULL;
@@ -166,7 +166,7 @@ static void session_unavailable(th_conn *c, th_req *r, th_piece id) {
  * success the request carries its id, version and level. 0: answered, or
  * parked until the coordinator has answered. */
 static int session_of(th_conn *c, th_req *r, th_piece id) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_hval s;
     th_fill_header(r, TH_H_SESSION_ID, &s);
     if (!s.present || s.dup) {
@@ -224,7 +224,7 @@ static int version_ok(th_conn *c, th_req *r, th_piece id) {
 /* The session's owner, decoded into r->extra after what is there: its
  * pointer and length in *p, *n (0: none recorded, which is anonymous). The
  * caller reads r->extra's other contents before calling. */
-static void owner_of_session(th_wslot *ws, th_req *r, const char **p, size_t *n) {
+static void owner_of_session(th_worker_state *ws, th_req *r, const char **p, size_t *n) {
     th_cached_session *e = th_sess_peek(ws, r->sid, strlen(r->sid));
     size_t at = r->extra.len;
     *p = "", *n = 0;
@@ -239,7 +239,7 @@ static void owner_of_session(th_wslot *ws, th_req *r, const char **p, size_t *n)
  * "initialize" or MCPG_SESSION_METHOD. The kernel answers {} or refuses;
  * on_authz_complete brings r back here (r->authz 2), or answers the refusal. */
 static void submit_identity(th_conn *c, th_req *r, const char *method, th_piece id, const th_lmsg *m) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     mcpg_call_desc *d = &r->desc;
     memset(d, 0, sizeof *d);
     d->wire = MCPG_WIRE_LEGACY;
@@ -282,7 +282,7 @@ static int session_caller_ok(th_conn *c, th_req *r, th_piece id, const th_lmsg *
 /* ---- initialize ------------------------------------------------------------------ */
 
 static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_mod *mod = ws->mod;
     const mcpg_host *h = mod->host;
     if (r->known[TH_H_SESSION_ID]) {
@@ -381,7 +381,7 @@ static int subscribe_allowed(th_conn *c, th_req *r, const th_lmsg *m, th_piece i
 }
 
 static void subscribe(th_conn *c, th_req *r, const th_lmsg *m, th_piece id, int on) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     mcpg_json_span u;
     char uri[1024];
@@ -422,7 +422,7 @@ static int cancel_match(const th_req *q, const char *sid, const char *id, size_t
            q->desc.id_len == idn && !memcmp(q->desc.id_json, id, idn);
 }
 
-void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_t idn) {
+void th_legacy_cancel_local(th_worker_state *ws, const char *sid, const char *id, size_t idn) {
     const mcpg_host *h = ws->mod->host;
     for (th_conn *k = ws->conns; k; k = k->next)
         for (th_req *q = k->qhead; q; q = q->next)
@@ -433,10 +433,10 @@ void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_
 
 /* ---- everything else goes to the kernel ------------------------------------------ */
 
-static int stream_waiting(const th_wslot *ws, const th_req *r);
+static int stream_waiting(const th_worker_state *ws, const th_req *r);
 
 static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     mcpg_call_desc *d = &r->desc;
     memset(d, 0, sizeof *d);
@@ -593,7 +593,7 @@ void th_legacy_get(th_conn *c, th_req *r) {
 }
 
 /* A legacy answer that is to be a stream and has not started. */
-static int stream_waiting(const th_wslot *ws, const th_req *r) {
+static int stream_waiting(const th_worker_state *ws, const th_req *r) {
     return r->legacy && r->sse_ok && !r->sse && r->state == TH_REQ_INFLIGHT &&
            !ws->mod->cfg->unary_json_fast_path;
 }
@@ -607,7 +607,7 @@ int th_legacy_stream_due(th_conn *c, th_req *r) {
  * so their client holds an event id to resume from. A call submitted after
  * the timer was set may begin early (up to TH_PRIME_MS): harmless. */
 static void prime_waiting(uv_timer_t *t) {
-    th_wslot *ws = t->data;
+    th_worker_state *ws = t->data;
     for (th_conn *c = ws->conns; c; c = c->next)
         for (th_req *q = c->qhead; q && !c->closing; q = q->next)
             if (th_legacy_stream_due(c, q) < 0) c->close_after = 1;
@@ -615,12 +615,12 @@ static void prime_waiting(uv_timer_t *t) {
 
 /* The prime timer is the loop's (its handle opens and closes with the
  * worker's others); the legacy wire alone starts it. */
-void th_legacy_prime_soon(th_wslot *ws) {
+void th_legacy_prime_soon(th_worker_state *ws) {
     if (ws->started && !uv_is_active((uv_handle_t *)&ws->prime))
         uv_timer_start(&ws->prime, prime_waiting, TH_PRIME_MS, 0);
 }
 
-void th_legacy_end_streams(th_wslot *ws, const char *sid) {
+void th_legacy_end_streams(th_worker_state *ws, const char *sid) {
     for (th_req *q = ws->listeners, *next; q; q = next) {
         next = q->lnext;
         if (!q->legacy || strcmp(q->sid, sid)) continue;
