@@ -142,13 +142,13 @@ static void loop_done(retiring *r) {
 
 /* fn(the loop's post) on every loop; the post names the record and the loop. */
 static void on_every_loop(retiring *r, void (*fn)(void *)) {
-    atomic_store(&r->loops_left, K.n_workers);
-    for (uint32_t i = 0; i < K.n_workers; i++) {
+    atomic_store(&r->loops_left, kernel.n_workers);
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
         loop_post *lp = &r->posts[i];
         lp->post.fn = fn;
         lp->post.arg = lp;
         lp->r = r;
-        lp->w = &K.workers[i];
+        lp->w = &kernel.workers[i];
         if (worker_post(lp->w, &lp->post) != 0) loop_done(r); /* a stopped loop */
     }
 }
@@ -193,7 +193,7 @@ static void describe_change(const generation *old, const generation *g, char *ou
  * cells are made once):
  * said as errors, with the key. */
 static void check_fixed(const manifest *m, errlist *errs) {
-    const manifest *cur = K.m;
+    const manifest *cur = kernel.m;
     if (m->workers != cur->workers)
         errlist_add(errs, m->path, "gateway.workers",
                     "a reload cannot change the number of loops (restart the gateway)");
@@ -218,7 +218,7 @@ static bool keeps_fixed_instances(const generation *g, const manifest *m, errlis
                     "a reload cannot change the transport or its settings (restart the gateway)");
         return false;
     }
-    if (g->coordinator != K.gen->coordinator) {
+    if (g->coordinator != kernel.gen->coordinator) {
         errlist_add(errs, m->path, g->coordinator ? g->coordinator->name : "cluster",
                     "a reload cannot change the coordinator (cluster) or its settings: the "
                     "transport keeps its sessions on the one it started with (restart the "
@@ -229,7 +229,7 @@ static bool keeps_fixed_instances(const generation *g, const manifest *m, errlis
 }
 
 static bool listen_changed(const manifest *m) {
-    const manifest *cur = K.m;
+    const manifest *cur = kernel.m;
     bool same = m->n_listen == cur->n_listen;
     for (size_t i = 0; same && i < m->n_listen; i++) same = strcmp(m->listen[i], cur->listen[i]) == 0;
     return !same;
@@ -257,14 +257,14 @@ static void refuse(asker *a, errlist *errs, const char *why) {
     metrics_count(KM.reloads, 1, 1); /* result="refused" */
     for (size_t i = 0; i < errs->count; i++)
         klog(MCPG_LOG_ERROR, "kernel", "reload refused: %s", errs->lines[i]);
-    klog(MCPG_LOG_ERROR, "kernel", "reload refused (%s): generation %u serves on", why, K.gen->id);
+    klog(MCPG_LOG_ERROR, "kernel", "reload refused (%s): generation %u serves on", why, kernel.gen->id);
     answer(a, 400, errors_json(errs));
 }
 
 /* The record of the serving generation, made before anything is built: a
  * reload that cannot have one changes nothing. */
 static retiring *retiring_new(generation *old) {
-    retiring *r = calloc(1, sizeof *r + K.n_workers * sizeof r->posts[0]);
+    retiring *r = calloc(1, sizeof *r + kernel.n_workers * sizeof r->posts[0]);
     if (!r) return NULL;
     r->leaving = calloc(old->n_instances ? old->n_instances : 1, sizeof *r->leaving);
     if (!r->leaving) {
@@ -286,22 +286,22 @@ static void retiring_free(retiring *r) {
 static void run(asker *a) {
     errlist errs = {0};
     reload.t0 = mono_us();
-    retiring *r = retiring_new(K.gen);
+    retiring *r = retiring_new(kernel.gen);
     if (!r) {
-        errlist_add(&errs, K.m->path, "gateway", "out of memory");
+        errlist_add(&errs, kernel.m->path, "gateway", "out of memory");
         refuse(a, &errs, "out of memory");
         errlist_free(&errs);
         return;
     }
-    manifest_use_runtime_dir(K.m->runtime_dir);
-    manifest *m = manifest_load(K.m->path, reload.listen_override, reload.exe_dir, &errs);
+    manifest_use_runtime_dir(kernel.m->runtime_dir);
+    manifest *m = manifest_load(kernel.m->path, reload.listen_override, reload.exe_dir, &errs);
     manifest_use_runtime_dir(NULL);
     uint64_t t_read = mono_us();
     if (m) check_fixed(m, &errs);
     bool relisten = m && !errs.count && listen_changed(m);
     if (relisten && workers_listen_prepare(m->listen, m->n_listen, &errs, m->path) != 0)
         relisten = false;
-    generation *g = m && !errs.count ? generation_build_from(m, K.gen, &errs) : NULL;
+    generation *g = m && !errs.count ? generation_build_from(m, kernel.gen, &errs) : NULL;
     if (g && !keeps_fixed_instances(g, m, &errs)) {
         generation_free(g);
         g = NULL;
@@ -328,10 +328,10 @@ static void run(asker *a) {
     uint64_t t_start = mono_us();
     reload.next = g;
     reload.current = a;
-    K.gen = g;
-    K.m = g->m;
-    K.max_calls_per_worker = (uint64_t)g->m->max_calls_per_worker;
-    K.list_page_size = (uint64_t)g->m->list_page_size;
+    kernel.gen = g;
+    kernel.m = g->m;
+    kernel.max_calls_per_worker = (uint64_t)g->m->max_calls_per_worker;
+    kernel.list_page_size = (uint64_t)g->m->list_page_size;
     char change[700];
     describe_change(r->gen, g, change, sizeof change);
     snprintf(reload.summary, sizeof reload.summary,
@@ -366,14 +366,14 @@ static void published(void) {
     retiring *r = reload.adopting;
     uint64_t now = mono_us();
     r->t_published = r->t_phase = now;
-    r->drain_ms = K.m->reload_drain_ms;
+    r->drain_ms = kernel.m->reload_drain_ms;
     r->deadline_us = now + (uint64_t)r->drain_ms * 1000;
     r->phase = WAIT_CALLS;
     reload.adopting = NULL;
     workers_listen_done();
     tell_carried(reload.next);
     news_reload_published(r->gen, reload.next); /* listeners: the lists that differ now */
-    generation_warn_open(reload.next, K.m->listen, K.m->n_listen);
+    generation_warn_open(reload.next, kernel.m->listen, kernel.m->n_listen);
     reload.reloads++;
     metrics_count(KM.reloads, 0, 1); /* result="ok" */
     klog(MCPG_LOG_INFO, "kernel",
@@ -386,9 +386,9 @@ static void published(void) {
     if (asprintf(&json, "{\"generation\":%u,\"previous\":%u,\"published_ms\":%.1f,\"retiring\":%u,%s}",
                  reload.next->id, r->id, (now - reload.t0) / 1000.0, n_retiring(), change) < 0)
         json = NULL;
-    for (size_t i = 0; i < K.m->n_listen; i++)
+    for (size_t i = 0; i < kernel.m->n_listen; i++)
         klog(MCPG_LOG_INFO, "kernel", "listening on %s://%s/mcp (generation %u)",
-             manifest_scheme(K.m), K.m->listen[i], reload.next->id);
+             manifest_scheme(kernel.m), kernel.m->listen[i], reload.next->id);
     answer(reload.current, 200, json);
     reload.current = NULL;
     reload.next = NULL;
@@ -400,7 +400,7 @@ static void published(void) {
  * r) whose calls are not over: it does not leave with r. Of two retiring
  * generations holding it, the one whose calls end last takes it out. */
 static bool held_by_others(const retiring *r, const mcpg_instance *inst) {
-    if (in_gen(K.gen, inst)) return true;
+    if (in_gen(kernel.gen, inst)) return true;
     for (const retiring *o = reload.retiring; o; o = o->next)
         if (o != r && o->phase <= WAIT_CONNS && in_gen(o->gen, inst)) return true;
     return false;
@@ -493,7 +493,7 @@ static void retired(retiring *r, bool stuck) {
         /* code may still run in it: nothing of it is freed or unloaded
          * while the gateway runs (the stop frees it, once the loops and
          * their timers are gone) */
-        atomic_fetch_add(&K.pinned_images, 1);
+        atomic_fetch_add(&kernel.pinned_images, 1);
         generation **v = realloc(reload.pinned, (reload.n_pinned + 1) * sizeof *v);
         if (v) {
             reload.pinned = v;
@@ -509,7 +509,7 @@ static void retired(retiring *r, bool stuck) {
          "%u; images pinned so far: %lu",
          r->id, (mono_us() - r->t_published) / 1000.0,
          stuck ? " (left loaded: an instance would not go quiet)" : "", n_retiring(),
-         (unsigned long)atomic_load(&K.pinned_images));
+         (unsigned long)atomic_load(&kernel.pinned_images));
 }
 
 /* Its calls are over (and a replaced transport's connections gone): what
@@ -521,7 +521,7 @@ static void begin_stop(retiring *r) {
 }
 
 static void calls_over(retiring *r, uint64_t now) {
-    if (in_gen(K.gen, r->gen->transport)) {
+    if (in_gen(kernel.gen, r->gen->transport)) {
         begin_stop(r);
         return;
     }
@@ -664,14 +664,14 @@ void reload_init(uv_loop_t *loop, const char *exe_dir, const char *listen_overri
 }
 
 void reload_on_signal(void) {
-    if (atomic_load(&K.draining)) return;
+    if (atomic_load(&kernel.draining)) return;
     asker *a = calloc(1, sizeof *a); /* no done: the log is the answer */
     if (a) enqueue(a);
 }
 
 int host_reload(mcpg_worker *w, reload_done_fn done, void *arg) {
     if (!w || !done) return MCPG_EINVAL;
-    if (atomic_load(&K.draining) || !reload.loop) return MCPG_EUNAVAIL;
+    if (atomic_load(&kernel.draining) || !reload.loop) return MCPG_EUNAVAIL;
     asker *a = calloc(1, sizeof *a);
     if (!a) return MCPG_ENOMEM;
     a->w = w;
