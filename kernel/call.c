@@ -424,7 +424,7 @@ static bool session_copied(mcpg_call *c) {
 static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int kind) {
     if (!w || !d || !out || !desc_valid(d)) return MCPG_EINVAL;
     if (w->draining) return MCPG_EUNAVAIL;
-    if ((uint64_t)atomic_load(&w->calls_in_flight) >= K.max_calls_per_worker) return MCPG_EAGAIN;
+    if ((uint64_t)atomic_load(&w->calls_in_flight) >= kernel.max_calls_per_worker) return MCPG_EAGAIN;
     generation *g = w->gen;
     mcpg_call *c = call_alloc(w, (uint32_t)g->n_instances);
     if (!c) return MCPG_ENOMEM;

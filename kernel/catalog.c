@@ -466,7 +466,7 @@ void catalog_build(generation *g, manifest *m, errlist *errs) {
     /* a reload's lists start from the serving generation's owners; a reload
      * is built on the control loop, which is also where lists are swapped
      * and retired, so this pin cannot race a retire */
-    catset *prev = K.gen && K.gen != g ? catalog_acquire(K.gen) : NULL;
+    catset *prev = kernel.gen && kernel.gen != g ? catalog_acquire(kernel.gen) : NULL;
     catset *cs = catset_build(g, prev, m, errs, 1);
     catalog_release(prev);
     if (!cs) {
@@ -521,7 +521,7 @@ static void retire_one(retire *r) {
 static void retire_on_loop(void *arg) { retire_one(arg); }
 
 static void catalog_retire(catset *old) {
-    uint32_t n = K.n_workers;
+    uint32_t n = kernel.n_workers;
     retire *r = n ? malloc(sizeof *r + n * sizeof(mcpg_post)) : NULL;
     if (!r) { /* no loop runs (or no memory: keep it, a small leak beats a crash) */
         if (!n) catalog_release(old);
@@ -532,7 +532,7 @@ static void catalog_retire(catset *old) {
     for (uint32_t i = 0; i < n; i++) {
         r->posts[i].fn = retire_on_loop;
         r->posts[i].arg = r;
-        if (worker_post(&K.workers[i], &r->posts[i]) != 0) retire_one(r); /* a stopped loop pins nothing */
+        if (worker_post(&kernel.workers[i], &r->posts[i]) != 0) retire_one(r); /* a stopped loop pins nothing */
     }
 }
 

@@ -95,7 +95,7 @@ static void instance_release(mcpg_instance *inst) {
     if (inst->state) inst->desc->lifecycle->destroy(inst->state);
     if (inst->config) mcpg_config_free(inst->desc->config, inst->config);
     free(inst->config);
-    if (--inst->image->users == 0 && image_unload(inst->image)) atomic_fetch_add(&K.pinned_images, 1);
+    if (--inst->image->users == 0 && image_unload(inst->image)) atomic_fetch_add(&kernel.pinned_images, 1);
     free(inst->name);
     free(inst->config_json);
     free(inst);

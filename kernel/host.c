@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-kernel K; /* the one kernel of this process */
+kernel_state kernel; /* the one kernel of this process */
 
 uint64_t mono_us(void) {
     struct timespec ts;
@@ -65,22 +65,22 @@ static const char *keep_string(const char *s, const char *fallback) {
     return k ? k->s : fallback;
 }
 
-static const char *host_gateway_name(void) { return keep_string(K.m ? K.m->name : NULL, "mcpg"); }
-static const char *host_gateway_id(void) { return keep_string(K.m ? K.m->id : NULL, "mcpg"); }
+static const char *host_gateway_name(void) { return keep_string(kernel.m ? kernel.m->name : NULL, "mcpg"); }
+static const char *host_gateway_id(void) { return keep_string(kernel.m ? kernel.m->id : NULL, "mcpg"); }
 
 /* The rules of the generation the calling loop serves (stable on its
  * thread), else the current one's. */
 static int host_redact_json(const char *json, size_t len, mcpg_buf *out) {
     if (!json || !out) return MCPG_EINVAL;
     mcpg_worker *w = worker_self();
-    const generation *g = w ? w->gen : K.gen;
+    const generation *g = w ? w->gen : kernel.gen;
     return redact_json(g && g->m ? g->m->redact : NULL, json, len, out);
 }
 
 /* ---- workers ---- */
 
-static uint32_t host_worker_count(void) { return K.n_workers; }
-static mcpg_worker *host_worker_at(uint32_t i) { return i < K.n_workers ? &K.workers[i] : NULL; }
+static uint32_t host_worker_count(void) { return kernel.n_workers; }
+static mcpg_worker *host_worker_at(uint32_t i) { return i < kernel.n_workers ? &kernel.workers[i] : NULL; }
 static uint32_t host_worker_index(mcpg_worker *w) { return w->index; }
 static void *host_worker_uv_loop(mcpg_worker *w) { return &w->loop; }
 

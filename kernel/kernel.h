@@ -355,7 +355,7 @@ struct mcpg_worker {
     uv_idle_t local_awake;
 };
 
-typedef struct kernel {
+typedef struct kernel_state {
     manifest *m;
     generation *gen;
     mcpg_worker *workers; uint32_t n_workers;
@@ -364,9 +364,9 @@ typedef struct kernel {
     atomic_ulong pinned_images;  /* images still mapped after their dlclose */
     uint64_t max_calls_per_worker;
     uint64_t list_page_size;   /* items per page of a merged list (0: 500) */
-} kernel;
+} kernel_state;
 
-extern kernel K; /* the one kernel of this process (the kernel is not a module) */
+extern kernel_state kernel; /* the one kernel of this process (the kernel is not a module) */
 
 int workers_bind(manifest *m, errlist *errs);
 /* A reload with other listen addresses: every loop's sockets for `listen`
@@ -545,7 +545,7 @@ typedef struct kmetrics {
 extern kmetrics KM;
 /* The registry with a row per loop, and the kernel's series. Before any
  * instance is created; metrics_shutdown after the last one is destroyed.
- * K.m's gateway.metrics.max_tools is read here (no K.m: the default). */
+ * kernel.m's gateway.metrics.max_tools is read here (no kernel.m: the default). */
 int metrics_init(uint32_t n_loops);
 void metrics_shutdown(void);
 void metrics_thread_row(int row);            /* a worker loop's thread: its row */

@@ -108,17 +108,17 @@ static void on_drain_check(uv_timer_t *t) {
 
 static void on_stop_signal(uv_signal_t *s, int signum) {
     main_loop *ml = s->data;
-    if (atomic_exchange(&K.draining, true)) return;
+    if (atomic_exchange(&kernel.draining, true)) return;
     klog(MCPG_LOG_INFO, "kernel", "%s: draining in-flight calls", strsignal(signum));
     workers_drain();
-    ml->drain_deadline = mono_us() + (uint64_t)K.m->drain_timeout_ms * 1000;
+    ml->drain_deadline = mono_us() + (uint64_t)kernel.m->drain_timeout_ms * 1000;
     uv_timer_start(&ml->drain_check, on_drain_check, 5, 5);
 }
 
 static void on_sighup(uv_signal_t *s, int signum) {
     (void)s;
     (void)signum;
-    klog(MCPG_LOG_INFO, "kernel", "SIGHUP: reloading %s", K.m->path);
+    klog(MCPG_LOG_INFO, "kernel", "SIGHUP: reloading %s", kernel.m->path);
     reload_on_signal();
 }
 
@@ -206,17 +206,17 @@ static void shutdown_gateway(void) {
         klog(MCPG_LOG_ERROR, "kernel",
              "a backend call is still running %d ms after the loops stopped: exiting without it",
              STUCK_BACKEND_GRACE_MS);
-        generation_stop_kind(K.gen, MCPG_KIND_AUDIT);
+        generation_stop_kind(kernel.gen, MCPG_KIND_AUDIT);
         _exit(0);
     }
-    generation_stop(K.gen);
+    generation_stop(kernel.gen);
     reload_shutdown(); /* a generation still retiring */
     if (calls_dropped())
         klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",
              calls_dropped());
     workers_free();
     reload_free(); /* the retiring generations, once no call points at them */
-    generation_free(K.gen);
+    generation_free(kernel.gen);
     metrics_shutdown(); /* every instance that registered a series is gone */
     metrics_tools_free();
     klog(MCPG_LOG_INFO, "kernel", "stopped");
@@ -227,14 +227,14 @@ static void shutdown_gateway(void) {
  * them does. */
 static int serve(manifest *m) {
     errlist errs = {0};
-    K.m = m;
-    K.max_calls_per_worker = (uint64_t)m->max_calls_per_worker;
-    K.list_page_size = (uint64_t)m->list_page_size;
+    kernel.m = m;
+    kernel.max_calls_per_worker = (uint64_t)m->max_calls_per_worker;
+    kernel.list_page_size = (uint64_t)m->list_page_size;
     char *runtime_dir = strdup(m->runtime_dir ? m->runtime_dir : "");
     pthread_setname_np(pthread_self(), "mcpg-main"); /* top -H: the control thread */
     if (workers_bind(m, &errs) == 0) {
-        if (metrics_init(K.n_workers) != 0) errlist_add(&errs, m->path, "", "out of memory");
-        else K.gen = generation_build(m, &errs);
+        if (metrics_init(kernel.n_workers) != 0) errlist_add(&errs, m->path, "", "out of memory");
+        else kernel.gen = generation_build(m, &errs);
     }
     manifest_free(m); /* the loader's reference; the generation keeps its own */
     if (errs.count) {
@@ -245,17 +245,17 @@ static int serve(manifest *m) {
         free(runtime_dir);
         return 1;
     }
-    m = K.m;
-    generation_warn_open(K.gen, m->listen, m->n_listen);
+    m = kernel.m;
+    generation_warn_open(kernel.gen, m->listen, m->n_listen);
     main_loop_init();
     if (pool_start((unsigned)m->pool_threads, (unsigned)m->pool_queue) != 0 ||
-        generation_start(K.gen) != 0) {
+        generation_start(kernel.gen) != 0) {
         /* e.g. an audit file that cannot be opened: stop the instances that
          * did start (their threads) before main unloads their images */
         klog(MCPG_LOG_ERROR, "kernel", "could not start");
         pool_stop();
-        generation_stop(K.gen);
-        generation_free(K.gen);
+        generation_stop(kernel.gen);
+        generation_free(kernel.gen);
         metrics_shutdown();
         metrics_tools_free();
         free(runtime_dir);
@@ -267,7 +267,7 @@ static int serve(manifest *m) {
     }
     for (size_t i = 0; i < m->n_listen; i++)
         klog(MCPG_LOG_INFO, "kernel", "listening on %s://%s/mcp (%u workers, generation %u)",
-             manifest_scheme(m), m->listen[i], K.n_workers, K.gen->id);
+             manifest_scheme(m), m->listen[i], kernel.n_workers, kernel.gen->id);
     run_main_loop();
     shutdown_gateway();
     main_loop_close();

@@ -453,11 +453,11 @@ int host_reply_submit(mcpg_worker *w, const char *session, size_t slen, const ch
         (mcpg_json_object_get(body, len, "result", &v) != 1 &&
          mcpg_json_object_get(body, len, "error", &v) != 1))
         return MCPG_EPROTO;
-    if (id.type != MCPG_JSON_STRING || !parse_id(id.p, id.n, &wi, &seq) || wi >= K.n_workers)
+    if (id.type != MCPG_JSON_STRING || !parse_id(id.p, id.n, &wi, &seq) || wi >= kernel.n_workers)
         return MCPG_ENOENT;
     reply_job *j = malloc(sizeof *j + slen + len + 1);
     if (!j) return MCPG_ENOMEM;
-    j->w = &K.workers[wi];
+    j->w = &kernel.workers[wi];
     j->seq = seq;
     j->session_len = session ? slen : 0;
     j->body_len = len;

@@ -40,7 +40,7 @@ static const uint64_t LATENCY_BUCKETS_US[] = {10,    25,    50,     100,    250,
 /* ---- the host slots ---- */
 
 static mreg *registry(void) {
-    if (!REG) REG = mreg_new(K.n_workers); /* a kernel test that never called metrics_init */
+    if (!REG) REG = mreg_new(kernel.n_workers); /* a kernel test that never called metrics_init */
     return REG;
 }
 
@@ -74,7 +74,7 @@ int host_metrics_each(void (*fn)(void *, const mcpg_metric_view *), void *arg) {
 /* On w's loop its generation is stable: the metrics instance of the
  * generation that loop serves answers. */
 int host_metrics_render(mcpg_worker *w, mcpg_buf *out, char *ct, size_t ct_cap) {
-    const generation *g = w ? w->gen : K.gen;
+    const generation *g = w ? w->gen : kernel.gen;
     mcpg_instance *mi = g ? g->metrics : NULL;
     return mi ? mreg_render(mi->desc->ops, mi->state, out, ct, ct_cap) : MCPG_ENOENT;
 }
@@ -93,8 +93,8 @@ static int64_t read_in_flight(void *arg, uint32_t series) {
     (void)arg;
     (void)series;
     long n = 0;
-    for (uint32_t i = 0; K.workers && i < K.n_workers; i++)
-        n += atomic_load(&K.workers[i].calls_in_flight);
+    for (uint32_t i = 0; kernel.workers && i < kernel.n_workers; i++)
+        n += atomic_load(&kernel.workers[i].calls_in_flight);
     return n;
 }
 static int64_t read_pool_depth(void *arg, uint32_t series) {
@@ -104,12 +104,12 @@ static int64_t read_pool_depth(void *arg, uint32_t series) {
 static int64_t read_pinned(void *arg, uint32_t series) {
     (void)arg;
     (void)series;
-    return (int64_t)atomic_load(&K.pinned_images);
+    return (int64_t)atomic_load(&kernel.pinned_images);
 }
 static int64_t read_generation(void *arg, uint32_t series) {
     (void)arg;
     (void)series;
-    return K.gen ? K.gen->id : 0;
+    return kernel.gen ? kernel.gen->id : 0;
 }
 static int64_t read_one(void *arg, uint32_t series) {
     (void)arg;
@@ -225,7 +225,7 @@ static int tools_table_new(uint32_t cap);
 
 int metrics_init(uint32_t n_loops) {
     metrics_tools_free(); /* names index the family made here: none from before */
-    max_tools = K.m ? (uint32_t)K.m->metrics_max_tools : METRICS_MAX_TOOLS_DEFAULT;
+    max_tools = kernel.m ? (uint32_t)kernel.m->metrics_max_tools : METRICS_MAX_TOOLS_DEFAULT;
     REG = mreg_new(n_loops);
     if (!REG || tools_table_new(max_tools) != 0) return MCPG_ENOMEM;
     register_kernel_series();

@@ -47,7 +47,7 @@ static void news_on_loop(void *arg) {
     generation *g = n->w->gen;
     const mcpg_transport_ops *ops = g && g->transport ? g->transport->desc->ops : NULL;
     if (g && !told_by_owner(g, n)) {
-        if (n->w == &K.workers[0]) drop_foreign(n); /* once, not once per loop */
+        if (n->w == &kernel.workers[0]) drop_foreign(n); /* once, not once per loop */
         ops = NULL;
     }
     if (ops && MCPG_HAS(ops, news))
@@ -57,14 +57,14 @@ static void news_on_loop(void *arg) {
 
 /* One item per loop; a loop that has stopped drops it. */
 static void broadcast(const char *method, const char *from, const char *uri, size_t uri_len) {
-    for (uint32_t i = 0; i < K.n_workers; i++) {
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
         size_t from_len = from ? strlen(from) : 0;
         news_item *n = malloc(sizeof *n + uri_len + 1 + from_len + 1);
         if (!n) {
             klog(MCPG_LOG_WARN, "kernel", "out of memory: %s not told to worker %u", method, i);
             continue;
         }
-        n->w = &K.workers[i];
+        n->w = &kernel.workers[i];
         n->method = method;
         n->uri_len = uri_len;
         if (uri_len) memcpy(n->uri, uri, uri_len);
@@ -107,7 +107,7 @@ static uint32_t lists_told_in(generation *g) {
  * generation that serves once the reload is published (or refused). */
 static void on_lists_changed(uv_async_t *a) {
     (void)a;
-    generation *g = K.gen;
+    generation *g = kernel.gen;
     uint32_t lists = g ? lists_told_in(g) : 0;
     if (!lists) return;
     catalog_rebuild(g);
@@ -182,9 +182,9 @@ int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on)
     return rc;
 }
 
-int host_tasks_offered(void) { return K.gen && K.gen->n_task_backends > 0; }
+int host_tasks_offered(void) { return kernel.gen && kernel.gen->n_task_backends > 0; }
 
-int host_events_offered(void) { return K.gen && K.gen->events.backend != NULL; }
+int host_events_offered(void) { return kernel.gen && kernel.gen->events.backend != NULL; }
 
 static const mcpg_instance *backend_named(const generation *g, const char *name) {
     for (size_t i = 0; i < g->n_instances; i++)
@@ -223,7 +223,7 @@ static uint32_t bound_offers(const generation *g) {
 
 const char *host_listen_address(size_t i) {
     const generation *g = generation_building();
-    const manifest *m = g ? g->m : K.m;
+    const manifest *m = g ? g->m : kernel.m;
     return m && i < m->n_listen ? m->listen[i] : NULL;
 }
 
@@ -236,7 +236,7 @@ static int identity_describes(const generation *g, size_t i, const char **res, c
 }
 
 int host_protected_resource(mcpg_buf *out) {
-    const generation *g = K.gen;
+    const generation *g = kernel.gen;
     const char *res, *iss;
     int n = 0, rc = 0;
     for (size_t i = 0; g && i < g->n_stage[STAGE_IDENTITY]; i++) {
@@ -256,7 +256,7 @@ int host_protected_resource(mcpg_buf *out) {
 }
 
 uint32_t host_offers(void) {
-    generation *g = K.gen;
+    generation *g = kernel.gen;
     if (!g) return 0;
     uint32_t bits = 0;
     catset *cs = catalog_acquire(g);
@@ -281,7 +281,7 @@ uint32_t host_offers(void) {
 const mcpg_coordinator_ops *host_coordinator(void **instance_out) {
     const generation *g = generation_building();
     mcpg_worker *w = g ? NULL : worker_self();
-    if (!g) g = w && w->gen ? w->gen : K.gen;
+    if (!g) g = w && w->gen ? w->gen : kernel.gen;
     mcpg_instance *c = g ? g->coordinator : NULL;
     if (instance_out) *instance_out = c ? c->state : NULL;
     return c ? c->desc->ops : NULL;

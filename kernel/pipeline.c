@@ -93,7 +93,7 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     mcpg_audit_event ev = {.size = sizeof ev};
     ev.name = audit_event_name(c);
     if (c->idx == 0) { /* the first sink: the event is created here */
-        c->event_seq = atomic_fetch_add(&K.audit_seq, 1) + 1;
+        c->event_seq = atomic_fetch_add(&kernel.audit_seq, 1) + 1;
         c->event_time_us = wall_us();
     }
     ev.seq = c->event_seq;
@@ -194,7 +194,7 @@ static void answer_list(mcpg_call *c) {
     const char *cur = NULL;
     size_t cur_n = 0;
     int has = list_cursor(c, &cur, &cur_n);
-    size_t page = K.list_page_size ? (size_t)K.list_page_size : 500;
+    size_t page = kernel.list_page_size ? (size_t)kernel.list_page_size : 500;
     bool filtered = lists_filtered(c);
     if (has == 0 && cat->n_items <= page && !filtered) {
         c->borrowed = &cat->answer;

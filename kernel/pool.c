@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-typedef struct pool {
+typedef struct pool_state {
     pthread_mutex_t lock;
     pthread_cond_t ready;
     pool_job *head, *tail;
@@ -24,16 +24,16 @@ typedef struct pool {
     pthread_t *threads;
     unsigned n_threads;
     bool stopping;
-} pool;
+} pool_state;
 
-static pool P;
+static pool_state pool;
 
 /* Under the lock: how many sleeping threads the queue needs woken (counted
  * as signaled now; signal_threads sends the signals once the lock is let go). */
 static unsigned wakes_for_queue(void) {
-    unsigned idle_awake = P.n_threads - P.waiting - P.busy + P.signaled, wakes = 0;
-    while (P.queued > idle_awake && P.waiting > P.signaled) {
-        P.signaled++;
+    unsigned idle_awake = pool.n_threads - pool.waiting - pool.busy + pool.signaled, wakes = 0;
+    while (pool.queued > idle_awake && pool.waiting > pool.signaled) {
+        pool.signaled++;
         idle_awake++;
         wakes++;
     }
@@ -45,29 +45,29 @@ static unsigned wakes_for_queue(void) {
  * more context switches per wake, measured). The threads counted are in
  * cond_wait, so no signal is lost. */
 static void signal_threads(unsigned wakes) {
-    while (wakes--) pthread_cond_signal(&P.ready);
+    while (wakes--) pthread_cond_signal(&pool.ready);
 }
 
 /* The next job, or NULL once stopping with an empty queue. *stopping says
  * the pool is stopping: what is still queued then is expired, not run. */
 static pool_job *take(bool was_busy, bool *stopping) {
-    pthread_mutex_lock(&P.lock);
-    if (was_busy) P.busy--;
-    while (!P.head && !P.stopping) {
-        P.waiting++;
-        pthread_cond_wait(&P.ready, &P.lock);
-        P.waiting--;
-        if (P.signaled) P.signaled--;
+    pthread_mutex_lock(&pool.lock);
+    if (was_busy) pool.busy--;
+    while (!pool.head && !pool.stopping) {
+        pool.waiting++;
+        pthread_cond_wait(&pool.ready, &pool.lock);
+        pool.waiting--;
+        if (pool.signaled) pool.signaled--;
     }
-    pool_job *j = P.head;
+    pool_job *j = pool.head;
     if (j) {
-        P.head = j->next;
-        if (!P.head) P.tail = NULL;
-        P.queued--;
-        P.busy++;
+        pool.head = j->next;
+        if (!pool.head) pool.tail = NULL;
+        pool.queued--;
+        pool.busy++;
     }
-    *stopping = P.stopping;
-    pthread_mutex_unlock(&P.lock);
+    *stopping = pool.stopping;
+    pthread_mutex_unlock(&pool.lock);
     return j;
 }
 
@@ -90,16 +90,16 @@ static void *pool_thread(void *arg) {
 }
 
 int pool_start(unsigned threads, unsigned queue_max) {
-    P = (pool){0};
-    pthread_mutex_init(&P.lock, NULL);
-    pthread_cond_init(&P.ready, NULL);
-    P.queue_max = queue_max;
-    P.threads = calloc(threads, sizeof *P.threads);
-    for (unsigned i = 0; P.threads && i < threads; i++) {
-        if (pthread_create(&P.threads[i], NULL, pool_thread, (void *)(uintptr_t)i) != 0) break;
-        P.n_threads++;
+    pool = (pool_state){0};
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.ready, NULL);
+    pool.queue_max = queue_max;
+    pool.threads = calloc(threads, sizeof *pool.threads);
+    for (unsigned i = 0; pool.threads && i < threads; i++) {
+        if (pthread_create(&pool.threads[i], NULL, pool_thread, (void *)(uintptr_t)i) != 0) break;
+        pool.n_threads++;
     }
-    if (P.n_threads == threads) return 0;
+    if (pool.n_threads == threads) return 0;
     pool_stop(); /* join the threads that did start */
     return MCPG_ENOMEM;
 }
@@ -108,44 +108,44 @@ int pool_start(unsigned threads, unsigned queue_max) {
  * the caller to refuse. */
 pool_job *pool_submit_many(pool_job *head) {
     uint64_t now = mono_us();
-    pthread_mutex_lock(&P.lock);
-    while (head && !P.stopping && P.queued < P.queue_max) {
+    pthread_mutex_lock(&pool.lock);
+    while (head && !pool.stopping && pool.queued < pool.queue_max) {
         pool_job *j = head;
         head = j->next;
         j->next = NULL;
         j->enqueued_us = now;
-        if (P.tail) P.tail->next = j;
-        else P.head = j;
-        P.tail = j;
-        P.queued++;
+        if (pool.tail) pool.tail->next = j;
+        else pool.head = j;
+        pool.tail = j;
+        pool.queued++;
     }
     unsigned wakes = wakes_for_queue();
-    pthread_mutex_unlock(&P.lock);
+    pthread_mutex_unlock(&pool.lock);
     signal_threads(wakes);
     for (pool_job *j = head; j; j = j->next) metrics_count(KM.pool_refused, 0, 1);
     return head;
 }
 
 unsigned pool_queued(void) {
-    pthread_mutex_lock(&P.lock);
-    unsigned n = P.queued;
-    pthread_mutex_unlock(&P.lock);
+    pthread_mutex_lock(&pool.lock);
+    unsigned n = pool.queued;
+    pthread_mutex_unlock(&pool.lock);
     return n;
 }
 
 unsigned pool_busy(void) {
-    pthread_mutex_lock(&P.lock);
-    unsigned n = P.busy;
-    pthread_mutex_unlock(&P.lock);
+    pthread_mutex_lock(&pool.lock);
+    unsigned n = pool.busy;
+    pthread_mutex_unlock(&pool.lock);
     return n;
 }
 
 int pool_submit(pool_job *job) {
     job->next = NULL;
     if (pool_submit_many(job) == NULL) return 0;
-    pthread_mutex_lock(&P.lock);
-    bool stopping = P.stopping;
-    pthread_mutex_unlock(&P.lock);
+    pthread_mutex_lock(&pool.lock);
+    bool stopping = pool.stopping;
+    pthread_mutex_unlock(&pool.lock);
     return stopping ? MCPG_EUNAVAIL : MCPG_EAGAIN;
 }
 
@@ -158,10 +158,10 @@ int pool_submit(pool_job *job) {
  * wait_ms (0 = for ever) for the threads; returns how many are still running
  * (a backend that hangs), whose threads are then left alone. */
 unsigned pool_stop_within(uint64_t wait_ms) {
-    pthread_mutex_lock(&P.lock);
-    P.stopping = true;
-    pthread_cond_broadcast(&P.ready);
-    pthread_mutex_unlock(&P.lock);
+    pthread_mutex_lock(&pool.lock);
+    pool.stopping = true;
+    pthread_cond_broadcast(&pool.ready);
+    pthread_mutex_unlock(&pool.lock);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += (time_t)(wait_ms / 1000);
@@ -171,23 +171,23 @@ unsigned pool_stop_within(uint64_t wait_ms) {
         until.tv_nsec -= 1000000000L;
     }
     unsigned stuck = 0;
-    for (unsigned i = 0; i < P.n_threads; i++) {
-        int rc = wait_ms ? pthread_timedjoin_np(P.threads[i], NULL, &until)
-                         : pthread_join(P.threads[i], NULL);
+    for (unsigned i = 0; i < pool.n_threads; i++) {
+        int rc = wait_ms ? pthread_timedjoin_np(pool.threads[i], NULL, &until)
+                         : pthread_join(pool.threads[i], NULL);
         if (rc) stuck++;
     }
     if (stuck) return stuck; /* their memory stays: they may still use it */
-    free(P.threads);
-    P.threads = NULL;
-    P.n_threads = 0;
+    free(pool.threads);
+    pool.threads = NULL;
+    pool.n_threads = 0;
     return 0;
 }
 
 void pool_stop(void) { (void)pool_stop_within(0); }
 
 bool pool_cancel(pool_job *job) {
-    pthread_mutex_lock(&P.lock);
-    pool_job **pp = &P.head, *prev = NULL;
+    pthread_mutex_lock(&pool.lock);
+    pool_job **pp = &pool.head, *prev = NULL;
     while (*pp && *pp != job) {
         prev = *pp;
         pp = &(*pp)->next;
@@ -195,10 +195,10 @@ bool pool_cancel(pool_job *job) {
     bool found = *pp != NULL;
     if (found) {
         *pp = job->next;
-        if (P.tail == job) P.tail = prev;
-        P.queued--;
+        if (pool.tail == job) pool.tail = prev;
+        pool.queued--;
         job->next = NULL;
     }
-    pthread_mutex_unlock(&P.lock);
+    pthread_mutex_unlock(&pool.lock);
     return found;
 }

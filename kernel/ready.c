@@ -38,7 +38,7 @@ static bool ready_waits_for(const generation *g, const mcpg_instance *inst) {
 }
 
 int host_backends_waiting(mcpg_worker *w, mcpg_buf *out) {
-    generation *g = w && w->gen ? w->gen : K.gen;
+    generation *g = w && w->gen ? w->gen : kernel.gen;
     catset *cs = g ? catalog_acquire(g) : NULL;
     int n = 0, rc = mcpg_buf_puts(out, "[");
     for (size_t i = 0; cs && i < g->n_instances; i++) {
@@ -91,7 +91,7 @@ static void watch_unlisted(const generation *g, mcpg_instance *inst, bool unlist
  * rebuilds and reloads run: nothing here races them. */
 static void on_ready_tick(uv_timer_t *t) {
     (void)t;
-    generation *g = K.gen;
+    generation *g = kernel.gen;
     catset *cs = g ? catalog_acquire(g) : NULL;
     uint64_t now = mono_us() / 1000;
     for (size_t i = 0; cs && i < g->n_instances; i++)

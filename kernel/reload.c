@@ -96,7 +96,7 @@ typedef struct reload_state {
     generation **pinned; size_t n_pinned; /* retired but left loaded: freed at the stop */
 } reload_state;
 
-static reload_state R;
+static reload_state reload;
 
 /* ---- answers ---- */
 
@@ -137,18 +137,18 @@ static char *errors_json(const errlist *errs) {
 /* ---- every loop runs fn, then the control loop hears ---- */
 
 static void loop_done(retiring *r) {
-    if (atomic_fetch_sub(&r->loops_left, 1) == 1) uv_async_send(&R.wake);
+    if (atomic_fetch_sub(&r->loops_left, 1) == 1) uv_async_send(&reload.wake);
 }
 
 /* fn(the loop's post) on every loop; the post names the record and the loop. */
 static void on_every_loop(retiring *r, void (*fn)(void *)) {
-    atomic_store(&r->loops_left, K.n_workers);
-    for (uint32_t i = 0; i < K.n_workers; i++) {
+    atomic_store(&r->loops_left, kernel.n_workers);
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
         loop_post *lp = &r->posts[i];
         lp->post.fn = fn;
         lp->post.arg = lp;
         lp->r = r;
-        lp->w = &K.workers[i];
+        lp->w = &kernel.workers[i];
         if (worker_post(lp->w, &lp->post) != 0) loop_done(r); /* a stopped loop */
     }
 }
@@ -193,7 +193,7 @@ static void describe_change(const generation *old, const generation *g, char *ou
  * cells are made once):
  * said as errors, with the key. */
 static void check_fixed(const manifest *m, errlist *errs) {
-    const manifest *cur = K.m;
+    const manifest *cur = kernel.m;
     if (m->workers != cur->workers)
         errlist_add(errs, m->path, "gateway.workers",
                     "a reload cannot change the number of loops (restart the gateway)");
@@ -218,7 +218,7 @@ static bool keeps_fixed_instances(const generation *g, const manifest *m, errlis
                     "a reload cannot change the transport or its settings (restart the gateway)");
         return false;
     }
-    if (g->coordinator != K.gen->coordinator) {
+    if (g->coordinator != kernel.gen->coordinator) {
         errlist_add(errs, m->path, g->coordinator ? g->coordinator->name : "cluster",
                     "a reload cannot change the coordinator (cluster) or its settings: the "
                     "transport keeps its sessions on the one it started with (restart the "
@@ -229,7 +229,7 @@ static bool keeps_fixed_instances(const generation *g, const manifest *m, errlis
 }
 
 static bool listen_changed(const manifest *m) {
-    const manifest *cur = K.m;
+    const manifest *cur = kernel.m;
     bool same = m->n_listen == cur->n_listen;
     for (size_t i = 0; same && i < m->n_listen; i++) same = strcmp(m->listen[i], cur->listen[i]) == 0;
     return !same;
@@ -241,7 +241,7 @@ static bool listen_changed(const manifest *m) {
 static void adopt_on_loop(void *arg) {
     loop_post *lp = arg;
     mcpg_worker *w = lp->w;
-    generation *g = R.next;
+    generation *g = reload.next;
     for (size_t i = 0; i < g->n_instances; i++) {
         const mcpg_lifecycle_ops *lc = g->instances[i]->desc->lifecycle;
         if (!g->carried[i] && MCPG_HAS(lc, worker_start)) lc->worker_start(g->instances[i]->state, w);
@@ -253,18 +253,18 @@ static void adopt_on_loop(void *arg) {
 }
 
 static void refuse(asker *a, errlist *errs, const char *why) {
-    R.refused++;
+    reload.refused++;
     metrics_count(KM.reloads, 1, 1); /* result="refused" */
     for (size_t i = 0; i < errs->count; i++)
         klog(MCPG_LOG_ERROR, "kernel", "reload refused: %s", errs->lines[i]);
-    klog(MCPG_LOG_ERROR, "kernel", "reload refused (%s): generation %u serves on", why, K.gen->id);
+    klog(MCPG_LOG_ERROR, "kernel", "reload refused (%s): generation %u serves on", why, kernel.gen->id);
     answer(a, 400, errors_json(errs));
 }
 
 /* The record of the serving generation, made before anything is built: a
  * reload that cannot have one changes nothing. */
 static retiring *retiring_new(generation *old) {
-    retiring *r = calloc(1, sizeof *r + K.n_workers * sizeof r->posts[0]);
+    retiring *r = calloc(1, sizeof *r + kernel.n_workers * sizeof r->posts[0]);
     if (!r) return NULL;
     r->leaving = calloc(old->n_instances ? old->n_instances : 1, sizeof *r->leaving);
     if (!r->leaving) {
@@ -282,26 +282,26 @@ static void retiring_free(retiring *r) {
     free(r);
 }
 
-/* Read, build, start; on success the loops start adopting (R.adopting). */
+/* Read, build, start; on success the loops start adopting (reload.adopting). */
 static void run(asker *a) {
     errlist errs = {0};
-    R.t0 = mono_us();
-    retiring *r = retiring_new(K.gen);
+    reload.t0 = mono_us();
+    retiring *r = retiring_new(kernel.gen);
     if (!r) {
-        errlist_add(&errs, K.m->path, "gateway", "out of memory");
+        errlist_add(&errs, kernel.m->path, "gateway", "out of memory");
         refuse(a, &errs, "out of memory");
         errlist_free(&errs);
         return;
     }
-    manifest_use_runtime_dir(K.m->runtime_dir);
-    manifest *m = manifest_load(K.m->path, R.listen_override, R.exe_dir, &errs);
+    manifest_use_runtime_dir(kernel.m->runtime_dir);
+    manifest *m = manifest_load(kernel.m->path, reload.listen_override, reload.exe_dir, &errs);
     manifest_use_runtime_dir(NULL);
     uint64_t t_read = mono_us();
     if (m) check_fixed(m, &errs);
     bool relisten = m && !errs.count && listen_changed(m);
     if (relisten && workers_listen_prepare(m->listen, m->n_listen, &errs, m->path) != 0)
         relisten = false;
-    generation *g = m && !errs.count ? generation_build_from(m, K.gen, &errs) : NULL;
+    generation *g = m && !errs.count ? generation_build_from(m, kernel.gen, &errs) : NULL;
     if (g && !keeps_fixed_instances(g, m, &errs)) {
         generation_free(g);
         g = NULL;
@@ -326,20 +326,20 @@ static void run(asker *a) {
     errlist_free(&errs);
     manifest_free(m); /* the loader's reference: the generation holds its own */
     uint64_t t_start = mono_us();
-    R.next = g;
-    R.current = a;
-    K.gen = g;
-    K.m = g->m;
-    K.max_calls_per_worker = (uint64_t)g->m->max_calls_per_worker;
-    K.list_page_size = (uint64_t)g->m->list_page_size;
+    reload.next = g;
+    reload.current = a;
+    kernel.gen = g;
+    kernel.m = g->m;
+    kernel.max_calls_per_worker = (uint64_t)g->m->max_calls_per_worker;
+    kernel.list_page_size = (uint64_t)g->m->list_page_size;
     char change[700];
     describe_change(r->gen, g, change, sizeof change);
-    snprintf(R.summary, sizeof R.summary,
-             "read %.1f ms, build %.1f ms, start %.1f ms; %s", (t_read - R.t0) / 1000.0,
+    snprintf(reload.summary, sizeof reload.summary,
+             "read %.1f ms, build %.1f ms, start %.1f ms; %s", (t_read - reload.t0) / 1000.0,
              (t_build - t_read) / 1000.0, (t_start - t_build) / 1000.0, change);
-    r->next = R.retiring;
-    R.retiring = r;
-    R.adopting = r;
+    r->next = reload.retiring;
+    reload.retiring = r;
+    reload.adopting = r;
     on_every_loop(r, adopt_on_loop);
 }
 
@@ -356,42 +356,42 @@ static void tell_carried(generation *g) {
 /* Generations retiring: replaced, not yet freed. */
 static unsigned n_retiring(void) {
     unsigned n = 0;
-    for (const retiring *r = R.retiring; r; r = r->next) n += r->gen && r->phase != ADOPTING;
+    for (const retiring *r = reload.retiring; r; r = r->next) n += r->gen && r->phase != ADOPTING;
     return n;
 }
 
-/* Every loop serves R.next: the replaced generation starts retiring, on
+/* Every loop serves reload.next: the replaced generation starts retiring, on
  * the clock of the manifest that replaced it. */
 static void published(void) {
-    retiring *r = R.adopting;
+    retiring *r = reload.adopting;
     uint64_t now = mono_us();
     r->t_published = r->t_phase = now;
-    r->drain_ms = K.m->reload_drain_ms;
+    r->drain_ms = kernel.m->reload_drain_ms;
     r->deadline_us = now + (uint64_t)r->drain_ms * 1000;
     r->phase = WAIT_CALLS;
-    R.adopting = NULL;
+    reload.adopting = NULL;
     workers_listen_done();
-    tell_carried(R.next);
-    news_reload_published(r->gen, R.next); /* listeners: the lists that differ now */
-    generation_warn_open(R.next, K.m->listen, K.m->n_listen);
-    R.reloads++;
+    tell_carried(reload.next);
+    news_reload_published(r->gen, reload.next); /* listeners: the lists that differ now */
+    generation_warn_open(reload.next, kernel.m->listen, kernel.m->n_listen);
+    reload.reloads++;
     metrics_count(KM.reloads, 0, 1); /* result="ok" */
     klog(MCPG_LOG_INFO, "kernel",
          "reload: generation %u serves (after %u), published in %.1f ms; generations retiring: %u "
          "(each ends what still runs on it %lld ms after its publish): %s",
-         R.next->id, r->id, (now - R.t0) / 1000.0, n_retiring(), (long long)r->drain_ms, R.summary);
+         reload.next->id, r->id, (now - reload.t0) / 1000.0, n_retiring(), (long long)r->drain_ms, reload.summary);
     char *json = NULL;
     char change[700];
-    describe_change(r->gen, R.next, change, sizeof change);
+    describe_change(r->gen, reload.next, change, sizeof change);
     if (asprintf(&json, "{\"generation\":%u,\"previous\":%u,\"published_ms\":%.1f,\"retiring\":%u,%s}",
-                 R.next->id, r->id, (now - R.t0) / 1000.0, n_retiring(), change) < 0)
+                 reload.next->id, r->id, (now - reload.t0) / 1000.0, n_retiring(), change) < 0)
         json = NULL;
-    for (size_t i = 0; i < K.m->n_listen; i++)
+    for (size_t i = 0; i < kernel.m->n_listen; i++)
         klog(MCPG_LOG_INFO, "kernel", "listening on %s://%s/mcp (generation %u)",
-             manifest_scheme(K.m), K.m->listen[i], R.next->id);
-    answer(R.current, 200, json);
-    R.current = NULL;
-    R.next = NULL;
+             manifest_scheme(kernel.m), kernel.m->listen[i], reload.next->id);
+    answer(reload.current, 200, json);
+    reload.current = NULL;
+    reload.next = NULL;
 }
 
 /* ---- retire ---- */
@@ -400,8 +400,8 @@ static void published(void) {
  * r) whose calls are not over: it does not leave with r. Of two retiring
  * generations holding it, the one whose calls end last takes it out. */
 static bool held_by_others(const retiring *r, const mcpg_instance *inst) {
-    if (in_gen(K.gen, inst)) return true;
-    for (const retiring *o = R.retiring; o; o = o->next)
+    if (in_gen(kernel.gen, inst)) return true;
+    for (const retiring *o = reload.retiring; o; o = o->next)
         if (o != r && o->phase <= WAIT_CONNS && in_gen(o->gen, inst)) return true;
     return false;
 }
@@ -493,11 +493,11 @@ static void retired(retiring *r, bool stuck) {
         /* code may still run in it: nothing of it is freed or unloaded
          * while the gateway runs (the stop frees it, once the loops and
          * their timers are gone) */
-        atomic_fetch_add(&K.pinned_images, 1);
-        generation **v = realloc(R.pinned, (R.n_pinned + 1) * sizeof *v);
+        atomic_fetch_add(&kernel.pinned_images, 1);
+        generation **v = realloc(reload.pinned, (reload.n_pinned + 1) * sizeof *v);
         if (v) {
-            R.pinned = v;
-            R.pinned[R.n_pinned++] = r->gen;
+            reload.pinned = v;
+            reload.pinned[reload.n_pinned++] = r->gen;
         }
     } else {
         generation_free(r->gen);
@@ -509,7 +509,7 @@ static void retired(retiring *r, bool stuck) {
          "%u; images pinned so far: %lu",
          r->id, (mono_us() - r->t_published) / 1000.0,
          stuck ? " (left loaded: an instance would not go quiet)" : "", n_retiring(),
-         (unsigned long)atomic_load(&K.pinned_images));
+         (unsigned long)atomic_load(&kernel.pinned_images));
 }
 
 /* Its calls are over (and a replaced transport's connections gone): what
@@ -521,7 +521,7 @@ static void begin_stop(retiring *r) {
 }
 
 static void calls_over(retiring *r, uint64_t now) {
-    if (in_gen(K.gen, r->gen->transport)) {
+    if (in_gen(kernel.gen, r->gen->transport)) {
         begin_stop(r);
         return;
     }
@@ -591,7 +591,7 @@ static void retire_step(retiring *r, uint64_t now) {
 static void on_tick(uv_timer_t *t) {
     (void)t;
     uint64_t now = mono_us();
-    for (retiring **pp = &R.retiring; *pp;) {
+    for (retiring **pp = &reload.retiring; *pp;) {
         retiring *r = *pp;
         retire_step(r, now);
         if (r->phase == RETIRED && r->deadline_met && !r->ending && !round_running(r)) {
@@ -601,21 +601,21 @@ static void on_tick(uv_timer_t *t) {
         }
         pp = &r->next;
     }
-    if (!R.retiring) uv_timer_stop(&R.tick);
+    if (!reload.retiring) uv_timer_stop(&reload.tick);
 }
 
 /* ---- requests ---- */
 
 static asker *dequeue(void) {
-    pthread_mutex_lock(&R.lock);
-    asker *a = R.queue;
-    if (a) R.queue = a->next;
-    pthread_mutex_unlock(&R.lock);
+    pthread_mutex_lock(&reload.lock);
+    asker *a = reload.queue;
+    if (a) reload.queue = a->next;
+    pthread_mutex_unlock(&reload.lock);
     return a;
 }
 
 static void take_requests(void) {
-    while (!R.adopting) {
+    while (!reload.adopting) {
         asker *a = dequeue();
         if (!a) return;
         bool signal = !a->done;
@@ -624,8 +624,8 @@ static void take_requests(void) {
             a = NULL;
         }
         run(a);
-        if (R.retiring && !uv_is_active((uv_handle_t *)&R.tick))
-            uv_timer_start(&R.tick, on_tick, TICK_MS, TICK_MS);
+        if (reload.retiring && !uv_is_active((uv_handle_t *)&reload.tick))
+            uv_timer_start(&reload.tick, on_tick, TICK_MS, TICK_MS);
     }
     /* one built at a time: the others are told (generations retiring hold
      * nothing up) */
@@ -641,37 +641,37 @@ static void take_requests(void) {
 
 static void on_wake(uv_async_t *h) {
     (void)h;
-    if (R.adopting && !round_running(R.adopting)) published();
+    if (reload.adopting && !round_running(reload.adopting)) published();
     take_requests();
 }
 
 static void enqueue(asker *a) {
-    pthread_mutex_lock(&R.lock);
-    asker **pp = &R.queue;
+    pthread_mutex_lock(&reload.lock);
+    asker **pp = &reload.queue;
     while (*pp) pp = &(*pp)->next;
     *pp = a;
-    pthread_mutex_unlock(&R.lock);
-    uv_async_send(&R.wake);
+    pthread_mutex_unlock(&reload.lock);
+    uv_async_send(&reload.wake);
 }
 
 void reload_init(uv_loop_t *loop, const char *exe_dir, const char *listen_override) {
-    R.loop = loop;
-    R.exe_dir = exe_dir;
-    R.listen_override = listen_override;
-    pthread_mutex_init(&R.lock, NULL);
-    uv_async_init(loop, &R.wake, on_wake);
-    uv_timer_init(loop, &R.tick);
+    reload.loop = loop;
+    reload.exe_dir = exe_dir;
+    reload.listen_override = listen_override;
+    pthread_mutex_init(&reload.lock, NULL);
+    uv_async_init(loop, &reload.wake, on_wake);
+    uv_timer_init(loop, &reload.tick);
 }
 
 void reload_on_signal(void) {
-    if (atomic_load(&K.draining)) return;
+    if (atomic_load(&kernel.draining)) return;
     asker *a = calloc(1, sizeof *a); /* no done: the log is the answer */
     if (a) enqueue(a);
 }
 
 int host_reload(mcpg_worker *w, reload_done_fn done, void *arg) {
     if (!w || !done) return MCPG_EINVAL;
-    if (atomic_load(&K.draining) || !R.loop) return MCPG_EUNAVAIL;
+    if (atomic_load(&kernel.draining) || !reload.loop) return MCPG_EUNAVAIL;
     asker *a = calloc(1, sizeof *a);
     if (!a) return MCPG_ENOMEM;
     a->w = w;
@@ -695,7 +695,7 @@ static bool held_by_later(const retiring *r, const mcpg_instance *inst) {
  * this); for the others, each instance no loop generation keeps is
  * worker_stop'ped here once, by the last record holding it. */
 void reload_worker_stopping(mcpg_worker *w) {
-    for (const retiring *r = R.retiring; r; r = r->next) {
+    for (const retiring *r = reload.retiring; r; r = r->next) {
         if (r->phase > WAIT_CONNS) continue;
         for (size_t i = r->gen->n_instances; i-- > 0;) {
             mcpg_instance *inst = r->gen->instances[i];
@@ -710,23 +710,23 @@ void reload_worker_stopping(mcpg_worker *w) {
  * every instance still started in a retiring generation is stopped (once:
  * its started flag). */
 void reload_shutdown(void) {
-    if (R.loop) uv_timer_stop(&R.tick);
-    for (retiring *r = R.retiring; r; r = r->next)
+    if (reload.loop) uv_timer_stop(&reload.tick);
+    for (retiring *r = reload.retiring; r; r = r->next)
         if (r->gen) generation_stop(r->gen);
 }
 
 /* After the workers' calls are freed (a call cut short at the stop still
  * points at its generation): the retiring generations go. */
 void reload_free(void) {
-    while (R.retiring) {
-        retiring *r = R.retiring;
-        R.retiring = r->next;
+    while (reload.retiring) {
+        retiring *r = reload.retiring;
+        reload.retiring = r->next;
         if (r->gen) generation_free(r->gen);
         retiring_free(r);
     }
-    R.adopting = NULL;
-    for (size_t i = 0; i < R.n_pinned; i++) generation_free(R.pinned[i]);
-    free(R.pinned);
-    R.pinned = NULL;
-    R.n_pinned = 0;
+    reload.adopting = NULL;
+    for (size_t i = 0; i < reload.n_pinned; i++) generation_free(reload.pinned[i]);
+    free(reload.pinned);
+    reload.pinned = NULL;
+    reload.n_pinned = 0;
 }

@@ -146,10 +146,10 @@ static void listener_close(listener *l) {
 int workers_bind(manifest *m, errlist *errs) {
     uint32_t n = m->workers > 0 ? (uint32_t)m->workers : usable_cpus();
     if (n > MCPG_MAX_WORKERS) n = MCPG_MAX_WORKERS;
-    K.workers = calloc(n, sizeof *K.workers);
-    K.n_workers = n;
+    kernel.workers = calloc(n, sizeof *kernel.workers);
+    kernel.n_workers = n;
     for (uint32_t i = 0; i < n; i++) {
-        mcpg_worker *w = &K.workers[i];
+        mcpg_worker *w = &kernel.workers[i];
         w->index = i;
         for (size_t l = 0; l < m->n_listen && l < 16; l++) {
             char e[512];
@@ -179,11 +179,11 @@ static listener *listener_of(mcpg_worker *w, const char *addr) {
 
 int workers_listen_prepare(char **listen, size_t n, errlist *errs, const char *file) {
     if (n > 16) n = 16;
-    pending_listeners = calloc(K.n_workers, sizeof *pending_listeners);
+    pending_listeners = calloc(kernel.n_workers, sizeof *pending_listeners);
     pending_n = n;
     if (!pending_listeners) return -1;
-    for (uint32_t i = 0; i < K.n_workers; i++) {
-        mcpg_worker *w = &K.workers[i];
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
+        mcpg_worker *w = &kernel.workers[i];
         for (size_t a = 0; a < n; a++) {
             listener *kept = listener_of(w, listen[a]);
             if (kept) {
@@ -206,10 +206,10 @@ int workers_listen_prepare(char **listen, size_t n, errlist *errs, const char *f
 
 /* Close what was opened for a reload that did not happen. */
 void workers_listen_abandon(void) {
-    for (uint32_t i = 0; pending_listeners && i < K.n_workers; i++)
+    for (uint32_t i = 0; pending_listeners && i < kernel.n_workers; i++)
         for (size_t a = 0; a < pending_n; a++) {
             listener *l = pending_listeners[i][a];
-            if (l && !listener_of(&K.workers[i], l->addr)) listener_close(l);
+            if (l && !listener_of(&kernel.workers[i], l->addr)) listener_close(l);
         }
     free(pending_listeners);
     pending_listeners = NULL;
@@ -460,13 +460,13 @@ static void reserve_loop_fd(mcpg_worker *w) {
 }
 
 int workers_start(void) {
-    for (uint32_t i = 0; i < K.n_workers; i++) {
-        mcpg_worker *w = &K.workers[i];
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
+        mcpg_worker *w = &kernel.workers[i];
         uv_loop_init(&w->loop);
         atomic_init(&w->posts, NULL);
         uv_async_init(&w->loop, &w->wake, on_wake);
         w->wake.data = w;
-        w->gen = K.gen;
+        w->gen = kernel.gen;
         uv_timer_init(&w->loop, &w->drain_timer);
         w->drain_timer.data = w;
         uv_timer_init(&w->loop, &w->pool_deadline_timer);
@@ -496,8 +496,8 @@ int workers_start(void) {
         begin_posts[i].arg = w;
         worker_post(w, &begin_posts[i]); /* the first thing the loop runs */
     }
-    for (uint32_t i = 0; i < K.n_workers; i++)
-        if (uv_thread_create(&K.workers[i].thread, worker_main, &K.workers[i]) != 0) return -1;
+    for (uint32_t i = 0; i < kernel.n_workers; i++)
+        if (uv_thread_create(&kernel.workers[i].thread, worker_main, &kernel.workers[i]) != 0) return -1;
     return 0;
 }
 
@@ -537,16 +537,16 @@ static unsigned drains;
 void workers_drain(void) {
     if (drains >= 2) return;
     mcpg_post *nodes = drain_posts[drains++];
-    for (uint32_t i = 0; i < K.n_workers; i++) {
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
         nodes[i].fn = drain_on_loop;
-        nodes[i].arg = &K.workers[i];
-        worker_post(&K.workers[i], &nodes[i]);
+        nodes[i].arg = &kernel.workers[i];
+        worker_post(&kernel.workers[i], &nodes[i]);
     }
 }
 
 bool workers_idle(void) {
-    for (uint32_t i = 0; i < K.n_workers; i++)
-        if (!atomic_load(&K.workers[i].drained)) return false;
+    for (uint32_t i = 0; i < kernel.n_workers; i++)
+        if (!atomic_load(&kernel.workers[i].drained)) return false;
     return true;
 }
 
@@ -586,13 +586,13 @@ static mcpg_post stop_posts[MCPG_MAX_WORKERS];
  * MCPG_ESTATE) until the pool is stopped and the instances too; then
  * workers_free. */
 void workers_stop(void) {
-    for (uint32_t i = 0; i < K.n_workers; i++) {
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
         stop_posts[i].fn = stop_on_loop;
-        stop_posts[i].arg = &K.workers[i];
-        worker_post(&K.workers[i], &stop_posts[i]);
+        stop_posts[i].arg = &kernel.workers[i];
+        worker_post(&kernel.workers[i], &stop_posts[i]);
     }
-    for (uint32_t i = 0; i < K.n_workers; i++) {
-        mcpg_worker *w = &K.workers[i];
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
+        mcpg_worker *w = &kernel.workers[i];
         uv_thread_join(&w->thread);
         if (uv_loop_close(&w->loop) != 0)
             klog(MCPG_LOG_WARN, "kernel", "worker %u: loop closed with handles still open", i);
@@ -600,14 +600,14 @@ void workers_stop(void) {
 }
 
 void workers_free(void) {
-    for (uint32_t i = 0; i < K.n_workers; i++) {
-        calls_free_abandoned(&K.workers[i]);
-        module_work_free_left(&K.workers[i]);
-        asks_free(&K.workers[i]);
+    for (uint32_t i = 0; i < kernel.n_workers; i++) {
+        calls_free_abandoned(&kernel.workers[i]);
+        module_work_free_left(&kernel.workers[i]);
+        asks_free(&kernel.workers[i]);
     }
     watch_free_left();
-    free(K.workers);
-    K.workers = NULL;
-    K.n_workers = 0;
+    free(kernel.workers);
+    kernel.workers = NULL;
+    kernel.n_workers = 0;
     drains = 0;
 }

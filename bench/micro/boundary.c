@@ -119,7 +119,7 @@ static void submit_more(bench *b) {
         mcpg_call *c;
         b->in_flight++;
         b->submitted++;
-        if (call_submit(&K.workers[0], &b->desc, &c) != 0) {
+        if (call_submit(&kernel.workers[0], &b->desc, &c) != 0) {
             b->failed++;
             b->in_flight--;
             b->completed++;
@@ -142,7 +142,7 @@ static void on_refill(uv_check_t *h) {
 }
 static void start_refill(void *arg) {
     refill_bench = arg;
-    uv_check_init(&K.workers[0].loop, &refill);
+    uv_check_init(&kernel.workers[0].loop, &refill);
     uv_check_start(&refill, on_refill);
 }
 static void stop_refill(void *arg) {
@@ -194,7 +194,7 @@ static int run_kernel(const char *variant, uint64_t calls, const char *modules_d
     probe_on_loop(start_refill, &b);
     b.post = (mcpg_post){.fn = on_post, .arg = &b};
     uint64_t t0 = now_ns();
-    worker_post(&K.workers[0], &b.post);
+    worker_post(&kernel.workers[0], &b.post);
     pthread_mutex_lock(&b.lock);
     while (!b.done) pthread_cond_wait(&b.done_cv, &b.lock);
     pthread_mutex_unlock(&b.lock);

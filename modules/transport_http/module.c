@@ -200,7 +200,7 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     m->slots = host->calloc(m->nworkers ? m->nworkers : 1, sizeof *m->slots);
     int rc = m->slots ? 0 : MCPG_ENOMEM;
     for (uint32_t i = 0; !rc && i < m->nworkers; i++) {
-        th_wslot *ws = host->calloc(1, sizeof *ws);
+        th_worker_state *ws = host->calloc(1, sizeof *ws);
         if (!ws) {
             rc = MCPG_ENOMEM;
             break;
@@ -256,7 +256,7 @@ static void th_reloaded(void *instance) {
 /* A cap that is reached wants an operator to know, but one line per refused
  * connection would let a flood fill the log: the first refusal is logged,
  * then at most one line per TH_REFUSED_LOG_MS with the count since. */
-static void note_refused(th_wslot *ws) {
+static void note_refused(th_worker_state *ws) {
     uint64_t now = uv_now(ws->loop);
     ws->refused++;
     if (ws->refused_log_ms && now - ws->refused_log_ms < TH_REFUSED_LOG_MS) return;
@@ -271,7 +271,7 @@ static void note_refused(th_wslot *ws) {
 
 static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
     th_mod *m = instance;
-    th_wslot *ws = th_slot(m, w);
+    th_worker_state *ws = th_slot(m, w);
     if (!ws) return MCPG_EINVAL;
     /* refused: one fixed 503 on the socket, then the kernel closes it */
     if (ws->draining) {
@@ -289,7 +289,7 @@ static int th_conn_adopt_op(void *instance, mcpg_worker *w, int fd_take) {
 }
 
 static void th_drain_op(void *instance, mcpg_worker *w) {
-    th_wslot *ws = th_slot(instance, w);
+    th_worker_state *ws = th_slot(instance, w);
     if (!ws) return;
     /* A second drain of the same worker closes everything at once: the
      * kernel's way to end a drain whose deadline has passed. */
@@ -306,19 +306,19 @@ static void th_drain_op(void *instance, mcpg_worker *w) {
 /* ABI 1.8: the streams a reload's old generation saw open end, so that
  * their clients come back to the one serving now. */
 static uint32_t th_end_streams_op(void *instance, mcpg_worker *w, uint64_t published_us) {
-    th_wslot *ws = th_slot(instance, w);
+    th_worker_state *ws = th_slot(instance, w);
     return ws ? th_listeners_end_before(ws, published_us) : 0;
 }
 
 static uint32_t th_conn_count_op(void *instance, mcpg_worker *w) {
-    th_wslot *ws = th_slot(instance, w);
+    th_worker_state *ws = th_slot(instance, w);
     return ws ? ws->nconns + ws->handles_closing : 0;
 }
 
 /* News for listening clients, on each worker's loop (kinds.h). */
 static void th_news_op(void *instance, mcpg_worker *w, const char *method, const char *uri,
                        size_t uri_len) {
-    th_wslot *ws = th_slot(instance, w);
+    th_worker_state *ws = th_slot(instance, w);
     if (ws && method) th_news(ws, method, uri, uri_len);
 }
 
@@ -363,7 +363,7 @@ static int th_start(void *instance) {
 /* Each loop: its handles, the session subjects (session.h) and the
  * fleet's resource news (webhook.h). */
 static void th_worker_start_op(void *instance, mcpg_worker *w) {
-    th_wslot *ws = th_slot(instance, w);
+    th_worker_state *ws = th_slot(instance, w);
     if (!ws) return;
     ws->w = w;
     ws->loop = ws->mod->host->worker_uv_loop(w);
@@ -382,7 +382,7 @@ static void th_worker_start_op(void *instance, mcpg_worker *w) {
 }
 
 static void th_worker_stop_op(void *instance, mcpg_worker *w) {
-    th_wslot *ws = th_slot(instance, w);
+    th_worker_state *ws = th_slot(instance, w);
     if (!ws) return;
     if (ws->mod->co_ops) th_relay_worker_stop(ws);
     th_sess_worker_stop(ws);

@@ -29,7 +29,7 @@ static const mcpg_host *g_host;
 static uv_loop_t g_loop;
 static th_config g_cfg;
 static th_mod g_mod;
-static th_wslot g_ws;
+static th_worker_state g_ws;
 
 /* ---- one run's record --------------------------------------------------------- */
 
@@ -46,7 +46,7 @@ static transcript *g_rec;
 
 /* ---- the seams: what http_conn.c, worker.c and router.c provide --------------- */
 
-th_req *th_req_get(th_wslot *ws) {
+th_req *th_req_get(th_worker_state *ws) {
     th_req *r = g_host->calloc(1, sizeof *r);
     if (!r) return NULL;
     th_req_reset(r);
@@ -54,7 +54,7 @@ th_req *th_req_get(th_wslot *ws) {
     return r;
 }
 
-void th_req_put(th_wslot *ws, th_req *r) {
+void th_req_put(th_worker_state *ws, th_req *r) {
     (void)ws;
     g_host->buf_free(&r->data);
     g_host->buf_free(&r->resp);

@@ -80,7 +80,7 @@ static void submit_now(probe *p) {
     pthread_mutex_lock(&p->lock);
     p->in_submit = true;
     pthread_mutex_unlock(&p->lock);
-    int rc = call_submit(&K.workers[0], &p->desc, &c);
+    int rc = call_submit(&kernel.workers[0], &p->desc, &c);
     pthread_mutex_lock(&p->lock);
     p->in_submit = false;
     p->submit_rc = rc;
@@ -111,7 +111,7 @@ static void submit_on_loop(void *arg) {
         submit_now(p);
         return;
     }
-    if (!prep_ready) uv_prepare_init(&K.workers[0].loop, &prep);
+    if (!prep_ready) uv_prepare_init(&kernel.workers[0].loop, &prep);
     prep_ready = true;
     prep.data = p;
     uv_prepare_start(&prep, submit_in_prepare);
@@ -143,7 +143,7 @@ void probe_legacy(probe *p, const char *session) {
     p->desc.session_id_len = strlen(session);
 }
 
-void probe_submit(probe *p) { worker_post(&K.workers[0], &p->post); }
+void probe_submit(probe *p) { worker_post(&kernel.workers[0], &p->post); }
 
 void probe_join(probe *p) {
     pthread_mutex_lock(&p->lock);
@@ -185,7 +185,7 @@ void probe_on_loop(void (*fn)(void *), void *arg) {
     o.post.arg = &o;
     pthread_mutex_init(&o.lock, NULL);
     pthread_cond_init(&o.cv, NULL);
-    worker_post(&K.workers[0], &o.post);
+    worker_post(&kernel.workers[0], &o.post);
     pthread_mutex_lock(&o.lock);
     while (!o.done) pthread_cond_wait(&o.cv, &o.lock);
     pthread_mutex_unlock(&o.lock);
@@ -232,11 +232,11 @@ generation *kernel_up(const char *dir, const char *name, const char *manifest_te
     generation *g = kernel_generation(dir, name, manifest_text, modules_dir, &m);
     if (!g) return NULL;
     klog_init(m->log_level);
-    K.m = m;
-    K.max_calls_per_worker = 64;
-    K.workers = calloc(1, sizeof *K.workers);
-    K.n_workers = 1;
-    K.gen = g;
+    kernel.m = m;
+    kernel.max_calls_per_worker = 64;
+    kernel.workers = calloc(1, sizeof *kernel.workers);
+    kernel.n_workers = 1;
+    kernel.gen = g;
     if (pool_start(2, 8) != 0 || workers_start() != 0) return NULL;
     return g;
 }
@@ -246,15 +246,15 @@ void kernel_down_keep_gen(void) {
     for (int i = 0; i < 300 && !workers_idle(); i++) usleep(10000);
     workers_stop();
     pool_stop();
-    generation_stop(K.gen);
+    generation_stop(kernel.gen);
     workers_free();
 }
 
 void kernel_free_gen(void) {
-    generation_free(K.gen);
-    manifest_free(K.m);
-    K.gen = NULL;
-    K.m = NULL;
+    generation_free(kernel.gen);
+    manifest_free(kernel.m);
+    kernel.gen = NULL;
+    kernel.m = NULL;
 }
 
 void kernel_down(void) {

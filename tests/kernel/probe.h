@@ -54,13 +54,13 @@ static inline uint64_t probe_elapsed_ms(const probe *p) {
 
 /* The kernel of a test: manifest text written to dir/name, loaded with the
  * modules of modules_dir, one worker, a pool of 2. kernel_up returns the
- * generation (also K.gen), or NULL with the errors printed. */
+ * generation (also kernel.gen), or NULL with the errors printed. */
 generation *kernel_up(const char *dir, const char *name, const char *manifest_text,
                       const char *modules_dir);
 /* A further generation from manifest text, started (not published). */
 generation *kernel_generation(const char *dir, const char *name, const char *manifest_text,
                               const char *modules_dir, manifest **m_out);
-/* Drain, stop the loops and the pool, stop and free K.gen and its manifest. */
+/* Drain, stop the loops and the pool, stop and free kernel.gen and its manifest. */
 void kernel_down(void);
 /* The same in two steps, to look at the stopped generation in between. */
 void kernel_down_keep_gen(void);

@@ -43,7 +43,7 @@ static void rebuilds(void) {
     probe_run(&p, "tools/call", "dyn_flip", "{}", "2", NULL); /* its second list, from now on */
     MCPG_REQUIRE(!p.is_error, "flip: %s", p.text);
     log_capture();
-    for (int i = 0; i < 3; i++) catalog_rebuild(K.gen);
+    for (int i = 0; i < 3; i++) catalog_rebuild(kernel.gen);
     log_restore();
     expect_echo_from_mock("after three rebuilds with dyn listing echo too");
     probe_run(&p, "tools/list", NULL, NULL, "3", NULL);

@@ -31,7 +31,7 @@ typedef struct scenario {
     manifest *m;
 } scenario;
 
-static void publish(void *arg) { K.workers[0].gen = arg; }
+static void publish(void *arg) { kernel.workers[0].gen = arg; }
 
 static bool scenario_begin(scenario *s, const char *name, const char *modules,
                            const char *pipeline) {
@@ -63,7 +63,7 @@ static bool noted(const char *needle, int wait_ms) {
 }
 
 static void scenario_end(scenario *s) {
-    probe_on_loop(publish, K.gen);
+    probe_on_loop(publish, kernel.gen);
     MCPG_CHECK(generation_released(s->g, POLL_MS), "%ld call(s) still pin the generation",
                (long)atomic_load(&s->g->refs));
     generation_stop(s->g);
@@ -348,7 +348,7 @@ static void work_nap(void *arg) {
 
 static void work_done(void *arg, int status) {
     (void)arg;
-    if (worker_self() == &K.workers[0] && status == MCPG_ECANCELED)
+    if (worker_self() == &kernel.workers[0] && status == MCPG_ECANCELED)
         atomic_fetch_add(&works_cancelled, 1);
     else
         atomic_fetch_add(&works_other, 1);
@@ -357,8 +357,8 @@ static void work_done(void *arg, int status) {
 static void never(void *arg) { (void)arg; }
 
 static mcpg_instance *base_mock(void) {
-    for (size_t i = 0; i < K.gen->n_instances; i++)
-        if (strcmp(K.gen->instances[i]->name, "mock") == 0) return K.gen->instances[i];
+    for (size_t i = 0; i < kernel.gen->n_instances; i++)
+        if (strcmp(kernel.gen->instances[i]->name, "mock") == 0) return kernel.gen->instances[i];
     return NULL;
 }
 
@@ -367,17 +367,17 @@ static int submitted_on_loop;
 static void submit_works_and_leave_a_timer(void *arg) {
     mcpg_instance *inst = arg;
     for (int i = 0; i < 4; i++)
-        if (HOST.work_submit(inst, &K.workers[0], 0, work_nap, work_done, NULL) == 0)
+        if (HOST.work_submit(inst, &kernel.workers[0], 0, work_nap, work_done, NULL) == 0)
             submitted_on_loop++;
     mcpg_timer *t;
-    MCPG_CHECK(HOST.timer_start(inst, &K.workers[0], 60000, 60000, never, NULL, &t) == 0,
+    MCPG_CHECK(HOST.timer_start(inst, &kernel.workers[0], 60000, 60000, never, NULL, &t) == 0,
                "timer");
 }
 
 static void stop_with_work_and_timers(void) {
     mcpg_instance *inst = base_mock();
     MCPG_REQUIRE(inst, "the base generation's mock");
-    int rc = HOST.work_submit(inst, &K.workers[0], 0, work_nap, work_done, NULL);
+    int rc = HOST.work_submit(inst, &kernel.workers[0], 0, work_nap, work_done, NULL);
     MCPG_CHECK(rc == MCPG_ESTATE, "work_submit off the loop answered %d", rc);
     probe_on_loop(submit_works_and_leave_a_timer, inst);
     MCPG_CHECK(submitted_on_loop == 4 && atomic_load(&inst->work_in_flight) == 4,

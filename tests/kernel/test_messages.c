@@ -143,7 +143,7 @@ typedef struct reply_arg {
 
 static void reply_on_loop(void *arg) {
     reply_arg *r = arg;
-    r->rc = HOST.reply_submit(&K.workers[0], r->session, strlen(r->session), r->body,
+    r->rc = HOST.reply_submit(&kernel.workers[0], r->session, strlen(r->session), r->body,
                               strlen(r->body));
 }
 
@@ -280,8 +280,8 @@ static void request_after_close(void) {
 
 static void sub_on_loop(void *arg) {
     int *rc = arg;
-    rc[0] = HOST.resource_subscribe(&K.workers[0], "test://t/7/x", 12, 1);
-    rc[1] = HOST.resource_subscribe(&K.workers[0], "test://nope", 11, 1);
+    rc[0] = HOST.resource_subscribe(&kernel.workers[0], "test://t/7/x", 12, 1);
+    rc[1] = HOST.resource_subscribe(&kernel.workers[0], "test://nope", 11, 1);
 }
 
 static void subscriptions(void) {
@@ -307,7 +307,7 @@ int main(int argc, char **argv) {
              "\"config\":{\"path\":\"%s\"}}]}",
              argv[1], subs);
     MCPG_REQUIRE(kernel_up(dir, "rich.json", text, argv[1]), "kernel");
-    K.list_page_size = 2;
+    kernel.list_page_size = 2;
     lists();
     routing();
     notifications();

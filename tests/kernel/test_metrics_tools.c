@@ -55,7 +55,7 @@ static size_t heap_in_use(void) {
 }
 
 static void test_default_cap_over_many_rebuilds(void) {
-    K.m = NULL; /* no manifest: the default */
+    kernel.m = NULL; /* no manifest: the default */
     MCPG_REQUIRE(metrics_init(1) == 0, "metrics_init");
     const uint32_t cap = METRICS_MAX_TOOLS_DEFAULT, total = 100000, per_round = 500;
     char name[64];
@@ -99,9 +99,9 @@ static void test_default_cap_over_many_rebuilds(void) {
 
 static void test_set_cap(int64_t cap) {
     manifest m = {.metrics_max_tools = cap};
-    K.m = &m;
+    kernel.m = &m;
     MCPG_REQUIRE(metrics_init(1) == 0, "metrics_init");
-    K.m = NULL;
+    kernel.m = NULL;
     char name[80];
     /* with room left: a name no tool can have still gets none */
     memset(name, 'a', 65);

@@ -129,16 +129,16 @@ int main(int argc, char **argv) {
     errlist_print(&errs);
     MCPG_REQUIRE(m != NULL, "manifest refused");
     klog_init(m->log_level);
-    K.m = m;
-    K.max_calls_per_worker = 64;
-    K.workers = calloc(1, sizeof *K.workers);
-    K.n_workers = 1;
+    kernel.m = m;
+    kernel.max_calls_per_worker = 64;
+    kernel.workers = calloc(1, sizeof *kernel.workers);
+    kernel.n_workers = 1;
     MCPG_REQUIRE(metrics_init(1) == 0, "metrics");
-    K.gen = generation_build(m, &errs);
+    kernel.gen = generation_build(m, &errs);
     errlist_print(&errs);
-    MCPG_REQUIRE(K.gen != NULL, "generation refused");
+    MCPG_REQUIRE(kernel.gen != NULL, "generation refused");
     MCPG_CHECK(pool_start(2, 8) == 0, "pool");
-    MCPG_CHECK(generation_start(K.gen) == 0, "start");
+    MCPG_CHECK(generation_start(kernel.gen) == 0, "start");
     MCPG_CHECK(workers_start() == 0, "workers");
 
     probe p;
@@ -176,11 +176,11 @@ int main(int argc, char **argv) {
 
     /* without gateway.anonymous a call no identity module took is refused,
      * 401, before anything about tools is told */
-    K.gen->m->anonymous = false;
+    kernel.gen->m->anonymous = false;
     probe_run(&p, "tools/call", "nope", "{}", "6a", NULL);
     MCPG_CHECK(p.is_error && p.code == MCPG_RPC_UNAUTHENTICATED && p.http == 401,
                "anonymous refused: %lld %d %s", (long long)p.code, p.http, p.text);
-    K.gen->m->anonymous = true;
+    kernel.gen->m->anonymous = true;
 
     probe_run(&p, "tools/call", "nope", "{}", "6", NULL);
     MCPG_CHECK(p.is_error && p.code == -32602, "unknown tool: %lld", (long long)p.code);
@@ -218,7 +218,7 @@ int main(int argc, char **argv) {
     generation *bare = bare_m ? generation_build(bare_m, &errs) : NULL;
     errlist_print(&errs);
     MCPG_CHECK(bare && generation_start(bare) == 0, "bare generation");
-    K.workers[0].gen = bare; /* read on the loop only at submit: nothing in flight now */
+    kernel.workers[0].gen = bare; /* read on the loop only at submit: nothing in flight now */
     uint64_t took[PREP_CALLS] = {0};
     for (int i = 0; bare && i < PREP_CALLS; i++) {
         probe_start(&p, "tools/call", "echo", 4, "{\"message\":\"prep\"}", "12", NULL);
@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
             took[j - 1] = t;
         }
     }
-    K.workers[0].gen = K.gen;
+    kernel.workers[0].gen = kernel.gen;
     /* without the kernel's idle handle each waited for a 10 ms timer; the
      * median of PREP_CALLS, so that a few calls slowed by a loaded machine
      * do not count */
@@ -246,7 +246,7 @@ int main(int argc, char **argv) {
      * still holding their calls on the pool */
     /* the fixture identity keeps one periodic host timer per loop, from its
      * worker_start to its worker_stop: none may be left for the kernel */
-    mcpg_instance *who = K.gen->instances[1];
+    mcpg_instance *who = kernel.gen->instances[1];
     MCPG_CHECK(strcmp(who->name, "who") == 0 && atomic_load(&who->live_timers) == 1,
                "worker_start ran on the loop: %d timer(s)", atomic_load(&who->live_timers));
     workers_drain();
@@ -259,13 +259,13 @@ int main(int argc, char **argv) {
     MCPG_CHECK(atomic_load(&who->live_timers) == 0, "worker_stop stopped its timer: %d left",
                atomic_load(&who->live_timers));
     pool_stop();
-    generation_stop(K.gen);
+    generation_stop(kernel.gen);
     workers_free();
     if (bare) generation_stop(bare);
     generation_free(bare);
     manifest_free(bare_m);
     unlink(bare_path);
-    generation_free(K.gen);
+    generation_free(kernel.gen);
     metrics_shutdown();
     metrics_tools_free();
 

@@ -44,7 +44,7 @@ static size_t escape_path(char *d, const char *s, size_t n) {
     return (size_t)(d - start);
 }
 
-static void refresh_iso(th_wslot *ws, int64_t sec) {
+static void refresh_iso(th_worker_state *ws, int64_t sec) {
     time_t t = (time_t)sec;
     struct tm tm;
     gmtime_r(&t, &tm);
@@ -59,7 +59,7 @@ static char *put(char *d, const char *s, size_t n) {
 }
 #define PUT_LIT(d, s) put((d), (s), sizeof(s) - 1)
 
-void th_alog_line(th_wslot *ws, const th_req *r) {
+void th_alog_line(th_worker_state *ws, const th_req *r) {
     th_mod *m = ws->mod;
     const mcpg_host *host = m->host;
     uint64_t dur = r->start_us ? host->mono_us() - r->start_us : 0;
@@ -109,7 +109,7 @@ static uint64_t count_lines(const char *p, size_t n) {
     return k;
 }
 
-void th_alog_flush(th_wslot *ws) {
+void th_alog_flush(th_worker_state *ws) {
     const char *p = ws->alog.data;
     size_t n = ws->alog.len;
     while (n) {

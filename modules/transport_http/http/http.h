@@ -1,17 +1,18 @@
-/* transport_http's http layer: connections, their requests and the loop
- * slot that holds them, and the calls the layers above make into it.
+/* transport_http's http layer: connections, their requests and the
+ * per-worker state that holds them, and the calls the layers above make
+ * into it.
  *
  * The layers call only down: routes/ -> wire/ -> http/. This layer calls up
  * through two doors alone: th_route (a complete request, routes/router.c)
  * and the instance's th_wire_hooks (the wires letting go of what they hold
- * when a connection, a request or a loop goes). The slot and the instance
- * carry the upper layers' state too (one allocation per loop); the few
- * tables they embed by value are declared here, their code is above.
+ * when a connection, a request or a loop goes). The worker state and the
+ * instance carry the upper layers' state too (one allocation per loop); the
+ * few tables they embed by value are declared here, their code is above.
  *
- * Ownership and threads: an instance (th_mod) has one slot per worker
- * (th_wslot); a slot, its connections (th_conn) and their requests (th_req)
- * are only ever touched on that worker's loop thread. Nothing here is shared
- * between loops, so nothing is locked.
+ * Ownership and threads: an instance (th_mod) has one th_worker_state per
+ * worker (its m->slots); that state, its connections (th_conn) and their
+ * requests (th_req) are only ever touched on that worker's loop thread.
+ * Nothing here is shared between loops, so nothing is locked.
  *
  * Lifetimes:
  *   - a request (th_req) lives from the first byte of its message until its
@@ -106,15 +107,15 @@ typedef enum th_req_state {
 } th_req_state;
 
 typedef struct th_conn th_conn;
-typedef struct th_wslot th_wslot;
+typedef struct th_worker_state th_worker_state;
 typedef struct th_mod th_mod;
 typedef struct th_info th_info;       /* the gateway's serverInfo (wire/wire.h) */
 typedef struct th_rstream th_rstream; /* a replay buffer (wire/replay.h) */
 typedef struct th_relay th_relay;     /* another replica's stream (wire/relay.h) */
-typedef struct th_sent th_sent;       /* a session as a loop knows it (wire/session.h) */
+typedef struct th_cached_session th_cached_session; /* a session as a loop knows it (wire/session.h) */
 typedef struct th_whsrc th_whsrc;     /* a resource webhook source (routes/webhook.h) */
 
-/* The tables the slot and the instance hold by value for the layers above. */
+/* The tables the worker state and the instance hold by value for the layers above. */
 /* The loop's replay streams, by number (wire/replay.h). */
 typedef struct th_rtable {
     th_rstream **b;
@@ -127,7 +128,7 @@ typedef struct th_rtable {
 
 /* The sessions a loop has seen (wire/session.h). */
 typedef struct th_scache {
-    th_sent **b;
+    th_cached_session **b;
     uint32_t nb, n;
 } th_scache;
 
@@ -140,7 +141,7 @@ typedef struct th_whset {
 typedef struct th_req {
     struct th_req *next; /* the connection's queue, or the free list */
     th_conn *conn;       /* NULL: an orphan (replay.h) or moving to another loop */
-    th_wslot *ws;        /* the loop it was taken on (or moved to) */
+    th_worker_state *ws; /* the loop it was taken on (or moved to) */
     mcpg_buf data;       /* URL, header names and values, then the body */
     mcpg_buf resp;       /* the response, while an earlier one is pending */
     mcpg_buf extra;      /* the legacy wire: the session's capabilities for the call */
@@ -185,10 +186,10 @@ typedef struct th_req {
     th_rstream *rs;            /* its replay buffer: as the call feeding it, or as its client */
     th_relay *relay;           /* a stream of another replica shown to it (relay.h) */
     struct th_req *oprev, *onext; /* the loop's orphans (replay.h) */
-    int sop_status;            /* the answer of the last coordinator step (session.h) */
+    int session_op_status;     /* the answer of the last coordinator step (session.h) */
     uint8_t loaded;            /* its session was looked up (session_of) */
     uint8_t readyz_required;   /* GET /readyz?coordinator=required, its store being asked */
-    uint8_t changed;           /* its session change is answered (sop_status) */
+    uint8_t changed;           /* its session change is answered (session_op_status) */
     uint8_t resumable;         /* TH_RESUMABLE_*: its stream gets a replay buffer (replay.h) */
     uint8_t event_webhook;     /* POST /webhooks/events/{source}: host->webhook_submit, and
                                   the outcome answered as plain JSON (webhook_events.c) */
@@ -206,7 +207,7 @@ typedef struct th_req {
 
 struct th_conn {
     uv_tcp_t tcp;
-    th_wslot *ws;
+    th_worker_state *ws;
     th_conn *prev, *next;  /* the worker's connections */
     th_conn *dirty_next;   /* the worker's flush list */
     llhttp_t parser;
@@ -241,7 +242,8 @@ struct th_conn {
     char peer[TH_PEER_MAX];/* the client's address as text */
 };
 
-struct th_wslot {
+/* One worker's share of the transport: everything its loop thread touches. */
+struct th_worker_state {
     th_mod *mod;
     mcpg_worker *w;
     uv_loop_t *loop;
@@ -268,7 +270,7 @@ struct th_wslot {
     mcpg_buf msg_body;       /* one JSON-RPC message assembled from pieces for an event */
     th_req *listeners;       /* open listening streams (stream.h) */
     th_scache scache;        /* the sessions this loop has seen (session.h) */
-    struct th_sop *sops;     /* session ops the store has not answered (session.c) */
+    struct th_session_op *session_ops; /* session ops the store has not answered (session.c) */
     th_rtable rtable;        /* replay buffers of this loop's streams (replay.h) */
     th_req *orphans;         /* requests whose call runs on without a connection */
     mcpg_coord_sub *sub;     /* mcpg.session.* */
@@ -296,10 +298,10 @@ typedef struct th_wire_hooks {
     void (*conn_closing)(th_conn *c);   /* resumable calls carry on, listeners end */
     void (*conn_draining)(th_conn *c);  /* its listening streams end with their result */
     void (*conn_handover)(th_conn *c);  /* c->handover is first in line: move to its loop */
-    void (*request_dropped)(th_wslot *ws, th_req *r); /* queued on a connection being freed */
-    void (*request_freed)(th_wslot *ws, th_req *r);   /* back to the free list */
-    void (*sweep)(th_wslot *ws, uint64_t now_ms);     /* once a second on each loop */
-    void (*worker_freeing)(th_wslot *ws);             /* destroy(): what the wires keep per loop */
+    void (*request_dropped)(th_worker_state *ws, th_req *r); /* queued on a connection being freed */
+    void (*request_freed)(th_worker_state *ws, th_req *r);   /* back to the free list */
+    void (*sweep)(th_worker_state *ws, uint64_t now_ms);     /* once a second on each loop */
+    void (*worker_freeing)(th_worker_state *ws);             /* destroy(): what the wires keep per loop */
 } th_wire_hooks;
 
 struct th_mod {
@@ -309,7 +311,7 @@ struct th_mod {
     const th_config *cfg;
     uint32_t nworkers;
     uint32_t replica;    /* this process in a fleet: drawn at create, never 0 (event ids, relay.h) */
-    th_wslot **slots;
+    th_worker_state **slots;
     _Atomic(th_info *) info; /* the newest serverInfo (th_server_info) */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
     th_names hosts;      /* gateway.server.allowed_hosts, parsed */
@@ -327,16 +329,16 @@ struct th_mod {
 };
 
 /* worker.c */
-th_wslot *th_slot(th_mod *m, mcpg_worker *w);
-int th_worker_start(th_wslot *ws);
-void th_worker_maybe_stop(th_wslot *ws);
-void th_worker_free(th_wslot *ws);
-th_req *th_req_get(th_wslot *ws);
-void th_req_put(th_wslot *ws, th_req *r);
+th_worker_state *th_slot(th_mod *m, mcpg_worker *w);
+int th_worker_start(th_worker_state *ws);
+void th_worker_maybe_stop(th_worker_state *ws);
+void th_worker_free(th_worker_state *ws);
+th_req *th_req_get(th_worker_state *ws);
+void th_req_put(th_worker_state *ws, th_req *r);
 void th_mark_dirty(th_conn *c);
 void th_conn_free_abandoned(th_conn *c);
-const char *th_date(th_wslot *ws);
-void th_metric_add(th_wslot *ws, mcpg_metric *g, int64_t delta); /* on ws's loop */
+const char *th_date(th_worker_state *ws);
+void th_metric_add(th_worker_state *ws, mcpg_metric *g, int64_t delta); /* on ws's loop */
 
 /* respond.c: a request's reply, in pipelining order */
 void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody);
@@ -350,16 +352,16 @@ const char *th_req_header(const th_req *r, const char *lname, size_t *len_out);
 /* c_out (may be NULL): the new connection. On failure fd is not taken.
  * carry (may be NULL): the TLS state of a connection moved from another
  * loop, taken (zeroed) on success; else a TLS transport starts a handshake. */
-int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out);
+int th_conn_adopt(th_worker_state *ws, int fd, th_tls_conn *carry, th_conn **c_out);
 void th_conn_service(th_conn *c);
 /* A socket this worker will not serve: one fixed 503 written to it if it
  * goes at once (never on TLS), the FIN sent. The caller closes fd. */
 typedef enum { TH_REFUSE_FULL, TH_REFUSE_DRAINING } th_refusal;
-void th_conn_refuse(th_wslot *ws, int fd, th_refusal why);
+void th_conn_refuse(th_worker_state *ws, int fd, th_refusal why);
 void th_conn_close(th_conn *c);
 void th_conn_maybe_free(th_conn *c);
-void th_conn_sweep(th_wslot *ws, uint64_t now_ms);
-void th_worker_give_back_memory(th_wslot *ws);
+void th_conn_sweep(th_worker_state *ws, uint64_t now_ms);
+void th_worker_give_back_memory(th_worker_state *ws);
 void th_conn_drain(th_conn *c, int force);
 void th_conn_advance(th_conn *c);
 int th_conn_can_take_more(const th_conn *c);
@@ -394,8 +396,8 @@ void th_parse_read_begin(th_conn *c, const char *data);
 int th_parse_read_end(th_conn *c, const char *data, size_t n);
 
 /* access_log.c */
-void th_alog_line(th_wslot *ws, const th_req *r);
-void th_alog_flush(th_wslot *ws);
+void th_alog_line(th_worker_state *ws, const th_req *r);
+void th_alog_flush(th_worker_state *ws);
 
 /* routes/router.c: a complete request, to be answered (the route entry). */
 void th_route(th_conn *c, th_req *r);

@@ -27,7 +27,7 @@ int th_conn_can_take_more(const th_conn *c) {
 
 /* Move every answered request at the head of the queue into `out`. */
 void th_conn_advance(th_conn *c) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *host = ws->mod->host;
     th_req *r;
     int moved = 0;
@@ -55,7 +55,7 @@ void th_conn_advance(th_conn *c) {
 /* ---- closing ---------------------------------------------------------------- */
 
 static void conn_free(th_conn *c) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *host = ws->mod->host;
     if (c->dirty) { /* closed after being marked this turn: unlink */
         th_conn **pp = &ws->dirty;
@@ -352,7 +352,7 @@ static void tls_undo(th_conn *c, th_tls_conn *carry) {
     memset(&c->tls, 0, sizeof c->tls);
 }
 
-int th_conn_adopt(th_wslot *ws, int fd, th_tls_conn *carry, th_conn **c_out) {
+int th_conn_adopt(th_worker_state *ws, int fd, th_tls_conn *carry, th_conn **c_out) {
     const mcpg_host *host = ws->mod->host;
     th_conn *c = host->calloc(1, sizeof *c);
     if (c_out) *c_out = NULL;
@@ -409,7 +409,7 @@ static const char k_draining_body[] =
  * off: a close with unread input sends a reset, which can destroy the
  * answer before the client reads it. Over TLS nothing cheap can be said (a
  * handshake first): the socket is only closed. */
-void th_conn_refuse(th_wslot *ws, int fd, th_refusal why) {
+void th_conn_refuse(th_worker_state *ws, int fd, th_refusal why) {
     if (th_tls_enabled(ws->mod->cfg)) return;
     const char *body = why == TH_REFUSE_FULL ? k_full_body : k_draining_body;
     size_t blen = why == TH_REFUSE_FULL ? sizeof k_full_body - 1 : sizeof k_draining_body - 1;
@@ -426,7 +426,7 @@ void th_conn_refuse(th_wslot *ws, int fd, th_refusal why) {
     }
 }
 
-void th_conn_sweep(th_wslot *ws, uint64_t now) {
+void th_conn_sweep(th_worker_state *ws, uint64_t now) {
     uint64_t idle = (uint64_t)ws->mod->cfg->idle_timeout_ms;
     uint64_t header = (uint64_t)ws->mod->cfg->header_timeout_ms;
     uint64_t handshake = (uint64_t)ws->mod->cfg->tls_handshake_timeout_ms;

@@ -20,7 +20,7 @@ void th_conn_enqueue(th_conn *c, th_req *r) {
 /* Answer a request the parser rejected, after everything before it, then
  * close: after a framing error the rest of the stream cannot be trusted. */
 static void parse_error(th_conn *c) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     int status = c->err_status ? c->err_status : 400;
     th_req *r = c->cur;
     c->cur = NULL;

@@ -44,7 +44,7 @@ void th_req_reset(th_req *r) {
     r->rs = NULL;
     r->relay = NULL;
     r->oprev = r->onext = NULL;
-    r->sop_status = 0;
+    r->session_op_status = 0;
     r->loaded = r->changed = r->resumable = 0;
     r->authz = r->authz_again = r->event_webhook = 0;
     r->authz_off = r->authz_len = 0;
@@ -136,7 +136,7 @@ static int append(th_conn *c, th_req *r, const char *at, size_t len) {
 
 static int on_message_begin(llhttp_t *p) {
     th_conn *c = conn_of(p);
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_req *r = th_req_get(ws);
     if (!r) return fail(c, 503);
     r->conn = c;

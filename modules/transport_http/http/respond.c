@@ -12,7 +12,7 @@ static mcpg_buf *th_resp_target(th_conn *c, th_req *r) { return c->qhead == r ? 
 
 /* Write r's response; r is answered. */
 void th_respond(th_conn *c, th_req *r, th_resp_head *hd, const th_piece *body, size_t nbody) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     hd->date = th_date(ws);
     /* Only the last answer a connection will give says "close": a pipelined
      * client must still read the ones queued behind an earlier response. */

@@ -53,7 +53,7 @@ static int handshake(th_conn *c) {
 /* Decrypt and parse what has arrived, as long as the parser takes more. */
 void th_tls_pump(th_conn *c) {
     th_tls_conn *t = &c->tls;
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     if (!t->ready) return;
     while (!c->closing && !c->paused && !c->close_after && !c->lingering) {
         ERR_clear_error();

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-th_wslot *th_slot(th_mod *m, mcpg_worker *w) {
+th_worker_state *th_slot(th_mod *m, mcpg_worker *w) {
     uint32_t i = m->host->worker_index(w);
     return i < m->nworkers ? m->slots[i] : NULL;
 }
@@ -29,7 +29,7 @@ void th_mark_dirty(th_conn *c) {
 static void on_kick(uv_idle_t *h) { uv_idle_stop(h); }
 
 static void on_prepare(uv_prepare_t *h) {
-    th_wslot *ws = h->data;
+    th_worker_state *ws = h->data;
     th_conn *c, *again = NULL;
     while ((c = ws->dirty)) {
         ws->dirty = c->dirty_next;
@@ -57,7 +57,7 @@ static void on_prepare(uv_prepare_t *h) {
 }
 
 static void on_sweep(uv_timer_t *t) {
-    th_wslot *ws = t->data;
+    th_worker_state *ws = t->data;
     uint64_t now = uv_now(ws->loop);
     th_conn_sweep(ws, now);
     if (now - ws->keepalive_ms >= 1000) {
@@ -67,7 +67,7 @@ static void on_sweep(uv_timer_t *t) {
     }
 }
 
-int th_worker_start(th_wslot *ws) {
+int th_worker_start(th_worker_state *ws) {
     const mcpg_host *host = ws->mod->host;
     if (ws->started) return 0;
     if (ws->draining) return MCPG_EUNAVAIL;
@@ -106,11 +106,11 @@ int th_worker_start(th_wslot *ws) {
 }
 
 static void on_handle_closed(uv_handle_t *h) {
-    th_wslot *ws = h->data;
+    th_worker_state *ws = h->data;
     ws->handles_closing--;
 }
 
-void th_worker_maybe_stop(th_wslot *ws) {
+void th_worker_maybe_stop(th_worker_state *ws) {
     if (!ws->draining || ws->nconns || !ws->handles_open) return;
     ws->handles_open = 0;
     if (ws->alog.len) th_alog_flush(ws);
@@ -133,7 +133,7 @@ static void req_free(const mcpg_host *host, th_req *r) {
     host->free(r);
 }
 
-th_req *th_req_get(th_wslot *ws) {
+th_req *th_req_get(th_worker_state *ws) {
     th_req *r = ws->free_reqs;
     if (r) {
         ws->free_reqs = r->next;
@@ -148,7 +148,7 @@ th_req *th_req_get(th_wslot *ws) {
     return r;
 }
 
-void th_req_put(th_wslot *ws, th_req *r) {
+void th_req_put(th_worker_state *ws, th_req *r) {
     const mcpg_host *host = ws->mod->host;
     ws->mod->wire->request_freed(ws, r);
     th_tls_facts_unref(host, r->facts); /* its call is over */
@@ -175,7 +175,7 @@ void th_req_put(th_wslot *ws, th_req *r) {
  * peak, freed a burst's worth, the free pages go back to the system
  * (malloc_trim walks the heap: well under a millisecond of this loop for a
  * small gateway's heap, and only after a fall, never in steady state). */
-void th_worker_give_back_memory(th_wslot *ws) {
+void th_worker_give_back_memory(th_worker_state *ws) {
     uint32_t keep = ws->nconns + TH_REQ_CACHE_FLOOR, freed = 0;
     while (ws->nfree > keep) {
         th_req *r = ws->free_reqs;
@@ -189,7 +189,7 @@ void th_worker_give_back_memory(th_wslot *ws) {
     malloc_trim(0);
 }
 
-void th_worker_free(th_wslot *ws) {
+void th_worker_free(th_worker_state *ws) {
     const mcpg_host *host = ws->mod->host;
     /* destroy() runs once the kernel has ended the loops (abi: lifecycle),
      * so connections the drain deadline cut short can be freed as they are. */
@@ -210,7 +210,7 @@ void th_worker_free(th_wslot *ws) {
 }
 
 /* On ws's loop; g NULL: no metrics registry. */
-void th_metric_add(th_wslot *ws, mcpg_metric *g, int64_t delta) {
+void th_metric_add(th_worker_state *ws, mcpg_metric *g, int64_t delta) {
     if (g) ws->mod->host->metric_add(g, 0, delta);
 }
 
@@ -225,7 +225,7 @@ static void put2(char *d, int v) {
     d[1] = (char)('0' + v % 10);
 }
 
-const char *th_date(th_wslot *ws) {
+const char *th_date(th_worker_state *ws) {
     time_t now = time(NULL);
     if ((int64_t)now == ws->date_sec && ws->date[0]) return ws->date;
     struct tm tm;

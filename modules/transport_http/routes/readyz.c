@@ -43,13 +43,13 @@ typedef struct readyz_probe readyz_probe;
 typedef struct readyz_leg {
     mcpg_post node;
     readyz_probe *probe;
-    th_wslot *ws;  /* the loop asked */
+    th_worker_state *ws; /* the loop asked */
     int answered_ok;
 } readyz_leg;
 
 struct readyz_probe {
     th_req *r;
-    th_wslot *home;    /* the loop that took the request */
+    th_worker_state *home; /* the loop that took the request */
     uint32_t legs, in; /* read and written on the home loop only */
     int down;
     readyz_leg leg[];
@@ -77,7 +77,7 @@ static void readyz_answer(th_conn *c, th_req *r, const char *coordinator, int re
 }
 
 /* 503 "starting" while backends have no first lists yet; 1 when answered. */
-static int answered_starting(th_conn *c, th_req *r, th_wslot *home) {
+static int answered_starting(th_conn *c, th_req *r, th_worker_state *home) {
     const mcpg_host *h = home->mod->host;
     if (!MCPG_HOST_HAS(h, backends_waiting) || !home->w) return 0;
     mcpg_buf waiting = {0}, body = {0};
@@ -142,7 +142,7 @@ static void on_leg_answer(void *arg, int status, const mcpg_coord_value *v) {
 /* On the loop asked. */
 static void leg_ask(void *arg) {
     readyz_leg *l = arg;
-    th_wslot *ws = l->ws;
+    th_worker_state *ws = l->ws;
     const th_mod *m = ws->mod;
     if (ws->stopped || !ws->w ||
         m->co_ops->incr(m->co, ws->w, READYZ_KEY, sizeof READYZ_KEY - 1, 0, READYZ_KEY_TTL_MS,
@@ -151,7 +151,7 @@ static void leg_ask(void *arg) {
 }
 
 void th_readyz(th_conn *c, th_req *r, const char *url, size_t n) {
-    th_wslot *home = c->ws;
+    th_worker_state *home = c->ws;
     const th_mod *m = home->mod;
     const mcpg_host *h = m->host;
     int required = query_has(url, n, "coordinator=required");

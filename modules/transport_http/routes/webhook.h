@@ -58,7 +58,7 @@ typedef struct th_whset th_whset;
 
 typedef struct th_conn th_conn;
 typedef struct th_req th_req;
-typedef struct th_wslot th_wslot;
+typedef struct th_worker_state th_worker_state;
 
 /* Parse resource_webhooks (JSON object text, or NULL: none) into *out (free
  * it with th_wh_free even on error). Problems go to rep (validate) or the

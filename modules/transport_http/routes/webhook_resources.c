@@ -50,7 +50,7 @@ static void header(const th_req *r, const char *lname, th_hval *out) {
 
 /* NULL when the request is signed by the source's key, else what is wrong
  * (mcpg/whsig.h: the scheme and the texts, shared with the events module). */
-static const char *verify(th_wslot *ws, const th_whsrc *s, const th_req *r) {
+static const char *verify(th_worker_state *ws, const th_whsrc *s, const th_req *r) {
     th_hval id, ts, sig;
     header(r, "webhook-id", &id);
     header(r, "webhook-timestamp", &ts);
@@ -165,7 +165,7 @@ static void parse_body(const mcpg_host *h, const th_whsrc *s, const char *p, siz
  * retry then finds the claim). */
 
 typedef struct wh_op {
-    th_wslot *ws;
+    th_worker_state *ws;
     th_req *r;
     mcpg_buf msg;   /* the news message (taken from the body's parse) */
     size_t klen;
@@ -244,7 +244,7 @@ static void deliver_here(const mcpg_host *h, th_mod *m, const char *msg, size_t 
 
 /* msg is taken (zeroed) when the steps start. */
 static void hand_over(th_conn *c, th_req *r, const th_whsrc *s, mcpg_buf *msg) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_mod *m = ws->mod;
     if (!m->co_ops) {
         deliver_here(m->host, m, msg->data, msg->len);
@@ -266,7 +266,7 @@ static void hand_over(th_conn *c, th_req *r, const th_whsrc *s, mcpg_buf *msg) {
 }
 
 void th_wh_route(th_conn *c, th_req *r, const char *source, size_t n) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     if (r->http_method != HTTP_POST) return answer(c, r, 405, "use POST");
     const th_whsrc *s = find_source(ws->mod, source, n);

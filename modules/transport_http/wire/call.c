@@ -29,7 +29,7 @@ static unsigned result_type_stamp(const mcpg_call_outcome *oc) {
 
 /* Pieces joined into the worker's message buffer (a stream's events are
  * written whole; the buffer is kept warm). NULL when out of memory. */
-static mcpg_buf *join(th_wslot *ws, const th_piece *body, size_t n) {
+static mcpg_buf *join(th_worker_state *ws, const th_piece *body, size_t n) {
     const mcpg_host *host = ws->mod->host;
     mcpg_buf *b = &ws->msg_body;
     b->len = 0;
@@ -47,7 +47,7 @@ static void end_stream(th_conn *c, th_req *r, const th_piece *body, size_t n) {
 /* The outcome as r's answer: the last event of its replay buffer (to
  * whichever client shows it, or kept for one that comes back), the end of
  * its stream, or one JSON body. c is NULL for a call without a connection. */
-static void write_outcome(th_wslot *ws, th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
+static void write_outcome(th_worker_state *ws, th_conn *c, th_req *r, const mcpg_call_outcome *oc) {
     const mcpg_host *host = ws->mod->host;
     th_piece id = {r->desc.id_json, r->desc.id_len};
     th_resp_head hd = {.status = oc->http_status ? oc->http_status : 200,
@@ -140,7 +140,7 @@ static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t 
 static void on_call_complete(void *ctx, mcpg_call *call) {
     th_req *r = ctx;
     th_conn *c = r->conn;
-    th_wslot *ws = r->ws;
+    th_worker_state *ws = r->ws;
     const mcpg_host *host = ws->mod->host;
     mcpg_call_outcome oc;
     if (!c) { /* its client dropped the stream: the result is kept for its return */
@@ -236,7 +236,7 @@ static void submit_failed(th_conn *c, th_req *r, int rc) {
  * webhook, else as an MCP call. A refusal is answered by `refused`. */
 static void submit_call(th_conn *c, th_req *r, void (*complete)(void *, mcpg_call *),
                         void (*refused)(th_conn *, th_req *, int)) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     mcpg_call_desc *d = &r->desc;
     d->size = (uint32_t)sizeof *d;
     /* ABI 1.2: who is on the line; copied or referenced, as the call may

@@ -22,7 +22,7 @@ static int flag_true(const mcpg_host *h, const th_piece *obj, const char *key) {
 
 /* Tell the backends about the stream's resource subscriptions (on 1 / off
  * 0); with `ack`, append the ones a backend owns (a JSON array's items). */
-static int subscribe_uris(th_wslot *ws, th_req *r, int on, mcpg_buf *ack) {
+static int subscribe_uris(th_worker_state *ws, th_req *r, int on, mcpg_buf *ack) {
     const mcpg_host *h = ws->mod->host;
     const char *arr = r->data.data + r->luris_off;
     size_t iter = 0;
@@ -53,7 +53,7 @@ int th_listen_has_uris(const mcpg_host *h, const th_mcp_verdict *v) {
 }
 
 void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     r->desc.id_json = v->id.p; /* the subscription id, in the request's own bytes */
     r->desc.id_len = v->id.n;
@@ -91,10 +91,10 @@ void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v) {
 }
 
 /* Called when a listening stream goes away (closed, drained). */
-void th_listen_stop(th_wslot *ws, th_req *r) {
+void th_listen_stop(th_worker_state *ws, th_req *r) {
     if (r->legacy) { /* the session's GET slot is free again (unless the session ended) */
         th_replay_news_closed(ws, r); /* its buffer keeps the news for a GET that resumes */
-        th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+        th_cached_session *e = th_sess_peek(ws, r->sid, strlen(r->sid));
         if (e) {
             e->nget--;
             (void)th_sess_change(ws, NULL, r->sid, TH_SC_GET_CLOSED, 0, NULL, 0);
@@ -122,7 +122,7 @@ static int wants_uri(const mcpg_host *h, const th_req *r, const char *uri, size_
 }
 
 /* The notification a session's GET stream gets, in ws->msg_body; 0 or MCPG_ENOMEM. */
-static int legacy_note(th_wslot *ws, const char *method, int updated, const char *uri, size_t uri_len) {
+static int legacy_note(th_worker_state *ws, const char *method, int updated, const char *uri, size_t uri_len) {
     const mcpg_host *h = ws->mod->host;
     mcpg_buf *b = &ws->msg_body;
     b->len = 0;
@@ -139,7 +139,7 @@ static int legacy_note(th_wslot *ws, const char *method, int updated, const char
 /* A session's standalone stream (replay.h): every list change, the updates
  * of the resources the session subscribed to, kept in its buffer whether a
  * GET shows it now or comes back for it later. */
-static void session_news(th_wslot *ws, th_rstream *rs, const char *method, int updated, const char *uri,
+static void session_news(th_worker_state *ws, th_rstream *rs, const char *method, int updated, const char *uri,
                          size_t uri_len) {
     if (updated && !th_sess_subscribed(ws, rs->sess, uri, uri_len)) return;
     if (!legacy_note(ws, method, updated, uri, uri_len))
@@ -148,9 +148,9 @@ static void session_news(th_wslot *ws, th_rstream *rs, const char *method, int u
 
 /* A session's GET stream without a buffer (there was no memory for one):
  * the news go to it live only; a session ended elsewhere ends its stream. */
-static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated, const char *uri,
+static void legacy_news(th_worker_state *ws, th_req *r, const char *method, int updated, const char *uri,
                         size_t uri_len) {
-    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+    th_cached_session *e = th_sess_peek(ws, r->sid, strlen(r->sid));
     if (!e) {
         th_conn *c = r->conn;
         th_listener_remove(ws, r);
@@ -164,7 +164,7 @@ static void legacy_news(th_wslot *ws, th_req *r, const char *method, int updated
         (void)th_sse_event(r->conn, r, NULL, 0, ws->msg_body.data, ws->msg_body.len);
 }
 
-void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len) {
+void th_news(th_worker_state *ws, const char *method, const char *uri, size_t uri_len) {
     const mcpg_host *h = ws->mod->host;
     unsigned bit = list_bit(method);
     int updated = !bit && uri && !strcmp(method, "notifications/resources/updated");

@@ -71,7 +71,7 @@ static void answer_error_json(th_conn *c, th_req *r, th_piece id, int64_t code, 
 /* A result answered by the transport itself (initialize, ping, setLevel,
  * subscribe): JSON with the fast path, else a one-event stream. */
 static void answer_result(th_conn *c, th_req *r, th_piece id, const char *result, size_t n) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     mcpg_buf *b = &ws->msg_body;
     b->len = 0;
@@ -86,7 +86,7 @@ static void answer_result(th_conn *c, th_req *r, th_piece id, const char *result
 
 /* One whole message as the answer: JSON with the fast path, else a stream. */
 static void answer_body(th_conn *c, th_req *r, mcpg_buf *b) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     if (ws->mod->cfg->unary_json_fast_path) {
         th_resp_head hd = {.status = 200, .json = 1};
         th_piece body = {b->data, b->len};
@@ -98,10 +98,10 @@ static void answer_body(th_conn *c, th_req *r, mcpg_buf *b) {
 }
 
 int th_legacy_stream_begin(th_conn *c, th_req *r) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     if (r->sse) return 0;
     /* a call's stream keeps its events for a client that comes back */
-    th_sent *e = r->resumable ? th_sess_peek(ws, r->sid, strlen(r->sid)) : NULL;
+    th_cached_session *e = r->resumable ? th_sess_peek(ws, r->sid, strlen(r->sid)) : NULL;
     th_rstream *rs = r->resumable == TH_RESUMABLE_CALL ? th_replay_open(ws, r, e)
                      : r->resumable == TH_RESUMABLE_NEWS ? th_replay_open_news(ws, r, e)
                                                          : NULL;
@@ -166,7 +166,7 @@ static void session_unavailable(th_conn *c, th_req *r, th_piece id) {
  * success the request carries its id, version and level. 0: answered, or
  * parked until the coordinator has answered. */
 static int session_of(th_conn *c, th_req *r, th_piece id) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_hval s;
     th_fill_header(r, TH_H_SESSION_ID, &s);
     if (!s.present || s.dup) {
@@ -174,15 +174,15 @@ static int session_of(th_conn *c, th_req *r, th_piece id) {
               MSG("Bad Request: the Mcp-Session-Id header is required (send initialize first)"));
         return 0;
     }
-    th_sent *e = th_sess_cached(ws, s.p, s.n);
-    if (!e && r->loaded && !r->sop_status) e = th_sess_peek(ws, s.p, s.n); /* just read */
+    th_cached_session *e = th_sess_cached(ws, s.p, s.n);
+    if (!e && r->loaded && !r->session_op_status) e = th_sess_peek(ws, s.p, s.n); /* just read */
     if (!e && !r->loaded) {
         r->loaded = 1;
         int rc = th_sess_load(ws, r, s.p, s.n);
         if (rc == 0) return 0; /* parked */
-        r->sop_status = ws->mod->co_ops ? rc : MCPG_ENOENT; /* no store: no session is known */
+        r->session_op_status = ws->mod->co_ops ? rc : MCPG_ENOENT; /* no store: no session is known */
     }
-    if (!e && store_unanswered(r->sop_status)) {
+    if (!e && store_unanswered(r->session_op_status)) {
         session_unavailable(c, r, id);
         return 0;
     }
@@ -198,13 +198,13 @@ static int session_of(th_conn *c, th_req *r, th_piece id) {
 }
 
 /* A session change (session.h) for r: 1 when its answer is known (in
- * r->sop_status), 0 when r is parked until it is. */
+ * r->session_op_status), 0 when r is parked until it is. */
 static int change(th_conn *c, th_req *r, th_sess_change_kind k, int level, const char *uri, size_t un) {
     if (r->changed) return 1;
     r->changed = 1;
     int rc = th_sess_change(c->ws, r, r->sid, k, level, uri, un);
     if (rc == 1) return 0;
-    r->sop_status = rc;
+    r->session_op_status = rc;
     return 1;
 }
 
@@ -224,8 +224,8 @@ static int version_ok(th_conn *c, th_req *r, th_piece id) {
 /* The session's owner, decoded into r->extra after what is there: its
  * pointer and length in *p, *n (0: none recorded, which is anonymous). The
  * caller reads r->extra's other contents before calling. */
-static void owner_of_session(th_wslot *ws, th_req *r, const char **p, size_t *n) {
-    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+static void owner_of_session(th_worker_state *ws, th_req *r, const char **p, size_t *n) {
+    th_cached_session *e = th_sess_peek(ws, r->sid, strlen(r->sid));
     size_t at = r->extra.len;
     *p = "", *n = 0;
     if (e && th_sess_owner(ws, e, &r->extra) == 0) {
@@ -239,7 +239,7 @@ static void owner_of_session(th_wslot *ws, th_req *r, const char **p, size_t *n)
  * "initialize" or MCPG_SESSION_METHOD. The kernel answers {} or refuses;
  * on_authz_complete brings r back here (r->authz 2), or answers the refusal. */
 static void submit_identity(th_conn *c, th_req *r, const char *method, th_piece id, const th_lmsg *m) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     mcpg_call_desc *d = &r->desc;
     memset(d, 0, sizeof *d);
     d->wire = MCPG_WIRE_LEGACY;
@@ -282,7 +282,7 @@ static int session_caller_ok(th_conn *c, th_req *r, th_piece id, const th_lmsg *
 /* ---- initialize ------------------------------------------------------------------ */
 
 static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_mod *mod = ws->mod;
     const mcpg_host *h = mod->host;
     if (r->known[TH_H_SESSION_ID]) {
@@ -309,7 +309,7 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
         rc = th_sess_create(ws, r, obj ? caps.p : NULL, obj ? caps.n : 0, r->extra.data, r->extra.len);
         if (rc == 0) return; /* parked until the coordinator answers */
     } else {
-        rc = r->sop_status;
+        rc = r->session_op_status;
     }
     if (rc == MCPG_EAGAIN) {
         th_respond_rpc_error(c, r, 503, 5, id, MCPG_RPC_SERVER_ERROR,
@@ -359,7 +359,7 @@ static void set_level(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
         return;
     }
     if (!change(c, r, TH_SC_LEVEL, level, NULL, 0)) return;
-    if (r->sop_status < 0) answer_error_json(c, r, id, MCPG_RPC_INTERNAL_ERROR, "Internal error: the session could not be changed");
+    if (r->session_op_status < 0) answer_error_json(c, r, id, MCPG_RPC_INTERNAL_ERROR, "Internal error: the session could not be changed");
     else answer_result(c, r, id, "{}", 2);
 }
 
@@ -381,7 +381,7 @@ static int subscribe_allowed(th_conn *c, th_req *r, const th_lmsg *m, th_piece i
 }
 
 static void subscribe(th_conn *c, th_req *r, const th_lmsg *m, th_piece id, int on) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     mcpg_json_span u;
     char uri[1024];
@@ -393,7 +393,7 @@ static void subscribe(th_conn *c, th_req *r, const th_lmsg *m, th_piece id, int 
     }
     if (on && !subscribe_allowed(c, r, m, id)) return;
     if (!change(c, r, on ? TH_SC_SUBSCRIBE : TH_SC_UNSUBSCRIBE, 0, uri, un)) return;
-    int rc = r->sop_status;
+    int rc = r->session_op_status;
     if (rc == MCPG_EAGAIN) {
         answer_error_json(c, r, id, MCPG_RPC_SERVER_ERROR, "Too many subscriptions in this session");
         return;
@@ -422,7 +422,7 @@ static int cancel_match(const th_req *q, const char *sid, const char *id, size_t
            q->desc.id_len == idn && !memcmp(q->desc.id_json, id, idn);
 }
 
-void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_t idn) {
+void th_legacy_cancel_local(th_worker_state *ws, const char *sid, const char *id, size_t idn) {
     const mcpg_host *h = ws->mod->host;
     for (th_conn *k = ws->conns; k; k = k->next)
         for (th_req *q = k->qhead; q; q = q->next)
@@ -433,10 +433,10 @@ void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_
 
 /* ---- everything else goes to the kernel ------------------------------------------ */
 
-static int stream_waiting(const th_wslot *ws, const th_req *r);
+static int stream_waiting(const th_worker_state *ws, const th_req *r);
 
 static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     mcpg_call_desc *d = &r->desc;
     memset(d, 0, sizeof *d);
@@ -452,7 +452,7 @@ static void to_kernel(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     d->protocol_version_len = strlen(r->version);
     /* the capabilities live in the session row: a copy kept with the request
      * (its own buffer: the spans above point into r->data) */
-    th_sent *e = th_sess_peek(ws, r->sid, d->session_id_len);
+    th_cached_session *e = th_sess_peek(ws, r->sid, d->session_id_len);
     r->extra.len = 0;
     size_t caps_n = 0;
     if (e && e->caps_len && !h->buf_append(&r->extra, e->row.data + e->caps_off, e->caps_len))
@@ -571,16 +571,16 @@ void th_legacy_get(th_conn *c, th_req *r) {
         return;
     }
     if (!change(c, r, TH_SC_GET_OPEN, 0, NULL, 0)) return;
-    if (r->sop_status == MCPG_EEXIST) {
+    if (r->session_op_status == MCPG_EEXIST) {
         error(c, r, 409, null_id, MCPG_RPC_SERVER_ERROR, MSG("Conflict: this session already has a GET stream"));
         return;
     }
-    if (store_unanswered(r->sop_status)) {
+    if (store_unanswered(r->session_op_status)) {
         session_unavailable(c, r, null_id);
         return;
     }
-    th_sent *e = th_sess_peek(c->ws, r->sid, strlen(r->sid));
-    if (r->sop_status < 0 || !e) {
+    th_cached_session *e = th_sess_peek(c->ws, r->sid, strlen(r->sid));
+    if (r->session_op_status < 0 || !e) {
         error(c, r, 404, null_id, -32001, MSG("Session not found"));
         return;
     }
@@ -593,7 +593,7 @@ void th_legacy_get(th_conn *c, th_req *r) {
 }
 
 /* A legacy answer that is to be a stream and has not started. */
-static int stream_waiting(const th_wslot *ws, const th_req *r) {
+static int stream_waiting(const th_worker_state *ws, const th_req *r) {
     return r->legacy && r->sse_ok && !r->sse && r->state == TH_REQ_INFLIGHT &&
            !ws->mod->cfg->unary_json_fast_path;
 }
@@ -607,7 +607,7 @@ int th_legacy_stream_due(th_conn *c, th_req *r) {
  * so their client holds an event id to resume from. A call submitted after
  * the timer was set may begin early (up to TH_PRIME_MS): harmless. */
 static void prime_waiting(uv_timer_t *t) {
-    th_wslot *ws = t->data;
+    th_worker_state *ws = t->data;
     for (th_conn *c = ws->conns; c; c = c->next)
         for (th_req *q = c->qhead; q && !c->closing; q = q->next)
             if (th_legacy_stream_due(c, q) < 0) c->close_after = 1;
@@ -615,12 +615,12 @@ static void prime_waiting(uv_timer_t *t) {
 
 /* The prime timer is the loop's (its handle opens and closes with the
  * worker's others); the legacy wire alone starts it. */
-void th_legacy_prime_soon(th_wslot *ws) {
+void th_legacy_prime_soon(th_worker_state *ws) {
     if (ws->started && !uv_is_active((uv_handle_t *)&ws->prime))
         uv_timer_start(&ws->prime, prime_waiting, TH_PRIME_MS, 0);
 }
 
-void th_legacy_end_streams(th_wslot *ws, const char *sid) {
+void th_legacy_end_streams(th_worker_state *ws, const char *sid) {
     for (th_req *q = ws->listeners, *next; q; q = next) {
         next = q->lnext;
         if (!q->legacy || strcmp(q->sid, sid)) continue;
@@ -641,13 +641,13 @@ void th_legacy_delete(th_conn *c, th_req *r) {
         r->changed = 1;
         int rc = th_sess_delete(c->ws, r, r->sid);
         if (rc == 0) return; /* parked */
-        r->sop_status = rc;
+        r->session_op_status = rc;
     }
-    if (r->sop_status == MCPG_ENOENT) {
+    if (r->session_op_status == MCPG_ENOENT) {
         error(c, r, 404, null_id, -32001, MSG("Session not found"));
         return;
     }
-    if (r->sop_status < 0) {
+    if (r->session_op_status < 0) {
         th_respond_status_error(c, r, 503);
         return;
     }

@@ -16,7 +16,7 @@
  * (notifications/resources/list_changed); anything else is skipped, so a
  * newer replica can add kinds an older one ignores. */
 static void on_news(void *arg, const char *subject, const char *data, size_t len) {
-    th_wslot *ws = arg;
+    th_worker_state *ws = arg;
     (void)subject; /* one subject per subscription */
     for (size_t i = 0; i < len;) {
         const char *nl = memchr(data + i, '\n', len - i);
@@ -29,13 +29,13 @@ static void on_news(void *arg, const char *subject, const char *data, size_t len
     }
 }
 
-int th_news_worker_start(th_wslot *ws) {
+int th_news_worker_start(th_worker_state *ws) {
     th_mod *m = ws->mod;
     if (!m->co_ops) return MCPG_EUNAVAIL;
     return m->co_ops->subscribe(m->co, ws->w, TH_NEWS_SUBJECT, on_news, ws, &ws->news_sub);
 }
 
-void th_news_worker_stop(th_wslot *ws) {
+void th_news_worker_stop(th_worker_state *ws) {
     th_mod *m = ws->mod;
     if (m->co_ops && ws->news_sub) m->co_ops->unsubscribe(m->co, ws->news_sub);
     ws->news_sub = NULL;

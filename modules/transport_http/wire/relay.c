@@ -25,14 +25,14 @@ struct th_relay {
 
 static void noop_cb(void *arg, int status, const mcpg_coord_value *v) { (void)arg, (void)status, (void)v; }
 
-static uint64_t now_ms(th_wslot *ws) { return uv_now(ws->loop); }
+static uint64_t now_ms(th_worker_state *ws) { return uv_now(ws->loop); }
 
 /* The subject a loop hears its relay messages on. */
 static void subject_of(char out[48], uint32_t replica, uint32_t worker) {
     snprintf(out, 48, "mcpg.relay.%" PRIu32 ".%" PRIu32, replica, worker);
 }
 
-static int send_to(th_wslot *ws, uint32_t replica, uint32_t worker, const char *data, size_t n) {
+static int send_to(th_worker_state *ws, uint32_t replica, uint32_t worker, const char *data, size_t n) {
     const th_mod *m = ws->mod;
     if (!m->co_ops || !ws->w || ws->stopped) return MCPG_EUNAVAIL;
     char subject[48];
@@ -66,14 +66,14 @@ static int take_u32(reader *rd, uint32_t *out) {
 
 /* ---- B: the client's side ------------------------------------------------------------------- */
 
-static th_relay *find_relay(th_wslot *ws, uint64_t ticket) {
+static th_relay *find_relay(th_worker_state *ws, uint64_t ticket) {
     for (th_relay *rl = ws->relays; rl; rl = rl->next)
         if (rl->ticket == ticket) return rl;
     return NULL;
 }
 
 /* Off the loop's list and off its request; the request is not answered here. */
-static void relay_forget(th_wslot *ws, th_relay *rl) {
+static void relay_forget(th_worker_state *ws, th_relay *rl) {
     th_relay **pp = &ws->relays;
     while (*pp && *pp != rl) pp = &(*pp)->next;
     if (*pp) *pp = rl->next;
@@ -85,7 +85,7 @@ static void relay_forget(th_wslot *ws, th_relay *rl) {
 }
 
 /* Tell the stream's replica that nobody here shows it any more. */
-static void say_detach(th_wslot *ws, const th_relay *rl) {
+static void say_detach(th_worker_state *ws, const th_relay *rl) {
     char msg[HEAD_MAX];
     int n = snprintf(msg, sizeof msg, "D %" PRIu32 " %" PRIu32 " %" PRIu64 " %" PRIu32, ws->mod->replica,
                      ws->index, rl->ticket, rl->no);
@@ -99,7 +99,7 @@ static void unreachable(th_conn *c, th_req *r) {
 
 /* The relayed answer is over: an error (status) before the head, else the
  * stream's end. */
-static void relay_finish(th_wslot *ws, th_relay *rl, int status) {
+static void relay_finish(th_worker_state *ws, th_relay *rl, int status) {
     th_req *r = rl->r;
     th_conn *c = r->conn;
     int begun = rl->begun;
@@ -115,7 +115,7 @@ static void relay_finish(th_wslot *ws, th_relay *rl, int status) {
 }
 
 void th_relay_open(th_conn *c, th_req *r, const th_event_ref *ref) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_relay *rl = ws->mod->host->calloc(1, sizeof *rl);
     if (!rl) {
         th_respond_status_error(c, r, 503);
@@ -141,7 +141,7 @@ void th_relay_open(th_conn *c, th_req *r, const th_event_ref *ref) {
     th_metric_add(ws, ws->mod->m_streams, 1);
 }
 
-void th_relay_drop(th_wslot *ws, th_req *r) {
+void th_relay_drop(th_worker_state *ws, th_req *r) {
     th_relay *rl = r->relay;
     if (!rl) return;
     say_detach(ws, rl);
@@ -149,7 +149,7 @@ void th_relay_drop(th_wslot *ws, th_req *r) {
 }
 
 /* The next message in order: n must be the count of events taken. */
-static int in_order(th_wslot *ws, th_relay *rl, uint32_t n) {
+static int in_order(th_worker_state *ws, th_relay *rl, uint32_t n) {
     if (n == rl->got) {
         rl->heard_ms = now_ms(ws);
         return 1;
@@ -164,7 +164,7 @@ static int in_order(th_wslot *ws, th_relay *rl, uint32_t n) {
     return 0;
 }
 
-static void on_accepted(th_wslot *ws, th_relay *rl) {
+static void on_accepted(th_worker_state *ws, th_relay *rl) {
     th_conn *c = rl->r->conn;
     rl->heard_ms = now_ms(ws);
     if (rl->begun) return;
@@ -176,7 +176,7 @@ static void on_accepted(th_wslot *ws, th_relay *rl) {
     }
 }
 
-static void on_event(th_wslot *ws, th_relay *rl, uint32_t n, const char *text, size_t len) {
+static void on_event(th_worker_state *ws, th_relay *rl, uint32_t n, const char *text, size_t len) {
     if (!rl->begun || !in_order(ws, rl, n)) return;
     rl->got++;
     th_req *r = rl->r;
@@ -186,7 +186,7 @@ static void on_event(th_wslot *ws, th_relay *rl, uint32_t n, const char *text, s
     }
 }
 
-static void client_side(th_wslot *ws, char kind, reader *rd) {
+static void client_side(th_worker_state *ws, char kind, reader *rd) {
     uint64_t ticket;
     uint32_t n;
     if (!take_u64(rd, &ticket)) return;
@@ -207,23 +207,23 @@ static void client_side(th_wslot *ws, char kind, reader *rd) {
 
 /* ---- A: the stream's side ---------------------------------------------------------------------- */
 
-static void remote_on(th_wslot *ws, th_rstream *rs) {
+static void remote_on(th_worker_state *ws, th_rstream *rs) {
     if (!rs->remote) ws->rtable.nremote++;
     rs->remote = 1;
 }
 
-static void remote_off(th_wslot *ws, th_rstream *rs) {
+static void remote_off(th_worker_state *ws, th_rstream *rs) {
     if (rs->remote) ws->rtable.nremote--;
     rs->remote = 0;
 }
 
-static void say(th_wslot *ws, const th_rstream *rs, char kind, uint32_t n) {
+static void say(th_worker_state *ws, const th_rstream *rs, char kind, uint32_t n) {
     char msg[HEAD_MAX];
     int k = snprintf(msg, sizeof msg, "%c %" PRIu64 " %" PRIu32, kind, rs->r_ticket, n);
     (void)send_to(ws, rs->r_replica, rs->r_worker, msg, (size_t)k);
 }
 
-void th_relay_event(th_wslot *ws, th_rstream *rs, const char *text, size_t n) {
+void th_relay_event(th_worker_state *ws, th_rstream *rs, const char *text, size_t n) {
     if (!rs->remote) return;
     const mcpg_host *h = ws->mod->host;
     mcpg_buf *b = &ws->relay_msg;
@@ -245,14 +245,14 @@ void th_relay_event(th_wslot *ws, th_rstream *rs, const char *text, size_t n) {
     rs->r_last_ms = now_ms(ws);
 }
 
-void th_relay_end(th_wslot *ws, th_rstream *rs) {
+void th_relay_end(th_worker_state *ws, th_rstream *rs) {
     if (!rs->remote) return;
     say(ws, rs, 'F', rs->r_sent);
     remote_off(ws, rs);
 }
 
 /* "O <replica> <worker> <ticket> <no> <after> <sid>": show that stream there. */
-static void stream_side_open(th_wslot *ws, reader *rd) {
+static void stream_side_open(th_worker_state *ws, reader *rd) {
     th_rstream probe = {0};
     uint32_t no, after;
     if (!take_u32(rd, &probe.r_replica) || !take_u32(rd, &probe.r_worker) || !take_u64(rd, &probe.r_ticket) ||
@@ -275,7 +275,7 @@ static void stream_side_open(th_wslot *ws, reader *rd) {
 }
 
 /* "D <replica> <worker> <ticket> <no>": that client went; the stream waits again. */
-static void stream_side_detach(th_wslot *ws, reader *rd) {
+static void stream_side_detach(th_worker_state *ws, reader *rd) {
     uint32_t replica, worker, no;
     uint64_t ticket;
     if (!take_u32(rd, &replica) || !take_u32(rd, &worker) || !take_u64(rd, &ticket) || !take_u32(rd, &no)) return;
@@ -287,7 +287,7 @@ static void stream_side_detach(th_wslot *ws, reader *rd) {
 /* ---- the subject ---------------------------------------------------------------------------- */
 
 static void on_message(void *arg, const char *subject, const char *data, size_t len) {
-    th_wslot *ws = arg;
+    th_worker_state *ws = arg;
     (void)subject;
     if (len < 3 || data[1] != ' ') return;
     reader rd = {data + 2, data + len};
@@ -298,14 +298,14 @@ static void on_message(void *arg, const char *subject, const char *data, size_t 
     }
 }
 
-int th_relay_worker_start(th_wslot *ws) {
+int th_relay_worker_start(th_worker_state *ws) {
     const th_mod *m = ws->mod;
     char subject[48];
     subject_of(subject, m->replica, ws->index);
     return m->co_ops->subscribe(m->co, ws->w, subject, on_message, ws, &ws->relay_sub);
 }
 
-void th_relay_worker_stop(th_wslot *ws) {
+void th_relay_worker_stop(th_worker_state *ws) {
     while (ws->relays) {
         say_detach(ws, ws->relays);
         relay_finish(ws, ws->relays, 503);
@@ -315,14 +315,14 @@ void th_relay_worker_stop(th_wslot *ws) {
     ws->mod->host->buf_free(&ws->relay_msg);
 }
 
-void th_relay_session_end(th_wslot *ws, const char *sid) {
+void th_relay_session_end(th_worker_state *ws, const char *sid) {
     for (th_relay *rl = ws->relays, *next; rl; rl = next) {
         next = rl->next;
         if (!strcmp(rl->r->sid, sid)) relay_finish(ws, rl, 0);
     }
 }
 
-void th_relay_sweep(th_wslot *ws, uint64_t now) {
+void th_relay_sweep(th_worker_state *ws, uint64_t now) {
     for (th_relay *rl = ws->relays, *next; rl; rl = next) {
         next = rl->next;
         if (!rl->begun && now - rl->asked_ms >= TH_RELAY_ANSWER_MS) {

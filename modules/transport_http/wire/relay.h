@@ -38,17 +38,17 @@
 /* B: r (its session checked) resumes ref, a stream of another replica. */
 void th_relay_open(th_conn *c, th_req *r, const th_event_ref *ref);
 /* B: r is being given back while relayed (its connection closed). */
-void th_relay_drop(th_wslot *ws, th_req *r);
+void th_relay_drop(th_worker_state *ws, th_req *r);
 /* B: the session ended: its relayed streams end here at once. */
-void th_relay_session_end(th_wslot *ws, const char *sid);
+void th_relay_session_end(th_worker_state *ws, const char *sid);
 /* A: one event of rs (its SSE text as kept), for a client elsewhere. */
-void th_relay_event(th_wslot *ws, th_rstream *rs, const char *text, size_t n);
+void th_relay_event(th_worker_state *ws, th_rstream *rs, const char *text, size_t n);
 /* A: rs is over or going: its client elsewhere sees the end. */
-void th_relay_end(th_wslot *ws, th_rstream *rs);
+void th_relay_end(th_worker_state *ws, th_rstream *rs);
 
-int th_relay_worker_start(th_wslot *ws);
-void th_relay_worker_stop(th_wslot *ws); /* ends relayed streams both ways */
+int th_relay_worker_start(th_worker_state *ws);
+void th_relay_worker_stop(th_worker_state *ws); /* ends relayed streams both ways */
 /* Once a second: B's unanswered and silent relays, A's heartbeats. */
-void th_relay_sweep(th_wslot *ws, uint64_t now);
+void th_relay_sweep(th_worker_state *ws, uint64_t now);
 
 #endif

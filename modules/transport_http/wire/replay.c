@@ -11,7 +11,7 @@
 
 static uint32_t slot_of(const th_rtable *t, uint32_t no) { return (no * 2654435761u) & (t->nb - 1); }
 
-th_rstream *th_replay_find(th_wslot *ws, uint32_t no) {
+th_rstream *th_replay_find(th_worker_state *ws, uint32_t no) {
     th_rtable *t = &ws->rtable;
     if (!t->nb) return NULL;
     for (th_rstream *rs = t->b[slot_of(t, no)]; rs; rs = rs->hnext)
@@ -19,7 +19,7 @@ th_rstream *th_replay_find(th_wslot *ws, uint32_t no) {
     return NULL;
 }
 
-static int grow(th_wslot *ws) {
+static int grow(th_worker_state *ws) {
     th_rtable *t = &ws->rtable;
     th_rtable nt = *t;
     nt.nb = t->nb ? t->nb * 2 : 64;
@@ -39,7 +39,7 @@ static int grow(th_wslot *ws) {
 
 /* ---- events -------------------------------------------------------------------------------- */
 
-static void drop_oldest_event(th_wslot *ws, th_rstream *rs) {
+static void drop_oldest_event(th_worker_state *ws, th_rstream *rs) {
     th_revent *ev = rs->head;
     if (!ev) return;
     rs->head = ev->next;
@@ -50,7 +50,7 @@ static void drop_oldest_event(th_wslot *ws, th_rstream *rs) {
     ws->mod->host->free(ev);
 }
 
-static void unlink_stream(th_wslot *ws, th_rstream *rs) {
+static void unlink_stream(th_worker_state *ws, th_rstream *rs) {
     th_rtable *t = &ws->rtable;
     th_rstream **pp = &t->b[slot_of(t, rs->no)];
     while (*pp && *pp != rs) pp = &(*pp)->hnext;
@@ -87,7 +87,7 @@ static void detach_client(th_rstream *rs) {
 }
 
 /* End the stream of a GET client attached to rs (not the call's own). */
-static void end_client(th_wslot *ws, th_rstream *rs) {
+static void end_client(th_worker_state *ws, th_rstream *rs) {
     th_relay_end(ws, rs);
     th_req *g = rs->client;
     if (!g || g == rs->caller || !g->conn) {
@@ -102,7 +102,7 @@ static void end_client(th_wslot *ws, th_rstream *rs) {
 
 /* Free rs now; a call still feeding it goes on without it (cancelled when
  * nobody can see it any more: no connection). */
-static void free_stream(th_wslot *ws, th_rstream *rs) {
+static void free_stream(th_worker_state *ws, th_rstream *rs) {
     th_req *r = rs->caller;
     end_client(ws, rs);
     rs->live = NULL; /* its GET is a listener: it ends with the session (th_legacy_end_streams) */
@@ -117,7 +117,7 @@ static void free_stream(th_wslot *ws, th_rstream *rs) {
 }
 
 /* Keep the loop under its byte bound: finished streams first, oldest first. */
-static void fit_loop(th_wslot *ws, th_rstream *writing) {
+static void fit_loop(th_worker_state *ws, th_rstream *writing) {
     th_rtable *t = &ws->rtable;
     for (th_rstream *rs = t->oldest, *next; rs && t->bytes > TH_REPLAY_LOOP_BYTES; rs = next) {
         next = rs->anext;
@@ -126,7 +126,7 @@ static void fit_loop(th_wslot *ws, th_rstream *writing) {
     while (t->bytes > TH_REPLAY_LOOP_BYTES && writing->nev > 1) drop_oldest_event(ws, writing);
 }
 
-static int keep(th_wslot *ws, th_rstream *rs, uint32_t seq, const char *text, size_t n) {
+static int keep(th_worker_state *ws, th_rstream *rs, uint32_t seq, const char *text, size_t n) {
     th_revent *ev = ws->mod->host->alloc(sizeof *ev + n);
     if (!ev) return MCPG_ENOMEM;
     ev->next = NULL;
@@ -148,7 +148,7 @@ static int keep(th_wslot *ws, th_rstream *rs, uint32_t seq, const char *text, si
 /* ---- streams ----------------------------------------------------------------------------- */
 
 /* A new stream of e, numbered and on the loop's lists; no request yet. */
-static th_rstream *register_stream(th_wslot *ws, th_sent *e) {
+static th_rstream *register_stream(th_worker_state *ws, th_cached_session *e) {
     th_rtable *t = &ws->rtable;
     if (!e || (t->n >= t->nb && grow(ws))) return NULL;
     th_rstream *rs = ws->mod->host->calloc(1, sizeof *rs);
@@ -168,7 +168,7 @@ static th_rstream *register_stream(th_wslot *ws, th_sent *e) {
     return rs;
 }
 
-th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e) {
+th_rstream *th_replay_open(th_worker_state *ws, th_req *r, th_cached_session *e) {
     th_rstream *rs = register_stream(ws, e);
     if (!rs) return NULL;
     rs->caller = r;
@@ -177,7 +177,7 @@ th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e) {
     return rs;
 }
 
-th_rstream *th_replay_open_news(th_wslot *ws, th_req *r, th_sent *e) {
+th_rstream *th_replay_open_news(th_worker_state *ws, th_req *r, th_cached_session *e) {
     if (e && e->news) free_stream(ws, e->news);
     th_rstream *rs = register_stream(ws, e);
     if (!rs) return NULL;
@@ -191,12 +191,12 @@ th_rstream *th_replay_open_news(th_wslot *ws, th_req *r, th_sent *e) {
     return rs;
 }
 
-void th_replay_news_closed(th_wslot *ws, th_req *r) {
-    th_sent *e = th_sess_peek(ws, r->sid, strlen(r->sid));
+void th_replay_news_closed(th_worker_state *ws, th_req *r) {
+    th_cached_session *e = th_sess_peek(ws, r->sid, strlen(r->sid));
     if (e && e->news && e->news->live == r) e->news->live = NULL;
 }
 
-int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n) {
+int th_replay_event(th_worker_state *ws, th_rstream *rs, const char *json, size_t n) {
     const mcpg_host *h = ws->mod->host;
     char id[TH_EVENT_ID_MAX];
     uint32_t seq = rs->seq++;
@@ -214,7 +214,7 @@ int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n) {
 }
 
 /* A finished stream of a session beyond the per-session bound goes. */
-static void fit_session(th_wslot *ws, th_sent *e) {
+static void fit_session(th_worker_state *ws, th_cached_session *e) {
     uint32_t done = 0;
     th_rstream *last_done = NULL; /* the list is newest first: the last one seen is the oldest */
     for (th_rstream *rs = e->streams; rs; rs = rs->snext)
@@ -222,7 +222,7 @@ static void fit_session(th_wslot *ws, th_sent *e) {
     if (done > TH_REPLAY_DONE_PER_SESSION) free_stream(ws, last_done);
 }
 
-void th_replay_finish(th_wslot *ws, th_rstream *rs, const char *json, size_t n) {
+void th_replay_finish(th_worker_state *ws, th_rstream *rs, const char *json, size_t n) {
     (void)th_replay_event(ws, rs, json, n);
     rs->done = 1;
     th_req *r = rs->caller;
@@ -244,7 +244,7 @@ int th_replay_showable(const th_rstream *rs, const char *sid, size_t sn, uint32_
     return rs->client || rs->remote || rs->live ? 409 : 0;
 }
 
-void th_replay_attach(th_wslot *ws, th_rstream *rs, th_req *r, uint32_t after) {
+void th_replay_attach(th_worker_state *ws, th_rstream *rs, th_req *r, uint32_t after) {
     th_conn *c = r->conn;
     (void)ws;
     r->rs = rs;
@@ -268,14 +268,14 @@ void th_replay_attach(th_wslot *ws, th_rstream *rs, th_req *r, uint32_t after) {
 
 /* ---- connections that close, calls without one ------------------------------------------------ */
 
-static void orphan_add(th_wslot *ws, th_req *r) {
+static void orphan_add(th_worker_state *ws, th_req *r) {
     r->oprev = NULL;
     r->onext = ws->orphans;
     if (ws->orphans) ws->orphans->oprev = r;
     ws->orphans = r;
 }
 
-void th_replay_orphan_remove(th_wslot *ws, th_req *r) {
+void th_replay_orphan_remove(th_worker_state *ws, th_req *r) {
     if (r->oprev) r->oprev->onext = r->onext;
     else if (ws->orphans == r) ws->orphans = r->onext;
     if (r->onext) r->onext->oprev = r->oprev;
@@ -283,7 +283,7 @@ void th_replay_orphan_remove(th_wslot *ws, th_req *r) {
 }
 
 void th_replay_conn_closing(th_conn *c) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_req *keep_head = NULL, *keep_tail = NULL;
     for (th_req *r = c->qhead, *next; r; r = next) {
         next = r->next;
@@ -308,17 +308,17 @@ void th_replay_conn_closing(th_conn *c) {
     c->qtail = keep_tail;
 }
 
-void th_replay_session_end(th_wslot *ws, th_sent *e) {
+void th_replay_session_end(th_worker_state *ws, th_cached_session *e) {
     while (e->streams) free_stream(ws, e->streams);
 }
 
-int th_replay_session_live(const th_sent *e) {
+int th_replay_session_live(const th_cached_session *e) {
     for (const th_rstream *rs = e->streams; rs; rs = rs->snext)
         if (rs->caller || rs->client || rs->remote) return 1;
     return 0;
 }
 
-void th_replay_free_all(th_wslot *ws) {
+void th_replay_free_all(th_worker_state *ws) {
     th_rtable *t = &ws->rtable;
     while (t->oldest) {
         th_rstream *rs = t->oldest;

@@ -39,7 +39,7 @@ struct th_rstream {
     th_rstream *hnext;          /* the loop's table, by number */
     th_rstream *snext;          /* its session's list on this loop */
     th_rstream *aprev, *anext;  /* the loop's list, oldest first */
-    th_sent *sess;
+    th_cached_session *sess;
     uint32_t no;
     uint32_t seq;               /* the next event's number */
     th_revent *head, *tail;
@@ -60,21 +60,21 @@ struct th_rstream {
 
 /* A stream for r's call (r->rs), registered under a new number; its
  * session is e. NULL when out of memory (the answer is then not resumable). */
-th_rstream *th_replay_open(th_wslot *ws, th_req *r, th_sent *e);
-th_rstream *th_replay_find(th_wslot *ws, uint32_t no);
+th_rstream *th_replay_open(th_worker_state *ws, th_req *r, th_cached_session *e);
+th_rstream *th_replay_find(th_worker_state *ws, uint32_t no);
 /* The standalone stream of e on this loop, opened by the GET r (it stays
  * r's listener, and is rs->live while open): news for the session are kept
  * in it, also while no GET shows it, until the session ends, so a GET with
  * Last-Event-ID (on any replica) gets what it missed. A previous one of e
  * here goes: a GET without Last-Event-ID starts over. NULL when out of memory. */
-th_rstream *th_replay_open_news(th_wslot *ws, th_req *r, th_sent *e);
+th_rstream *th_replay_open_news(th_worker_state *ws, th_req *r, th_cached_session *e);
 /* The GET r showing its session's standalone stream live went. */
-void th_replay_news_closed(th_wslot *ws, th_req *r);
+void th_replay_news_closed(th_worker_state *ws, th_req *r);
 /* Format one event of rs (the next id), keep it, and send it to the client
  * if one is attached. 0, or MCPG_ENOMEM. */
-int th_replay_event(th_wslot *ws, th_rstream *rs, const char *json, size_t n);
+int th_replay_event(th_worker_state *ws, th_rstream *rs, const char *json, size_t n);
 /* The call's result: the last event; the client's stream (if any) ends. */
-void th_replay_finish(th_wslot *ws, th_rstream *rs, const char *json, size_t n);
+void th_replay_finish(th_worker_state *ws, th_rstream *rs, const char *json, size_t n);
 /* May rs (NULL: no such stream) be shown to a GET of session sid resuming
  * after event `after`? 0; 400 when it names no stream of that session that
  * can be resumed (or an event not yet sent); 409 when it is shown already,
@@ -83,16 +83,16 @@ void th_replay_finish(th_wslot *ws, th_rstream *rs, const char *json, size_t n);
 int th_replay_showable(const th_rstream *rs, const char *sid, size_t sn, uint32_t after);
 /* Show rs to r (a GET with Last-Event-ID `after`): its head, the events
  * after that id, then live ones. */
-void th_replay_attach(th_wslot *ws, th_rstream *rs, th_req *r, uint32_t after);
+void th_replay_attach(th_worker_state *ws, th_rstream *rs, th_req *r, uint32_t after);
 /* c is closing: its streams' calls carry on without it (see above). */
 void th_replay_conn_closing(th_conn *c);
 /* r's call completed without a connection: off the loop's orphan list. */
-void th_replay_orphan_remove(th_wslot *ws, th_req *r);
+void th_replay_orphan_remove(th_worker_state *ws, th_req *r);
 /* The session ended: its streams go (a call still running is cancelled). */
-void th_replay_session_end(th_wslot *ws, th_sent *e);
+void th_replay_session_end(th_worker_state *ws, th_cached_session *e);
 /* Does e have a stream here with a call running or a client attached? */
-int th_replay_session_live(const th_sent *e);
+int th_replay_session_live(const th_cached_session *e);
 /* At destroy: memory only. */
-void th_replay_free_all(th_wslot *ws);
+void th_replay_free_all(th_worker_state *ws);
 
 #endif

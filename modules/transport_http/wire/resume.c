@@ -41,7 +41,7 @@ void th_resume_refuse(th_conn *c, th_req *r, int status) {
 static void unknown(th_conn *c, th_req *r) { th_resume_refuse(c, r, 400); }
 
 void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     th_event_ref ref;
     if (!th_event_id_parse(id, n, &ref) || !ref.replica) {
         unknown(c, r);
@@ -77,7 +77,7 @@ void th_resume(th_conn *c, th_req *r, const char *id, size_t n) {
 
 typedef struct move {
     mcpg_post node;
-    th_wslot *to;
+    th_worker_state *to;
     th_req *r;
     int fd;
     th_tls_conn tls; /* a TLS connection's session goes along (one loop at a time) */
@@ -86,7 +86,7 @@ typedef struct move {
 /* On the stream's loop: adopt the socket, answer the request here. */
 static void on_move(void *arg) {
     move *mv = arg;
-    th_wslot *ws = mv->to;
+    th_worker_state *ws = mv->to;
     th_req *r = mv->r;
     int fd = mv->fd;
     th_tls_conn tls = mv->tls;
@@ -103,14 +103,14 @@ static void on_move(void *arg) {
     r->ws = ws;
     r->state = TH_REQ_PARSING;
     r->loaded = r->changed = 0; /* this loop looks the session up for itself */
-    r->sop_status = 0;
+    r->session_op_status = 0;
     th_conn_enqueue(c, r);
     th_legacy_get(c, r);
     th_conn_advance(c);
 }
 
 void th_handover(th_conn *c) {
-    th_wslot *ws = c->ws;
+    th_worker_state *ws = c->ws;
     const mcpg_host *h = ws->mod->host;
     th_req *r = c->handover;
     c->handover = NULL;

@@ -21,13 +21,13 @@
 #define SUBJ_CANCEL "mcpg.session.cancel"
 #define CHANGE_TRIES 8 /* conflicting writers at once before a change gives up (MCPG_ECONFLICT) */
 
-static const mcpg_coordinator_ops *co(th_wslot *ws, void **inst) {
+static const mcpg_coordinator_ops *co(th_worker_state *ws, void **inst) {
     *inst = ws->mod->co;
     return ws->mod->co_ops;
 }
 
-static uint64_t now_ms(th_wslot *ws) { return uv_now(ws->loop); }
-static uint64_t ttl(th_wslot *ws) { return (uint64_t)ws->mod->cfg->session_ttl_ms; }
+static uint64_t now_ms(th_worker_state *ws) { return uv_now(ws->loop); }
+static uint64_t ttl(th_worker_state *ws) { return (uint64_t)ws->mod->cfg->session_ttl_ms; }
 
 static void key_of(const char *sid, char out[sizeof KEY_PRE + TH_SID_LEN]) {
     memcpy(out, KEY_PRE, sizeof KEY_PRE - 1);
@@ -44,21 +44,21 @@ static uint32_t hash_sid(const char *sid) {
     return h;
 }
 
-th_sent *th_sess_peek(th_wslot *ws, const char *sid, size_t n) {
+th_cached_session *th_sess_peek(th_worker_state *ws, const char *sid, size_t n) {
     th_scache *t = &ws->scache;
     if (n != TH_SID_LEN || !t->nb) return NULL;
-    for (th_sent *e = t->b[hash_sid(sid) & (t->nb - 1)]; e; e = e->hnext)
+    for (th_cached_session *e = t->b[hash_sid(sid) & (t->nb - 1)]; e; e = e->hnext)
         if (!memcmp(e->sid, sid, TH_SID_LEN)) return e;
     return NULL;
 }
 
-static int cache_grow(th_wslot *ws) {
+static int cache_grow(th_worker_state *ws) {
     th_scache *t = &ws->scache;
     uint32_t nb = t->nb ? t->nb * 2 : 64;
-    th_sent **b = ws->mod->host->calloc(nb, sizeof *b);
+    th_cached_session **b = ws->mod->host->calloc(nb, sizeof *b);
     if (!b) return MCPG_ENOMEM;
     for (uint32_t i = 0; i < t->nb; i++)
-        for (th_sent *e = t->b[i], *next; e; e = next) {
+        for (th_cached_session *e = t->b[i], *next; e; e = next) {
             next = e->hnext;
             uint32_t k = hash_sid(e->sid) & (nb - 1);
             e->hnext = b[k];
@@ -70,10 +70,10 @@ static int cache_grow(th_wslot *ws) {
     return 0;
 }
 
-static th_sent *cache_add(th_wslot *ws, const char *sid) {
+static th_cached_session *cache_add(th_worker_state *ws, const char *sid) {
     th_scache *t = &ws->scache;
     if (t->n >= t->nb && cache_grow(ws)) return NULL;
-    th_sent *e = ws->mod->host->calloc(1, sizeof *e);
+    th_cached_session *e = ws->mod->host->calloc(1, sizeof *e);
     if (!e) return NULL;
     memcpy(e->sid, sid, TH_SID_LEN);
     e->level = -1;
@@ -84,14 +84,14 @@ static th_sent *cache_add(th_wslot *ws, const char *sid) {
     return e;
 }
 
-static void cache_unlink(th_wslot *ws, th_sent *e) {
+static void cache_unlink(th_worker_state *ws, th_cached_session *e) {
     th_scache *t = &ws->scache;
-    th_sent **pp = &t->b[hash_sid(e->sid) & (t->nb - 1)];
+    th_cached_session **pp = &t->b[hash_sid(e->sid) & (t->nb - 1)];
     while (*pp && *pp != e) pp = &(*pp)->hnext;
     if (*pp) *pp = e->hnext, t->n--;
 }
 
-static void cache_remove(th_wslot *ws, th_sent *e) {
+static void cache_remove(th_worker_state *ws, th_cached_session *e) {
     cache_unlink(ws, e);
     ws->mod->host->buf_free(&e->row);
     ws->mod->host->free(e);
@@ -100,10 +100,10 @@ static void cache_remove(th_wslot *ws, th_sent *e) {
 /* At destroy: memory only (no host call is allowed any more). An op the
  * store took but never answered (a coordinator stopped with it queued) goes
  * too; its request went with its connection. */
-static void sop_free(struct th_sop *o);
+static void session_op_free(struct th_session_op *o);
 
-void th_sess_cache_free(th_wslot *ws) {
-    while (ws->sops) sop_free(ws->sops);
+void th_sess_cache_free(th_worker_state *ws) {
+    while (ws->session_ops) session_op_free(ws->session_ops);
     th_scache *t = &ws->scache;
     for (uint32_t i = 0; i < t->nb; i++)
         while (t->b[i]) cache_remove(ws, t->b[i]);
@@ -114,7 +114,7 @@ void th_sess_cache_free(th_wslot *ws) {
 /* ---- rows ---------------------------------------------------------------------------- */
 
 /* Read a row's fields into e (a copy of the text is kept). */
-static int row_load(th_wslot *ws, th_sent *e, const char *row, size_t n, uint64_t revision) {
+static int row_load(th_worker_state *ws, th_cached_session *e, const char *row, size_t n, uint64_t revision) {
     const mcpg_host *h = ws->mod->host;
     mcpg_json_span v, l, g, s, c, o;
     int64_t lv = -1;
@@ -157,7 +157,7 @@ static int row_build(const mcpg_host *h, mcpg_buf *b, const char *version, int l
     return rc ? MCPG_ENOMEM : 0;
 }
 
-int th_sess_owner(th_wslot *ws, const th_sent *e, mcpg_buf *out) {
+int th_sess_owner(th_worker_state *ws, const th_cached_session *e, mcpg_buf *out) {
     const mcpg_host *h = ws->mod->host;
     if (!e->owner_len) return MCPG_ENOENT;
     mcpg_json_span o = {.p = e->row.data + e->owner_off + 1, .n = e->owner_len - 2,
@@ -174,7 +174,7 @@ static int sub_eq(const mcpg_host *h, const mcpg_json_span *s, const char *uri, 
     return s->type == MCPG_JSON_STRING && h->json_string_eq(s, uri, un) == 1;
 }
 
-int th_sess_subscribed(th_wslot *ws, const th_sent *e, const char *uri, size_t un) {
+int th_sess_subscribed(th_worker_state *ws, const th_cached_session *e, const char *uri, size_t un) {
     const mcpg_host *h = ws->mod->host;
     size_t iter = 0;
     mcpg_json_span s;
@@ -193,7 +193,7 @@ typedef struct change {
     size_t un;
 } change;
 
-static int apply(th_wslot *ws, const th_sent *cur, const change *ch, mcpg_buf *out) {
+static int apply(th_worker_state *ws, const th_cached_session *cur, const change *ch, mcpg_buf *out) {
     const mcpg_host *h = ws->mod->host;
     const char *subs = cur->row.data + cur->subs_off;
     int level = cur->level, get_open = cur->get_open;
@@ -251,10 +251,10 @@ static int apply(th_wslot *ws, const th_sent *cur, const change *ch, mcpg_buf *o
 enum { OP_COUNT, OP_COUNT_OWNER, OP_CREATE, OP_LOAD, OP_RENEW, OP_CHECK, OP_READ, OP_CAS,
        OP_DELETE, OP_ENDED };
 
-typedef struct th_sop sop;
-struct th_sop {
-    sop *next, *prev;    /* ws->sops: freed at destroy if the store never answers */
-    th_wslot *ws;
+typedef struct th_session_op session_op;
+struct th_session_op {
+    session_op *next, *prev; /* ws->session_ops: freed at destroy if the store never answers */
+    th_worker_state *ws;
     th_req *r;           /* the parked request, or NULL */
     int kind;
     int tries;
@@ -264,34 +264,34 @@ struct th_sop {
     char okey[OWNER_KEY_MAX]; /* create: the owner's count */
 };
 
-static sop *sop_new(th_wslot *ws, th_req *r, int kind, const char *sid) {
-    sop *o = ws->mod->host->calloc(1, sizeof *o);
+static session_op *session_op_new(th_worker_state *ws, th_req *r, int kind, const char *sid) {
+    session_op *o = ws->mod->host->calloc(1, sizeof *o);
     if (!o) return NULL;
     o->ws = ws;
     o->r = r;
     o->kind = kind;
     if (sid) memcpy(o->sid, sid, TH_SID_LEN);
-    o->next = ws->sops;
-    if (ws->sops) ws->sops->prev = o;
-    ws->sops = o;
+    o->next = ws->session_ops;
+    if (ws->session_ops) ws->session_ops->prev = o;
+    ws->session_ops = o;
     return o;
 }
 
-static void sop_free(struct th_sop *o) {
-    th_wslot *ws = o->ws;
+static void session_op_free(struct th_session_op *o) {
+    th_worker_state *ws = o->ws;
     if (o->prev) o->prev->next = o->next;
-    else ws->sops = o->next;
+    else ws->session_ops = o->next;
     if (o->next) o->next->prev = o->prev;
     ws->mod->host->buf_free(&o->row);
     ws->mod->host->free(o);
 }
 
 /* The op is over: resume its request with status. */
-static void sop_done(sop *o, int status) {
+static void session_op_done(session_op *o, int status) {
     th_req *r = o->r;
-    sop_free(o);
+    session_op_free(o);
     if (r) {
-        r->sop_status = status;
+        r->session_op_status = status;
         th_legacy_again(r);
     }
 }
@@ -299,8 +299,8 @@ static void sop_done(sop *o, int status) {
 static void on_op(void *arg, int status, const mcpg_coord_value *v);
 
 /* Start an op whose answer comes to on_op; on a refusal the op is over at once. */
-static int issue(sop *o, const char *sid_key_or_null, int64_t delta, uint64_t revision) {
-    th_wslot *ws = o->ws;
+static int issue(session_op *o, const char *sid_key_or_null, int64_t delta, uint64_t revision) {
+    th_worker_state *ws = o->ws;
     void *ci;
     const mcpg_coordinator_ops *ops = co(ws, &ci);
     char key[sizeof KEY_PRE + TH_SID_LEN];
@@ -326,11 +326,11 @@ static int issue(sop *o, const char *sid_key_or_null, int64_t delta, uint64_t re
 }
 
 /* Start o; when the coordinator refuses, nothing is parked: the caller answers. */
-static int start(sop *o, int64_t delta, uint64_t revision) {
+static int start(session_op *o, int64_t delta, uint64_t revision) {
     int rc = issue(o, NULL, delta, revision);
     if (rc < 0) {
         o->r = NULL;
-        sop_free(o);
+        session_op_free(o);
         return rc;
     }
     if (o->r) th_legacy_park(o->r);
@@ -350,7 +350,7 @@ static void owner_key(const char *owner, size_t n, char out[OWNER_KEY_MAX]) {
 /* A session counted at its creation has ended (or was not made): both
  * counts go down. okey NULL: only the whole count (the owner's was not
  * taken). */
-static void uncount(th_wslot *ws, const char *okey) {
+static void uncount(th_worker_state *ws, const char *okey) {
     void *ci;
     const mcpg_coordinator_ops *ops = co(ws, &ci);
     (void)ops->incr(ci, ws->w, COUNT_KEY, sizeof COUNT_KEY - 1, -1, 0, noop_cb, NULL);
@@ -358,14 +358,14 @@ static void uncount(th_wslot *ws, const char *okey) {
 }
 
 /* The count key of an entry's owner (its row's "o"; none: anonymous). */
-static void entry_owner_key(th_wslot *ws, const th_sent *e, char out[OWNER_KEY_MAX]) {
+static void entry_owner_key(th_worker_state *ws, const th_cached_session *e, char out[OWNER_KEY_MAX]) {
     mcpg_buf o = {0};
     if (th_sess_owner(ws, e, &o) != 0) o.len = 0;
     owner_key(o.len ? o.data : "", o.len, out);
     ws->mod->host->buf_free(&o);
 }
 
-static void publish(th_wslot *ws, const char *subject, const char *data, size_t n) {
+static void publish(th_worker_state *ws, const char *subject, const char *data, size_t n) {
     void *ci;
     const mcpg_coordinator_ops *ops = co(ws, &ci);
     (void)ops->publish(ci, ws->w, subject, data, n, noop_cb, NULL);
@@ -373,11 +373,11 @@ static void publish(th_wslot *ws, const char *subject, const char *data, size_t 
 
 /* The session is gone (ended elsewhere, deleted, expired): this loop drops
  * it, ends its streams, and, if it created it, counts its end. */
-static void gone(th_wslot *ws, const char *sid) {
+static void gone(th_worker_state *ws, const char *sid) {
     char id[TH_SID_LEN + 1];
     memcpy(id, sid, TH_SID_LEN); /* sid may be a message's borrowed bytes, or the entry's */
     id[TH_SID_LEN] = '\0';
-    th_sent *e = th_sess_peek(ws, id, TH_SID_LEN);
+    th_cached_session *e = th_sess_peek(ws, id, TH_SID_LEN);
     if (e) cache_unlink(ws, e); /* first: its streams' ends must not write the row back */
     th_legacy_end_streams(ws, id);
     th_relay_session_end(ws, id);
@@ -401,7 +401,7 @@ static void gone(th_wslot *ws, const char *sid) {
  * round trip ends; the message still comes (gone() is idempotent). */
 typedef struct end_post {
     mcpg_post node;
-    th_wslot *ws;
+    th_worker_state *ws;
     char sid[TH_SID_LEN];
 } end_post;
 
@@ -411,11 +411,11 @@ static void end_on_loop(void *arg) {
     p->ws->mod->host->free(p);
 }
 
-static void end_on_other_loops(th_wslot *ws, const char *sid) {
+static void end_on_other_loops(th_worker_state *ws, const char *sid) {
     const th_mod *m = ws->mod;
     const mcpg_host *h = m->host;
     for (uint32_t i = 0; i < m->nworkers; i++) {
-        th_wslot *other = m->slots[i];
+        th_worker_state *other = m->slots[i];
         if (!other || other == ws || !other->w) continue;
         end_post *p = h->alloc(sizeof *p);
         if (!p) continue; /* the message still comes */
@@ -427,8 +427,8 @@ static void end_on_other_loops(th_wslot *ws, const char *sid) {
 }
 
 /* A row read or written: into the cache (added when new). */
-static th_sent *remember(th_wslot *ws, const char *sid, const mcpg_coord_value *v, int written) {
-    th_sent *e = th_sess_peek(ws, sid, TH_SID_LEN);
+static th_cached_session *remember(th_worker_state *ws, const char *sid, const mcpg_coord_value *v, int written) {
+    th_cached_session *e = th_sess_peek(ws, sid, TH_SID_LEN);
     if (!e && (!v->data || !(e = cache_add(ws, sid)))) return NULL;
     if (!v->data) {
         e->revision = v->revision; /* a renewal: the same row, a new revision */
@@ -442,43 +442,43 @@ static th_sent *remember(th_wslot *ws, const char *sid, const mcpg_coord_value *
     return e;
 }
 
-static void change_next(sop *o, th_sent *cur);
+static void change_next(session_op *o, th_cached_session *cur);
 
 static void on_op(void *arg, int status, const mcpg_coord_value *v) {
-    sop *o = arg;
-    th_wslot *ws = o->ws;
+    session_op *o = arg;
+    th_worker_state *ws = o->ws;
     switch (o->kind) {
     case OP_COUNT:
         if (status) {
-            sop_done(o, status);
+            session_op_done(o, status);
         } else if (v->number > ws->mod->cfg->max_sessions) {
             uncount(ws, NULL);
-            sop_done(o, MCPG_EAGAIN);
+            session_op_done(o, MCPG_EAGAIN);
         } else {
             o->kind = OP_COUNT_OWNER;
             if (issue(o, NULL, 0, 0) < 0) {
                 uncount(ws, NULL);
-                sop_done(o, MCPG_ENOMEM);
+                session_op_done(o, MCPG_ENOMEM);
             }
         }
         return;
     case OP_COUNT_OWNER:
         if (status) {
             uncount(ws, NULL);
-            sop_done(o, status);
+            session_op_done(o, status);
         } else if (v->number > ws->mod->cfg->max_sessions_per_principal) {
             uncount(ws, o->okey);
-            sop_done(o, MCPG_ERANGE); /* this caller's own cap */
+            session_op_done(o, MCPG_ERANGE); /* this caller's own cap */
         } else {
             o->kind = OP_CREATE;
             if (issue(o, NULL, 0, 0) < 0) {
                 uncount(ws, o->okey);
-                sop_done(o, MCPG_ENOMEM);
+                session_op_done(o, MCPG_ENOMEM);
             }
         }
         return;
     case OP_CREATE: {
-        th_sent *e = NULL;
+        th_cached_session *e = NULL;
         if (!status) {
             mcpg_coord_value w = *v;
             w.data = o->row.data, w.len = o->row.len;
@@ -490,29 +490,29 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
         }
         if (!e) uncount(ws, o->okey); /* not created, or not kept here: nobody would uncount it */
         if (o->r && e) memcpy(o->r->sid, o->sid, sizeof o->sid);
-        sop_done(o, e ? 0 : status == MCPG_EAGAIN ? MCPG_EAGAIN : status ? status : MCPG_ENOMEM);
+        session_op_done(o, e ? 0 : status == MCPG_EAGAIN ? MCPG_EAGAIN : status ? status : MCPG_ENOMEM);
         return;
     }
     case OP_LOAD:
     case OP_CHECK:
     case OP_RENEW: {
-        th_sent *e = th_sess_peek(ws, o->sid, TH_SID_LEN);
+        th_cached_session *e = th_sess_peek(ws, o->sid, TH_SID_LEN);
         if (e && o->kind == OP_RENEW) e->renewing = 0;
         if (e && o->kind == OP_CHECK) e->checking = 0;
         if (status == MCPG_ENOENT || (status == MCPG_ECONFLICT && !v->data)) {
             gone(ws, o->sid);
-            sop_done(o, MCPG_ENOENT);
+            session_op_done(o, MCPG_ENOENT);
             return;
         }
         if (!status || status == MCPG_ECONFLICT) /* a conflict: someone wrote (and renewed) it */
             e = remember(ws, o->sid, v, o->kind == OP_RENEW && !status);
-        sop_done(o, e ? 0 : status ? status : MCPG_ENOMEM);
+        session_op_done(o, e ? 0 : status ? status : MCPG_ENOMEM);
         return;
     }
     case OP_READ:
         if (status) {
             if (status == MCPG_ENOENT) gone(ws, o->sid);
-            sop_done(o, status);
+            session_op_done(o, status);
             return;
         }
         change_next(o, remember(ws, o->sid, v, 0));
@@ -524,7 +524,7 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
         }
         if (status == MCPG_ECONFLICT && !v->data) {
             gone(ws, o->sid);
-            sop_done(o, MCPG_ENOENT);
+            session_op_done(o, MCPG_ENOENT);
             return;
         }
         if (!status) {
@@ -533,7 +533,7 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
             (void)remember(ws, o->sid, &w, 1);
             publish(ws, SUBJ_CHANGED, o->sid, TH_SID_LEN);
         }
-        sop_done(o, status ? status : 1);
+        session_op_done(o, status ? status : 1);
         return;
     case OP_DELETE: {
         /* the DELETE is answered once the store has taken the end for every
@@ -547,47 +547,47 @@ static void on_op(void *arg, int status, const mcpg_coord_value *v) {
             o->kind = OP_ENDED;
             if (ops->publish(ci, ws->w, SUBJ_END, o->sid, TH_SID_LEN, on_op, o) >= 0) return;
         }
-        sop_done(o, status);
+        session_op_done(o, status);
         return;
     }
     case OP_ENDED:
-        sop_done(o, 0); /* deleted; the end's delivery is the store's (its status is not the DELETE's) */
+        session_op_done(o, 0); /* deleted; the end's delivery is the store's (its status is not the DELETE's) */
         return;
     }
 }
 
 /* Apply o's change to cur and write it, or finish when nothing is to write. */
-static void change_next(sop *o, th_sent *cur) {
+static void change_next(session_op *o, th_cached_session *cur) {
     if (!cur) {
-        sop_done(o, MCPG_ENOMEM);
+        session_op_done(o, MCPG_ENOMEM);
         return;
     }
     int rc = apply(o->ws, cur, &o->ch, &o->row);
     if (rc <= 0) {
-        sop_done(o, rc);
+        session_op_done(o, rc);
         return;
     }
     o->kind = OP_CAS;
-    if (issue(o, NULL, 0, cur->revision) < 0) sop_done(o, MCPG_ENOMEM);
+    if (issue(o, NULL, 0, cur->revision) < 0) session_op_done(o, MCPG_ENOMEM);
 }
 
 /* ---- the steps ----------------------------------------------------------------------------- */
 
-static int have_co(th_wslot *ws) { return ws->mod->co_ops && ws->w && !ws->stopped; }
+static int have_co(th_worker_state *ws) { return ws->mod->co_ops && ws->w && !ws->stopped; }
 
-static void renew(th_wslot *ws, th_sent *e, th_req *r) {
-    sop *o = sop_new(ws, r, OP_RENEW, e->sid);
+static void renew(th_worker_state *ws, th_cached_session *e, th_req *r) {
+    session_op *o = session_op_new(ws, r, OP_RENEW, e->sid);
     if (!o) return;
     if (ws->mod->host->buf_append(&o->row, e->row.data, e->row.len)) {
-        sop_free(o);
+        session_op_free(o);
         return;
     }
     e->renewing = 1;
     if (start(o, 0, e->revision)) e->renewing = 0;
 }
 
-th_sent *th_sess_cached(th_wslot *ws, const char *sid, size_t n) {
-    th_sent *e = th_sess_peek(ws, sid, n);
+th_cached_session *th_sess_cached(th_worker_state *ws, const char *sid, size_t n) {
+    th_cached_session *e = th_sess_peek(ws, sid, n);
     if (!e) return NULL;
     uint64_t now = now_ms(ws);
     if (now >= e->valid_ms) return NULL;
@@ -597,21 +597,21 @@ th_sent *th_sess_cached(th_wslot *ws, const char *sid, size_t n) {
     return e;
 }
 
-int th_sess_load(th_wslot *ws, th_req *r, const char *sid, size_t n) {
+int th_sess_load(th_worker_state *ws, th_req *r, const char *sid, size_t n) {
     if (!have_co(ws)) return MCPG_EUNAVAIL;
     if (n != TH_SID_LEN) return MCPG_ENOENT;
     for (size_t i = 0; i < n; i++)
         if (!((sid[i] >= '0' && sid[i] <= '9') || (sid[i] >= 'a' && sid[i] <= 'f'))) return MCPG_ENOENT;
-    th_sent *e = th_sess_peek(ws, sid, n);
+    th_cached_session *e = th_sess_peek(ws, sid, n);
     if (e && e->row.len) { /* known but stale: renewing it also proves it is there */
-        sop *o = sop_new(ws, r, OP_RENEW, sid);
+        session_op *o = session_op_new(ws, r, OP_RENEW, sid);
         if (!o || ws->mod->host->buf_append(&o->row, e->row.data, e->row.len)) {
-            if (o) sop_free(o);
+            if (o) session_op_free(o);
             return MCPG_ENOMEM;
         }
         return start(o, 0, e->revision);
     }
-    sop *o = sop_new(ws, r, OP_LOAD, sid);
+    session_op *o = session_op_new(ws, r, OP_LOAD, sid);
     return o ? start(o, 0, 0) : MCPG_ENOMEM;
 }
 
@@ -628,11 +628,11 @@ static int new_id(char out[TH_SID_LEN + 1]) {
     return 0;
 }
 
-int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len, const char *owner,
+int th_sess_create(th_worker_state *ws, th_req *r, const char *caps, size_t caps_len, const char *owner,
                    size_t owner_len) {
     if (!have_co(ws)) return MCPG_EUNAVAIL;
     if (caps_len > TH_SESS_CAPS_MAX) caps = NULL, caps_len = 0; /* kept bounded: "{}" then */
-    sop *o = sop_new(ws, r, OP_COUNT, NULL);
+    session_op *o = session_op_new(ws, r, OP_COUNT, NULL);
     if (!o) return MCPG_ENOMEM;
     int rc = new_id(o->sid);
     owner_key(owner ? owner : "", owner ? owner_len : 0, o->okey);
@@ -642,23 +642,23 @@ int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len, c
     if (!rc) rc = row_build(h, &o->row, r->version, -1, 0, NULL, 0, caps, caps_len, tok.data, tok.len);
     h->buf_free(&tok);
     if (rc) {
-        sop_free(o);
+        session_op_free(o);
         return rc;
     }
     return start(o, 1, 0);
 }
 
-int th_sess_change(th_wslot *ws, th_req *r, const char *sid, th_sess_change_kind k, int level,
+int th_sess_change(th_worker_state *ws, th_req *r, const char *sid, th_sess_change_kind k, int level,
                    const char *uri, size_t un) {
     if (!have_co(ws)) return MCPG_EUNAVAIL;
     if (un >= sizeof ((change *)0)->uri) return MCPG_ERANGE;
-    sop *o = sop_new(ws, r, OP_READ, sid);
+    session_op *o = session_op_new(ws, r, OP_READ, sid);
     if (!o) return MCPG_ENOMEM;
     o->ch.k = k;
     o->ch.level = level;
     if (un) memcpy(o->ch.uri, uri, un);
     o->ch.un = un;
-    th_sent *e = th_sess_peek(ws, sid, TH_SID_LEN);
+    th_cached_session *e = th_sess_peek(ws, sid, TH_SID_LEN);
     int rc;
     if (!e || !e->row.len) { /* read it first */
         rc = start(o, 0, 0);
@@ -666,7 +666,7 @@ int th_sess_change(th_wslot *ws, th_req *r, const char *sid, th_sess_change_kind
     }
     rc = apply(ws, e, &o->ch, &o->row);
     if (rc <= 0) {
-        sop_free(o);
+        session_op_free(o);
         return rc; /* 0: already so, nothing to write; < 0: refused. The caller answers. */
     }
     o->kind = OP_CAS;
@@ -674,13 +674,13 @@ int th_sess_change(th_wslot *ws, th_req *r, const char *sid, th_sess_change_kind
     return rc ? rc : 1;
 }
 
-int th_sess_delete(th_wslot *ws, th_req *r, const char *sid) {
+int th_sess_delete(th_worker_state *ws, th_req *r, const char *sid) {
     if (!have_co(ws)) return MCPG_EUNAVAIL;
-    sop *o = sop_new(ws, r, OP_DELETE, sid);
+    session_op *o = session_op_new(ws, r, OP_DELETE, sid);
     return o ? start(o, 0, 0) : MCPG_ENOMEM;
 }
 
-void th_sess_cancel(th_wslot *ws, const char *sid, const char *id, size_t idn) {
+void th_sess_cancel(th_worker_state *ws, const char *sid, const char *id, size_t idn) {
     if (!have_co(ws)) {
         th_legacy_cancel_local(ws, sid, id, idn);
         return;
@@ -696,12 +696,12 @@ void th_sess_cancel(th_wslot *ws, const char *sid, const char *id, size_t idn) {
 /* ---- the subjects ---------------------------------------------------------------------- */
 
 static void on_message(void *arg, const char *subject, const char *data, size_t len) {
-    th_wslot *ws = arg;
+    th_worker_state *ws = arg;
     if (len < TH_SID_LEN) return;
     if (!strcmp(subject, SUBJ_END)) {
         gone(ws, data);
     } else if (!strcmp(subject, SUBJ_CHANGED)) {
-        th_sent *e = th_sess_peek(ws, data, TH_SID_LEN);
+        th_cached_session *e = th_sess_peek(ws, data, TH_SID_LEN);
         if (!e) return;
         e->valid_ms = 0; /* re-read before it is trusted again */
         if (e->nget && !e->renewing) renew(ws, e, NULL); /* its GET stream filters by it */
@@ -713,14 +713,14 @@ static void on_message(void *arg, const char *subject, const char *data, size_t 
     }
 }
 
-int th_sess_worker_start(th_wslot *ws) {
+int th_sess_worker_start(th_worker_state *ws) {
     void *ci;
     const mcpg_coordinator_ops *ops = co(ws, &ci);
     if (!ops) return MCPG_EUNAVAIL;
     return ops->subscribe(ci, ws->w, SUBJECTS, on_message, ws, &ws->sub);
 }
 
-void th_sess_worker_stop(th_wslot *ws) {
+void th_sess_worker_stop(th_worker_state *ws) {
     void *ci;
     const mcpg_coordinator_ops *ops = co(ws, &ci);
     if (ops && ws->sub) ops->unsubscribe(ci, ws->sub);
@@ -729,18 +729,18 @@ void th_sess_worker_stop(th_wslot *ws) {
 
 /* ---- the sweep ------------------------------------------------------------------------- */
 
-static void check(th_wslot *ws, th_sent *e) {
-    sop *o = sop_new(ws, NULL, OP_CHECK, e->sid);
+static void check(th_worker_state *ws, th_cached_session *e) {
+    session_op *o = session_op_new(ws, NULL, OP_CHECK, e->sid);
     if (!o) return;
     e->checking = 1;
     if (start(o, 0, 0)) e->checking = 0;
 }
 
-void th_sess_sweep(th_wslot *ws, uint64_t now) {
+void th_sess_sweep(th_worker_state *ws, uint64_t now) {
     th_scache *t = &ws->scache;
     if (!have_co(ws)) return;
     for (uint32_t i = 0; i < t->nb; i++)
-        for (th_sent *e = t->b[i], *next; e; e = next) {
+        for (th_cached_session *e = t->b[i], *next; e; e = next) {
             next = e->hnext;
             int held = e->nget || th_replay_session_live(e);
             if (held && now - e->renewed_ms >= ttl(ws) / 8 && !e->renewing) {

@@ -44,13 +44,13 @@
 #define TH_SESS_CAPS_MAX 8192
 #define TH_SESS_ROW_MAX (TH_SESS_CAPS_MAX + TH_SESS_MAX_SUBS * 1100 + 256)
 
-typedef struct th_wslot th_wslot;
+typedef struct th_worker_state th_worker_state;
 typedef struct th_req th_req;
 typedef struct th_rstream th_rstream;
 
 /* A session as this loop knows it. */
-typedef struct th_sent {
-    struct th_sent *hnext;   /* the loop's table */
+typedef struct th_cached_session {
+    struct th_cached_session *hnext; /* the loop's table */
     char sid[TH_SID_LEN + 1];
     char version[16];
     int8_t level;            /* logging/setLevel, -1 = not set */
@@ -68,34 +68,34 @@ typedef struct th_sent {
     uint64_t used_ms;        /* loop time of the last request on this loop */
     th_rstream *streams;     /* its replay buffers on this loop (replay.h) */
     th_rstream *news;        /* ... of which its standalone stream's, or NULL */
-} th_sent;
+} th_cached_session;
 
-/* The loop's cache of these is th_scache (http/http.h: the slot holds it). */
+/* The loop's cache of these is th_scache (http/http.h: the worker state holds it). */
 
 /* Subscribe the loop to the subjects; MCPG_EUNAVAIL without a coordinator. */
-int th_sess_worker_start(th_wslot *ws);
-void th_sess_worker_stop(th_wslot *ws);
-void th_sess_cache_free(th_wslot *ws);
+int th_sess_worker_start(th_worker_state *ws);
+void th_sess_worker_stop(th_worker_state *ws);
+void th_sess_cache_free(th_worker_state *ws);
 
 /* The cached session if it may be used now without asking (renewing it in
  * the background when due); NULL: unknown here or stale. */
-th_sent *th_sess_cached(th_wslot *ws, const char *sid, size_t n);
+th_cached_session *th_sess_cached(th_worker_state *ws, const char *sid, size_t n);
 /* The cached entry whatever its age (streams, news), or NULL. */
-th_sent *th_sess_peek(th_wslot *ws, const char *sid, size_t n);
+th_cached_session *th_sess_peek(th_worker_state *ws, const char *sid, size_t n);
 
 /* The asynchronous steps. Each parks r (th_legacy_park) and later resumes it
- * through th_legacy_again with r->sop_status set (0 or an MCPG_E*), unless it
+ * through th_legacy_again with r->session_op_status set (0 or an MCPG_E*), unless it
  * returns < 0 (nothing parked; the status is the answer). */
 /* A new session (r->version, caps), bound to owner (host->call_owner's
  * text of the caller who opened it): r->sid is set on success; MCPG_EAGAIN:
  * max_sessions reached. */
-int th_sess_create(th_wslot *ws, th_req *r, const char *caps, size_t caps_len, const char *owner,
+int th_sess_create(th_worker_state *ws, th_req *r, const char *caps, size_t caps_len, const char *owner,
                    size_t owner_len);
 /* The owner a session was bound to, decoded into out: 0, or MCPG_ENOENT for
  * a row that names none. */
-int th_sess_owner(th_wslot *ws, const th_sent *e, mcpg_buf *out);
+int th_sess_owner(th_worker_state *ws, const th_cached_session *e, mcpg_buf *out);
 /* Make the session known or fresh here; MCPG_ENOENT when it is gone. */
-int th_sess_load(th_wslot *ws, th_req *r, const char *sid, size_t n);
+int th_sess_load(th_worker_state *ws, th_req *r, const char *sid, size_t n);
 
 typedef enum th_sess_change_kind {
     TH_SC_LEVEL,        /* arg: the level */
@@ -106,22 +106,22 @@ typedef enum th_sess_change_kind {
 } th_sess_change_kind;
 /* Change the row (compare-and-set; re-read and re-applied on a conflict),
  * then tell the other loops. r may be NULL (nobody waits: a GET stream's
- * end). Returns 1 parked (r->sop_status: 1 changed, 0 already so, < 0
+ * end). Returns 1 parked (r->session_op_status: 1 changed, 0 already so, < 0
  * refused: MCPG_EEXIST a GET stream is open, MCPG_EAGAIN too many
  * subscriptions, MCPG_ENOENT gone), 0 already so (nothing parked), < 0
  * refused at once (nothing parked). */
-int th_sess_change(th_wslot *ws, th_req *r, const char *sid, th_sess_change_kind k, int level,
+int th_sess_change(th_worker_state *ws, th_req *r, const char *sid, th_sess_change_kind k, int level,
                    const char *uri, size_t un);
 /* DELETE: remove the row and tell every loop (0, MCPG_ENOENT). */
-int th_sess_delete(th_wslot *ws, th_req *r, const char *sid);
+int th_sess_delete(th_worker_state *ws, th_req *r, const char *sid);
 /* notifications/cancelled on a session: every loop cancels its call with that id. */
-void th_sess_cancel(th_wslot *ws, const char *sid, const char *id, size_t idn);
+void th_sess_cancel(th_worker_state *ws, const char *sid, const char *id, size_t idn);
 
 /* Is uri among the session's subscriptions (the cached row)? */
-int th_sess_subscribed(th_wslot *ws, const th_sent *e, const char *uri, size_t un);
+int th_sess_subscribed(th_worker_state *ws, const th_cached_session *e, const char *uri, size_t un);
 
 /* The sweep: renew sessions with streams here, check idle owned ones,
  * forget idle others. */
-void th_sess_sweep(th_wslot *ws, uint64_t now_ms);
+void th_sess_sweep(th_worker_state *ws, uint64_t now_ms);
 
 #endif

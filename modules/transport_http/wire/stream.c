@@ -24,7 +24,7 @@ static int wrote(th_conn *c, th_req *r) {
     return 0;
 }
 
-size_t th_event_id(char *out, const th_wslot *ws, unsigned stream, unsigned seq) {
+size_t th_event_id(char *out, const th_worker_state *ws, unsigned stream, unsigned seq) {
     size_t n = th_fmt_u64(out, ws->mod->replica);
     out[n++] = '_';
     n += th_fmt_u64(out + n, ws->index);
@@ -147,7 +147,7 @@ void th_sse_end(th_conn *c, th_req *r, const char *id, size_t idn, const char *j
 
 /* ---- listeners ------------------------------------------------------------ */
 
-void th_listener_add(th_wslot *ws, th_req *r) {
+void th_listener_add(th_worker_state *ws, th_req *r) {
     r->lprev = NULL;
     r->lnext = ws->listeners;
     if (ws->listeners) ws->listeners->lprev = r;
@@ -158,7 +158,7 @@ void th_listener_add(th_wslot *ws, th_req *r) {
     th_metric_add(ws, ws->mod->m_streams, 1);
 }
 
-void th_listener_remove(th_wslot *ws, th_req *r) {
+void th_listener_remove(th_worker_state *ws, th_req *r) {
     if (!r->listening) return;
     th_listen_stop(ws, r);
     if (r->lprev) r->lprev->lnext = r->lnext;
@@ -174,7 +174,7 @@ void th_listener_remove(th_wslot *ws, th_req *r) {
  * naming the listen request (the one use the 2026-07-28 revision allows a
  * server), before the graceful end's result. Best effort: the result follows
  * whatever became of it. */
-static void tell_cancelled(th_wslot *ws, th_req *r) {
+static void tell_cancelled(th_worker_state *ws, th_req *r) {
     const mcpg_host *h = ws->mod->host;
     mcpg_buf *b = &ws->scratch;
     b->len = 0;
@@ -188,7 +188,7 @@ static void tell_cancelled(th_wslot *ws, th_req *r) {
 }
 
 /* A graceful end is a normal result for the listen request. */
-static void end_one(th_wslot *ws, th_req *r) {
+static void end_one(th_worker_state *ws, th_req *r) {
     const mcpg_host *h = ws->mod->host;
     mcpg_buf *b = &ws->scratch;
     /* a legacy GET stream answers no request: it has no id (and its desc
@@ -214,14 +214,14 @@ static void end_one(th_wslot *ws, th_req *r) {
     th_conn_advance(c);
 }
 
-void th_listeners_end(th_wslot *ws, th_conn *only) {
+void th_listeners_end(th_worker_state *ws, th_conn *only) {
     for (th_req *r = ws->listeners, *next; r; r = next) {
         next = r->lnext;
         if (!only || r->conn == only) end_one(ws, r);
     }
 }
 
-uint32_t th_listeners_end_before(th_wslot *ws, uint64_t before_us) {
+uint32_t th_listeners_end_before(th_worker_state *ws, uint64_t before_us) {
     uint32_t n = 0;
     for (th_req *r = ws->listeners, *next; r; r = next) {
         next = r->lnext;
@@ -233,7 +233,7 @@ uint32_t th_listeners_end_before(th_wslot *ws, uint64_t before_us) {
     return n;
 }
 
-void th_listeners_keepalive(th_wslot *ws, uint64_t now_ms) {
+void th_listeners_keepalive(th_worker_state *ws, uint64_t now_ms) {
     for (th_req *r = ws->listeners, *next; r; r = next) {
         next = r->lnext; /* a stream over its bound closes, never frees, here */
         if (now_ms - r->last_write_ms >= TH_KEEPALIVE_MS && !r->conn->closing)

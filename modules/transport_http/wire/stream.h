@@ -25,7 +25,7 @@ int th_sse_begin(th_conn *c, th_req *r);
  * number there, the event's place in it. out holds at least TH_EVENT_ID_MAX
  * bytes. Returns the length (out NUL-terminated). */
 #define TH_EVENT_ID_MAX 48
-size_t th_event_id(char *out, const th_wslot *ws, unsigned stream, unsigned seq);
+size_t th_event_id(char *out, const th_worker_state *ws, unsigned stream, unsigned seq);
 /* One event: `id` (may be NULL) and the JSON-RPC message. 0, MCPG_ENOMEM,
  * or MCPG_EAGAIN when the stream is over its bound (the connection closes). */
 int th_sse_event(th_conn *c, th_req *r, const char *id, size_t idn, const char *json, size_t n);
@@ -38,14 +38,14 @@ int th_sse_raw(th_conn *c, th_req *r, const char *text, size_t n);
 void th_sse_end(th_conn *c, th_req *r, const char *id, size_t idn, const char *json, size_t n);
 
 /* The worker's open listening streams (subscriptions/listen, GET). */
-void th_listener_add(th_wslot *ws, th_req *r);
-void th_listener_remove(th_wslot *ws, th_req *r);
+void th_listener_add(th_worker_state *ws, th_req *r);
+void th_listener_remove(th_worker_state *ws, th_req *r);
 /* Drain: each listening stream ends with its final result. */
-void th_listeners_end(th_wslot *ws, th_conn *only);
+void th_listeners_end(th_worker_state *ws, th_conn *only);
 /* A reload's deadline: those that began listening before before_us end as
  * at a drain (their connections stay); how many. */
-uint32_t th_listeners_end_before(th_wslot *ws, uint64_t before_us);
+uint32_t th_listeners_end_before(th_worker_state *ws, uint64_t before_us);
 /* Keep-alive comment on every stream quiet for TH_KEEPALIVE_MS. */
-void th_listeners_keepalive(th_wslot *ws, uint64_t now_ms);
+void th_listeners_keepalive(th_worker_state *ws, uint64_t now_ms);
 
 #endif

@@ -62,7 +62,7 @@ int th_legacy_stream_begin(th_conn *c, th_req *r);
  * 0 nothing to do, -1 failed (out of memory). */
 int th_legacy_stream_due(th_conn *c, th_req *r);
 /* A legacy SSE answer waits to begin: make sure the prime timer runs. */
-void th_legacy_prime_soon(th_wslot *ws);
+void th_legacy_prime_soon(th_worker_state *ws);
 #define TH_PRIME_MS 50 /* a call silent this long gets its stream (and an event id) */
 /* A request waiting for the coordinator (session.h): parked, then resumed
  * (its handler runs again; the steps done are flagged in the request). */
@@ -71,9 +71,9 @@ void th_legacy_park(th_req *r);
  * subscription allowed): either wire's POST, a legacy GET or DELETE. */
 void th_legacy_again(th_req *r);
 /* End the standalone GET streams of session sid on this loop. */
-void th_legacy_end_streams(th_wslot *ws, const char *sid);
+void th_legacy_end_streams(th_worker_state *ws, const char *sid);
 /* notifications/cancelled: the call of session sid with that request id on this loop. */
-void th_legacy_cancel_local(th_wslot *ws, const char *sid, const char *id, size_t idn);
+void th_legacy_cancel_local(th_worker_state *ws, const char *sid, const char *id, size_t idn);
 
 /* resume.c: GET with Last-Event-ID */
 void th_resume(th_conn *c, th_req *r, const char *id, size_t n);
@@ -89,14 +89,14 @@ void th_wire_install(th_mod *m);
 /* news_sub.c: each loop's subscription to the fleet's resource news (the
  * resource webhooks publish them, routes/webhook.h) */
 #define TH_NEWS_SUBJECT MCPG_FLEET_NEWS_SUBJECT /* abi/mcpg/kinds.h: the format */
-int th_news_worker_start(th_wslot *ws);
-void th_news_worker_stop(th_wslot *ws);
+int th_news_worker_start(th_worker_state *ws);
+void th_news_worker_stop(th_worker_state *ws);
 
 /* listen.c */
 /* 1 when a subscriptions/listen asks for resource subscriptions. */
 int th_listen_has_uris(const mcpg_host *h, const th_mcp_verdict *v);
 void th_listen_start(th_conn *c, th_req *r, const th_mcp_verdict *v);
-void th_listen_stop(th_wslot *ws, th_req *r);
-void th_news(th_wslot *ws, const char *method, const char *uri, size_t uri_len);
+void th_listen_stop(th_worker_state *ws, th_req *r);
+void th_news(th_worker_state *ws, const char *method, const char *uri, size_t uri_len);
 
 #endif

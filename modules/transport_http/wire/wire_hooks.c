@@ -19,15 +19,15 @@ static void conn_draining(th_conn *c) {
 }
 
 /* A request still queued on a connection being freed. */
-static void request_dropped(th_wslot *ws, th_req *r) { th_listener_remove(ws, r); }
+static void request_dropped(th_worker_state *ws, th_req *r) { th_listener_remove(ws, r); }
 
 /* A request going back to the free list: a relayed stream's replica hears
  * its client went. */
-static void request_freed(th_wslot *ws, th_req *r) { th_relay_drop(ws, r); }
+static void request_freed(th_worker_state *ws, th_req *r) { th_relay_drop(ws, r); }
 
 /* Once a second on each loop: keep-alives, each loop its own session cache,
  * relays whose replica went quiet. */
-static void sweep(th_wslot *ws, uint64_t now_ms) {
+static void sweep(th_worker_state *ws, uint64_t now_ms) {
     th_listeners_keepalive(ws, now_ms);
     th_sess_sweep(ws, now_ms);
     th_relay_sweep(ws, now_ms);
@@ -35,7 +35,7 @@ static void sweep(th_wslot *ws, uint64_t now_ms) {
 
 /* destroy(): calls that ran on without a connection (their handles were the
  * kernel's), then the loop's replay buffers and session cache. */
-static void worker_freeing(th_wslot *ws) {
+static void worker_freeing(th_worker_state *ws) {
     while (ws->orphans) {
         th_req *r = ws->orphans;
         th_replay_orphan_remove(ws, r);
