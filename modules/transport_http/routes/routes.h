@@ -1,7 +1,7 @@
 /* transport_http's routes: what a request's path and method lead to
  * (router.c), and the routes beside /mcp: admin, metrics, readyz, webhooks.
  * The top layer: it calls the wires and the http layer, nothing calls it but
- * the http layer's th_route (declared in http/http.h) and module.c. */
+ * the http layer's th_route (declared in http/http.h) and transport_http.c. */
 #ifndef TH_ROUTES_H
 #define TH_ROUTES_H
 
