@@ -266,11 +266,14 @@ def main():
               "the set against the anchor written at the stop: exit %d\n%s" % (rc, out))
 
     def anchored_after(edit_newest):
-        """Copies of the set with the newest file changed: (plain verify, anchored verify)."""
+        """Copies of the set with the newest file that holds lines changed: (plain
+        verify, anchored verify). The live file is empty when the last write
+        rotated it: then the lines to edit are in the one before."""
         def edit(copies):
-            ls = lines_of(copies[-1])
+            newest = [c for c in copies if os.path.getsize(c)][-1]
+            ls = lines_of(newest)
             edit_newest(ls)
-            write_lines(copies[-1], ls)
+            write_lines(newest, ls)
         copies, rc, out = tampered(edit)
         return (rc, out), verify_anchored(copies)
 
