@@ -47,12 +47,20 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
                   size_t errcap);
 /* dlclose and prove the image unmapped: true when it stays mapped (pinned). */
 bool image_unload(image *im);
+/* The descriptor of an image dlopen'd from file, checked as a load checks
+ * it (the entry symbol, the ABI, the tables, the name matching stem); NULL
+ * with one line ("FILE: what is wrong") in err. */
+const mcpg_module *module_descriptor(void *dl, const char *file, const char *stem, char *err,
+                                     size_t errcap);
 const char *kind_name(uint32_t kind);
 /* Remove the runtime folders (in base) of gateways that are no longer running. */
 void runtime_dirs_sweep(const char *base);
 /* mcpg --help-module NAME: 0, or 2 when the module cannot be loaded;
  * "gateway" and "cluster" print the gateway's own settings */
 int module_help(const char *name, const char *exe_dir);
+/* mcpg modules [--module-dir DIR] [--config FILE] [--json]: what the module
+ * folder holds; 0, or 2 when the folder cannot be read */
+int modules_command(int argc, char **argv, const char *exe_dir);
 
 /* ---- manifest ---- */
 enum { STAGE_IDENTITY, STAGE_POLICY, STAGE_LIMITS, STAGE_AUDIT, STAGE_COUNT };
@@ -172,6 +180,10 @@ manifest *manifest_load(const char *path, const char *listen_override, const cha
  * against a module's schema. NULL with errs when any problem. The fuzzer's
  * entry point (tests/fuzz/fuzz_manifest.c). */
 manifest *manifest_parse(const char *path, const char *text, const char *exe_dir, errlist *errs);
+/* The folder the gateway loads modules from for the manifest at path (NULL:
+ * no manifest, the default beside the binary in exe_dir), without loading
+ * any; NULL with errs grown when the manifest cannot be read. */
+char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs);
 /* "https" when the transport's config (gateway.server) names a certificate,
  * else "http": for the log lines that say where the gateway listens. */
 const char *manifest_scheme(const manifest *m);

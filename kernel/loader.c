@@ -82,6 +82,23 @@ static int check_descriptor(const char *file, const char *stem, const mcpg_modul
     return 0;
 }
 
+const mcpg_module *module_descriptor(void *dl, const char *file, const char *stem, char *err,
+                                     size_t errcap) {
+    mcpg_module_entry_fn entry;
+    void *sym = dlsym(dl, MCPG_ENTRY_SYMBOL);
+    memcpy(&entry, &sym, sizeof entry);
+    if (!entry) {
+        snprintf(err, errcap, "%s: no symbol %s (not an mcpg module)", file, MCPG_ENTRY_SYMBOL);
+        return NULL;
+    }
+    const mcpg_module *d = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR);
+    if (!d) {
+        snprintf(err, errcap, "%s: %s returned no descriptor", file, MCPG_ENTRY_SYMBOL);
+        return NULL;
+    }
+    return check_descriptor(file, stem, d, err, errcap) == 0 ? d : NULL;
+}
+
 /* Every image loaded, so that a file whose content did not change (the
  * same copy name: the hash) is the same image in the next manifest: a
  * reload carries its instances over instead of loading the code twice.
@@ -120,19 +137,8 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
         unlink(run);
         return NULL;
     }
-    mcpg_module_entry_fn entry;
-    void *sym = dlsym(dl, MCPG_ENTRY_SYMBOL);
-    memcpy(&entry, &sym, sizeof entry);
-    if (!entry) {
-        snprintf(err, errcap, "%s: no symbol %s (not an mcpg module)", src, MCPG_ENTRY_SYMBOL);
-        dlclose(dl);
-        unlink(run);
-        return NULL;
-    }
-    const mcpg_module *d = entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR);
-    if (!d) {
-        snprintf(err, errcap, "%s: %s returned no descriptor", src, MCPG_ENTRY_SYMBOL);
-    } else if (check_descriptor(src, name, d, err, errcap) == 0) {
+    const mcpg_module *d = module_descriptor(dl, src, name, err, errcap);
+    if (d) {
         image *im = calloc(1, sizeof *im);
         if (im) {
             im->name = strdup(name);

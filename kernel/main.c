@@ -5,6 +5,7 @@
  *   mcpg --check --config FILE                validate: exit 0, or 2 with every error
  *   mcpg --version                            the version and the ABI version
  *   mcpg audit verify FILE...                 check an audit file's hash chain
+ *   mcpg modules [--module-dir DIR]           what the module folder holds
  *
  * SIGTERM/SIGINT: stop accepting, let in-flight calls finish (bounded by
  * gateway.drain_timeout_ms), flush audit, exit 0. */
@@ -33,6 +34,7 @@ static void usage(FILE *f) {
             "       mcpg --help-module NAME   a module's description and config keys\n"
             "       mcpg --help-module gateway (or cluster)   the gateway's own settings\n"
             "       mcpg audit verify [--anchor A] FILE... an audit trail's hash chain, oldest file first\n"
+            "       mcpg modules [--module-dir DIR | --config FILE] [--json]   the modules a folder holds\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");
 }
 
@@ -280,6 +282,11 @@ int audit_command(int argc, char **argv); /* audit_verify.c */
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_command(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "modules") == 0) {
+        char here[PATH_MAX];
+        exe_dir(here, sizeof here);
+        return modules_command(argc - 1, argv + 1, here);
+    }
     options o = {0};
     if (parse_args(argc, argv, &o)) return 2;
     if (o.help_module) {

@@ -822,6 +822,23 @@ manifest *manifest_parse(const char *path, const char *text, const char *exe_dir
     return unless_errors(m, errs, before);
 }
 
+char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs) {
+    if (!path) {
+        manifest none = {0};
+        resolve_module_dir(&none, exe_dir);
+        return none.module_dir;
+    }
+    manifest *m = manifest_new(path);
+    mctx c = {path, errs, m};
+    size_t before = errs->count;
+    char *raw = read_file(path, &c);
+    if (raw) (void)parse_text(&c, raw, NULL, exe_dir);
+    free(raw);
+    char *dir = errs->count == before && m->module_dir ? strdup(m->module_dir) : NULL;
+    manifest_free(m);
+    return dir;
+}
+
 static void free_strings(char **v, size_t n) {
     for (size_t i = 0; i < n; i++) free(v[i]);
     free(v);
