@@ -118,9 +118,9 @@ def main():
     ap.add_argument("--modules", default=os.path.join(ROOT, "build", "modules"))
     a = ap.parse_args()
     tw.COUNT, tw.INTERVAL_MS, tw.PERIOD_MS = a.resources, a.interval_ms, a.period_ms
-    if not os.path.exists(os.path.join(a.modules, "fx_versions.so")):
-        sys.exit("no %s/fx_versions.so: build the tests (make build)" % a.modules)
     ctx = gateway.Context(argparse.Namespace(bin=a.bin, modules=a.modules, source=ROOT))
+    if not os.path.exists(os.path.join(ctx.test_modules, "fx_versions.so")):
+        sys.exit("no %s/fx_versions.so: build the tests (make build)" % ctx.test_modules)
     rows = []
     print("watch: %d sessions, %d resources polled every %d ms, versions moving every %d ms, %d s, "
           "one gateway of a fleet killed halfway" % (a.sessions, a.resources, a.interval_ms, a.period_ms,

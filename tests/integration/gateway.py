@@ -1,7 +1,11 @@
 """Shared helpers for the mcpg integration tests (Python 3 standard library only).
 
 What is here:
-  * parse_args()      -- the common command line (--bin, --modules, --source)
+  * parse_args()      -- the common command line (--bin, --modules, --source,
+                         --test-modules)
+  * with_fixtures()   -- a manifest that loads its modules from the test fixtures'
+                         folder (build/test-modules: the fixtures and links to
+                         every real module), never shipped in build/modules
   * Gateway           -- starts build/bin/mcpg on a free loopback port, waits for
                          GET /healthz, and always stops it by pid: SIGTERM, wait,
                          exit code must be 0, stderr must hold no sanitizer report.
@@ -101,6 +105,8 @@ def parse_args(extra=None):
     ap.add_argument("--bin", required=True, help="path to build/bin/mcpg")
     ap.add_argument("--modules", required=True, help="path to build/modules")
     ap.add_argument("--source", required=True, help="the source tree (for conf/)")
+    ap.add_argument("--test-modules", default=None,
+                    help="the test fixture modules (default: test-modules beside --modules)")
     if extra:
         extra(ap)
     args = ap.parse_args()
@@ -120,6 +126,22 @@ def replace_file(path, content):
     os.replace(path + ".tmp", path)
 
 
+def test_module_dir(args):
+    """The folder of the test fixture modules (fx_*), which also links every
+    real module: --test-modules, else test-modules beside the modules."""
+    given = getattr(args, "test_modules", None)
+    return os.path.abspath(given or os.path.join(os.path.dirname(args.modules), "test-modules"))
+
+
+def with_fixtures(ctx, manifest):
+    """manifest, loading its modules from the fixtures' folder; a Skip when
+    that folder was not built (the kernel tests build it)."""
+    if not os.path.isdir(ctx.test_modules):
+        raise Skip("no %s (the test fixture modules: build the tests)" % ctx.test_modules)
+    manifest.setdefault("gateway", {})["module_dir"] = ctx.test_modules
+    return manifest
+
+
 class Context:
     """Holds the arguments and one temp folder for the whole test script."""
 
@@ -127,6 +149,7 @@ class Context:
         self.args = args
         self.bin = args.bin
         self.modules = args.modules
+        self.test_modules = test_module_dir(args)
         self.source = args.source
         self.tmp = tempfile.mkdtemp(prefix="mcpg-test-")
         self._n = 0

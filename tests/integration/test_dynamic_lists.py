@@ -12,7 +12,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (IO_TIMEOUT, Context, Conn, Gateway, base_manifest,  # noqa: E402
+from gateway import (IO_TIMEOUT, Context, Conn, Gateway, base_manifest, with_fixtures,  # noqa: E402
                      build_request, call_tool, check, check_eq, expect_error, expect_result,
                      parse_args, run_tests, send_one, stateless_request)
 from test_legacy_wire import (events, head_of, initialize, read_stream, request,  # noqa: E402
@@ -48,7 +48,7 @@ def main():
     # what the tests wait on: calls in flight, the streams the gateway holds open
     m["modules"].append({"name": "prom", "module": "metrics_prometheus"})
     m["bindings"] = [{"backend": "mock"}, {"backend": "dyn", "rename": {"dyn_two": "two"}}]
-    gw = Gateway(ctx, manifest=m, name="dynamic").start()
+    gw = Gateway(ctx, manifest=with_fixtures(ctx, m), name="dynamic").start()
     p = gw.port
 
     def wait_for(want, what, timeout=10.0):

@@ -328,14 +328,9 @@ def stateless_subscriptions(port):
 
 
 def main():
-    def extra(ap):
-        ap.add_argument("--test-modules", default=None,
-                        help="folder with identity_testheader.so (default: <build>/test-modules)")
-    args = parse_args(extra)
+    args = parse_args()
     ctx = Context(args)
-    test_modules = os.path.abspath(args.test_modules or
-                                   os.path.join(os.path.dirname(ctx.modules), "test-modules"))
-    mdir = module_dir(ctx, test_modules)
+    mdir = module_dir(ctx, ctx.test_modules)
     audit_path = ctx.path("audit.jsonl")
     gw = Gateway(ctx, manifest(mdir, audit_path), name="policy").start()
     fast = Gateway(ctx, manifest(mdir, ctx.path("audit-fast.jsonl"), fast_path=True),

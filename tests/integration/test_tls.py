@@ -36,7 +36,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, ConnectionClosed, Context, Gateway, Skip,  # noqa: E402
+from gateway import (Conn, ConnectionClosed, Context, Gateway, Skip, with_fixtures,  # noqa: E402
                      base_manifest, build_request, check, check_eq, expect_result, fail,
                      parse_args, rpc_body, run_cli, run_tests, stateless_headers, wait_for)
 from tlskit import Pki, TlsConn, TlsGateway  # noqa: E402
@@ -346,8 +346,7 @@ def main():
         m = base_manifest(server=tls_server(pki))
         m["modules"].append({"name": "who", "module": "fx_identity"})
         m["pipeline"]["identity"] = ["who"]
-        if not os.path.exists(os.path.join(args.modules, "fx_identity.so")):
-            raise Skip("no fx_identity.so in %s (the kernel tests' fixtures)" % args.modules)
+        with_fixtures(ctx, m)
         with TlsGateway(ctx, anon, manifest=m, name="ident") as gw:
             with TlsConn(gw.port, anon) as c:
                 c.send(build_request(gw.port, headers=stateless_headers("tools/call", "echo"),

@@ -27,7 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Conn, Context, Gateway, base_manifest, call_tool, check, check_eq,  # noqa: E402
+from gateway import (Conn, Context, Gateway, base_manifest, with_fixtures, call_tool, check, check_eq,  # noqa: E402
                      parse_args, run_tests)
 from test_legacy_wire import events, head_of, request, rpc  # noqa: E402
 from fleet_stores import start_store  # noqa: E402
@@ -51,6 +51,7 @@ def manifest(ctx, name, coordinator=None, lease_ms=LEASE_MS, kind=None):
                      {"backend": "ver", "watch": {"interval_ms": INTERVAL_MS}}]
     m["gateway"]["watch"] = {"shards": SHARDS, "lease_ms": lease_ms}
     m["gateway"]["log_level"] = os.environ.get("WATCH_LOG", "info")
+    with_fixtures(ctx, m)
     if coordinator:
         m["cluster"] = {"kind": kind}
         m["modules"].insert(0, coordinator)

@@ -72,7 +72,7 @@ def main():
         if everything:
             mods.append({"name": "everything", "module": "backend_everything"})
             binds.append({"backend": "everything"})
-        m = {"gateway": {"name": name, "module_dir": args.modules, "workers": 2,
+        m = {"gateway": {"name": name, "module_dir": ctx.test_modules, "workers": 2,
                          "server": {"admin_token_env": "MCPG_TEST_ADMIN"}},
              "cluster": {"kind": "single_node"},
              "modules": mods, "bindings": binds}
