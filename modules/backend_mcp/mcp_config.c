@@ -16,6 +16,10 @@ const mcpg_config_field mcp_config_fields[] = {
                           "the upstream's MCP endpoint (http:// or https://); or set command"),
     MCPG_CFG_STRING_FIELD(mcp_cfg, command, "command", NULL,
                           "an executable speaking MCP on stdin/stdout; or set url"),
+    MCPG_CFG_STRING_FIELD(mcp_cfg, command_line, "command_line", NULL,
+                          "instead of command and args: the program and its arguments in one "
+                          "string, split into words as a shell would (quotes, backslashes) "
+                          "but run without one"),
     MCPG_CFG_JSON_FIELD(mcp_cfg, args, "args", "[]", "command's arguments (array of strings)"),
     MCPG_CFG_JSON_FIELD(mcp_cfg, env, "env", "{}",
                         "variables set in command's environment (object of strings)"),
@@ -153,24 +157,50 @@ static int parse_inherit(mcpg_config_problems *p, const char *text, char ***out)
     return bad;
 }
 
-static int check_program(mcpg_config_problems *p, const char *cmd) {
+static int check_program(mcpg_config_problems *p, const char *key, const char *cmd) {
     if (strchr(cmd, '/')) {
         if (access(cmd, X_OK) == 0) return 0;
-        mcpg_config_problem(p, "command", "\"%s\" is not an executable file", cmd);
+        mcpg_config_problem(p, key, "\"%s\" is not an executable file", cmd);
         return 1;
     }
     return 0; /* looked up in PATH when started */
+}
+
+/* command_line: the words are the argv; command and args stay unset. */
+static int parse_command_line(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *s) {
+    if (c->command && c->command[0]) {
+        mcpg_config_problem(p, "command_line", "give command_line or command, not both");
+        return 1;
+    }
+    if (c->args && strcmp(c->args, "[]") != 0) {
+        mcpg_config_problem(p, "args", "command_line holds the arguments: give them there");
+        return 1;
+    }
+    char why[256];
+    if (!(s->argv = command_line_split(c->command_line, why, sizeof why))) {
+        mcpg_config_problem(p, "command_line", "%s", why);
+        return 1;
+    }
+    return check_program(p, "command_line", s->argv[0]);
+}
+
+/* The program to run: command and args, or command_line. */
+static int parse_program(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *s) {
+    if (c->command_line && c->command_line[0]) return parse_command_line(p, c, s);
+    return check_program(p, "command", c->command) + parse_args(p, c, s);
 }
 
 int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *s) {
     memset(s, 0, sizeof *s);
     s->c = c;
     int bad = 0;
-    bool has_url = c->url && c->url[0], has_cmd = c->command && c->command[0];
+    bool has_url = c->url && c->url[0];
+    bool has_cmd = (c->command && c->command[0]) || (c->command_line && c->command_line[0]);
     if (has_url == has_cmd) {
         mcpg_config_problem(p, has_url ? "command" : "url",
                             has_url ? "give url or command, not both"
-                                    : "give url (an MCP endpoint) or command (an executable)");
+                                    : "give url (an MCP endpoint) or command (an executable, "
+                                      "or command_line: it with its arguments)");
         return 1;
     }
     char why[300];
@@ -178,7 +208,7 @@ int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *
         mcpg_config_problem(p, "url", "%s", why);
         bad++;
     }
-    if (has_cmd) bad += check_program(p, c->command) + parse_args(p, c, s);
+    if (has_cmd) bad += parse_program(p, c, s);
     bad += parse_pairs(p, "env", c->env, "=", "", &s->envp);
     bad += parse_inherit(p, c->inherit_env, &s->inherit);
     char **hdrs = NULL;

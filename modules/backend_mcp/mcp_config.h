@@ -9,6 +9,7 @@
 typedef struct mcp_cfg {
     const char *url;       /* http:// or https://: Streamable HTTP */
     const char *command;   /* or: an executable speaking MCP on stdio */
+    const char *command_line; /* or: the program and its arguments in one string */
     const char *args;      /* JSON array of strings */
     const char *env;       /* JSON object of strings */
     const char *inherit_env; /* JSON array of variable names */
@@ -42,5 +43,9 @@ enum { UNTIED_DROP, UNTIED_SOLE_CALL };
 /* 0, or the number of problems (reported through p). */
 int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *out);
 void mcp_settings_free(mcp_settings *s);
+
+/* command_line's words (command_line.c): a NULL-terminated array of strings
+ * (free each, then it), or NULL with why filled. */
+char **command_line_split(const char *line, char *why, size_t whycap);
 
 #endif

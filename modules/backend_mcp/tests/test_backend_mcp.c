@@ -31,6 +31,17 @@ static void test_config_checks(void) {
                    "an argument that is not a string");
     expect_refused("{\"command\":\"/bin/sh\",\"restart_min_ms\":1000,\"restart_max_ms\":500}",
                    "restart_max_ms", "restart_max_ms below restart_min_ms");
+    expect_refused("{\"command_line\":\"python3 'server.py\"}", "command_line",
+                   "a quote never closed");
+    expect_refused("{\"command_line\":\"server --stdio | tee log\"}", "command_line",
+                   "a pipe, which no shell would run");
+    expect_refused("{\"command_line\":\"   \"}", "command_line", "a command line of blanks");
+    expect_refused("{\"command_line\":\"/nonexistent/mcp-server --stdio\"}", "command_line",
+                   "a command line whose program is not executable");
+    expect_refused("{\"command_line\":\"/bin/sh -c true\",\"command\":\"/bin/sh\"}",
+                   "command_line", "command_line and command together");
+    expect_refused("{\"command_line\":\"/bin/sh -c true\",\"args\":[\"x\"]}", "args",
+                   "command_line and args together");
 }
 
 typedef struct list_wait {
