@@ -25,7 +25,8 @@ static const mcpg_config_field ffi_config[] = {
                         "description, ...}], returns}; types: int8..int64, uint8..uint64, float, "
                         "double, bool, string (returns also void); params also buffer {size, "
                         "encoding} and array {of, max_length, inout | length}; an integer "
-                        "param with size_of or length_of is filled by the module"),
+                        "param with size_of or length_of is filled by the module; a NaN or infinite "
+                        "result is a tool error (isError) whose text says so"),
     MCPG_CONFIG_END};
 
 typedef struct ffi_backend {

@@ -27,10 +27,15 @@ static void narrow_return(ffi_kind k, ffi_value *r) {
     *r = t;
 }
 
+/* Below this an integral value is written with all its digits (10, not
+ * 1e+01): every such double is an integer exactly. */
+#define PLAIN_INTEGER_MAX 1e15
+
 /* Shortest %.Ng that reads back the same value, so sqrt(2) is not printed
  * with 17 noisy digits and 0.1 stays 0.1 (max 9 for floats, 17 for doubles). */
 static int format_double(const mcpg_host *h, mcpg_buf *b, double d, int max) {
-    if (!isfinite(d)) return h->buf_printf(b, "null"); /* JSON has no such numbers */
+    if (!isfinite(d)) return h->buf_printf(b, "null"); /* never reached: answered as an error */
+    if (d == floor(d) && fabs(d) < PLAIN_INTEGER_MAX) return h->buf_printf(b, "%.0f", d);
     char t[40];
     for (int prec = 1; prec <= max; prec++) {
         snprintf(t, sizeof t, "%.*g", prec, d);
@@ -139,6 +144,109 @@ static int write_result(const mcpg_host *h, mcpg_buf *b, const ffi_fn *f, const 
     return rc;
 }
 
+/* ---- results JSON cannot hold ----
+ * NaN and the infinities have no JSON number. Answering null would pass
+ * them off as a value; the call is a tool error instead, whose text says
+ * what happened, for the model that reads it: "sqrt(-1): the result is not
+ * a number (NaN), which no JSON number can hold". */
+
+typedef struct nonfinite {
+    const ffi_param *p; /* the output that holds it; NULL: the return value */
+    size_t index;       /* its element */
+    double value;
+} nonfinite;
+
+static int is_real(ffi_kind k) { return k == FK_FLOAT || k == FK_DOUBLE; }
+
+static double real_of(ffi_kind k, const void *v) {
+    ffi_value x;
+    memcpy(&x, v, k == FK_FLOAT ? sizeof x.f : sizeof x.d);
+    return k == FK_FLOAT ? (double)x.f : x.d;
+}
+
+/* The first NaN or infinity in the return value or a real array output. */
+static int find_nonfinite(const ffi_fn *f, const ffi_args *a, const ffi_value *r, nonfinite *nf) {
+    if (is_real(f->ret) && !isfinite(real_of(f->ret, r))) {
+        *nf = (nonfinite){NULL, 0, real_of(f->ret, r)};
+        return 1;
+    }
+    for (size_t i = 0; i < f->nparams; i++) {
+        const ffi_param *p = &f->params[i];
+        if (p->kind != FK_ARRAY || !ffi_param_output(p) || !is_real(p->of)) continue;
+        size_t unit = ffi_param_unit(p);
+        for (size_t j = 0; j < a->count[i]; j++) {
+            double d = real_of(p->of, (const char *)a->mem[i] + j * unit);
+            if (isfinite(d)) continue;
+            *nf = (nonfinite){p, j, d};
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The argument `name` as the caller wrote it (its JSON text). */
+static int append_written(const mcpg_host *h, mcpg_buf *b, const ffi_args *a, const char *name) {
+    size_t n = 0, iter = 0;
+    const char *args = h->call_args(a->call, &n);
+    mcpg_json_span k, v;
+    while (args && h->json_object_next(args, n, &iter, &k, &v) == 1)
+        if (h->json_string_eq(&k, name, strlen(name)) == 1) return h->buf_append(b, v.p, v.n);
+    return 0;
+}
+
+#define SHOWN_STRING_MAX 60 /* a longer string argument is shown as "..." */
+
+/* "pow(10, 400)": the call as the caller gave it (arrays as [...]). */
+static int append_call(const mcpg_host *h, mcpg_buf *b, const ffi_fn *f, const ffi_args *a) {
+    int rc = h->buf_printf(b, "%s(", f->name);
+    const char *sep = "";
+    for (size_t i = 0; i < f->nparams && !rc; i++) {
+        const ffi_param *p = &f->params[i];
+        if (!ffi_param_given(p)) continue;
+        rc = h->buf_printf(b, "%s", sep);
+        if (rc) break;
+        if (p->kind == FK_ARRAY) rc = h->buf_printf(b, "[...]");
+        else if (p->kind == FK_STRING && strlen(a->vals[i].s) > SHOWN_STRING_MAX)
+            rc = h->buf_printf(b, "\"...\"");
+        else if (p->kind == FK_STRING) rc = format_value(h, b, p->kind, &a->vals[i]);
+        else rc = append_written(h, b, a, p->name);
+        sep = ", ";
+    }
+    return rc ? rc : h->buf_printf(b, ")");
+}
+
+static int append_nonfinite(const mcpg_host *h, mcpg_buf *b, const nonfinite *nf) {
+    int rc = nf->p ? h->buf_printf(b, ": %s[%zu] is ", nf->p->name, nf->index)
+                   : h->buf_printf(b, ": the result is ");
+    if (!rc) rc = h->buf_printf(b, "%s, which no JSON number can hold",
+                                isnan(nf->value) ? "not a number (NaN)"
+                                : nf->value > 0  ? "+infinity (an overflow, or a pole of the function)"
+                                                 : "-infinity (an overflow, or a pole of the function)");
+    return rc;
+}
+
+/* {"content":[{"type":"text","text":"<the call>: <what>"}],"isError":true} */
+static int write_nonfinite(const mcpg_host *h, mcpg_buf *b, const ffi_fn *f, const ffi_args *a,
+                           const nonfinite *nf) {
+    mcpg_buf text = {0};
+    int rc = append_call(h, &text, f, a);
+    if (!rc) rc = append_nonfinite(h, &text, nf);
+    if (!rc) rc = h->buf_append(b, "{\"content\":[{\"type\":\"text\",\"text\":", 34);
+    if (!rc) rc = h->buf_append_json_string(b, text.data, text.len);
+    if (!rc) rc = h->buf_printf(b, "}],\"isError\":true}");
+    h->buf_free(&text);
+    return rc;
+}
+
+/* The answer: the value and outputs, or the tool error a NaN or an
+ * infinity among them makes. */
+static int write_answer(const mcpg_host *h, mcpg_buf *b, const ffi_fn *f, const ffi_args *a,
+                        const ffi_value *r) {
+    nonfinite nf;
+    return find_nonfinite(f, a, r, &nf) ? write_nonfinite(h, b, f, a, &nf)
+                                        : write_result(h, b, f, a, r);
+}
+
 mcpg_status ffi_call_run(const mcpg_host *h, const ffi_fn *f, mcpg_call *call) {
     ffi_args a = {.h = h, .call = call};
     mcpg_status st = ffi_args_read(&a, f);
@@ -148,7 +256,7 @@ mcpg_status ffi_call_run(const mcpg_host *h, const ffi_fn *f, mcpg_call *call) {
         ffi_call((ffi_cif *)&f->cif, FFI_FN(f->sym), &r, a.ptrs);
         narrow_return(f->ret, &r);
         mcpg_buf *b = h->call_result_buf(call);
-        if (!b || write_result(h, b, f, &a, &r)) {
+        if (!b || write_answer(h, b, f, &a, &r)) {
             h->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
             st = MCPG_DENY;
         }

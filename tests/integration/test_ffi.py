@@ -7,7 +7,8 @@ arrays), arrays of every element type (the fixture library the module's
 tests build, libffi_fixture.so), on the pool and inline; wrong types,
 missing arguments, out-of-range integers of each width, too-long arrays;
 a missing library or symbol and a bad buffer are --check errors naming
-their key."""
+their key; a result JSON cannot hold (NaN, an infinity; the return value or
+an output array's element) is a tool error saying so, on both wires."""
 import base64
 import json
 import os
@@ -19,12 +20,27 @@ from gateway import (Context, Gateway, base_manifest, check, check_eq, parse_arg
                      run_cli, run_tests, send_one, stateless_request, strip_server_info,
                      tool_call_request)
 
+import test_legacy_wire as legacy_wire  # noqa: E402
+
 LIBC, LIBM = "libc.so.6", "libm.so.6"
 WIDTHS = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-2**31, 2**31 - 1),
           "int64": (-2**63, 2**63 - 1), "uint8": (0, 255), "uint16": (0, 65535),
           "uint32": (0, 2**32 - 1), "uint64": (0, 2**64 - 1)}
 ELEMENTS = {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
             "u16": "uint16", "u32": "uint32", "u64": "uint64", "f": "float", "d": "double"}
+
+
+def session_caller(port):
+    """tools/call on one legacy (2025-11-25) session: fn(tool, args) -> its result."""
+    _, sid = legacy_wire.initialize(port)
+    ids = iter(range(100, 10000))
+
+    def call(tool, args):
+        body = legacy_wire.rpc("tools/call", {"name": tool, "arguments": args}, id=next(ids))
+        rpc = legacy_wire.answer(legacy_wire.request(port, body=body, session=sid))
+        check("result" in rpc, "%s %r on a session: a result: %r" % (tool, args, rpc))
+        return rpc["result"]
+    return call
 
 
 def fn(name, lib, sym, returns, *params):
@@ -60,6 +76,10 @@ def functions(fixture):
            p("exp", "array", of="int32", length=1)),
         fn("fill", fixture, "ffx_fill", "int32", p("bytes", "buffer", size=300, encoding="base64"),
            p("n", "uint16", size_of="bytes")),
+        fn("square", fixture, "ffx_square_d", "void",
+           p("xs", "array", of="double", max_length=4, inout=True),
+           p("n", "uint8", length_of="xs")),
+        fn("logf", LIBM, "logf", "float", p("x", "float")),
     ]
     # one identity per integer width: abs and labs of an in-range value
     # answer it unchanged when it is at least 0
@@ -137,6 +157,8 @@ def main():
             res.pop("resultType", None)  # the stateless wire's own member
             check_eq(res, {"content": [{"type": "text", "text": "3"}],
                            "structuredContent": {"result": 3}}, "sqrt(9)")
+            r = send_one(gw.port, tool_call_request(gw.port, "pow", {"x": 10, "y": 2}))
+            check_eq(r.rpc()["result"]["content"][0]["text"], "100", "pow(10, 2): all its digits")
             r = send_one(gw.port, tool_call_request(gw.port, "pow", {"x": "2", "y": 3}))
             err = r.rpc().get("error") or {}
             check_eq(err.get("code"), -32602, "pow with a string argument: %r" % r.rpc())
@@ -200,6 +222,45 @@ def main():
                          "65536 elements")
         return t
 
+    def tool_error(gw, tool, args, legacy=None):
+        """The isError result's one text, on the stateless wire or a session."""
+        if legacy:
+            res = legacy(tool, args)
+        else:
+            rpc = send_one(gw.port, tool_call_request(gw.port, tool, args)).rpc()
+            check("result" in rpc, "%s %r: a result, not a protocol error: %r" % (tool, args, rpc))
+            res = rpc["result"]
+        check(res.get("isError") is True, "%s %r: isError: %r" % (tool, args, res))
+        check("structuredContent" not in res, "%s %r: no value to give: %r" % (tool, args, res))
+        check_eq(len(res["content"]), 1, "%s %r: one content item" % (tool, args))
+        return res["content"][0]["text"]
+
+    NO_JSON = "which no JSON number can hold"
+    POLE = "(an overflow, or a pole of the function)"
+
+    def t_nonfinite_default_manifest():
+        with Gateway(ctx, config=conf, env=env, name="ffi-nan") as gw:
+            for legacy in (None, session_caller(gw.port)):
+                wire = "legacy" if legacy else "stateless"
+                check_eq(tool_error(gw, "sqrt", {"x": -1}, legacy),
+                         "sqrt(-1): the result is not a number (NaN), " + NO_JSON, "sqrt(-1) " + wire)
+                check_eq(tool_error(gw, "pow", {"x": 10, "y": 400}, legacy),
+                         "pow(10, 400): the result is +infinity %s, %s" % (POLE, NO_JSON),
+                         "pow(10, 400) " + wire)
+
+    def t_nonfinite_types():
+        with Gateway(ctx, manifest=manifest(), name="ffi-inf") as gw:
+            check_eq(tool_error(gw, "logf", {"x": 0}),
+                     "logf(0): the result is -infinity %s, %s" % (POLE, NO_JSON), "logf(0)")
+            check_eq(tool_error(gw, "sum_d", {"xs": [1e308, 1e308]}),
+                     "sum_d([...]): the result is +infinity %s, %s" % (POLE, NO_JSON), "sum_d")
+            check_eq(tool_error(gw, "square", {"xs": [2, -1e200, 1e200]}),
+                     "square([...]): xs[1] is +infinity %s, %s" % (POLE, NO_JSON),
+                     "an output array's element")
+            rpc = send_one(gw.port, tool_call_request(gw.port, "square", {"xs": [2, -3]})).rpc()
+            check_eq(rpc.get("result", {}).get("structuredContent"), {"result": None, "xs": [4, 9]},
+                     "square of finite numbers answers as ever")
+
     def t_bad_arguments():
         with Gateway(ctx, manifest=manifest(), name="ffi-bad") as gw:
             def bad(tool, args, want):
@@ -256,6 +317,10 @@ def main():
                       ("a missing symbol is a --check error naming its key", t_missing_symbol),
                       ("a missing library and bad buffers are --check errors", t_config_errors),
                       ("the default manifest's libm functions answer", t_default_manifest),
+                      ("sqrt(-1), pow(10, 400): tool errors saying why, on both wires",
+                       t_nonfinite_default_manifest),
+                      ("NaN and infinities of floats, sums and outputs: tool errors",
+                       t_nonfinite_types),
                       ("every type, on the pool", calls(False)),
                       ("every type, inline", calls(True)),
                       ("wrong types, missing arguments, out of range, too long",

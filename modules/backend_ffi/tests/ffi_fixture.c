@@ -2,7 +2,8 @@
  * arrays of numbers, so these do, one pair per element type:
  *   double ffx_sum_<t>(const T *xs, size_t n)   the sum, as a double
  *   void ffx_flip_<t>(T *xs, size_t n)          ~x for integers, -x for floats
- * and one that fills a buffer with bytes no text can carry. */
+ * one that fills a buffer with bytes no text can carry, and one whose
+ * output can overflow (squares in place: 1e200 becomes +infinity). */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,4 +38,9 @@ FFX_EXPORT int32_t ffx_fill(uint8_t *buf, uint16_t n);
 FFX_EXPORT int32_t ffx_fill(uint8_t *buf, uint16_t n) {
     for (uint16_t i = 0; i < n; i++) buf[i] = (uint8_t)(255 - i);
     return n;
+}
+
+FFX_EXPORT void ffx_square_d(double *xs, size_t n);
+FFX_EXPORT void ffx_square_d(double *xs, size_t n) {
+    for (size_t i = 0; i < n; i++) xs[i] *= xs[i];
 }

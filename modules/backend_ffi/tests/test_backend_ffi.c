@@ -27,6 +27,23 @@ static const char config[] =
     FN("srand", "libc.so.6", "srand", "void", P("seed", "uint32")) ","
     FN("nan", "libm.so.6", "nan", "double", P("tag", "string")) "]}";
 
+/* The call answers a tool error (isError, no structuredContent) whose one
+ * text is `text`. */
+static void expect_tool_error(mcpg_instance *inst, const char *tool, const char *args,
+                              const char *text) {
+    int64_t code;
+    char msg[256];
+    json_t *o = call(inst, tool, args, &code, msg);
+    MCPG_CHECK(o, "%s %.120s: error %lld %s", tool, args, (long long)code, msg);
+    if (!o) return;
+    const char *got = json_string_value(
+        json_object_get(json_array_get(json_object_get(o, "content"), 0), "text"));
+    MCPG_CHECK(json_is_true(json_object_get(o, "isError")) && got && strcmp(got, text) == 0,
+               "%s %.120s: isError with text [%s], got [%s]", tool, args, text, got ? got : "(none)");
+    MCPG_CHECK(!json_object_get(o, "structuredContent"), "%s: no structuredContent", tool);
+    json_decref(o);
+}
+
 static void test_calls(int inline_dispatch) {
     mcpg_instance *inst = load(config);
     if (inline_dispatch)
@@ -55,7 +72,9 @@ static void test_calls(int inline_dispatch) {
     expect(inst, "u16", "{\"n\":65535}", "65535", "65535");
     expect(inst, "u32", "{\"n\":4294967295}", "4294967295", "4294967295");
     expect(inst, "srand", "{\"seed\":1}", "null", "null");
-    expect(inst, "nan", "{\"tag\":\"\"}", "null", "null");
+    expect_tool_error(inst, "nan", "{\"tag\":\"\"}",
+                      "nan(\"\"): the result is not a number (NaN), which no JSON number can hold");
+    expect(inst, "ldexp", "{\"x\":1.25,\"e\":3}", "10", "10");
     MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
 }
 
