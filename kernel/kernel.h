@@ -182,7 +182,8 @@ manifest *manifest_load(const char *path, const char *listen_override, const cha
 manifest *manifest_parse(const char *path, const char *text, const char *exe_dir, errlist *errs);
 /* The folder the gateway loads modules from for the manifest at path (NULL:
  * no manifest, the default beside the binary in exe_dir), without loading
- * any; NULL with errs grown when the manifest cannot be read. */
+ * any; NULL with errs grown when the manifest cannot be read (errs is not
+ * used without one). */
 char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs);
 /* "https" when the transport's config (gateway.server) names a certificate,
  * else "http": for the log lines that say where the gateway listens. */

@@ -69,8 +69,7 @@ static bool print_settings(const char *name) {
 
 int module_help(const char *name, const char *exe_dir) {
     if (print_settings(name)) return 0;
-    char dir[PATH_MAX], real[PATH_MAX], run[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/../modules", exe_dir);
+    char run[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
     snprintf(run, sizeof run, "%s/mcpg-help-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(run)) {
@@ -78,7 +77,10 @@ int module_help(const char *name, const char *exe_dir) {
         return 1;
     }
     char err[1024];
-    image *im = image_load(realpath(dir, real) ? real : dir, name, run, err, sizeof err);
+    char *dir = manifest_module_dir(NULL, exe_dir, NULL); /* the gateway's default folder */
+    image *im = dir ? image_load(dir, name, run, err, sizeof err) : NULL;
+    if (!dir) snprintf(err, sizeof err, "out of memory");
+    free(dir);
     int rc = 0;
     if (im) {
         print_module(im);
