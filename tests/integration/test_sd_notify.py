@@ -150,7 +150,7 @@ def main():
     def t_not_a_socket_name():
         with Gateway(ctx, manifest=base_manifest(), name="unusable",
                      env={"NOTIFY_SOCKET": "relative.sock"}) as gw:
-            wait_for(lambda: 'NOTIFY_SOCKET "relative.sock" is not an absolute path' in
+            wait_for(lambda: 'NOTIFY_SOCKET \\"relative.sock\\" is not an absolute path' in
                      gw.stderr(), 20, "the warning naming NOTIFY_SOCKET")
             check_eq(readyz(gw.port).status, 200, "/readyz without a service manager")
 
