@@ -502,6 +502,9 @@ void news_reload_published(generation *old, generation *g);
  * GET /readyz, and a log line for each that stays so. */
 void ready_control_init(uv_loop_t *loop);
 int host_backends_waiting(mcpg_worker *w, mcpg_buf *out);
+/* On the control loop: READY=1 to the service manager the first time no
+ * backend is waiting (sd_notify.h). */
+void ready_tell_manager(void);
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);

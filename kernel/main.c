@@ -9,6 +9,7 @@
  * SIGTERM/SIGINT: stop accepting, let in-flight calls finish (bounded by
  * gateway.drain_timeout_ms), flush audit, exit 0. */
 #include "kernel.h"
+#include "sd_notify.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -110,6 +111,7 @@ static void on_stop_signal(uv_signal_t *s, int signum) {
     main_loop *ml = s->data;
     if (atomic_exchange(&kernel.draining, true)) return;
     klog(MCPG_LOG_INFO, "kernel", "%s: draining in-flight calls", strsignal(signum));
+    sd_notify_stopping();
     workers_drain();
     ml->drain_deadline = mono_us() + (uint64_t)kernel.m->drain_timeout_ms * 1000;
     uv_timer_start(&ml->drain_check, on_drain_check, 5, 5);

@@ -25,6 +25,7 @@ cd "$(dirname "$0")/.."
 # nginx-light wrk               : benchmark baseline and load generator
 # procps util-linux             : ps/pgrep for tests, taskset for benchmarks
 # libnats-dev nats-server       : coordinator_nats (nats.c) and the server its tests start
+# systemd groff-base            : tests/dist: systemd-analyze verify on the unit, groff on the man pages
 APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   clang libclang-rt-14-dev
@@ -36,6 +37,7 @@ APT_PACKAGES=(
   nginx-light wrk
   procps util-linux
   libnats-dev nats-server
+  systemd groff-base
 )
 
 missing=()
