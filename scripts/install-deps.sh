@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Install what mcpg needs to build, run and test, on Debian 12 (bookworm).
-# `--run` installs only what the gateway needs to build and run (no Node.js),
-# `--test` only what the tests add; no option installs both.
+# Install what mcpg needs to build, run and test, on Debian 12 (bookworm);
+# --run and --test install a part of it (below).
 #
 # Idempotent: it asks dpkg what is already there and only calls apt-get for
 # what is missing, so a second run is fast and needs no network.
