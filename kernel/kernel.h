@@ -181,8 +181,15 @@ void manifest_free(manifest *m);
 /* A reload reads its manifest into the folder the running gateway already
  * copies its modules to (NULL: a fresh one, as at start). */
 void manifest_use_runtime_dir(const char *dir);
-/* ${VAR} / ${VAR:-default} expansion; NULL + errs on an unset variable. */
+/* ${VAR} / ${VAR:-default} expansion of one string whose errors name the key
+ * path (NULL + errs on an unset variable, a bad name, a missing "}");
+ * expand_env is the same with the path "(root)". */
+char *expand_env_at(const char *text, const char *file, const char *path, errlist *errs);
 char *expand_env(const char *text, const char *file, errlist *errs);
+/* Every string value of the parsed manifest, in place (not the top-level
+ * "description"); -1 when any reference failed (each error once, at its key). */
+struct json_t;
+int expand_env_json(struct json_t *root, const char *file, errlist *errs);
 
 /* ---- instances and generations ---- */
 struct mcpg_instance {
