@@ -181,6 +181,10 @@ void manifest_free(manifest *m);
 /* A reload reads its manifest into the folder the running gateway already
  * copies its modules to (NULL: a fresh one, as at start). */
 void manifest_use_runtime_dir(const char *dir);
+/* The key an instance's config is written at, by the instance's name
+ * ("modules[2].config", "gateway.server", "events", "cluster"; "(root)" when
+ * m declares no such instance): what its errors and warnings name. */
+void manifest_config_key(const manifest *m, const char *name, char *out, size_t cap);
 /* ${VAR} / ${VAR:-default} expansion of one string whose errors name the key
  * path (NULL + errs on an unset variable, a bad name, a missing "}");
  * expand_env is the same with the path "(root)". */

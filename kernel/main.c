@@ -186,6 +186,19 @@ static int check_only(manifest *m) {
     return rc;
 }
 
+/* Which instance did not start, at the key its config is written at (the
+ * instance logged why just before). */
+static void say_start_failed(const manifest *m, const generation *g) {
+    if (!g->failed) {
+        klog(MCPG_LOG_ERROR, "kernel", "could not start");
+        return;
+    }
+    char key[160];
+    manifest_config_key(m, g->failed, key, sizeof key);
+    fprintf(stderr, "%s: %s: instance \"%s\" could not start: %s\n", m->path, key, g->failed,
+            mcpg_strerror(g->failed_rc));
+}
+
 /* How long the exit waits for a backend call still running on the pool
  * once the drain (and its deadline) is over. */
 #define STUCK_BACKEND_GRACE_MS 1000
@@ -252,7 +265,7 @@ static int serve(manifest *m) {
         generation_start(kernel.gen) != 0) {
         /* e.g. an audit file that cannot be opened: stop the instances that
          * did start (their threads) before main unloads their images */
-        klog(MCPG_LOG_ERROR, "kernel", "could not start");
+        say_start_failed(m, kernel.gen);
         pool_stop();
         generation_stop(kernel.gen);
         generation_free(kernel.gen);

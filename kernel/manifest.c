@@ -733,6 +733,7 @@ static void add_default_coordinator(mctx *c) {
     memset(d, 0, sizeof *d);
     d->name = strdup("cluster");
     d->module = strdup("coordinator_memory");
+    d->section = "cluster";
     if (m->cluster_path) { /* its config: {"path": ...}, errors named cluster.path */
         json_t *cfg = json_pack("{s:s}", "path", m->cluster_path);
         d->config_json = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
@@ -922,6 +923,18 @@ void manifest_free(manifest *m) {
     free(m->dir);
     free(m->path);
     free(m);
+}
+
+void manifest_config_key(const manifest *m, const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "(root)");
+    if (m->transport.name && strcmp(m->transport.name, name) == 0)
+        snprintf(out, cap, "gateway.server");
+    for (size_t i = 0; i < m->n_instances; i++) {
+        const decl_instance *d = &m->instances[i];
+        if (!d->name || strcmp(d->name, name) != 0) continue;
+        if (d->section) snprintf(out, cap, "%s", d->section);
+        else snprintf(out, cap, "modules[%zu].config", i);
+    }
 }
 
 void host_report_error(mcpg_report *rep, const char *key_path, const char *fmt, ...) {
