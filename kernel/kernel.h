@@ -30,6 +30,16 @@ void klog_init(int level);
 int klog_level(void);
 void klog(int level, const char *src, const char *fmt, ...) MCPG_PRINTF(3, 4);
 void klog_v(int level, const char *src, const char *fmt, va_list ap) MCPG_PRINTF(3, 0);
+/* klog about what the manifest says at key (a path such as "gateway.listen[0]"). */
+void klog_at(int level, const char *src, const char *key, const char *fmt, ...)
+    MCPG_PRINTF(4, 5);
+/* The manifest key a log line's source ("kernel", "[kind:module:instance]") is
+ * about, into out. */
+typedef void (*klog_key_fn)(const void *ctx, const char *src, char *out, size_t cap);
+/* --check: from now on warnings and errors logged come out as
+ * "FILE: key: warning: what" (or "error:") lines on stderr, the key from
+ * klog_at or key_of(ctx, src); info and debug lines are dropped. */
+void klog_check_mode(const char *file, klog_key_fn key_of, const void *ctx);
 
 /* ---- loader: one dlopen'd copy of one module file ---- */
 typedef struct image {
