@@ -155,6 +155,11 @@ def main():
                 "no identity stage: anyone who can reach it may call every tool (add identity "
                 "modules to pipeline.identity)" % path)
         check_eq(text.splitlines(), [want], "the only output line")
+        path = os.path.join(ctx.source, "conf", "events.json")  # a module's warning at create()
+        rc, out, err = run_cli(ctx, ["--check", "--config", path], unset=["MCPG_EVENTS_SECRET"])
+        want = ('%s: events: warning: source "bench": MCPG_EVENTS_SECRET is unset: it is off (404)'
+                % path)
+        check_eq((rc, (out + err).splitlines()), (0, [want]), "--check conf/events.json")
 
     def m_nats(m):
         m["cluster"] = {"kind": "nats"}
