@@ -20,7 +20,7 @@ typedef struct mctx {
     const char *file;
     errlist *errs;
     manifest *m;
-    bool no_module_dir; /* gateway.module_dir is not a folder: nothing to load */
+    char *module_dir_written; /* gateway.module_dir as the manifest says it, or NULL */
 } mctx;
 
 struct mcpg_report {
@@ -225,11 +225,12 @@ static void compile_redactor(mctx *c) {
 }
 
 /* gateway.module_dir as written must name a folder: say where it led when it
- * does not (and skip loading modules from it: each would say the same). */
-static void check_module_dir(mctx *c, const char *written, const char *resolved) {
+ * does not (-1: then no module is loaded from it, each would say the same). */
+static int check_module_dir(mctx *c, const char *written, const char *resolved) {
+    if (!written) return 0; /* the default folder: each module's error names it */
     struct stat st;
     bool exists = stat(resolved, &st) == 0;
-    if (exists && S_ISDIR(st.st_mode)) return;
+    if (exists && S_ISDIR(st.st_mode)) return 0;
     char cwd[PATH_MAX] = "", shown[PATH_MAX * 2];
     if (resolved[0] != '/' && getcwd(cwd, sizeof cwd))
         snprintf(shown, sizeof shown, "%s/%s", cwd,
@@ -238,7 +239,7 @@ static void check_module_dir(mctx *c, const char *written, const char *resolved)
         snprintf(shown, sizeof shown, "%s", resolved);
     err(c, "gateway.module_dir", "\"%s\" (resolved to %s): %s", written, shown,
         exists ? "not a folder" : "no such folder");
-    c->no_module_dir = true;
+    return -1;
 }
 
 /* gateway.module_dir from the manifest's folder; unset or "": beside the binary. */
@@ -284,10 +285,8 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     parse_secret(c);
     compile_redactor(c);
     parse_listen(c, listen_override);
-    char *written = m->module_dir && *m->module_dir ? strdup(m->module_dir) : NULL;
+    if (m->module_dir && *m->module_dir) c->module_dir_written = strdup(m->module_dir);
     resolve_module_dir(m, exe_dir);
-    if (written) check_module_dir(c, written, m->module_dir);
-    free(written);
     m->transport.name = strdup("http");
     check_server(c);
 }
@@ -744,7 +743,8 @@ static void add_default_coordinator(mctx *c) {
 
 static void resolve_all(mctx *c) {
     manifest *m = c->m;
-    if (c->no_module_dir || prepare_runtime_dir(c)) return;
+    if (check_module_dir(c, c->module_dir_written, m->module_dir) || prepare_runtime_dir(c))
+        return;
     resolve_instance(c, &m->transport, "gateway", "gateway.transport", "gateway.server");
     if (m->transport.image && m->transport.image->desc->kind != MCPG_KIND_TRANSPORT)
         err(c, "gateway.transport", "\"%s\" is a %s module, not a transport", m->transport.module,
@@ -854,19 +854,21 @@ static manifest *unless_errors(manifest *m, const errlist *errs, size_t before) 
 manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
                         errlist *errs) {
     manifest *m = manifest_new(path);
-    mctx c = {path, errs, m, false};
+    mctx c = {path, errs, m, NULL};
     size_t before = errs->count;
     char *raw = read_file(path, &c);
     if (raw && parse_text(&c, raw, listen_override, exe_dir) == 0) resolve_all(&c);
     free(raw);
+    free(c.module_dir_written);
     return unless_errors(m, errs, before);
 }
 
 manifest *manifest_parse(const char *path, const char *text, const char *exe_dir, errlist *errs) {
     manifest *m = manifest_new(path);
-    mctx c = {path, errs, m, false};
+    mctx c = {path, errs, m, NULL};
     size_t before = errs->count;
     (void)parse_text(&c, text, NULL, exe_dir);
+    free(c.module_dir_written);
     return unless_errors(m, errs, before);
 }
 
