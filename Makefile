@@ -1,7 +1,9 @@
 # mcpg: the two commands are `make run` and `make test` (see README.md).
 #
 #   make build   Release build in build/ (build/bin/mcpg, build/modules/*.so)
-#   make run     install what is missing, build, start the gateway on conf/mcpg.json
+#   make run     install what the gateway needs (no Node.js: make deps-run), build
+#                only the gateway and its modules (target gateway, no tests), start
+#                it on conf/mcpg.json
 #   make test    install what is missing, Release build + every test, then an
 #                ASan+UBSan (gcc, Debug) build in build-asan/ + every test again,
 #                then each fuzzer for FUZZ_TEST_SECONDS (make test-fuzz); every
@@ -33,13 +35,19 @@ CTEST_FLAGS    := --output-on-failure --no-tests=error -j$(CTEST_JOBS)
 
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: deps build build-asan build-fuzz run test test-release test-asan test-fuzz test-stress fuzz bench report clean
+.PHONY: deps deps-run build build-asan build-fuzz run test test-release test-asan test-fuzz test-stress fuzz bench report clean
 
+# deps: everything `make test` needs; deps-run: only what `make run` needs.
 deps:
 	@bash scripts/install-deps.sh
 
+deps-run:
+	@bash scripts/install-deps.sh --run
+
+# MCPG_TESTS is set both ways explicitly: `make run` turns the tests off in the
+# build tree (configuring them needs python3), `make build` turns them back on.
 build:
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DMCPG_TESTS=ON
 	cmake --build $(BUILD_DIR)
 
 build-asan:
@@ -54,8 +62,9 @@ build-fuzz:
 	cmake --build $(FUZZ_BUILD_DIR) --target fuzzers
 
 run:
-	@$(MAKE) --no-print-directory deps
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory deps-run
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DMCPG_TESTS=OFF
+	cmake --build $(BUILD_DIR) --target gateway
 	exec $(BUILD_DIR)/bin/mcpg --config $(CONFIG)
 
 test-release:

@@ -31,10 +31,12 @@ static mcpg_instance *instance_new(decl_instance *d, uint32_t slot) {
     return inst;
 }
 
-static int instance_create(mcpg_instance *inst, errlist *errs, const char *file) {
+static int instance_create(mcpg_instance *inst, errlist *errs, const manifest *m) {
     int rc = inst->desc->lifecycle->create(&HOST, inst, inst->config, &inst->state);
     if (rc) {
-        errlist_add(errs, file, inst->name, "instance could not be created: %s",
+        char key[160];
+        manifest_config_key(m, inst->name, key, sizeof key);
+        errlist_add(errs, m->path, key, "instance \"%s\" could not be created: %s", inst->name,
                     mcpg_strerror(rc));
         inst->state = NULL;
         return -1;
@@ -52,16 +54,16 @@ const generation *generation_building(void) { return building; }
 
 /* The coordinator first, then the others in manifest order: each create()
  * already finds the gateway's coordinator created. */
-static void create_instances(generation *g, errlist *errs, const char *file) {
+static void create_instances(generation *g, errlist *errs, const manifest *m) {
     for (size_t i = 0; i < g->n_instances; i++) {
         mcpg_instance *inst = g->instances[i];
         if (inst->desc->kind != MCPG_KIND_COORDINATOR || g->coordinator) continue;
-        if (g->carried[i] || instance_create(inst, errs, file) == 0) g->coordinator = inst;
+        if (g->carried[i] || instance_create(inst, errs, m) == 0) g->coordinator = inst;
     }
     building = g;
     for (size_t i = 0; i < g->n_instances; i++)
         if (!g->carried[i] && g->instances[i]->desc->kind != MCPG_KIND_COORDINATOR)
-            instance_create(g->instances[i], errs, file);
+            instance_create(g->instances[i], errs, m);
     building = NULL;
 }
 
@@ -146,7 +148,7 @@ generation *generation_build_from(manifest *m, const generation *old, errlist *e
         if (g->instances[i]->desc->kind == MCPG_KIND_EVENTS) g->events.backend = g->instances[i];
     }
     g->events.client_name = g->events.target = (char *)"";
-    create_instances(g, errs, m->path);
+    create_instances(g, errs, m);
     if (errs->count == before) {
         fill_stages(g, m);
         catalog_build(g, m, errs);
@@ -250,10 +252,13 @@ static bool loopback_host(const char *hostport) {
 
 void generation_warn_open(const generation *g, char **listen, size_t n_listen) {
     if (g->n_stage[STAGE_IDENTITY]) return;
-    for (size_t i = 0; i < n_listen; i++)
-        if (!loopback_host(listen[i]))
-            klog(MCPG_LOG_WARN, "kernel",
-                 "WARNING: listening on %s beyond loopback with no identity stage: anyone who can "
-                 "reach it may call every tool (add identity modules to pipeline.identity)",
-                 listen[i]);
+    for (size_t i = 0; i < n_listen; i++) {
+        if (loopback_host(listen[i])) continue;
+        char key[64];
+        snprintf(key, sizeof key, "gateway.listen[%zu]", i);
+        klog_at(MCPG_LOG_WARN, "kernel", key,
+                "WARNING: listening on %s beyond loopback with no identity stage: anyone who can "
+                "reach it may call every tool (add identity modules to pipeline.identity)",
+                listen[i]);
+    }
 }

@@ -30,6 +30,16 @@ void klog_init(int level);
 int klog_level(void);
 void klog(int level, const char *src, const char *fmt, ...) MCPG_PRINTF(3, 4);
 void klog_v(int level, const char *src, const char *fmt, va_list ap) MCPG_PRINTF(3, 0);
+/* klog about what the manifest says at key (a path such as "gateway.listen[0]"). */
+void klog_at(int level, const char *src, const char *key, const char *fmt, ...)
+    MCPG_PRINTF(4, 5);
+/* The manifest key a log line's source ("kernel", "[kind:module:instance]") is
+ * about, into out. */
+typedef void (*klog_key_fn)(const void *ctx, const char *src, char *out, size_t cap);
+/* --check: from now on warnings and errors logged come out as
+ * "FILE: key: warning: what" (or "error:") lines on stderr, the key from
+ * klog_at or key_of(ctx, src); info and debug lines are dropped. */
+void klog_check_mode(const char *file, klog_key_fn key_of, const void *ctx);
 
 /* ---- loader: one dlopen'd copy of one module file ---- */
 typedef struct image {
@@ -194,8 +204,19 @@ void manifest_free(manifest *m);
 /* A reload reads its manifest into the folder the running gateway already
  * copies its modules to (NULL: a fresh one, as at start). */
 void manifest_use_runtime_dir(const char *dir);
-/* ${VAR} / ${VAR:-default} expansion; NULL + errs on an unset variable. */
+/* The key an instance's config is written at, by the instance's name
+ * ("modules[2].config", "gateway.server", "events", "cluster"; "(root)" when
+ * m declares no such instance): what its errors and warnings name. */
+void manifest_config_key(const manifest *m, const char *name, char *out, size_t cap);
+/* ${VAR} / ${VAR:-default} expansion of one string whose errors name the key
+ * path (NULL + errs on an unset variable, a bad name, a missing "}");
+ * expand_env is the same with the path "(root)". */
+char *expand_env_at(const char *text, const char *file, const char *path, errlist *errs);
 char *expand_env(const char *text, const char *file, errlist *errs);
+/* Every string value of the parsed manifest, in place (not the top-level
+ * "description"); -1 when any reference failed (each error once, at its key). */
+struct json_t;
+int expand_env_json(struct json_t *root, const char *file, errlist *errs);
 
 /* ---- instances and generations ---- */
 struct mcpg_instance {
@@ -515,6 +536,9 @@ void news_reload_published(generation *old, generation *g);
  * GET /readyz, and a log line for each that stays so. */
 void ready_control_init(uv_loop_t *loop);
 int host_backends_waiting(mcpg_worker *w, mcpg_buf *out);
+/* On the control loop: READY=1 to the service manager the first time no
+ * backend is waiting (sd_notify.h). */
+void ready_tell_manager(void);
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len);
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on);
 const mcpg_coordinator_ops *host_coordinator(void **instance_out);

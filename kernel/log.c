@@ -32,11 +32,39 @@ static size_t format_time(char *out, size_t cap) {
     return n;
 }
 
-void klog_v(int level, const char *src, const char *fmt, va_list ap) {
+/* --check: where warnings go instead of JSON lines (see klog_check_mode). */
+static struct {
+    const char *file;
+    klog_key_fn key_of;
+    const void *ctx;
+} check_sink;
+
+void klog_check_mode(const char *file, klog_key_fn key_of, const void *ctx) {
+    check_sink.file = file;
+    check_sink.key_of = key_of;
+    check_sink.ctx = ctx;
+}
+
+static void check_line(int level, const char *src, const char *key, const char *msg) {
+    if (level > MCPG_LOG_WARN) return; /* --check tells what is wrong, not what happens */
+    char found[256] = "(root)";
+    if (!key && check_sink.key_of) check_sink.key_of(check_sink.ctx, src, found, sizeof found);
+    const char *loud = "WARNING: "; /* the log's own shout: the line says "warning:" already */
+    if (strncmp(msg, loud, strlen(loud)) == 0) msg += strlen(loud);
+    fprintf(stderr, "%s: %s: %s: %s\n", check_sink.file, key ? key : found,
+            level == MCPG_LOG_WARN ? "warning" : "error", msg);
+}
+
+static void klog_key_v(int level, const char *src, const char *key, const char *fmt,
+                       va_list ap) {
     if (level > atomic_load(&log_level)) return;
     char msg[2048];
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     if (n < 0) return;
+    if (check_sink.file) {
+        check_line(level, src, key, msg);
+        return;
+    }
     size_t mlen = (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
     char ts[64];
     format_time(ts, sizeof ts);
@@ -53,10 +81,21 @@ void klog_v(int level, const char *src, const char *fmt, va_list ap) {
     mcpg_buf_free(&b);
 }
 
+void klog_v(int level, const char *src, const char *fmt, va_list ap) {
+    klog_key_v(level, src, NULL, fmt, ap);
+}
+
 void klog(int level, const char *src, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    klog_v(level, src, fmt, ap);
+    klog_key_v(level, src, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void klog_at(int level, const char *src, const char *key, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    klog_key_v(level, src, key, fmt, ap);
     va_end(ap);
 }
 

@@ -10,6 +10,7 @@
  * SIGTERM/SIGINT: stop accepting, let in-flight calls finish (bounded by
  * gateway.drain_timeout_ms), flush audit, exit 0. */
 #include "kernel.h"
+#include "sd_notify.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -112,6 +113,7 @@ static void on_stop_signal(uv_signal_t *s, int signum) {
     main_loop *ml = s->data;
     if (atomic_exchange(&kernel.draining, true)) return;
     klog(MCPG_LOG_INFO, "kernel", "%s: draining in-flight calls", strsignal(signum));
+    sd_notify_stopping();
     workers_drain();
     ml->drain_deadline = mono_us() + (uint64_t)kernel.m->drain_timeout_ms * 1000;
     uv_timer_start(&ml->drain_check, on_drain_check, 5, 5);
@@ -175,10 +177,26 @@ static void main_loop_close(void) {
     uv_loop_close(&ml.loop);
 }
 
+/* The key a log line's source is about: an instance's ("[kind:module:name]")
+ * config key; the kernel's is the manifest's root. */
+static void key_of_source(const void *ctx, const char *src, char *out, size_t cap) {
+    const char *colon = strrchr(src, ':');
+    size_t len = colon ? strlen(colon + 1) : 0;
+    if (src[0] != '[' || len < 2 || colon[len] != ']') {
+        snprintf(out, cap, "(root)");
+        return;
+    }
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(len - 1), colon + 1);
+    manifest_config_key(ctx, name, out, cap);
+}
+
 static int check_only(manifest *m) {
     errlist errs = {0};
+    klog_check_mode(m->path, key_of_source, m);
     metrics_init(0); /* instances may register their series at create() */
     generation *g = generation_build(m, &errs); /* create() proves configs and bindings */
+    if (g) generation_warn_open(g, m->listen, m->n_listen);
     generation_free(g);
     metrics_shutdown();
     metrics_tools_free();
@@ -186,6 +204,19 @@ static int check_only(manifest *m) {
     int rc = errs.count ? 2 : 0;
     errlist_free(&errs);
     return rc;
+}
+
+/* Which instance did not start, at the key its config is written at (the
+ * instance logged why just before). */
+static void say_start_failed(const manifest *m, const generation *g) {
+    if (!g->failed) {
+        klog(MCPG_LOG_ERROR, "kernel", "could not start");
+        return;
+    }
+    char key[160];
+    manifest_config_key(m, g->failed, key, sizeof key);
+    fprintf(stderr, "%s: %s: instance \"%s\" could not start: %s\n", m->path, key, g->failed,
+            mcpg_strerror(g->failed_rc));
 }
 
 /* How long the exit waits for a backend call still running on the pool
@@ -254,7 +285,7 @@ static int serve(manifest *m) {
         generation_start(kernel.gen) != 0) {
         /* e.g. an audit file that cannot be opened: stop the instances that
          * did start (their threads) before main unloads their images */
-        klog(MCPG_LOG_ERROR, "kernel", "could not start");
+        say_start_failed(m, kernel.gen);
         pool_stop();
         generation_stop(kernel.gen);
         generation_free(kernel.gen);
@@ -301,13 +332,14 @@ int main(int argc, char **argv) {
     exe_folder = dir;
     listen_override = o.listen;
     errlist errs = {0};
+    if (o.check) klog_check_mode(o.config, NULL, NULL); /* what validate() ops warn about */
     manifest *m = manifest_load(o.config, o.listen, dir, &errs);
     if (!m) {
         errlist_print(&errs);
         errlist_free(&errs);
         return 2;
     }
-    klog_init(m->log_level);
+    klog_init(o.check ? MCPG_LOG_WARN : m->log_level); /* --check shows every warning */
     if (!o.check) return serve(m); /* it owns m */
     int rc = check_only(m);
     manifest_free(m);

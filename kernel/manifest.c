@@ -5,6 +5,7 @@
  * a start would. */
 #include "kernel.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -19,6 +20,7 @@ typedef struct mctx {
     const char *file;
     errlist *errs;
     manifest *m;
+    char *module_dir_written; /* gateway.module_dir as the manifest says it, or NULL */
 } mctx;
 
 struct mcpg_report {
@@ -222,6 +224,24 @@ static void compile_redactor(mctx *c) {
     json_decref(audit);
 }
 
+/* gateway.module_dir as written must name a folder: say where it led when it
+ * does not (-1: then no module is loaded from it, each would say the same). */
+static int check_module_dir(mctx *c, const char *written, const char *resolved) {
+    if (!written) return 0; /* the default folder: each module's error names it */
+    struct stat st;
+    bool exists = stat(resolved, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) return 0;
+    char cwd[PATH_MAX] = "", shown[PATH_MAX * 2];
+    if (resolved[0] != '/' && getcwd(cwd, sizeof cwd))
+        snprintf(shown, sizeof shown, "%s/%s", cwd,
+                 strncmp(resolved, "./", 2) == 0 ? resolved + 2 : resolved);
+    else
+        snprintf(shown, sizeof shown, "%s", resolved);
+    err(c, "gateway.module_dir", "\"%s\" (resolved to %s): %s", written, shown,
+        exists ? "not a folder" : "no such folder");
+    return -1;
+}
+
 /* gateway.module_dir from the manifest's folder; unset or "": beside the binary. */
 static void resolve_module_dir(manifest *m, const char *exe_dir) {
     char *written = m->module_dir;
@@ -265,6 +285,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     parse_secret(c);
     compile_redactor(c);
     parse_listen(c, listen_override);
+    if (m->module_dir && *m->module_dir) c->module_dir_written = strdup(m->module_dir);
     resolve_module_dir(m, exe_dir);
     m->transport.name = strdup("http");
     check_server(c);
@@ -526,6 +547,26 @@ static void on_config_error(void *ctx, const char *key, const char *message) {
     err(e->c, p, "%s", message);
 }
 
+/* " (did you mean "NAME"?)" when the folder has a module file whose name is
+ * close to the one asked for and none of that name; else "". */
+static void module_hint(const char *dir, const char *name, char *out, size_t cap) {
+    *out = '\0';
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char *stems[512];
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < sizeof stems / sizeof *stems) {
+        size_t len = strlen(de->d_name);
+        if (len > 3 && strcmp(de->d_name + len - 3, ".so") == 0)
+            stems[n++] = strndup(de->d_name, len - 3);
+    }
+    closedir(d);
+    const char *close = mcpg_did_you_mean(name, (const char *const *)stems, n);
+    if (close && strcmp(close, name) != 0) snprintf(out, cap, " (did you mean \"%s\"?)", close);
+    for (size_t i = 0; i < n; i++) free(stems[i]);
+}
+
 /* Load the instance's module (once per file) and parse its config. */
 static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
                              const char *module_path, const char *config_path) {
@@ -544,7 +585,9 @@ static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
         char e[1024];
         d->image = image_load(m->module_dir, d->module, m->runtime_dir, e, sizeof e);
         if (!d->image) {
-            err(c, module_path, "%s", e);
+            char hint[128];
+            module_hint(m->module_dir, d->module, hint, sizeof hint);
+            err(c, module_path, "%s%s", e, hint);
             return;
         }
     }
@@ -689,6 +732,7 @@ static void add_default_coordinator(mctx *c) {
     memset(d, 0, sizeof *d);
     d->name = strdup("cluster");
     d->module = strdup("coordinator_memory");
+    d->section = "cluster";
     if (m->cluster_path) { /* its config: {"path": ...}, errors named cluster.path */
         json_t *cfg = json_pack("{s:s}", "path", m->cluster_path);
         d->config_json = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
@@ -699,7 +743,8 @@ static void add_default_coordinator(mctx *c) {
 
 static void resolve_all(mctx *c) {
     manifest *m = c->m;
-    if (prepare_runtime_dir(c)) return;
+    if (check_module_dir(c, c->module_dir_written, m->module_dir) || prepare_runtime_dir(c))
+        return;
     resolve_instance(c, &m->transport, "gateway", "gateway.transport", "gateway.server");
     if (m->transport.image && m->transport.image->desc->kind != MCPG_KIND_TRANSPORT)
         err(c, "gateway.transport", "\"%s\" is a %s module, not a transport", m->transport.module,
@@ -777,13 +822,16 @@ static manifest *manifest_new(const char *path) {
     return m;
 }
 
-/* Expand and parse the text into c->m and check every key; -1 when the
- * text is not a JSON object after expansion (nothing more was read). */
+/* Parse the text, expand its ${VAR}s and read it into c->m checking every
+ * key; -1 when the text is not a JSON object or a reference failed (nothing
+ * more was read). */
 static int parse_text(mctx *c, const char *raw, const char *listen_override, const char *exe_dir) {
-    char *text = expand_env(raw, c->file, c->errs);
-    json_t *root = text ? parse_root(c, text) : NULL;
-    free(text);
+    json_t *root = parse_root(c, raw);
     if (!root) return -1;
+    if (expand_env_json(root, c->file, c->errs)) {
+        json_decref(root);
+        return -1;
+    }
     parse_gateway(c, root, listen_override, exe_dir);
     settings_parse(c->m, root, "cluster", on_setting_error, c);
     parse_modules(c, root);
@@ -806,19 +854,21 @@ static manifest *unless_errors(manifest *m, const errlist *errs, size_t before) 
 manifest *manifest_load(const char *path, const char *listen_override, const char *exe_dir,
                         errlist *errs) {
     manifest *m = manifest_new(path);
-    mctx c = {path, errs, m};
+    mctx c = {path, errs, m, NULL};
     size_t before = errs->count;
     char *raw = read_file(path, &c);
     if (raw && parse_text(&c, raw, listen_override, exe_dir) == 0) resolve_all(&c);
     free(raw);
+    free(c.module_dir_written);
     return unless_errors(m, errs, before);
 }
 
 manifest *manifest_parse(const char *path, const char *text, const char *exe_dir, errlist *errs) {
     manifest *m = manifest_new(path);
-    mctx c = {path, errs, m};
+    mctx c = {path, errs, m, NULL};
     size_t before = errs->count;
     (void)parse_text(&c, text, NULL, exe_dir);
+    free(c.module_dir_written);
     return unless_errors(m, errs, before);
 }
 
@@ -892,6 +942,18 @@ void manifest_free(manifest *m) {
     free(m->dir);
     free(m->path);
     free(m);
+}
+
+void manifest_config_key(const manifest *m, const char *name, char *out, size_t cap) {
+    snprintf(out, cap, "(root)");
+    if (m->transport.name && strcmp(m->transport.name, name) == 0)
+        snprintf(out, cap, "gateway.server");
+    for (size_t i = 0; i < m->n_instances; i++) {
+        const decl_instance *d = &m->instances[i];
+        if (!d->name || strcmp(d->name, name) != 0) continue;
+        if (d->section) snprintf(out, cap, "%s", d->section);
+        else snprintf(out, cap, "modules[%zu].config", i);
+    }
 }
 
 void host_report_error(mcpg_report *rep, const char *key_path, const char *fmt, ...) {

@@ -111,6 +111,7 @@ static void on_lists_changed(uv_async_t *a) {
     uint32_t lists = g ? lists_told_in(g) : 0;
     if (!lists) return;
     catalog_rebuild(g);
+    ready_tell_manager(); /* these may be the last first lists waited for */
     tell_lists(lists);
 }
 

@@ -15,8 +15,13 @@
  * never answers would keep the gateway out of its load balancer without a
  * word: the control thread looks once a second and logs each backend still
  * without its first lists after 5 s, then again each time that wait has
- * doubled (at most every 5 minutes), and once more when they come. */
+ * doubled (at most every 5 minutes), and once more when they come.
+ *
+ * Under a service manager (NOTIFY_SOCKET), the first moment /readyz would
+ * answer 200 is the moment it hears READY=1: checked on the control loop's
+ * first turn, after each rebuild of the merged lists, and on each tick. */
 #include "kernel.h"
+#include "sd_notify.h"
 
 #include <string.h>
 
@@ -87,6 +92,22 @@ static void watch_unlisted(const generation *g, mcpg_instance *inst, bool unlist
     inst->unlisted_log_ms = now + (waited < MAX_WARN_GAP_MS ? waited : MAX_WARN_GAP_MS);
 }
 
+/* ---- the service manager ---- */
+
+void ready_tell_manager(void) {
+    generation *g = kernel.gen;
+    if (sd_notify_told_ready() || atomic_load(&kernel.draining) || !g) return;
+    mcpg_buf waiting = {0};
+    int n = host_backends_waiting(NULL, &waiting);
+    if (n == 0)
+        sd_notify_ready("serving on %s://%s/mcp (generation %u)", manifest_scheme(kernel.m),
+                        kernel.m->n_listen ? kernel.m->listen[0] : "?", g->id);
+    else if (n > 0)
+        sd_notify_status("starting: waiting for the first lists of %.*s", (int)waiting.len,
+                         waiting.data);
+    mcpg_buf_free(&waiting);
+}
+
 /* The lists are pinned and instances read on the control thread, where
  * rebuilds and reloads run: nothing here races them. */
 static void on_ready_tick(uv_timer_t *t) {
@@ -97,11 +118,13 @@ static void on_ready_tick(uv_timer_t *t) {
     for (size_t i = 0; cs && i < g->n_instances; i++)
         watch_unlisted(g, g->instances[i], cs->unlisted[i], now);
     catalog_release(cs);
+    ready_tell_manager();
+    sd_notify_watchdog(now * 1000);
 }
 
 static uv_timer_t ready_timer;
 
 void ready_control_init(uv_loop_t *loop) {
     uv_timer_init(loop, &ready_timer);
-    uv_timer_start(&ready_timer, on_ready_tick, READY_TICK_MS, READY_TICK_MS);
+    uv_timer_start(&ready_timer, on_ready_tick, 0, READY_TICK_MS); /* the first: as the loop starts */
 }

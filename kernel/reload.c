@@ -31,6 +31,7 @@
  * Asked by SIGHUP or host->reload (the transport's POST /admin/reload). */
 #define _GNU_SOURCE
 #include "kernel.h"
+#include "sd_notify.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -258,6 +259,7 @@ static void refuse(asker *a, errlist *errs, const char *why) {
     for (size_t i = 0; i < errs->count; i++)
         klog(MCPG_LOG_ERROR, "kernel", "reload refused: %s", errs->lines[i]);
     klog(MCPG_LOG_ERROR, "kernel", "reload refused (%s): generation %u serves on", why, kernel.gen->id);
+    sd_notify_reload_over("reload refused (%s): generation %u serves on", why, kernel.gen->id);
     answer(a, 400, errors_json(errs));
 }
 
@@ -286,6 +288,7 @@ static void retiring_free(retiring *r) {
 static void run(asker *a) {
     errlist errs = {0};
     reload.t0 = mono_us();
+    sd_notify_reloading();
     retiring *r = retiring_new(kernel.gen);
     if (!r) {
         errlist_add(&errs, kernel.m->path, "gateway", "out of memory");
@@ -389,6 +392,7 @@ static void published(void) {
     for (size_t i = 0; i < kernel.m->n_listen; i++)
         klog(MCPG_LOG_INFO, "kernel", "listening on %s://%s/mcp (generation %u)",
              manifest_scheme(kernel.m), kernel.m->listen[i], reload.next->id);
+    sd_notify_reload_over("serving (generation %u, reloaded)", reload.next->id);
     answer(reload.current, 200, json);
     reload.current = NULL;
     reload.next = NULL;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install what mcpg needs to build, run and test, on Debian 12 (bookworm).
+# Install what mcpg needs to build, run and test, on Debian 12 (bookworm);
+# --run and --test install a part of it (below).
 #
 # Idempotent: it asks dpkg what is already there and only calls apt-get for
 # what is missing, so a second run is fast and needs no network.
@@ -9,34 +10,63 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 
-# ---- apt packages -----------------------------------------------------------
+# ---- what to install ----------------------------------------------------------
+#   scripts/install-deps.sh          everything: `make test` (make deps)
+#   scripts/install-deps.sh --run    only what building and running the gateway
+#                                    needs: `make run` (make deps-run); no Node.js
+#   scripts/install-deps.sh --test   only what the tests, fuzzers and benchmarks
+#                                    add on top of --run (apt packages, npm folders)
+want_run=1 want_test=1
+case "${1:-}" in
+  "")     ;;
+  --run)  want_test=0 ;;
+  --test) want_run=0 ;;
+  *) echo "install-deps: unknown option \"$1\" (use --run, --test or nothing)" >&2; exit 2 ;;
+esac
+
+# ---- apt packages: building and running the gateway ----------------------------
 # build-essential .. pkg-config : the C toolchain and build system
-# clang, libclang-rt-14-dev     : clang and its sanitizer/libFuzzer runtimes
-#                                 (libclang-rt-14-dev is only a Recommends: list it)
 # libuv1-dev libjansson-dev libssl-dev : libraries the kernel and modules link
 # libffi-dev                    : backend_ffi calls C functions through libffi
 # libhiredis-dev                : coordinator_redis (hiredis 0.14.1 and its libuv adapter)
+# libnats-dev                   : coordinator_nats (nats.c)
+# node-llhttp                   : llhttp C sources (/usr/share/llhttp), no -dev package
+# curl                          : the README's "Try it" example, health checks
+RUN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libuv1-dev libjansson-dev libssl-dev
+  libffi-dev
+  libhiredis-dev
+  libnats-dev
+  node-llhttp
+  curl
+)
+
+# ---- apt packages: tests, fuzzers and benchmarks ---------------------------------
+# clang, libclang-rt-14-dev     : clang and its sanitizer/libFuzzer runtimes
+#                                 (libclang-rt-14-dev is only a Recommends: list it)
 # redis-server redis-tools      : the Redis the coordinator_redis tests start, and redis-cli
+# nats-server                   : the NATS server the coordinator_nats tests start
 # openssl                       : the command that makes the TLS tests' certificates, and
 #                                 s_client, which test_tls_renegotiation drives
-# node-llhttp                   : llhttp C sources (/usr/share/llhttp), no -dev package
 # python3                       : integration tests (/usr/bin/python3, stdlib only)
-# curl                          : README example, health checks
 # nginx-light wrk               : benchmark baseline and load generator
 # procps util-linux             : ps/pgrep for tests, taskset for benchmarks
-# libnats-dev nats-server       : coordinator_nats (nats.c) and the server its tests start
-APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config
+# systemd groff-base            : tests/dist: systemd-analyze verify on the unit, groff on the man pages
+TEST_PACKAGES=(
   clang libclang-rt-14-dev
-  libuv1-dev libjansson-dev libssl-dev
-  libffi-dev openssl
-  libhiredis-dev redis-server redis-tools
-  node-llhttp
-  python3 curl
+  redis-server redis-tools
+  nats-server
+  openssl
+  python3
   nginx-light wrk
   procps util-linux
-  libnats-dev nats-server
+  systemd groff-base
 )
+
+APT_PACKAGES=()
+[ "$want_run" = 1 ] && APT_PACKAGES+=("${RUN_PACKAGES[@]}")
+[ "$want_test" = 1 ] && APT_PACKAGES+=("${TEST_PACKAGES[@]}")
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -90,9 +120,11 @@ npm_ci_in() {
     touch "$dir/node_modules"
   fi
 }
+[ "$want_test" = 1 ] || exit 0
 # ---- npm folders: add below this line -----------------------------------------
 npm_ci_in tests/conformance   # the MCP conformance suite and the Node 22 it runs on
 npm_ci_in tests/clients       # the official TypeScript SDK clients, v1 and v2
+npm_ci_in tests/newcomer      # README's "Connecting a client": Inspector CLI, mcp-remote
 
 # ---- end of npm folders -------------------------------------------------------
 

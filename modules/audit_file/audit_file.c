@@ -25,6 +25,7 @@
 #include <mcpg/sdk.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <malloc.h> /* malloc_trim */
 #include <pthread.h>
 #include <string.h>
@@ -472,6 +473,37 @@ static const audit_writer_ops audit_writer_of_file = {audit_has_work, audit_take
 /* ------------------------------------------------------------------ */
 /* lifecycle                                                           */
 
+/* A file the writer will append to (or create): an existing one must not be a
+ * folder and must be writable; a new one's folder must exist and take files.
+ * --check says so at the key instead of the start failing. */
+static int report_unwritable(const mcpg_host *h, mcpg_report *rep, const char *key,
+                             const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) h->report_error(rep, key, "%s is a folder, not a file", path);
+        else if (access(path, W_OK) != 0) h->report_error(rep, key, "%s is not writable", path);
+        else return 0;
+        return MCPG_ECONFIG;
+    }
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (stat(dir, &st) != 0) h->report_error(rep, key, "folder %s does not exist", dir);
+    else if (!S_ISDIR(st.st_mode)) h->report_error(rep, key, "%s is not a folder", dir);
+    else if (access(dir, W_OK | X_OK) != 0) h->report_error(rep, key, "folder %s is not writable", dir);
+    else return 0;
+    return MCPG_ECONFIG;
+}
+
+static int audit_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
+    const audit_cfg *cfg = config;
+    int rc = report_unwritable(host, rep, "path", cfg->path);
+    if (cfg->anchor_path && report_unwritable(host, rep, "anchor_path", cfg->anchor_path))
+        rc = MCPG_ECONFIG;
+    return rc;
+}
+
 static int audit_create(const mcpg_host *host, mcpg_instance *self, const void *config,
                         void **instance_out) {
     audit *a = host->calloc(1, sizeof *a);
@@ -556,6 +588,7 @@ static void audit_destroy(void *instance) {
 
 static const mcpg_lifecycle_ops audit_lifecycle = {
     MCPG_OPS_HEAD(mcpg_lifecycle_ops),
+    .validate = audit_validate,
     .create = audit_create,
     .start = audit_start,
     .stop = audit_stop,

@@ -226,7 +226,7 @@ def main():
 
     def t_fail_create():
         refused(manifest(tag=2, fail_create=True, extra_good=True),
-                ["fc: instance could not be created: service unavailable"], "create fails")
+                ['.config: instance "fc" could not be created: service unavailable'], "create fails")
 
     def t_fail_start():
         log0 = len(gw.stderr())

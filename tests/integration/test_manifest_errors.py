@@ -1,15 +1,18 @@
 #!/usr/bin/python3
 """`mcpg --check` on broken manifests: exit 2 and exactly the expected
-`FILE: path.to.key: message` lines (one per error, all errors reported).
-Also: --check on the shipped manifests exits 0, and --version prints the
-version and the ABI version."""
+`FILE: path.to.key: message` lines (one per error, all errors reported), each
+${VAR} error at the key whose value holds it; warnings as
+`FILE: key: warning: what` lines with exit 0; a manifest --check passes
+starts, one it fails does not start and says the same. Also: --check on the
+shipped manifests exits 0, and --version prints the version and the ABI
+version."""
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Skip, abi_version, base_manifest, check, check_eq, parse_args,  # noqa: E402
-                     run_cli, run_tests)
+from gateway import (Context, Gateway, Skip, abi_version, base_manifest, call_tool, check,  # noqa: E402
+                     check_eq, expect_result, parse_args, run_cli, run_tests)
 
 
 def main():
@@ -90,6 +93,73 @@ def main():
 
     def m_unset_env(m):
         m["gateway"]["name"] = "${UNSET_VAR}"
+
+    def m_unset_env_twice(m):
+        m["description"] = "audits to ${UNSET_VAR}/a.jsonl"
+        m["modules"][1]["config"]["path"] = "${UNSET_VAR}/a.jsonl"
+        m["gateway"]["listen"] = ["${UNSET_VAR}"]
+
+    def m_unterminated(m):
+        m["gateway"]["name"] = "${OOPS"
+
+    def m_bad_var_name(m):
+        m["gateway"]["name"] = "${A B}"
+
+    def m_module_typo(m):
+        m["modules"][0]["module"] = "backend_mokc"
+
+    def m_module_dir(m):
+        m["gateway"]["module_dir"] = "mods"
+
+    def t_module_dir():
+        m = good()
+        m_module_dir(m)
+        path = ctx.write_manifest(m)
+        mods = os.path.join(os.path.dirname(path), "mods")
+        check(not os.path.exists(mods), "%s must not exist for this case" % mods)
+        check_manifest(m, ['gateway.module_dir: "mods" (resolved to %s): no such folder' % mods])
+
+    def m_audit_folder(m):
+        m["modules"][1]["config"]["path"] = ctx.path("missing-folder/a.jsonl")
+
+    def t_audit_folder_start():
+        """A start with the manifest --check refused prints the same line; one
+        --check passes (the folder made) starts and audits a call."""
+        m = good()
+        m_audit_folder(m)
+        line = "modules[1].config.path: folder %s does not exist" % ctx.path("missing-folder")
+        check_manifest(m, [line])
+        path = ctx.write_manifest(m)
+        rc, out, err = run_cli(ctx, ["--config", path, "--listen", "127.0.0.1:1"])
+        check_eq(rc, 2, "exit code of a start --check refuses (output:\n%s)" % (out + err))
+        check(path + ": " + line in (out + err).splitlines(),
+              "the start says %r:\n%s" % (line, out + err))
+        os.mkdir(ctx.path("missing-folder"))
+        rc, out, err = run_cli(ctx, ["--check", "--config", path])
+        check_eq(rc, 0, "--check once the folder exists (output:\n%s)" % (out + err))
+        with Gateway(ctx, manifest=m, name="checked") as gw:
+            r, rpc = call_tool(gw.port, "echo", {"message": "hi"}, id=1)
+            expect_result(r, rpc, 1, "a call to the gateway --check passed")
+        with open(ctx.path("missing-folder/a.jsonl")) as f:
+            check('"echo"' in f.read(), "the call is in the audit file")
+
+    def t_warning_lines():
+        """A warning is a FILE: key: warning: line, no JSON log line; exit 0."""
+        m = good()
+        m["gateway"]["listen"] = ["0.0.0.0:18787"]
+        path = ctx.write_manifest(m)
+        rc, out, err = run_cli(ctx, ["--check", "--config", path])
+        text = out + err
+        check_eq(rc, 0, "--check with a warning only (output:\n%s)" % text)
+        want = ("%s: gateway.listen[0]: warning: listening on 0.0.0.0:18787 beyond loopback with "
+                "no identity stage: anyone who can reach it may call every tool (add identity "
+                "modules to pipeline.identity)" % path)
+        check_eq(text.splitlines(), [want], "the only output line")
+        path = os.path.join(ctx.source, "conf", "events.json")  # a module's warning at create()
+        rc, out, err = run_cli(ctx, ["--check", "--config", path], unset=["MCPG_EVENTS_SECRET"])
+        want = ('%s: events: warning: source "bench": MCPG_EVENTS_SECRET is unset: it is off (404)'
+                % path)
+        check_eq((rc, (out + err).splitlines()), (0, [want]), "--check conf/events.json")
 
     def m_nats(m):
         m["cluster"] = {"kind": "nats"}
@@ -215,8 +285,26 @@ def main():
                         "bindings[0].watch.interval_ms: is required",
                         "gateway.watch.shards: must be between 1 and 1024"])),
         ("unset environment variable",
-         case(m_unset_env, ["(root): environment variable UNSET_VAR is not set "
+         case(m_unset_env, ["gateway.name: environment variable UNSET_VAR is not set "
                             "(use ${UNSET_VAR:-default})"], env_unset=["UNSET_VAR"])),
+        ("unset variable: once per key that holds it, not in description",
+         case(m_unset_env_twice,
+              ["modules[1].config.path: environment variable UNSET_VAR is not set "
+               "(use ${UNSET_VAR:-default})",
+               "gateway.listen[0]: environment variable UNSET_VAR is not set "
+               "(use ${UNSET_VAR:-default})"], env_unset=["UNSET_VAR"])),
+        ("unterminated ${",
+         case(m_unterminated, ['gateway.name: unterminated ${ (no closing }) in "${OOPS"'])),
+        ("a variable name with a space",
+         case(m_bad_var_name, ['gateway.name: bad variable name "A B" in ${A B} (a name is '
+                               'letters, digits and _, not starting with a digit)'],
+              env={"A B": "x"})),
+        ("unknown module (did you mean)",
+         case(m_module_typo, ['modules[0].module: no module "backend_mokc" in %s (did you mean '
+                              '"backend_mock"?)' % os.path.realpath(ctx.modules)])),
+        ("gateway.module_dir as written and resolved", t_module_dir),
+        ("audit path in a missing folder: --check and the start agree", t_audit_folder_start),
+        ("--check warnings are FILE: key: warning: lines", t_warning_lines),
         ("cluster.kind nats needs a coordinator_nats instance", t_nats),
         ("three errors, three lines",
          case(m_three, ["gateway.workers: must be between 0 and 256",

@@ -270,6 +270,12 @@ def main():
         m = manifest(audit=True)
         m["modules"].append({"name": "audit", "module": "audit_file",
                              "config": {"path": "/nonexistent-dir/x/audit.jsonl"}})
+        refused(m, ["config.path: folder /nonexistent-dir/x does not exist"],
+                "a file in a missing folder")
+        dangling = ctx.path("dangling-audit.jsonl")  # its folder exists; opening it fails
+        if not os.path.islink(dangling):
+            os.symlink("/nonexistent-dir/x/audit.jsonl", dangling)
+        m["modules"][-1]["config"]["path"] = dangling
         refused(m, ["could not start"], "an instance whose start fails")
         m = manifest()
         m["gateway"]["workers"] = 3

@@ -246,12 +246,23 @@ static void test_group_commit(int fsync_on, int inflight, uint64_t total) {
 static void test_unwritable(void) {
     mcpg_fakehost_log_clear(fh);
     mcpg_instance *inst = NULL;
-    char path[128];
-    snprintf(path, sizeof path, "%s/no-such-dir/audit.jsonl", dir);
+    char folder[128], path[160], link[160];
+    snprintf(folder, sizeof folder, "%s/no-such-dir", dir);
+    snprintf(path, sizeof path, "%s/audit.jsonl", folder);
     int rc = mcpg_fakehost_load_file(fh, so_path, "audit", config_for(path, NULL), &inst);
-    MCPG_CHECK(rc != 0 && inst == NULL, "a missing folder is refused: rc %d", rc);
-    MCPG_CHECK(mcpg_fakehost_log_contains(fh, path), "the log names the path");
+    MCPG_CHECK(rc == MCPG_ECONFIG && inst == NULL, "a missing folder is refused: rc %d", rc);
+    MCPG_CHECK(strstr(mcpg_fakehost_report_text(fh), "path") &&
+               strstr(mcpg_fakehost_report_text(fh), folder) &&
+               strstr(mcpg_fakehost_report_text(fh), "does not exist"),
+               "validate names the key and the folder: %s", mcpg_fakehost_report_text(fh));
+    /* a link into that folder passes validate (its own folder exists); the open fails */
+    snprintf(link, sizeof link, "%s/dangling.jsonl", dir);
+    MCPG_CHECK(symlink(path, link) == 0, "symlink: %s", strerror(errno));
+    rc = mcpg_fakehost_load_file(fh, so_path, "audit", config_for(link, NULL), &inst);
+    MCPG_CHECK(rc != 0 && inst == NULL, "an unopenable file is refused at start: rc %d", rc);
+    MCPG_CHECK(mcpg_fakehost_log_contains(fh, link), "the log names the path");
     MCPG_CHECK(mcpg_fakehost_log_contains(fh, strerror(ENOENT)), "the log names the error");
+    unlink(link);
     /* path is required */
     MCPG_CHECK(mcpg_fakehost_load_file(fh, so_path, "audit", "{}", &inst) == MCPG_ECONFIG,
                "path is required");

@@ -360,6 +360,10 @@ typedef enum { TH_REFUSE_FULL, TH_REFUSE_DRAINING } th_refusal;
 void th_conn_refuse(th_worker_state *ws, int fd, th_refusal why);
 void th_conn_close(th_conn *c);
 void th_conn_maybe_free(th_conn *c);
+/* An answer the connection waited for (c->inflight held it open) is back:
+ * the hold ends. 1: write the answer. 0: the connection closed meanwhile,
+ * so r is done and c may be freed now: touch neither again. */
+int th_conn_answer_back(th_conn *c, th_req *r);
 void th_conn_sweep(th_worker_state *ws, uint64_t now_ms);
 void th_worker_give_back_memory(th_worker_state *ws);
 void th_conn_drain(th_conn *c, int force);

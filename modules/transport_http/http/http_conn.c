@@ -94,6 +94,14 @@ void th_conn_maybe_free(th_conn *c) {
     if (c->handle_closed && c->inflight == 0) conn_free(c);
 }
 
+int th_conn_answer_back(th_conn *c, th_req *r) {
+    c->inflight--;
+    if (!c->closing) return 1;
+    r->state = TH_REQ_DONE;
+    th_conn_maybe_free(c);
+    return 0;
+}
+
 static void on_close(uv_handle_t *h) {
     th_conn *c = h->data;
     c->handle_closed = 1;

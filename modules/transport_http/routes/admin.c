@@ -47,12 +47,7 @@ static int token_ok(const th_mod *m, const th_hval *auth) {
 static void on_reloaded(void *arg, int status, const char *json, size_t len) {
     th_req *r = arg;
     th_conn *c = r->conn;
-    c->inflight--;
-    if (c->closing) {
-        r->state = TH_REQ_DONE;
-        th_conn_maybe_free(c);
-        return;
-    }
+    if (!th_conn_answer_back(c, r)) return;
     th_resp_head hd = {.status = status, .json = 1};
     th_piece body = {json, len};
     th_respond(c, r, &hd, &body, 1);

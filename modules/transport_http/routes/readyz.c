@@ -101,12 +101,7 @@ static void probe_finish(readyz_probe *p) {
     th_conn *c = r->conn;
     int down = p->down;
     p->home->mod->host->free(p);
-    c->inflight--;
-    if (c->closing) {
-        r->state = TH_REQ_DONE;
-        th_conn_maybe_free(c);
-        return;
-    }
+    if (!th_conn_answer_back(c, r)) return;
     readyz_answer(c, r, down ? "unavailable" : "ok", r->readyz_required);
     th_conn_advance(c);
 }

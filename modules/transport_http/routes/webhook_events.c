@@ -65,14 +65,15 @@ static void events_complete(void *ctx, mcpg_call *call) {
     th_conn *c = r->conn;
     const mcpg_host *h = r->ws->mod->host;
     mcpg_call_outcome oc = {.size = sizeof oc};
-    if (c) c->inflight--;
     if (!c || c->closing) { /* the producer left: what the module did stands */
         h->call_release(call);
         r->call = NULL;
+    }
+    if (!c) {
         r->state = TH_REQ_DONE;
-        if (c) th_conn_maybe_free(c);
         return;
     }
+    if (!th_conn_answer_back(c, r)) return;
     h->call_outcome(call, &oc);
     int status = oc.http_status ? oc.http_status : oc.is_error ? 500 : 202;
     if (oc.is_error) answer_error(c, r, status, oc.retry_after_s, oc.error_message);

@@ -177,12 +177,7 @@ static void op_finish(wh_op *o, int status, const char *why) {
     th_conn *c = r->conn;
     o->ws->mod->host->buf_free(&o->msg);
     o->ws->mod->host->free(o);
-    c->inflight--;
-    if (c->closing) {
-        r->state = TH_REQ_DONE;
-        th_conn_maybe_free(c);
-        return;
-    }
+    if (!th_conn_answer_back(c, r)) return;
     answer(c, r, status, why);
     th_conn_advance(c);
 }

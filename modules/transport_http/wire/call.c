@@ -154,14 +154,11 @@ static void on_call_complete(void *ctx, mcpg_call *call) {
         th_req_put(ws, r);
         return;
     }
-    c->inflight--;
-    if (c->closing) {
+    if (c->closing) { /* the client left: the answer goes nowhere */
         host->call_release(call);
         r->call = NULL;
-        r->state = TH_REQ_DONE;
-        th_conn_maybe_free(c);
-        return;
     }
+    if (!th_conn_answer_back(c, r)) return;
     memset(&oc, 0, sizeof oc);
     oc.size = sizeof oc;
     host->call_outcome(call, &oc);

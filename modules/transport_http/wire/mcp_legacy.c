@@ -133,12 +133,7 @@ void th_legacy_park(th_req *r) {
 
 void th_legacy_again(th_req *r) {
     th_conn *c = r->conn;
-    c->inflight--;
-    if (c->closing) {
-        r->state = TH_REQ_DONE;
-        th_conn_maybe_free(c);
-        return;
-    }
+    if (!th_conn_answer_back(c, r)) return;
     r->state = TH_REQ_PARSING;
     if (r->http_method == HTTP_POST) th_handle_mcp(c, r); /* routes it as the first time */
     else if (r->http_method == HTTP_GET) th_legacy_get(c, r);

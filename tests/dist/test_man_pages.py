@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""The manual pages mcpg(1) and mcpg.json(5) (dist/man/, as the build fills in the version):
+
+  * groff, with every warning on, has nothing to say about either;
+  * they name this build's version;
+  * they cannot drift from the binary: every option, command and variable `mcpg --help`
+    prints is in mcpg(1); every setting `mcpg --help-module gateway` and
+    `mcpg --help-module cluster` list is in mcpg.json(5), by its full name
+    (gateway.pool.threads), and every gateway.* setting the pages name is one of those.
+"""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from distlib import MAN_PAGES, man_page, parse_args, run  # noqa: E402
+from gateway import Context, check, check_eq, run_tests  # noqa: E402
+
+
+def rendered(path):
+    """The page as plain text: no bold or underline, no hyphenation, long lines."""
+    rc, out = run(["groff", "-man", "-Tascii", "-P-c", "-P-b", "-P-u", "-rHY=0", "-rLL=300n",
+                   path])
+    check_eq(rc, 0, "groff on %s" % path)
+    return out
+
+
+def usage_words(help_text):
+    """What mcpg --help offers: its --options, its commands (the words after "mcpg" up to
+    the first option or argument) and the variables it names."""
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", help_text))
+    commands = set()
+    for line in help_text.splitlines():
+        m = re.match(r"^\s*(?:usage:)?\s*mcpg((?:\s+[a-z]+)+)", line)
+        if m:
+            commands.add("mcpg" + " ".join([""] + m.group(1).split()))
+    variables = set(re.findall(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b", help_text))
+    return options | commands | variables
+
+
+def settings_listed(help_text):
+    """gateway.name, gateway.pool.threads, cluster.kind, ... from --help-module's sections."""
+    names, section = [], None
+    for line in help_text.splitlines():
+        m = re.match(r"^settings \(([\w.]+)\):$", line)
+        if m:
+            section = m.group(1)
+            continue
+        m = re.match(r"^  (\w+) \(", line)
+        if m and section:
+            names.append(section + "." + m.group(1))
+    return names
+
+
+def contains(text, name):
+    return re.search(r"(?<![\w.-])%s(?![\w-])" % re.escape(name), text) is not None
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    pages = {name: man_page(args, name) for name in MAN_PAGES.values()}
+
+    def t_groff_quiet():
+        for name, path in pages.items():
+            rc, out = run(["groff", "-man", "-Tutf8", "-ww", "-z", path])
+            check(rc == 0 and not out, "groff -ww on %s: exit %d\n%s" % (name, rc, out))
+
+    def t_version():
+        rc, out = run([args.bin, "--version"])
+        version = re.match(r"mcpg (\S+) ", out)
+        check(rc == 0 and version, "mcpg --version: %r" % out)
+        for name, path in pages.items():
+            with open(path) as f:
+                th = next(line for line in f if line.startswith(".TH "))
+            check('"mcpg %s"' % version.group(1) in th, "%s's .TH names %s: %s"
+                  % (name, version.group(1), th))
+
+    def t_usage_in_mcpg_1():
+        rc, out = run([args.bin, "--help"])
+        check_eq(rc, 0, "mcpg --help")
+        words = usage_words(out)
+        check("--config" in words and "mcpg audit verify" in words,
+              "the usage read as expected: %r" % sorted(words))
+        text = rendered(pages["mcpg.1"])
+        missing = sorted(w for w in words if not contains(text, w))
+        check(not missing, "mcpg --help offers what mcpg(1) does not name: %s" % missing)
+
+    def t_settings_in_mcpg_json_5():
+        text = rendered(pages["mcpg.json.5"])
+        listed = []
+        for module in ("gateway", "cluster"):
+            rc, out = run([args.bin, "--help-module", module])
+            check_eq(rc, 0, "mcpg --help-module %s" % module)
+            listed += settings_listed(out)
+        check("gateway.drain_timeout_ms" in listed and "cluster.kind" in listed,
+              "the settings read as expected: %r" % listed)
+        missing = [n for n in listed if not contains(text, n)]
+        check(not missing, "settings mcpg.json(5) does not name: %s" % missing)
+        known = {n.split(".")[1] for n in listed if n.startswith("gateway.")}
+        for name, path in pages.items():
+            named = set(re.findall(r"(?<![\w.])gateway\.(\w+)", rendered(path)))
+            unknown = sorted(named - known)
+            check(not unknown, "%s names settings the gateway does not have: %s"
+                  % (name, ["gateway." + u for u in unknown]))
+
+    return run_tests([
+        ("groff -ww: no warning", t_groff_quiet),
+        ("the pages name this build's version", t_version),
+        ("every option and command of mcpg --help is in mcpg(1)", t_usage_in_mcpg_1),
+        ("every gateway and cluster setting is in mcpg.json(5), and no other",
+         t_settings_in_mcpg_json_5),
+    ], ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
