@@ -879,11 +879,12 @@ char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs) 
         return none.module_dir;
     }
     manifest *m = manifest_new(path);
-    mctx c = {path, errs, m};
+    mctx c = {path, errs, m, NULL};
     size_t before = errs->count;
     char *raw = read_file(path, &c);
     if (raw) (void)parse_text(&c, raw, NULL, exe_dir);
     free(raw);
+    free(c.module_dir_written);
     char *dir = errs->count == before && m->module_dir ? strdup(m->module_dir) : NULL;
     manifest_free(m);
     return dir;

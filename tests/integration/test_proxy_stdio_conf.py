@@ -39,9 +39,8 @@ def main():
         os.makedirs(folder)
         record = os.path.join(folder, "received.jsonl")
         pid_file = os.path.join(folder, "upstream.pid")
-        # single quotes: the manifest puts the variable inside a JSON string as it is
-        cmd = "/usr/bin/python3 '%s' --wire legacy --record '%s' --pid-file '%s'" % (
-            FAKE, record, pid_file)
+        cmd = "/usr/bin/python3 \"%s\" --wire legacy --record '%s' --pid-file %s" % (
+            FAKE, record, pid_file.replace(" ", "\\ "))
         env = {"MCPG_UPSTREAM_CMD": cmd, "MCPG_AUDIT_FILE": ctx.path("audit.jsonl")}
         with Gateway(ctx, config=conf, env=env, name="proxy-stdio") as gw:
             wait_for(lambda: readyz(gw.port).status == 200, 30, "the upstream's first lists")
