@@ -17,7 +17,13 @@
 #                from results files (bench/report; more options in REPORT_ARGS="...")
 #   make fuzz    install what is missing, build the libFuzzer fuzzers (clang) in
 #                build-fuzz/ and run each for FUZZ_SECONDS (docs/fuzzing.md)
-#   make clean   remove build/, build-asan/ and build-fuzz/
+#   make install Release build in build/ for PREFIX (default /usr/local), then
+#                `cmake --install` into $(DESTDIR)$(PREFIX): bin/mcpg, mcpg-load,
+#                mcpg-apikey; lib/mcpg/modules/; the SDK; share/mcpg/conf/
+#                (make install PREFIX=/opt/mcpg DESTDIR=/tmp/root)
+#   make deb     build/mcpg_<version>-1_<arch>.deb from a Release build in
+#                build-deb/ (packaging/deb/build.sh), then lintian on it
+#   make clean   remove build/, build-asan/, build-fuzz/ and build-deb/
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
@@ -25,6 +31,9 @@ SHELL := /bin/bash
 BUILD_DIR      := build
 ASAN_BUILD_DIR := build-asan
 FUZZ_BUILD_DIR := build-fuzz
+DEB_BUILD_DIR  := build-deb
+PREFIX         ?= /usr/local
+DESTDIR        ?=
 # seconds each fuzzer runs: `make fuzz`, and the short run `make test` ends with
 FUZZ_SECONDS      ?= 300
 FUZZ_TEST_SECONDS ?= 10
@@ -35,7 +44,7 @@ CTEST_FLAGS    := --output-on-failure --no-tests=error -j$(CTEST_JOBS)
 
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: deps deps-run build build-asan build-fuzz run test test-release test-asan test-fuzz test-stress fuzz bench report clean
+.PHONY: deps deps-run build build-asan build-fuzz run install deb test test-release test-asan test-fuzz test-stress fuzz bench report clean
 
 # deps: everything `make test` needs; deps-run: only what `make run` needs.
 deps:
@@ -66,6 +75,19 @@ run:
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DMCPG_TESTS=OFF
 	cmake --build $(BUILD_DIR) --target gateway
 	exec $(BUILD_DIR)/bin/mcpg --config $(CONFIG)
+
+# Like run, no tests: what is installed needs none to build.
+install:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DMCPG_TESTS=OFF \
+	      -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	cmake --build $(BUILD_DIR)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD_DIR)
+
+# lintian's errors fail the target; its warnings are printed.
+deb:
+	@$(MAKE) --no-print-directory deps
+	deb=$$(bash packaging/deb/build.sh --build $(DEB_BUILD_DIR) --out $(BUILD_DIR)) && \
+	  lintian --fail-on error "$$deb" && echo "$$deb"
 
 test-release:
 	@$(MAKE) --no-print-directory build
@@ -110,4 +132,4 @@ report:
 	python3 bench/report $(RESULTS) $(REPORT_ARGS)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) $(DEB_BUILD_DIR)

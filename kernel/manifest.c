@@ -242,16 +242,28 @@ static int check_module_dir(mctx *c, const char *written, const char *resolved) 
     return -1;
 }
 
-/* gateway.module_dir from the manifest's folder; unset or "": beside the binary. */
+/* Where an installed gateway keeps its modules (make install, the Debian
+ * package), then where a build tree does, each from the binary's folder. */
+static const char *const module_dir_layouts[] = {"../lib/mcpg/modules", "../modules"};
+
+static char *module_dir_default(const char *exe_dir) {
+    char dir[PATH_MAX], real[PATH_MAX];
+    size_t n = sizeof module_dir_layouts / sizeof module_dir_layouts[0];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(dir, sizeof dir, "%s/%s", exe_dir, module_dir_layouts[i]);
+        if (realpath(dir, real)) return strdup(real);
+    }
+    return strdup(dir); /* neither exists: the load error names the last one tried */
+}
+
+/* gateway.module_dir from the manifest's folder; unset or "": beside the
+ * binary (module_dir_default). */
 static void resolve_module_dir(manifest *m, const char *exe_dir) {
     char *written = m->module_dir;
-    if (written && *written) {
+    if (written && *written)
         m->module_dir = resolve_dir(m->dir, written);
-    } else {
-        char dflt[PATH_MAX], real[PATH_MAX];
-        snprintf(dflt, sizeof dflt, "%s/../modules", exe_dir);
-        m->module_dir = strdup(realpath(dflt, real) ? real : dflt);
-    }
+    else
+        m->module_dir = module_dir_default(exe_dir);
     free(written);
 }
 

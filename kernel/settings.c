@@ -33,7 +33,8 @@ static const mcpg_config_field gateway_fields[] = {
                        "event loops, one listener each (SO_REUSEPORT); 0: one per CPU"),
     MCPG_CFG_STRING_FIELD(manifest, module_dir, "module_dir", NULL,
                           "where <module>.so files are, relative to the manifest's folder; "
-                          "unset: <binary>/../modules"),
+                          "unset: beside the binary, <binary>/../lib/mcpg/modules (installed) "
+                          "or else <binary>/../modules (a build tree), the first that exists"),
     MCPG_CFG_STRING_FIELD(manifest, runtime_dir, "runtime_dir", NULL,
                           "private folder for the loaded copies of modules; unset: a new "
                           "$TMPDIR/mcpg-<pid>-XXXXXX, removed at exit"),

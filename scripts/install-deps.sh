@@ -53,6 +53,7 @@ RUN_PACKAGES=(
 # nginx-light wrk               : benchmark baseline and load generator
 # procps util-linux             : ps/pgrep for tests, taskset for benchmarks
 # systemd groff-base            : tests/dist: systemd-analyze verify on the unit, groff on the man pages
+# lintian                       : the Debian package's checks (make deb, tests/packaging)
 TEST_PACKAGES=(
   clang libclang-rt-14-dev
   redis-server redis-tools
@@ -62,6 +63,7 @@ TEST_PACKAGES=(
   nginx-light wrk
   procps util-linux
   systemd groff-base
+  lintian
 )
 
 APT_PACKAGES=()
