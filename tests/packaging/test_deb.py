@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""`make deb`'s package: packaging/deb/build.sh, then lintian, then the
+package unpacked (never installed on this machine) and its gateway run.
+
+The package is built from this test's build when that is a plain Release
+build, else from a Release build of its own in a temp folder. lintian must
+report no error. Its control fields must name the project's version, this
+machine's architecture and the libraries the gateway links; its files must be
+the gateway, its tools and exactly the modules under modules/, stripped, with
+the copyright and changelog Debian asks for. Unpacked with dpkg-deb -x, its
+gateway serves the packaged example manifest with no gateway.module_dir:
+binary in usr/bin, modules in usr/lib/mcpg/modules.
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from installed import (check_gateway_files, check_sdk_files, product_modules,  # noqa: E402
+                       run, serve_example_manifest)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from gateway import Context, check, check_eq, parse_args, run_tests  # noqa: E402
+
+
+def extra_args(ap):
+    ap.add_argument("--build", required=True, help="this test's build tree")
+
+
+def cache_value(build, key):
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        m = re.search(r"(?m)^%s:[A-Z]*=(.*)$" % re.escape(key), f.read())
+    return m.group(1) if m else ""
+
+
+def build_to_package(ctx, build):
+    """This test's build when a package may be made of it, else a temp folder
+    that build.sh configures itself."""
+    plain = cache_value(build, "MCPG_SANITIZE").upper() not in ("ON", "1", "TRUE", "YES")
+    if cache_value(build, "CMAKE_BUILD_TYPE") == "Release" and plain:
+        return build
+    return ctx.path("deb-build")
+
+
+def project_version(source):
+    with open(os.path.join(source, "CMakeLists.txt")) as f:
+        return re.search(r"(?m)^project\(mcpg VERSION ([0-9.]+)", f.read()).group(1)
+
+
+def main():
+    args = parse_args(extra_args)
+    ctx = Context(args)
+    root = ctx.path("root")
+    usr = os.path.join(root, "usr")
+    deb = {}
+
+    def t_build():
+        out = run(["bash", os.path.join(ctx.source, "packaging", "deb", "build.sh"),
+                   "--build", build_to_package(ctx, os.path.abspath(args.build)),
+                   "--out", ctx.path("out")], "packaging/deb/build.sh",
+                  env={"CMAKE_BUILD_PARALLEL_LEVEL": "2"})
+        deb["path"] = out.strip().splitlines()[-1]
+        check(deb["path"].endswith(".deb") and os.path.isfile(deb["path"]),
+              "build.sh's last line is not the .deb it made:\n" + out[-2000:])
+
+    def t_lintian():
+        p = subprocess.run(["lintian", "--fail-on", "error", deb["path"]],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+        out = p.stdout.decode("utf-8", "replace")
+        sys.stdout.write(out)
+        errors = [ln for ln in out.splitlines() if ln.startswith("E: ")]
+        check(p.returncode == 0 and not errors, "lintian (exit %d) reports errors:\n%s"
+              % (p.returncode, "\n".join(errors) or out))
+
+    def field(name):
+        return run(["dpkg-deb", "-f", deb["path"], name], "dpkg-deb -f " + name).strip()
+
+    def t_control():
+        arch = run(["dpkg", "--print-architecture"], "dpkg --print-architecture").strip()
+        check_eq(field("Package"), "mcpg", "Package")
+        check_eq(field("Version"), project_version(ctx.source) + "-1", "Version")
+        check_eq(field("Architecture"), arch, "Architecture")
+        depends = field("Depends")
+        for lib in ("libc6", "libuv1", "libjansson4", "libssl3"):
+            check(re.search(r"(^|, )%s\b" % lib, depends), "Depends lacks %s: %s" % (lib, depends))
+
+    def t_files():
+        run(["dpkg-deb", "-x", deb["path"], root], "dpkg-deb -x")
+        check_gateway_files(usr, product_modules(ctx.source, ctx.modules))
+        check_sdk_files(usr)
+        for f in ("share/doc/mcpg/copyright", "share/doc/mcpg/changelog.Debian.gz"):
+            check(os.path.isfile(os.path.join(usr, f)), "not packaged: usr/" + f)
+        for f in ("bin/mcpg", "lib/mcpg/modules/transport_http.so"):
+            sections = run(["readelf", "-S", "--wide", os.path.join(usr, f)], "readelf " + f)
+            check(".symtab" not in sections, "not stripped: usr/" + f)
+
+    def t_serve():
+        serve_example_manifest(ctx, usr)
+
+    tests = [("make deb's script builds the package", t_build),
+             ("lintian reports no error", t_lintian),
+             ("control: package, version, architecture, depends", t_control),
+             ("the package's files", t_files),
+             ("the unpacked gateway serves with its packaged modules", t_serve)]
+    return run_tests(tests, ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
