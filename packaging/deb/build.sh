@@ -63,9 +63,14 @@ maintainer() {
   fi
 }
 
-# The changelog's date is the commit's, so the same tree makes the same package.
+# The changelog's date and the copyright's year are the commit's, so the
+# same tree makes the same package.
 changelog_date() {
   git -C "$src" log -1 --format=%cD 2>/dev/null || date -R
+}
+
+copyright_year() {
+  git -C "$src" log -1 --format=%cd --date=format:%Y 2>/dev/null || date +%Y
 }
 
 elf_files() {
@@ -87,13 +92,13 @@ depends_line() {
 fill() { # fill TEMPLATE: the @KEY@s from the variables of the same name
   sed -e "s#@VERSION@#$version#g" -e "s#@ARCH@#$arch#g" -e "s#@MAINTAINER@#$maint#g" \
       -e "s#@INSTALLED_SIZE@#${installed_size:-}#g" -e "s#@DEPENDS@#${depends:-}#g" \
-      -e "s#@DATE@#$date#g" "$1"
+      -e "s#@DATE@#$date#g" -e "s#@YEAR@#$year#g" "$1"
 }
 
 add_docs() {
   local doc=$root/usr/share/doc/mcpg
   install -d "$doc" "$root/usr/share/lintian/overrides"
-  install -m 0644 "$here/copyright" "$doc/copyright"
+  fill "$here/copyright.in" > "$doc/copyright"
   fill "$here/changelog.in" | gzip -9n > "$doc/changelog.Debian.gz"
   install -m 0644 "$here/lintian-overrides" "$root/usr/share/lintian/overrides/mcpg"
 }
@@ -117,6 +122,7 @@ version="$(project_version)-1"
 arch=$(dpkg --print-architecture)
 maint=$(maintainer)
 date=$(changelog_date)
+year=$(copyright_year)
 
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
