@@ -3,8 +3,9 @@
 #
 #   --build DIR   the Release build to package (default build-deb). A folder
 #                 without a CMakeCache.txt is configured first (Release,
-#                 prefix /usr, no tests); an existing one must be Release
-#                 and not sanitized. Either way it is brought up to date.
+#                 prefix /usr, no tests, Debian's hardening flags); an
+#                 existing one must be Release and not sanitized. Either
+#                 way it is brought up to date.
 #   --out DIR     where mcpg_<version>_<arch>.deb goes (default build)
 #
 # What `cmake --install --prefix /usr --strip` installs is the package:
@@ -34,12 +35,20 @@ die() { echo "packaging/deb/build.sh: $*" >&2; exit 1; }
 
 cache_value() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
 
+# A build of its own gets Debian's hardening flags (dpkg-buildflags: stack
+# protector, _FORTIFY_SOURCE, read-only relocations bound at load).
+configure_build() {
+  local flags
+  flags=$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --export=sh)
+  (eval "$flags"
+   CFLAGS="$CFLAGS $CPPFLAGS" LDFLAGS="$LDFLAGS" \
+     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+           -DCMAKE_INSTALL_PREFIX=/usr -DMCPG_TESTS=OFF >&2)
+}
+
 # A package of a Debug or sanitized build is not what anyone should run.
 prepare_build() {
-  if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-          -DCMAKE_INSTALL_PREFIX=/usr -DMCPG_TESTS=OFF >&2
-  fi
+  [ -f "$build/CMakeCache.txt" ] || configure_build
   [ "$(cache_value CMAKE_BUILD_TYPE)" = Release ] ||
     die "$build/CMakeCache.txt: CMAKE_BUILD_TYPE is '$(cache_value CMAKE_BUILD_TYPE)', a package needs Release"
   case "$(cache_value MCPG_SANITIZE)" in
