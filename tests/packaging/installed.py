@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from gateway import Gateway, call_tool, check, check_eq, expect_result, run_cli  # noqa: E402
+from gateway import (Context, Gateway, call_tool, check, check_eq, expect_result,  # noqa: E402
+                     parse_args, run_cli)
 
 # Step timeout for the builds and installs the tests run.
 STEP_TIMEOUT = 900
@@ -24,6 +25,15 @@ def run(argv, what, cwd=None, env=None, shell=False):
     check(p.returncode == 0, "%s failed (exit %d)\n$ %s\n%s"
           % (what, p.returncode, argv if shell else " ".join(argv), out))
     return out
+
+
+def start(extra_args):
+    """The test's arguments, its context, and the temp root it installs or
+    unpacks into, with that root's usr/."""
+    args = parse_args(extra_args)
+    ctx = Context(args)
+    root = ctx.path("root")
+    return args, ctx, root, os.path.join(root, "usr")
 
 
 def product_modules(source, build_modules):

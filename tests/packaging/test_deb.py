@@ -18,9 +18,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from installed import (check_gateway_files, check_sdk_files, product_modules,  # noqa: E402
-                       run, serve_example_manifest)
+                       run, serve_example_manifest, start)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from gateway import Context, check, check_eq, parse_args, run_tests  # noqa: E402
+from gateway import check, check_eq, run_tests  # noqa: E402
 
 
 def extra_args(ap):
@@ -48,10 +48,7 @@ def project_version(source):
 
 
 def main():
-    args = parse_args(extra_args)
-    ctx = Context(args)
-    root = ctx.path("root")
-    usr = os.path.join(root, "usr")
+    args, ctx, root, usr = start(extra_args)
     deb = {}
 
     def t_build():

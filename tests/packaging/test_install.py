@@ -18,10 +18,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from installed import (check_gateway_files, check_sdk_files, product_modules,  # noqa: E402
-                       run, serve_example_manifest)
+                       run, serve_example_manifest, start)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from gateway import (Context, Gateway, call_tool, check, check_eq, expect_result,  # noqa: E402
-                     parse_args, run_tests)
+from gateway import (Gateway, call_tool, check, check_eq, expect_result,  # noqa: E402
+                     run_tests)
 
 
 def extra_args(ap):
@@ -31,10 +31,7 @@ def extra_args(ap):
 
 
 def main():
-    args = parse_args(extra_args)
-    ctx = Context(args)
-    destdir = ctx.path("root")
-    usr = os.path.join(destdir, "usr")
+    args, ctx, destdir, usr = start(extra_args)
     found = {}
 
     def t_install():
