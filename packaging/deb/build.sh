@@ -4,8 +4,9 @@
 #   --build DIR   the Release build to package (default build-deb). A folder
 #                 without a CMakeCache.txt is configured first (Release,
 #                 prefix /usr, no tests, Debian's hardening flags); an
-#                 existing one must be Release and not sanitized. Either
-#                 way it is brought up to date.
+#                 existing one must be Release, not sanitized, and configured
+#                 for prefix /usr (the unit and /etc/mcpg are placed at
+#                 configure time). Either way it is brought up to date.
 #   --out DIR     where mcpg_<version>_<arch>.deb goes (default build)
 #
 # What `cmake --install --prefix /usr --strip` installs is the package:
@@ -48,14 +49,18 @@ configure_build() {
            -DCMAKE_INSTALL_PREFIX=/usr -DMCPG_TESTS=OFF >&2)
 }
 
-# A package of a Debug or sanitized build is not what anyone should run.
+# A package of a Debug or sanitized build is not what anyone should run; one
+# configured for another prefix would point its unit at the wrong binary.
 prepare_build() {
   [ -f "$build/CMakeCache.txt" ] || configure_build
+  local cache=$build/CMakeCache.txt
   [ "$(cache_value CMAKE_BUILD_TYPE)" = Release ] ||
-    die "$build/CMakeCache.txt: CMAKE_BUILD_TYPE is '$(cache_value CMAKE_BUILD_TYPE)', a package needs Release"
+    die "$cache: CMAKE_BUILD_TYPE is '$(cache_value CMAKE_BUILD_TYPE)', a package needs Release"
   case "$(cache_value MCPG_SANITIZE)" in
-    ON|on|1|TRUE|true) die "$build/CMakeCache.txt: MCPG_SANITIZE is on, a package needs a plain build" ;;
+    ON|on|1|TRUE|true) die "$cache: MCPG_SANITIZE is on, a package needs a plain build" ;;
   esac
+  [ "$(cache_value CMAKE_INSTALL_PREFIX)" = /usr ] ||
+    die "$cache: CMAKE_INSTALL_PREFIX is '$(cache_value CMAKE_INSTALL_PREFIX)', a package needs /usr"
   cmake --build "$build" >&2
 }
 
@@ -137,6 +142,7 @@ year=$(copyright_year)
 
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
+trap 'exit 1' INT TERM
 root=$staging/root
 install -d -m 0755 "$root"
 DESTDIR=$root cmake --install "$build" --prefix /usr --strip >&2

@@ -74,9 +74,16 @@ def script_of(page):
 
 
 def run(script, cwd, env):
-    """bash in a session of its own: a run that hangs is stopped as a group."""
+    """bash in a session of its own: a run that hangs, or this test stopped
+    (ctest's timeout), stops it and what it started as a group."""
     p = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, start_new_session=True)
+
+    def on_stop(signum, frame):
+        os.killpg(p.pid, signal.SIGTERM)
+        sys.exit(1)
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
     try:
         out, _ = p.communicate(timeout=RUN_TIMEOUT)
     except subprocess.TimeoutExpired:

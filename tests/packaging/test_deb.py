@@ -3,11 +3,13 @@
 package unpacked (never installed on this machine) and its gateway run.
 
 The package is built from this test's build when that is a plain Release
-build, else from a Release build of its own in a temp folder. lintian must
+build for prefix /usr, else (as a rule: `make build` is for /usr/local) from
+a Release build of its own in a temp folder. lintian must
 report no error. Its control fields must name the project's version, this
 machine's architecture and the libraries the gateway links; its files must be
 the gateway, its tools and exactly the modules under modules/, stripped, with
-the copyright and changelog Debian asks for. Unpacked with dpkg-deb -x, its
+the copyright and changelog Debian asks for, the systemd unit starting
+/usr/bin/mcpg, the manual pages, and /etc/mcpg/mcpg.json as a conffile. Unpacked with dpkg-deb -x, its
 gateway serves the packaged example manifest with no gateway.module_dir:
 binary in usr/bin, modules in usr/lib/mcpg/modules.
 """
@@ -34,10 +36,11 @@ def cache_value(build, key):
 
 
 def build_to_package(ctx, build):
-    """This test's build when a package may be made of it, else a temp folder
-    that build.sh configures itself."""
+    """This test's build when a package may be made of it (Release, not
+    sanitized, prefix /usr), else a temp folder build.sh configures itself."""
     plain = cache_value(build, "MCPG_SANITIZE").upper() not in ("ON", "1", "TRUE", "YES")
-    if cache_value(build, "CMAKE_BUILD_TYPE") == "Release" and plain:
+    if (cache_value(build, "CMAKE_BUILD_TYPE") == "Release" and plain
+            and cache_value(build, "CMAKE_INSTALL_PREFIX") == "/usr"):
         return build
     return ctx.path("deb-build")
 
@@ -85,8 +88,16 @@ def main():
         run(["dpkg-deb", "-x", deb["path"], root], "dpkg-deb -x")
         check_gateway_files(usr, product_modules(ctx.source, ctx.modules))
         check_sdk_files(usr)
-        for f in ("share/doc/mcpg/copyright", "share/doc/mcpg/changelog.Debian.gz"):
-            check(os.path.isfile(os.path.join(usr, f)), "not packaged: usr/" + f)
+        for f in ("usr/share/doc/mcpg/copyright", "usr/share/doc/mcpg/changelog.Debian.gz",
+                  "usr/lib/systemd/system/mcpg.service", "usr/share/man/man1/mcpg.1.gz",
+                  "etc/mcpg/mcpg.json"):
+            check(os.path.isfile(os.path.join(root, f)), "not packaged: " + f)
+        with open(os.path.join(root, "usr/lib/systemd/system/mcpg.service")) as f:
+            check("/usr/bin/mcpg " in f.read(), "the unit does not start /usr/bin/mcpg")
+        ctrl = ctx.path("DEBIAN")
+        run(["dpkg-deb", "-e", deb["path"], ctrl], "dpkg-deb -e")
+        with open(os.path.join(ctrl, "conffiles")) as f:
+            check_eq(f.read().split(), ["/etc/mcpg/mcpg.json"], "conffiles")
         for f in ("bin/mcpg", "lib/mcpg/modules/transport_http.so"):
             sections = run(["readelf", "-S", "--wide", os.path.join(usr, f)], "readelf " + f)
             check(".symtab" not in sections, "not stripped: usr/" + f)
