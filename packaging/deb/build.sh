@@ -9,7 +9,7 @@
 #                 configure time). Either way it is brought up to date.
 #   --out DIR     where mcpg_<version>_<arch>.deb goes (default build)
 #
-# What `cmake --install --prefix /usr --strip` installs is the package:
+# What `cmake --install --prefix /usr` installs, stripped, is the package:
 # whatever the tree's install rules add (a unit, man pages) comes in with no
 # change here; files under /etc become conffiles. The Depends line is
 # dpkg-shlibdeps' reading of every ELF file. Prints the .deb's path last.
@@ -94,6 +94,14 @@ elf_files() {
     'head -c4 "$1" | grep -q "^.ELF" && echo "$1"' _ {} \;
 }
 
+# As Debian's own packages are stripped (dh_strip): no symbols or debug
+# information, no .comment, in programs, modules and static libraries.
+strip_files() {
+  elf_files | xargs -r -d '\n' strip --remove-section=.comment --remove-section=.note \
+    --strip-unneeded
+  find "$root" -name '*.a' -exec strip --strip-debug --remove-section=.comment {} +
+}
+
 # dpkg-shlibdeps reads debian/control of the folder it runs in.
 depends_line() {
   local work=$staging/shlibdeps
@@ -145,7 +153,8 @@ trap 'rm -rf "$staging"' EXIT
 trap 'exit 1' INT TERM
 root=$staging/root
 install -d -m 0755 "$root"
-DESTDIR=$root cmake --install "$build" --prefix /usr --strip >&2
+DESTDIR=$root cmake --install "$build" --prefix /usr >&2
+strip_files
 add_docs
 add_control
 
