@@ -32,4 +32,5 @@ def man_page(args, name):
     return os.path.join(args.build, "dist", "man", name)
 
 
-MAN_PAGES = {"1": "mcpg.1", "5": "mcpg.json.5"}
+# (section, page) of every manual page dist/ installs
+MAN_PAGES = [("1", "mcpg.1"), ("1", "mcpg-apikey.1"), ("1", "mcpg-load.1"), ("5", "mcpg.json.5")]

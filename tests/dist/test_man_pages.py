@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""The manual pages mcpg(1) and mcpg.json(5) (dist/man/, as the build fills in the version):
+"""The manual pages mcpg(1), mcpg-apikey(1), mcpg-load(1) and mcpg.json(5) (dist/man/, as the
+build fills in the version):
 
-  * groff, with every warning on, has nothing to say about either;
+  * groff, with every warning on, has nothing to say about any;
   * they name this build's version;
-  * they cannot drift from the binary: every option, command and variable `mcpg --help`
-    prints is in mcpg(1); every setting `mcpg --help-module gateway` and
+  * they cannot drift from the programs: every option, command and variable `mcpg --help`
+    prints is in mcpg(1), every option `mcpg-apikey --help` and `mcpg-load --help` print is
+    in their pages; every setting `mcpg --help-module gateway` and
     `mcpg --help-module cluster` list is in mcpg.json(5), by its full name
     (gateway.pool.threads), and every gateway.* setting the pages name is one of those.
 """
@@ -25,10 +27,15 @@ def rendered(path):
     return out
 
 
+def options_offered(help_text):
+    """The --long and -s short options a usage text names."""
+    return set(re.findall(r"(?<![\w-])--?[a-z][a-z-]*", help_text))
+
+
 def usage_words(help_text):
-    """What mcpg --help offers: its --options, its commands (the words after "mcpg" up to
+    """What mcpg --help offers: its options, its commands (the words after "mcpg" up to
     the first option or argument) and the variables it names."""
-    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", help_text))
+    options = options_offered(help_text)
     commands = set()
     for line in help_text.splitlines():
         m = re.match(r"^\s*(?:usage:)?\s*mcpg((?:\s+[a-z]+)+)", line)
@@ -59,7 +66,21 @@ def contains(text, name):
 def main():
     args = parse_args()
     ctx = Context(args)
-    pages = {name: man_page(args, name) for name in MAN_PAGES.values()}
+    pages = {name: man_page(args, name) for _, name in MAN_PAGES}
+
+    def check_named(page, help_argv, words, expected):
+        """Every word of a tool's --help (which holds at least the expected ones) is in its
+        page."""
+        check(expected <= words, "%s read as expected: %r" % (" ".join(help_argv), sorted(words)))
+        text = rendered(pages[page])
+        missing = sorted(w for w in words if not contains(text, w))
+        check(not missing, "%s offers what %s does not name: %s"
+              % (" ".join(help_argv), page, missing))
+
+    def help_of(argv):
+        rc, out = run(argv)
+        check_eq(rc, 0, " ".join(argv))
+        return out
 
     def t_groff_quiet():
         for name, path in pages.items():
@@ -77,14 +98,16 @@ def main():
                   % (name, version.group(1), th))
 
     def t_usage_in_mcpg_1():
-        rc, out = run([args.bin, "--help"])
-        check_eq(rc, 0, "mcpg --help")
-        words = usage_words(out)
-        check("--config" in words and "mcpg audit verify" in words,
-              "the usage read as expected: %r" % sorted(words))
-        text = rendered(pages["mcpg.1"])
-        missing = sorted(w for w in words if not contains(text, w))
-        check(not missing, "mcpg --help offers what mcpg(1) does not name: %s" % missing)
+        argv = [args.bin, "--help"]
+        check_named("mcpg.1", argv, usage_words(help_of(argv)), {"--config", "mcpg audit verify"})
+
+    def t_options_in_mcpg_apikey_1():
+        argv = [sys.executable, os.path.join(args.source, "scripts", "mcpg-apikey"), "--help"]
+        check_named("mcpg-apikey.1", argv, options_offered(help_of(argv)), {"--add", "--hash"})
+
+    def t_options_in_mcpg_load_1():
+        argv = [os.path.join(args.build, "bin", "mcpg-load"), "--help"]
+        check_named("mcpg-load.1", argv, options_offered(help_of(argv)), {"--url", "-c"})
 
     def t_settings_in_mcpg_json_5():
         text = rendered(pages["mcpg.json.5"])
@@ -108,6 +131,8 @@ def main():
         ("groff -ww: no warning", t_groff_quiet),
         ("the pages name this build's version", t_version),
         ("every option and command of mcpg --help is in mcpg(1)", t_usage_in_mcpg_1),
+        ("every option of mcpg-apikey --help is in mcpg-apikey(1)", t_options_in_mcpg_apikey_1),
+        ("every option of mcpg-load --help is in mcpg-load(1)", t_options_in_mcpg_load_1),
         ("every gateway and cluster setting is in mcpg.json(5), and no other",
          t_settings_in_mcpg_json_5),
     ], ctx)

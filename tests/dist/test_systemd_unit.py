@@ -10,7 +10,9 @@
     runtime folder, the state folder as its working folder, the shipped manifest) keeps
     its module copies in the runtime folder and its audit file in the state folder;
   * cmake --install puts the unit, the manual pages and the manifest where systemd and man
-    look, and a second install keeps a manifest the administrator changed.
+    look, and a second install keeps a manifest the administrator changed;
+  * for a prefix under /opt the manifest goes to /etc/opt/mcpg (the package's own folder
+    there, as the FHS has it), and the unit runs the gateway on that same file.
 The unit is not started under systemd here: the tests do not run as PID 1's guests.
 """
 import gzip
@@ -64,9 +66,19 @@ def seconds(value):
     return int(m.group(1)) * (60 if m.group(2) == "min" else 1)
 
 
+def config_dir(sysconfdir):
+    """Where the manifest goes: SYSCONFDIR/mcpg, but SYSCONFDIR itself when it is a prefix's
+    own folder under /etc/opt (GNUInstallDirs makes /opt/mcpg's /etc/opt/mcpg)."""
+    return sysconfdir if sysconfdir.startswith("/etc/opt/") else os.path.join(sysconfdir, "mcpg")
+
+
+def files_named(root, name):
+    return [os.path.join(d, name) for d, _, files in os.walk(root) if name in files]
+
+
 def man_tree(args, root):
     """A MANPATH holding this build's pages, so verify finds the unit's Documentation=."""
-    for section, name in MAN_PAGES.items():
+    for section, name in MAN_PAGES:
         folder = os.path.join(root, "man" + section)
         os.makedirs(folder, exist_ok=True)
         shutil.copy(man_page(args, name), folder)
@@ -83,8 +95,8 @@ def main():
     def t_what_it_runs():
         check_eq(one(settings, "Type"), "notify", "Type")
         check_eq(one(settings, "NotifyAccess"), "main", "NotifyAccess")
-        check_eq(one(settings, "ExecStart"), "%s/mcpg --config %s/mcpg/mcpg.json"
-                 % (args.bindir, args.sysconfdir), "ExecStart")
+        check_eq(one(settings, "ExecStart"), "%s/mcpg --config %s/mcpg.json"
+                 % (args.bindir, config_dir(args.sysconfdir)), "ExecStart")
         check_eq(one(settings, "ExecReload"), "/bin/kill -HUP $MAINPID", "ExecReload")
         drain = gateway_default(args, "drain_timeout_ms")
         stop = seconds(one(settings, "TimeoutStopSec"))
@@ -139,7 +151,7 @@ def main():
         unit = under(os.path.join(args.prefix, "lib/systemd/system/mcpg.service"))
         with open(unit) as f:
             check_eq(f.read(), text, "the installed unit")
-        for section, name in MAN_PAGES.items():
+        for section, name in MAN_PAGES:
             page = under(os.path.join(args.prefix, "share/man/man%s/%s.gz" % (section, name)))
             with gzip.open(page, "rt") as f, open(man_page(args, name)) as g:
                 check_eq(f.read(), g.read(), "the installed %s" % name)
@@ -147,7 +159,7 @@ def main():
                 head = f.read(10)
             check(head[3] & 0x08 == 0 and head[4:8] == b"\0\0\0\0",
                   "%s compressed without a name or a time (gzip -n)" % name)
-        conf = under(os.path.join(args.sysconfdir, "mcpg", "mcpg.json"))
+        conf = under(os.path.join(config_dir(args.sysconfdir), "mcpg.json"))
         with open(conf) as f, open(os.path.join(args.source, "conf", "mcpg.json")) as g:
             check_eq(json.load(f), json.load(g), "the installed manifest")
         with open(conf, "w") as f:
@@ -158,12 +170,34 @@ def main():
             if "changed here" not in f.read():
                 fail("a second install replaced the administrator's %s" % conf)
 
+    def t_install_under_opt():
+        # configured only: dist's install needs nothing built but the manual pages
+        build, root = ctx.path("opt-build"), ctx.path("opt-destdir")
+        for argv in (["cmake", "-S", args.source, "-B", build, "-G", "Ninja",
+                      "-DCMAKE_INSTALL_PREFIX=/opt/mcpg", "-DMCPG_TESTS=OFF"],
+                     ["cmake", "--build", build, "--target", "man_pages"]):
+            rc, out = run(argv)
+            check_eq(rc, 0, "%s:\n%s" % (" ".join(argv), out[-3000:]))
+        rc, out = run(["cmake", "-P", os.path.join(build, "dist", "cmake_install.cmake")],
+                      env={"DESTDIR": root})
+        check_eq(rc, 0, "dist's install for /opt/mcpg:\n%s" % out[-3000:])
+        check_eq(files_named(root, "mcpg.json"), [root + "/etc/opt/mcpg/mcpg.json"],
+                 "the manifests installed for /opt/mcpg")
+        with open(root + "/opt/mcpg/lib/systemd/system/mcpg.service") as f:
+            installed = unit_settings(f.read())
+        check_eq(one(installed, "ExecStart"), "/opt/mcpg/bin/mcpg --config /etc/opt/mcpg/mcpg.json",
+                 "the /opt/mcpg unit's ExecStart")
+        check_eq(one(installed, "EnvironmentFile"), "-/etc/opt/mcpg/mcpg.env",
+                 "the /opt/mcpg unit's EnvironmentFile")
+
     return run_tests([
         ("the unit runs the installed gateway as a notify service", t_what_it_runs),
         ("systemd-analyze verify and security", t_verify),
         ("the gateway as the unit sets it up: copies in the runtime folder, audit in the state one",
          t_runs_as_the_unit_sets_it_up),
         ("cmake --install: unit, manual pages, manifest (kept once changed)", t_install),
+        ("prefix /opt/mcpg: the manifest in /etc/opt/mcpg, where the unit looks",
+         t_install_under_opt),
     ], ctx)
 
 
