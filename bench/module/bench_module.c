@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <linux/perf_event.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -74,8 +75,9 @@ typedef struct options {
 } options;
 
 typedef struct figures {
-    double instructions; /* per call; < 0 when not measured */
+    double instructions; /* per call; NAN when not measured */
     double wall_ns, cpu_ns, allocs;
+    int pooled; /* a backend's ops ran on the pool threads */
 } figures;
 
 typedef struct run_ctx {
@@ -339,14 +341,14 @@ static int open_instruction_counter(char *note, size_t cap) {
 
 static double read_counter(int fd) {
     uint64_t v = 0;
-    return fd >= 0 && read(fd, &v, sizeof v) == sizeof v ? (double)v : -1;
+    return fd >= 0 && read(fd, &v, sizeof v) == sizeof v ? (double)v : NAN;
 }
 
 /* The measured calls, after the warm-up, into f. */
 static int measure_calls(run_ctx *r, figures *f, char *note, size_t cap) {
     const options *o = r->o;
     if (run_calls(r, o->warmup)) return 1;
-    clockid_t cpu_clock = o->pool ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID;
+    clockid_t cpu_clock = f->pooled ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID;
     int fd = o->callgrind || o->phase ? -1 : open_instruction_counter(note, cap);
     long allocs0 = atomic_load(&alloc_calls);
     uint64_t wall0 = clock_ns(CLOCK_MONOTONIC), cpu0 = clock_ns(cpu_clock);
@@ -357,8 +359,7 @@ static int measure_calls(run_ctx *r, figures *f, char *note, size_t cap) {
     f->cpu_ns = (double)(clock_ns(cpu_clock) - cpu0) / n;
     f->wall_ns = (double)(clock_ns(CLOCK_MONOTONIC) - wall0) / n;
     f->allocs = (double)(atomic_load(&alloc_calls) - allocs0) / n;
-    double instr = read_counter(fd);
-    f->instructions = instr < 0 ? -1 : instr / n;
+    f->instructions = read_counter(fd) / n;
     if (fd >= 0) close(fd);
     return failed;
 }
@@ -376,11 +377,10 @@ static int measure(const options *o, const mcpg_module *m, const char *config, f
                                              : mcpg_fakehost_log_text(r.fh);
         snprintf(r.error, sizeof r.error, "%s refused to load (%s): %s", m->name,
                  mcpg_strerror(rc), why);
-    } else if (!o->pool && m->kind == MCPG_KIND_BACKEND && mcpg_fakehost_set_inline(r.inst, 1)) {
-        snprintf(r.error, sizeof r.error,
-                 "%s is not inline-safe: measure it on the pool with --pool", m->name);
-        rc = 1;
     }
+    /* A backend not declared inline-safe runs on the pool, as in the gateway. */
+    f->pooled = !rc && (o->pool || (m->kind == MCPG_KIND_BACKEND &&
+                                    mcpg_fakehost_set_inline(r.inst, 1)));
     if (!rc) rc = measure_calls(&r, f, note, cap);
     if (r.inst) mcpg_fakehost_unload(r.fh, r.inst);
     mcpg_fakehost_free(r.fh);
@@ -403,8 +403,9 @@ static double callgrind_total(const char *path) {
 }
 
 /* Our own command line for the child: the options but --callgrind and --json,
- * then --phase. */
-static char **child_argv(int argc, char **argv, const char *out_file, const char *phase) {
+ * then --phase (and --pool when the module ran there). */
+static char **child_argv(int argc, char **argv, const char *out_file, const char *phase,
+                         int pool) {
     char **v = calloc((size_t)argc + 8, sizeof *v);
     static char self[4096], out_opt[4200];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -425,6 +426,7 @@ static char **child_argv(int argc, char **argv, const char *out_file, const char
         if (strcmp(argv[i], "--callgrind") && strcmp(argv[i], "--json")) v[k++] = argv[i];
     v[k++] = "--phase";
     v[k++] = (char *)phase;
+    if (pool) v[k++] = "--pool";
     return v;
 }
 
@@ -434,7 +436,7 @@ static double callgrind_phase(int argc, char **argv, const options *o, const cha
     int fd = mkstemp(out_file);
     if (fd < 0) perror("mcpg-bench-module: mkstemp"), exit(1);
     close(fd);
-    char **v = child_argv(argc, argv, out_file, phase);
+    char **v = child_argv(argc, argv, out_file, phase, o->pool);
     pid_t pid = fork();
     if (pid == 0) {
         int devnull = open("/dev/null", O_WRONLY);
@@ -458,7 +460,7 @@ static double callgrind_phase(int argc, char **argv, const options *o, const cha
 /* ---- output ---- */
 
 static void print_number(double v, int json) {
-    if (v < 0) printf(json ? "null" : "%14s", "n/a");
+    if (isnan(v)) printf(json ? "null" : "%14s", "n/a");
     else printf(json ? "%.1f" : "%14.1f", v);
 }
 
@@ -485,8 +487,7 @@ static void print_json_figures(const char *name, const figures *f, const char *s
 
 static figures added_by_module(const figures *m, const figures *b) {
     return (figures){
-        .instructions = m->instructions < 0 || b->instructions < 0 ? -1
-                                                                    : m->instructions - b->instructions,
+        .instructions = m->instructions - b->instructions, /* NAN when either is */
         .wall_ns = m->wall_ns - b->wall_ns,
         .cpu_ns = m->cpu_ns - b->cpu_ns,
         .allocs = m->allocs - b->allocs};
@@ -518,7 +519,7 @@ static void print_json(const report *r) {
     json_string("op", op_name(r->m->kind), ",");
     json_string("tool", r->o->tool, ",");
     printf("\"calls\":%ld,\"warmup\":%ld,", r->o->calls, r->o->warmup);
-    json_string("dispatch", r->o->pool ? "pool" : "inline", ",");
+    json_string("dispatch", r->module.pooled ? "pool" : "inline", ",");
     if (r->source) json_string("instructions_source", r->source, ",");
     else json_string("instructions_unavailable", r->note, ",");
     print_json_figures("module_per_call", &r->module, ",");
@@ -530,7 +531,7 @@ static void print_table(const report *r) {
     figures added = added_by_module(&r->module, &r->baseline);
     printf("%s (%s %s) %s \"%s\": %ld calls after %ld warm-up, %s\n", r->m->name,
            mcpg_kind_name(r->m->kind), r->m->version, op_name(r->m->kind), r->o->tool,
-           r->o->calls, r->o->warmup, r->o->pool ? "on the pool" : "inline");
+           r->o->calls, r->o->warmup, r->module.pooled ? "on the pool" : "inline");
     printf("%-20s%14s%14s%14s%14s\n", "per call", "instructions", "wall_ns", "cpu_ns", "allocs");
     print_row(r->m->name, &r->module);
     print_row("baseline (null op)", &r->baseline);
@@ -559,10 +560,11 @@ int main(int argc, char **argv) {
     report r = {.o = &o, .m = m};
     if (!o.phase || !strcmp(o.phase, "module"))
         measure_or_exit(&o, m, o.config, &r.module, note, sizeof note);
+    if (r.module.pooled) o.pool = 1; /* the baseline is dispatched as the module was */
     if (!o.phase || !strcmp(o.phase, "baseline"))
         measure_or_exit(&o, &null_module, NULL, &r.baseline, note, sizeof note);
     if (o.phase) return 0;
-    r.source = r.module.instructions >= 0 ? "perf (this thread, user space)" : NULL;
+    r.source = !isnan(r.module.instructions) ? "perf (this thread, user space)" : NULL;
     if (!r.source && o.callgrind) {
         r.module.instructions = callgrind_phase(argc, argv, &o, "module");
         r.baseline.instructions = callgrind_phase(argc, argv, &o, "baseline");
