@@ -44,10 +44,22 @@
 
 /* ---- allocations: every malloc, calloc and realloc of the process ---- */
 
+#if defined(__SANITIZE_ADDRESS__)
+#define COUNTS_ALLOCATIONS 0 /* the sanitizer's allocator is not ours to wrap */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COUNTS_ALLOCATIONS 0
+#endif
+#endif
+#ifndef COUNTS_ALLOCATIONS
+#define COUNTS_ALLOCATIONS 1
+#endif
+
+static atomic_long alloc_calls;
+#if COUNTS_ALLOCATIONS
 extern void *__libc_malloc(size_t n);
 extern void *__libc_calloc(size_t count, size_t n);
 extern void *__libc_realloc(void *p, size_t n);
-static atomic_long alloc_calls;
 
 void *malloc(size_t n) {
     atomic_fetch_add_explicit(&alloc_calls, 1, memory_order_relaxed);
@@ -61,6 +73,7 @@ void *realloc(void *p, size_t n) {
     atomic_fetch_add_explicit(&alloc_calls, 1, memory_order_relaxed);
     return __libc_realloc(p, n);
 }
+#endif
 
 /* ---- options ---- */
 
@@ -358,7 +371,7 @@ static int measure_calls(run_ctx *r, figures *f, char *note, size_t cap) {
     double n = (double)o->calls;
     f->cpu_ns = (double)(clock_ns(cpu_clock) - cpu0) / n;
     f->wall_ns = (double)(clock_ns(CLOCK_MONOTONIC) - wall0) / n;
-    f->allocs = (double)(atomic_load(&alloc_calls) - allocs0) / n;
+    f->allocs = COUNTS_ALLOCATIONS ? (double)(atomic_load(&alloc_calls) - allocs0) / n : NAN;
     f->instructions = read_counter(fd) / n;
     if (fd >= 0) close(fd);
     return failed;
