@@ -407,9 +407,11 @@ static int measure(const options *o, const mcpg_module *m, const char *config, f
 static double callgrind_total(const char *path) {
     char *text = read_text_file(path);
     double total = -1;
-    for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    for (char *line = text; line && *line;) {
         if (!strncmp(line, "summary:", 8) || !strncmp(line, "totals:", 7))
             total = strtod(strchr(line, ':') + 1, NULL);
+        char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
     }
     free(text);
     return total;
