@@ -33,4 +33,4 @@ def man_page(args, name):
 
 
 # (section, page) of every manual page dist/ installs
-MAN_PAGES = [("1", "mcpg.1"), ("1", "mcpg-apikey.1"), ("1", "mcpg-load.1"), ("5", "mcpg.json.5")]
+MAN_PAGES = [("1", "mcpg.1"), ("1", "mcpg-apikey.1"), ("1", "mcpg-load.1"), ("1", "mcpg-bench-module.1"), ("5", "mcpg.json.5")]

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""The manual pages mcpg(1), mcpg-apikey(1), mcpg-load(1) and mcpg.json(5) (dist/man/, as the
-build fills in the version):
+"""The manual pages mcpg(1), mcpg-apikey(1), mcpg-load(1), mcpg-bench-module(1) and
+mcpg.json(5) (dist/man/, as the build fills in the version):
 
   * groff, with every warning on, has nothing to say about any;
   * they name this build's version;
   * they cannot drift from the programs: every option, command and variable `mcpg --help`
-    prints is in mcpg(1), every option `mcpg-apikey --help` and `mcpg-load --help` print is
-    in their pages; every setting `mcpg --help-module gateway` and
+    prints is in mcpg(1), every option `mcpg-apikey --help`, `mcpg-load --help` and
+    `mcpg-bench-module --help` print is in their pages; every setting `mcpg --help-module gateway` and
     `mcpg --help-module cluster` list is in mcpg.json(5), by its full name
     (gateway.pool.threads), and every gateway.* setting the pages name is one of those.
 """
@@ -109,6 +109,11 @@ def main():
         argv = [os.path.join(args.build, "bin", "mcpg-load"), "--help"]
         check_named("mcpg-load.1", argv, options_offered(help_of(argv)), {"--url", "-c"})
 
+    def t_options_in_mcpg_bench_module_1():
+        argv = [os.path.join(args.build, "bin", "mcpg-bench-module"), "--help"]
+        check_named("mcpg-bench-module.1", argv, options_offered(help_of(argv)),
+                    {"--tool", "--callgrind"})
+
     def t_settings_in_mcpg_json_5():
         text = rendered(pages["mcpg.json.5"])
         listed = []
@@ -133,6 +138,8 @@ def main():
         ("every option and command of mcpg --help is in mcpg(1)", t_usage_in_mcpg_1),
         ("every option of mcpg-apikey --help is in mcpg-apikey(1)", t_options_in_mcpg_apikey_1),
         ("every option of mcpg-load --help is in mcpg-load(1)", t_options_in_mcpg_load_1),
+        ("every option of mcpg-bench-module --help is in mcpg-bench-module(1)",
+         t_options_in_mcpg_bench_module_1),
         ("every gateway and cluster setting is in mcpg.json(5), and no other",
          t_settings_in_mcpg_json_5),
     ], ctx)

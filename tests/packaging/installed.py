@@ -47,7 +47,7 @@ def product_modules(source, build_modules):
 
 def check_gateway_files(usr, modules):
     """usr: the installed /usr (or PREFIX); modules: the names expected."""
-    for f in ("bin/mcpg", "bin/mcpg-load", "bin/mcpg-apikey"):
+    for f in ("bin/mcpg", "bin/mcpg-load", "bin/mcpg-apikey", "bin/mcpg-bench-module"):
         check(os.access(os.path.join(usr, f), os.X_OK), "not installed executable: " + f)
     got = sorted(os.listdir(os.path.join(usr, "lib", "mcpg", "modules")))
     check_eq(got, sorted(m + ".so" for m in modules), "lib/mcpg/modules")
