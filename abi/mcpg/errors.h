@@ -1,4 +1,5 @@
-/* mcpg ABI: error codes.
+/** @file
+ * mcpg ABI: error codes.
  *
  * Negative errno-style codes, one X-macro list. Append only: a code's value never
  * changes once released. Functions that return int return 0 (or a count) on
@@ -11,7 +12,7 @@
 #ifndef MCPG_ERRORS_H
 #define MCPG_ERRORS_H
 
-/*      name          value   text */
+/**      name          value   text */
 #define MCPG_ERRNO_MAP(X)                                                        \
     X(EINVAL,        -1,  "invalid argument")                                    \
     X(ENOMEM,        -2,  "out of memory")                                       \

@@ -1,4 +1,5 @@
-/* mcpg ABI: the non-allocating JSON scanner's types.
+/** @file
+ * mcpg ABI: the non-allocating JSON scanner's types.
  *
  * The scanner reads JSON text in place: a span points into the caller's bytes
  * and is valid as long as they are. The functions are in the host table
@@ -21,17 +22,17 @@ typedef enum mcpg_json_type {
     MCPG_JSON_NULL = 7
 } mcpg_json_type;
 
-/* One JSON value inside a text. For a string, p/n is the raw text between the
+/** One JSON value inside a text. For a string, p/n is the raw text between the
  * quotes (escapes not decoded) and `escaped` says whether it holds a backslash;
  * for every other type p/n is the whole value's text. */
 typedef struct mcpg_json_span {
     const char *p;
     size_t n;
-    uint32_t type;    /* mcpg_json_type */
-    uint32_t escaped; /* strings: 1 when decoding is needed */
+    uint32_t type;    /**< mcpg_json_type */
+    uint32_t escaped; /**< strings: 1 when decoding is needed */
 } mcpg_json_span;
 
-/* Nesting deeper than this is refused as malformed. */
+/** Nesting deeper than this is refused as malformed. */
 #define MCPG_JSON_MAX_DEPTH 64
 
 #endif

@@ -1,4 +1,5 @@
-/* mcpg ABI: what a module exports.
+/** @file
+ * mcpg ABI: what a module exports.
  *
  * A module is one shared object exporting exactly one symbol, MCPG_ENTRY_SYMBOL.
  * The kernel calls it with its own ABI version; the module returns a pointer to a
@@ -55,10 +56,10 @@
 
 #define MCPG_ABI_MAJOR 1
 #define MCPG_ABI_MINOR 8
-#define MCPG_MODULE_MAGIC 0x6d637067u /* "mcpg" */
+#define MCPG_MODULE_MAGIC 0x6d637067u /**< "mcpg" */
 #define MCPG_ENTRY_SYMBOL "mcpg_module_entry"
 
-/* Module kinds. Append only. */
+/** Module kinds. Append only. */
 typedef enum mcpg_kind {
     MCPG_KIND_TRANSPORT = 1,
     MCPG_KIND_IDENTITY = 2,
@@ -71,11 +72,11 @@ typedef enum mcpg_kind {
     MCPG_KIND_METRICS = 9
 } mcpg_kind;
 
-/* Module flags (mcpg_module.flags). Append only. */
-#define MCPG_MOD_INLINE_SAFE   (1ull << 0) /* backend may run on the loop thread (inline_dispatch) */
-#define MCPG_MOD_OWNS_THREADS  (1ull << 1) /* starts threads in start(), joins them in stop() */
-#define MCPG_MOD_DURABLE       (1ull << 2) /* audit sink: its "done" means the event is on disk */
-/* ABI 1.1: a backend whose lists change while it serves (an upstream it
+/** Module flags (mcpg_module.flags). Append only. */
+#define MCPG_MOD_INLINE_SAFE   (1ull << 0) /**< backend may run on the loop thread (inline_dispatch) */
+#define MCPG_MOD_OWNS_THREADS  (1ull << 1) /**< starts threads in start(), joins them in stop() */
+#define MCPG_MOD_DURABLE       (1ull << 2) /**< audit sink: its "done" means the event is on disk */
+/** ABI 1.1: a backend whose lists change while it serves (an upstream it
  * learns them from): it reports changes with host->lists_changed, and the
  * kernel rebuilds the merged lists from its list ops then (from its control
  * thread: list ops must be thread-safe). A name of its that a binding cannot
@@ -86,64 +87,64 @@ typedef enum mcpg_kind {
 
 /* ---- declarative configuration ---------------------------------------- */
 
-/* Types of a config field. The kernel parses the manifest's "config" object
+/** Types of a config field. The kernel parses the manifest's "config" object
  * against the module's table, reports every error with its key path, fills a
  * zeroed struct of config_size bytes at the declared offsets and hands it to
  * create(). Append only. */
 typedef enum mcpg_config_type {
-    MCPG_CFG_BOOL = 1,   /* int at offset: 0 or 1 */
-    MCPG_CFG_INT = 2,    /* int64_t at offset; min/max checked */
-    MCPG_CFG_DOUBLE = 3, /* double at offset; min/max checked */
-    MCPG_CFG_STRING = 4, /* const char * at offset; kernel-owned, lives as long as the instance */
-    MCPG_CFG_JSON = 5,   /* const char * at offset: the value re-serialised as compact JSON
+    MCPG_CFG_BOOL = 1,   /**< int at offset: 0 or 1 */
+    MCPG_CFG_INT = 2,    /**< int64_t at offset; min/max checked */
+    MCPG_CFG_DOUBLE = 3, /**< double at offset; min/max checked */
+    MCPG_CFG_STRING = 4, /**< const char * at offset; kernel-owned, lives as long as the instance */
+    MCPG_CFG_JSON = 5,   /**< const char * at offset: the value re-serialised as compact JSON
                             text (kernel-owned); the module validates it in validate() */
-    MCPG_CFG_ENUM = 6    /* const char * at offset; must be one of the '|'-separated
+    MCPG_CFG_ENUM = 6    /**< const char * at offset; must be one of the '|'-separated
                             words in enum_values */
 } mcpg_config_type;
 
-#define MCPG_CFG_REQUIRED (1u << 0) /* the key must be present */
+#define MCPG_CFG_REQUIRED (1u << 0) /**< the key must be present */
 
-/* One schema entry. A schema is an array of them ended by MCPG_CONFIG_END;
+/** One schema entry. A schema is an array of them ended by MCPG_CONFIG_END;
  * write the entries with the SDK's MCPG_CFG_*_FIELD macros, which fill
  * `size`. The array grows like every ABI struct, at the end of each entry:
  * readers step from one entry to the next by the entry's own `size`
  * (mcpg_config_first/next below), never by their sizeof, so a schema built
  * against older or newer headers is read at its own stride. */
 typedef struct mcpg_config_field {
-    const char *key;           /* e.g. "latency_ms"; must fit [a-z0-9_]+; NULL ends the table */
-    uint32_t type;             /* mcpg_config_type */
-    uint32_t flags;            /* MCPG_CFG_REQUIRED */
-    size_t offset;             /* offsetof(the module's config struct, field) */
-    const char *default_json;  /* default as JSON text ("0", "true", "\"x\""), or NULL */
-    int64_t min, max;          /* INT only: inclusive bounds, checked when min < max */
-    const char *enum_values;   /* MCPG_CFG_ENUM only: "a|b|c" */
-    const char *help;          /* one line for `mcpg --help-module` */
-    uint32_t size;             /* sizeof(mcpg_config_field) at build time: the stride */
-    uint32_t reserved;         /* 0 */
-    double dmin, dmax;         /* DOUBLE only: inclusive bounds, checked when dmin < dmax */
+    const char *key;           /**< e.g. "latency_ms"; must fit [a-z0-9_]+; NULL ends the table */
+    uint32_t type;             /**< mcpg_config_type */
+    uint32_t flags;            /**< MCPG_CFG_REQUIRED */
+    size_t offset;             /**< offsetof(the module's config struct, field) */
+    const char *default_json;  /**< default as JSON text ("0", "true", "\"x\""), or NULL */
+    int64_t min, max;          /**< INT only: inclusive bounds, checked when min < max */
+    const char *enum_values;   /**< MCPG_CFG_ENUM only: "a|b|c" */
+    const char *help;          /**< one line for `mcpg --help-module` */
+    uint32_t size;             /**< sizeof(mcpg_config_field) at build time: the stride */
+    uint32_t reserved;         /**< 0 */
+    double dmin, dmax;         /**< DOUBLE only: inclusive bounds, checked when dmin < dmax */
 } mcpg_config_field;
 
-/* A table ends with an entry whose key is NULL. */
+/** A table ends with an entry whose key is NULL. */
 #define MCPG_CONFIG_END { .key = NULL, .size = (uint32_t)sizeof(mcpg_config_field) }
 
 /* ---- lifecycle, common to every kind ---------------------------------- */
 
 typedef struct mcpg_host mcpg_host;
-struct mcpg_worker; /* one event loop thread: mcpg_worker in call.h */
-typedef struct mcpg_instance mcpg_instance; /* the kernel's handle for one configured instance */
-typedef struct mcpg_report mcpg_report;     /* where validate() reports errors */
+struct mcpg_worker; /**< one event loop thread: mcpg_worker in call.h */
+typedef struct mcpg_instance mcpg_instance; /**< the kernel's handle for one configured instance */
+typedef struct mcpg_report mcpg_report;     /**< where validate() reports errors */
 
 typedef struct mcpg_lifecycle_ops {
-    uint32_t size;    /* sizeof(mcpg_lifecycle_ops) at build time */
-    uint32_t version; /* 1 */
+    uint32_t size;    /**< sizeof(mcpg_lifecycle_ops) at build time */
+    uint32_t version; /**< 1 */
 
-    /* Optional. Deeper checks than the schema can express. Runs at --check and
+    /** Optional. Deeper checks than the schema can express. Runs at --check and
      * before any instance of a new generation is created; must not start
      * anything. Report each problem with host->report_error(rep, "key.path",
      * fmt, ...). Returns 0 when valid, MCPG_ECONFIG otherwise. */
     int (*validate)(const mcpg_host *host, const void *config, mcpg_report *rep);
 
-    /* Mandatory. Build an instance. `host` and `self` are borrowed for the
+    /** Mandatory. Build an instance. `host` and `self` are borrowed for the
      * instance's whole life; `config` is borrowed for the instance's life too.
      * On success *instance_out is the module's state pointer, passed back to
      * every op. Must not start threads (start does) or timers (worker_start
@@ -151,73 +152,75 @@ typedef struct mcpg_lifecycle_ops {
     int (*create)(const mcpg_host *host, mcpg_instance *self, const void *config,
                   void **instance_out);
 
-    /* Optional. Called once the whole generation is built, before it serves.
+    /** Optional. Called once the whole generation is built, before it serves.
      * May start threads (declare MCPG_MOD_OWNS_THREADS). It runs on the main
      * thread, where timers cannot start: per-loop timers begin in
      * worker_start. A failure refuses the generation. */
     int (*start)(void *instance);
 
-    /* Optional. The generation has drained: no call will enter this instance
+    /** Optional. The generation has drained: no call will enter this instance
      * again. Flush, join threads, cancel what is pending. After stop returns,
      * the module makes no more host calls for this instance. */
     void (*stop)(void *instance);
 
-    /* Mandatory. Free everything create() made. It runs after stop() and
+    /** Mandatory. Free everything create() made. It runs after stop() and
      * after every loop the instance used has ended, so handles still open on
      * those loops can be freed without closing them. */
     void (*destroy)(void *instance);
 
-    /* Optional. On each worker's loop thread, once, after start() and before
+    /** Optional. On each worker's loop thread, once, after start() and before
      * that loop serves: set up what the instance keeps per loop (connections,
      * host timers on w). */
     void (*worker_start)(void *instance, struct mcpg_worker *w);
 
-    /* Optional. On each worker's loop thread, once that loop has drained and
+    /** Optional. On each worker's loop thread, once that loop has drained and
      * before stop(): close what the instance keeps on w (handles, host
      * timers). The loop ends after it returns; stop() itself runs on the main
      * thread, where no loop-thread slot may be used. */
     void (*worker_stop)(void *instance, struct mcpg_worker *w);
 
-    /* ---- ABI 1.2 ---- */
-    /* Optional. A reload published a generation that carried this instance
+    /** @name ABI 1.2 */
+    /** @{ */
+    /** Optional. A reload published a generation that carried this instance
      * over unchanged (same module image, same config): on the control (main)
      * thread, once that generation serves. Re-read what the config names
      * outside the manifest (a keys file, certificates) and swap it in; keep
      * what it had when the new copy is bad, and log why. Must not block for
      * long: the next reload waits for it. */
     void (*reloaded)(void *instance);
+    /** @} */
 } mcpg_lifecycle_ops;
 
 /* ---- the descriptor ----------------------------------------------------- */
 
 typedef struct mcpg_module {
-    uint32_t magic;               /* MCPG_MODULE_MAGIC: checked first */
+    uint32_t magic;               /**< MCPG_MODULE_MAGIC: checked first */
     uint16_t abi_major, abi_minor;/* the headers it was compiled against */
-    uint32_t size;                /* sizeof(mcpg_module) at build time */
-    uint32_t kind;                /* mcpg_kind */
-    const char *name;             /* "backend_mock"; matches the file name */
-    const char *version;          /* the module's own version, free form */
-    const char *build_id;         /* unique per build, for logs and --help-module (the
+    uint32_t size;                /**< sizeof(mcpg_module) at build time */
+    uint32_t kind;                /**< mcpg_kind */
+    const char *name;             /**< "backend_mock"; matches the file name */
+    const char *version;          /**< the module's own version, free form */
+    const char *build_id;         /**< unique per build, for logs and --help-module (the
                                      runtime copy is named by the file's content hash) */
-    const char *description;      /* one line */
-    uint64_t flags;               /* MCPG_MOD_* */
-    const mcpg_config_field *config; /* schema, ended by MCPG_CONFIG_END; NULL = no keys */
-    uint32_t config_size;         /* size of the config struct the kernel fills */
+    const char *description;      /**< one line */
+    uint64_t flags;               /**< MCPG_MOD_* */
+    const mcpg_config_field *config; /**< schema, ended by MCPG_CONFIG_END; NULL = no keys */
+    uint32_t config_size;         /**< size of the config struct the kernel fills */
     uint32_t reserved0;
-    const mcpg_lifecycle_ops *lifecycle; /* mandatory */
-    const void *ops;              /* the kind's table (mcpg_<kind>_ops), starts {size, version} */
+    const mcpg_lifecycle_ops *lifecycle; /**< mandatory */
+    const void *ops;              /**< the kind's table (mcpg_<kind>_ops), starts {size, version} */
 } mcpg_module;
 
 typedef const mcpg_module *(*mcpg_module_entry_fn)(uint16_t host_abi_major,
                                                    uint16_t host_abi_minor);
 
-/* Every mcpg ops table begins with this header. */
+/** Every mcpg ops table begins with this header. */
 typedef struct mcpg_ops_header {
     uint32_t size;
     uint32_t version;
 } mcpg_ops_header;
 
-/* True when the table `tbl` (any ABI struct with a uint32_t size: the
+/** True when the table `tbl` (any ABI struct with a uint32_t size: the
  * descriptor, an ops table, a config schema entry, the host table, a call
  * desc or outcome) is large enough to hold `slot` and, for a pointer slot, the slot
  * is set. This is the one way to ask: a table built against older headers
@@ -245,23 +248,23 @@ typedef struct mcpg_ops_header {
 #endif
 #define MCPG__ALIGN_UP(n, a) (((n) + (a) - 1) / (a) * (a))
 
-/* size_1_0 is where slot `last` of `type` ends. */
+/** size_1_0 is where slot `last` of `type` ends. */
 #define MCPG__PIN_1_0(size_1_0, type, last)                                          \
     MCPG__STATIC_ASSERT((size_1_0) == offsetof(type, last) + sizeof(((type *)0)->last), \
                         #type " changed before its last ABI 1.0 slot " #last           \
                         " (structs grow only at their end)")
 
-/* magic, abi_major+abi_minor, size, kind; name, version, build_id,
+/** magic, abi_major+abi_minor, size, kind; name, version, build_id,
  * description; flags; config; config_size, reserved0; lifecycle, ops */
 #define MCPG_MODULE_SIZE_1_0 \
     (6 * sizeof(uint32_t) + 7 * sizeof(const void *) + sizeof(uint64_t))
 MCPG__PIN_1_0(MCPG_MODULE_SIZE_1_0, mcpg_module, ops);
 
-/* {size, version}; validate, create, start, stop, destroy */
+/** {size, version}; validate, create, start, stop, destroy */
 #define MCPG_LIFECYCLE_OPS_SIZE_1_0 (2 * sizeof(uint32_t) + 5 * sizeof(void (*)(void)))
 MCPG__PIN_1_0(MCPG_LIFECYCLE_OPS_SIZE_1_0, mcpg_lifecycle_ops, destroy);
 
-/* key, type, flags, offset, default_json; min (int64_t-aligned, which 32-bit
+/** key, type, flags, offset, default_json; min (int64_t-aligned, which 32-bit
  * ARM pads for), max, enum_values, help, size, reserved, dmin, dmax */
 #define MCPG_CONFIG_FIELD_SIZE_1_0                                                      \
     (MCPG__ALIGN_UP(2 * sizeof(const char *) + 2 * sizeof(uint32_t) + sizeof(size_t), \
@@ -270,7 +273,7 @@ MCPG__PIN_1_0(MCPG_LIFECYCLE_OPS_SIZE_1_0, mcpg_lifecycle_ops, destroy);
      2 * sizeof(double))
 MCPG__PIN_1_0(MCPG_CONFIG_FIELD_SIZE_1_0, mcpg_config_field, dmax);
 
-/* Walk a schema, entry by entry:
+/** Walk a schema, entry by entry:
  *   for (const mcpg_config_field *f = mcpg_config_first(schema); f; f = mcpg_config_next(f))
  * Each step is the entry's own `size`. The walk ends at MCPG_CONFIG_END, and
  * early at an entry smaller than ABI 1.0's, which mcpg_module_check refuses. */

@@ -1,4 +1,5 @@
-/* mcpg check: the assertions of a plain C unit test, header-only.
+/** @file
+ * mcpg check: the assertions of a plain C unit test, header-only.
  *
  *   #include <mcpg/check.h>
  *
