@@ -54,6 +54,8 @@ RUN_PACKAGES=(
 # procps util-linux             : ps/pgrep for tests, taskset for benchmarks
 # systemd groff-base            : tests/dist: systemd-analyze verify on the unit, groff on the man pages
 # lintian                       : the Debian package's checks (make deb, tests/packaging)
+# doxygen                       : the SDK reference (make sdk-reference) and its check that
+#                                 every public declaration is documented (docs_sdk_reference)
 TEST_PACKAGES=(
   clang libclang-rt-14-dev
   redis-server redis-tools
@@ -64,6 +66,7 @@ TEST_PACKAGES=(
   procps util-linux
   systemd groff-base
   lintian
+  doxygen
 )
 
 APT_PACKAGES=()

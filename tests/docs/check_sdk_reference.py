@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The SDK reference leaves nothing out: doxygen, run with docs/sdk/Doxyfile
+on the installed public headers, warns about no undocumented slot, struct
+member, enum value, macro or function (and no malformed comment).
+
+The check proves itself live too: on a temp copy of the headers with one
+member's comment removed, the same run must fail and name that member."""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# Only the warnings are wanted here: no pages are written.
+CHECK_OVERRIDES = "\nGENERATE_HTML = NO\nGENERATE_MAN = NO\n"
+
+# A struct member documented by a one-line trailing comment: `type name; /**< ... */`.
+TRAILING_DOC = re.compile(r"^(\s+[A-Za-z_][^/]*?\b([A-Za-z_]\w*);)\s*/\*\*<.*\*/\s*$")
+
+
+def run_doxygen(doxygen, doxyfile, abi_dir, include_dir, out_dir):
+    """Runs doxygen with warnings only; returns (exit status, warning lines)."""
+    with open(doxyfile, encoding="utf-8") as f:
+        config = f.read() + CHECK_OVERRIDES
+    env = dict(os.environ, MCPG_SDK_ABI_DIR=abi_dir, MCPG_SDK_INCLUDE_DIR=include_dir,
+               MCPG_SDK_REF_OUT=out_dir, MCPG_SDK_REF_VERSION="check")
+    proc = subprocess.run([doxygen, "-"], input=config, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    warnings = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    return proc.returncode, warnings
+
+
+def check_headers(args, tmp):
+    status, warnings = run_doxygen(args.doxygen, args.doxyfile, args.abi_dir,
+                                   args.include_dir, os.path.join(tmp, "out"))
+    for line in warnings:
+        print(line)
+    if status != 0 or warnings:
+        print(f"FAIL: {len(warnings)} doxygen warning(s) on the SDK headers (exit status "
+              f"{status}); document each file:line above (docs/sdk/Doxyfile)")
+        return False
+    print("ok: every public declaration of the SDK headers is documented")
+    return True
+
+
+def strip_one_member_doc(path):
+    """Removes the first one-line trailing member comment of the header at
+    path; returns (member name, line number), or None if it has none."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    for index, line in enumerate(lines):
+        match = TRAILING_DOC.match(line)
+        if match:
+            lines[index] = match.group(1) + "\n"
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(lines)
+            return match.group(2), index + 1
+    return None
+
+
+def check_is_live(args, tmp):
+    abi_copy = os.path.join(tmp, "abi", "mcpg")
+    include_copy = os.path.join(tmp, "include", "mcpg")
+    shutil.copytree(args.abi_dir, abi_copy)
+    shutil.copytree(args.include_dir, include_copy)
+    victim = os.path.join(abi_copy, args.live_header)
+    stripped = strip_one_member_doc(victim)
+    if stripped is None:
+        print(f"FAIL: {args.live_header} has no member with a one-line /**< */ comment to remove")
+        return False
+    member, line = stripped
+    status, warnings = run_doxygen(args.doxygen, args.doxyfile, abi_copy, include_copy,
+                                   os.path.join(tmp, "live-out"))
+    named = [w for w in warnings if f"{args.live_header}:{line}:" in w and member in w]
+    if status == 0 or not named:
+        print(f"FAIL: with the comment of {member} ({args.live_header}:{line}) removed, "
+              f"doxygen exited {status} and said:")
+        for w in warnings:
+            print("  " + w)
+        return False
+    print(f"ok: removing the comment of {member} fails the check: {named[0]}")
+    return True
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--doxygen", required=True)
+    parser.add_argument("--doxyfile", required=True)
+    parser.add_argument("--abi-dir", required=True)
+    parser.add_argument("--include-dir", required=True)
+    parser.add_argument("--live-header", default="json.h",
+                        help="ABI header the liveness check removes a member comment from")
+    args = parser.parse_args()
+    if not shutil.which(args.doxygen):
+        print(f"FAIL: doxygen not found ({args.doxygen}); scripts/install-deps.sh installs it")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="mcpg-sdkref-") as tmp:
+        documented = check_headers(args, tmp)
+        live = check_is_live(args, tmp)
+    return 0 if documented and live else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
