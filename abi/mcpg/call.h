@@ -65,26 +65,26 @@ typedef enum mcpg_method {
 } mcpg_method;
 
 /** JSON-RPC / MCP error codes the kernel and modules use. */
-#define MCPG_RPC_PARSE_ERROR       (-32700)
-#define MCPG_RPC_INVALID_REQUEST   (-32600)
-#define MCPG_RPC_METHOD_NOT_FOUND  (-32601)
-#define MCPG_RPC_INVALID_PARAMS    (-32602)
-#define MCPG_RPC_INTERNAL_ERROR    (-32603)
+#define MCPG_RPC_PARSE_ERROR       (-32700) /**< the message is not JSON */
+#define MCPG_RPC_INVALID_REQUEST   (-32600) /**< not a valid JSON-RPC request */
+#define MCPG_RPC_METHOD_NOT_FOUND  (-32601) /**< no such method (or tool, prompt, resource) */
+#define MCPG_RPC_INVALID_PARAMS    (-32602) /**< the params are wrong for the method */
+#define MCPG_RPC_INTERNAL_ERROR    (-32603) /**< the gateway or a module failed */
 #define MCPG_RPC_SERVER_ERROR      (-32000) /**< implementation-defined: overload, timeout */
-#define MCPG_RPC_HEADER_MISMATCH   (-32020)
-#define MCPG_RPC_MISSING_CLIENT_CAPABILITY (-32021)
-#define MCPG_RPC_UNSUPPORTED_VERSION (-32022)
+#define MCPG_RPC_HEADER_MISMATCH   (-32020) /**< a request header disagrees with the body (HTTP 400) */
+#define MCPG_RPC_MISSING_CLIENT_CAPABILITY (-32021) /**< the request needs a client capability the client did not declare */
+#define MCPG_RPC_UNSUPPORTED_VERSION (-32022) /**< a protocol version the gateway does not speak (HTTP 400) */
 /** ABI 1.2: refusals by the identity and policy stages (HTTP 401 and 403). */
 #define MCPG_RPC_UNAUTHENTICATED   (-32001)
 /** ABI 1.6: the legacy wire's answer to a session id it does not know, or
  * one that belongs to another caller (HTTP 404). */
 #define MCPG_RPC_SESSION_NOT_FOUND (-32001)
-#define MCPG_RPC_FORBIDDEN         (-32003)
+#define MCPG_RPC_FORBIDDEN         (-32003) /**< the policy stage refused the call (HTTP 403) */
 /** ABI 1.5: the MCP Events extension's codes (data says which thing). */
 #define MCPG_RPC_NOT_FOUND          (-32011) /**< an unknown event type or subscription */
-#define MCPG_RPC_EVENTS_FORBIDDEN   (-32012)
+#define MCPG_RPC_EVENTS_FORBIDDEN   (-32012) /**< the caller may not subscribe so (e.g. to a webhook delivery) */
 #define MCPG_RPC_RESOURCE_EXHAUSTED (-32013) /**< data.limit names the limit */
-#define MCPG_RPC_UNSUPPORTED        (-32014)
+#define MCPG_RPC_UNSUPPORTED        (-32014) /**< a delivery mode or option the events service does not offer */
 #define MCPG_RPC_CALLBACK_ERROR     (-32015) /**< a webhook subscriber's endpoint failed */
 
 /** ABI 1.2: what a connection's TLS session established, for the identity
@@ -110,13 +110,13 @@ typedef struct mcpg_tls_info {
  * (host->call_identify). Borrowed for that call; the kernel copies it. */
 typedef struct mcpg_identity {
     uint32_t size;            /**< sizeof(mcpg_identity) as the module knows it */
-    uint32_t n_roles;
+    uint32_t n_roles;         /**< how many roles there are */
     const char *principal;    /**< required */
     const char *tenant;       /**< or NULL */
     const char *const *roles; /**< n_roles NUL-terminated strings */
     const char *claims_json;  /**< a JSON object the policy stage may read (a token's
                                  claims), or NULL */
-    size_t claims_len;
+    size_t claims_len;        /**< claims_json's length */
     const char *method;       /**< how it was established, for audit: "apikey", "jwt",
                                  "mtls"; or NULL */
 } mcpg_identity;
@@ -125,17 +125,17 @@ typedef struct mcpg_identity {
  * the allocator); read data/len directly. data is NUL-terminated after any
  * host->buf_* call. */
 typedef struct mcpg_buf {
-    char *data;
-    size_t len;
-    size_t cap;
+    char *data;               /**< the bytes, NUL-terminated after any host->buf_* call; NULL when empty */
+    size_t len;               /**< bytes used (the NUL not counted) */
+    size_t cap;               /**< bytes allocated */
 } mcpg_buf;
 
 /** A caller-owned node for handing work to a loop thread without allocating
  * (see host->worker_post). The caller keeps it alive until fn has run. */
 typedef struct mcpg_post {
     struct mcpg_post *next; /**< kernel use */
-    void (*fn)(void *arg);
-    void *arg;
+    void (*fn)(void *arg);   /**< runs once on the worker's loop thread */
+    void *arg;              /**< given to fn */
 } mcpg_post;
 
 /** Lookup of a request header by lower-case name; returns a pointer into the
@@ -154,19 +154,19 @@ typedef struct mcpg_call_desc {
                                  least MCPG_CALL_DESC_SIZE_1_0 (sizes.h) */
     uint32_t wire;            /**< mcpg_wire */
     const char *method;       /**< "tools/call" (not NUL-terminated: method_len) */
-    size_t method_len;
+    size_t method_len;        /**< method's length */
     const char *name;         /**< params.name (tools/call, prompts/get), params.uri
                                  (resources/read) or params.taskId (tasks/...); may be NULL */
-    size_t name_len;
+    size_t name_len;          /**< name's length */
     const char *params_json;  /**< raw text of params, or NULL */
-    size_t params_len;
+    size_t params_len;        /**< params_json's length */
     const char *args_json;    /**< raw text of params.arguments (an object), or NULL */
-    size_t args_len;
+    size_t args_len;          /**< args_json's length */
     const char *id_json;      /**< raw text of the JSON-RPC id ("7", "\"a\"") */
-    size_t id_len;
+    size_t id_len;            /**< id_json's length */
     const char *session_id;   /**< legacy wire, else NULL; any length (the kernel
                                  keeps it whole: replies are routed by it) */
-    size_t session_id_len;
+    size_t session_id_len;    /**< session_id's length */
     void *transport_ctx;      /**< given back to header and complete */
     mcpg_header_fn header;    /**< may be NULL */
     /** Called exactly once, on the call's loop thread, when the outcome is
@@ -190,9 +190,9 @@ typedef struct mcpg_call_desc {
      * and the protocol version the call speaks ("2026-07-28", "2025-11-25");
      * each NULL when unknown. */
     const char *client_caps_json;
-    size_t client_caps_len;
-    const char *protocol_version;
-    size_t protocol_version_len;
+    size_t client_caps_len;   /**< client_caps_json's length */
+    const char *protocol_version; /**< the protocol version the call speaks, or NULL (not NUL-terminated) */
+    size_t protocol_version_len;  /**< protocol_version's length */
 
     /** @} */
     /** @name ABI 1.2 */
@@ -200,8 +200,8 @@ typedef struct mcpg_call_desc {
     /** The client's address as text ("127.0.0.1:51234", "[::1]:51234"), or
      * NULL; and the connection's TLS facts, NULL on clear text. */
     const char *peer;
-    size_t peer_len;
-    const mcpg_tls_info *tls;
+    size_t peer_len;          /**< peer's length */
+    const mcpg_tls_info *tls; /**< the connection's TLS facts, or NULL on clear text */
 
     /** @} */
     /** @name ABI 1.6 */
@@ -214,7 +214,7 @@ typedef struct mcpg_call_desc {
      * gateway does not know (HTTP 404, -32001 "Session not found"), and
      * audits it as denied at identity. Borrowed like the rest of the desc. */
     const char *session_owner;
-    size_t session_owner_len;
+    size_t session_owner_len; /**< session_owner's length */
     /** @} */
 } mcpg_call_desc;
 
@@ -235,13 +235,13 @@ typedef struct mcpg_call_desc {
 typedef struct mcpg_call_outcome {
     uint32_t size;            /**< in: sizeof(mcpg_call_outcome) as the transport knows it;
                                  out: the bytes the kernel filled (never more) */
-    int is_error;
+    int is_error;             /**< 1: the call failed (error_* below); 0: result holds its result */
     const char *result;       /**< the result object as JSON text (!is_error) */
-    size_t result_len;
+    size_t result_len;        /**< result's length */
     int64_t error_code;       /**< JSON-RPC code (is_error) */
-    const char *error_message;/* NUL-terminated */
+    const char *error_message; /**< NUL-terminated */
     const char *error_data;   /**< JSON text or NULL */
-    size_t error_data_len;
+    size_t error_data_len;    /**< error_data's length */
     int http_status;          /**< 0: the wire's default; else e.g. 429, 503 */
     uint32_t retry_after_s;   /**< with 429/503: Retry-After, 0 = none */
     /** @name ABI 1.1 */
@@ -252,7 +252,7 @@ typedef struct mcpg_call_outcome {
     /** @{ */
     const char *www_authenticate; /**< with 401: the WWW-Authenticate value a stage set
                                      (host->call_set_challenge), NUL-terminated, or NULL */
-                                     /** @} */
+    /** @} */
 } mcpg_call_outcome;
 
 /** What a result is (2026-07-28 `resultType`). Append only. */
@@ -265,27 +265,29 @@ typedef enum mcpg_result_type {
 /** A client's answer to a request the server sent it (host->call_request).
  * Borrowed for the callback. */
 typedef struct mcpg_reply {
-    uint32_t size;
+    uint32_t size;            /**< sizeof(mcpg_reply) in the kernel */
     int status;               /**< 0: the client answered (result or error below);
                                  MCPG_ETIMEDOUT, MCPG_ECANCELED (the call ended first),
                                  MCPG_EUNAVAIL (the client's stream went away), or
                                  what the transport refused the request with
                                  (MCPG_ENOTSUP: this answer cannot carry it) */
-    int is_error;
+    int is_error;             /**< 1: the client answered with an error (error_* below) */
     const char *result_json;  /**< the result object's text (!is_error) */
-    size_t result_len;
+    size_t result_len;        /**< result_json's length */
     int64_t error_code;       /**< is_error */
-    const char *error_message;/* NUL-terminated, is_error */
+    const char *error_message; /**< NUL-terminated, is_error */
     const char *error_data;   /**< JSON text or NULL */
-    size_t error_data_len;
+    size_t error_data_len;    /**< error_data's length */
 } mcpg_reply;
 
+/** Receives a client's answer to a request the server sent it
+ * (host->call_request), on the call's loop thread. */
 typedef void (*mcpg_reply_fn)(void *arg, const mcpg_reply *reply);
 
 /** Lists a backend can announce as changed (host->lists_changed). */
 #define MCPG_LIST_TOOLS     (1u << 0)
-#define MCPG_LIST_RESOURCES (1u << 1)
-#define MCPG_LIST_PROMPTS   (1u << 2)
+#define MCPG_LIST_RESOURCES (1u << 1) /**< the resources list (and its templates) changed */
+#define MCPG_LIST_PROMPTS   (1u << 2) /**< the prompts list changed */
 
 /** An audit event, handed to audit sinks. Borrowed for the emit() call only:
  * a sink that writes later copies (formats) it before returning. */
@@ -299,7 +301,7 @@ typedef struct mcpg_audit_event {
                                  little out of seq order (each loop emits on its own). */
     int64_t time_us;          /**< wall clock when the event was created, microseconds since the epoch */
     const char *id_json;      /**< the JSON-RPC id as raw JSON text */
-    size_t id_len;
+    size_t id_len;            /**< id_json's length */
     const char *method;       /**< NUL-terminated */
     const char *tool;         /**< the name the client used; NULL when not a tool call */
     const char *backend;      /**< the backend instance, or NULL */
@@ -309,11 +311,11 @@ typedef struct mcpg_audit_event {
     uint32_t wire;            /**< mcpg_wire */
     uint32_t generation;      /**< the pipeline generation the call runs on */
     int64_t error_code;       /**< 0 on success */
-    const char *error_message;/* NULL on success */
+    const char *error_message; /**< NULL on success */
     uint64_t latency_us;      /**< completed/failed: time since the call entered */
     uint64_t backend_us;      /**< completed/failed: time spent in the backend */
-    /** ---- ABI 1.2 (MCPG_HAS_FIELD(event, slot)); every string NUL-terminated
-     * or NULL ---- */
+    /** @name ABI 1.2 (MCPG_HAS_FIELD(event, slot)); every string NUL-terminated or NULL */
+    /** @{ */
     const char *roles_json;   /**< the principal's roles as a JSON array, or NULL */
     const char *auth_method;  /**< mcpg_identity.method, or NULL */
     const char *peer;         /**< the client's address, or NULL */
@@ -321,12 +323,13 @@ typedef struct mcpg_audit_event {
     const char *denied_by;    /**< .denied: the instance that refused */
     const char *args_json;    /**< params.arguments after the gateway's redaction (or
                                  {"sha256":"..."} when hashed), or NULL */
-    size_t args_len;
+    size_t args_len;          /**< args_json's length */
     const char *result_json;  /**< .completed: the result after redaction, only when
                                  gateway.audit.results is on; else NULL */
-    size_t result_len;
+    size_t result_len;        /**< result_json's length */
     const char *traceparent;  /**< the request's W3C traceparent header, or NULL */
     const char *gateway_id;   /**< gateway.id (default: the host name) */
+    /** @} */
 } mcpg_audit_event;
 
 #endif

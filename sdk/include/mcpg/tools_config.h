@@ -39,11 +39,12 @@
  * templates. */
 typedef struct mcpg_tools_spec {
     size_t tool_size; /**< sizeof one of the module's tools */
+    /** offsetof each of the members above in the module's tool struct. */
     size_t name_at, description_at, schema_at, placeholders_at, nplaceholders_at;
     const char *const *keys; /**< every key a tool may have, for "did you mean" */
-    size_t nkeys;
+    size_t nkeys;            /**< how many keys there are */
     const char *const *required; /**< the keys a tool must have: each missing one "is required" */
-    size_t nrequired;
+    size_t nrequired;        /**< how many required keys there are */
     /** The tool's defaults, before its members are read; or NULL. */
     void (*init)(void *tool);
     /** One member other than name, description and input_schema: base is

@@ -30,6 +30,7 @@ extern "C" {
  * libraries generate (24 is usual); 64 is SHA-256's block, past which HMAC
  * would hash the key first and a longer one adds nothing. */
 #define MCPG_WHSIG_KEY_MIN 16
+/** The longest decoded key, in bytes (see MCPG_WHSIG_KEY_MIN). */
 #define MCPG_WHSIG_KEY_MAX 64
 /** "v1," + 44 base64 characters of a 32-byte MAC + NUL. */
 #define MCPG_WHSIG_SIG_MAX 48
