@@ -45,9 +45,9 @@ typedef enum mcpg_metric_type {
 
 typedef struct mcpg_metric mcpg_metric; /**< the kernel's; lives until its owner is destroyed */
 
-#define MCPG_METRIC_MAX_LABELS 8
-#define MCPG_METRIC_MAX_SERIES 65536
-#define MCPG_METRIC_MAX_BUCKETS 64
+#define MCPG_METRIC_MAX_LABELS 8        /**< the most labels a family may have */
+#define MCPG_METRIC_MAX_SERIES 65536    /**< the most series a family may have */
+#define MCPG_METRIC_MAX_BUCKETS 64      /**< the most buckets a histogram may have */
 
 /** What a family is. Every pointer is borrowed for host->metric_new only:
  * the kernel copies it all (the module's image may be unloaded before the
@@ -70,7 +70,7 @@ typedef struct mcpg_metric_desc {
      * is read (a queue's depth) instead of counted. Any thread, under the
      * registry's lock: it must be quick and must not call the metric slots. */
     int64_t (*read)(void *read_arg, uint32_t series);
-    void *read_arg;
+    void *read_arg;                   /**< given to read */
 } mcpg_metric_desc;
 
 /** A family as the registry holds it now, for an exporter (host->metrics_each).
@@ -78,15 +78,15 @@ typedef struct mcpg_metric_desc {
 typedef struct mcpg_metric_view {
     uint32_t size;                    /**< sizeof(mcpg_metric_view) in the kernel */
     uint32_t type;                    /**< mcpg_metric_type */
-    const char *name;
+    const char *name;                 /**< the family's name */
     const char *help;                 /**< "" when none was given */
-    const char *const *label_names;
-    uint32_t n_labels;
-    uint32_t n_series;
+    const char *const *label_names;   /**< n_labels label names */
+    uint32_t n_labels;                /**< how many labels each series has */
+    uint32_t n_series;                /**< how many series this part holds */
     const char *const *label_values;  /**< n_series x n_labels, row-major */
     const uint64_t *buckets;          /**< histogram upper bounds */
-    uint32_t n_buckets;
-    uint32_t reserved0;
+    uint32_t n_buckets;               /**< histogram: how many bounds; else 0 */
+    uint32_t reserved0;               /**< 0 */
     const int64_t *values;            /**< counter, gauge: n_series values */
     /** histogram: n_series x (n_buckets + 1) counts, per bucket (not
      * cumulative), the last one above every bound (+Inf) */
@@ -97,7 +97,7 @@ typedef struct mcpg_metric_view {
      * family, registered by other instances, which follow it at once (an
      * exporter writes # HELP and # TYPE once, at part 0) */
     uint32_t part;
-    uint32_t reserved1;
+    uint32_t reserved1;               /**< 0 */
 } mcpg_metric_view;
 
 #endif

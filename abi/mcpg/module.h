@@ -40,9 +40,10 @@
  *        protected_resource (host and identity op), call_challenge.
  *   1.8  readiness (host->backends_waiting, list ops' MCPG_EAGAIN) and the
  *        transport's end_streams op for the reload's retirement.
- * What the gateway gained with each minor: CHANGES.md.
+ * What the gateway gained with each minor: CHANGES.md. What a minor and a
+ * major may change, and how long a major is kept: docs/compatibility.md.
  *
- * Growth: structs grow only at their end; enums are append-only; no #ifdef
+ * Growth: structs grow only at their end; enums are append-only; no `#ifdef`
  * changes a struct in this directory. A slot past a table's 1.0 size, and
  * any optional op, is read only through MCPG_HAS(table, slot), which looks at
  * the table's own `size` first: the kernel does so with a module's tables,
@@ -54,10 +55,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MCPG_ABI_MAJOR 1
-#define MCPG_ABI_MINOR 8
+#define MCPG_ABI_MAJOR 1 /**< the ABI major these headers describe: the kernel loads only modules of its own major */
+#define MCPG_ABI_MINOR 8 /**< the ABI minor these headers describe: the kernel loads modules of this minor or older */
 #define MCPG_MODULE_MAGIC 0x6d637067u /**< "mcpg" */
-#define MCPG_ENTRY_SYMBOL "mcpg_module_entry"
+#define MCPG_ENTRY_SYMBOL "mcpg_module_entry" /**< the one symbol a module exports (see mcpg_module_entry_fn) */
 
 /** Module kinds. Append only. */
 typedef enum mcpg_kind {
@@ -116,12 +117,14 @@ typedef struct mcpg_config_field {
     uint32_t flags;            /**< MCPG_CFG_REQUIRED */
     size_t offset;             /**< offsetof(the module's config struct, field) */
     const char *default_json;  /**< default as JSON text ("0", "true", "\"x\""), or NULL */
-    int64_t min, max;          /**< INT only: inclusive bounds, checked when min < max */
+    int64_t min,               /**< INT only: the inclusive lower bound, checked when min < max */
+            max;               /**< INT only: the inclusive upper bound */
     const char *enum_values;   /**< MCPG_CFG_ENUM only: "a|b|c" */
     const char *help;          /**< one line for `mcpg --help-module` */
     uint32_t size;             /**< sizeof(mcpg_config_field) at build time: the stride */
     uint32_t reserved;         /**< 0 */
-    double dmin, dmax;         /**< DOUBLE only: inclusive bounds, checked when dmin < dmax */
+    double dmin,               /**< DOUBLE only: the inclusive lower bound, checked when dmin < dmax */
+           dmax;               /**< DOUBLE only: the inclusive upper bound */
 } mcpg_config_field;
 
 /** A table ends with an entry whose key is NULL. */
@@ -129,11 +132,14 @@ typedef struct mcpg_config_field {
 
 /* ---- lifecycle, common to every kind ---------------------------------- */
 
-typedef struct mcpg_host mcpg_host;
+typedef struct mcpg_host mcpg_host; /**< the host services table (mcpg/host.h) */
 struct mcpg_worker; /**< one event loop thread: mcpg_worker in call.h */
 typedef struct mcpg_instance mcpg_instance; /**< the kernel's handle for one configured instance */
 typedef struct mcpg_report mcpg_report;     /**< where validate() reports errors */
 
+/** What every module kind implements: validate, create, start, stop,
+ * destroy (and, from ABI 1.2, reloaded). At least
+ * MCPG_LIFECYCLE_OPS_SIZE_1_0 bytes. */
 typedef struct mcpg_lifecycle_ops {
     uint32_t size;    /**< sizeof(mcpg_lifecycle_ops) at build time */
     uint32_t version; /**< 1 */
@@ -193,9 +199,12 @@ typedef struct mcpg_lifecycle_ops {
 
 /* ---- the descriptor ----------------------------------------------------- */
 
+/** The module's descriptor, what MCPG_ENTRY_SYMBOL returns: const, alive as
+ * long as the image is mapped. MCPG_MODULE_DEFINE (mcpg/sdk.h) fills it. */
 typedef struct mcpg_module {
     uint32_t magic;               /**< MCPG_MODULE_MAGIC: checked first */
-    uint16_t abi_major, abi_minor;/* the headers it was compiled against */
+    uint16_t abi_major,           /**< the ABI major of the headers it was compiled against */
+             abi_minor;           /**< and their minor */
     uint32_t size;                /**< sizeof(mcpg_module) at build time */
     uint32_t kind;                /**< mcpg_kind */
     const char *name;             /**< "backend_mock"; matches the file name */
@@ -206,18 +215,22 @@ typedef struct mcpg_module {
     uint64_t flags;               /**< MCPG_MOD_* */
     const mcpg_config_field *config; /**< schema, ended by MCPG_CONFIG_END; NULL = no keys */
     uint32_t config_size;         /**< size of the config struct the kernel fills */
-    uint32_t reserved0;
+    uint32_t reserved0;           /**< 0 */
     const mcpg_lifecycle_ops *lifecycle; /**< mandatory */
     const void *ops;              /**< the kind's table (mcpg_<kind>_ops), starts {size, version} */
 } mcpg_module;
 
+/** The type of MCPG_ENTRY_SYMBOL: called once by the kernel with its own ABI
+ * version (host_abi_major, host_abi_minor) right after loading the image; a
+ * module built against a newer minor can see here which slots the kernel
+ * has. Returns the descriptor, or NULL to refuse to load. */
 typedef const mcpg_module *(*mcpg_module_entry_fn)(uint16_t host_abi_major,
                                                    uint16_t host_abi_minor);
 
 /** Every mcpg ops table begins with this header. */
 typedef struct mcpg_ops_header {
-    uint32_t size;
-    uint32_t version;
+    uint32_t size;    /**< sizeof the table as the module was built: what MCPG_HAS reads */
+    uint32_t version; /**< the table's own version, 1; the kernel does not read it */
 } mcpg_ops_header;
 
 /** True when the table `tbl` (any ABI struct with a uint32_t size: the
@@ -230,6 +243,8 @@ typedef struct mcpg_ops_header {
 #define MCPG_HAS_FIELD(tbl, slot) \
     ((size_t)((const char *)&(tbl)->slot - (const char *)(tbl)) + sizeof((tbl)->slot) <= \
      (size_t)(tbl)->size)
+/** True when MCPG_HAS_FIELD(tbl, slot) and the slot is set (not NULL, not
+ * 0): the test for an optional op or a slot a later minor added. */
 #define MCPG_HAS(tbl, slot) (MCPG_HAS_FIELD(tbl, slot) && (tbl)->slot)
 
 /* ---- ABI 1.0 sizes -------------------------------------------------------
@@ -254,17 +269,17 @@ typedef struct mcpg_ops_header {
                         #type " changed before its last ABI 1.0 slot " #last           \
                         " (structs grow only at their end)")
 
-/** magic, abi_major+abi_minor, size, kind; name, version, build_id,
+/** The ABI 1.0 size of mcpg_module, through its members magic, abi_major+abi_minor, size, kind; name, version, build_id,
  * description; flags; config; config_size, reserved0; lifecycle, ops */
 #define MCPG_MODULE_SIZE_1_0 \
     (6 * sizeof(uint32_t) + 7 * sizeof(const void *) + sizeof(uint64_t))
 MCPG__PIN_1_0(MCPG_MODULE_SIZE_1_0, mcpg_module, ops);
 
-/** {size, version}; validate, create, start, stop, destroy */
+/** The ABI 1.0 size of mcpg_lifecycle_ops, through {size, version}; validate, create, start, stop, destroy */
 #define MCPG_LIFECYCLE_OPS_SIZE_1_0 (2 * sizeof(uint32_t) + 5 * sizeof(void (*)(void)))
 MCPG__PIN_1_0(MCPG_LIFECYCLE_OPS_SIZE_1_0, mcpg_lifecycle_ops, destroy);
 
-/** key, type, flags, offset, default_json; min (int64_t-aligned, which 32-bit
+/** The ABI 1.0 size of mcpg_config_field, through its members key, type, flags, offset, default_json; min (int64_t-aligned, which 32-bit
  * ARM pads for), max, enum_values, help, size, reserved, dmin, dmax */
 #define MCPG_CONFIG_FIELD_SIZE_1_0                                                      \
     (MCPG__ALIGN_UP(2 * sizeof(const char *) + 2 * sizeof(uint32_t) + sizeof(size_t), \
@@ -280,6 +295,7 @@ MCPG__PIN_1_0(MCPG_CONFIG_FIELD_SIZE_1_0, mcpg_config_field, dmax);
 static inline const mcpg_config_field *mcpg_config_first(const mcpg_config_field *f) {
     return f && f->key && f->size >= MCPG_CONFIG_FIELD_SIZE_1_0 ? f : NULL;
 }
+/** The schema entry after f, or NULL at the end (see mcpg_config_first). */
 static inline const mcpg_config_field *mcpg_config_next(const mcpg_config_field *f) {
     return mcpg_config_first((const mcpg_config_field *)(const void *)((const char *)f + f->size));
 }

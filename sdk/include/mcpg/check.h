@@ -1,6 +1,7 @@
 /** @file
  * mcpg check: the assertions of a plain C unit test, header-only.
  *
+ * @code
  *   #include <mcpg/check.h>
  *
  *   mcpg_instance *inst = NULL;
@@ -10,6 +11,7 @@
  *   ...
  *   return MCPG_CHECK_EXIT("test_hello");   // "test_hello: ok" and 0, or
  *                                           // "test_hello: N check(s) failed" and 1
+ * @endcode
  *
  * MCPG_CHECK(cond, fmt, ...) evaluates cond once; when it is false it counts a
  * failure and prints "file:line: CHECK(cond) failed: <message>" on stderr,

@@ -1,6 +1,7 @@
 /** @file
  * mcpg fake host: run a module in a unit test, without the kernel.
  *
+ * @code
  *   mcpg_fakehost *fh = mcpg_fakehost_new();
  *   mcpg_instance *inst;
  *   mcpg_fakehost_load(fh, mcpg_module_entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR),
@@ -11,6 +12,7 @@
  *   mcpg_fakehost_call_free(fh, c);
  *   mcpg_fakehost_unload(fh, inst);
  *   return mcpg_fakehost_free(fh) == 0 ? 0 : 1;      // 0: nothing leaked, no module bug seen
+ * @endcode
  *
  * The host table is a real one: one worker backed by a real uv loop (posts,
  * timers, the pool through uv_queue_work, call_resume from any thread), the

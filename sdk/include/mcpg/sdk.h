@@ -1,11 +1,13 @@
 /** @file
  * mcpg SDK: what a module author includes.
  *
+ * @code
  *   #include <mcpg/sdk.h>
  *   MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_hello", "1.0.0",
  *       .description = "says hello", .flags = MCPG_MOD_INLINE_SAFE,
  *       .config = hello_config, .config_size = sizeof(hello_config_t),
  *       .lifecycle = &hello_lifecycle, .ops = &hello_ops);
+ * @endcode
  *
  * Link the SDK library (libmcpg_sdk.a, position-independent): the JSON
  * scanner, buffers, error names and the config-schema parser. It carries no

@@ -39,8 +39,11 @@
  * templates. */
 typedef struct mcpg_tools_spec {
     size_t tool_size; /**< sizeof one of the module's tools */
-    /** offsetof each of the members above in the module's tool struct. */
-    size_t name_at, description_at, schema_at, placeholders_at, nplaceholders_at;
+    size_t name_at,          /**< offsetof the tool's name in the module's tool struct */
+           description_at,   /**< offsetof its description */
+           schema_at,        /**< offsetof its schema */
+           placeholders_at,  /**< offsetof its placeholders */
+           nplaceholders_at; /**< offsetof its nplaceholders */
     const char *const *keys; /**< every key a tool may have, for "did you mean" */
     size_t nkeys;            /**< how many keys there are */
     const char *const *required; /**< the keys a tool must have: each missing one "is required" */

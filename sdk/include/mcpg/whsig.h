@@ -1,7 +1,9 @@
 /** @file
  * mcpg SDK: Standard Webhooks signatures (https://www.standardwebhooks.com).
  *
+ * @code
  *   #include <mcpg/whsig.h>       link libmcpg_whsig.a and libcrypto
+ * @endcode
  *
  * One implementation for every module that signs or checks webhooks
  * (transport_http's resource webhooks, the events module's deliveries), so
