@@ -26,11 +26,12 @@
 #include "call.h"
 #include "json.h"
 
-/** transport: owns connections and the wire
+/** The transport's ops: it owns connections and the wire.
  * The kernel owns listening sockets. On each accepted connection it calls
  * conn_adopt on the listener's worker thread. */
 typedef struct mcpg_transport_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
     /** Mandatory. Take ownership of a connected, non-blocking socket `fd_take`
      * on worker `w` (use host->worker_uv_loop(w)). On failure the kernel
      * closes the fd. */
@@ -68,7 +69,7 @@ typedef struct mcpg_transport_ops {
     /** @} */
 } mcpg_transport_ops;
 
-/** identity: who is calling
+/** The identity stage's ops: who is calling.
  * A chain: each instance accepts (sets identity with host->call_identify, or
  * 1.0's call_set_identity, and answers CONTINUE: the chain stops there),
  * rejects (call_error + DENY; for missing or bad credentials also
@@ -77,7 +78,8 @@ typedef struct mcpg_transport_ops {
  * anonymous: the kernel refuses it with 401 unless the manifest's
  * gateway.anonymous allows it (then the policy stage sees no principal). */
 typedef struct mcpg_identity_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
     mcpg_status (*authenticate)(void *instance, mcpg_call *call); /**< mandatory */
     /** @name ABI 1.7 */
     /** @{ */
@@ -91,8 +93,10 @@ typedef struct mcpg_identity_ops {
 } mcpg_identity_ops;
 
 /* ---- policy: may this principal do this -------------------------------- */
+/** The policy stage's ops: may this principal do this. */
 typedef struct mcpg_policy_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
     mcpg_status (*check)(void *instance, mcpg_call *call); /**< mandatory */
     /** check() runs for every call that passed identity: tools/call,
      * prompts/get, resources/read (host->call_client_name is the name the
@@ -111,7 +115,7 @@ typedef struct mcpg_policy_ops {
     int (*visible)(void *instance, mcpg_call *call, const char *kind, const char *name);
 } mcpg_policy_ops;
 
-/** limits: concurrency caps, rates, budgets
+/** The limits stage's ops: concurrency caps, rates, budgets.
  * acquire runs for tools/call only, after identity and policy (lists,
  * reads and the other methods are not limited). A refusal is DENY with
  * call_error naming the limit and call_set_http(429, Retry-After); the kernel
@@ -123,26 +127,31 @@ typedef struct mcpg_policy_ops {
  * ops (put_if_absent with a TTL for slots, incr for budgets, rate_take for
  * rates). */
 typedef struct mcpg_limits_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
     mcpg_status (*acquire)(void *instance, mcpg_call *call); /**< mandatory */
     /** Optional: the call that acquire() admitted has finished (any outcome). */
     void (*release)(void *instance, mcpg_call *call);
 } mcpg_limits_ops;
 
-/** audit sinks
+/** An audit sink's ops.
  * emit() answers CONTINUE when the event is as durable as the sink promises
  * (immediately for a non-durable sink), PENDING when it will say so later
  * through host->call_resume(call, CONTINUE), or DENY (with call_error) when it
  * cannot record the event: the call then fails closed. A DENY without an
  * error is a module bug: the call fails with -32000 and HTTP 503. */
 typedef struct mcpg_audit_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
+    /** Mandatory: record one event (see above). */
     mcpg_status (*emit)(void *instance, mcpg_call *call, const mcpg_audit_event *event);
     /** Optional: write out anything buffered (shutdown); may block briefly. */
     void (*flush)(void *instance);
 } mcpg_audit_ops;
 
-/** coordinator: fleet state
+/** @struct mcpg_coordinator_ops
+ * The coordinator's ops: fleet state.
+ *
  * Each op is called on the loop thread of the `w` it is given (unsubscribe:
  * any loop thread). Its callback runs exactly once on w's loop thread, never
  * inside the op: on a later turn, in the order that loop made its ops. An op
@@ -161,17 +170,22 @@ typedef struct mcpg_audit_ops {
  * and compare_and_set set the expiry anew; put_if_absent sets it on the key
  * it creates; incr sets it only when it creates the key (absent or expired
  * counts from 0) and keeps an existing key's expiry (fixed windows). */
+/** What a coordinator op's callback gets (see mcpg_coordinator_ops). */
 typedef struct mcpg_coord_value {
-    uint32_t size;
+    uint32_t size;      /**< sizeof(mcpg_coord_value) as the coordinator knows it */
     const char *data;   /**< borrowed for the callback */
-    size_t len;
+    size_t len;         /**< data's length */
     uint64_t revision;  /**< for compare-and-set */
     int64_t number;     /**< incr result */
 } mcpg_coord_value;
 
+/** A coordinator op's callback: once, on w's loop thread, with the status
+ * and the value (never NULL; see mcpg_coordinator_ops). */
 typedef void (*mcpg_coord_cb)(void *arg, int status, const mcpg_coord_value *value);
+/** A subscription's callback: one message, subject and data borrowed for
+ * the call, on the subscriber's loop thread. */
 typedef void (*mcpg_coord_msg_cb)(void *arg, const char *subject, const char *data, size_t len);
-typedef struct mcpg_coord_sub mcpg_coord_sub;
+typedef struct mcpg_coord_sub mcpg_coord_sub; /**< a subscription, the coordinator's; ended by unsubscribe */
 
 /** The fleet's news: a resource change that one replica learns for all of
  * them (a resource webhook, a watched resource's poll) is one message on
@@ -181,8 +195,10 @@ typedef struct mcpg_coord_sub mcpg_coord_sub;
  * each subscriber hears it once. Lines of another kind are skipped. */
 #define MCPG_FLEET_NEWS_SUBJECT "mcpg.news.resources"
 
+/** The coordinator's ops table; what each op does and answers is above. */
 typedef struct mcpg_coordinator_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
     /** 0 with data, revision and number (the value as a decimal int64, else
      * 0); MCPG_ENOENT */
     int (*get)(void *instance, mcpg_worker *w, const char *key, size_t klen,
@@ -238,17 +254,18 @@ typedef struct mcpg_coordinator_ops {
     int (*rate_take)(void *instance, mcpg_worker *w, const char *key, size_t klen,
                      int64_t now_us, int64_t interval_us, int64_t burst_us,
                      mcpg_coord_cb cb, void *arg);
-                     /** @} */
+    /** @} */
 } mcpg_coordinator_ops;
 
-/** events: the MCP Events pipeline
+/** The events module's ops: the MCP Events pipeline.
  * A manifest has at most one events instance (its top-level "events"
  * section). Its ops run on the call's loop thread, inline (they must not
  * block), without the backend deadline: an events/stream call stays
  * pending for as long as its client holds it, sending its events with
  * host->call_notify. */
 typedef struct mcpg_events_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
     /** Mandatory. POST /webhooks/events/{source}: the body is call_params
      * (raw bytes, not checked as JSON), the headers call_header; no stage
      * ran before it. Answer with call_result and call_set_http (202), or
@@ -268,7 +285,7 @@ typedef struct mcpg_events_ops {
     /** @} */
 } mcpg_events_ops;
 
-/** backends: where tools, resources and prompts live
+/** A backend's ops: where tools, resources and prompts live.
  * List ops are synchronous and answer from the backend's memory: append a JSON
  * array of its items to `out` (e.g. [{"name":"echo",...}]). A backend that
  * learns its lists asynchronously (an upstream server) caches them, sets
@@ -284,15 +301,16 @@ typedef struct mcpg_events_ops {
  * Call ops answer CONTINUE with the result set (host->call_result or
  * call_result_buf), DENY with call_error, or PENDING. */
 typedef struct mcpg_backend_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
     int (*list_tools)(void *instance, mcpg_buf *out);             /**< mandatory */
     mcpg_status (*call_tool)(void *instance, mcpg_call *call);    /**< mandatory */
-    int (*list_resources)(void *instance, mcpg_buf *out);
-    int (*list_resource_templates)(void *instance, mcpg_buf *out);
-    mcpg_status (*read_resource)(void *instance, mcpg_call *call);
-    int (*list_prompts)(void *instance, mcpg_buf *out);
-    mcpg_status (*get_prompt)(void *instance, mcpg_call *call);
-    mcpg_status (*complete)(void *instance, mcpg_call *call);
+    int (*list_resources)(void *instance, mcpg_buf *out);          /**< optional: resources/list */
+    int (*list_resource_templates)(void *instance, mcpg_buf *out); /**< optional: resources/templates/list */
+    mcpg_status (*read_resource)(void *instance, mcpg_call *call); /**< optional: resources/read */
+    int (*list_prompts)(void *instance, mcpg_buf *out);            /**< optional: prompts/list */
+    mcpg_status (*get_prompt)(void *instance, mcpg_call *call);    /**< optional: prompts/get */
+    mcpg_status (*complete)(void *instance, mcpg_call *call);      /**< optional: completion/complete */
     /** Optional: the client went away (a closed connection or stream, a
      * cancelled request). Called on the call's loop thread, at most once per
      * call, and only while the backend's op is pending: it returned PENDING
@@ -323,12 +341,13 @@ typedef struct mcpg_backend_ops {
     /** @} */
 } mcpg_backend_ops;
 
-/** metrics exporters
+/** A metrics exporter's ops.
  * A manifest has at most one metrics instance; while it exists the
  * transport serves GET /metrics from it (host->metrics_render). It reads
  * the registry with host->metrics_each. */
 typedef struct mcpg_metrics_ops {
-    uint32_t size, version;
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
     /** Mandatory. Append the exposition for GET /metrics to out; on a loop
      * thread, must not block. 0 or an error (the transport answers 500). */
     int (*render)(void *instance, mcpg_buf *out);
