@@ -26,42 +26,52 @@
 #include "kinds.h"
 #include "metrics.h"
 
+/** Marks a printf-like slot: argument f is the format, a the first value
+ * (the compiler checks them with GCC and clang). */
 #if defined(__GNUC__)
 #define MCPG_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define MCPG_PRINTF(f, a)
 #endif
 
+/** A log line's level (host->log); a level is logged when the gateway's
+ * log level is at least as verbose (host->log_enabled says). */
 typedef enum mcpg_log_level {
-    MCPG_LOG_ERROR = 0,
-    MCPG_LOG_WARN = 1,
-    MCPG_LOG_INFO = 2,
-    MCPG_LOG_DEBUG = 3
+    MCPG_LOG_ERROR = 0, /**< something failed */
+    MCPG_LOG_WARN = 1,  /**< something is wrong but the work goes on */
+    MCPG_LOG_INFO = 2,  /**< what an operator wants to see */
+    MCPG_LOG_DEBUG = 3  /**< detail for finding a problem */
 } mcpg_log_level;
 
+/** The host services table: what the kernel offers every instance (see the
+ * file's description for threads and lifetimes). Read a slot a later minor
+ * added only after MCPG_HOST_HAS(host, slot). */
 struct mcpg_host {
     uint32_t size;     /**< sizeof(mcpg_host) in the kernel */
     uint32_t version;  /**< 1 */
-    uint16_t abi_major, abi_minor;
-    uint32_t reserved0;
+    uint16_t abi_major, /**< the kernel's ABI major (MCPG_ABI_MAJOR it was built with) */
+             abi_minor; /**< the kernel's ABI minor */
+    uint32_t reserved0; /**< 0 */
 
     /** @name errors (any thread) */
     /** @{ */
-    const char *(*strerror)(int err);
-    const char *(*errname)(int err);
+    const char *(*strerror)(int err); /**< an error code's text ("invalid argument"); never NULL */
+    const char *(*errname)(int err);  /**< an error code's name ("MCPG_EINVAL"); never NULL */
 
     /** @} */
     /** @name memory (any thread). free(NULL) is allowed. */
     /** @{ */
-    void *(*alloc)(size_t n);
-    void *(*calloc)(size_t count, size_t n);
-    void *(*realloc)(void *p, size_t n);
-    void (*free)(void *p);
+    void *(*alloc)(size_t n);                /**< as malloc: NULL when out of memory */
+    void *(*calloc)(size_t count, size_t n); /**< as calloc: zeroed */
+    void *(*realloc)(void *p, size_t n);     /**< as realloc */
+    void (*free)(void *p);                   /**< frees what alloc, calloc or realloc gave */
 
     /** @} */
     /** @name logging (any thread): one line stamped [kind:module:instance] */
     /** @{ */
+    /** One log line at level (mcpg_log_level), printf-formatted. */
     void (*log)(mcpg_instance *self, int level, const char *fmt, ...) MCPG_PRINTF(3, 4);
+    /** 1 when a line at level would be logged: skip building costly ones. */
     int (*log_enabled)(mcpg_instance *self, int level);
     /** For validate(): one error at key path (relative to the instance's
      * "config" object); the kernel prefixes file and instance path. */
@@ -70,7 +80,7 @@ struct mcpg_host {
     /** The instance's manifest name (lives as long as the instance), and the
      * gateway's version string (lives as long as the process). */
     const char *(*instance_name)(mcpg_instance *self);
-    const char *(*gateway_version)(void);
+    const char *(*gateway_version)(void); /**< the gateway's version string (lives as long as the process) */
 
     /** @} */
     /** @name workers (event loop threads) */
@@ -102,10 +112,11 @@ struct mcpg_host {
      * kernel and logged as a module bug. (start() runs on the main thread:
      * per-loop timers begin in worker_start.) */
     /** @{ */
+    /** Start a timer (see above); 0 with *timer_out set, or an error. */
     int (*timer_start)(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
                        uint64_t repeat_ms, void (*cb)(void *arg), void *arg,
                        mcpg_timer **timer_out);
-    void (*timer_stop)(mcpg_timer *timer);
+    void (*timer_stop)(mcpg_timer *timer); /**< stop and free a timer: cb never runs again */
 
     /** @} */
     /** @name the bounded worker pool, for blocking work
@@ -119,6 +130,7 @@ struct mcpg_host {
      * w has stopped (done is then never called). The kernel counts each
      * instance's work until its done() ran. */
     /** @{ */
+    /** Run work(arg) on a pool thread, then done(arg, status) on w's loop (see above). */
     int (*work_submit)(mcpg_instance *self, mcpg_worker *w, uint64_t timeout_ms,
                        void (*work)(void *arg), void (*done)(void *arg, int status),
                        void *arg);
@@ -127,29 +139,35 @@ struct mcpg_host {
     /** @name buffers (any thread, one thread per buffer at a time)
      * A zeroed mcpg_buf is empty and valid. Each returns 0 or MCPG_ENOMEM. */
     /** @{ */
-    int (*buf_reserve)(mcpg_buf *b, size_t extra);
-    int (*buf_append)(mcpg_buf *b, const void *p, size_t n);
+    int (*buf_reserve)(mcpg_buf *b, size_t extra);            /**< make room for extra more bytes */
+    int (*buf_append)(mcpg_buf *b, const void *p, size_t n);  /**< append n bytes */
+    /** Append printf-formatted text. */
     int (*buf_printf)(mcpg_buf *b, const char *fmt, ...) MCPG_PRINTF(2, 3);
     /** Appends "..." with JSON escaping; s need not be NUL-terminated. */
     int (*buf_append_json_string)(mcpg_buf *b, const char *s, size_t n);
-    void (*buf_free)(mcpg_buf *b);
+    void (*buf_free)(mcpg_buf *b); /**< free the bytes; the buffer is empty and valid again */
 
     /** @} */
     /** @name JSON scanner (any thread, no allocation); see mcpg/json.h
      * json_validate: 0 valid, < 0 malformed. The others: 1 found / 0 not
      * found or end / < 0 malformed (MCPG_EPROTO). */
     /** @{ */
-    int (*json_validate)(const char *s, size_t n);
+    int (*json_validate)(const char *s, size_t n); /**< 0 when s[0..n) is one valid JSON value */
+    /** The value of key in the object obj[0..n): 1 found (into *out), 0 not. */
     int (*json_object_get)(const char *obj, size_t n, const char *key,
                            mcpg_json_span *out);
+    /** Iterate an object's members: *iter starts at 0; 1 with *key and *val, 0 at the end. */
     int (*json_object_next)(const char *obj, size_t n, size_t *iter,
                             mcpg_json_span *key, mcpg_json_span *val);
+    /** Iterate an array's values: *iter starts at 0; 1 with *val, 0 at the end. */
     int (*json_array_next)(const char *arr, size_t n, size_t *iter, mcpg_json_span *val);
+    /** 1 when the string span, decoded, equals lit[0..n). */
     int (*json_string_eq)(const mcpg_json_span *s, const char *lit, size_t n);
     /** Decode a string span into dst (cap bytes, NUL-terminated): MCPG_ERANGE
      * if it does not fit, MCPG_EPROTO if it is not a string. */
     int (*json_string_decode)(const mcpg_json_span *s, char *dst, size_t cap,
                               size_t *len_out);
+    /** A number span that is an integer, into *out: 0, or MCPG_EPROTO / MCPG_ERANGE. */
     int (*json_int64)(const mcpg_json_span *s, int64_t *out);
 
     /** @} */
@@ -168,7 +186,9 @@ struct mcpg_host {
      * backend whose op is pending gets its cancel op; the call still
      * completes. */
     void (*call_cancel)(mcpg_call *call);
+    /** In complete(): fill *out (set out->size first) with the call's outcome. */
     void (*call_outcome)(mcpg_call *call, mcpg_call_outcome *out);
+    /** After complete(): the transport is done with the call; the handle ends. */
     void (*call_release)(mcpg_call *call);
 
     /** @} */
@@ -181,7 +201,7 @@ struct mcpg_host {
      * nothing: pointers come back NULL (call_args "{}", call_result_buf a
      * buffer nobody reads), ints MCPG_ESTATE, call_cancelled 1. */
     /** @{ */
-    mcpg_worker *(*call_worker)(mcpg_call *call);
+    mcpg_worker *(*call_worker)(mcpg_call *call);     /**< the worker whose loop runs the call */
     uint32_t (*call_method)(mcpg_call *call);         /**< mcpg_method */
     uint32_t (*call_wire)(mcpg_call *call);           /**< mcpg_wire */
     /** The tool (or prompt, or resource uri) as this backend knows it, i.e. with
@@ -189,8 +209,10 @@ struct mcpg_host {
     const char *(*call_target)(mcpg_call *call);
     /** Raw JSON text of params.arguments (or "{}"), of params, of the id. */
     const char *(*call_args)(mcpg_call *call, size_t *len_out);
-    const char *(*call_params)(mcpg_call *call, size_t *len_out);
-    const char *(*call_id)(mcpg_call *call, size_t *len_out);
+    const char *(*call_params)(mcpg_call *call, size_t *len_out); /**< raw JSON text of params, or NULL */
+    const char *(*call_id)(mcpg_call *call, size_t *len_out);     /**< raw JSON text of the id */
+    /** A request header by lower-case name (copied by the kernel for the
+     * call's life), or NULL. */
     const char *(*call_header)(mcpg_call *call, const char *lname, size_t *len_out);
     /** A per-call pointer for this instance (NULL-initialised); NULL if the
      * instance is not in the call's pipeline. */
@@ -198,13 +220,13 @@ struct mcpg_host {
     /** identity: copied; roles is a comma-separated list or NULL */
     int (*call_set_identity)(mcpg_call *call, const char *principal, const char *tenant,
                              const char *roles);
-    const char *(*call_principal)(mcpg_call *call);
-    const char *(*call_tenant)(mcpg_call *call);
-    const char *(*call_roles)(mcpg_call *call);
+    const char *(*call_principal)(mcpg_call *call); /**< who the call is, or NULL when anonymous */
+    const char *(*call_tenant)(mcpg_call *call);    /**< its tenant, or NULL */
+    const char *(*call_roles)(mcpg_call *call);     /**< its roles, comma-separated, or NULL */
     /** The result object as JSON text (copied), or append it into the call's
      * own buffer (kernel-owned, empty at first). */
     int (*call_result)(mcpg_call *call, const char *json, size_t len);
-    mcpg_buf *(*call_result_buf)(mcpg_call *call);
+    mcpg_buf *(*call_result_buf)(mcpg_call *call); /**< the call's own result buffer (see call_result) */
     /** A JSON-RPC error (message copied; data_json is JSON text or NULL). */
     int (*call_error)(mcpg_call *call, int64_t code, const char *message,
                       const char *data_json);
@@ -219,7 +241,7 @@ struct mcpg_host {
      * pending (a second one, a late one) is logged as a module bug and
      * ignored. */
     void (*call_resume)(mcpg_call *call, mcpg_status status);
-    int (*call_cancelled)(mcpg_call *call);
+    int (*call_cancelled)(mcpg_call *call); /**< 1 once the client went away (call_cancel) */
 
     /** @} */
     /** @name the gateway (any thread) */
@@ -265,8 +287,8 @@ struct mcpg_host {
      * text) and the call's protocol version; NULL when unknown. Borrowed
      * until the op answers. */
     const char *(*call_session)(mcpg_call *call, size_t *len_out);
-    const char *(*call_client_capabilities)(mcpg_call *call, size_t *len_out);
-    const char *(*call_protocol_version)(mcpg_call *call, size_t *len_out);
+    const char *(*call_client_capabilities)(mcpg_call *call, size_t *len_out); /**< see call_session */
+    const char *(*call_protocol_version)(mcpg_call *call, size_t *len_out);    /**< see call_session */
 
     /** @} */
     /** @name a backend's news, outside any call (any thread) */
@@ -300,13 +322,13 @@ struct mcpg_host {
     /** @name fleet state (any loop thread) */
     /** @{ */
     /** The gateway's coordinator (cluster.kind): its ops and the instance to
-     * pass them; NULL (and *instance_out NULL) when the manifest has none.
+     * pass them; NULL (and `*instance_out` NULL) when the manifest has none.
      * Also during create() (on the thread creating): the coordinator of the
      * generation being built, which the kernel creates before any other
      * instance, so a module can check at create() what it will need.
      * Lifetime: the ops and the instance live as long as the process, and
      * are the same at every call: a reload that would change the
-     * coordinator (its module, its config, cluster.*) is refused, since the
+     * coordinator (its module, its config, `cluster.*`) is refused, since the
      * transport, which a reload carries over, keeps its sessions and
      * subscriptions on it. So a module may keep them from create() or
      * start() on, also across reloads that carry it over. */
@@ -343,18 +365,18 @@ struct mcpg_host {
      * not say; and its TLS facts, NULL on clear text. Borrowed until the op
      * answers. */
     const char *(*call_peer)(mcpg_call *call, size_t *len_out);
-    const mcpg_tls_info *(*call_tls)(mcpg_call *call);
+    const mcpg_tls_info *(*call_tls)(mcpg_call *call); /**< see call_peer */
     /** Set who the call is (copied): principal, tenant, roles, claims,
      * method. 0, MCPG_EINVAL (no principal, or claims that are not a JSON
      * object), MCPG_ENOMEM. call_set_identity (1.0) is this with its comma
      * list split into roles. */
     int (*call_identify)(mcpg_call *call, const mcpg_identity *id);
-    uint32_t (*call_role_count)(mcpg_call *call);
+    uint32_t (*call_role_count)(mcpg_call *call); /**< how many roles the call's identity has */
     const char *(*call_role)(mcpg_call *call, uint32_t i); /**< NULL past the end */
     int (*call_has_role)(mcpg_call *call, const char *role);  /**< 1 or 0 */
     /** The identity's claims object as JSON text, or NULL. */
     const char *(*call_claims)(mcpg_call *call, size_t *len_out);
-    const char *(*call_auth_method)(mcpg_call *call);
+    const char *(*call_auth_method)(mcpg_call *call); /**< mcpg_identity.method, or NULL */
     /** The tool or prompt name, or the resource uri, as the client sent it
      * (before the binding's prefix was removed); NULL when the method names
      * none. NUL-terminated. */
@@ -376,8 +398,11 @@ struct mcpg_host {
      * JSON: nothing appended), MCPG_ENOMEM. */
     int (*redact_json)(const char *json, size_t len, mcpg_buf *out);
 
+    /** @} */
     /* ======== ABI 1.4: the metrics registry (mcpg/metrics.h) ======== */
 
+    /** @name ABI 1.4: the metrics registry (mcpg/metrics.h) */
+    /** @{ */
     /** Create a family of series (the description is copied). On the main
      * thread in create() or start(), or on a loop thread; never per call.
      * `self` (never NULL) owns it: it is removed just before self's
@@ -395,8 +420,8 @@ struct mcpg_host {
      * is either set, by one thread at a time, or added to, not both);
      * observe: one value into a histogram (its unit: see metrics.h). */
     void (*metric_add)(mcpg_metric *m, uint32_t series, int64_t delta);
-    void (*metric_set)(mcpg_metric *m, uint32_t series, int64_t value);
-    void (*metric_observe)(mcpg_metric *m, uint32_t series, uint64_t value);
+    void (*metric_set)(mcpg_metric *m, uint32_t series, int64_t value);      /**< see metric_add */
+    void (*metric_observe)(mcpg_metric *m, uint32_t series, uint64_t value); /**< see metric_add */
     /** For exporters: fn(arg, view) once per family, with every series'
      * value summed over its rows, under the registry's lock (fn must not
      * call metric_new). Any thread. 0, or MCPG_ENOMEM. */
@@ -408,8 +433,11 @@ struct mcpg_host {
      * what render returned otherwise. */
     int (*metrics_render)(mcpg_worker *w, mcpg_buf *out, char *content_type, size_t ct_cap);
 
+    /** @} */
     /* ======== ABI 1.5: the MCP Events pipeline ======== */
 
+    /** @name ABI 1.5: the MCP Events pipeline */
+    /** @{ */
     /** The transport's POST /webhooks/events/{source}: a call straight to the
      * current generation's events instance (mcpg_events_ops.webhook, with
      * desc->name the source, desc->params_json the body, desc->header the
@@ -421,8 +449,11 @@ struct mcpg_host {
      * (the transport advertises io.modelcontextprotocol/events then). */
     int (*events_offered)(void);
 
+    /** @} */
     /* ======== ABI 1.6: sessions bound to who opened them ======== */
 
+    /** @name ABI 1.6: sessions bound to who opened them */
+    /** @{ */
     /** Who the call's caller is, as one string a transport can store and
      * compare: the principal and tenant the identity stage established
      * (joined by 0x1f), or "" for a caller without identity. Valid until the
@@ -430,8 +461,11 @@ struct mcpg_host {
      * call's loop. See mcpg_call_desc.session_owner. */
     const char *(*call_owner)(mcpg_call *call, size_t *len_out);
 
+    /** @} */
     /* ======== ABI 1.7: what the bindings serve ======== */
 
+    /** @name ABI 1.7: what the bindings serve */
+    /** @{ */
     /** Any thread: MCPG_OFFER_* bits for the current generation, so that a
      * transport advertises the capabilities the gateway serves (and no
      * others) in server/discover and initialize. A kind is offered when the
@@ -460,8 +494,11 @@ struct mcpg_host {
      * with a 403 when it says error="insufficient_scope". */
     const char *(*call_challenge)(mcpg_call *call);
 
+    /** @} */
     /* ======== ABI 1.8: readiness ======== */
 
+    /** @name ABI 1.8: readiness */
+    /** @{ */
     /** The backends of w's generation whose first lists are not yet in its
      * merged lists (their list ops answer MCPG_EAGAIN: see mcpg_backend_ops),
      * appended to out as a JSON array of their instance names
@@ -474,9 +511,9 @@ struct mcpg_host {
 };
 
 /** host->offers() bits. */
-#define MCPG_OFFER_TOOLS        (1u << 0)
+#define MCPG_OFFER_TOOLS        (1u << 0) /**< tools */
 #define MCPG_OFFER_RESOURCES    (1u << 1) /**< resources or resource templates */
-#define MCPG_OFFER_PROMPTS      (1u << 2)
+#define MCPG_OFFER_PROMPTS      (1u << 2) /**< prompts */
 #define MCPG_OFFER_COMPLETIONS  (1u << 3) /**< a bound backend has a `complete` op */
 #define MCPG_OFFER_SUBSCRIBE    (1u << 4) /**< a bound backend has a `subscribe` op, or a
                                              binding's resources are watched */
