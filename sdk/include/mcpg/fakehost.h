@@ -77,7 +77,7 @@
 extern "C" {
 #endif
 
-typedef struct mcpg_fakehost mcpg_fakehost;
+typedef struct mcpg_fakehost mcpg_fakehost; /**< a fake host: one per process at a time */
 
 /* ---- the host ---- */
 
@@ -98,12 +98,13 @@ int mcpg_fakehost_free(mcpg_fakehost *fh);
  * kernel: shrink ->size or NULL a slot, then check the module copes
  * (MCPG_HOST_HAS). Changes apply to instances loaded afterwards and before. */
 mcpg_host *mcpg_fakehost_host(mcpg_fakehost *fh);
+/** The fake host's one worker (what host->worker_at(0) gives). */
 mcpg_worker *mcpg_fakehost_worker(mcpg_fakehost *fh);
 
 /** Module bugs detected so far; take_ returns the count and resets it (for a
  * test that provokes one on purpose). Any thread. */
 int mcpg_fakehost_failures(mcpg_fakehost *fh);
-int mcpg_fakehost_take_failures(mcpg_fakehost *fh);
+int mcpg_fakehost_take_failures(mcpg_fakehost *fh); /**< the count so far, reset to 0 */
 
 /* ---- logs and reported errors ---- */
 
@@ -111,16 +112,17 @@ int mcpg_fakehost_take_failures(mcpg_fakehost *fh);
  * MCPG_LOG_DEBUG: all) as "[kind:module:instance] level: message\n" and,
  * unless quiet, also written to stderr. */
 void mcpg_fakehost_set_log_level(mcpg_fakehost *fh, int level);
+/** 1: keep log lines in memory only, not on stderr; 0 (the default): both. */
 void mcpg_fakehost_set_quiet(mcpg_fakehost *fh, int quiet);
 /** Everything kept so far (never NULL); borrowed until the next log or clear. */
 const char *mcpg_fakehost_log_text(mcpg_fakehost *fh);
 int mcpg_fakehost_log_contains(mcpg_fakehost *fh, const char *needle); /**< any thread */
-void mcpg_fakehost_log_clear(mcpg_fakehost *fh);
+void mcpg_fakehost_log_clear(mcpg_fakehost *fh); /**< forget the lines kept so far */
 
 /** Config problems from the last load/check: schema errors and validate()'s
  * host->report_error lines, as "key.path: message\n" (never NULL). */
 const char *mcpg_fakehost_report_text(mcpg_fakehost *fh);
-int mcpg_fakehost_report_count(mcpg_fakehost *fh);
+int mcpg_fakehost_report_count(mcpg_fakehost *fh); /**< how many problems the report text holds */
 
 /* ---- instances ---- */
 
@@ -178,19 +180,22 @@ int mcpg_fakehost_set_inline(mcpg_instance *inst, int on);
  * the call is freed, even when the object has since been reused. */
 mcpg_call *mcpg_fakehost_call_new(mcpg_fakehost *fh, const char *method, const char *target,
                                   const char *args_json, const char *id_json);
+/** Add a request header (lower-case name; both copied) that host->call_header
+ * answers. 0, MCPG_ENOMEM, or MCPG_ESTATE for a freed call. */
 int mcpg_fakehost_call_set_header(mcpg_call *call, const char *lname, const char *value);
 /** Replace the params call_new built (host->call_params), e.g. to add _meta,
  * inputResponses or requestState; the arguments stay as given. 0,
  * MCPG_EINVAL when params_json is not a JSON object, MCPG_ENOMEM. */
 int mcpg_fakehost_call_set_params(mcpg_call *call, const char *params_json);
+/** The wire host->call_wire answers (default: the stateless wire). */
 void mcpg_fakehost_call_set_wire(mcpg_call *call, mcpg_wire wire);
 /** ABI 1.2: what the transport would say of the call's connection: the
  * client's address (host->call_peer; copied, NULL clears), its TLS facts
  * (host->call_tls; borrowed until the call is freed or set again), and the
  * name the client used (host->call_client_name; default: the target). */
 int mcpg_fakehost_call_set_peer(mcpg_call *call, const char *peer);
-void mcpg_fakehost_call_set_tls(mcpg_call *call, const mcpg_tls_info *tls);
-int mcpg_fakehost_call_set_client_name(mcpg_call *call, const char *name);
+void mcpg_fakehost_call_set_tls(mcpg_call *call, const mcpg_tls_info *tls);   /**< see mcpg_fakehost_call_set_peer */
+int mcpg_fakehost_call_set_client_name(mcpg_call *call, const char *name);   /**< see mcpg_fakehost_call_set_peer */
 /** Free a call. One still running or pending is a failure and is leaked
  * instead (an op may still hold it). */
 void mcpg_fakehost_call_free(mcpg_fakehost *fh, mcpg_call *call);
@@ -211,6 +216,8 @@ int mcpg_fakehost_emit(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call,
  *   int st = mcpg_fakehost_op_end(fh, call, ops->webhook(state, h, "src"));
  * op_end settles a PENDING answer against a call_resume that came early. */
 int mcpg_fakehost_op_begin(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_call *call);
+/** End what op_begin began with the op's answer (see above); returns the
+ * answer settled, or MCPG_EINVAL for a freed call. */
 int mcpg_fakehost_op_end(mcpg_fakehost *fh, mcpg_call *call, int status);
 /** The handle inst's op gets for call: its stage's (a resume with it
  * finishes that op, not another's). NULL for a stale call. */
@@ -252,8 +259,8 @@ int mcpg_fakehost_list(mcpg_fakehost *fh, mcpg_instance *inst, mcpg_method which
  * what its desc carried (session_id, client_caps_json, protocol_version).
  * Copied; 0, MCPG_EINVAL (caps that are not JSON) or MCPG_ENOMEM. */
 int mcpg_fakehost_call_set_session(mcpg_call *call, const char *session_id);
-int mcpg_fakehost_call_set_caps(mcpg_call *call, const char *caps_json);
-int mcpg_fakehost_call_set_version(mcpg_call *call, const char *protocol_version);
+int mcpg_fakehost_call_set_caps(mcpg_call *call, const char *caps_json);            /**< see mcpg_fakehost_call_set_session */
+int mcpg_fakehost_call_set_version(mcpg_call *call, const char *protocol_version);  /**< see mcpg_fakehost_call_set_session */
 /** 0: this call's answer cannot carry messages (a unary JSON answer):
  * call_notify and call_request answer MCPG_ENOTSUP. A submitted call can
  * carry them when its desc has a message callback. Default 1. */
@@ -290,8 +297,10 @@ const char *mcpg_fakehost_request_id(mcpg_call *call, int request_index);
  * 0, MCPG_ENOENT when that request is not waiting, MCPG_EINVAL. */
 int mcpg_fakehost_reply(mcpg_fakehost *fh, mcpg_call *call, int request_index,
                         const char *result_json);
+/** As mcpg_fakehost_reply, with a JSON-RPC error (data_json: JSON text or NULL). */
 int mcpg_fakehost_reply_error(mcpg_fakehost *fh, mcpg_call *call, int request_index,
                               int64_t code, const char *message, const char *data_json);
+/** As mcpg_fakehost_reply, with a status instead of an answer. */
 int mcpg_fakehost_reply_status(mcpg_fakehost *fh, mcpg_call *call, int request_index,
                                int status);
 
@@ -336,6 +345,7 @@ typedef enum mcpg_fakehost_answer {
     MCPG_FAKEHOST_REFUSE     /**< call_submit fails with refuse_with; complete() never runs */
 } mcpg_fakehost_answer;
 
+/** The submit hook's plan for one call: when and how complete() runs. */
 typedef struct mcpg_fakehost_plan {
     mcpg_fakehost_answer answer; /**< MCPG_FAKEHOST_ROUTE unless the hook says */
     uint64_t delay_ms;           /**< MCPG_FAKEHOST_LATER */
@@ -420,6 +430,7 @@ int mcpg_fakehost_run_on_loop(mcpg_fakehost *fh, void (*fn)(void *arg), void *ar
  * would: nothing is left to test without the instance. */
 mcpg_instance *mcpg_fakehost_load_file_or_exit(mcpg_fakehost *fh, const char *so_path,
                                                const char *instance_name, const char *config_json);
+/** As mcpg_fakehost_load_file_or_exit, for a descriptor linked into the test. */
 mcpg_instance *mcpg_fakehost_load_or_exit(mcpg_fakehost *fh, const mcpg_module *m,
                                           const char *instance_name, const char *config_json);
 
@@ -439,7 +450,7 @@ char *mcpg_fakehost_result_text(const char *result_json, int *is_error);
 
 /** CLOCK_MONOTONIC, for a test's timings. */
 uint64_t mcpg_fakehost_now_ms(void);
-double mcpg_fakehost_now_s(void);
+double mcpg_fakehost_now_s(void); /**< the same clock in seconds */
 /** Sleep the calling thread; the loop does not turn (mcpg_fakehost_run_for
  * lets timers fire). */
 void mcpg_fakehost_sleep_ms(unsigned ms);
