@@ -31,33 +31,33 @@ typedef enum mcpg_wire {
 
 /** Methods the kernel routes. Append only; MCPG_METHOD_OTHER for the rest. */
 typedef enum mcpg_method {
-    MCPG_METHOD_OTHER = 0,
-    MCPG_METHOD_TOOLS_LIST = 1,
-    MCPG_METHOD_TOOLS_CALL = 2,
-    MCPG_METHOD_RESOURCES_LIST = 3,
-    MCPG_METHOD_RESOURCES_TEMPLATES_LIST = 4,
-    MCPG_METHOD_RESOURCES_READ = 5,
-    MCPG_METHOD_RESOURCES_SUBSCRIBE = 6,
-    MCPG_METHOD_RESOURCES_UNSUBSCRIBE = 7,
-    MCPG_METHOD_PROMPTS_LIST = 8,
-    MCPG_METHOD_PROMPTS_GET = 9,
-    MCPG_METHOD_COMPLETION_COMPLETE = 10,
+    MCPG_METHOD_OTHER = 0, /**< a method not listed here */
+    MCPG_METHOD_TOOLS_LIST = 1, /**< tools/list */
+    MCPG_METHOD_TOOLS_CALL = 2, /**< tools/call */
+    MCPG_METHOD_RESOURCES_LIST = 3, /**< resources/list */
+    MCPG_METHOD_RESOURCES_TEMPLATES_LIST = 4, /**< resources/templates/list */
+    MCPG_METHOD_RESOURCES_READ = 5, /**< resources/read */
+    MCPG_METHOD_RESOURCES_SUBSCRIBE = 6, /**< resources/subscribe */
+    MCPG_METHOD_RESOURCES_UNSUBSCRIBE = 7, /**< resources/unsubscribe */
+    MCPG_METHOD_PROMPTS_LIST = 8, /**< prompts/list */
+    MCPG_METHOD_PROMPTS_GET = 9, /**< prompts/get */
+    MCPG_METHOD_COMPLETION_COMPLETE = 10, /**< completion/complete */
     /** ABI 1.1: tasks (2025-11-25 experimental; the 2026-07-28 extension
      * io.modelcontextprotocol/tasks). A task's id is "<backend instance>.<rest>":
      * the kernel routes by the head, the backend sees the rest as call_target. */
-    MCPG_METHOD_TASKS_GET = 11,
-    MCPG_METHOD_TASKS_RESULT = 12,
-    MCPG_METHOD_TASKS_LIST = 13,
-    MCPG_METHOD_TASKS_CANCEL = 14,
-    MCPG_METHOD_TASKS_UPDATE = 15,
+    MCPG_METHOD_TASKS_GET = 11, /**< tasks/get */
+    MCPG_METHOD_TASKS_RESULT = 12, /**< tasks/result */
+    MCPG_METHOD_TASKS_LIST = 13, /**< tasks/list */
+    MCPG_METHOD_TASKS_CANCEL = 14, /**< tasks/cancel */
+    MCPG_METHOD_TASKS_UPDATE = 15, /**< tasks/update */
     /** ABI 1.5: the MCP Events extension (io.modelcontextprotocol/events),
      * routed to the manifest's events instance (mcpg_events_ops.request);
      * params.name (the event type) is the call's name. */
-    MCPG_METHOD_EVENTS_LIST = 16,
-    MCPG_METHOD_EVENTS_POLL = 17,
-    MCPG_METHOD_EVENTS_STREAM = 18,
-    MCPG_METHOD_EVENTS_SUBSCRIBE = 19,
-    MCPG_METHOD_EVENTS_UNSUBSCRIBE = 20,
+    MCPG_METHOD_EVENTS_LIST = 16, /**< events/list */
+    MCPG_METHOD_EVENTS_POLL = 17, /**< events/poll */
+    MCPG_METHOD_EVENTS_STREAM = 18, /**< events/stream */
+    MCPG_METHOD_EVENTS_SUBSCRIBE = 19, /**< events/subscribe */
+    MCPG_METHOD_EVENTS_UNSUBSCRIBE = 20, /**< events/unsubscribe */
     /** A post to POST /webhooks/events/{source} (host->webhook_submit): no
      * client can name it; straight to mcpg_events_ops.webhook, without
      * identity, policy or audit (its signature is its identity). */
@@ -257,7 +257,7 @@ typedef struct mcpg_call_outcome {
 
 /** What a result is (2026-07-28 `resultType`). Append only. */
 typedef enum mcpg_result_type {
-    MCPG_RESULT_COMPLETE = 0,
+    MCPG_RESULT_COMPLETE = 0,       /**< the call's final result */
     MCPG_RESULT_INPUT_REQUIRED = 1, /**< inputRequests/requestState: the client retries */
     MCPG_RESULT_TASK = 2            /**< a task was created (tasks extension) */
 } mcpg_result_type;

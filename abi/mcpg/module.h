@@ -62,15 +62,15 @@
 
 /** Module kinds. Append only. */
 typedef enum mcpg_kind {
-    MCPG_KIND_TRANSPORT = 1,
-    MCPG_KIND_IDENTITY = 2,
-    MCPG_KIND_POLICY = 3,
-    MCPG_KIND_LIMITS = 4,
-    MCPG_KIND_AUDIT = 5,
-    MCPG_KIND_COORDINATOR = 6,
-    MCPG_KIND_EVENTS = 7,
-    MCPG_KIND_BACKEND = 8,
-    MCPG_KIND_METRICS = 9
+    MCPG_KIND_TRANSPORT = 1, /**< owns connections and the wire (mcpg_transport_ops) */
+    MCPG_KIND_IDENTITY = 2, /**< who is calling (mcpg_identity_ops) */
+    MCPG_KIND_POLICY = 3, /**< may this principal do this (mcpg_policy_ops) */
+    MCPG_KIND_LIMITS = 4, /**< concurrency caps, rates, budgets (mcpg_limits_ops) */
+    MCPG_KIND_AUDIT = 5, /**< an audit sink (mcpg_audit_ops) */
+    MCPG_KIND_COORDINATOR = 6, /**< fleet state (mcpg_coordinator_ops) */
+    MCPG_KIND_EVENTS = 7, /**< the MCP Events pipeline (mcpg_events_ops) */
+    MCPG_KIND_BACKEND = 8, /**< tools, resources and prompts (mcpg_backend_ops) */
+    MCPG_KIND_METRICS = 9 /**< a metrics exporter (mcpg_metrics_ops) */
 } mcpg_kind;
 
 /** Module flags (mcpg_module.flags). Append only. */

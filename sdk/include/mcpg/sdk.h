@@ -306,7 +306,7 @@ enum { MCPG_PARAM_OK = 0,      /**< the header stands for the argument */
        MCPG_PARAM_MISSING,      /**< the argument is there, the header is not */
        MCPG_PARAM_UNEXPECTED,   /**< the header is there, the argument is not */
        MCPG_PARAM_MISMATCH,     /**< both are there and differ */
-       MCPG_PARAM_BAD_BASE64 }; /**< the header's encoded form is not canonical base64 */
+       MCPG_PARAM_BAD_BASE64    /**< the header's encoded form is not canonical base64 */ };
 /** Check the argument against the header (see above): one of MCPG_PARAM_OK,
  * MCPG_PARAM_MISSING, ... */
 int mcpg_param_header_check(const mcpg_param_header *p, const char *args, size_t n,
