@@ -55,8 +55,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MCPG_ABI_MAJOR 1 /**< the ABI major these headers describe: the kernel loads only modules of its own major */
-#define MCPG_ABI_MINOR 8 /**< the ABI minor these headers describe: the kernel loads modules of this minor or older */
+/** The ABI major these headers describe: the kernel loads only modules of its own major. */
+#define MCPG_ABI_MAJOR 1
+/** The ABI minor these headers describe: the kernel loads modules of this minor or older. */
+#define MCPG_ABI_MINOR 8
 #define MCPG_MODULE_MAGIC 0x6d637067u /**< "mcpg" */
 #define MCPG_ENTRY_SYMBOL "mcpg_module_entry" /**< the one symbol a module exports (see mcpg_module_entry_fn) */
 
