@@ -19,8 +19,10 @@ import xml.etree.ElementTree as ET
 # enum values, which doxygen does not warn about when undocumented.
 CHECK_OVERRIDES = "\nGENERATE_MAN = NO\nGENERATE_XML = YES\n"
 
-# A struct member documented by a one-line trailing comment: `type name; /**< ... */`.
-TRAILING_DOC = re.compile(r"^(\s+[A-Za-z_][^/]*?\b([A-Za-z_]\w*);)\s*/\*\*<.*\*/\s*$")
+# A struct member documented by a one-line trailing comment: `type name; /**< ... */`,
+# and an enum value: `NAME = 1, /**< ... */`.
+TRAILING_MEMBER_DOC = re.compile(r"^(\s+[A-Za-z_][^/=]*?\b([A-Za-z_]\w*);)\s*/\*\*<.*\*/\s*$")
+TRAILING_ENUM_DOC = re.compile(r"^(\s+([A-Z][A-Z0-9_]*) = -?\w+,?)\s*/\*\*<.*\*/\s*$")
 
 
 def run_doxygen(doxygen, doxyfile, abi_dir, include_dir, out_dir):
@@ -71,29 +73,35 @@ def undocumented_enum_values(xml_dir, header_dirs):
     return sorted(set(found))
 
 
+def find_problems(args, abi_dir, include_dir, out):
+    """Doxygen's warnings and the undocumented enum values of the headers in
+    abi_dir and include_dir; returns (doxygen's exit status, problem lines)."""
+    status, warnings = run_doxygen(args.doxygen, args.doxyfile, abi_dir, include_dir, out)
+    return status, warnings + undocumented_enum_values(os.path.join(out, "xml"),
+                                                       [abi_dir, include_dir])
+
+
 def check_headers(args, tmp):
-    out = os.path.join(tmp, "out")
-    status, warnings = run_doxygen(args.doxygen, args.doxyfile, args.abi_dir,
-                                   args.include_dir, out)
-    warnings += undocumented_enum_values(os.path.join(out, "xml"),
-                                         [args.abi_dir, args.include_dir])
+    status, warnings = find_problems(args, args.abi_dir, args.include_dir,
+                                     os.path.join(tmp, "out"))
     for line in warnings:
         print(line)
     if status != 0 or warnings:
-        print(f"FAIL: {len(warnings)} doxygen warning(s) on the SDK headers (exit status "
-              f"{status}); document each file:line above (docs/sdk/Doxyfile)")
+        print(f"FAIL: {len(warnings)} undocumented or malformed declaration(s) in the SDK "
+              f"headers (doxygen exit status {status}); document each file:line above "
+              f"(docs/sdk/Doxyfile)")
         return False
     print("ok: every public declaration of the SDK headers is documented")
     return True
 
 
-def strip_one_member_doc(path):
-    """Removes the first one-line trailing member comment of the header at
-    path; returns (member name, line number), or None if it has none."""
+def strip_first_trailing_doc(path, pattern):
+    """Removes the first one-line trailing comment pattern matches in the
+    header at path; returns (the name it documented, line number) or None."""
     with open(path, encoding="utf-8") as f:
         lines = f.readlines()
     for index, line in enumerate(lines):
-        match = TRAILING_DOC.match(line)
+        match = pattern.match(line)
         if match:
             lines[index] = match.group(1) + "\n"
             with open(path, "w", encoding="utf-8") as f:
@@ -103,26 +111,29 @@ def strip_one_member_doc(path):
 
 
 def check_is_live(args, tmp):
+    """On a copy of the headers with one struct member's and one enum value's
+    comment removed, the check must fail and name both, at their lines."""
     abi_copy = os.path.join(tmp, "abi", "mcpg")
     include_copy = os.path.join(tmp, "include", "mcpg")
     shutil.copytree(args.abi_dir, abi_copy)
     shutil.copytree(args.include_dir, include_copy)
     victim = os.path.join(abi_copy, args.live_header)
-    stripped = strip_one_member_doc(victim)
-    if stripped is None:
-        print(f"FAIL: {args.live_header} has no member with a one-line /**< */ comment to remove")
+    stripped = [strip_first_trailing_doc(victim, pattern)
+                for pattern in (TRAILING_MEMBER_DOC, TRAILING_ENUM_DOC)]
+    if None in stripped:
+        print(f"FAIL: {args.live_header} needs a struct member and an enum value with a "
+              f"one-line /**< */ comment for the check to remove")
         return False
-    member, line = stripped
-    status, warnings = run_doxygen(args.doxygen, args.doxyfile, abi_copy, include_copy,
-                                   os.path.join(tmp, "live-out"))
-    named = [w for w in warnings if f"{args.live_header}:{line}:" in w and member in w]
-    if status == 0 or not named:
-        print(f"FAIL: with the comment of {member} ({args.live_header}:{line}) removed, "
-              f"doxygen exited {status} and said:")
-        for w in warnings:
-            print("  " + w)
-        return False
-    print(f"ok: removing the comment of {member} fails the check: {named[0]}")
+    _, warnings = find_problems(args, abi_copy, include_copy, os.path.join(tmp, "live-out"))
+    for name, line in stripped:
+        named = [w for w in warnings if f"{args.live_header}:{line}:" in w and name in w]
+        if not named:
+            print(f"FAIL: with the comment of {name} ({args.live_header}:{line}) removed, "
+                  f"the check did not name it; it said:")
+            for w in warnings:
+                print("  " + w)
+            return False
+        print(f"ok: removing the comment of {name} fails the check: {named[0]}")
     return True
 
 
@@ -133,7 +144,7 @@ def main():
     parser.add_argument("--abi-dir", required=True)
     parser.add_argument("--include-dir", required=True)
     parser.add_argument("--live-header", default="json.h",
-                        help="ABI header the liveness check removes a member comment from")
+                        help="ABI header the liveness check removes two comments from")
     args = parser.parse_args()
     if not shutil.which(args.doxygen):
         print(f"FAIL: doxygen not found ({args.doxygen}); scripts/install-deps.sh installs it")
