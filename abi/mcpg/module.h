@@ -48,6 +48,11 @@
  * any optional op, is read only through MCPG_HAS(table, slot), which looks at
  * the table's own `size` first: the kernel does so with a module's tables,
  * and a module built against newer headers with the kernel's.
+ *
+ * Documentation: every public declaration in these headers carries a doxygen
+ * comment (a block before it, or a trailing one after a member or value);
+ * the test docs_sdk_reference fails on one that has none, and
+ * `make sdk-reference` renders them.
  */
 #ifndef MCPG_MODULE_H
 #define MCPG_MODULE_H
