@@ -211,8 +211,10 @@ struct mcpg_host {
     const char *(*call_args)(mcpg_call *call, size_t *len_out);
     const char *(*call_params)(mcpg_call *call, size_t *len_out); /**< raw JSON text of params, or NULL */
     const char *(*call_id)(mcpg_call *call, size_t *len_out);     /**< raw JSON text of the id */
-    /** A request header by lower-case name (copied by the kernel for the
-     * call's life), or NULL. */
+    /** A request header's value by lower-case name, or NULL (no such header,
+     * or the call was already answered). On the call's loop it points into
+     * the transport's request; on a pool thread it is a copy the kernel keeps
+     * until the call is recycled. Use it before the op answers. */
     const char *(*call_header)(mcpg_call *call, const char *lname, size_t *len_out);
     /** A per-call pointer for this instance (NULL-initialised); NULL if the
      * instance is not in the call's pipeline. */
