@@ -82,9 +82,9 @@ typedef enum mcpg_method {
 #define MCPG_RPC_FORBIDDEN         (-32003) /**< the policy stage refused the call (HTTP 403) */
 /** ABI 1.5: the MCP Events extension's codes (data says which thing). */
 #define MCPG_RPC_NOT_FOUND          (-32011) /**< an unknown event type or subscription */
-#define MCPG_RPC_EVENTS_FORBIDDEN   (-32012) /**< the caller may not subscribe so (e.g. to a webhook delivery) */
+#define MCPG_RPC_EVENTS_FORBIDDEN   (-32012) /**< the caller may not make this events request (a webhook subscription without identity) */
 #define MCPG_RPC_RESOURCE_EXHAUSTED (-32013) /**< data.limit names the limit */
-#define MCPG_RPC_UNSUPPORTED        (-32014) /**< a delivery mode or option the events service does not offer */
+#define MCPG_RPC_UNSUPPORTED        (-32014) /**< a feature or value the events service does not support (data names it) */
 #define MCPG_RPC_CALLBACK_ERROR     (-32015) /**< a webhook subscriber's endpoint failed */
 
 /** ABI 1.2: what a connection's TLS session established, for the identity
