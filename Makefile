@@ -23,6 +23,8 @@
 #                (make install PREFIX=/opt/mcpg DESTDIR=/tmp/root)
 #   make deb     build/mcpg_<version>-1_<arch>.deb from a Release build in
 #                build-deb/ (packaging/deb/build.sh), then lintian on it
+#   make sdk-reference  the SDK reference (doxygen; docs/sdk/Doxyfile) from the
+#                public headers into build/sdk-reference/: html/index.html, man/man3/
 #   make clean   remove build/, build-asan/, build-fuzz/ and build-deb/
 
 SHELL := /bin/bash
@@ -44,7 +46,7 @@ CTEST_FLAGS    := --output-on-failure --no-tests=error -j$(CTEST_JOBS)
 
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: deps deps-run build build-asan build-fuzz run install deb test test-release test-asan test-fuzz test-stress fuzz bench report clean
+.PHONY: deps deps-run build build-asan build-fuzz run install deb test test-release test-asan test-fuzz test-stress fuzz bench report sdk-reference clean
 
 # deps: everything `make test` needs; deps-run: only what `make run` needs.
 deps:
@@ -131,6 +133,12 @@ bench:
 report:
 	@[ -n "$(RESULTS)" ] || { echo 'usage: make report RESULTS="bench/results-....jsonl" [REPORT_ARGS="..."]' >&2; exit 2; }
 	python3 bench/report $(RESULTS) $(REPORT_ARGS)
+
+# Configures build/ as `make build` does, then only the reference target.
+sdk-reference:
+	@command -v doxygen >/dev/null || { echo "make sdk-reference: doxygen is missing (make deps installs it)" >&2; exit 1; }
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DMCPG_TESTS=ON
+	cmake --build $(BUILD_DIR) --target sdk_reference
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_BUILD_DIR) $(DEB_BUILD_DIR)

@@ -56,6 +56,8 @@ RUN_PACKAGES=(
 # lintian                       : the Debian package's checks (make deb, tests/packaging)
 # valgrind                      : callgrind, for instructions per call where the kernel gives
 #                                 no hardware counter (mcpg-bench-module --callgrind, bench/micro.sh)
+# doxygen                       : the SDK reference (make sdk-reference) and its check that
+#                                 every public declaration is documented (docs_sdk_reference)
 TEST_PACKAGES=(
   clang libclang-rt-14-dev
   redis-server redis-tools
@@ -67,6 +69,7 @@ TEST_PACKAGES=(
   systemd groff-base
   lintian
   valgrind
+  doxygen
 )
 
 APT_PACKAGES=()

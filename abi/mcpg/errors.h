@@ -1,4 +1,5 @@
-/* mcpg ABI: error codes.
+/** @file
+ * mcpg ABI: error codes.
  *
  * Negative errno-style codes, one X-macro list. Append only: a code's value never
  * changes once released. Functions that return int return 0 (or a count) on
@@ -11,7 +12,10 @@
 #ifndef MCPG_ERRORS_H
 #define MCPG_ERRORS_H
 
-/*      name          value   text */
+/** The error codes, as X(name, value, text): the code MCPG_ followed by name has the
+ * value and mcpg_strerror() returns the text. Append only.
+ *
+ *      name          value   text */
 #define MCPG_ERRNO_MAP(X)                                                        \
     X(EINVAL,        -1,  "invalid argument")                                    \
     X(ENOMEM,        -2,  "out of memory")                                       \
@@ -30,11 +34,13 @@
     X(ECONFLICT,     -15, "compare-and-set conflict")                            \
     X(EUNAVAIL,      -16, "service unavailable")
 
+/** The error codes: MCPG_OK and one code (MCPG_ followed by the name) for each row of
+ * MCPG_ERRNO_MAP (MCPG_EINVAL, MCPG_ENOMEM, ...). */
 typedef enum mcpg_errno {
 #define MCPG__ERR_ENUM(name, value, text) MCPG_##name = value,
     MCPG_ERRNO_MAP(MCPG__ERR_ENUM)
 #undef MCPG__ERR_ENUM
-    MCPG_OK = 0
+    MCPG_OK = 0 /**< success */
 } mcpg_errno;
 
 /* Both are provided by the host table (mcpg_host.strerror / .errname) and by the

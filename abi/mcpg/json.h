@@ -1,4 +1,5 @@
-/* mcpg ABI: the non-allocating JSON scanner's types.
+/** @file
+ * mcpg ABI: the non-allocating JSON scanner's types.
  *
  * The scanner reads JSON text in place: a span points into the caller's bytes
  * and is valid as long as they are. The functions are in the host table
@@ -10,28 +11,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** The type of a JSON value (mcpg_json_span.type). */
 typedef enum mcpg_json_type {
-    MCPG_JSON_NONE = 0,
-    MCPG_JSON_OBJECT = 1,
-    MCPG_JSON_ARRAY = 2,
-    MCPG_JSON_STRING = 3,
-    MCPG_JSON_NUMBER = 4,
-    MCPG_JSON_TRUE = 5,
-    MCPG_JSON_FALSE = 6,
-    MCPG_JSON_NULL = 7
+    MCPG_JSON_NONE = 0,   /**< no value (a span not filled in) */
+    MCPG_JSON_OBJECT = 1, /**< an object */
+    MCPG_JSON_ARRAY = 2,  /**< an array */
+    MCPG_JSON_STRING = 3, /**< a string */
+    MCPG_JSON_NUMBER = 4, /**< a number */
+    MCPG_JSON_TRUE = 5,   /**< true */
+    MCPG_JSON_FALSE = 6,  /**< false */
+    MCPG_JSON_NULL = 7    /**< null */
 } mcpg_json_type;
 
-/* One JSON value inside a text. For a string, p/n is the raw text between the
+/** One JSON value inside a text. For a string, p/n is the raw text between the
  * quotes (escapes not decoded) and `escaped` says whether it holds a backslash;
  * for every other type p/n is the whole value's text. */
 typedef struct mcpg_json_span {
-    const char *p;
-    size_t n;
-    uint32_t type;    /* mcpg_json_type */
-    uint32_t escaped; /* strings: 1 when decoding is needed */
+    const char *p;    /**< the value's first byte (a string: the byte after its opening quote) */
+    size_t n;         /**< its length in bytes */
+    uint32_t type;    /**< mcpg_json_type */
+    uint32_t escaped; /**< strings: 1 when decoding is needed */
 } mcpg_json_span;
 
-/* Nesting deeper than this is refused as malformed. */
+/** Nesting deeper than this is refused as malformed. */
 #define MCPG_JSON_MAX_DEPTH 64
 
 #endif

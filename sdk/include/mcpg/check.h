@@ -1,5 +1,7 @@
-/* mcpg check: the assertions of a plain C unit test, header-only.
+/** @file
+ * mcpg check: the assertions of a plain C unit test, header-only.
  *
+ * @code
  *   #include <mcpg/check.h>
  *
  *   mcpg_instance *inst = NULL;
@@ -9,6 +11,7 @@
  *   ...
  *   return MCPG_CHECK_EXIT("test_hello");   // "test_hello: ok" and 0, or
  *                                           // "test_hello: N check(s) failed" and 1
+ * @endcode
  *
  * MCPG_CHECK(cond, fmt, ...) evaluates cond once; when it is false it counts a
  * failure and prints "file:line: CHECK(cond) failed: <message>" on stderr,
@@ -39,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/** @cond MCPG_INTERNAL */
 #if defined(__GNUC__) || defined(__clang__)
 #define MCPG_CHECK_PRINTF_(f, a) __attribute__((format(printf, f, a)))
 #define MCPG_CHECK_COLD_ __attribute__((cold))
@@ -48,25 +52,37 @@
 #define MCPG_CHECK_COLD_
 #define MCPG_CHECK_NORETURN_
 #endif
+/** @endcond */
 
+/** Checks cond (evaluated once); when false, counts a failure, prints
+ * "file:line: CHECK(cond) failed: <message>" on stderr and carries on. The
+ * arguments after cond are a printf format and its arguments (required). */
 #define MCPG_CHECK(cond, ...)                                                    \
     do {                                                                         \
         if (!(cond)) mcpg_check_fail_(__FILE__, __LINE__, #cond, __VA_ARGS__);   \
     } while (0)
 
+/** As MCPG_CHECK (printing REQUIRE), then exits the process with status 1
+ * when cond is false: for a setup step the rest of the test depends on. */
 #define MCPG_REQUIRE(cond, ...)                                                  \
     do {                                                                         \
         if (!(cond)) mcpg_require_fail_(__FILE__, __LINE__, #cond, __VA_ARGS__); \
     } while (0)
 
+/** Prints "name: ok" on stdout, or "name: N check(s) failed" on stderr,
+ * and gives main's exit status: 0 when no check failed, else 1. */
 #define MCPG_CHECK_EXIT(name) mcpg_check_exit_(name)
 
 /* ---- implementation: static, one copy (and one counter) per .c file ---- */
 
+/** @cond MCPG_INTERNAL */
 static inline int *mcpg_check_counter_(void) {
     static int failures;
     return &failures;
 }
+/** @endcond */
+
+/** The number of failed checks so far in this translation unit. */
 
 static inline int mcpg_check_failures(void) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -76,6 +92,7 @@ static inline int mcpg_check_failures(void) {
 #endif
 }
 
+/** @cond MCPG_INTERNAL */
 MCPG_CHECK_PRINTF_(5, 0)
 static inline void mcpg_check_report_(const char *what, const char *file, int line,
                                       const char *cond, const char *fmt, va_list ap) {
@@ -117,5 +134,6 @@ static inline int mcpg_check_exit_(const char *name) {
     printf("%s: ok\n", name);
     return 0;
 }
+/** @endcond */
 
 #endif

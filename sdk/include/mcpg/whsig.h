@@ -1,6 +1,9 @@
-/* mcpg SDK: Standard Webhooks signatures (https://www.standardwebhooks.com).
+/** @file
+ * mcpg SDK: Standard Webhooks signatures (https://www.standardwebhooks.com).
  *
+ * @code
  *   #include <mcpg/whsig.h>       link libmcpg_whsig.a and libcrypto
+ * @endcode
  *
  * One implementation for every module that signs or checks webhooks
  * (transport_http's resource webhooks, the events module's deliveries), so
@@ -25,17 +28,18 @@
 extern "C" {
 #endif
 
-/* A decoded key's length in bytes. 16 is the least the Standard Webhooks
+/** A decoded key's length in bytes. 16 is the least the Standard Webhooks
  * libraries generate (24 is usual); 64 is SHA-256's block, past which HMAC
  * would hash the key first and a longer one adds nothing. */
 #define MCPG_WHSIG_KEY_MIN 16
+/** The longest decoded key, in bytes (see MCPG_WHSIG_KEY_MIN). */
 #define MCPG_WHSIG_KEY_MAX 64
-/* "v1," + 44 base64 characters of a 32-byte MAC + NUL. */
+/** "v1," + 44 base64 characters of a 32-byte MAC + NUL. */
 #define MCPG_WHSIG_SIG_MAX 48
-/* The specification's (and transport_http's) timestamp tolerance. */
+/** The specification's (and transport_http's) timestamp tolerance. */
 #define MCPG_WHSIG_TOLERANCE_S 300
 
-/* Decode the secret whsec[0..n) (not necessarily NUL-terminated): "whsec_"
+/** Decode the secret whsec[0..n) (not necessarily NUL-terminated): "whsec_"
  * then the base64, padded or not, of MCPG_WHSIG_KEY_MIN..MAX bytes. The key
  * goes to key[0..*key_len). Returns 0; MCPG_EINVAL when it is not "whsec_"
  * + base64 (or an argument is NULL); MCPG_ERANGE when the key's length is
@@ -43,7 +47,7 @@ extern "C" {
 int mcpg_whsig_secret_decode(const char *whsec, size_t n, unsigned char *key, size_t cap,
                              size_t *key_len);
 
-/* out = "v1,<base64 HMAC-SHA256(key, id "." ts "." body)>", NUL-terminated:
+/** out = "v1,<base64 HMAC-SHA256(key, id "." ts "." body)>", NUL-terminated:
  * the value of a webhook-signature header. id and ts are the exact header
  * texts (ts in decimal seconds). Allocates nothing sized by the body.
  * Returns 0; MCPG_EINVAL on a NULL argument (body may be NULL when bn is
@@ -52,7 +56,7 @@ int mcpg_whsig_sign(const unsigned char *key, size_t klen, const char *id, size_
                     const char *ts, size_t tsn, const char *body, size_t bn,
                     char out[MCPG_WHSIG_SIG_MAX]);
 
-/* Check a received message: id, ts, sig are the webhook-id,
+/** Check a received message: id, ts, sig are the webhook-id,
  * webhook-timestamp and webhook-signature header values (NULL: the header
  * is absent; an empty value counts as absent), now_s the receiver's clock
  * in Unix seconds, tolerance_s how far ts may be from it either way.
