@@ -54,6 +54,7 @@ RUN_PACKAGES=(
 # procps util-linux             : ps/pgrep for tests, taskset for benchmarks
 # systemd groff-base            : tests/dist: systemd-analyze verify on the unit, groff on the man pages
 # lintian                       : the Debian package's checks (make deb, tests/packaging)
+# zlib1g-dev                    : examples/backend_zlib, built out of tree by tests/outoftree
 TEST_PACKAGES=(
   clang libclang-rt-14-dev
   redis-server redis-tools
@@ -64,6 +65,7 @@ TEST_PACKAGES=(
   procps util-linux
   systemd groff-base
   lintian
+  zlib1g-dev
 )
 
 APT_PACKAGES=()
