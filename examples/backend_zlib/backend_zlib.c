@@ -3,7 +3,7 @@
  * Two tools:
  *   crc32          {"text":"hello"}  -> "907060870"   (zlib's crc32, decimal:
  *                                        the same number as Python's zlib.crc32)
- *   compress_ratio {"text":"aaaa…"}  -> "1000 -> 12 bytes (ratio 0.012)"
+ *   compress_ratio {"text":"aaaa..."}  -> "1000 -> 17 bytes (ratio 0.017)"
  *                                       (deflate at `level`, how well it packs)
  *
  * What it shows: linking a library into a module (LIBRARIES in
