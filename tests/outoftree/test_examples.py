@@ -6,7 +6,9 @@ copied out of the source tree, configured against that prefix alone
 (find_package(mcpg)), built and its fake-host unit test run with ctest. Its
 manifest (examples/<name>/<name>.json) is then checked with `mcpg --check` and
 served by the real gateway, from a module folder holding the built modules,
-and one exchange shows the module at work:
+and one exchange shows the module at work (on the 2026-07-28 wire, which this
+test speaks, a refusal's code is -32600: the module's own code is the session
+wire's and the audit's):
   identity_header  with X-User 200, without it 401 with WWW-Authenticate
   policy_claim     a reader's get_user allowed, its delete_user refused (403)
   limits_tenant    the (N+1)th call of a tenant refused with 429 and
@@ -27,9 +29,9 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
-from gateway import (Context, Gateway, build_request, check, check_eq, expect_error,  # noqa: E402
-                     expect_result, parse_args, rpc_body, run_cli, run_tests, send_one,
-                     stateless_headers)
+from gateway import (REFUSED_2026, Context, Gateway, build_request, check, check_eq,  # noqa: E402
+                     expect_error, expect_result, parse_args, rpc_body, run_cli, run_tests,
+                     send_one, stateless_headers)
 from test_outoftree import KERNEL_MODULES, extra_args, no_tree_paths, run  # noqa: E402
 
 # Where each example's manifest finds its backend when it is not the example.
@@ -105,7 +107,7 @@ def main():
             res = expect_result(r, rpc, 1, "a call through the proxy (X-User)")
             check_eq(text_of(res, "echo"), "Echo: hi", "the answer")
             r, rpc = call(gw.port, "echo", {"message": "hi"}, [("X-Tenant", "acme")], id=2)
-            expect_error(r, 401, -32001, "a call without X-User", id=2)
+            expect_error(r, 401, REFUSED_2026, "a call without X-User", id=2)
             check_eq(r.header("WWW-Authenticate"), 'Trusted-Proxy realm="mcpg"', "the challenge")
 
     def t_policy():
@@ -115,7 +117,7 @@ def main():
             check_eq(text_of(expect_result(r, rpc, 1, "a reader's get_user"), "get_user"),
                      "Echo: 7", "get_user's answer")
             r, rpc = call(gw.port, "delete_user", {"message": "7"}, reader, id=2)
-            err = expect_error(r, 403, -32003, "a reader's delete_user", id=2)
+            err = expect_error(r, 403, REFUSED_2026, "a reader's delete_user", id=2)
             check("role \"reader\" may not call tool \"delete_user\"" in err["message"],
                   "the refusal names claim and tool: %r" % err)
             r, rpc = request(gw.port, "tools/list", {}, reader, id=3)
@@ -132,7 +134,7 @@ def main():
                 r, rpc = call(gw.port, "echo", {"message": str(i)}, acme, id=i)
                 expect_result(r, rpc, i, "acme's call %d of %d" % (i, n))
             r, rpc = call(gw.port, "echo", {"message": "over"}, acme, id=n + 1)
-            err = expect_error(r, 429, -32029, "acme's call %d" % (n + 1), id=n + 1)
+            err = expect_error(r, 429, REFUSED_2026, "acme's call %d" % (n + 1), id=n + 1)
             check("tenant acme" in err["message"], "names the tenant: %r" % err)
             check(int(r.header("Retry-After") or 0) >= 1, "Retry-After: %r" % r.header("Retry-After"))
             r, rpc = call(gw.port, "echo", {"message": "x"}, [("X-User", "bo"), ("X-Tenant", "globex")],
