@@ -3,6 +3,7 @@
 #include <mcpg/check.h>
 #include <mcpg/fakehost.h>
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,10 +30,12 @@ static int check_tool(mcpg_fakehost *fh, mcpg_instance *inst, const char *claims
     return st;
 }
 
-/* The policy's visible op, as the kernel asks it while filtering tools/list. */
-static int visible(mcpg_fakehost *fh, mcpg_instance *inst, const char *claims, const char *tool) {
+/* The policy's visible op (of m, the instance's module), as the kernel asks it
+ * while filtering tools/list. */
+static int visible(mcpg_fakehost *fh, const mcpg_module *m, mcpg_instance *inst,
+                   const char *claims, const char *tool) {
     const mcpg_host *host = mcpg_fakehost_host(fh);
-    const mcpg_policy_ops *ops = mcpg_module_entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR)->ops;
+    const mcpg_policy_ops *ops = m->ops;
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/list", NULL, NULL, NULL);
     mcpg_identity id = {.size = sizeof id, .principal = "ann", .claims_json = claims,
                         .claims_len = strlen(claims)};
@@ -44,7 +47,7 @@ static int visible(mcpg_fakehost *fh, mcpg_instance *inst, const char *claims, c
     return v;
 }
 
-static void test_policy(mcpg_fakehost *fh, mcpg_instance *inst) {
+static void test_policy(mcpg_fakehost *fh, const mcpg_module *m, mcpg_instance *inst) {
     int64_t code;
     int http;
     const char *reader = "{\"role\":\"reader\"}", *admin = "{\"role\":\"admin\"}";
@@ -59,8 +62,8 @@ static void test_policy(mcpg_fakehost *fh, mcpg_instance *inst) {
                    MCPG_DENY, "a value the table does not name");
     MCPG_CHECK(check_tool(fh, inst, NULL, "get_user", &code, &http) == MCPG_DENY,
                "anonymous: no claim");
-    MCPG_CHECK(visible(fh, inst, reader, "list_users") == 1, "listed");
-    MCPG_CHECK(visible(fh, inst, reader, "drop_table") == 0, "hidden");
+    MCPG_CHECK(visible(fh, m, inst, reader, "list_users") == 1, "listed");
+    MCPG_CHECK(visible(fh, m, inst, reader, "drop_table") == 0, "hidden");
 }
 
 int main(int argc, char **argv) {
@@ -77,7 +80,12 @@ int main(int argc, char **argv) {
                    : mcpg_fakehost_load(fh, m, "claims", config, &inst);
         MCPG_REQUIRE(rc == 0, "load: %s", mcpg_fakehost_report_text(fh));
         printf("testing policy_claim (%s)\n", i ? argv[1] : "linked in");
-        test_policy(fh, inst);
+        /* The file's own descriptor: dlopen gives the handle the fake host opened. */
+        void *so = i ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) : NULL;
+        mcpg_module_entry_fn entry = so ? (mcpg_module_entry_fn)dlsym(so, MCPG_ENTRY_SYMBOL) : NULL;
+        MCPG_REQUIRE(!i || entry, "dlopen %s: %s", argv[1], dlerror());
+        test_policy(fh, entry ? entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR) : m, inst);
+        if (so) dlclose(so);
         MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
     }
     MCPG_CHECK(mcpg_fakehost_free(fh) == 0, "fake host: problems left");
