@@ -37,25 +37,28 @@ static const mcpg_config_field syslog_fields[] = {
                           "the syslog daemon's unix datagram socket"),
     MCPG_CFG_ENUM_FIELD(syslog_config, facility, "facility", "\"auth\"",
                         "auth|authpriv|daemon|user|local0|local1|local2|local3|local4|local5|"
-                        "local6|local7", "the syslog facility of every message"),
+                        "local6|local7",
+                        "the syslog facility of every message"),
     MCPG_CFG_STRING_FIELD(syslog_config, ident, "ident", "\"mcpg\"",
                           "the program name in each message"),
     MCPG_CONFIG_END};
 
-static const struct { const char *name; int value; } facilities[] = {
-    {"auth", LOG_AUTH},     {"authpriv", LOG_AUTHPRIV}, {"daemon", LOG_DAEMON},
-    {"user", LOG_USER},     {"local0", LOG_LOCAL0},     {"local1", LOG_LOCAL1},
-    {"local2", LOG_LOCAL2}, {"local3", LOG_LOCAL3},     {"local4", LOG_LOCAL4},
-    {"local5", LOG_LOCAL5}, {"local6", LOG_LOCAL6},     {"local7", LOG_LOCAL7}};
+static const struct {
+    const char *name;
+    int value;
+} facilities[] = {{"auth", LOG_AUTH},     {"authpriv", LOG_AUTHPRIV}, {"daemon", LOG_DAEMON},
+                  {"user", LOG_USER},     {"local0", LOG_LOCAL0},     {"local1", LOG_LOCAL1},
+                  {"local2", LOG_LOCAL2}, {"local3", LOG_LOCAL3},     {"local4", LOG_LOCAL4},
+                  {"local5", LOG_LOCAL5}, {"local6", LOG_LOCAL6},     {"local7", LOG_LOCAL7}};
 
 typedef struct syslog_sink {
     const mcpg_host *host;
     mcpg_instance *self;
     const syslog_config *cfg;
     int facility;
-    int fd;                 /* a datagram socket; send() on it is thread-safe */
+    int fd; /* a datagram socket; send() on it is thread-safe */
     struct sockaddr_un to;
-    atomic_ullong lost;     /* events the daemon did not take */
+    atomic_ullong lost; /* events the daemon did not take */
 } syslog_sink;
 
 static int syslog_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
@@ -102,17 +105,17 @@ static void syslog_destroy(void *instance) {
 /* The event as one JSON object: what a log search wants to filter on. */
 static int format_event(const mcpg_host *h, mcpg_buf *b, const mcpg_audit_event *ev) {
     const char *keys[] = {"event", "tool", "backend", "principal", "tenant", "error"};
-    const char *vals[] = {ev->name, ev->tool, ev->backend, ev->principal, ev->tenant,
-                          ev->error_message};
+    const char *vals[] = {ev->name,      ev->tool,   ev->backend,
+                          ev->principal, ev->tenant, ev->error_message};
     int rc = h->buf_printf(b, "{\"seq\":%llu", (unsigned long long)ev->seq);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0] && rc == 0; i++)
         if (vals[i]) {
             rc = h->buf_printf(b, ",\"%s\":", keys[i]);
             if (rc == 0) rc = h->buf_append_json_string(b, vals[i], strlen(vals[i]));
         }
-    if (rc == 0) rc = h->buf_printf(b, ",\"code\":%lld,\"latency_us\":%llu}",
-                                    (long long)ev->error_code,
-                                    (unsigned long long)ev->latency_us);
+    if (rc == 0)
+        rc = h->buf_printf(b, ",\"code\":%lld,\"latency_us\":%llu}", (long long)ev->error_code,
+                           (unsigned long long)ev->latency_us);
     return rc;
 }
 
@@ -135,14 +138,14 @@ static mcpg_status syslog_emit(void *instance, mcpg_call *call, const mcpg_audit
     localtime_r(&secs, &tm);
     strftime(stamp, sizeof stamp, "%b %e %H:%M:%S", &tm);
     /* An allowed call is routine; a denied or failed one deserves a look. */
-    int severity = strstr(ev->name, ".denied") || strstr(ev->name, ".failed") ? LOG_WARNING
-                                                                               : LOG_INFO;
+    int severity =
+        strstr(ev->name, ".denied") || strstr(ev->name, ".failed") ? LOG_WARNING : LOG_INFO;
     int rc = h->buf_printf(&b, "<%d>%s %s[%d]: ", s->facility | severity, stamp, s->cfg->ident,
                            (int)getpid());
     if (rc == 0) rc = format_event(h, &b, ev);
     int err = rc != 0 ? ENOMEM : 0;
-    if (rc == 0 && sendto(s->fd, b.data, b.len, MSG_NOSIGNAL, (struct sockaddr *)&s->to,
-                          sizeof s->to) < 0)
+    if (rc == 0 &&
+        sendto(s->fd, b.data, b.len, MSG_NOSIGNAL, (struct sockaddr *)&s->to, sizeof s->to) < 0)
         err = errno; /* EAGAIN: the daemon is behind; ENOENT, ECONNREFUSED: not running */
     h->buf_free(&b);
     if (err) count_lost(s, err);

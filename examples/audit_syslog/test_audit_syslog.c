@@ -53,7 +53,8 @@ static void test_sink(mcpg_fakehost *fh, const char *so, const char *dir) {
     snprintf(want, sizeof want, " t-au[%d]: {", (int)getpid());
     MCPG_CHECK(strstr(line, want) != NULL, "ident[pid]: %s", line);
     MCPG_CHECK(strstr(line, "\"event\":\"mcpg.tool.call.completed\"") &&
-                   strstr(line, "\"tool\":\"echo\""), "the event as JSON: %s", line);
+                   strstr(line, "\"tool\":\"echo\""),
+               "the event as JSON: %s", line);
 
     /* The daemon goes away: the call goes on, the loss is logged. */
     close(fd);

@@ -10,8 +10,8 @@
  * mcpg_add_module: the gateway never links zlib, the module brings it), and
  * doing a library's work on the pool. zlib's functions keep no global state
  * (a z_stream per call), so call_tool, which runs on pool threads, needs no
- * lock; the module also declares MCPG_MOD_INLINE_SAFE because every call is
- * bounded by max_bytes and short.
+ * lock. It does not declare MCPG_MOD_INLINE_SAFE: deflating a megabyte takes
+ * milliseconds, too long for a loop thread that serves other clients.
  */
 #include <mcpg/sdk.h>
 
@@ -26,7 +26,7 @@ typedef struct zlib_config {
 static const mcpg_config_field zlib_fields[] = {
     MCPG_CFG_INT_FIELD(zlib_config, level, "level", "6", 1, 9,
                        "deflate's level for compress_ratio: 1 fastest, 9 smallest"),
-    MCPG_CFG_INT_FIELD(zlib_config, max_bytes, "max_bytes", "1048576", 1, 67108864,
+    MCPG_CFG_INT_FIELD(zlib_config, max_bytes, "max_bytes", "1048576", 1, 16777216,
                        "the longest text accepted, in bytes"),
     MCPG_CONFIG_END};
 
@@ -35,8 +35,7 @@ typedef struct zlib_backend {
     const zlib_config *cfg;
 } zlib_backend;
 
-static int zlib_create(const mcpg_host *host, mcpg_instance *self, const void *config,
-                       void **out) {
+static int zlib_create(const mcpg_host *host, mcpg_instance *self, const void *config, void **out) {
     zlib_backend *z = host->calloc(1, sizeof *z);
     if (!z) return MCPG_ENOMEM;
     *z = (zlib_backend){.host = host, .cfg = config};
@@ -79,8 +78,10 @@ static char *text_arg(zlib_backend *z, mcpg_call *call, size_t *len) {
         return NULL;
     }
     if (mcpg_json_string_decode(&v, text, room, len) != 0) {
-        mcpg_result_errorf(h, call, MCPG_RPC_INVALID_PARAMS, "\"text\" is longer than %lld "
-                           "bytes (max_bytes)", (long long)z->cfg->max_bytes);
+        mcpg_result_errorf(h, call, MCPG_RPC_INVALID_PARAMS,
+                           "\"text\" is longer than %lld "
+                           "bytes (max_bytes)",
+                           (long long)z->cfg->max_bytes);
         h->free(text);
         return NULL;
     }
@@ -105,12 +106,12 @@ static mcpg_status tool_ratio(zlib_backend *z, mcpg_call *call, const char *text
     if (zrc != Z_OK) /* the tool ran and failed: a result with isError, not a protocol error */
         return mcpg_result_text(h, call, zError(zrc), strlen(zError(zrc)), 1);
     char out[96];
-    int len = snprintf(out, sizeof out, "%zu -> %lu bytes (ratio %.3f)", n,
-                       (unsigned long)packed, n ? (double)packed / (double)n : 0.0);
+    int len = snprintf(out, sizeof out, "%zu -> %lu bytes (ratio %.3f)", n, (unsigned long)packed,
+                       n ? (double)packed / (double)n : 0.0);
     return mcpg_result_text(h, call, out, (size_t)len, 0);
 }
 
-/* On a pool thread (or the loop with inline_dispatch): reads only the instance. */
+/* On a pool thread, several at once: it only reads the instance. */
 static mcpg_status zlib_call_tool(void *instance, mcpg_call *call) {
     zlib_backend *z = instance;
     const char *tool = z->host->call_target(call);
@@ -125,12 +126,11 @@ static mcpg_status zlib_call_tool(void *instance, mcpg_call *call) {
     return st;
 }
 
-static const mcpg_lifecycle_ops zlib_lifecycle = {
-    MCPG_OPS_HEAD(mcpg_lifecycle_ops), .create = zlib_create, .destroy = zlib_destroy};
+static const mcpg_lifecycle_ops zlib_lifecycle = {MCPG_OPS_HEAD(mcpg_lifecycle_ops),
+                                                  .create = zlib_create, .destroy = zlib_destroy};
 static const mcpg_backend_ops zlib_ops = {
     MCPG_OPS_HEAD(mcpg_backend_ops), .list_tools = zlib_list_tools, .call_tool = zlib_call_tool};
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_zlib", "1.0.0",
-                   .description = "crc32 and compress_ratio tools over zlib",
-                   .flags = MCPG_MOD_INLINE_SAFE,
-                   .config = zlib_fields, .config_size = sizeof(zlib_config),
-                   .lifecycle = &zlib_lifecycle, .ops = &zlib_ops);
+                   .description = "crc32 and compress_ratio tools over zlib", .config = zlib_fields,
+                   .config_size = sizeof(zlib_config), .lifecycle = &zlib_lifecycle,
+                   .ops = &zlib_ops);

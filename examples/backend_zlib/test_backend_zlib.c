@@ -23,19 +23,24 @@ static void test_tools(mcpg_fakehost *fh, mcpg_instance *inst) {
     char out[512], big[2100];
     /* CRC-32 check values: the standard's "123456789" and Python's zlib.crc32. */
     MCPG_CHECK(call(fh, inst, "crc32", "{\"text\":\"123456789\"}", out, sizeof out) ==
-                   MCPG_CONTINUE && !strcmp(out, TEXT("3421780262")), "crc32 check value: %s",
-               out);
+                       MCPG_CONTINUE &&
+                   !strcmp(out, TEXT("3421780262")),
+               "crc32 check value: %s", out);
     MCPG_CHECK(call(fh, inst, "crc32", "{\"text\":\"\\u00e9\"}", out, sizeof out) ==
-                   MCPG_CONTINUE && !strcmp(out, TEXT("235179326")),
+                       MCPG_CONTINUE &&
+                   !strcmp(out, TEXT("235179326")),
                "the UTF-8 bytes of an escaped character: %s", out);
     snprintf(big, sizeof big, "{\"text\":\"%01000d\"}", 0); /* 1000 zeros */
     MCPG_CHECK(call(fh, inst, "compress_ratio", big, out, sizeof out) == MCPG_CONTINUE &&
-                   strstr(out, "1000 -> "), "ratio: %s", out);
+                   strstr(out, "1000 -> "),
+               "ratio: %s", out);
     MCPG_CHECK(call(fh, inst, "crc32", "{\"text\":7}", out, sizeof out) == MCPG_DENY &&
-                   !strcmp(out, "\"text\" must be a string"), "not a string: %s", out);
+                   !strcmp(out, "\"text\" must be a string"),
+               "not a string: %s", out);
     snprintf(big, sizeof big, "{\"text\":\"%02000d\"}", 0);
     MCPG_CHECK(call(fh, inst, "crc32", big, out, sizeof out) == MCPG_DENY &&
-                   strstr(out, "max_bytes"), "over max_bytes: %s", out);
+                   strstr(out, "max_bytes"),
+               "over max_bytes: %s", out);
     MCPG_CHECK(call(fh, inst, "gzip", "{}", out, sizeof out) == MCPG_DENY, "unknown tool");
 }
 

@@ -139,15 +139,19 @@ static mcpg_status header_authenticate(void *instance, mcpg_call *call) {
      * quote or control byte (header_value), so it needs no escaping. */
     snprintf(claims, sizeof claims, has_role ? "{\"role\":\"%s\"}" : "{}", role);
     const char *roles[1] = {role};
-    mcpg_identity id = {.size = sizeof id, .principal = user,
+    mcpg_identity id = {.size = sizeof id,
+                        .principal = user,
                         .tenant = has_tenant ? tenant : NULL,
-                        .roles = roles, .n_roles = has_role ? 1 : 0,
-                        .claims_json = claims, .claims_len = strlen(claims),
+                        .roles = roles,
+                        .n_roles = has_role ? 1 : 0,
+                        .claims_json = claims,
+                        .claims_len = strlen(claims),
                         .method = "header"};
     if (!MCPG_HOST_HAS(host, call_identify)) /* an ABI 1.0 kernel: no claims */
         return host->call_set_identity(call, user, id.tenant, has_role ? role : NULL) == 0
-                   ? MCPG_CONTINUE : mcpg_result_errorf(host, call, MCPG_RPC_INTERNAL_ERROR,
-                                                        "identity: out of memory");
+                   ? MCPG_CONTINUE
+                   : mcpg_result_errorf(host, call, MCPG_RPC_INTERNAL_ERROR,
+                                        "identity: out of memory");
     if (host->call_identify(call, &id) != 0)
         return mcpg_result_errorf(host, call, MCPG_RPC_INTERNAL_ERROR, "identity: out of memory");
     return MCPG_CONTINUE;
@@ -156,8 +160,8 @@ static mcpg_status header_authenticate(void *instance, mcpg_call *call) {
 static const mcpg_lifecycle_ops header_lifecycle = {
     MCPG_OPS_HEAD(mcpg_lifecycle_ops), .validate = header_validate, .create = header_create,
     .destroy = header_destroy};
-static const mcpg_identity_ops header_ops = {
-    MCPG_OPS_HEAD(mcpg_identity_ops), .authenticate = header_authenticate};
+static const mcpg_identity_ops header_ops = {MCPG_OPS_HEAD(mcpg_identity_ops),
+                                             .authenticate = header_authenticate};
 MCPG_MODULE_DEFINE(MCPG_KIND_IDENTITY, "identity_header", "1.0.0",
                    .description = "who calls, from headers a trusted proxy sets (X-User, "
                                   "X-Tenant, X-Role); only behind a proxy that strips them",

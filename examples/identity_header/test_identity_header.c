@@ -10,7 +10,8 @@
 static mcpg_call *authenticate(mcpg_fakehost *fh, mcpg_instance *inst, int *st,
                                const char *const *headers) {
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", "echo", NULL, NULL);
-    for (int i = 0; headers[i]; i += 2) mcpg_fakehost_call_set_header(c, headers[i], headers[i + 1]);
+    for (int i = 0; headers[i]; i += 2)
+        mcpg_fakehost_call_set_header(c, headers[i], headers[i + 1]);
     *st = mcpg_fakehost_run(fh, inst, c, 2000);
     return c;
 }

@@ -36,7 +36,7 @@ static const mcpg_config_field tenant_fields[] = {
                        "tool calls a tenant may make per window (also the burst)"),
     MCPG_CFG_INT_FIELD(tenant_config, window_s, "window_s", "60", 1, 86400,
                        "the window the calls refill over, in seconds"),
-    MCPG_CFG_INT_FIELD(tenant_config, max_tenants, "max_tenants", "1024", 1, 1000000,
+    MCPG_CFG_INT_FIELD(tenant_config, max_tenants, "max_tenants", "1024", 1, 65536,
                        "tenants tracked at once"),
     MCPG_CFG_ENUM_FIELD(tenant_config, when_full, "when_full", "\"refuse\"", "refuse|share",
                         "a new tenant when every entry is busy: refuse it, or let it share one "
@@ -88,7 +88,8 @@ static void refill(tenant_limits *l, bucket *b, uint64_t now) {
 }
 
 /* The tenant's bucket, a new one, or NULL when the table is full of busy
- * tenants. Under l->mu. */
+ * tenants. Under l->mu. A linear walk keeps the example short; it is why
+ * max_tenants is bounded low (a real module would hash the name). */
 static bucket *find_bucket(tenant_limits *l, const char *tenant, uint64_t now) {
     bucket *idlest = NULL;
     for (size_t i = 0; i < l->n; i++) {
@@ -117,8 +118,8 @@ static uint64_t take(tenant_limits *l, bucket *b, uint64_t now) {
     return (uint64_t)((1.0 - b->tokens) / l->per_us) + 1;
 }
 
-static mcpg_status refuse(tenant_limits *l, mcpg_call *call, const char *tenant,
-                          uint64_t wait_us, const char *why) {
+static mcpg_status refuse(tenant_limits *l, mcpg_call *call, const char *tenant, uint64_t wait_us,
+                          const char *why) {
     const mcpg_host *h = l->host;
     uint32_t s = (uint32_t)((wait_us + 999999) / 1000000);
     char msg[200], data[200];
@@ -152,8 +153,8 @@ static mcpg_status tenant_acquire(void *instance, mcpg_call *call) {
 
 static const mcpg_lifecycle_ops tenant_lifecycle = {
     MCPG_OPS_HEAD(mcpg_lifecycle_ops), .create = tenant_create, .destroy = tenant_destroy};
-static const mcpg_limits_ops tenant_ops = {
-    MCPG_OPS_HEAD(mcpg_limits_ops), .acquire = tenant_acquire};
+static const mcpg_limits_ops tenant_ops = {MCPG_OPS_HEAD(mcpg_limits_ops),
+                                           .acquire = tenant_acquire};
 MCPG_MODULE_DEFINE(MCPG_KIND_LIMITS, "limits_tenant", "1.0.0",
                    .description = "a token-bucket rate limit per tenant, in this process",
                    .config = tenant_fields, .config_size = sizeof(tenant_config),

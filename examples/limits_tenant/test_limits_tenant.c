@@ -37,8 +37,7 @@ static void test_buckets(mcpg_fakehost *fh, const char *so) {
     MCPG_CHECK(acquire(fh, inst, "acme", &out, msg, sizeof msg) == MCPG_CONTINUE, "2nd");
     MCPG_CHECK(acquire(fh, inst, "acme", &out, msg, sizeof msg) == MCPG_DENY, "3rd refused");
     MCPG_CHECK(out.http_status == 429 && out.retry_after_s > 0 && out.retry_after_s <= 1800,
-               "429 with Retry-After (1800 s per call): %d %u", out.http_status,
-               out.retry_after_s);
+               "429 with Retry-After (1800 s per call): %d %u", out.http_status, out.retry_after_s);
     MCPG_CHECK(strstr(msg, "tenant acme") != NULL, "names the tenant: %s", msg);
     MCPG_CHECK(acquire(fh, inst, "globex", &out, msg, sizeof msg) == MCPG_CONTINUE,
                "another tenant has its own bucket");
@@ -49,8 +48,10 @@ static void test_full_table(mcpg_fakehost *fh, const char *so, const char *when_
                             int third_status) {
     mcpg_call_outcome out;
     char msg[256], cfg[128];
-    snprintf(cfg, sizeof cfg, "{\"calls\":1,\"window_s\":3600,\"max_tenants\":2,"
-             "\"when_full\":\"%s\"}", when_full);
+    snprintf(cfg, sizeof cfg,
+             "{\"calls\":1,\"window_s\":3600,\"max_tenants\":2,"
+             "\"when_full\":\"%s\"}",
+             when_full);
     mcpg_instance *inst = load(fh, so, cfg);
     acquire(fh, inst, "a", &out, msg, sizeof msg);
     acquire(fh, inst, "b", &out, msg, sizeof msg);

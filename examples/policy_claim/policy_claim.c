@@ -101,8 +101,8 @@ static int allowed(claim_policy *p, const char *value, const char *tool) {
 
 /* The tool's name as the client wrote it (with a binding's prefix). */
 static const char *tool_name(const mcpg_host *h, mcpg_call *call) {
-    const char *n = MCPG_HOST_HAS(h, call_client_name) ? h->call_client_name(call)
-                                                       : h->call_target(call);
+    const char *n =
+        MCPG_HOST_HAS(h, call_client_name) ? h->call_client_name(call) : h->call_target(call);
     return n ? n : "";
 }
 
@@ -116,13 +116,17 @@ static mcpg_status claim_check(void *instance, mcpg_call *call) {
     const char *tool = tool_name(h, call);
     if (!claim_value(p, call, value, sizeof value)) {
         h->call_set_http(call, 403, 0);
-        return mcpg_result_errorf(h, call, POLICY_DENIED, "Forbidden: tool \"%s\" needs the "
-                                  "claim \"%s\"", tool, p->cfg->claim);
+        return mcpg_result_errorf(h, call, POLICY_DENIED,
+                                  "Forbidden: tool \"%s\" needs the "
+                                  "claim \"%s\"",
+                                  tool, p->cfg->claim);
     }
     if (allowed(p, value, tool)) return MCPG_CONTINUE;
     h->call_set_http(call, 403, 0);
-    return mcpg_result_errorf(h, call, POLICY_DENIED, "Forbidden: %s \"%s\" may not call "
-                              "tool \"%s\"", p->cfg->claim, value, tool);
+    return mcpg_result_errorf(h, call, POLICY_DENIED,
+                              "Forbidden: %s \"%s\" may not call "
+                              "tool \"%s\"",
+                              p->cfg->claim, value, tool);
 }
 
 /* tools/list shows a caller only the tools it may call. */
@@ -136,8 +140,8 @@ static int claim_visible(void *instance, mcpg_call *call, const char *kind, cons
 static const mcpg_lifecycle_ops claim_lifecycle = {
     MCPG_OPS_HEAD(mcpg_lifecycle_ops), .validate = claim_validate, .create = claim_create,
     .destroy = claim_destroy};
-static const mcpg_policy_ops claim_ops = {
-    MCPG_OPS_HEAD(mcpg_policy_ops), .check = claim_check, .visible = claim_visible};
+static const mcpg_policy_ops claim_ops = {MCPG_OPS_HEAD(mcpg_policy_ops), .check = claim_check,
+                                          .visible = claim_visible};
 MCPG_MODULE_DEFINE(MCPG_KIND_POLICY, "policy_claim", "1.0.0",
                    .description = "allows tools by name prefix, per value of an identity claim",
                    .config = claim_fields, .config_size = sizeof(claim_config),

@@ -12,12 +12,14 @@ static const char config[] =
 
 /* check() for a tools/call of `tool` by a caller with these claims (NULL:
  * anonymous). Returns the status; *code the error code, 0 when allowed. */
-static int check_tool(mcpg_fakehost *fh, mcpg_instance *inst, const char *claims,
-                      const char *tool, int64_t *code, int *http) {
+static int check_tool(mcpg_fakehost *fh, mcpg_instance *inst, const char *claims, const char *tool,
+                      int64_t *code, int *http) {
     const mcpg_host *host = mcpg_fakehost_host(fh);
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/call", tool, NULL, NULL);
     if (claims) { /* as the identity stage would have set it */
-        mcpg_identity id = {.size = sizeof id, .principal = "ann", .claims_json = claims,
+        mcpg_identity id = {.size = sizeof id,
+                            .principal = "ann",
+                            .claims_json = claims,
                             .claims_len = strlen(claims)};
         MCPG_REQUIRE(host->call_identify(c, &id) == 0, "identify");
     }
@@ -32,13 +34,13 @@ static int check_tool(mcpg_fakehost *fh, mcpg_instance *inst, const char *claims
 
 /* The policy's visible op (of m, the instance's module), as the kernel asks it
  * while filtering tools/list. */
-static int visible(mcpg_fakehost *fh, const mcpg_module *m, mcpg_instance *inst,
-                   const char *claims, const char *tool) {
+static int visible(mcpg_fakehost *fh, const mcpg_module *m, mcpg_instance *inst, const char *claims,
+                   const char *tool) {
     const mcpg_host *host = mcpg_fakehost_host(fh);
     const mcpg_policy_ops *ops = m->ops;
     mcpg_call *c = mcpg_fakehost_call_new(fh, "tools/list", NULL, NULL, NULL);
-    mcpg_identity id = {.size = sizeof id, .principal = "ann", .claims_json = claims,
-                        .claims_len = strlen(claims)};
+    mcpg_identity id = {
+        .size = sizeof id, .principal = "ann", .claims_json = claims, .claims_len = strlen(claims)};
     host->call_identify(c, &id);
     mcpg_fakehost_op_begin(fh, inst, c);
     int v = ops->visible(mcpg_fakehost_state(inst), mcpg_fakehost_op_call(inst, c), "tool", tool);
@@ -54,12 +56,12 @@ static void test_policy(mcpg_fakehost *fh, const mcpg_module *m, mcpg_instance *
     MCPG_CHECK(check_tool(fh, inst, reader, "get_user", &code, &http) == MCPG_CONTINUE,
                "reader may get_");
     MCPG_CHECK(check_tool(fh, inst, reader, "delete_user", &code, &http) == MCPG_DENY &&
-                   code == -32003 && http == 403, "reader may not delete_: %lld %d",
-               (long long)code, http);
+                   code == -32003 && http == 403,
+               "reader may not delete_: %lld %d", (long long)code, http);
     MCPG_CHECK(check_tool(fh, inst, admin, "delete_user", &code, &http) == MCPG_CONTINUE,
                "\"\" allows every tool");
-    MCPG_CHECK(check_tool(fh, inst, "{\"role\":\"guest\"}", "get_user", &code, &http) ==
-                   MCPG_DENY, "a value the table does not name");
+    MCPG_CHECK(check_tool(fh, inst, "{\"role\":\"guest\"}", "get_user", &code, &http) == MCPG_DENY,
+               "a value the table does not name");
     MCPG_CHECK(check_tool(fh, inst, NULL, "get_user", &code, &http) == MCPG_DENY,
                "anonymous: no claim");
     MCPG_CHECK(visible(fh, m, inst, reader, "list_users") == 1, "listed");

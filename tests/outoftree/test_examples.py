@@ -136,9 +136,10 @@ def main():
             r, rpc = call(gw.port, "echo", {"message": "over"}, acme, id=n + 1)
             err = expect_error(r, 429, REFUSED_2026, "acme's call %d" % (n + 1), id=n + 1)
             check("tenant acme" in err["message"], "names the tenant: %r" % err)
-            check(int(r.header("Retry-After") or 0) >= 1, "Retry-After: %r" % r.header("Retry-After"))
-            r, rpc = call(gw.port, "echo", {"message": "x"}, [("X-User", "bo"), ("X-Tenant", "globex")],
-                          id=99)
+            retry = r.header("Retry-After")
+            check(retry is not None and int(retry) >= 1, "Retry-After: %r" % retry)
+            globex = [("X-User", "bo"), ("X-Tenant", "globex")]
+            r, rpc = call(gw.port, "echo", {"message": "x"}, globex, id=99)
             expect_result(r, rpc, 99, "globex's first call, after acme ran out")
 
     def t_audit():
@@ -159,7 +160,8 @@ def main():
                         check(False, "no completed event on the syslog socket within %ds: %r"
                               % (SYSLOG_TIMEOUT, lines))
                 line = next(ln for ln in lines if "mcpg.tool.call.completed" in ln)
-                mt = re.match(r"^<(\d+)>\w{3} [ \d]\d \d\d:\d\d:\d\d mcpg\[(\d+)\]: (\{.*\})$", line)
+                mt = re.match(r"^<(\d+)>\w{3} [ \d]\d \d\d:\d\d:\d\d mcpg\[(\d+)\]: (\{.*\})$",
+                              line)
                 check(mt is not None, "an RFC 3164 line: %r" % line)
                 check_eq(int(mt.group(1)), 16 * 8 + 6, "priority: local0.info")
                 check_eq(int(mt.group(2)), gw.proc.pid, "the pid in the line")
