@@ -99,14 +99,14 @@ static void header_destroy(void *instance) {
 
 /* A header's value copied into dst as a C string: 1 when present, 0 when
  * absent or empty, -1 when too long or holding a byte that has no place in a
- * name (a control character, a quote, a comma). */
+ * name (a control character, a quote, a backslash, a comma). */
 static int header_value(const mcpg_host *host, mcpg_call *call, const char *lname, char *dst) {
     size_t n = 0;
     const char *v = host->call_header(call, lname, &n);
     if (!v || n == 0) return 0;
     if (n > VALUE_MAX_LEN) return -1;
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)v[i] < 0x21 || v[i] == '"' || v[i] == ',' || v[i] == 0x7f) return -1;
+        if ((unsigned char)v[i] < 0x21 || strchr("\"\\,\x7f", v[i])) return -1;
     memcpy(dst, v, n);
     dst[n] = '\0';
     return 1;
@@ -136,7 +136,7 @@ static mcpg_status header_authenticate(void *instance, mcpg_call *call) {
         return refuse(h, call, "Unauthenticated: a malformed identity header");
 
     /* The claims are a JSON object the policy stage may read; role holds no
-     * quote or control byte (header_value), so it needs no escaping. */
+     * quote, backslash or control byte (header_value): no escaping needed. */
     snprintf(claims, sizeof claims, has_role ? "{\"role\":\"%s\"}" : "{}", role);
     const char *roles[1] = {role};
     mcpg_identity id = {.size = sizeof id,
@@ -151,9 +151,12 @@ static mcpg_status header_authenticate(void *instance, mcpg_call *call) {
         return host->call_set_identity(call, user, id.tenant, has_role ? role : NULL) == 0
                    ? MCPG_CONTINUE
                    : mcpg_result_errorf(host, call, MCPG_RPC_INTERNAL_ERROR,
-                                        "identity: out of memory");
-    if (host->call_identify(call, &id) != 0)
-        return mcpg_result_errorf(host, call, MCPG_RPC_INTERNAL_ERROR, "identity: out of memory");
+                                        "identity: the caller could not be recorded");
+    int rc = host->call_identify(call, &id); /* MCPG_EINVAL: claims that are not JSON */
+    if (rc != 0)
+        return mcpg_result_errorf(host, call, MCPG_RPC_INTERNAL_ERROR,
+                                  "identity: the caller could not be recorded (%s)",
+                                  host->errname(rc));
     return MCPG_CONTINUE;
 }
 

@@ -41,11 +41,15 @@ static void test_identity(mcpg_fakehost *fh, mcpg_instance *inst) {
                "challenge %s", out.www_authenticate);
     mcpg_fakehost_call_free(fh, c);
 
-    const char *forged[] = {"x-user", "ann\"admin", NULL};
-    c = authenticate(fh, inst, &st, forged);
-    MCPG_CHECK(st == MCPG_DENY && strstr(mcpg_fakehost_error_message(c), "malformed"),
-               "a quote in a name is refused");
-    mcpg_fakehost_call_free(fh, c);
+    /* A quote or backslash would break the claims' JSON: refused, not escaped. */
+    const char *forged[][2] = {{"x-tenant", "ac\"me"}, {"x-role", "a\\b"}};
+    for (int i = 0; i < 2; i++) {
+        const char *hdrs[] = {"x-user", "ann", forged[i][0], forged[i][1], NULL};
+        c = authenticate(fh, inst, &st, hdrs);
+        MCPG_CHECK(st == MCPG_DENY && strstr(mcpg_fakehost_error_message(c), "malformed"),
+                   "%s: %s is refused", forged[i][0], forged[i][1]);
+        mcpg_fakehost_call_free(fh, c);
+    }
 }
 
 static void test_module(mcpg_fakehost *fh, const mcpg_module *m, const char *so) {
