@@ -16,6 +16,7 @@
  */
 #include <mcpg/sdk.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #define POLICY_DENIED (-32003) /* the policy stage's refusal code, with HTTP 403 */
@@ -37,26 +38,39 @@ typedef struct claim_policy {
     const claim_config *cfg; /* the allow table stays JSON text: scanned in place */
 } claim_policy;
 
-/* The schema says "allow" is JSON; what it must look like is checked here. */
+#define PREFIX_MAX 127 /* bytes: a prefix or claim value, as the checks decode it */
+
+/* 1 when the value is an array of strings that each fit PREFIX_MAX bytes. */
+static int prefix_list_ok(const mcpg_json_span *list) {
+    mcpg_json_span prefix;
+    char pre[PREFIX_MAX + 1];
+    size_t it = 0, n;
+    int r;
+    if (list->type != MCPG_JSON_ARRAY) return 0;
+    while ((r = mcpg_json_array_next(list->p, list->n, &it, &prefix)) == 1)
+        if (mcpg_json_string_decode(&prefix, pre, sizeof pre, &n) != 0) return 0;
+    return r == 0;
+}
+
+/* The schema says "allow" is JSON; what it must look like is checked here,
+ * each problem named by its key ("allow.reader"). */
 static int claim_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
     const claim_config *c = config;
-    size_t n = strlen(c->allow), it = 0, ai;
-    mcpg_json_span key, list, prefix;
+    size_t n = strlen(c->allow), it = 0;
+    mcpg_json_span key, list;
     int bad = 0, r;
     if (c->allow[0] != '{') {
         host->report_error(rep, "allow", "must be an object of arrays of prefixes");
         return MCPG_ECONFIG;
     }
-    while ((r = mcpg_json_object_next(c->allow, n, &it, &key, &list)) == 1) {
-        int ok = list.type == MCPG_JSON_ARRAY;
-        for (ai = 0; ok && mcpg_json_array_next(list.p, list.n, &ai, &prefix) == 1;)
-            ok = prefix.type == MCPG_JSON_STRING;
-        if (!ok) {
-            host->report_error(rep, "allow", "the value of %.*s must be an array of strings",
-                               (int)key.n, key.p);
+    while ((r = mcpg_json_object_next(c->allow, n, &it, &key, &list)) == 1)
+        if (!prefix_list_ok(&list)) {
+            char path[PREFIX_MAX + 8];
+            snprintf(path, sizeof path, "allow.%.*s", (int)key.n, key.p);
+            host->report_error(rep, path, "must be an array of strings of at most %d bytes",
+                               PREFIX_MAX);
             bad = 1;
         }
-    }
     return bad || r < 0 ? MCPG_ECONFIG : 0;
 }
 
@@ -90,7 +104,7 @@ static int allowed(claim_policy *p, const char *value, const char *tool) {
     const char *allow = p->cfg->allow;
     mcpg_json_span list, prefix;
     size_t it = 0, plen;
-    char pre[128];
+    char pre[PREFIX_MAX + 1];
     if (mcpg_json_object_get(allow, strlen(allow), value, &list) != 1) return 0;
     while (mcpg_json_array_next(list.p, list.n, &it, &prefix) == 1)
         if (mcpg_json_string_decode(&prefix, pre, sizeof pre, &plen) == 0 &&
@@ -111,7 +125,7 @@ static const char *tool_name(const mcpg_host *h, mcpg_call *call) {
 static mcpg_status claim_check(void *instance, mcpg_call *call) {
     claim_policy *p = instance;
     const mcpg_host *h = p->host;
-    char value[128];
+    char value[PREFIX_MAX + 1];
     if (h->call_method(call) != MCPG_METHOD_TOOLS_CALL) return MCPG_CONTINUE;
     const char *tool = tool_name(h, call);
     if (!claim_value(p, call, value, sizeof value)) {
@@ -132,7 +146,7 @@ static mcpg_status claim_check(void *instance, mcpg_call *call) {
 /* tools/list shows a caller only the tools it may call. */
 static int claim_visible(void *instance, mcpg_call *call, const char *kind, const char *name) {
     claim_policy *p = instance;
-    char value[128];
+    char value[PREFIX_MAX + 1];
     if (strcmp(kind, "tool") != 0) return 1;
     return claim_value(p, call, value, sizeof value) && allowed(p, value, name);
 }

@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
     mcpg_fakehost_set_quiet(fh, 1);
     const mcpg_module *m = mcpg_module_entry(MCPG_ABI_MAJOR, MCPG_ABI_MINOR);
     MCPG_CHECK(mcpg_fakehost_check(fh, m, "{\"allow\":{\"reader\":\"get_\"}}") == MCPG_ECONFIG &&
-                   strstr(mcpg_fakehost_report_text(fh), "allow: the value of reader"),
+                   strstr(mcpg_fakehost_report_text(fh), "allow.reader: must be an array"),
                "a prefix list that is not an array: %s", mcpg_fakehost_report_text(fh));
     for (int i = 0; i < (argc > 1 ? 2 : 1); i++) {
         mcpg_instance *inst = NULL;
