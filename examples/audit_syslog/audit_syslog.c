@@ -89,6 +89,7 @@ static int syslog_create(const mcpg_host *host, mcpg_instance *self, const void 
      * (a new socket at the same path) is reached again without reconnecting. */
     s->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->fd < 0) {
+        host->log(self, MCPG_LOG_ERROR, "socket for %s: %s", c->socket, strerror(errno));
         host->free(s);
         return MCPG_EIO;
     }
