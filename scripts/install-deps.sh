@@ -58,6 +58,7 @@ RUN_PACKAGES=(
 #                                 no hardware counter (mcpg-bench-module --callgrind, bench/micro.sh)
 # doxygen                       : the SDK reference (make sdk-reference) and its check that
 #                                 every public declaration is documented (docs_sdk_reference)
+# zlib1g-dev                    : examples/backend_zlib, built out of tree by tests/outoftree
 TEST_PACKAGES=(
   clang libclang-rt-14-dev
   redis-server redis-tools
@@ -70,6 +71,7 @@ TEST_PACKAGES=(
   lintian
   valgrind
   doxygen
+  zlib1g-dev
 )
 
 APT_PACKAGES=()
