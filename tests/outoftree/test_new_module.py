@@ -31,7 +31,7 @@ WAIT_S = 10
 
 
 def echo_call(port, headers=()):
-    body = rpc_body("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    body = rpc_body("tools/call", {"name": "echo", "arguments": {"message": "hi"}})
     r = send_one(port, build_request(port, headers=stateless_headers("tools/call", "echo")
                                      + list(headers), body=body))
     return r, r.rpc()
@@ -65,8 +65,9 @@ def serve_policy(ctx, manifest, name):
     with Gateway(ctx, manifest=manifest, name=name) as gw:
         r, rpc = echo_call(gw.port)
         expect_result(r, rpc, 1, "tools/call echo, allowed")
-        r, rpc = call_tool(gw.port, "rm", {}, id=2)
-        check_eq(rpc.get("error", {}).get("code"), -32003, "rm denied: %s" % json.dumps(rpc))
+        r, rpc = call_tool(gw.port, "rm", {"message": "hi"}, id=2)
+        check_eq(rpc.get("error", {}).get("message"), "tool rm is not allowed",
+                 "rm denied by the policy: %s" % json.dumps(rpc))
 
 
 def serve_limits(ctx, manifest, name):
