@@ -115,7 +115,8 @@ static int expand(FILE *out, const char *text, const char *kind, const char *nam
             fputs(kind, out);
             p = at + 6;
         } else if (strncmp(at, "@LIFECYCLE@", 11) == 0) {
-            if (expand(out, find_template(kind, "common/lifecycle.c.in")->text, kind, name)) return -1;
+            if (expand(out, find_template(kind, "common/lifecycle.c.in")->text, kind, name))
+                return -1;
             p = at + 11;
         } else {
             fputc('@', out);
@@ -166,14 +167,18 @@ static int check_request(const char *kind, const char *name) {
         return 2;
     }
     if (!valid_name(name)) {
-        fprintf(stderr, "mcpg new-module: bad module name \"%s\": it must match "
-                        "[a-z][a-z0-9_]{0,63} (it is also the file's name, %s.so)\n", name, name);
+        fprintf(stderr,
+                "mcpg new-module: bad module name \"%s\": it must match "
+                "[a-z][a-z0-9_]{0,63} (it is also the file's name, %s.so)\n",
+                name, name);
         return 2;
     }
     size_t kl = strlen(kind);
     if (strncmp(name, kind, kl) != 0 || name[kl] != '_')
-        fprintf(stderr, "mcpg new-module: note: module names by custom say their kind, "
-                        "%s_<what> (e.g. %s_%s)\n", kind, kind, name);
+        fprintf(stderr,
+                "mcpg new-module: note: module names by custom say their kind, "
+                "%s_<what> (e.g. %s_%s)\n",
+                kind, kind, name);
     return 0;
 }
 
@@ -181,8 +186,10 @@ static int check_request(const char *kind, const char *name) {
 static int prepare_folder(const char *dir) {
     int st = folder_state(dir);
     if (st == 0) {
-        fprintf(stderr, "mcpg new-module: %s already exists and is not an empty folder: "
-                        "refusing to overwrite it\n", dir);
+        fprintf(stderr,
+                "mcpg new-module: %s already exists and is not an empty folder: "
+                "refusing to overwrite it\n",
+                dir);
         return 2;
     }
     if (st < 0 && mkdir(dir, 0755) != 0) {
@@ -209,6 +216,7 @@ int new_module_command(int argc, char **argv) {
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++)
         if (write_output(dir, &outputs[i], kind, name) != 0) return 1;
     printf("next (README.md): cd %s && cmake -S . -B build -DCMAKE_PREFIX_PATH=<mcpg prefix> "
-           "&& cmake --build build && ctest --test-dir build\n", dir);
+           "&& cmake --build build && ctest --test-dir build\n",
+           dir);
     return 0;
 }
