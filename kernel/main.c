@@ -6,10 +6,12 @@
  *   mcpg --version                            the version and the ABI version
  *   mcpg audit verify FILE...                 check an audit file's hash chain
  *   mcpg modules [--module-dir DIR]           what the module folder holds
+ *   mcpg new-module KIND NAME [DIR]           write a module folder to start from
  *
  * SIGTERM/SIGINT: stop accepting, let in-flight calls finish (bounded by
  * gateway.drain_timeout_ms), flush audit, exit 0. */
 #include "kernel.h"
+#include "new_module.h"
 #include "sd_notify.h"
 
 #include <limits.h>
@@ -36,6 +38,7 @@ static void usage(FILE *f) {
             "       mcpg --help-module gateway (or cluster)   the gateway's own settings\n"
             "       mcpg audit verify [--anchor A] FILE... an audit trail's hash chain, oldest file first\n"
             "       mcpg modules [--module-dir DIR | --config FILE] [--json]   the modules a folder holds\n"
+            "       mcpg new-module KIND NAME [DIR]   write a module's source, test, build and manifest\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");
 }
 
@@ -313,6 +316,8 @@ int audit_command(int argc, char **argv); /* audit_verify.c */
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_command(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "new-module") == 0)
+        return new_module_command(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "modules") == 0) {
         char here[PATH_MAX];
         exe_dir(here, sizeof here);

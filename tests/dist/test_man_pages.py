@@ -38,7 +38,7 @@ def usage_words(help_text):
     options = options_offered(help_text)
     commands = set()
     for line in help_text.splitlines():
-        m = re.match(r"^\s*(?:usage:)?\s*mcpg((?:\s+[a-z]+)+)", line)
+        m = re.match(r"^\s*(?:usage:)?\s*mcpg((?:\s+[a-z][a-z-]*)+)", line)
         if m:
             commands.add("mcpg" + " ".join([""] + m.group(1).split()))
     variables = set(re.findall(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b", help_text))
