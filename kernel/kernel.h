@@ -46,15 +46,24 @@ typedef struct image {
     char *name;      /* module name == file stem */
     char *src_path;  /* where it was found */
     char *run_path;  /* the private copy that was dlopen'd */
+    char sha256[65]; /* of the copy's bytes, lowercase hex */
     void *dl;
     const mcpg_module *desc;
     unsigned users;  /* declarations and instances using it */
     struct image *next; /* every image loaded (loader.c) */
 } image;
 /* Load <dir>/<name>.so through a private copy in runtime_dir. On failure
- * returns NULL and writes one line ("FILE: what is wrong") into err. */
-image *image_load(const char *dir, const char *name, const char *runtime_dir, char *err,
-                  size_t errcap);
+ * returns NULL and writes one line ("FILE: what is wrong") into err. With a
+ * pin (64 lowercase hex digits, or NULL) a copy whose SHA-256 differs is
+ * refused before dlopen: *pin_refused is set and err says what was found. */
+image *image_load(const char *dir, const char *name, const char *runtime_dir, const char *pin,
+                  bool *pin_refused, char *err, size_t errcap);
+/* The SHA-256 of the file at path as lowercase hex: 0, or -1 with errno. */
+int file_sha256(const char *path, char sha256_hex[65]);
+/* true when pin is NULL or equals found; else false with err saying
+ * 'module "NAME" file /abs/path has sha256 FOUND, the manifest pins PIN'. */
+bool image_pin_matches(const char *name, const char *src_path, const char *found,
+                       const char *pin, char *err, size_t errcap);
 /* dlclose and prove the image unmapped: true when it stays mapped (pinned). */
 bool image_unload(image *im);
 /* The descriptor of an image dlopen'd from file, checked as a load checks
@@ -79,6 +88,7 @@ typedef struct decl_instance {
     char *name;
     char *module;
     char *config_json; /* compact JSON text of "config", or NULL */
+    char *sha256;      /* the module file's pinned SHA-256 (64 lowercase hex), or NULL */
     const char *section; /* a top-level section that declared it ("events"), or NULL
                             for one of "modules": the key path of its errors */
     bool inline_dispatch;
