@@ -72,6 +72,19 @@ bool image_unload(image *im);
 const mcpg_module *module_descriptor(void *dl, const char *file, const char *stem, char *err,
                                      size_t errcap);
 const char *kind_name(uint32_t kind);
+
+/* ---- the crash line (crash.c) ---- */
+/* Log a fatal signal with the module image (or library) and offset it is in;
+ * crash.txt in runtime_dir keeps the line and, with it, the folder's copies. */
+void crash_init(const char *runtime_dir);
+/* An alternate signal stack for the calling thread (each thread the kernel
+ * starts), so the handler runs even when the thread's stack overflowed. */
+void crash_thread_init(void);
+void crash_thread_end(void);
+/* The loader's part: where an image is mapped, and which instances use it. */
+void crash_image_loaded(const image *im);
+void crash_image_unloaded(const image *im);
+void crash_image_used_by(const image *im, const char *instance);
 /* Remove the runtime folders (in base) of gateways that are no longer running. */
 void runtime_dirs_sweep(const char *base);
 /* mcpg --help-module NAME: 0, or 2 when the module cannot be loaded;

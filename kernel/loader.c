@@ -197,6 +197,7 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, co
             memcpy(im->sha256, sha256, sizeof im->sha256);
             im->next = loaded;
             loaded = im;
+            crash_image_loaded(im);
             return im;
         }
         snprintf(err, errcap, "%s: out of memory", src);
@@ -211,6 +212,7 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, co
 bool image_unload(image *im) {
     if (!im) return false;
     loaded_remove(im);
+    crash_image_unloaded(im);
     dlclose(im->dl);
     void *still = dlopen(im->run_path, RTLD_NOW | RTLD_NOLOAD);
     bool pinned = still != NULL;

@@ -265,6 +265,7 @@ static int serve(manifest *m) {
     kernel.list_page_size = (uint64_t)m->list_page_size;
     char *runtime_dir = strdup(m->runtime_dir ? m->runtime_dir : "");
     pthread_setname_np(pthread_self(), "mcpg-main"); /* top -H: the control thread */
+    crash_init(runtime_dir);
     if (workers_bind(m, &errs) == 0) {
         if (metrics_init(kernel.n_workers) != 0) errlist_add(&errs, m->path, "", "out of memory");
         else kernel.gen = generation_build(m, &errs);

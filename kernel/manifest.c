@@ -637,6 +637,7 @@ static void resolve_instance(mctx *c, decl_instance *d, const char *pin_path,
         }
     }
     d->image->users++;
+    if (d->name) crash_image_used_by(d->image, d->name);
     const mcpg_module *desc = d->image->desc;
     d->config = calloc(1, desc->config_size ? desc->config_size : 1);
     cfg_err_ctx ec = {c, config_path};
