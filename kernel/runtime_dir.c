@@ -38,7 +38,7 @@ static void sweep_one(const char *base, const char *name) {
     snprintf(dir, sizeof dir, "%s/%s", base, name);
     struct stat st;
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) return;
-    char crash[PATH_MAX];
+    char crash[PATH_MAX + 16];
     snprintf(crash, sizeof crash, "%s/crash.txt", dir);
     if (access(crash, F_OK) == 0) {
         klog(MCPG_LOG_INFO, "kernel", "kept %s: a gateway crashed there (crash.txt); its module "
