@@ -173,6 +173,17 @@ static void put_hex(line *l, uintptr_t v) {
     put(l, digits + n);
 }
 
+static void put_dec(line *l, unsigned long v) {
+    char digits[24];
+    size_t n = sizeof digits - 1;
+    digits[n] = '\0';
+    do {
+        digits[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    put(l, digits + n);
+}
+
 static const char *signal_name(int sig) {
     switch (sig) {
     case SIGSEGV: return "SIGSEGV";
@@ -243,7 +254,11 @@ static void on_fatal_signal(int sig, siginfo_t *info, void *uctx) {
     line l = {.len = 0};
     put(&l, "mcpg: fatal ");
     put(&l, signal_name(sig));
-    if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE) {
+    if (info->si_code == SI_USER || info->si_code == SI_TKILL) {
+        put(&l, " (sent by pid ");
+        put_dec(&l, (unsigned long)info->si_pid);
+        put(&l, ")");
+    } else if (sig != SIGABRT) {
         put(&l, " (fault address ");
         put_hex(&l, (uintptr_t)info->si_addr);
         put(&l, ")");
