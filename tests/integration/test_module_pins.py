@@ -5,6 +5,7 @@
   * a wrong pin is refused by --check and at start, with the line naming the
     key, the module, the file, the hash found and the one pinned; a second
     instance of the same file with a wrong pin is checked too
+  * gateway.transport_sha256 pins the transport's file the same way
   * a pin that is no SHA-256 is a manifest error at its key
   * a reload after the file was replaced (another module's bytes) is refused
     naming the key (400), and so is a reload that changes the pin to another
@@ -46,10 +47,10 @@ def pinned_manifest(folder, pin, admin=False):
     return m
 
 
-def refusal(folder, key, pin):
-    path = os.path.realpath(os.path.join(folder, "backend_mock.so"))
-    return "%s: module \"backend_mock\" file %s has sha256 %s, the manifest pins %s" % (
-        key, path, sha256_of(path), pin)
+def refusal(folder, key, pin, module="backend_mock"):
+    path = os.path.realpath(os.path.join(folder, module + ".so"))
+    return "%s: module \"%s\" file %s has sha256 %s, the manifest pins %s" % (
+        key, module, path, sha256_of(path), pin)
 
 
 def reload(gw):
@@ -94,6 +95,17 @@ def main():
         check(rc == 2 and line in err, "two pins of one file: rc %d, want %r in %s" % (
             rc, line, err))
         check("modules[0].sha256" not in err, "the right pin is not reported: %s" % err)
+
+    def t_transport_pin():
+        folder = private_module_dir(ctx, "transport")
+        m = pinned_manifest(folder, sha256_of(os.path.join(folder, "backend_mock.so")))
+        m["gateway"]["transport_sha256"] = wrong
+        path = ctx.write_manifest(m, "transport.json")
+        rc, _, err = run_cli(ctx, ["--check", "--config", path])
+        line = "%s: %s" % (path, refusal(folder, "gateway.transport_sha256", wrong,
+                                         module="transport_http"))
+        check(rc == 2 and line in err, "a wrong transport pin: rc %d, want %r in %s" % (
+            rc, line, err))
 
     def t_malformed_pin():
         for bad in ("abc", "g" * 64, "a" * 65):
@@ -143,6 +155,7 @@ def main():
         ("a wrong pin is refused at --check and at start", t_wrong_pin_refused),
         ("a second instance of the same file is checked against its own pin",
          t_second_instance_checked),
+        ("gateway.transport_sha256 pins the transport's file", t_transport_pin),
         ("a pin that is no SHA-256 is an error at its key", t_malformed_pin),
         ("a reload of a changed pin or a swapped file is refused; the old generation serves",
          t_reload_refuses_swapped_file),
