@@ -35,7 +35,7 @@ static void usage(FILE *f) {
             "       mcpg --help-module NAME   a module's description and config keys\n"
             "       mcpg --help-module gateway (or cluster)   the gateway's own settings\n"
             "       mcpg audit verify [--anchor A] FILE... an audit trail's hash chain, oldest file first\n"
-            "       mcpg modules [--module-dir DIR | --config FILE] [--json]   the modules a folder holds\n"
+            "       mcpg modules [--module-dir DIR | --config FILE] [--hash] [--json]   the modules a folder holds\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");
 }
 
