@@ -46,15 +46,24 @@ typedef struct image {
     char *name;      /* module name == file stem */
     char *src_path;  /* where it was found */
     char *run_path;  /* the private copy that was dlopen'd */
+    char sha256[65]; /* of the copy's bytes, lowercase hex */
     void *dl;
     const mcpg_module *desc;
     unsigned users;  /* declarations and instances using it */
     struct image *next; /* every image loaded (loader.c) */
 } image;
 /* Load <dir>/<name>.so through a private copy in runtime_dir. On failure
- * returns NULL and writes one line ("FILE: what is wrong") into err. */
-image *image_load(const char *dir, const char *name, const char *runtime_dir, char *err,
-                  size_t errcap);
+ * returns NULL and writes one line ("FILE: what is wrong") into err. With a
+ * pin (64 lowercase hex digits, or NULL) a copy whose SHA-256 differs is
+ * refused before dlopen: *pin_refused is set and err says what was found. */
+image *image_load(const char *dir, const char *name, const char *runtime_dir, const char *pin,
+                  bool *pin_refused, char *err, size_t errcap);
+/* The SHA-256 of the file at path as lowercase hex: 0, or -1 with errno. */
+int file_sha256(const char *path, char sha256_hex[65]);
+/* true when pin is NULL or equals found; else false with err saying
+ * 'module "NAME" file /abs/path has sha256 FOUND, the manifest pins PIN'. */
+bool image_pin_matches(const char *name, const char *src_path, const char *found,
+                       const char *pin, char *err, size_t errcap);
 /* dlclose and prove the image unmapped: true when it stays mapped (pinned). */
 bool image_unload(image *im);
 /* The descriptor of an image dlopen'd from file, checked as a load checks
@@ -63,6 +72,19 @@ bool image_unload(image *im);
 const mcpg_module *module_descriptor(void *dl, const char *file, const char *stem, char *err,
                                      size_t errcap);
 const char *kind_name(uint32_t kind);
+
+/* ---- the crash line (crash.c) ---- */
+/* Log a fatal signal with the module image (or library) and offset it is in;
+ * crash.txt in runtime_dir keeps the line and, with it, the folder's copies. */
+void crash_init(const char *runtime_dir);
+/* An alternate signal stack for the calling thread (each thread the kernel
+ * starts), so the handler runs even when the thread's stack overflowed. */
+void crash_thread_init(void);
+void crash_thread_end(void);
+/* The loader's part: where an image is mapped, and which instances use it. */
+void crash_image_loaded(const image *im);
+void crash_image_unloaded(const image *im);
+void crash_image_used_by(const image *im, const char *instance);
 /* Remove the runtime folders (in base) of gateways that are no longer running. */
 void runtime_dirs_sweep(const char *base);
 /* mcpg --help-module NAME: 0, or 2 when the module cannot be loaded;
@@ -79,6 +101,7 @@ typedef struct decl_instance {
     char *name;
     char *module;
     char *config_json; /* compact JSON text of "config", or NULL */
+    char *sha256;      /* the module file's pinned SHA-256 (64 lowercase hex), or NULL */
     const char *section; /* a top-level section that declared it ("events"), or NULL
                             for one of "modules": the key path of its errors */
     bool inline_dispatch;

@@ -9,6 +9,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +19,40 @@
 
 const char *kind_name(uint32_t kind) { return mcpg_kind_name(kind); }
 
-/* Copy src to dst while hashing it (FNV-1a 64): the hash names the copy. */
+/* Copy in to out (none when out is -1) while hashing the bytes with FNV-1a
+ * 64 (the copy's name) and SHA-256 (what a manifest pins): both hashes are
+ * of the bytes that land in the copy, the file that is dlopen'd. */
+static int copy_and_hash(int in, int out, uint64_t *fnv, char sha256_hex[65]) {
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(md);
+        errno = ENOMEM;
+        return -1;
+    }
+    uint64_t h = 1469598103934665603ull;
+    char buf[65536];
+    ssize_t n;
+    int rc = 0;
+    while ((n = read(in, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+        EVP_DigestUpdate(md, buf, (size_t)n);
+        if (out >= 0 && write(out, buf, (size_t)n) != n) {
+            rc = -1;
+            break;
+        }
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (n < 0 || EVP_DigestFinal_ex(md, digest, &len) != 1 || len != 32) rc = -1;
+    EVP_MD_CTX_free(md);
+    for (unsigned i = 0; i < 32 && rc == 0; i++) snprintf(sha256_hex + 2 * i, 3, "%02x", digest[i]);
+    *fnv = h;
+    return rc;
+}
+
+/* Copy src into runtime_dir as <name>.<fnv hash>.so, its SHA-256 in sha256_hex. */
 static int copy_hashed(const char *src, const char *runtime_dir, const char *name,
-                       char *dst, size_t dstcap, char *err, size_t errcap) {
+                       char *dst, size_t dstcap, char sha256_hex[65], char *err, size_t errcap) {
     int in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0) {
         snprintf(err, errcap, "%s: cannot open: %s", src, strerror(errno));
@@ -33,18 +66,8 @@ static int copy_hashed(const char *src, const char *runtime_dir, const char *nam
         close(in);
         return -1;
     }
-    uint64_t h = 1469598103934665603ull;
-    char buf[65536];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(in, buf, sizeof buf)) > 0) {
-        for (ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
-        if (write(out, buf, (size_t)n) != n) {
-            rc = -1;
-            break;
-        }
-    }
-    if (n < 0) rc = -1;
+    uint64_t h = 0;
+    int rc = copy_and_hash(in, out, &h, sha256_hex);
     close(in);
     if (close(out) != 0) rc = -1;
     if (rc) {
@@ -63,6 +86,25 @@ static int copy_hashed(const char *src, const char *runtime_dir, const char *nam
         return -1;
     }
     return 0;
+}
+
+int file_sha256(const char *path, char sha256_hex[65]) {
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return -1;
+    uint64_t fnv;
+    int rc = copy_and_hash(in, -1, &fnv, sha256_hex);
+    close(in);
+    return rc;
+}
+
+bool image_pin_matches(const char *name, const char *src_path, const char *found,
+                       const char *pin, char *err, size_t errcap) {
+    if (!pin || strcmp(found, pin) == 0) return true;
+    char abs[PATH_MAX];
+    if (!realpath(src_path, abs)) snprintf(abs, sizeof abs, "%s", src_path);
+    snprintf(err, errcap, "module \"%s\" file %s has sha256 %s, the manifest pins %s", name, abs,
+             found, pin);
+    return false;
 }
 
 /* The descriptor checks are the SDK's (the fake host makes the same ones);
@@ -119,8 +161,8 @@ static void loaded_remove(image *im) {
         }
 }
 
-image *image_load(const char *dir, const char *name, const char *runtime_dir, char *err,
-                  size_t errcap) {
+image *image_load(const char *dir, const char *name, const char *runtime_dir, const char *pin,
+                  bool *pin_refused, char *err, size_t errcap) {
     char src[4096], run[4096];
     snprintf(src, sizeof src, "%s/%s.so", dir, name);
     struct stat st;
@@ -128,8 +170,14 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
         snprintf(err, errcap, "no module \"%s\" in %s", name, dir);
         return NULL;
     }
-    if (copy_hashed(src, runtime_dir, name, run, sizeof run, err, errcap)) return NULL;
+    char sha256[65];
+    if (copy_hashed(src, runtime_dir, name, run, sizeof run, sha256, err, errcap)) return NULL;
     image *same = loaded_find(run);
+    if (!image_pin_matches(name, src, sha256, pin, err, errcap)) {
+        if (!same) unlink(run); /* never dlopen'd: its constructors never ran */
+        if (pin_refused) *pin_refused = true;
+        return NULL;
+    }
     if (same) return same; /* unchanged since it was loaded: the same code */
     void *dl = dlopen(run, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
@@ -146,8 +194,10 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
             im->run_path = strdup(run);
             im->dl = dl;
             im->desc = d;
+            memcpy(im->sha256, sha256, sizeof im->sha256);
             im->next = loaded;
             loaded = im;
+            crash_image_loaded(im);
             return im;
         }
         snprintf(err, errcap, "%s: out of memory", src);
@@ -162,6 +212,7 @@ image *image_load(const char *dir, const char *name, const char *runtime_dir, ch
 bool image_unload(image *im) {
     if (!im) return false;
     loaded_remove(im);
+    crash_image_unloaded(im);
     dlclose(im->dl);
     void *still = dlopen(im->run_path, RTLD_NOW | RTLD_NOLOAD);
     bool pinned = still != NULL;

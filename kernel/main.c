@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "       mcpg --help-module NAME   a module's description and config keys\n"
             "       mcpg --help-module gateway (or cluster)   the gateway's own settings\n"
             "       mcpg audit verify [--anchor A] FILE... an audit trail's hash chain, oldest file first\n"
-            "       mcpg modules [--module-dir DIR | --config FILE] [--json]   the modules a folder holds\n"
+            "       mcpg modules [--module-dir DIR | --config FILE] [--hash] [--json]   the modules a folder holds\n"
             "       mcpg new-module KIND NAME [DIR]   write a module's source, test, build and manifest\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");
 }
@@ -268,6 +268,7 @@ static int serve(manifest *m) {
     kernel.list_page_size = (uint64_t)m->list_page_size;
     char *runtime_dir = strdup(m->runtime_dir ? m->runtime_dir : "");
     pthread_setname_np(pthread_self(), "mcpg-main"); /* top -H: the control thread */
+    crash_init(runtime_dir);
     if (workers_bind(m, &errs) == 0) {
         if (metrics_init(kernel.n_workers) != 0) errlist_add(&errs, m->path, "", "out of memory");
         else kernel.gen = generation_build(m, &errs);

@@ -5,6 +5,7 @@
  * a start would. */
 #include "kernel.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -267,6 +268,21 @@ static void resolve_module_dir(manifest *m, const char *exe_dir) {
     free(written);
 }
 
+/* A module pin: 64 hex digits (kept lowercase, as sha256sum and
+ * `mcpg modules --hash` print them), or an error at key and NULL. */
+static char *parse_pin(mctx *c, char *text, const char *key) {
+    if (!text) return NULL;
+    size_t n = strlen(text);
+    if (n != 64 || strspn(text, "0123456789abcdefABCDEF") != 64) {
+        err(c, key, "expected the module file's SHA-256: 64 hexadecimal digits "
+            "(mcpg modules --hash shows it)");
+        free(text);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) text[i] = (char)tolower((unsigned char)text[i]);
+    return text;
+}
+
 /* gateway.server goes to the transport as its config, which must be an
  * object: compact JSON text starts with '{' for an object and for no other
  * value. */
@@ -300,12 +316,13 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     if (m->module_dir && *m->module_dir) c->module_dir_written = strdup(m->module_dir);
     resolve_module_dir(m, exe_dir);
     m->transport.name = strdup("http");
+    m->transport.sha256 = parse_pin(c, m->transport.sha256, "gateway.transport_sha256");
     check_server(c);
 }
 
 static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
     static const char *const keys[] = {"name", "module", "config", "inline_dispatch",
-                                       "timeout_ms", "wait_for_lists"};
+                                       "timeout_ms", "wait_for_lists", "sha256"};
     char base[64];
     snprintf(base, sizeof base, "modules[%zu]", i);
     if (!json_is_object(obj)) {
@@ -335,6 +352,8 @@ static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
     d->inline_dispatch = get_bool(c, obj, "inline_dispatch", base, false);
     d->lists_later = !get_bool(c, obj, "wait_for_lists", base, true);
     d->timeout_ms = get_int(c, obj, "timeout_ms", base, 30000, 1, 86400000);
+    snprintf(p, sizeof p, "%s.sha256", base);
+    d->sha256 = parse_pin(c, get_string(c, obj, "sha256", base, NULL), p);
 }
 
 static void parse_modules(mctx *c, json_t *root) {
@@ -383,6 +402,7 @@ static void parse_events(mctx *c, json_t *root) {
     json_t *cfg = json_deep_copy(ev);
     json_t *module = json_object_get(cfg, "module");
     if (module && !json_is_string(module)) err(c, "events.module", "expected a string");
+    char *pin = get_string(c, cfg, "sha256", "events", NULL);
     m->instances = realloc(m->instances, (m->n_instances + 1) * sizeof *m->instances);
     decl_instance *d = &m->instances[m->n_instances++];
     memset(d, 0, sizeof *d);
@@ -392,7 +412,9 @@ static void parse_events(mctx *c, json_t *root) {
     d->timeout_ms = 30000;
     if (!mcpg_name_valid(d->module, strlen(d->module)))
         err(c, "events.module", "must match ^[a-zA-Z0-9_-]{1,64}$");
+    d->sha256 = parse_pin(c, pin, "events.sha256");
     json_object_del(cfg, "module");
+    json_object_del(cfg, "sha256");
     d->config_json = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
 }
@@ -580,7 +602,7 @@ static void module_hint(const char *dir, const char *name, char *out, size_t cap
 }
 
 /* Load the instance's module (once per file) and parse its config. */
-static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
+static void resolve_instance(mctx *c, decl_instance *d, const char *pin_path,
                              const char *module_path, const char *config_path) {
     manifest *m = c->m;
     if (!d->module || !mcpg_name_valid(d->module, strlen(d->module)) || !m->runtime_dir) return;
@@ -591,11 +613,22 @@ static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
         if (&m->instances[i] != d && m->instances[i].image && m->instances[i].module &&
             strcmp(m->instances[i].module, d->module) == 0)
             shared = m->instances[i].image;
+    char e[1024];
+    if (shared && !image_pin_matches(d->module, shared->src_path, shared->sha256, d->sha256, e,
+                                     sizeof e)) {
+        err(c, pin_path, "%s", e);
+        return;
+    }
     if (shared) {
         d->image = shared;
     } else {
-        char e[1024];
-        d->image = image_load(m->module_dir, d->module, m->runtime_dir, e, sizeof e);
+        bool pin_refused = false;
+        d->image = image_load(m->module_dir, d->module, m->runtime_dir, d->sha256, &pin_refused,
+                              e, sizeof e);
+        if (!d->image && pin_refused) {
+            err(c, pin_path, "%s", e);
+            return;
+        }
         if (!d->image) {
             char hint[128];
             module_hint(m->module_dir, d->module, hint, sizeof hint);
@@ -604,6 +637,7 @@ static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
         }
     }
     d->image->users++;
+    if (d->name) crash_image_used_by(d->image, d->name);
     const mcpg_module *desc = d->image->desc;
     d->config = calloc(1, desc->config_size ? desc->config_size : 1);
     cfg_err_ctx ec = {c, config_path};
@@ -614,7 +648,6 @@ static void resolve_instance(mctx *c, decl_instance *d, const char *path_base,
         snprintf(rep.prefix, sizeof rep.prefix, "%s", config_path);
         desc->lifecycle->validate(&HOST, d->config, &rep);
     }
-    (void)path_base;
 }
 
 static size_t coordinators_before(const manifest *m, size_t i) {
@@ -750,25 +783,26 @@ static void add_default_coordinator(mctx *c) {
         d->config_json = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
         json_decref(cfg);
     }
-    resolve_instance(c, d, "cluster", "cluster.kind", "cluster");
+    resolve_instance(c, d, "cluster.sha256", "cluster.kind", "cluster");
 }
 
 static void resolve_all(mctx *c) {
     manifest *m = c->m;
     if (check_module_dir(c, c->module_dir_written, m->module_dir) || prepare_runtime_dir(c))
         return;
-    resolve_instance(c, &m->transport, "gateway", "gateway.transport", "gateway.server");
+    resolve_instance(c, &m->transport, "gateway.transport_sha256", "gateway.transport",
+                     "gateway.server");
     if (m->transport.image && m->transport.image->desc->kind != MCPG_KIND_TRANSPORT)
         err(c, "gateway.transport", "\"%s\" is a %s module, not a transport", m->transport.module,
             kind_name(m->transport.image->desc->kind));
     for (size_t i = 0; i < m->n_instances; i++) {
         char mp[64], cp[64], bp[64];
         if (m->instances[i].section) {
-            snprintf(bp, sizeof bp, "%s", m->instances[i].section);
+            snprintf(bp, sizeof bp, "%s.sha256", m->instances[i].section);
             snprintf(mp, sizeof mp, "%s.module", m->instances[i].section);
             snprintf(cp, sizeof cp, "%s", m->instances[i].section);
         } else {
-            snprintf(bp, sizeof bp, "modules[%zu]", i);
+            snprintf(bp, sizeof bp, "modules[%zu].sha256", i);
             snprintf(mp, sizeof mp, "modules[%zu].module", i);
             snprintf(cp, sizeof cp, "modules[%zu].config", i);
         }
@@ -914,6 +948,7 @@ static void free_instance(decl_instance *d) {
     free(d->name);
     free(d->module);
     free(d->config_json);
+    free(d->sha256);
     memset(d, 0, sizeof *d); /* the transport's module and config are the settings' too */
 }
 

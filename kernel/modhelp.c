@@ -78,7 +78,7 @@ int module_help(const char *name, const char *exe_dir) {
     }
     char err[1024];
     char *dir = manifest_module_dir(NULL, exe_dir, NULL); /* the gateway's default folder */
-    image *im = dir ? image_load(dir, name, run, err, sizeof err) : NULL;
+    image *im = dir ? image_load(dir, name, run, NULL, NULL, err, sizeof err) : NULL;
     if (!dir) snprintf(err, sizeof err, "out of memory");
     free(dir);
     int rc = 0;

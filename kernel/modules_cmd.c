@@ -3,8 +3,10 @@
  * file listed as a module is one the gateway would load. A file that is no
  * loadable module gets a line saying why, and the listing goes on.
  *
- *   mcpg modules [--module-dir DIR | --config FILE] [--json]
+ *   mcpg modules [--module-dir DIR | --config FILE] [--hash] [--json]
  *
+ * --hash adds each file's SHA-256 (what a manifest's "sha256" pins); --json
+ * always carries it.
  * Each file is dlopen'd in place (RTLD_LAZY: only the entry point is
  * called) and closed once its descriptor is read. */
 #include "kernel.h"
@@ -21,12 +23,14 @@ typedef struct modules_opts {
     const char *module_dir;
     const char *config;
     bool json;
+    bool hash;
 } modules_opts;
 
 static void modules_usage(FILE *f) {
-    fprintf(f, "usage: mcpg modules [--module-dir DIR | --config FILE] [--json]\n"
+    fprintf(f, "usage: mcpg modules [--module-dir DIR | --config FILE] [--hash] [--json]\n"
                "  lists the modules in DIR, else in the manifest's gateway.module_dir,\n"
-               "  else in the folder beside the binary\n");
+               "  else in the folder beside the binary; --hash adds each file's SHA-256\n"
+               "  (the value a manifest's \"sha256\" pins)\n");
 }
 
 static int parse_modules_args(int argc, char **argv, modules_opts *o) {
@@ -34,6 +38,8 @@ static int parse_modules_args(int argc, char **argv, modules_opts *o) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--hash") == 0) {
+            o->hash = true;
         } else if (strcmp(a, "--module-dir") == 0 && i + 1 < argc) {
             o->module_dir = argv[++i];
         } else if ((strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) && i + 1 < argc) {
@@ -70,12 +76,14 @@ static bool module_stem(const char *file, char *stem, size_t cap) {
 typedef struct module_row {
     char name[256];
     char file[4096];
+    char sha256[65];      /* empty when the file cannot be read */
     const mcpg_module *d; /* NULL: not loadable, why is in err */
     char err[8192];
 } module_row;
 
 static void print_json(const module_row *r) {
     json_t *o = json_pack("{s:s, s:s}", "name", r->name, "file", r->file);
+    if (r->sha256[0]) json_object_set_new(o, "sha256", json_string(r->sha256));
     if (r->d) {
         char abi[32];
         snprintf(abi, sizeof abi, "%u.%u", r->d->abi_major, r->d->abi_minor);
@@ -97,33 +105,39 @@ static void print_json(const module_row *r) {
 #define KIND_WIDTH 12
 #define VERSION_WIDTH 8
 
-static void print_header(void) {
-    printf("%-*s %-*s %-4s %-*s %s\n", NAME_WIDTH, "NAME", KIND_WIDTH, "KIND", "ABI", VERSION_WIDTH,
-           "VERSION", "DESCRIPTION");
+#define SHA256_WIDTH 64
+
+static void print_header(bool hash) {
+    printf("%-*s ", NAME_WIDTH, "NAME");
+    if (hash) printf("%-*s ", SHA256_WIDTH, "SHA256");
+    printf("%-*s %-4s %-*s %s\n", KIND_WIDTH, "KIND", "ABI", VERSION_WIDTH, "VERSION",
+           "DESCRIPTION");
 }
 
-static void print_text(const module_row *r) {
+static void print_text(const module_row *r, bool hash) {
+    printf("%-*s ", NAME_WIDTH, r->name);
+    if (hash) printf("%-*s ", SHA256_WIDTH, r->sha256[0] ? r->sha256 : "?");
     if (!r->d) {
-        printf("%-*s not a loadable module: %s\n", NAME_WIDTH, r->name, r->err);
+        printf("not a loadable module: %s\n", r->err);
         return;
     }
     char abi[32];
     snprintf(abi, sizeof abi, "%u.%u", r->d->abi_major, r->d->abi_minor);
-    printf("%-*s %-*s %-4s %-*s %s\n", NAME_WIDTH, r->name, KIND_WIDTH, kind_name(r->d->kind), abi,
-           VERSION_WIDTH, r->d->version ? r->d->version : "?",
-           r->d->description ? r->d->description : "");
+    printf("%-*s %-4s %-*s %s\n", KIND_WIDTH, kind_name(r->d->kind), abi, VERSION_WIDTH,
+           r->d->version ? r->d->version : "?", r->d->description ? r->d->description : "");
 }
 
 /* Open one file, read its descriptor, print its line, close it. */
-static void list_one(const char *dir, const char *stem, bool json) {
+static void list_one(const char *dir, const char *stem, const modules_opts *o) {
     module_row r = {0};
     snprintf(r.name, sizeof r.name, "%s", stem);
     snprintf(r.file, sizeof r.file, "%s/%s.so", dir, stem);
+    if ((o->hash || o->json) && file_sha256(r.file, r.sha256) != 0) r.sha256[0] = '\0';
     void *dl = dlopen(r.file, RTLD_LAZY | RTLD_LOCAL);
     if (!dl) snprintf(r.err, sizeof r.err, "%s: dlopen failed: %s", r.file, dlerror());
     else r.d = module_descriptor(dl, r.file, stem, r.err, sizeof r.err);
-    if (json) print_json(&r);
-    else print_text(&r);
+    if (o->json) print_json(&r);
+    else print_text(&r, o->hash);
     if (dl) dlclose(dl); /* after printing: the descriptor's strings live in the image */
 }
 
@@ -148,10 +162,10 @@ int modules_command(int argc, char **argv, const char *exe_dir) {
         free(dir);
         return 2;
     }
-    if (!o.json) print_header();
+    if (!o.json) print_header(o.hash);
     for (int i = 0; i < n; i++) {
         char stem[256];
-        if (module_stem(names[i]->d_name, stem, sizeof stem)) list_one(dir, stem, o.json);
+        if (module_stem(names[i]->d_name, stem, sizeof stem)) list_one(dir, stem, &o);
         free(names[i]);
     }
     free(names);

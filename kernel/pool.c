@@ -76,6 +76,7 @@ static void *pool_thread(void *arg) {
     snprintf(name, sizeof name, "mcpg-pool-%u", (unsigned)(uintptr_t)arg);
     pthread_setname_np(pthread_self(), name);
     mcpg_thread_background(); /* a loop's wake does not preempt it */
+    crash_thread_init();
     pool_job *j;
     bool busy = false, stopping;
     while ((j = take(busy, &stopping)) != NULL) {
@@ -86,6 +87,7 @@ static void *pool_thread(void *arg) {
         else
             j->run(j);
     }
+    crash_thread_end();
     return NULL;
 }
 

@@ -3,7 +3,9 @@
  * A gateway removes its copies and folder when it stops. One that was killed
  * (SIGKILL, a crash) cannot, so each start sweeps the folders of gateways
  * that are gone: named mcpg-<pid>-XXXXXX, ours, and their pid not running.
- * Only module copies are deleted; a folder with anything else is left. */
+ * Only module copies are deleted; a folder with anything else is left, and
+ * one holding crash.txt (kernel/crash.c) is left whole: its copies are the
+ * images a core file names. */
 #include "kernel.h"
 
 #include <dirent.h>
@@ -36,6 +38,13 @@ static void sweep_one(const char *base, const char *name) {
     snprintf(dir, sizeof dir, "%s/%s", base, name);
     struct stat st;
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) return;
+    char crash[PATH_MAX + 16];
+    snprintf(crash, sizeof crash, "%s/crash.txt", dir);
+    if (access(crash, F_OK) == 0) {
+        klog(MCPG_LOG_INFO, "kernel", "kept %s: a gateway crashed there (crash.txt); its module "
+             "copies are the images its core file names", dir);
+        return;
+    }
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;

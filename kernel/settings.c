@@ -69,6 +69,9 @@ static const mcpg_config_field gateway_fields[] = {
                         "an object: gateway.metrics below"),
     MCPG_CFG_STRING_FIELD(manifest, transport.module, "transport", "\"transport_http\"",
                           "the transport module"),
+    MCPG_CFG_STRING_FIELD(manifest, transport.sha256, "transport_sha256", NULL,
+                          "the transport module file's pinned SHA-256 (64 hex digits, as "
+                          "mcpg modules --hash shows it): another file is refused"),
     MCPG_CFG_JSON_FIELD(manifest, transport.config_json, "server", NULL,
                         "the transport's config, an object checked against its schema "
                         "(mcpg --help-module transport_http)"),

@@ -423,7 +423,9 @@ static void worker_main(void *arg) {
     char name[16]; /* top -H shows who spends what */
     snprintf(name, sizeof name, "mcpg-loop-%u", w->index);
     pthread_setname_np(pthread_self(), name);
+    crash_thread_init();
     uv_run(&w->loop, UV_RUN_DEFAULT);
+    crash_thread_end();
 }
 
 /* Each instance's per-loop set-up, then the listeners: nothing is accepted
