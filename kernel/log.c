@@ -55,6 +55,7 @@ static void check_line(int level, const char *src, const char *key, const char *
             level == MCPG_LOG_WARN ? "warning" : "error", msg);
 }
 
+MCPG_PRINTF(4, 0)
 static void klog_key_v(int level, const char *src, const char *key, const char *fmt,
                        va_list ap) {
     if (level > atomic_load(&log_level)) return;

@@ -85,6 +85,7 @@ static void send_message(const char *text, size_t len) {
 }
 
 /* head, then STATUS=<status> (remembered as the last status sent). */
+MCPG_PRINTF(2, 0)
 static void say(const char *head, const char *status_fmt, va_list ap) {
     char msg[MESSAGE_MAX];
     int n = snprintf(msg, sizeof msg, "%s", head);
@@ -96,6 +97,7 @@ static void say(const char *head, const char *status_fmt, va_list ap) {
     send_message(msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
 }
 
+MCPG_PRINTF(1, 0)
 static void say_ready(const char *status_fmt, va_list ap) {
     char head[64];
     snprintf(head, sizeof head, "READY=1\nMAINPID=%ld", (long)getpid());
