@@ -137,34 +137,35 @@ static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t 
 
 /* desc.complete: the kernel has the outcome; answer (or just let go if the
  * client is gone). Runs on the connection's loop thread. */
-static void on_call_complete(void *ctx, mcpg_call *call) {
-    th_req *r = ctx;
-    th_conn *c = r->conn;
-    th_worker_state *ws = r->ws;
+/* The call's outcome written for r (to c, or kept for a stream's return
+ * when c is NULL); the call is released. */
+static void deliver_outcome(th_worker_state *ws, th_conn *c, th_req *r, mcpg_call *call) {
     const mcpg_host *host = ws->mod->host;
     mcpg_call_outcome oc;
-    if (!c) { /* its client dropped the stream: the result is kept for its return */
-        th_replay_orphan_remove(ws, r);
-        memset(&oc, 0, sizeof oc);
-        oc.size = sizeof oc;
-        host->call_outcome(call, &oc);
-        write_outcome(ws, NULL, r, &oc);
-        host->call_release(call);
-        r->call = NULL;
-        th_req_put(ws, r);
-        return;
-    }
-    if (c->closing) { /* the client left: the answer goes nowhere */
-        host->call_release(call);
-        r->call = NULL;
-    }
-    if (!th_conn_answer_back(c, r)) return;
     memset(&oc, 0, sizeof oc);
     oc.size = sizeof oc;
     host->call_outcome(call, &oc);
     write_outcome(ws, c, r, &oc);
     host->call_release(call);
     r->call = NULL;
+}
+
+static void on_call_complete(void *ctx, mcpg_call *call) {
+    th_req *r = ctx;
+    th_conn *c = r->conn;
+    th_worker_state *ws = r->ws;
+    if (!c) { /* its client dropped the stream: the result is kept for its return */
+        th_replay_orphan_remove(ws, r);
+        deliver_outcome(ws, NULL, r, call);
+        th_req_put(ws, r);
+        return;
+    }
+    if (c->closing) { /* the client left: the answer goes nowhere */
+        ws->mod->host->call_release(call);
+        r->call = NULL;
+    }
+    if (!th_conn_answer_back(c, r)) return;
+    deliver_outcome(ws, c, r, call);
     if (!r->in_submit) th_conn_advance(c); /* else the submitter advances after it returns */
 }
 
