@@ -178,16 +178,111 @@ static int tail_line(int fd, audit_hasher *h, off_t from, off_t to, audit_tail *
     return rc;
 }
 
-int audit_chain_read_tail(int fd, audit_hasher *h, audit_tail *out) {
-    struct stat st;
-    *out = (audit_tail){.kind = AUDIT_TAIL_EMPTY};
-    if (fstat(fd, &st) != 0) return -1;
-    out->size = st.st_size;
-    off_t last = last_newline_before(fd, st.st_size);
+/* Where the content ends: just past the last byte that is not room (0 when
+ * the file is all room, or empty); -1 on a read error. */
+static off_t content_end(int fd, off_t size) {
+    char buf[65536];
+    off_t end = size;
+    while (end > 0) {
+        size_t want = end > (off_t)sizeof buf ? sizeof buf : (size_t)end;
+        off_t at = end - (off_t)want;
+        if (read_exact(fd, buf, want, at) != 0) return -1;
+        for (size_t i = want; i-- > 0;)
+            if (buf[i] != AUDIT_ROOM_BYTE) return at + (off_t)i + 1;
+        end = at;
+    }
+    return 0;
+}
+
+/* The last whole line before `end`: where the next line goes and, when it
+ * is a chain line, the chain's head. */
+static int last_line(int fd, audit_hasher *h, off_t end, audit_tail *out) {
+    off_t last = last_newline_before(fd, end);
     if (last == -2) return -1;
     if (last < 0) return 0; /* no whole line: the bytes there (if any) are torn */
     out->whole = last + 1;
     off_t before = last_newline_before(fd, last);
     if (before == -2) return -1;
     return tail_line(fd, h, before + 1, last, out);
+}
+
+#define AUDIT_PAGE 4096
+
+/* Does [from, to) of the file (buf holds it from file offset `base`) hold a
+ * whole page of room: a page of a batch that never reached the disk? */
+static int holds_room_page(const char *buf, off_t base, off_t from, off_t to) {
+    for (off_t a = from - from % AUDIT_PAGE; a + AUDIT_PAGE <= to; a += AUDIT_PAGE) {
+        if (a < base) continue;
+        const char *p = buf + (a - base);
+        size_t k = 0;
+        while (k < AUDIT_PAGE && p[k] == AUDIT_ROOM_BYTE) k++;
+        if (k == AUDIT_PAGE) return 1;
+    }
+    return 0;
+}
+
+/* Walk the chain through buf (the file's bytes [base, base+n)) from its first
+ * line start. When a line that does not continue the chain is followed by a
+ * page of room, the chain's end is that line's start: out is moved back to
+ * it. Lines that break the chain without such a page are left as they are
+ * (another writer's line: verify names it). 0, or -1 with errno. */
+static int walk_window(audit_hasher *h, const char *buf, off_t base, size_t n, audit_tail *out) {
+    size_t p = 0;
+    if (base > 0) {
+        const char *nl = memchr(buf, '\n', n);
+        if (!nl) return 0;
+        p = (size_t)(nl - buf) + 1;
+    }
+    audit_chain_head head = {0};
+    int have = 0;
+    while (p < n) {
+        const char *line = buf + p, *nl = memchr(line, '\n', n - p);
+        size_t len = nl ? (size_t)(nl - line) : n - p;
+        uint64_t no;
+        uint8_t prev[AUDIT_HASH_LEN];
+        int continues = nl && audit_chain_parse(line, len, &no, prev) &&
+                        (!have || (no == head.line + 1 && !memcmp(prev, head.hash, AUDIT_HASH_LEN)));
+        if (!continues) {
+            if (have && holds_room_page(buf, base, base + (off_t)p, base + (off_t)n)) {
+                out->kind = AUDIT_TAIL_CHAINED;
+                out->head = head;
+                out->whole = base + (off_t)p;
+            }
+            return 0;
+        }
+        if (audit_hash_line(h, line, len, head.hash) != 0) {
+            errno = EIO;
+            return -1;
+        }
+        head.line = no;
+        have = 1;
+        p += len + 1;
+    }
+    return 0;
+}
+
+static int check_window(int fd, audit_hasher *h, off_t window, audit_tail *out) {
+    off_t base = out->size > window ? out->size - window : 0;
+    size_t n = (size_t)(out->size - base);
+    char *buf = malloc(n ? n : 1);
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
+    }
+    int rc = read_exact(fd, buf, n, base);
+    if (rc == 0) rc = walk_window(h, buf, base, n, out);
+    free(buf);
+    return rc;
+}
+
+int audit_chain_read_tail(int fd, audit_hasher *h, off_t window, audit_tail *out) {
+    struct stat st;
+    *out = (audit_tail){.kind = AUDIT_TAIL_EMPTY};
+    if (fstat(fd, &st) != 0) return -1;
+    out->file_size = st.st_size;
+    out->size = content_end(fd, st.st_size);
+    if (out->size < 0) return -1;
+    if (last_line(fd, h, out->size, out) != 0) return -1;
+    if (window <= 0) return 0;
+    return check_window(fd, h, window, out);
 }

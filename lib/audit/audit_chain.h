@@ -52,6 +52,16 @@ void audit_hash_hex(const uint8_t hash[AUDIT_HASH_LEN], char out[2 * AUDIT_HASH_
 
 /* ---- the end of an existing file ---- */
 
+/* The room written ahead: audit_file may extend its live file with a run of
+ * this byte before it needs it (preallocate_bytes), so that a batch's
+ * fdatasync flushes the batch's data and nothing else (no new blocks, no new
+ * size). The file's content ends where the room starts: at the first line
+ * that starts with this byte, every byte from there on being room. A space
+ * keeps the file readable as text (JSON allows whitespace between values; a
+ * NUL would make grep call it binary). The room is cut off at rotation and
+ * at a clean stop. */
+#define AUDIT_ROOM_BYTE ' '
+
 typedef enum audit_tail_kind {
     AUDIT_TAIL_EMPTY = 0,     /* no whole line */
     AUDIT_TAIL_CHAINED = 1,   /* the last whole line is a chain line: head is set */
@@ -61,13 +71,19 @@ typedef enum audit_tail_kind {
 typedef struct audit_tail {
     audit_tail_kind kind;
     audit_chain_head head; /* AUDIT_TAIL_CHAINED */
-    off_t whole;           /* bytes up to and including the last '\n' */
-    off_t size;            /* the file's size: size > whole means a torn last line */
+    off_t whole;           /* bytes up to and including the last '\n': where the next line goes */
+    off_t size;            /* bytes up to the last one that is not room: size > whole means a
+                              torn last line (or a batch a crash cut short) to take back */
+    off_t file_size;       /* the file's size: file_size > size is the room */
 } audit_tail;
 
-/* Read the end of the regular file open on fd (readable): its last whole line
- * and whether bytes follow it. Reads backwards, never the whole file.
- * 0, or -1 with errno. */
-int audit_chain_read_tail(int fd, audit_hasher *h, audit_tail *out);
+/* Read the end of the regular file open on fd (readable): its last whole line,
+ * whether bytes follow it, and the room after it. Reads backwards, never the
+ * whole file. With `window` > 0 (at a start, after a crash) the chain is also
+ * walked through the window's last bytes: a batch whose sync a power loss cut
+ * short can leave a page of room inside its lines (the page never reached
+ * the disk); its lines from the first that does not continue the chain are
+ * then counted as torn. 0, or -1 with errno. */
+int audit_chain_read_tail(int fd, audit_hasher *h, off_t window, audit_tail *out);
 
 #endif

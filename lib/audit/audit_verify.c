@@ -204,6 +204,14 @@ static void read_line(verifier *v, vline *l, const char *text, size_t n) {
     if (audit_hash_line(v->h, text, n, l->hash) != 0) memset(l->hash, 0, AUDIT_HASH_LEN);
 }
 
+/* Is this run of bytes (to the file's end: room holds no '\n') all room,
+ * written ahead by audit_file? Bytes after room are a torn end. */
+static int all_room(const char *text, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (text[k] != AUDIT_ROOM_BYTE) return 0;
+    return 1;
+}
+
 /* Feed file i's lines; 0 when done with it (or with everything), -1 on a
  * read error, 1 when the verifier has decided. */
 static int feed_file(verifier *v, const char *path, size_t i, int last_file,
@@ -219,6 +227,7 @@ static int feed_file(verifier *v, const char *path, size_t i, int last_file,
     while ((len = getline(&text, &cap, f)) > 0) {
         vline l = {.file = i, .fline = ++fline};
         int whole = text[len - 1] == '\n';
+        if (text[0] == AUDIT_ROOM_BYTE && all_room(text, (size_t)len)) break; /* the room: the end */
         if (!whole && last_file) { /* a write a crash cut short: the file's end */
             if (!v->failed) out->torn_tail = 1;
             break;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* A failed rotation is tried again at most this often, and logged at most
@@ -24,15 +25,26 @@ static time_t mono_s(void) {
 
 static const char *err_text(int err, char *buf, size_t cap) { return strerror_r(err, buf, cap); }
 
-/* The file, created 0600 and appended to. A regular file (or one to be
- * created) is opened read-write, so its last line can be read back; a FIFO
- * stays write-only (read-write would make this sink a reader of its own pipe). */
+/* open(2), without access-time updates when the file is ours: this writer
+ * reads the byte at its end before each batch, and on a relatime mount each
+ * such read after a write dirtied the inode, which the batch's fdatasync then
+ * wrote too. O_NOATIME is refused (EPERM) on a file someone else owns. */
+static int open_noatime(const char *path, int flags) {
+    int fd = open(path, flags | O_NOATIME, 0600);
+    if (fd < 0 && errno == EPERM) fd = open(path, flags, 0600);
+    return fd;
+}
+
+/* The file, created 0600. A regular file (or one to be created) is opened
+ * read-write, so its last line can be read back, and written at offsets; a
+ * FIFO stays write-only and appended to (read-write would make this sink a
+ * reader of its own pipe). */
 static int open_path(const char *path, int *regular) {
     struct stat st;
     int exists = stat(path, &st) == 0;
-    int flags = O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY;
-    flags |= exists && !S_ISREG(st.st_mode) ? O_WRONLY : O_RDWR;
-    int fd = open(path, flags, 0600);
+    int flags = O_CREAT | O_CLOEXEC | O_NOCTTY;
+    flags |= exists && !S_ISREG(st.st_mode) ? O_WRONLY | O_APPEND : O_RDWR;
+    int fd = open_noatime(path, flags);
     if (fd < 0) return -1;
     if (fstat(fd, &st) != 0) {
         int err = errno;
@@ -58,6 +70,8 @@ static void remember(audit_disk *d) {
     d->ino = st.st_ino;
 }
 
+static int cut_room(audit_disk *d);
+
 /* "<path>.<k>" */
 static int rotated_name(const audit_disk *d, char *out, size_t cap, int64_t k) {
     int n = snprintf(out, cap, "%s.%lld", d->cfg->path, (long long)k);
@@ -72,9 +86,40 @@ static void head_from_rotated(audit_disk *d) {
     int fd = open(name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) return;
     audit_tail t;
-    if (audit_chain_read_tail(fd, d->hasher, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED)
+    if (audit_chain_read_tail(fd, d->hasher, 0, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED)
         d->head = t.head;
     close(fd);
+}
+
+/* Room bytes over [from, to) of the file, written with pwrite: the file grows
+ * when `to` is past its end. 0, or -1 with errno. */
+static int fill_room(int fd, off_t from, off_t to) {
+    static char room[65536];
+    if (room[0] != AUDIT_ROOM_BYTE) memset(room, AUDIT_ROOM_BYTE, sizeof room);
+    while (from < to) {
+        size_t n = to - from > (off_t)sizeof room ? sizeof room : (size_t)(to - from);
+        ssize_t w = pwrite(fd, room, n, from);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EIO;
+            return -1;
+        }
+        from += w;
+    }
+    return 0;
+}
+
+/* Take bytes [from, to) back: room again when the file has room after them
+ * (its size stays, so later batches still flush data only), else, or when
+ * that write fails too, cut off (room after them included: it is written
+ * again). Like the cut, the room is not synced here: the next batch's sync
+ * carries it, and until then a crash can only bring back lines whose calls
+ * were failed, as a cut not yet on disk could. */
+static int take_back_bytes(audit_disk *d, off_t from, off_t to, off_t file_size) {
+    if (to < file_size && fill_room(d->fd, from, to) == 0) return 0;
+    if (ftruncate(d->fd, from) != 0) return -1;
+    d->file_size = from;
+    return 0;
 }
 
 /* A last line without its '\n' is a write a crash cut short: its call never
@@ -82,7 +127,7 @@ static void head_from_rotated(audit_disk *d) {
  * and synced), and the file must hold only events whose calls continued. */
 static void cut_torn(audit_disk *d, const audit_tail *t) {
     char buf[128];
-    if (ftruncate(d->fd, t->whole) != 0) {
+    if (take_back_bytes(d, t->whole, t->size, t->file_size) != 0) {
         d->host->log(d->self, MCPG_LOG_ERROR,
                      "cannot remove the torn last line of %s: %s",
                      d->cfg->path, err_text(errno, buf, sizeof buf));
@@ -94,19 +139,35 @@ static void cut_torn(audit_disk *d, const audit_tail *t) {
                  (long long)(t->size - t->whole), d->cfg->path);
 }
 
+/* After cut_torn: does the file still hold a torn line's bytes at `whole`? */
+static int content_after(audit_disk *d, off_t whole, off_t size) {
+    char c;
+    if (size <= whole) return 0;
+    ssize_t got = pread(d->fd, &c, 1, whole);
+    return got < 0 || (got == 1 && c != AUDIT_ROOM_BYTE); /* 0: cut off, the file ends there */
+}
+
+/* The chain is walked through this many bytes before the end at a start: a
+ * power loss can leave a page of room inside the last batch only, and a
+ * batch is at most max_batch_bytes (one larger event, alone). */
+static off_t start_window(const audit_cfg *cfg) { return (off_t)cfg->max_batch_bytes * 2; }
+
 /* Read the head back from the file (under the lock). *unchained: its last
  * whole line is not a chain line. At start such a file is refused; later
  * (someone else wrote it) the chain goes on from this instance's own head,
  * and verify will name that line. 0, or -1 with errno. */
-static int read_head(audit_disk *d, int *unchained) {
+static int read_head(audit_disk *d, off_t window, int *unchained) {
     audit_tail t;
     *unchained = 0;
-    if (audit_chain_read_tail(d->fd, d->hasher, &t) != 0) return -1;
+    if (audit_chain_read_tail(d->fd, d->hasher, window, &t) != 0) return -1;
     if (t.size > t.whole) cut_torn(d, &t);
-    struct stat st;
-    if (fstat(d->fd, &st) != 0) return -1;
-    d->known_size = st.st_size;
-    d->torn = st.st_size > t.whole; /* the cut failed */
+    audit_file_id st;
+    if (audit_identify(d->fd, NULL, &st) != 0) return -1;
+    d->file_size = st.size;
+    d->torn = content_after(d, t.whole, t.size); /* the cut failed */
+    /* a torn line that stays is ended by the next write's '\n', after it */
+    d->end = d->torn ? t.size : t.whole;
+    if (d->end > st.size) d->end = st.size;
     if (t.kind == AUDIT_TAIL_CHAINED)
         d->head = t.head;
     else if (t.kind == AUDIT_TAIL_EMPTY)
@@ -148,7 +209,7 @@ int audit_disk_open(audit_disk *d) {
     if (!d->regular) return 0; /* a pipe or a device: written, never read back */
     int unchained = 0, rc = lock_fd(d->fd);
     if (rc == 0) undo_half_rotation(d);
-    if (rc == 0) rc = read_head(d, &unchained);
+    if (rc == 0) rc = read_head(d, start_window(d->cfg), &unchained);
     int err = errno;
     flock(d->fd, LOCK_UN);
     if (rc != 0) {
@@ -164,6 +225,8 @@ int audit_disk_open(audit_disk *d) {
                      path);
         return MCPG_EIO;
     }
+    if (d->cfg->preallocate_bytes > 0)
+        d->room = audit_room_start(d->host, d->self, path, d->cfg->preallocate_bytes);
     audit_hash_hex(d->head.hash, hex);
     if (d->head.line)
         d->host->log(d->self, MCPG_LOG_INFO, "%s: the chain goes on after line %llu (sha256 %s)",
@@ -189,7 +252,7 @@ static int switch_file(audit_disk *d) {
     d->regular = regular;
     d->locked = regular;
     remember(d);
-    d->known_size = -1;
+    d->end = -1;
     return 0;
 }
 
@@ -201,7 +264,9 @@ static int follow_path(audit_disk *d) {
     char buf[128];
     for (int tries = 0; tries < 100; tries++) {
         struct stat st;
-        if (stat(d->cfg->path, &st) == 0 && st.st_dev == d->dev && st.st_ino == d->ino) return 0;
+        audit_file_id at;
+        if (audit_identify(-1, d->cfg->path, &at) == 0 && at.dev == d->dev && at.ino == d->ino)
+            return 0;
         if (switch_file(d) == 0) continue; /* and check again: it may have moved meanwhile */
         /* cannot open the path: keep the old file while it still has a name */
         int err = errno;
@@ -222,16 +287,28 @@ static int follow_path(audit_disk *d) {
     return -1;
 }
 
+/* Did someone else write at our end since our last batch? Their line would
+ * start where ours was to go, over the room (the size alone no longer tells
+ * when there is room). One byte, from the page cache, per batch. */
+static int written_by_another(audit_disk *d, off_t size) {
+    if (d->end < 0 || size < d->end) return 1;
+    char c;
+    return d->end < size && (pread(d->fd, &c, 1, d->end) != 1 || c != AUDIT_ROOM_BYTE);
+}
+
 int audit_disk_begin(audit_disk *d) {
     if (!d->regular) return 0;
     if (lock_fd(d->fd) != 0) return -1;
     d->locked = 1;
     if (follow_path(d) != 0 || !d->regular) return d->regular ? -1 : 0;
-    struct stat st;
-    if (fstat(d->fd, &st) != 0) return -1;
-    if (st.st_size == d->known_size) return 0;
+    audit_file_id file;
+    if (audit_identify(d->fd, NULL, &file) != 0) return -1;
+    if (!written_by_another(d, file.size)) {
+        d->file_size = file.size; /* room the room thread added meanwhile, if any */
+        return 0;
+    }
     int unchained;
-    if (read_head(d, &unchained) != 0) return -1;
+    if (read_head(d, 0, &unchained) != 0) return -1;
     time_t now = mono_s();
     if (unchained && now - d->warned_s >= AUDIT_DISK_LOG_S) {
         d->warned_s = now;
@@ -291,7 +368,7 @@ static int make_next_file(audit_disk *d, char *tmp, size_t cap) {
         return -1;
     }
     unlink(tmp); /* one a crash left */
-    int fd = open(tmp, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+    int fd = open_noatime(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) return -1;
     if (lock_fd(fd) != 0) {
         int err = errno;
@@ -312,13 +389,14 @@ static int make_next_file(audit_disk *d, char *tmp, size_t cap) {
 static int rotate_files(audit_disk *d) {
     char first[PATH_MAX], tmp[PATH_MAX];
     if (free_first_name(d) != 0 || rotated_name(d, first, sizeof first, 1) != 0) return -1;
+    if (cut_room(d) != 0) return -1; /* a rotated file ends at its last line */
     if (link(d->cfg->path, first) != 0) return -1;
     int fd = make_next_file(d, tmp, sizeof tmp);
     if (fd >= 0 && rename(tmp, d->cfg->path) == 0) {
         close(d->fd); /* and its lock */
         d->fd = fd;
         remember(d);
-        d->known_size = 0;
+        d->end = d->file_size = 0;
         d->torn = 0;
         return 0;
     }
@@ -336,7 +414,7 @@ static void rotate(audit_disk *d) {
     char buf[128];
     time_t now = mono_s();
     if (now < d->rotate_next_s) return;
-    off_t size = d->known_size;
+    off_t size = d->end;
     if (rotate_files(d) == 0) {
         d->rotations++;
         sync_folder(d->cfg->path);
@@ -354,18 +432,112 @@ static void rotate(audit_disk *d) {
     }
 }
 
+/* Ask for room ahead once less than half a step is left after the next n
+ * bytes: the room thread writes it meanwhile, up to the next whole step
+ * past a step ahead. Whole steps keep the ask the same batch after batch
+ * until the room is there: one round of the room thread a step, not one a
+ * batch (each round changes the file's size, and a batch synced while the
+ * size is changing writes the inode too). */
+static void make_room(audit_disk *d, size_t n) {
+    off_t step = (off_t)d->cfg->preallocate_bytes;
+    if (step <= 0 || !d->room) return;
+    off_t need = d->end + (off_t)n;
+    if (need + step / 2 <= d->file_size) return;
+    off_t want = (need + step) / step * step + step;
+    /* a file that rotates takes one line past rotate_bytes at most */
+    off_t rotate_at = (off_t)d->cfg->rotate_bytes;
+    if (rotate_at > 0 && want > rotate_at + (off_t)d->cfg->max_batch_bytes)
+        want = rotate_at + (off_t)d->cfg->max_batch_bytes;
+    if (want <= d->file_size) return;
+    audit_room_want(d->room, d->dev, d->ino, want);
+}
+
+/* The file (the room taken off it) ends at its last line. Its size is read
+ * again: the room thread may have added room since the batch began. */
+static int cut_room(audit_disk *d) {
+    audit_file_id now;
+    if (d->end < 0 || audit_identify(d->fd, NULL, &now) != 0) return -1;
+    if (now.size <= d->end) return 0;
+    if (ftruncate(d->fd, d->end) != 0) return -1;
+    d->file_size = d->end;
+    return 0;
+}
+
+static ssize_t write_at(audit_disk *d, struct iovec *iov, int cnt, off_t at) {
+    return d->regular ? pwritev(d->fd, iov, cnt, at) : writev(d->fd, iov, cnt);
+}
+
+int audit_disk_write(audit_disk *d, const char *p, size_t n, size_t *written) {
+    static const char nl = '\n';
+    struct iovec iov[2];
+    int cnt = 0;
+    *written = 0;
+    if (d->regular) make_room(d, n + 1);
+    d->write_at = d->end;
+    if (d->torn) iov[cnt++] = (struct iovec){(void *)&nl, 1};
+    iov[cnt++] = (struct iovec){(void *)p, n};
+    while (cnt > 0) {
+        ssize_t w = write_at(d, iov, cnt, d->write_at + (off_t)*written);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EIO; /* no progress on a regular file: treat as a failure */
+            return -1;
+        }
+        d->torn = 1; /* until the whole chunk is out */
+        size_t done = (size_t)w;
+        *written += done;
+        if (d->regular) d->end = d->write_at + (off_t)*written;
+        if (d->end > d->file_size) d->file_size = d->end;
+        while (cnt > 0 && done >= iov[0].iov_len) {
+            done -= iov[0].iov_len;
+            iov[0] = iov[1];
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov[0].iov_base = (char *)iov[0].iov_base + done;
+            iov[0].iov_len -= done;
+        }
+    }
+    d->torn = 0;
+    return 0;
+}
+
+/* Without this a full disk (ENOSPC, EFBIG) left a torn half line in the
+ * file, and complete lines of the chunk's other events, whose calls were
+ * failed closed: the file then said "allowed" for calls that never ran.
+ * Only a regular file: the lock keeps the other writers of a shared file
+ * out meanwhile; on a pipe, or when it fails, the next chunk starts on a new
+ * line (torn stays set). */
+int audit_disk_take_back(audit_disk *d, size_t written) {
+    if (!written) return 1;
+    if (!d->regular || take_back_bytes(d, d->write_at, d->write_at + (off_t)written,
+                                       d->file_size) != 0)
+        return 0;
+    d->end = d->write_at;
+    return 1;
+}
+
 void audit_disk_end(audit_disk *d, int ok) {
     if (!d->regular || !d->locked) return;
-    struct stat st;
-    /* after a failure read the head back: what the failed write left, if
-     * anything, is what the file now says */
-    d->known_size = ok && fstat(d->fd, &st) == 0 ? st.st_size : -1;
-    if (ok && d->cfg->rotate_bytes > 0 && d->known_size >= d->cfg->rotate_bytes) rotate(d);
+    if (!ok) d->end = -1; /* read the head back: the file says what a failed write left */
+    if (ok && d->cfg->rotate_bytes > 0 && d->end >= d->cfg->rotate_bytes) rotate(d);
     flock(d->fd, LOCK_UN);
     d->locked = 0;
 }
 
+void audit_disk_trim(audit_disk *d) {
+    audit_room_stop(d->room); /* no append after the cut */
+    d->room = NULL;
+    if (d->fd < 0 || !d->regular || lock_fd(d->fd) != 0) return;
+    audit_file_id st;
+    if (audit_identify(d->fd, NULL, &st) == 0 && !written_by_another(d, st.size) && cut_room(d) == 0)
+        fsync(d->fd);
+    flock(d->fd, LOCK_UN);
+}
+
 void audit_disk_close(audit_disk *d) {
+    audit_room_stop(d->room);
+    d->room = NULL;
     if (d->fd >= 0) close(d->fd);
     d->fd = -1;
     audit_hasher_free(d->hasher);

@@ -54,6 +54,12 @@ static const mcpg_config_field audit_config[] = {
                        "renamed path.1 and a new one started, between batches"),
     MCPG_CFG_INT_FIELD(audit_cfg, rotate_keep, "rotate_keep", "5", 1, 1000,
                        "rotated files kept: path.1 (newest) .. path.N; the oldest is removed"),
+    MCPG_CFG_INT_FIELD(audit_cfg, preallocate_bytes, "preallocate_bytes", "8388608", 0,
+                       1073741824,
+                       "room written ahead at the end of the live file (spaces, synced by a "
+                       "thread of its own) so that a batch's fdatasync flushes only its lines; "
+                       "cut off at rotation and at a clean stop (0 = none: the file always "
+                       "ends at its last line)"),
     MCPG_CFG_STRING_FIELD(audit_cfg, anchor_path, "anchor_path", NULL,
                           "a file, best on another disk or host, the chain's head is written to "
                           "(replaced whole) at least every anchor_interval_ms and at a clean "
@@ -199,55 +205,6 @@ static void audit_fail_call(audit *a, const audit_entry *e) {
     h->call_resume(e->call, MCPG_DENY);
 }
 
-/* *written counts the bytes that reached the file, also when it fails. */
-static int audit_write_all(audit_disk *d, const char *p, size_t n, size_t *written) {
-    static const char nl = '\n';
-    struct iovec iov[2];
-    int cnt = 0;
-    *written = 0;
-    if (d->torn) iov[cnt++] = (struct iovec){(void *)&nl, 1};
-    iov[cnt++] = (struct iovec){(void *)p, n};
-    while (cnt > 0) {
-        ssize_t w = writev(d->fd, iov, cnt);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            if (w == 0) errno = EIO; /* no progress on a regular file: treat as a failure */
-            return -1;
-        }
-        d->torn = 1; /* until the whole chunk is out */
-        size_t done = (size_t)w;
-        *written += done;
-        while (cnt > 0 && done >= iov[0].iov_len) {
-            done -= iov[0].iov_len;
-            iov[0] = iov[1];
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov[0].iov_base = (char *)iov[0].iov_base + done;
-            iov[0].iov_len -= done;
-        }
-    }
-    d->torn = 0;
-    return 0;
-}
-
-/* Take a failed chunk's `written` bytes back out of the file. Without this a
- * full disk (ENOSPC, EFBIG) left a torn half line in the file, and complete
- * lines of the chunk's other events, whose calls were failed closed: the
- * file then said "allowed" for calls that never ran. After the rollback the
- * file holds exactly the events whose calls continued.
- * Only a regular file that still ends where our write ended: the lock
- * (audit_disk.c) keeps the other writers of a shared file out meanwhile, so
- * that is the rule; on a pipe or when truncating fails, as before, the next
- * chunk starts on a new line. Returns 1 when the bytes are gone. */
-static int audit_rollback(audit_disk *d, size_t written) {
-    if (!written) return 1;
-    off_t end = lseek(d->fd, 0, SEEK_CUR); /* O_APPEND: just past our last write */
-    struct stat st;
-    return end >= (off_t)written && fstat(d->fd, &st) == 0 && S_ISREG(st.st_mode) &&
-           st.st_size == end && ftruncate(d->fd, end - (off_t)written) == 0;
-}
-
 /* A failing disk fails every batch, and with calls arriving a batch is a few
  * microseconds: one error line per batch was ~34,000 lines a second on a full
  * disk (measured), flooding the gateway's log, often on that same disk. So a
@@ -310,7 +267,7 @@ static int audit_chain_chunk(audit *a, size_t i, size_t j, size_t *len) {
 }
 
 /* Lock, chain, write, sync: 1 when the chunk is on disk (synced when fsync
- * is on); else the file is as it was (see audit_rollback) and so is the
+ * is on); else the file is as it was (see audit_disk_take_back) and so is the
  * chain's head. */
 static int audit_commit_chunk(audit *a, size_t i, size_t j) {
     audit_disk *d = &a->disk;
@@ -323,7 +280,7 @@ static int audit_commit_chunk(audit *a, size_t i, size_t j) {
         ok = 0;
         audit_log_errno(a, "chaining the lines of", errno);
     }
-    if (ok && audit_write_all(d, a->out, len, &written) != 0) {
+    if (ok && audit_disk_write(d, a->out, len, &written) != 0) {
         ok = 0;
         audit_log_errno(a, "write to", errno);
     }
@@ -334,7 +291,7 @@ static int audit_commit_chunk(audit *a, size_t i, size_t j) {
     if (!ok) {
         d->head = before;
         /* the file is as it was before the chunk, '\n' of a torn line included */
-        if (audit_rollback(d, written)) d->torn = torn_before;
+        if (audit_disk_take_back(d, written)) d->torn = torn_before;
     }
     audit_disk_end(d, ok);
     return ok;
@@ -383,10 +340,10 @@ static void audit_commit(audit *a, size_t i, size_t j) {
 /* Bytes the file may still take before it is due to rotate: a chunk stops
  * once it reaches them, so a file passes rotate_bytes by one line at most
  * (unless other writers share it). SIZE_MAX when it never rotates. */
-static size_t audit_room(const audit *a) {
+static size_t bytes_before_rotation(const audit *a) {
     const audit_disk *d = &a->disk;
-    if (a->cfg->rotate_bytes <= 0 || !d->regular || d->known_size < 0) return SIZE_MAX;
-    off_t left = (off_t)a->cfg->rotate_bytes - d->known_size;
+    if (a->cfg->rotate_bytes <= 0 || !d->regular || d->end < 0) return SIZE_MAX;
+    off_t left = (off_t)a->cfg->rotate_bytes - d->end;
     return left > 0 ? (size_t)left : 0;
 }
 
@@ -397,7 +354,7 @@ static void audit_write_batch(audit *a) {
     audit_batch *b = &a->writing;
     size_t max = (size_t)a->cfg->max_batch_bytes, i = 0;
     while (i < b->n) {
-        size_t base = i ? b->ev[i - 1].end : 0, room = audit_room(a), j = i + 1;
+        size_t base = i ? b->ev[i - 1].end : 0, room = bytes_before_rotation(a), j = i + 1;
         while (j < b->n) {
             size_t so_far = b->ev[j - 1].end - base + (j - i) * AUDIT_CHAIN_PREFIX_MAX;
             size_t with_next = b->ev[j].end - base + (j + 1 - i) * AUDIT_CHAIN_PREFIX_MAX;
@@ -545,6 +502,7 @@ static void audit_stop(void *instance) {
     audit_writer_stop(&a->w);
     a->running = 0;
     audit_anchor(a, 1); /* the writer has ended: the last head, anchored */
+    audit_disk_trim(&a->disk);
     char hex[2 * AUDIT_HASH_LEN + 1];
     audit_hash_hex(a->disk.head.hash, hex);
     audit_disk_close(&a->disk);

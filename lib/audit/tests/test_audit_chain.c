@@ -293,19 +293,19 @@ static void test_tail(void) {
     int fd = open(p, O_RDWR | O_APPEND);
     MCPG_REQUIRE(fd >= 0, "open");
     audit_tail t;
-    MCPG_CHECK(audit_chain_read_tail(fd, hasher, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED &&
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 0, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED &&
                    t.head.line == 3 && memcmp(t.head.hash, head.hash, AUDIT_HASH_LEN) == 0 &&
                    t.whole == t.size,
                "the tail's head is the chain's");
     MCPG_REQUIRE(write(fd, "{\"line\":4,\"pr", 13) == 13, "append");
-    MCPG_CHECK(audit_chain_read_tail(fd, hasher, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED &&
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 0, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED &&
                    t.head.line == 3 && t.size == t.whole + 13,
                "a torn end is seen and skipped");
     MCPG_REQUIRE(ftruncate(fd, 0) == 0 && write(fd, "{\"ts\":1}\n", 9) == 9, "rewrite");
-    MCPG_CHECK(audit_chain_read_tail(fd, hasher, &t) == 0 && t.kind == AUDIT_TAIL_UNCHAINED,
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 0, &t) == 0 && t.kind == AUDIT_TAIL_UNCHAINED,
                "an unchained line");
     MCPG_REQUIRE(ftruncate(fd, 0) == 0 && write(fd, "{\"li", 4) == 4, "rewrite");
-    MCPG_CHECK(audit_chain_read_tail(fd, hasher, &t) == 0 && t.kind == AUDIT_TAIL_EMPTY &&
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 0, &t) == 0 && t.kind == AUDIT_TAIL_EMPTY &&
                    t.whole == 0 && t.size == 4,
                "only a torn line");
     /* a long last line: read back across several of the reader's blocks */
@@ -317,10 +317,89 @@ static void test_tail(void) {
     audit_chain_head h2 = {0};
     size_t n = audit_chain_line(hasher, &h2, line, big, sizeof big);
     MCPG_REQUIRE(ftruncate(fd, 0) == 0 && write(fd, line, n) == (ssize_t)n, "rewrite");
-    MCPG_CHECK(audit_chain_read_tail(fd, hasher, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED &&
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 0, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED &&
                    t.head.line == 1 && memcmp(t.head.hash, h2.hash, AUDIT_HASH_LEN) == 0,
                "a 20 kB line");
     free(line);
+    close(fd);
+}
+
+/* n bytes of room (what audit_file writes ahead) at the file's end. */
+static void append_room(int fd, size_t n) {
+    char buf[4096];
+    memset(buf, AUDIT_ROOM_BYTE, sizeof buf);
+    off_t end = lseek(fd, 0, SEEK_END);
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < sizeof buf ? n - done : sizeof buf;
+        MCPG_REQUIRE(pwrite(fd, buf, k, end + (off_t)done) == (ssize_t)k, "room");
+        done += k;
+    }
+}
+
+/* The room written ahead: the end is where the lines end; a torn line in
+ * the room is seen; verify stops at the room; a page of room inside the
+ * last lines (a power loss) is found by walking the window. */
+static void test_room(void) {
+    const char *p = path_of("room.jsonl");
+    audit_chain_head head = {0};
+    chain c;
+    chain_build(&c, 40, &head);
+    write_lines(p, &c, 0, 40);
+    int fd = open(p, O_RDWR);
+    MCPG_REQUIRE(fd >= 0, "open");
+    struct stat st;
+    MCPG_REQUIRE(fstat(fd, &st) == 0, "fstat");
+    off_t lines = st.st_size;
+    append_room(fd, 100000);
+    audit_tail t;
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 0, &t) == 0 && t.kind == AUDIT_TAIL_CHAINED &&
+                   t.head.line == 40 && !memcmp(t.head.hash, head.hash, AUDIT_HASH_LEN) &&
+                   t.whole == lines && t.size == lines && t.file_size == lines + 100000,
+               "the end is before the room (whole %lld size %lld)", (long long)t.whole,
+               (long long)t.size);
+    audit_verify_result r;
+    const char *files[] = {p};
+    MCPG_CHECK(audit_verify_files(files, 1, &r) == AUDIT_INTACT && r.last_line == 40 &&
+                   !r.torn_tail,
+               "verify stops at the room: %s", r.detail);
+
+    MCPG_REQUIRE(pwrite(fd, "{\"line\":41,\"pr", 14, lines) == 14, "torn");
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 0, &t) == 0 && t.head.line == 40 &&
+                   t.whole == lines && t.size == lines + 14,
+               "a torn line in the room");
+    MCPG_CHECK(audit_verify_files(files, 1, &r) == AUDIT_INTACT && r.torn_tail == 1,
+               "verify: a torn end in the room");
+
+    /* lines 1..40, then a page of room where a batch's page never reached
+     * the disk, then the rest of that batch (lines that cannot chain on) */
+    MCPG_REQUIRE(ftruncate(fd, 0) == 0, "truncate");
+    off_t at = 0;
+    for (size_t i = 0; i < 20; i++) {
+        size_t n = strlen(c.line[i]);
+        MCPG_REQUIRE(pwrite(fd, c.line[i], n, at) == (ssize_t)n, "line");
+        at += (off_t)n;
+    }
+    off_t good = at;
+    append_room(fd, 3 * 4096);
+    at = lseek(fd, 0, SEEK_END);
+    for (size_t i = 30; i < 40; i++) {
+        size_t n = strlen(c.line[i]);
+        MCPG_REQUIRE(pwrite(fd, c.line[i], n, at) == (ssize_t)n, "line");
+        at += (off_t)n;
+    }
+    append_room(fd, 5000);
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 0, &t) == 0 && t.head.line == 40,
+               "without the window the last line is taken");
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 1 << 20, &t) == 0 &&
+                   t.kind == AUDIT_TAIL_CHAINED && t.head.line == 20 && t.whole == good &&
+                   t.size > good,
+               "the window finds the hole: the chain ends at line 20 (got %llu at %lld)",
+               (unsigned long long)t.head.line, (long long)t.whole);
+    /* an unchained line after the chain, with no hole: left for verify to name */
+    MCPG_REQUIRE(ftruncate(fd, good) == 0 && pwrite(fd, "{\"ts\":1}\n", 9, good) == 9, "line");
+    MCPG_CHECK(audit_chain_read_tail(fd, hasher, 1 << 20, &t) == 0 &&
+                   t.kind == AUDIT_TAIL_UNCHAINED && t.whole == good + 9,
+               "a foreign line is not cut");
     close(fd);
 }
 
@@ -356,6 +435,7 @@ int main(void) {
     test_single_file();
     test_rotated_set();
     test_tail();
+    test_room();
     bench();
     audit_hasher_free(hasher);
     char cmd[128];
