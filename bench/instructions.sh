@@ -47,12 +47,11 @@ parse_options "config connections port gw-cpu load-cpu load tool message json" "
 [ ${#BUILDS[@]} -le 2 ] || die "--mcpg: at most two builds"
 [ -x "$LOAD" ] || die "no $LOAD: build it (cmake --build build --target mcpg-load)"
 [ -f "$CONFIG" ] || die "no manifest $CONFIG"
-command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
-    die "valgrind is needed (apt-get install valgrind)"
+for t in valgrind callgrind_annotate; do command -v "$t" >/dev/null || die "no $t: valgrind is needed (apt-get install valgrind)"; done
 for b in "${BUILDS[@]}"; do [ -x "$b" ] || die "--mcpg $b: no such program"; done
 TMP=$(mktemp -d /tmp/mcpg-instructions.XXXXXX)
 GW_PID=""
-cleanup() { stop_pid "$GW_PID" KILL; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"; }
+cleanup() { stop_pid "$GW_PID" KILL; rm -rf "$TMP"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -116,7 +115,7 @@ top_functions() {
         END { for (k in d) printf "%.1f\t%s\n", d[k] / n, k }' | sort -t$'\t' -k1,1 -g -r | head -n "$TOP"
 }
 
-# measure BIN: prints "instructions per call" of BIN and its top functions
+# measure_build BIN: prints "instructions per call" of BIN and its top functions
 measure_build() {
     local bin=$1 ir1 ir2 per
     echo "$ME: $bin: callgrind, $CALLS calls then $((2 * CALLS))" >&2
