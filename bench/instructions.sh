@@ -93,8 +93,10 @@ profile() {
     sed -n 's/^summary: *\([0-9]*\).*/\1/p; s/^totals: *\([0-9]*\).*/\1/p' "$out" | head -n1
 }
 
-# by_function PROFILE: "Ir function (object)" per function, self cost; a
-# module's object is named without the hash of its loaded copy
+# by_function PROFILE: "Ir function" per function, self cost. Keyed by name:
+# the SDK's helpers are linked into the binary and into each module, and
+# callgrind gives one copy all their cost, naming either object. An address
+# without a symbol gets its object, named without the hash of a module's copy.
 by_function() {
     callgrind_annotate --threshold=100 "$1" 2>/dev/null | awk '
         /^ *[0-9,]+ +\([ 0-9.]+%\) +/ && !/PROGRAM TOTALS/ {
@@ -103,7 +105,7 @@ by_function() {
             obj = ""; if (match(rest, / \[[^]]*\]$/)) { obj = substr(rest, RSTART + 2, RLENGTH - 3); rest = substr(rest, 1, RSTART - 1) }
             fn = rest; sub(/^.*:/, "", fn)
             sub(/^.*\//, "", obj); sub(/\.[0-9a-f]+\.so$/, ".so", obj)
-            print ir, fn " (" obj ")"
+            print ir, (fn ~ /^0x/ ? fn " (" obj ")" : fn)
         }'
 }
 
