@@ -55,17 +55,6 @@ cleanup() { stop_pid "$GW_PID" KILL; rm -rf "$TMP"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# wait_listening PID: the gateway under callgrind listens on PORT (it starts
-# tens of times slower than natively), or died
-wait_listening() {
-    for _ in $(seq 600); do
-        kill -0 "$1" 2>/dev/null || return 1
-        port_busy "$PORT" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # stop_and_wait PID: SIGTERM, the gateway's clean stop, then wait for the
 # exit that makes callgrind write its file
 stop_and_wait() {
@@ -82,7 +71,8 @@ profile() {
     MCPG_AUDIT_FILE=$TMP/audit.jsonl taskset -c "$GW_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
         "$bin" --config "$CONFIG" --listen "127.0.0.1:$PORT" >"$TMP/gw.log" 2>&1 &
     GW_PID=$!
-    wait_listening "$GW_PID" || { tail -n 20 "$TMP/gw.log" >&2; die "$bin did not start under callgrind"; }
+    # under callgrind it starts tens of times slower than natively: up to 60 s
+    wait_port "$GW_PID" "$PORT" 600 || { tail -n 20 "$TMP/gw.log" >&2; die "$bin did not start under callgrind"; }
     taskset -c "$LOAD_CPU" "$LOAD" --url "http://127.0.0.1:$PORT/mcp" -c "$CONNECTIONS" --tool "$TOOL" \
         --message "$MESSAGE" -q -w 0 -d 3600 --max-calls "$calls" >"$TMP/load.out" 2>&1 ||
         { cat "$TMP/load.out" >&2; die "$bin: errors in the load of $calls calls"; }
