@@ -80,7 +80,7 @@ profile() {
     wait "$GW_PID" || { tail -n 20 "$TMP/gw.log" >&2; die "$bin exited with an error"; }
     GW_PID=""
     rm -f "$TMP"/audit.jsonl*
-    sed -n 's/^summary: *\([0-9]*\).*/\1/p; s/^totals: *\([0-9]*\).*/\1/p' "$out" | head -n1
+    awk '/^(summary|totals):/ { print $2; exit }' "$out"
 }
 
 # by_function PROFILE: "Ir function" per function, self cost. Keyed by name:
@@ -104,7 +104,7 @@ by_function() {
 top_functions() {
     { by_function "$1" | sed 's/^/- /'; by_function "$2" | sed 's/^/+ /'; } | awk -v n="$3" '
         { key = $3; for (i = 4; i <= NF; i++) key = key " " $i; d[key] += ($1 == "+" ? $2 : -$2) }
-        END { for (k in d) printf "%.1f\t%s\n", d[k] / n, k }' | sort -t$'\t' -k1,1 -g -r | head -n "$TOP"
+        END { for (k in d) printf "%.1f\t%s\n", d[k] / n, k }' | sort -t$'\t' -k1,1 -g -r | awk -v n="$TOP" 'NR <= n' # reads all: no SIGPIPE
 }
 
 # measure_build BIN: prints "instructions per call" of BIN and its top functions
