@@ -90,8 +90,8 @@ core_ticks() { # "busy steal" ticks of one core
 json_num() { sed -n "s/.*\"$2\":\([-0-9.e]*\).*/\1/p" <<<"$1"; }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_port() { # pid port: the process listens, or it died / took too long
-    for _ in $(seq 100); do
+wait_port() { # pid port [tenths]: the process listens, or it died / took too long (default 10 s)
+    for _ in $(seq "${3:-100}"); do
         kill -0 "$1" 2>/dev/null || return 1
         port_busy "$2" && return 0
         sleep 0.1
