@@ -21,7 +21,11 @@ int audit_command(int argc, char **argv); /* main.c: mcpg audit ... */
 static int usage(void) {
     fprintf(stderr, "usage: mcpg audit verify [--anchor ANCHOR_FILE] FILE...   (a rotated set "
                     "oldest first: audit.jsonl.2 audit.jsonl.1 audit.jsonl; ANCHOR_FILE is "
-                    "audit_file's anchor_path)\n");
+                    "audit_file's anchor_path)\n"
+                    "       mcpg audit cat FILE...   (the whole lines, without the room "
+                    "audit_file writes ahead)\n"
+                    "       mcpg audit tail [-n LINES] [-f] FILE   (the last lines; -f: follow "
+                    "the live file, across rotation)\n");
     return 2;
 }
 
@@ -80,7 +84,12 @@ static int verify(int argc, char **argv) {
     return 1;
 }
 
+int audit_cat_command(int argc, char **argv);  /* audit_cat.c */
+int audit_tail_command(int argc, char **argv); /* audit_cat.c */
+
 int audit_command(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "verify") != 0) return usage();
-    return verify(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "verify") == 0) return verify(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "cat") == 0) return audit_cat_command(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "tail") == 0) return audit_tail_command(argc - 2, argv + 2);
+    return usage();
 }

@@ -5,6 +5,7 @@
  *   mcpg --check --config FILE                validate: exit 0, or 2 with every error
  *   mcpg --version                            the version and the ABI version
  *   mcpg audit verify FILE...                 check an audit file's hash chain
+ *   mcpg audit cat FILE... / tail [-n N] [-f] FILE   read its lines (not the room)
  *   mcpg modules [--module-dir DIR]           what the module folder holds
  *   mcpg new-module KIND NAME [DIR]           write a module folder to start from
  *
@@ -37,6 +38,8 @@ static void usage(FILE *f) {
             "       mcpg --help-module NAME   a module's description and config keys\n"
             "       mcpg --help-module gateway (or cluster)   the gateway's own settings\n"
             "       mcpg audit verify [--anchor A] FILE... an audit trail's hash chain, oldest file first\n"
+            "       mcpg audit cat FILE...   an audit file's whole lines\n"
+            "       mcpg audit tail [-n LINES] [-f] FILE   its last lines; -f: follow it, across rotation\n"
             "       mcpg modules [--module-dir DIR | --config FILE] [--hash] [--json]   the modules a folder holds\n"
             "       mcpg new-module KIND NAME [DIR]   write a module's source, test, build and manifest\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");

@@ -13,6 +13,10 @@ Then:
   * a new gateway on the same file starts (cutting a torn end, if any),
     serves more calls and stops; the chain verifies again, one chain from
     line 1 across the crash.
+The kill lands inside a preallocated segment: the live file holds room
+written ahead of its lines (audit_file's preallocate_bytes, on by default),
+checked right after the kill; the restart writes over that room, and its
+clean stop cuts the rest off.
 """
 import os
 import sys
@@ -28,6 +32,13 @@ THREADS = 6
 ACKED_MIN = 100  # answered calls before the kill, at least
 MIN_FILES = 3  # the kill comes after two rotations at least
 LOAD_DEADLINE = 60  # seconds for the load to get there: a hang, not a speed
+
+
+def room_of(path):
+    """Bytes of room audit_file wrote ahead at the file's end (spaces)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return len(data) - len(data.rstrip(b" "))
 
 
 def main():
@@ -68,14 +79,17 @@ def main():
             raise
         rc = gw.kill()
         load.join(60)
+        state["room"] = room_of(audit)
+        check(state["room"] > 0, "the live file had room written ahead when it was killed")
         check(not load.is_alive(), "the load ended with the gateway")
         check_eq(rc, -9, "the gateway's end")
         check_eq(result["failed"], [], "calls answered with an error before the kill")
         check(len(result["acked"]) >= ACKED_MIN, "calls answered before the kill: %d"
               % len(result["acked"]))
         state["acked"] = result["acked"]
-        sys.stdout.write("%d calls answered before SIGKILL, %d audit files\n"
-                         % (len(result["acked"]), len(audit_files(audit))))
+        sys.stdout.write("%d calls answered before SIGKILL, %d audit files, %d bytes of room "
+                         "in the live one\n"
+                         % (len(result["acked"]), len(audit_files(audit)), state["room"]))
 
     def t_nothing_acknowledged_lost():
         events = {}
@@ -99,6 +113,7 @@ def main():
         rc, out = audit_verify(ctx, audit_files(audit))
         check(rc == 0, "verify after the restart: exit %d\n%s" % (rc, out))
         check(out.startswith("intact: lines 1..") and "torn" not in out, out)
+        check_eq(room_of(audit), 0, "room left in the file after the restart's clean stop")
         events = [r for f in audit_files(audit) for r in read_audit(f)]
         check_eq(sum(1 for r in events if r.get("id", 0) >= 9000000), 100,
                  "events of the calls after the restart")

@@ -1,0 +1,241 @@
+/* mcpg audit cat FILE... / mcpg audit tail [-n N] [-f] FILE: an audit file's
+ * lines as an operator reads them.
+ *
+ * audit_file writes room ahead of its live file (a run of spaces: see
+ * lib/audit/audit_chain.h), so the live file is longer than its lines and
+ * `tail -f`, which waits for the file to grow, sees nothing new. These print
+ * the whole lines only: never the room, never a line still being written.
+ * `tail -f` follows the path: new lines as they are written (over the room),
+ * and across a rotation it finishes the rotated file, then reads the new one
+ * from its first line. */
+#define _GNU_SOURCE /* memrchr */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "audit_chain.h"
+
+int audit_cat_command(int argc, char **argv);
+int audit_tail_command(int argc, char **argv);
+
+#define CHUNK 65536
+#define FOLLOW_POLL_MS 200
+
+/* Write [p, p+n) to stdout; -1 when stdout is gone (a closed pipe). */
+static int put(const char *p, size_t n) {
+    return fwrite(p, 1, n, stdout) == n ? 0 : -1;
+}
+
+/* The chain number of the last whole line in [p, p+n) (which ends with a
+ * '\n'), or 0 when it carries none. */
+static uint64_t last_number(const char *p, size_t n) {
+    const char *end = p + n - 1, *start = end;
+    while (start > p && start[-1] != '\n') start--;
+    uint64_t no = 0;
+    uint8_t prev[AUDIT_HASH_LEN];
+    return audit_chain_parse(start, (size_t)(end - start), &no, prev) ? no : 0;
+}
+
+static uint64_t last_printed; /* the chain number of the last line printed (0: none) */
+
+/* Print the whole lines from *off on; *off moves past them. 0, or -1 with
+ * errno (read) or EPIPE-like (write). */
+static int print_lines_from(int fd, off_t *off) {
+    static char buf[CHUNK];
+    for (;;) {
+        ssize_t got = pread(fd, buf, sizeof buf, *off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return -1;
+        char *nl = got > 0 ? memrchr(buf, '\n', (size_t)got) : NULL;
+        if (!nl) {
+            /* no whole line in a full chunk: a line longer than CHUNK */
+            if (got == (ssize_t)sizeof buf && buf[0] != AUDIT_ROOM_BYTE) {
+                if (put(buf, sizeof buf) != 0) return -1;
+                *off += got;
+                continue;
+            }
+            return 0;
+        }
+        size_t n = (size_t)(nl - buf) + 1;
+        if (put(buf, n) != 0) return -1;
+        uint64_t no = last_number(buf, n);
+        if (no) last_printed = no;
+        *off += (off_t)n;
+        if (n < (size_t)got && buf[n] == AUDIT_ROOM_BYTE) return 0; /* the room */
+    }
+}
+
+/* Just past the last byte that is not room. */
+static off_t lines_end(int fd) {
+    static char buf[CHUNK];
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -1;
+    off_t end = st.st_size;
+    while (end > 0) {
+        size_t want = end > CHUNK ? CHUNK : (size_t)end;
+        ssize_t got = pread(fd, buf, want, end - (off_t)want);
+        if (got != (ssize_t)want) return -1;
+        for (size_t i = want; i-- > 0;)
+            if (buf[i] != AUDIT_ROOM_BYTE) return end - (off_t)want + (off_t)i + 1;
+        end -= (off_t)want;
+    }
+    return 0;
+}
+
+/* Where the last n whole lines start (0 when the file has fewer). */
+static off_t last_lines_start(int fd, long n) {
+    static char buf[CHUNK];
+    off_t end = lines_end(fd);
+    if (end < 0) return -1;
+    /* the last '\n' ends the last whole line: bytes after it are torn */
+    long seen = -1;
+    while (end > 0) {
+        size_t want = end > CHUNK ? CHUNK : (size_t)end;
+        off_t at = end - (off_t)want;
+        if (pread(fd, buf, want, at) != (ssize_t)want) return -1;
+        for (size_t i = want; i-- > 0;)
+            if (buf[i] == '\n' && ++seen == n) return at + (off_t)i + 1;
+        end = at;
+    }
+    return 0;
+}
+
+static int fail(const char *cmd, const char *path) {
+    fprintf(stderr, "mcpg audit %s: %s: %s\n", cmd, path, strerror(errno));
+    return 2;
+}
+
+int audit_cat_command(int argc, char **argv) {
+    if (argc < 1) {
+        fprintf(stderr, "usage: mcpg audit cat FILE...   (the whole lines of each, in order; "
+                        "a rotated set oldest first)\n");
+        return 2;
+    }
+    for (int i = 0; i < argc; i++) {
+        int fd = open(argv[i], O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return fail("cat", argv[i]);
+        off_t off = 0;
+        int rc = print_lines_from(fd, &off);
+        close(fd);
+        if (rc != 0) return errno == EPIPE ? 0 : fail("cat", argv[i]);
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Is the file at path another than the one open on fd (rotated)? */
+static int rotated(int fd, const char *path) {
+    struct stat a, b;
+    if (stat(path, &a) != 0) return 0; /* between the rename and the new file */
+    return fstat(fd, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino);
+}
+
+/* The chain number of a file's first line: 0 when it has none (yet). */
+static uint64_t first_number(const char *name) {
+    char buf[256];
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t got = pread(fd, buf, sizeof buf, 0);
+    close(fd);
+    uint64_t no = 0;
+    uint8_t prev[AUDIT_HASH_LEN];
+    return got > 0 && audit_chain_parse(buf, (size_t)got, &no, prev) ? no : 0;
+}
+
+/* After a rotation, the file to read next: the one whose first line is the
+ * chain's next (path.K .. path.1, then path), found by its number, so that
+ * files rotated twice between two looks are not skipped. NULL: path itself
+ * (no numbered file follows yet). Lines rotated away before they could be
+ * read are said so. */
+static const char *next_file(const char *path, char *name, size_t cap) {
+    uint64_t best = 0;
+    int best_k = -1;
+    for (int k = 0; k <= 1000; k++) {
+        if (k == 0)
+            snprintf(name, cap, "%s", path);
+        else if (snprintf(name, cap, "%s.%d", path, k) >= (int)cap || access(name, F_OK) != 0)
+            break;
+        uint64_t no = first_number(name);
+        if (no > last_printed && (!best || no < best)) best = no, best_k = k;
+    }
+    if (best_k <= 0) return NULL;
+    if (last_printed && best > last_printed + 1)
+        fprintf(stderr, "mcpg audit tail: lines %llu..%llu were rotated away before they "
+                "could be read\n", (unsigned long long)last_printed + 1,
+                (unsigned long long)best - 1);
+    snprintf(name, cap, "%s.%d", path, best_k);
+    return name;
+}
+
+static int follow(const char *path, int fd, off_t off) {
+    char name[4096];
+    for (;;) {
+        if (print_lines_from(fd, &off) != 0 || fflush(stdout) != 0) break;
+        if (!rotated(fd, path)) {
+            sleep_ms(FOLLOW_POLL_MS);
+            continue;
+        }
+        /* the rotated file's last lines, then the file after it */
+        if (print_lines_from(fd, &off) != 0) break;
+        const char *next = next_file(path, name, sizeof name);
+        int nfd = open(next ? next : path, O_RDONLY | O_CLOEXEC);
+        if (nfd < 0) continue;
+        close(fd);
+        fd = nfd;
+        off = 0;
+    }
+    int err = errno;
+    close(fd);
+    return err == EPIPE ? 0 : (errno = err, fail("tail", path));
+}
+
+int audit_tail_command(int argc, char **argv) {
+    long n = 10;
+    int follow_on = 0;
+    const char *path = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-f")) {
+            follow_on = 1;
+        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            char *end;
+            n = strtol(argv[++i], &end, 10);
+            if (*end || n < 0) {
+                fprintf(stderr, "mcpg audit tail: -n %s: not a count of lines\n", argv[i]);
+                return 2;
+            }
+        } else if (!path && argv[i][0] != '-') {
+            path = argv[i];
+        } else {
+            path = NULL;
+            break;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "usage: mcpg audit tail [-n LINES] [-f] FILE   (the last lines, 10 by "
+                        "default; -f: then the new ones as they are written, across rotation)\n");
+        return 2;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail("tail", path);
+    off_t off = last_lines_start(fd, n);
+    if (off < 0) {
+        close(fd);
+        return fail("tail", path);
+    }
+    if (follow_on) return follow(path, fd, off);
+    int rc = print_lines_from(fd, &off);
+    close(fd);
+    if (rc != 0) return errno == EPIPE ? 0 : fail("tail", path);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
