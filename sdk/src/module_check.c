@@ -190,7 +190,7 @@ static int check_head(const mcpg_module *d, char *err, size_t errcap) {
 static int check_flags(const mcpg_module *d, char *err, size_t errcap) {
     if (!(d->flags & MCPG_MOD_NEVER_BLOCKS)) return 0;
     if (d->kind != MCPG_KIND_BACKEND)
-        snprintf(err, errcap, "declares MCPG_MOD_NEVER_BLOCKS but is a %s module (backends only)",
+        snprintf(err, errcap, "declares MCPG_MOD_NEVER_BLOCKS but is a module of kind %s (backends only)",
                  mcpg_kind_name(d->kind));
     else if (!(d->flags & MCPG_MOD_INLINE_SAFE))
         snprintf(err, errcap, "declares MCPG_MOD_NEVER_BLOCKS without MCPG_MOD_INLINE_SAFE "
