@@ -146,6 +146,11 @@ const char *host_call_challenge(mcpg_call *h) {
     return c ? c->challenge : NULL;
 }
 
+int host_call_audited(mcpg_call *h) {
+    mcpg_call *c = call_of(h, "call_audited");
+    return c && c->outcome_audited;
+}
+
 int host_call_set_challenge(mcpg_call *h, const char *value) {
     mcpg_call *c = call_of(h, "call_set_challenge");
     if (!c) return MCPG_ESTATE;

@@ -125,6 +125,7 @@ struct mcpg_call {
     uint8_t life;                /* enum call_life: moved by call_life.c only */
     uint8_t holds;               /* HOLD_* bits: who still holds it (call_life.c only) */
     bool backend_failed, denied;
+    bool outcome_audited;        /* every audit sink took its outcome's event (call_audited) */
     atomic_bool cancelled;       /* set on the loop, read by a pool backend too */
     uint64_t t0, tb0, tb1;
     uint64_t event_seq;          /* the audit event being emitted: one seq and */

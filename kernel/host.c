@@ -389,4 +389,5 @@ const mcpg_host HOST = {
     .protected_resource = host_protected_resource,
     .call_challenge = host_call_challenge,
     .backends_waiting = host_backends_waiting,
+    .call_audited = host_call_audited,
 };

@@ -104,7 +104,8 @@ typedef struct decl_instance {
     char *sha256;      /* the module file's pinned SHA-256 (64 lowercase hex), or NULL */
     const char *section; /* a top-level section that declared it ("events"), or NULL
                             for one of "modules": the key path of its errors */
-    bool inline_dispatch;
+    int inline_choice;    /* "inline_dispatch" as written: 1 true, 0 false, -1 no key */
+    bool inline_dispatch; /* the effective choice: the key, else the module's NEVER_BLOCKS */
     bool lists_later;  /* "wait_for_lists": false: GET /readyz does not wait for its first lists */
     int64_t timeout_ms;
     image *image;      /* resolved while checking */
@@ -571,6 +572,7 @@ uint32_t host_offers(void);
 const char *host_listen_address(size_t i);
 int host_protected_resource(mcpg_buf *out);
 const char *host_call_challenge(mcpg_call *call);
+int host_call_audited(mcpg_call *call);
 int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 
 /* ---- reload (kernel/reload.c), on the control loop ---- */

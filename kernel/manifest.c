@@ -349,7 +349,9 @@ static void parse_instance(mctx *c, json_t *obj, size_t i, decl_instance *d) {
         err(c, p, "expected an object");
     else if (cfg)
         d->config_json = json_dumps(cfg, JSON_COMPACT);
-    d->inline_dispatch = get_bool(c, obj, "inline_dispatch", base, false);
+    d->inline_choice = json_object_get(obj, "inline_dispatch")
+                           ? get_bool(c, obj, "inline_dispatch", base, false)
+                           : -1;
     d->lists_later = !get_bool(c, obj, "wait_for_lists", base, true);
     d->timeout_ms = get_int(c, obj, "timeout_ms", base, 30000, 1, 86400000);
     snprintf(p, sizeof p, "%s.sha256", base);
@@ -689,6 +691,8 @@ static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     if (d->lists_later && kind != MCPG_KIND_BACKEND)
         err(c, p, "only a backend has lists to wait for");
     snprintf(p, sizeof p, "modules[%zu].inline_dispatch", i);
+    d->inline_dispatch = d->inline_choice >= 0 ? d->inline_choice == 1
+                                               : (d->image->desc->flags & MCPG_MOD_NEVER_BLOCKS) != 0;
     if (d->inline_dispatch && kind != MCPG_KIND_BACKEND)
         err(c, p, "only backends can be dispatched inline");
     else if (d->inline_dispatch && !(d->image->desc->flags & MCPG_MOD_INLINE_SAFE))

@@ -38,7 +38,11 @@ static void print_module(const image *im) {
     printf("%s %s: %s module, ABI %u.%u\n", d->name, d->version ? d->version : "?",
            kind_name(d->kind), d->abi_major, d->abi_minor);
     if (d->description) printf("  %s\n", d->description);
-    if (d->flags & MCPG_MOD_INLINE_SAFE) printf("  may be dispatched inline (inline_dispatch: true)\n");
+    if (d->flags & MCPG_MOD_NEVER_BLOCKS)
+        printf("  runs on the loop by default (never blocks); \"inline_dispatch\": false puts it "
+               "on the pool\n");
+    else if (d->flags & MCPG_MOD_INLINE_SAFE)
+        printf("  runs on the pool by default; may be dispatched inline (inline_dispatch: true)\n");
     if (d->flags & MCPG_MOD_OWNS_THREADS) printf("  starts threads of its own\n");
     if (d->flags & MCPG_MOD_DURABLE) printf("  durable: a call waits until its events are on disk\n");
     printf("  file: %s\n", im->src_path);

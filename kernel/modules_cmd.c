@@ -81,6 +81,14 @@ typedef struct module_row {
     char err[8192];
 } module_row;
 
+/* Where a backend's calls run when its manifest entry has no
+ * "inline_dispatch" key: "loop" for one that never blocks, else "pool". */
+static const char *default_dispatch(const mcpg_module *d) {
+    return d->flags & MCPG_MOD_NEVER_BLOCKS ? "loop" : "pool";
+}
+
+#define NEVER_BLOCKS_NOTE "runs on the loop by default (never blocks)"
+
 static void print_json(const module_row *r) {
     json_t *o = json_pack("{s:s, s:s}", "name", r->name, "file", r->file);
     if (r->sha256[0]) json_object_set_new(o, "sha256", json_string(r->sha256));
@@ -92,6 +100,8 @@ static void print_json(const module_row *r) {
         json_object_set_new(o, "version", json_string(r->d->version ? r->d->version : ""));
         json_object_set_new(o, "description",
                             json_string(r->d->description ? r->d->description : ""));
+        if (r->d->kind == MCPG_KIND_BACKEND)
+            json_object_set_new(o, "dispatch", json_string(default_dispatch(r->d)));
     } else {
         json_object_set_new(o, "error", json_string(r->err));
     }
@@ -123,8 +133,10 @@ static void print_text(const module_row *r, bool hash) {
     }
     char abi[32];
     snprintf(abi, sizeof abi, "%u.%u", r->d->abi_major, r->d->abi_minor);
-    printf("%-*s %-4s %-*s %s\n", KIND_WIDTH, kind_name(r->d->kind), abi, VERSION_WIDTH,
+    printf("%-*s %-4s %-*s %s", KIND_WIDTH, kind_name(r->d->kind), abi, VERSION_WIDTH,
            r->d->version ? r->d->version : "?", r->d->description ? r->d->description : "");
+    if (r->d->flags & MCPG_MOD_NEVER_BLOCKS) printf(" [%s]", NEVER_BLOCKS_NOTE);
+    putchar('\n');
 }
 
 /* Open one file, read its descriptor, print its line, close it. */

@@ -512,6 +512,7 @@ static bool stage_next(mcpg_call *c, mcpg_status *st) {
 static bool audit_next(mcpg_call *c, mcpg_status *st) {
     if (c->idx >= c->gen->n_stage[STAGE_AUDIT]) {
         c->idx = 0;
+        c->outcome_audited = c->phase == PH_AUDIT_DONE;
         c->phase = c->phase == PH_AUDIT_ALLOWED ? PH_BACKEND : PH_COMPLETE;
         return false;
     }

@@ -510,6 +510,18 @@ struct mcpg_host {
      * GET /readyz: a gateway is ready once it names none. */
     int (*backends_waiting)(mcpg_worker *w, mcpg_buf *out);
     /** @} */
+    /* ======== ABI 1.9: what the audit trail holds ======== */
+
+    /** @name ABI 1.9: what the audit trail holds */
+    /** @{ */
+    /** 1 when every audit sink of the call's pipeline took the event of its
+     * outcome (completed, failed or denied), 0 otherwise: no audit sink, a
+     * method that is not audited, a sink that could not record, or an
+     * outcome not reached yet. The transport's access log leaves out a
+     * request whose call answers 1 (gateway.server.access_log "auto"). On
+     * the call's loop, before call_release. */
+    int (*call_audited)(mcpg_call *call);
+    /** @} */
 };
 
 /** host->offers() bits. */

@@ -40,6 +40,9 @@
  *        protected_resource (host and identity op), call_challenge.
  *   1.8  readiness (host->backends_waiting, list ops' MCPG_EAGAIN) and the
  *        transport's end_streams op for the reload's retirement.
+ *   1.9  MCPG_MOD_NEVER_BLOCKS (a backend dispatched inline unless its
+ *        manifest entry says "inline_dispatch": false) and
+ *        host->call_audited (the access log's "auto").
  * What the gateway gained with each minor: CHANGES.md. What a minor and a
  * major may change, and how long a major is kept: docs/compatibility.md.
  *
@@ -63,7 +66,7 @@
 /** The ABI major these headers describe: the kernel loads only modules of its own major. */
 #define MCPG_ABI_MAJOR 1
 /** The ABI minor these headers describe: the kernel loads modules of this minor or older. */
-#define MCPG_ABI_MINOR 8
+#define MCPG_ABI_MINOR 9
 #define MCPG_MODULE_MAGIC 0x6d637067u /**< "mcpg" */
 #define MCPG_ENTRY_SYMBOL "mcpg_module_entry" /**< the one symbol a module exports (see mcpg_module_entry_fn) */
 
@@ -92,6 +95,14 @@ typedef enum mcpg_kind {
  * rather than refused as a manifest error; a rename or description for a
  * name it does not offer (yet) is no error either. */
 #define MCPG_MOD_DYNAMIC_LISTS (1ull << 3)
+/** ABI 1.9: a backend whose call ops never block the calling thread (they
+ * answer at once, or queue the work for threads of their own, a timer or a
+ * non-blocking client and answer MCPG_PENDING). Such a backend runs on the
+ * loop thread unless its manifest entry says "inline_dispatch": false; one
+ * without it runs on the pool unless the entry says true. Requires
+ * MCPG_MOD_INLINE_SAFE and kind backend: the loader refuses it otherwise. A
+ * kernel older than 1.9 ignores the bit (the backend runs on the pool). */
+#define MCPG_MOD_NEVER_BLOCKS  (1ull << 4)
 
 /* ---- declarative configuration ---------------------------------------- */
 

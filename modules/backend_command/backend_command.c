@@ -124,6 +124,6 @@ static const mcpg_backend_ops cmd_ops = {
 
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_command", "1.0.0",
                    .description = "tools that run a program per call",
-                   .flags = MCPG_MOD_INLINE_SAFE,
+                   .flags = MCPG_MOD_INLINE_SAFE | MCPG_MOD_NEVER_BLOCKS,
                    .config = cmd_config, .config_size = sizeof(cmd_cfg),
                    .lifecycle = &cmd_lifecycle, .ops = &cmd_ops);

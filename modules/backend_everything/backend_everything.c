@@ -129,6 +129,6 @@ static const mcpg_backend_ops ev_ops = {
 
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_everything", "1.0.0",
                    .description = "the MCP conformance suite's fixtures: every backend feature",
-                   .flags = MCPG_MOD_INLINE_SAFE,
+                   .flags = MCPG_MOD_INLINE_SAFE | MCPG_MOD_NEVER_BLOCKS,
                    .config = ev_config, .config_size = sizeof(ev_cfg),
                    .lifecycle = &ev_lifecycle, .ops = &ev_ops);

@@ -153,6 +153,6 @@ static const mcpg_backend_ops hb_ops = {
 
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_http", "1.0.0",
                    .description = "tools that call a REST endpoint",
-                   .flags = MCPG_MOD_INLINE_SAFE,
+                   .flags = MCPG_MOD_INLINE_SAFE | MCPG_MOD_NEVER_BLOCKS,
                    .config = http_config, .config_size = sizeof(http_cfg),
                    .lifecycle = &hb_lifecycle, .ops = &hb_ops);

@@ -215,6 +215,7 @@ static const mcpg_backend_ops mb_ops = {
 
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_mcp", "1.0.0",
                    .description = "an upstream MCP server (Streamable HTTP or stdio), federated",
-                   .flags = MCPG_MOD_INLINE_SAFE | MCPG_MOD_OWNS_THREADS | MCPG_MOD_DYNAMIC_LISTS,
+                   .flags = MCPG_MOD_INLINE_SAFE | MCPG_MOD_NEVER_BLOCKS | MCPG_MOD_OWNS_THREADS |
+                            MCPG_MOD_DYNAMIC_LISTS,
                    .config = mcp_config_fields, .config_size = sizeof(mcp_cfg),
                    .lifecycle = &mb_lifecycle, .ops = &mb_ops);

@@ -399,6 +399,6 @@ static const mcpg_backend_ops mock_ops = {
 MCPG_MODULE_DEFINE(MCPG_KIND_BACKEND, "backend_mock", "1.0.0",
                    .description = "echo tools with configurable latency, payload and failure; "
                                   "optional static resources",
-                   .flags = MCPG_MOD_INLINE_SAFE,
+                   .flags = MCPG_MOD_INLINE_SAFE | MCPG_MOD_NEVER_BLOCKS,
                    .config = mock_config, .config_size = sizeof(mock_cfg),
                    .lifecycle = &mock_lifecycle, .ops = &mock_ops);

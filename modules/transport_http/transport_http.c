@@ -16,8 +16,11 @@ static const mcpg_config_field th_schema[] = {
     MCPG_CFG_BOOL_FIELD(th_config, unary_json_fast_path, "unary_json_fast_path", "false",
                         "legacy wire: answer a call with one JSON body instead of SSE while it "
                         "has sent no message before its outcome (no session state per call)"),
-    MCPG_CFG_BOOL_FIELD(th_config, access_log, "access_log", "true",
-                        "one JSON line per request on stderr, written once per loop turn"),
+    MCPG_CFG_JSON_FIELD(th_config, access_log, "access_log", "\"auto\"",
+                        "one JSON line per request on stderr, written once per loop turn: "
+                        "true (every request), false (none) or \"auto\" (every request whose "
+                        "outcome the audit trail does not hold: with an audit sink, a call it "
+                        "recorded gets no line; health checks, metrics and refusals do)"),
     MCPG_CFG_INT_FIELD(th_config, max_body_bytes, "max_body_bytes", "4194304", 1, 1073741824,
                        "larger request bodies are answered 413 and the connection closed"),
     MCPG_CFG_INT_FIELD(th_config, max_header_bytes, "max_header_bytes", "16384", 256, 1048576,
@@ -156,6 +159,10 @@ static int th_validate(const mcpg_host *host, const void *config, mcpg_report *r
     int rc = 0;
     if (check_tls(host, cfg, rep)) rc = MCPG_ECONFIG;
     if (check_protected_resource(host, cfg->oauth_protected_resource, rep)) rc = MCPG_ECONFIG;
+    if (th_alog_mode_parse(cfg->access_log) < 0) {
+        host->report_error(rep, "access_log", "must be true, false or \"auto\"");
+        rc = MCPG_ECONFIG;
+    }
     th_whset wh;
     if (th_wh_parse(host, cfg->resource_webhooks, rep, NULL, &wh)) rc = MCPG_ECONFIG;
     th_wh_free(host, &wh);
@@ -188,6 +195,8 @@ static int th_create(const mcpg_host *host, mcpg_instance *self, const void *con
     m->host = host;
     m->self = self;
     m->cfg = config;
+    m->alog_mode = th_alog_mode_parse(m->cfg->access_log);
+    if (m->alog_mode < 0) m->alog_mode = TH_ALOG_ALL; /* validate() refused it already */
     th_wire_install(m); /* before any slot: destroy() frees through it */
     m->nworkers = host->worker_count();
     m->replica = draw_replica();

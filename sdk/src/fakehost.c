@@ -624,6 +624,8 @@ static mcpg_instance *instance_new(mcpg_fakehost *fh, const mcpg_module *m, cons
     inst->fh = fh;
     inst->m = m;
     inst->config = cfg;
+    /* as a manifest entry without "inline_dispatch": the module's own default */
+    inst->inline_dispatch = m->kind == MCPG_KIND_BACKEND && (m->flags & MCPG_MOD_NEVER_BLOCKS);
     inst->slot = fh->next_slot < FH_MAX_SLOTS ? fh->next_slot++ : UINT32_MAX;
     snprintf(inst->stamp, sizeof inst->stamp, "[%s:%s:%s]", mcpg_kind_name(m->kind), m->name,
              name);

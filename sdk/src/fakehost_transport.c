@@ -314,6 +314,12 @@ static void host_call_release(mcpg_call *h) {
     mcpg_fakehost_call_free(c->fh, h);
 }
 
+/* The fake host runs no audit stage: no outcome is ever in an audit trail. */
+static int host_call_audited(mcpg_call *h) {
+    transport_call_of(h, "host->call_audited");
+    return 0;
+}
+
 /* ---- replies from clients (ABI 1.1) ------------------------------------------ */
 
 /* The string id of a response body, decoded into id (cap bytes): 1, or 0
@@ -578,6 +584,7 @@ void fh_transport_slots(mcpg_host *h) {
     h->call_cancel = host_call_cancel;
     h->call_outcome = host_call_outcome;
     h->call_release = host_call_release;
+    h->call_audited = host_call_audited;
     fh_news_slots(h);
 }
 

@@ -185,8 +185,24 @@ static int check_head(const mcpg_module *d, char *err, size_t errcap) {
     return MCPG_EABI;
 }
 
+/* NEVER_BLOCKS puts a backend on the loop by default: only a backend that
+ * also says it is safe there may declare it. */
+static int check_flags(const mcpg_module *d, char *err, size_t errcap) {
+    if (!(d->flags & MCPG_MOD_NEVER_BLOCKS)) return 0;
+    if (d->kind != MCPG_KIND_BACKEND)
+        snprintf(err, errcap, "declares MCPG_MOD_NEVER_BLOCKS but is a module of kind %s (backends only)",
+                 mcpg_kind_name(d->kind));
+    else if (!(d->flags & MCPG_MOD_INLINE_SAFE))
+        snprintf(err, errcap, "declares MCPG_MOD_NEVER_BLOCKS without MCPG_MOD_INLINE_SAFE "
+                              "(a backend that never blocks is safe on the loop: declare both)");
+    else
+        return 0;
+    return MCPG_EABI;
+}
+
 int mcpg_module_check(const mcpg_module *d, char *err, size_t errcap) {
     int rc = check_head(d, err, errcap);
+    if (!rc) rc = check_flags(d, err, errcap);
     if (!rc) rc = check_lifecycle(d->lifecycle, err, errcap);
     if (!rc) rc = check_config_schema(d, err, errcap);
     if (!rc) rc = check_ops(d, err, errcap);

@@ -20,6 +20,10 @@
  *    module, maybe two instances each) are alive at once.
  *  - Ops never block the loop thread. This one only formats text, so it
  *    declares MCPG_MOD_INLINE_SAFE and a manifest may set inline_dispatch.
+ *    It could declare MCPG_MOD_NEVER_BLOCKS too (then its calls run on the
+ *    loop unless the manifest says "inline_dispatch": false); a backend
+ *    grown from it should add that flag only once none of its ops can wait
+ *    on a file, a socket, a sleep or a lock held across I/O.
  */
 #include <mcpg/sdk.h>
 
@@ -138,7 +142,8 @@ static mcpg_status template_answer(template_instance *t, mcpg_call *call, const 
     return mcpg_result_text(t->host, call, text, n, 0);
 }
 
-/* Runs on a pool thread, or on the loop thread with inline_dispatch: either
+/* Runs on a pool thread, or on the loop thread with inline_dispatch (or by
+ * default with MCPG_MOD_NEVER_BLOCKS): either
  * way it must be thread-safe (it only reads the instance) and must not keep
  * `call` after answering. Answer CONTINUE with the result set, DENY with an
  * error set, or PENDING and later host->call_resume() exactly once. */

@@ -227,7 +227,7 @@ def main():
         check("tools (JSON" in out and "stats_tool (boolean, default false)" in out,
               "config keys from the schema in: %r" % out)
         rc, out, err = run_cli(ctx, ["--help-module", "transport_http"])
-        check("config (gateway.server)" in out and "access_log (boolean, default true)" in out,
+        check("config (gateway.server)" in out and 'access_log (JSON, default "auto")' in out,
               "the transport's keys are gateway.server's: %r" % out)
         rc, out, err = run_cli(ctx, ["--help-module", "backend_nope"])
         check_eq(rc, 2, "--help-module of a missing module")
@@ -273,7 +273,7 @@ def main():
         ("unknown module config key (did you mean)",
          case(m_config_key, ['modules[0].config.tols: unknown key (did you mean "tools"?)'])),
         ("wrong type in the transport's config",
-         case(m_access_log, ["gateway.server.access_log: expected a boolean"])),
+         case(m_access_log, ["gateway.server.access_log: must be true, false or \"auto\""])),
         ("pipeline names an undefined instance",
          case(m_pipe_undefined, ['pipeline.audit[0]: no instance named "nope"'])),
         ("pipeline stage with an instance of the wrong kind",
@@ -309,7 +309,7 @@ def main():
         ("three errors, three lines",
          case(m_three, ["gateway.workers: must be between 0 and 256",
                         "gateway.listen[0]: expected HOST:PORT",
-                        "gateway.server.access_log: expected a boolean"])),
+                        "gateway.server.access_log: must be true, false or \"auto\""])),
         ("--check conf/mcpg.json", shipped("mcpg.json")),
         ("--check conf/bench.json", shipped("bench.json")),
         ("--check conf/bench-tuned.json", shipped("bench-tuned.json")),

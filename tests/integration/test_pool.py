@@ -43,6 +43,7 @@ def pool_manifest(audit, latency_ms, timeout_ms=None, threads=4, queue=64, gatew
     m = base_manifest(audit_path=audit, tools=[{"name": "echo"},
                                                {"name": "slow", "latency_ms": latency_ms}],
                       mock_config={"stats_tool": True} if stats else None, gateway=gw)
+    m["modules"][0]["inline_dispatch"] = False  # backend_mock never blocks: the pool on request
     if timeout_ms is not None:
         m["modules"][0]["timeout_ms"] = timeout_ms
     if metrics:  # GET /metrics, served by the loop: readable while the pool is full

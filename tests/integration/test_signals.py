@@ -40,6 +40,7 @@ def main():
         m = base_manifest(audit_path=audit, tools=[{"name": "echo", "latency_ms": LATENCY_MS}],
                           mock_config={"stats_tool": True},
                           gateway={"pool": {"threads": 8, "queue": 64}})
+        m["modules"][0]["inline_dispatch"] = False  # the calls in flight on the pool
         gw = Gateway(ctx, manifest=m, name="drain")
         with gw:  # stops the gateway by pid if anything below fails early
             drain(gw, audit)

@@ -676,6 +676,31 @@ static void test_helpers(mcpg_fakehost *fh) {
                "monotonic clocks");
 }
 
+/* The greeting's call_tool ran off the loop (on a pool thread) when the
+ * instance is left at its module's default dispatch. */
+static int ran_off_loop_by_default(mcpg_fakehost *fh, const mcpg_module *m, int set, int on) {
+    mcpg_instance *inst;
+    MCPG_REQUIRE(mcpg_fakehost_load(fh, m, "dflt", "{\"greeting\":\"hi\"}", &inst) == 0, "load");
+    if (set) mcpg_fakehost_set_inline(inst, on);
+    mcpg_call *c = greet(fh, "sync");
+    MCPG_CHECK(mcpg_fakehost_run(fh, inst, c, 5000) == MCPG_CONTINUE, "greeting");
+    mcpg_fakehost_call_free(fh, c);
+    int off = ((tb *)mcpg_fakehost_state(inst))->ran_off_loop;
+    MCPG_CHECK(mcpg_fakehost_unload(fh, inst) == 0, "unload");
+    return off;
+}
+
+/* As a manifest entry without "inline_dispatch": a backend that declares
+ * MCPG_MOD_NEVER_BLOCKS runs on the loop, one that does not on the pool;
+ * set_inline(0) is "inline_dispatch": false. */
+static void test_inline_default(mcpg_fakehost *fh) {
+    MCPG_CHECK(ran_off_loop_by_default(fh, &tb_module, 0, 0), "inline-safe only: the pool");
+    mcpg_module never = tb_module;
+    never.flags |= MCPG_MOD_NEVER_BLOCKS;
+    MCPG_CHECK(!ran_off_loop_by_default(fh, &never, 0, 0), "never blocks: the loop");
+    MCPG_CHECK(ran_off_loop_by_default(fh, &never, 1, 0), "never blocks, set_inline 0: the pool");
+}
+
 static void test_backend(mcpg_fakehost *fh) {
     mcpg_instance *inst;
     MCPG_REQUIRE(mcpg_fakehost_load(fh, &tb_module, "b1", "{\"greeting\":\"hi\"}", &inst) == 0,
@@ -1339,6 +1364,7 @@ int main(void) {
     test_host_table(fh);
     test_post_from_thread(fh);
     test_backend(fh);
+    test_inline_default(fh);
     test_helpers(fh);
     test_backend_errors(fh);
     test_identity(fh);

@@ -157,8 +157,27 @@ static void test_schema_entries(void) {
     drop(&f);
 }
 
+/* MCPG_MOD_NEVER_BLOCKS puts a backend on the loop by default: only a
+ * backend that is also inline-safe may say it. */
+static void test_never_blocks_flag(void) {
+    fixture f = make(MCPG_KIND_BACKEND, MCPG_BACKEND_OPS_SIZE_1_0);
+    f.d->flags = MCPG_MOD_INLINE_SAFE | MCPG_MOD_NEVER_BLOCKS;
+    MCPG_CHECK(check(&f) == 0, "an inline-safe backend that never blocks: %s", f.err);
+    f.d->flags = MCPG_MOD_NEVER_BLOCKS;
+    MCPG_CHECK(check(&f) == MCPG_EABI &&
+                   strstr(f.err, "MCPG_MOD_NEVER_BLOCKS without MCPG_MOD_INLINE_SAFE"),
+               "NEVER_BLOCKS alone: \"%s\"", f.err);
+    drop(&f);
+    f = make(MCPG_KIND_AUDIT, MCPG_AUDIT_OPS_SIZE_1_0);
+    f.d->flags = MCPG_MOD_INLINE_SAFE | MCPG_MOD_NEVER_BLOCKS;
+    MCPG_CHECK(check(&f) == MCPG_EABI && strstr(f.err, "but is a module of kind audit (backends only)"),
+               "an audit sink that says NEVER_BLOCKS: \"%s\"", f.err);
+    drop(&f);
+}
+
 int main(void) {
     test_every_kind_at_its_1_0_size();
+    test_never_blocks_flag();
     test_slots_past_1_0();
     test_short_tables();
     test_schema_entries();

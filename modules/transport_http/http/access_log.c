@@ -10,6 +10,13 @@
  * once per request; at ~100k requests/s per core that alone costs more than
  * the rest of the transport.
  *
+ * gateway.server.access_log "auto" (the default) leaves out a request whose
+ * every call the audit trail holds: the audit event says more than the line
+ * would (who, which tool, the outcome), and writing both doubled the log
+ * work per call. Health checks, metrics scrapes, refusals at the HTTP layer
+ * and a call no sink recorded (none configured, one that failed) keep their
+ * line. The choice is made before anything is formatted.
+ *
  * The path is logged without its query string (queries can carry secrets)
  * and cut to 256 bytes. If stderr refuses bytes (a full non-blocking pipe),
  * the rest of the batch is dropped and counted, never retried in a loop. */
@@ -18,6 +25,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,6 +66,27 @@ static char *put(char *d, const char *s, size_t n) {
     return d + n;
 }
 #define PUT_LIT(d, s) put((d), (s), sizeof(s) - 1)
+
+int th_alog_mode_parse(const char *json) {
+    if (!json || !strcmp(json, "\"auto\"")) return TH_ALOG_AUTO;
+    if (!strcmp(json, "true")) return TH_ALOG_ALL;
+    if (!strcmp(json, "false")) return TH_ALOG_NONE;
+    return -1;
+}
+
+void th_alog_note_call(th_worker_state *ws, th_req *r, mcpg_call *call) {
+    const mcpg_host *host = ws->mod->host;
+    if (ws->mod->alog_mode != TH_ALOG_AUTO || r->audit_held == TH_AUDIT_MISSED) return;
+    bool held = MCPG_HOST_HAS(host, call_audited) && host->call_audited &&
+                host->call_audited(call) == 1;
+    r->audit_held = held ? TH_AUDIT_HELD : TH_AUDIT_MISSED;
+}
+
+void th_alog_request(th_worker_state *ws, const th_req *r) {
+    int mode = ws->mod->alog_mode;
+    if (mode == TH_ALOG_ALL || (mode == TH_ALOG_AUTO && r->audit_held != TH_AUDIT_HELD))
+        th_alog_line(ws, r);
+}
 
 void th_alog_line(th_worker_state *ws, const th_req *r) {
     th_mod *m = ws->mod;

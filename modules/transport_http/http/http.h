@@ -55,7 +55,7 @@
 /* The transport's config: the manifest's gateway.server object. */
 typedef struct th_config {
     int unary_json_fast_path;
-    int access_log;
+    const char *access_log;   /* JSON text: true, false or "auto" (th_alog_mode_parse) */
     int64_t max_body_bytes;
     int64_t max_header_bytes;
     int64_t idle_timeout_ms;
@@ -156,6 +156,7 @@ typedef struct th_req {
     uint8_t keep_alive;
     uint8_t in_submit;         /* inside host->call_submit (complete() may re-enter) */
     uint8_t headers_done;      /* http_method is known */
+    uint8_t audit_held;        /* TH_AUDIT_*: whether the audit trail holds its calls */
     uint32_t url_off, url_len, body_off, body_len, header_bytes;
     /* exact header-section counting (http_parse.c count_span) */
     const char *hmark;         /* end of the last span counted ... */
@@ -314,6 +315,7 @@ struct th_mod {
     th_worker_state **slots;
     _Atomic(th_info *) info; /* the newest serverInfo (th_server_info) */
     mcpg_buf alog_src;   /* "src":"..." stamp for access log lines */
+    int alog_mode;       /* TH_ALOG_*: gateway.server.access_log */
     th_names hosts;      /* gateway.server.allowed_hosts, parsed */
     th_names origins;    /* gateway.server.allowed_origins, parsed */
     const mcpg_coordinator_ops *co_ops; /* host->coordinator(): sessions, or NULL */
@@ -400,6 +402,24 @@ void th_parse_read_begin(th_conn *c, const char *data);
 int th_parse_read_end(th_conn *c, const char *data, size_t n);
 
 /* access_log.c */
+/* th_req.audit_held */
+enum {
+    TH_AUDIT_NO_CALL, /* no call's outcome written for it (yet) */
+    TH_AUDIT_HELD,    /* every call's outcome is in the audit trail */
+    TH_AUDIT_MISSED   /* a call's outcome is not */
+};
+enum {
+    TH_ALOG_NONE,  /* false: no line */
+    TH_ALOG_ALL,   /* true: a line for every request */
+    TH_ALOG_AUTO   /* "auto": a line for every request the audit trail does not hold */
+};
+/* TH_ALOG_* of gateway.server.access_log's JSON text (NULL: the default,
+ * auto), or -1 for any other value. */
+int th_alog_mode_parse(const char *json);
+/* After a call's outcome is written for r: what the audit trail holds of it. */
+void th_alog_note_call(th_worker_state *ws, th_req *r, mcpg_call *call);
+/* The line for r, unless the access log's mode leaves it out. */
+void th_alog_request(th_worker_state *ws, const th_req *r);
 void th_alog_line(th_worker_state *ws, const th_req *r);
 void th_alog_flush(th_worker_state *ws);
 

@@ -39,7 +39,7 @@ void th_conn_advance(th_conn *c) {
         c->qhead = r->next;
         if (!c->qhead) c->qtail = NULL;
         c->qlen--;
-        if (ws->mod->cfg->access_log) th_alog_line(ws, r);
+        th_alog_request(ws, r);
         th_req_put(ws, r);
         moved = 1;
     }

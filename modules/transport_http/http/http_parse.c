@@ -23,6 +23,7 @@ void th_req_reset(th_req *r) {
     r->keep_alive = 0;
     r->in_submit = 0;
     r->headers_done = 0;
+    r->audit_held = 0;
     r->url_off = r->url_len = r->body_off = r->body_len = r->header_bytes = 0;
     r->hmark = NULL;
     r->hmark_seq = 0;
@@ -142,7 +143,7 @@ static int on_message_begin(llhttp_t *p) {
     r->conn = c;
     c->cur = r;
     c->cur_start_ms = uv_now(ws->loop);
-    if (ws->mod->cfg->access_log) r->start_us = ws->mod->host->mono_us();
+    if (ws->mod->alog_mode != TH_ALOG_NONE) r->start_us = ws->mod->host->mono_us();
     return 0;
 }
 

@@ -146,6 +146,7 @@ static void deliver_outcome(th_worker_state *ws, th_conn *c, th_req *r, mcpg_cal
     oc.size = sizeof oc;
     host->call_outcome(call, &oc);
     write_outcome(ws, c, r, &oc);
+    th_alog_note_call(ws, r, call);
     host->call_release(call);
     r->call = NULL;
 }

@@ -159,9 +159,12 @@ int mcpg_fakehost_reloaded(mcpg_fakehost *fh, mcpg_instance *inst);
 
 void *mcpg_fakehost_state(mcpg_instance *inst);        /**< what create() returned */
 const void *mcpg_fakehost_config(mcpg_instance *inst); /**< the parsed config struct */
-/** Run this backend's call ops on the loop thread instead of the pool, like
- * "inline_dispatch": true. MCPG_EINVAL unless the module declares
- * MCPG_MOD_INLINE_SAFE (the kernel refuses that manifest too). */
+/** Run this backend's call ops on the loop thread (on != 0, like
+ * "inline_dispatch": true) or on the pool (0, like "inline_dispatch": false).
+ * MCPG_EINVAL for on != 0 unless the module declares MCPG_MOD_INLINE_SAFE
+ * (the kernel refuses that manifest too). An instance starts as a manifest
+ * entry without the key would: inline when its module declares
+ * MCPG_MOD_NEVER_BLOCKS, on the pool otherwise. */
 int mcpg_fakehost_set_inline(mcpg_instance *inst, int on);
 
 /* ---- calls ---- */
