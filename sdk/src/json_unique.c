@@ -90,19 +90,35 @@ static int has_duplicate(scratch *s, mcpg_json_span *dup) {
 
 static int check_value(scratch *s, const mcpg_json_span *v, mcpg_json_span *dup);
 
+/* Containers among an object's values, remembered by the walk that gathers
+ * its names so that they are visited without walking the object again (each
+ * walk skips every value whole: walking twice made a value nested d deep be
+ * skipped 2d times). More than this many: the object is walked a second time. */
+#define NESTED_KEPT 8
+
 static int check_object(scratch *s, const mcpg_json_span *v, mcpg_json_span *dup) {
-    size_t iter = 0;
-    mcpg_json_span k, val;
+    size_t iter = 0, nested = 0;
+    mcpg_json_span k, val, kept[NESTED_KEPT];
     int rc;
     s->nkeys = 0;
     s->bytes.len = 0;
-    while ((rc = mcpg_json_object_next_trusted(v->p, v->n, &iter, &k, &val)) == 1)
+    while ((rc = mcpg_json_object_next_trusted(v->p, v->n, &iter, &k, &val)) == 1) {
         if ((rc = push_key(s, &k)) != 0) {
             if (rc == 2 && dup) *dup = k;
             return rc;
         }
+        if (val.type == MCPG_JSON_OBJECT || val.type == MCPG_JSON_ARRAY) {
+            if (nested < NESTED_KEPT) kept[nested] = val;
+            nested++;
+        }
+    }
     if (rc < 0) return rc;
     if (has_duplicate(s, dup)) return 1;
+    if (nested <= NESTED_KEPT) {
+        for (size_t i = 0; i < nested; i++)
+            if ((rc = check_value(s, &kept[i], dup)) != 0) return rc;
+        return 0;
+    }
     iter = 0;
     while ((rc = mcpg_json_object_next_trusted(v->p, v->n, &iter, &k, &val)) == 1)
         if ((val.type == MCPG_JSON_OBJECT || val.type == MCPG_JSON_ARRAY) &&

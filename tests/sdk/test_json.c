@@ -496,6 +496,38 @@ static void test_trusted(void) {
     }
 }
 
+/* mcpg_json_unique: a name twice in any object, however deep and however
+ * many containers sit beside it (an object's nested values are remembered
+ * by its first walk up to a few, then walked again). */
+static void test_unique(void) {
+    static const struct {
+        const char *text;
+        int want;
+        const char *dup;
+    } cases[] = {
+        {"{\"a\":1,\"b\":2}", 0, NULL},
+        {"{\"a\":1,\"a\":2}", 1, "a"},
+        {"{\"a\":1,\"\\u0061\":2}", 1, NULL},
+        {"{\"x\":{\"y\":[{\"q\":1,\"q\":2}]}}", 1, "q"},
+        {"{\"o1\":{},\"o2\":{\"d\":1,\"d\":1}}", 1, "d"},
+        /* nine containers: the ninth is reached by the second walk */
+        {"{\"o1\":{},\"o2\":[],\"o3\":{},\"o4\":[],\"o5\":{},\"o6\":[],\"o7\":{},\"o8\":[],"
+         "\"o9\":{\"z\":1,\"z\":2}}", 1, "z"},
+        {"{\"o1\":{},\"o2\":[],\"o3\":{},\"o4\":[],\"o5\":{},\"o6\":[],\"o7\":{},\"o8\":[],"
+         "\"o9\":{\"z\":1,\"w\":2}}", 0, NULL},
+        {"[{\"a\":1},{\"a\":1},{\"b\":[{\"c\":1,\"c\":1}]}]", 1, "c"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mcpg_json_span dup = {0};
+        int rc = mcpg_json_unique(cases[i].text, strlen(cases[i].text), &dup);
+        MCPG_CHECK(rc == cases[i].want, "unique(%s): %d, want %d", cases[i].text, rc,
+                   cases[i].want);
+        if (rc == 1 && cases[i].dup)
+            MCPG_CHECK(dup.n == strlen(cases[i].dup) && !memcmp(dup.p, cases[i].dup, dup.n),
+                       "unique(%s): the name found is %.*s", cases[i].text, (int)dup.n, dup.p);
+    }
+}
+
 int main(void) {
     test_tables();
     test_not_terminated();
@@ -513,6 +545,7 @@ int main(void) {
     test_round_trip();
     test_differential();
     test_trusted();
+    test_unique();
     if (mcpg_check_failures()) {
         fprintf(stderr, "test_json: %d check(s) failed\n", mcpg_check_failures());
         return 1;
