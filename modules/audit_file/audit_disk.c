@@ -149,8 +149,14 @@ static int content_after(audit_disk *d, off_t whole, off_t size) {
 
 /* The chain is walked through this many bytes before the end at a start: a
  * power loss can leave a page of room inside the last batch only, and a
- * batch is at most max_batch_bytes (one larger event, alone). */
-static off_t start_window(const audit_cfg *cfg) { return (off_t)cfg->max_batch_bytes * 2; }
+ * batch is at most max_batch_bytes (one larger event, alone). Bounded, so
+ * that a start never reads more than this much of a huge max_batch_bytes. */
+#define START_WINDOW_MAX ((off_t)64 << 20)
+
+static off_t start_window(const audit_cfg *cfg) {
+    off_t w = (off_t)cfg->max_batch_bytes * 2;
+    return w < START_WINDOW_MAX ? w : START_WINDOW_MAX;
+}
 
 /* Read the head back from the file (under the lock). *unchained: its last
  * whole line is not a chain line. At start such a file is refused; later
