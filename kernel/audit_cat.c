@@ -141,24 +141,36 @@ static int rotated(int fd, const char *path) {
     return fstat(fd, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino);
 }
 
-/* The chain number of a file's first line: 0 when it has none (yet). */
-static uint64_t first_number(const char *name) {
+/* The chain number of the first line of the file open on fd: 0 when it has
+ * none (yet). */
+static uint64_t first_number(int fd) {
     char buf[256];
-    int fd = open(name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     ssize_t got = pread(fd, buf, sizeof buf, 0);
-    close(fd);
     uint64_t no = 0;
     uint8_t prev[AUDIT_HASH_LEN];
     return got > 0 && audit_chain_parse(buf, (size_t)got, &no, prev) ? no : 0;
 }
 
-/* After a rotation, the file to read next: the one whose first line is the
- * chain's next (path.K .. path.1, then path), found by its number, so that
- * files rotated twice between two looks are not skipped. NULL: path itself
- * (no numbered file follows yet). Lines rotated away before they could be
- * read are said so. */
-static const char *next_file(const char *path, char *name, size_t cap) {
+static uint64_t first_number_of(const char *name) {
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint64_t no = first_number(fd);
+    close(fd);
+    return no;
+}
+
+/* The chain number of the whole line that ends at `off` (0: none). */
+static uint64_t number_before(int fd, off_t off) {
+    char buf[4096];
+    size_t want = off > (off_t)sizeof buf ? sizeof buf : (size_t)off;
+    if (want == 0 || pread(fd, buf, want, off - (off_t)want) != (ssize_t)want) return 0;
+    return last_number(buf, want);
+}
+
+/* Which of path.K .. path.1, path starts with the smallest chain number past
+ * the last line printed: its name in `name` and that number, or 0 when none
+ * does (yet). */
+static uint64_t find_next(const char *path, char *name, size_t cap) {
     uint64_t best = 0;
     int best_k = -1;
     for (int k = 0; k <= 1000; k++) {
@@ -166,20 +178,43 @@ static const char *next_file(const char *path, char *name, size_t cap) {
             snprintf(name, cap, "%s", path);
         else if (snprintf(name, cap, "%s.%d", path, k) >= (int)cap || access(name, F_OK) != 0)
             break;
-        uint64_t no = first_number(name);
+        uint64_t no = first_number_of(name);
         if (no > last_printed && (!best || no < best)) best = no, best_k = k;
     }
-    if (best_k <= 0) return NULL;
-    if (last_printed && best > last_printed + 1)
-        fprintf(stderr, "mcpg audit tail: lines %llu..%llu were rotated away before they "
-                "could be read\n", (unsigned long long)last_printed + 1,
-                (unsigned long long)best - 1);
-    snprintf(name, cap, "%s.%d", path, best_k);
-    return name;
+    if (best_k > 0)
+        snprintf(name, cap, "%s.%d", path, best_k);
+    else
+        snprintf(name, cap, "%s", path);
+    return best;
+}
+
+/* After a rotation, the file to read next, open: the one whose first line
+ * is the chain's next, found by its number, so that files rotated twice
+ * between two looks are not skipped; opened and checked again, since
+ * rotations rename files meanwhile. The path itself when no numbered file
+ * follows yet. Lines rotated away before they could be read are said so. */
+static int open_next(const char *path) {
+    char name[4096];
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t want = find_next(path, name, sizeof name);
+        int fd = open(name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        uint64_t got = first_number(fd);
+        if (want && got != want) { /* renamed under us: look again */
+            close(fd);
+            continue;
+        }
+        if (want && last_printed && want > last_printed + 1)
+            fprintf(stderr, "mcpg audit tail: lines %llu..%llu were rotated away before they "
+                    "could be read\n", (unsigned long long)last_printed + 1,
+                    (unsigned long long)want - 1);
+        return fd;
+    }
+    return -1;
 }
 
 static int follow(const char *path, int fd, off_t off) {
-    char name[4096];
+    if (!last_printed) last_printed = number_before(fd, off);
     for (;;) {
         if (print_lines_from(fd, &off) != 0 || fflush(stdout) != 0) break;
         if (!rotated(fd, path)) {
@@ -188,8 +223,7 @@ static int follow(const char *path, int fd, off_t off) {
         }
         /* the rotated file's last lines, then the file after it */
         if (print_lines_from(fd, &off) != 0) break;
-        const char *next = next_file(path, name, sizeof name);
-        int nfd = open(next ? next : path, O_RDONLY | O_CLOEXEC);
+        int nfd = open_next(path);
         if (nfd < 0) continue;
         close(fd);
         fd = nfd;

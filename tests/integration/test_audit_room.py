@@ -63,12 +63,16 @@ def main():
     def t_tail_follows_across_rotation():
         gw = box["gw"]
         before = len(audit_files(audit))
-        follower = subprocess.Popen([ctx.bin, "audit", "tail", "-n", "0", "-f", audit],
+        last = lines_of(audit)[-1]
+        follower = subprocess.Popen([ctx.bin, "audit", "tail", "-n", "1", "-f", audit],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         seen = []
         reader = threading.Thread(target=lambda: seen.extend(iter(follower.stdout.readline, "")))
         reader.start()
         try:
+            # its first line, the file's last, says it is in place: the calls come after
+            wait_for(lambda: len(seen) >= 1, 15, "the follower printing the file's last line")
+            check_eq(seen.pop(0).rstrip("\n"), last, "tail -n 1 -f's first line")
             ids = list(range(1000, 1400))
             acked, failed = echo_load(gw.port, [ids])
             check_eq((len(acked), failed), (400, []), "calls while following")
