@@ -15,7 +15,8 @@
 #include "audit_chain.h"
 #include "audit_sink.h"
 
-#define ROOM_WRITE 65536 /* bytes a write: the thread stays interruptible by stop */
+#define ROOM_WRITE 65536   /* bytes an append: the lock is held that long at most */
+#define ROOM_SLICE 262144  /* bytes written back at a time */
 
 struct audit_room {
     const mcpg_host *host;
@@ -77,23 +78,40 @@ static int append_once(audit_room *r, int fd, dev_t dev, ino_t ino, off_t want, 
     return rc;
 }
 
+/* Write back [from, to) and wait for it. */
+static int write_back(int fd, off_t from, off_t to) {
+    return to > from ? sync_file_range(fd, from, to - from,
+                                       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                           SYNC_FILE_RANGE_WAIT_AFTER)
+                     : 0;
+}
+
 /* One round: the file at path, while it is still (dev, ino), gets room up to
- * `want`, written back and synced (its new size with it). */
+ * `want`, written back a slice at a time (so that a batch's sync never
+ * queues behind megabytes of room on the disk), then synced: its new size. */
 static int fill(audit_room *r, dev_t dev, ino_t ino, off_t want) {
     int fd = open(r->path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) return errno == ENOENT ? 0 : -1; /* renamed away meanwhile */
-    off_t from = -1;
+    off_t from = -1, synced = -1;
     int rc;
     while ((rc = append_once(r, fd, dev, ino, want, &from)) == 1 && !stopping(r)) {
+        audit_file_id now;
+        if (synced < 0) synced = from;
+        if (audit_identify(fd, NULL, &now) != 0) {
+            rc = -1;
+            break;
+        }
+        if (now.size - synced >= ROOM_SLICE) {
+            if (write_back(fd, synced, now.size) != 0) {
+                rc = -1;
+                break;
+            }
+            synced = now.size;
+        }
     }
     audit_file_id now;
-    /* the pages first, then the size: the writer's next sync then finds
-     * neither dirty */
     if (rc >= 0 && from >= 0 && audit_identify(fd, NULL, &now) == 0 && now.size > from &&
-        (sync_file_range(fd, from, now.size - from,
-                         SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                             SYNC_FILE_RANGE_WAIT_AFTER) != 0 ||
-         fdatasync(fd) != 0))
+        (write_back(fd, synced < 0 ? from : synced, now.size) != 0 || fdatasync(fd) != 0))
         rc = -1;
     int err = errno;
     close(fd);
