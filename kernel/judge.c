@@ -28,6 +28,7 @@
  * `members`: the method's params pass as they are (after the checks). */
 typedef struct method_shape {
     const char *target;           /* params member naming the item, or NULL */
+    const char *target_key;       /* "params.<target>", for the messages naming it */
     const char *const *members;   /* NULL-ended */
     bool arguments;               /* params.arguments, when present, is an object */
 } method_shape;
@@ -45,28 +46,28 @@ static const char *const k_list[] = {"cursor", "_meta", NULL};
 
 static method_shape shape_of(uint32_t method) {
     switch (method) {
-    case MCPG_METHOD_TOOLS_CALL: return (method_shape){"name", k_tool_call, true};
-    case MCPG_METHOD_PROMPTS_GET: return (method_shape){"name", k_prompt_get, true};
-    case MCPG_METHOD_RESOURCES_READ: return (method_shape){"uri", k_resource_read, false};
+    case MCPG_METHOD_TOOLS_CALL: return (method_shape){"name", "params.name", k_tool_call, true};
+    case MCPG_METHOD_PROMPTS_GET: return (method_shape){"name", "params.name", k_prompt_get, true};
+    case MCPG_METHOD_RESOURCES_READ: return (method_shape){"uri", "params.uri", k_resource_read, false};
     case MCPG_METHOD_RESOURCES_SUBSCRIBE:
-    case MCPG_METHOD_RESOURCES_UNSUBSCRIBE: return (method_shape){"uri", k_subscribe, false};
-    case MCPG_METHOD_COMPLETION_COMPLETE: return (method_shape){NULL, k_complete, false};
+    case MCPG_METHOD_RESOURCES_UNSUBSCRIBE: return (method_shape){"uri", "params.uri", k_subscribe, false};
+    case MCPG_METHOD_COMPLETION_COMPLETE: return (method_shape){NULL, NULL, k_complete, false};
     case MCPG_METHOD_TASKS_GET:
     case MCPG_METHOD_TASKS_RESULT:
-    case MCPG_METHOD_TASKS_CANCEL: return (method_shape){"taskId", k_task, false};
+    case MCPG_METHOD_TASKS_CANCEL: return (method_shape){"taskId", "params.taskId", k_task, false};
     /* tasks/update carries the client's answers beside its id */
-    case MCPG_METHOD_TASKS_UPDATE: return (method_shape){"taskId", NULL, false};
+    case MCPG_METHOD_TASKS_UPDATE: return (method_shape){"taskId", "params.taskId", NULL, false};
     case MCPG_METHOD_TOOLS_LIST:
     case MCPG_METHOD_RESOURCES_LIST:
     case MCPG_METHOD_RESOURCES_TEMPLATES_LIST:
     case MCPG_METHOD_PROMPTS_LIST:
-    case MCPG_METHOD_TASKS_LIST: return (method_shape){NULL, k_list, false};
+    case MCPG_METHOD_TASKS_LIST: return (method_shape){NULL, NULL, k_list, false};
     case MCPG_METHOD_EVENTS_LIST:
     case MCPG_METHOD_EVENTS_POLL:
     case MCPG_METHOD_EVENTS_STREAM:
     case MCPG_METHOD_EVENTS_SUBSCRIBE:
-    case MCPG_METHOD_EVENTS_UNSUBSCRIBE: return (method_shape){"name", NULL, false};
-    default: return (method_shape){NULL, NULL, false};
+    case MCPG_METHOD_EVENTS_UNSUBSCRIBE: return (method_shape){"name", "params.name", NULL, false};
+    default: return (method_shape){NULL, NULL, NULL, false};
     }
 }
 
@@ -230,9 +231,7 @@ int call_judge(mcpg_call *c) {
         }
         reshaped |= k.escaped != 0;
         if (s.target && key_is(&k, s.target)) {
-            char what[32];
-            snprintf(what, sizeof what, "params.%s", s.target);
-            if (decode_target(c, &v, what, &c->judged_name)) return -1;
+            if (decode_target(c, &v, s.target_key, &c->judged_name)) return -1;
             d->name = c->judged_name.data;
             d->name_len = c->judged_name.len;
             reshaped |= v.escaped != 0;

@@ -34,6 +34,7 @@ typedef struct pointer { seg segs[MAX_SEGMENTS]; size_t n; } pointer;
 
 struct redactor {
     char **keys; size_t n_keys;
+    size_t *key_lens; /* strlen of each key: compared per member of every redacted value */
     pointer *ptrs; size_t n_ptrs;
     regex_t *pats; size_t n_pats;
     int args_mode;   /* AUDIT_ARGS_* */
@@ -100,6 +101,7 @@ void redactor_free(redactor *r) {
     if (!r) return;
     for (size_t i = 0; i < r->n_keys; i++) free(r->keys[i]);
     free(r->keys);
+    free(r->key_lens);
     for (size_t i = 0; i < r->n_ptrs; i++) pointer_free(&r->ptrs[i]);
     free(r->ptrs);
     for (size_t i = 0; i < r->n_pats; i++) regfree(&r->pats[i]);
@@ -116,6 +118,7 @@ static void add_key(redactor *r, const char *k) {
         free(d);
         return;
     }
+    r->key_lens[r->n_keys] = strlen(d);
     r->keys[r->n_keys++] = d;
 }
 
@@ -146,6 +149,11 @@ static void compile_keys(redactor *r, json_t *red, const char *file, errlist *er
     json_t *keys = string_array(red, "keys", "gateway.redact", file, errs);
     size_t n = keys ? json_array_size(keys) : sizeof DEFAULT_KEYS / sizeof *DEFAULT_KEYS;
     r->keys = calloc(n ? n : 1, sizeof *r->keys);
+    r->key_lens = calloc(n ? n : 1, sizeof *r->key_lens);
+    if (!r->keys || !r->key_lens) { /* never redact less than asked: refuse the manifest */
+        errlist_add(errs, file, "gateway.redact.keys", "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         add_key(r, keys ? json_string_value(json_array_get(keys, i)) : DEFAULT_KEYS[i]);
 }
@@ -427,7 +435,7 @@ static bool key_hidden(const redactor *r, const char *k, size_t n) {
     if (n > sizeof folded) return false; /* no key is that long */
     size_t m = fold_key(k, n, folded);
     for (size_t i = 0; i < r->n_keys; i++)
-        if (strlen(r->keys[i]) == m && memcmp(r->keys[i], folded, m) == 0) return true;
+        if (r->key_lens[i] == m && memcmp(r->keys[i], folded, m) == 0) return true;
     return false;
 }
 
