@@ -221,25 +221,33 @@ static int write_buf(up_conn *c, wbuf *b, size_t n) {
     return rc;
 }
 
+/* n bytes to the socket: written at once when the socket takes them (the
+ * usual case: no copy, no write request, and no epoll_ctl, which a queued
+ * write costs when its queue drains), else what is left is copied and
+ * queued behind whatever is queued already (uv_try_write refuses while the
+ * queue holds anything, so the order holds). */
+static int send_bytes(up_conn *c, const char *p, size_t n) {
+    uv_buf_t now = uv_buf_init((char *)p, (unsigned)n);
+    int w = uv_try_write((uv_stream_t *)&c->tcp, &now, 1);
+    if (w < 0 && w != UV_EAGAIN) return w;
+    size_t done = w > 0 ? (size_t)w : 0;
+    if (done == n) return 0;
+    wbuf *b = malloc(sizeof *b + (n - done));
+    if (!b) return UV_ENOMEM;
+    memcpy(b->data, p + done, n - done);
+    return write_buf(c, b, n - done);
+}
+
 /* what TLS wrote into its memory BIO goes to the socket */
 static int tls_flush(up_conn *c) {
     BIO *wb = SSL_get_wbio(c->ssl);
     size_t n = BIO_ctrl_pending(wb);
     if (n == 0) return 0;
-    wbuf *b = malloc(sizeof *b + n);
-    if (!b) return UV_ENOMEM;
-    if (BIO_read(wb, b->data, (int)n) != (int)n) {
-        free(b);
-        return UP_ETLS;
-    }
-    return write_buf(c, b, n);
-}
-
-static int send_plain(up_conn *c, const char *p, size_t n) {
-    wbuf *b = malloc(sizeof *b + n);
-    if (!b) return UV_ENOMEM;
-    memcpy(b->data, p, n);
-    return write_buf(c, b, n);
+    char stack[16384], *p = n <= sizeof stack ? stack : malloc(n);
+    if (!p) return UV_ENOMEM;
+    int rc = BIO_read(wb, p, (int)n) == (int)n ? send_bytes(c, p, n) : UP_ETLS;
+    if (p != stack) free(p);
+    return rc;
 }
 
 static const llhttp_settings_t settings;
@@ -262,7 +270,7 @@ static void send_request(up_conn *c) {
         ERR_clear_error();
         rc = SSL_write(c->ssl, r->data, (int)r->len) == (int)r->len ? tls_flush(c) : UP_ETLS;
     } else {
-        rc = send_plain(c, r->data, r->len);
+        rc = send_bytes(c, r->data, r->len);
     }
     if (rc) req_fail_later(c, rc);
 }
