@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mcpg/sdk.h>
+
 #include "audit_chain.h"
 
 int audit_cat_command(int argc, char **argv);
@@ -44,30 +46,79 @@ static uint64_t last_number(const char *p, size_t n) {
 
 static uint64_t last_printed; /* the chain number of the last line printed (0: none) */
 
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Is everything from `at` to the end of the file room? */
+static int room_to_end(int fd, off_t at) {
+    char buf[4096];
+    for (;;) {
+        ssize_t got = pread(fd, buf, sizeof buf, at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return 1;
+        for (ssize_t i = 0; i < got; i++)
+            if (buf[i] != AUDIT_ROOM_BYTE) return 0;
+        at += got;
+    }
+}
+
+#define SUSPECT_POLLS 50 /* a line that stays unreadable this many reads is printed as it is */
+
+/* How many of buf's n bytes are lines to print: whole, and as written. A
+ * reader can catch a batch while it is written over the room: part of the
+ * read sees the batch, part the room, so a line may start with room or not
+ * be JSON. Such a line ends what is printed now; it is read again, and
+ * printed as it is only if it stays so (a damaged file: verify names it). */
+static size_t printable(const char *buf, size_t n, int *suspect) {
+    size_t start = 0;
+    while (start < n && buf[start] != AUDIT_ROOM_BYTE) {
+        const char *nl = memchr(buf + start, '\n', n - start);
+        if (!nl) break;
+        size_t len = (size_t)(nl - (buf + start));
+        if (mcpg_json_validate(buf + start, len) != 0 && ++*suspect < SUSPECT_POLLS) break;
+        *suspect = 0;
+        start += len + 1;
+    }
+    return start;
+}
+
 /* Print the whole lines from *off on; *off moves past them. 0, or -1 with
  * errno (read) or EPIPE-like (write). */
+static int suspect; /* reads in a row that stopped at the same unreadable line */
+
 static int print_lines_from(int fd, off_t *off) {
-    static char buf[CHUNK];
+    static char *buf;
+    static size_t cap;
+    if (!buf && !(buf = malloc(cap = CHUNK))) return -1;
     for (;;) {
-        ssize_t got = pread(fd, buf, sizeof buf, *off);
+        ssize_t got = pread(fd, buf, cap, *off);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) return -1;
-        char *nl = got > 0 ? memrchr(buf, '\n', (size_t)got) : NULL;
-        if (!nl) {
-            /* no whole line in a full chunk: a line longer than CHUNK */
-            if (got == (ssize_t)sizeof buf && buf[0] != AUDIT_ROOM_BYTE) {
-                if (put(buf, sizeof buf) != 0) return -1;
-                *off += got;
-                continue;
-            }
-            return 0;
+        size_t n = printable(buf, (size_t)got, &suspect);
+        if (n == 0) {
+            /* no whole line: one being written (room after it, to the end),
+             * or one longer than the buffer, read again whole */
+            size_t t = (size_t)got;
+            while (t > 0 && buf[t - 1] == AUDIT_ROOM_BYTE) t--;
+            if ((size_t)got < cap || memchr(buf, '\n', (size_t)got) ||
+                (t < (size_t)got && room_to_end(fd, *off + (off_t)got)))
+                return 0;
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) return -1;
+            buf = bigger, cap *= 2;
+            continue;
         }
-        size_t n = (size_t)(nl - buf) + 1;
         if (put(buf, n) != 0) return -1;
         uint64_t no = last_number(buf, n);
         if (no) last_printed = no;
         *off += (off_t)n;
-        if (n < (size_t)got && buf[n] == AUDIT_ROOM_BYTE) return 0; /* the room */
+        /* the chunk ended inside a line: read on from it */
+        if ((size_t)got == cap && buf[n] != AUDIT_ROOM_BYTE && !memchr(buf + n, '\n', (size_t)got - n))
+            continue;
+        return 0; /* the room, or a line read again next time */
     }
 }
 
@@ -120,18 +171,17 @@ int audit_cat_command(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         int fd = open(argv[i], O_RDONLY | O_CLOEXEC);
         if (fd < 0) return fail("cat", argv[i]);
-        off_t off = 0;
-        int rc = print_lines_from(fd, &off);
+        off_t off = 0, before;
+        int rc;
+        do { /* again while a line caught mid-write waits to be read whole */
+            before = off;
+            rc = print_lines_from(fd, &off);
+            if (suspect) sleep_ms(1);
+        } while (rc == 0 && (off != before || suspect));
         close(fd);
         if (rc != 0) return errno == EPIPE ? 0 : fail("cat", argv[i]);
     }
     return fflush(stdout) == 0 ? 0 : 1;
-}
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
 }
 
 /* Is the file at path another than the one open on fd (rotated)? */
