@@ -10,10 +10,10 @@
  * reader that keeps names as C strings cuts it there, and "a\u0000x" and
  * "a" become one name.
  *
- * Each object's names are gathered and compared before its values are
- * visited, so one scratch list serves every object: pairwise for a few
- * names, sorted for many (an object of n names costs O(n log n), never
- * O(n^2), whatever a client sends). */
+ * The value is read once, front to back; each object's names go on one
+ * stack as they are read and are compared when the object ends: pairwise
+ * for a few names, sorted for many (an object of n names costs O(n log n),
+ * never O(n^2), whatever a client sends). */
 #include <mcpg/sdk.h>
 
 #include <stdlib.h>
@@ -69,75 +69,111 @@ static int push_key(scratch *s, const mcpg_json_span *k) {
     return 0;
 }
 
-/* 1 when two of the gathered names are equal (*dup: one of them). */
-static int has_duplicate(scratch *s, mcpg_json_span *dup) {
-    for (size_t i = 0; i < s->nkeys; i++)
-        if (!s->keys[i].p) s->keys[i].p = s->bytes.data + s->keys[i].off;
-    size_t n = s->nkeys;
+/* 1 when two of the names gathered from keys[base] on are equal (*dup: one
+ * of them). */
+static int has_duplicate(scratch *s, size_t base, mcpg_json_span *dup) {
+    key_ref *k = s->keys + base;
+    size_t n = s->nkeys - base;
+    for (size_t i = 0; i < n; i++)
+        if (!k[i].p) k[i].p = s->bytes.data + k[i].off;
     const key_ref *hit = NULL;
     if (n <= PAIRWISE_MAX) {
         for (size_t i = 1; i < n && !hit; i++)
             for (size_t j = 0; j < i && !hit; j++)
-                if (!key_cmp(&s->keys[i], &s->keys[j])) hit = &s->keys[i];
+                if (!key_cmp(&k[i], &k[j])) hit = &k[i];
     } else {
-        qsort(s->keys, n, sizeof *s->keys, key_cmp);
+        qsort(k, n, sizeof *k, key_cmp);
         for (size_t i = 1; i < n && !hit; i++)
-            if (!key_cmp(&s->keys[i], &s->keys[i - 1])) hit = &s->keys[i];
+            if (!key_cmp(&k[i], &k[i - 1])) hit = &k[i];
     }
     if (hit && dup) *dup = hit->src;
     return hit != NULL;
 }
 
-static int check_value(scratch *s, const mcpg_json_span *v, mcpg_json_span *dup);
+/* One pass over the value, every byte read once: an object's names are
+ * pushed as it is read (its nested objects push theirs above them and take
+ * them back when done), and compared once its closing brace is reached. The
+ * text was validated (mcpg_json_value), so it is read, not checked; a
+ * malformed one still ends in MCPG_EPROTO, never past its end. */
 
-/* Containers among an object's values, remembered by the walk that gathers
- * its names so that they are visited without walking the object again (each
- * walk skips every value whole: walking twice made a value nested d deep be
- * skipped 2d times). More than this many: the object is walked a second time. */
-#define NESTED_KEPT 8
-
-static int check_object(scratch *s, const mcpg_json_span *v, mcpg_json_span *dup) {
-    size_t iter = 0, nested = 0;
-    mcpg_json_span k, val, kept[NESTED_KEPT];
-    int rc;
-    s->nkeys = 0;
-    s->bytes.len = 0;
-    while ((rc = mcpg_json_object_next_trusted(v->p, v->n, &iter, &k, &val)) == 1) {
-        if ((rc = push_key(s, &k)) != 0) {
-            if (rc == 2 && dup) *dup = k;
-            return rc;
-        }
-        if (val.type == MCPG_JSON_OBJECT || val.type == MCPG_JSON_ARRAY) {
-            if (nested < NESTED_KEPT) kept[nested] = val;
-            nested++;
-        }
-    }
-    if (rc < 0) return rc;
-    if (has_duplicate(s, dup)) return 1;
-    if (nested <= NESTED_KEPT) {
-        for (size_t i = 0; i < nested; i++)
-            if ((rc = check_value(s, &kept[i], dup)) != 0) return rc;
-        return 0;
-    }
-    iter = 0;
-    while ((rc = mcpg_json_object_next_trusted(v->p, v->n, &iter, &k, &val)) == 1)
-        if ((val.type == MCPG_JSON_OBJECT || val.type == MCPG_JSON_ARRAY) &&
-            (rc = check_value(s, &val, dup)) != 0)
-            return rc;
-    return rc < 0 ? rc : 0;
+static size_t skip_ws(const unsigned char *t, size_t n, size_t i) {
+    while (i < n && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t')) i++;
+    return i;
 }
 
-static int check_value(scratch *s, const mcpg_json_span *v, mcpg_json_span *dup) {
-    if (v->type == MCPG_JSON_OBJECT) return check_object(s, v, dup);
-    if (v->type != MCPG_JSON_ARRAY) return 0;
-    size_t iter = 0;
-    mcpg_json_span el;
-    int rc;
-    while ((rc = mcpg_json_array_next_trusted(v->p, v->n, &iter, &el)) == 1)
-        if ((el.type == MCPG_JSON_OBJECT || el.type == MCPG_JSON_ARRAY) &&
-            (rc = check_value(s, &el, dup)) != 0)
-            return rc;
-    return rc < 0 ? rc : 0;
+/* Past the closing quote of the string whose opening quote is t[i]. */
+static size_t string_end(const unsigned char *t, size_t n, size_t i, uint32_t *escaped) {
+    for (i++; i < n && t[i] != '"'; i++) {
+        if (t[i] == '\\') {
+            *escaped = 1;
+            i++;
+        }
+    }
+    return i < n ? i + 1 : n;
+}
+
+static int walk(scratch *s, const unsigned char *t, size_t n, size_t *pos, mcpg_json_span *dup);
+
+static int walk_members(scratch *s, const unsigned char *t, size_t n, size_t *pos,
+                        mcpg_json_span *dup, int object) {
+    size_t i = skip_ws(t, n, *pos + 1);
+    if (i < n && t[i] == (object ? '}' : ']')) {
+        *pos = i + 1;
+        return 0;
+    }
+    for (;;) {
+        if (object) {
+            if (i >= n || t[i] != '"') return MCPG_EPROTO;
+            uint32_t esc = 0;
+            size_t end = string_end(t, n, i, &esc);
+            if (end < i + 2) return MCPG_EPROTO;
+            mcpg_json_span k = {(const char *)t + i + 1, end - i - 2, MCPG_JSON_STRING, esc};
+            int rc = push_key(s, &k);
+            if (rc) {
+                if (rc == 2 && dup) *dup = k;
+                return rc;
+            }
+            i = skip_ws(t, n, end);
+            if (i >= n || t[i] != ':') return MCPG_EPROTO;
+            i++;
+        }
+        int rc = walk(s, t, n, &i, dup);
+        if (rc) return rc;
+        i = skip_ws(t, n, i);
+        if (i >= n) return MCPG_EPROTO;
+        if (t[i] == (object ? '}' : ']')) break;
+        if (t[i] != ',') return MCPG_EPROTO;
+        i = skip_ws(t, n, i + 1);
+    }
+    *pos = i + 1;
+    return 0;
+}
+
+static int walk(scratch *s, const unsigned char *t, size_t n, size_t *pos, mcpg_json_span *dup) {
+    size_t i = skip_ws(t, n, *pos);
+    if (i >= n) return MCPG_EPROTO;
+    if (t[i] == '"') {
+        uint32_t esc = 0;
+        *pos = string_end(t, n, i, &esc);
+        return 0;
+    }
+    if (t[i] == '[') {
+        *pos = i;
+        return walk_members(s, t, n, pos, dup, 0);
+    }
+    if (t[i] == '{') {
+        size_t base = s->nkeys, bytes_base = s->bytes.len;
+        *pos = i;
+        int rc = walk_members(s, t, n, pos, dup, 1);
+        if (rc) return rc;
+        if (has_duplicate(s, base, dup)) return 1;
+        s->nkeys = base; /* this object's names, and the bytes of the decoded ones */
+        s->bytes.len = bytes_base;
+        return 0;
+    }
+    while (i < n && !memchr(" \t\r\n,]}", t[i], 7)) i++; /* a number or a literal */
+    *pos = i;
+    return 0;
 }
 
 /* The value was validated whole (mcpg_json_value): its members are walked
@@ -147,7 +183,8 @@ int mcpg_json_unique_trusted(const mcpg_json_span *value, mcpg_json_span *dup) {
     scratch s;
     s.keys = s.on_stack, s.nkeys = 0, s.cap = STACK_KEYS;
     s.bytes = (mcpg_buf){0};
-    int rc = check_value(&s, value, dup);
+    size_t pos = 0;
+    int rc = walk(&s, (const unsigned char *)value->p, value->n, &pos, dup);
     if (s.keys != s.on_stack) free(s.keys);
     mcpg_buf_free(&s.bytes);
     return rc;
