@@ -453,13 +453,15 @@ static bool pointer_hidden(const walk *wk) {
     return false;
 }
 
+/* The walk reads text root_span validated whole: its members are found by
+ * the trusted iteration, not validated again at every level. */
 static int walk_value(walk *wk, const mcpg_json_span *v);
 
 static int walk_object(walk *wk, const mcpg_json_span *v) {
     size_t it = 0;
     mcpg_json_span k, val;
     int rc = mcpg_buf_append(wk->out, "{", 1), r, first = 1;
-    while (!rc && (r = mcpg_json_object_next(v->p, v->n, &it, &k, &val)) == 1) {
+    while (!rc && (r = mcpg_json_object_next_trusted(v->p, v->n, &it, &k, &val)) == 1) {
         if (!first) rc |= mcpg_buf_append(wk->out, ",", 1);
         first = 0;
         rc |= mcpg_buf_append(wk->out, k.p - 1, k.n + 2);
@@ -480,7 +482,7 @@ static int walk_array(walk *wk, const mcpg_json_span *v) {
     size_t it = 0, i = 0;
     mcpg_json_span val;
     int rc = mcpg_buf_append(wk->out, "[", 1), r;
-    while (!rc && (r = mcpg_json_array_next(v->p, v->n, &it, &val)) == 1) {
+    while (!rc && (r = mcpg_json_array_next_trusted(v->p, v->n, &it, &val)) == 1) {
         if (i) rc |= mcpg_buf_append(wk->out, ",", 1);
         char *kb = wk->keybuf[wk->depth];
         int kn = snprintf(kb, sizeof wk->keybuf[0], "%zu", i++);
