@@ -101,15 +101,22 @@ static size_t skip_ws(const unsigned char *t, size_t n, size_t i) {
     return i;
 }
 
-/* Past the closing quote of the string whose opening quote is t[i]. */
+/* Past the closing quote of the string whose opening quote is t[i]: the
+ * next quote not escaped, found with memchr (names are long here, e.g.
+ * "io.modelcontextprotocol/clientCapabilities"). A quote is escaped when an
+ * odd run of backslashes stands before it. */
 static size_t string_end(const unsigned char *t, size_t n, size_t i, uint32_t *escaped) {
-    for (i++; i < n && t[i] != '"'; i++) {
-        if (t[i] == '\\') {
-            *escaped = 1;
-            i++;
-        }
+    size_t from = i + 1;
+    for (i = from; i < n;) {
+        const unsigned char *q = memchr(t + i, '"', n - i);
+        if (!q) return n;
+        size_t at = (size_t)(q - t), b = at;
+        while (b > from && t[b - 1] == '\\') b--;
+        if (b != at || memchr(t + from, '\\', at - from)) *escaped = 1;
+        if ((at - b) % 2 == 0) return at + 1;
+        i = at + 1;
     }
-    return i < n ? i + 1 : n;
+    return n;
 }
 
 static int walk(scratch *s, const unsigned char *t, size_t n, size_t *pos, mcpg_json_span *dup);
