@@ -124,19 +124,8 @@ static int print_lines_from(int fd, off_t *off) {
 
 /* Just past the last byte that is not room. */
 static off_t lines_end(int fd) {
-    static char buf[CHUNK];
     struct stat st;
-    if (fstat(fd, &st) != 0) return -1;
-    off_t end = st.st_size;
-    while (end > 0) {
-        size_t want = end > CHUNK ? CHUNK : (size_t)end;
-        ssize_t got = pread(fd, buf, want, end - (off_t)want);
-        if (got != (ssize_t)want) return -1;
-        for (size_t i = want; i-- > 0;)
-            if (buf[i] != AUDIT_ROOM_BYTE) return end - (off_t)want + (off_t)i + 1;
-        end -= (off_t)want;
-    }
-    return 0;
+    return fstat(fd, &st) == 0 ? audit_content_end(fd, st.st_size) : -1;
 }
 
 /* Where the last n whole lines start (0 when the file has fewer). */

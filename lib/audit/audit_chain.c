@@ -178,9 +178,7 @@ static int tail_line(int fd, audit_hasher *h, off_t from, off_t to, audit_tail *
     return rc;
 }
 
-/* Where the content ends: just past the last byte that is not room (0 when
- * the file is all room, or empty); -1 on a read error. */
-static off_t content_end(int fd, off_t size) {
+off_t audit_content_end(int fd, off_t size) {
     char buf[65536];
     off_t end = size;
     while (end > 0) {
@@ -280,7 +278,7 @@ int audit_chain_read_tail(int fd, audit_hasher *h, off_t window, audit_tail *out
     *out = (audit_tail){.kind = AUDIT_TAIL_EMPTY};
     if (fstat(fd, &st) != 0) return -1;
     out->file_size = st.st_size;
-    out->size = content_end(fd, st.st_size);
+    out->size = audit_content_end(fd, st.st_size);
     if (out->size < 0) return -1;
     if (last_line(fd, h, out->size, out) != 0) return -1;
     if (window <= 0) return 0;

@@ -62,6 +62,11 @@ void audit_hash_hex(const uint8_t hash[AUDIT_HASH_LEN], char out[2 * AUDIT_HASH_
  * at a clean stop. */
 #define AUDIT_ROOM_BYTE ' '
 
+/* Where the lines of the file open on fd (readable, `size` bytes) end: just
+ * past the last byte that is not room (0 when it is all room, or empty).
+ * Reads backwards over the room only. -1 on a read error (errno). */
+off_t audit_content_end(int fd, off_t size);
+
 typedef enum audit_tail_kind {
     AUDIT_TAIL_EMPTY = 0,     /* no whole line */
     AUDIT_TAIL_CHAINED = 1,   /* the last whole line is a chain line: head is set */
