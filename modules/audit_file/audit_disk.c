@@ -94,11 +94,9 @@ static void head_from_rotated(audit_disk *d) {
 /* Room bytes over [from, to) of the file, written with pwrite: the file grows
  * when `to` is past its end. 0, or -1 with errno. */
 static int fill_room(int fd, off_t from, off_t to) {
-    static char room[65536];
-    if (room[0] != AUDIT_ROOM_BYTE) memset(room, AUDIT_ROOM_BYTE, sizeof room);
     while (from < to) {
-        size_t n = to - from > (off_t)sizeof room ? sizeof room : (size_t)(to - from);
-        ssize_t w = pwrite(fd, room, n, from);
+        size_t n = to - from > AUDIT_ROOM_RUN ? AUDIT_ROOM_RUN : (size_t)(to - from);
+        ssize_t w = pwrite(fd, audit_room_run(), n, from);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             if (w == 0) errno = EIO;
@@ -232,7 +230,7 @@ int audit_disk_open(audit_disk *d) {
         return MCPG_EIO;
     }
     if (d->cfg->preallocate_bytes > 0)
-        d->room = audit_room_start(d->host, d->self, path, d->cfg->preallocate_bytes);
+        d->room = audit_room_start(d->host, d->self, path);
     audit_hash_hex(d->head.hash, hex);
     if (d->head.line)
         d->host->log(d->self, MCPG_LOG_INFO, "%s: the chain goes on after line %llu (sha256 %s)",

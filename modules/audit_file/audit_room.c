@@ -15,14 +15,13 @@
 #include "audit_chain.h"
 #include "audit_sink.h"
 
-#define ROOM_WRITE 65536   /* bytes an append: the lock is held that long at most */
+#define ROOM_WRITE AUDIT_ROOM_RUN /* bytes an append: the lock is held that long at most */
 #define ROOM_SLICE 262144  /* bytes written back at a time */
 
 struct audit_room {
     const mcpg_host *host;
     mcpg_instance *self;
     const char *path;
-    int64_t step;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -45,6 +44,16 @@ int audit_identify(int fd, const char *path, audit_file_id *out) {
     return 0;
 }
 
+static char room_run[AUDIT_ROOM_RUN];
+static pthread_once_t room_run_once = PTHREAD_ONCE_INIT;
+
+static void room_run_init(void) { memset(room_run, AUDIT_ROOM_BYTE, sizeof room_run); }
+
+const char *audit_room_run(void) {
+    pthread_once(&room_run_once, room_run_init);
+    return room_run;
+}
+
 static int stopping(audit_room *r) {
     pthread_mutex_lock(&r->mu);
     int s = r->stopping;
@@ -55,10 +64,9 @@ static int stopping(audit_room *r) {
 /* One append of room, under the file's lock, while fd is still the file at the path
  * and that file is (dev, ino) and short of `want`: 1 when it appended, 0
  * when there is nothing (more) to do, -1 with errno. *from: the size before
- * the first append. */
-static int append_once(audit_room *r, int fd, dev_t dev, ino_t ino, off_t want, off_t *from) {
-    static char room[ROOM_WRITE];
-    if (room[0] != AUDIT_ROOM_BYTE) memset(room, AUDIT_ROOM_BYTE, sizeof room);
+ * the first append; *size: the size after this one. */
+static int append_once(audit_room *r, int fd, dev_t dev, ino_t ino, off_t want, off_t *from,
+                       off_t *size) {
     while (flock(fd, LOCK_EX) != 0)
         if (errno != EINTR) return -1;
     audit_file_id at, mine;
@@ -67,11 +75,12 @@ static int append_once(audit_room *r, int fd, dev_t dev, ino_t ino, off_t want, 
         at.dev == dev && at.ino == ino && mine.dev == dev && mine.ino == ino && mine.size < want) {
         if (*from < 0) *from = mine.size;
         off_t left = want - mine.size;
+        size_t len = left > ROOM_WRITE ? ROOM_WRITE : (size_t)left;
         ssize_t w;
-        while ((w = write(fd, room, left > ROOM_WRITE ? ROOM_WRITE : (size_t)left)) < 0 &&
-               errno == EINTR) {
+        while ((w = write(fd, audit_room_run(), len)) < 0 && errno == EINTR) {
         }
         rc = w > 0 ? 1 : -1;
+        if (w > 0) *size = mine.size + w;
         if (w == 0) errno = EIO;
     }
     flock(fd, LOCK_UN);
@@ -92,26 +101,20 @@ static int write_back(int fd, off_t from, off_t to) {
 static int fill(audit_room *r, dev_t dev, ino_t ino, off_t want) {
     int fd = open(r->path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) return errno == ENOENT ? 0 : -1; /* renamed away meanwhile */
-    off_t from = -1, synced = -1;
+    off_t from = -1, synced = -1, size = -1;
     int rc;
-    while ((rc = append_once(r, fd, dev, ino, want, &from)) == 1 && !stopping(r)) {
-        audit_file_id now;
+    while ((rc = append_once(r, fd, dev, ino, want, &from, &size)) == 1 && !stopping(r)) {
         if (synced < 0) synced = from;
-        if (audit_identify(fd, NULL, &now) != 0) {
-            rc = -1;
-            break;
-        }
-        if (now.size - synced >= ROOM_SLICE) {
-            if (write_back(fd, synced, now.size) != 0) {
+        if (size - synced >= ROOM_SLICE) {
+            if (write_back(fd, synced, size) != 0) {
                 rc = -1;
                 break;
             }
-            synced = now.size;
+            synced = size;
         }
     }
-    audit_file_id now;
-    if (rc >= 0 && from >= 0 && audit_identify(fd, NULL, &now) == 0 && now.size > from &&
-        (write_back(fd, synced < 0 ? from : synced, now.size) != 0 || fdatasync(fd) != 0))
+    if (rc >= 0 && from >= 0 && size > from &&
+        (write_back(fd, synced < 0 ? from : synced, size) != 0 || fdatasync(fd) != 0))
         rc = -1;
     int err = errno;
     close(fd);
@@ -153,11 +156,10 @@ static void *room_main(void *arg) {
     return NULL;
 }
 
-audit_room *audit_room_start(const mcpg_host *host, mcpg_instance *self, const char *path,
-                             int64_t step) {
+audit_room *audit_room_start(const mcpg_host *host, mcpg_instance *self, const char *path) {
     audit_room *r = host->calloc(1, sizeof *r);
     if (!r) return NULL;
-    *r = (audit_room){.host = host, .self = self, .path = path, .step = step};
+    *r = (audit_room){.host = host, .self = self, .path = path};
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     if (audit_sink_thread(&r->thread, room_main, r, "mcpg-audit-room") != 0) {

@@ -32,11 +32,14 @@ typedef struct audit_file_id {
 
 int audit_identify(int fd, const char *path, audit_file_id *out);
 
-/* Start the thread ("mcpg-audit-room") for the file at `path`, written ahead
- * `step` bytes at a time. NULL when it cannot start (logged): batches then
- * grow the file themselves. */
-audit_room *audit_room_start(const mcpg_host *host, mcpg_instance *self, const char *path,
-                             int64_t step);
+/* Start the thread ("mcpg-audit-room") for the file at `path`: it writes the
+ * room the writer asks for (audit_room_want). NULL when it cannot start
+ * (logged): batches then grow the file themselves. */
+audit_room *audit_room_start(const mcpg_host *host, mcpg_instance *self, const char *path);
+
+/* AUDIT_ROOM_RUN bytes of AUDIT_ROOM_BYTE, to write room from (any thread). */
+#define AUDIT_ROOM_RUN 65536
+const char *audit_room_run(void);
 
 /* The writer, after a batch: the file it writes (dev, ino) should hold room
  * up to `size` bytes. Wakes the thread; never waits for it. */
