@@ -882,10 +882,11 @@ def read_audit(path):
         except ValueError as e:
             if i == len(data.split("\n")) - 1:
                 continue  # a line still being written
-            if " " * 8 in ln:
+            if ln.startswith(" "):
                 # a batch caught while it was written over the room audit_file
-                # keeps ahead of its lines: part of this read saw the room, part
-                # the batch (a live file only; read again, it is whole)
+                # keeps ahead of its lines: this read saw the room where the
+                # line starts and the batch after it (a live file only; read
+                # again, it is whole). A line of the gateway's starts with "{".
                 continue
             fail("%s line %d is not JSON (%s): %r" % (path, i + 1, e, ln))
         check(isinstance(rec, dict), "%s line %d is not an object" % (path, i + 1))
