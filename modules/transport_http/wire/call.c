@@ -135,8 +135,6 @@ static int on_call_message(void *ctx, mcpg_call *call, const char *json, size_t 
     return rc == MCPG_ENOMEM ? MCPG_EAGAIN : 0;
 }
 
-/* desc.complete: the kernel has the outcome; answer (or just let go if the
- * client is gone). Runs on the connection's loop thread. */
 /* The call's outcome written for r (to c, or kept for a stream's return
  * when c is NULL); the call is released. */
 static void deliver_outcome(th_worker_state *ws, th_conn *c, th_req *r, mcpg_call *call) {
@@ -151,6 +149,8 @@ static void deliver_outcome(th_worker_state *ws, th_conn *c, th_req *r, mcpg_cal
     r->call = NULL;
 }
 
+/* desc.complete: the kernel has the outcome; answer (or just let go if the
+ * client is gone). Runs on the connection's loop thread. */
 static void on_call_complete(void *ctx, mcpg_call *call) {
     th_req *r = ctx;
     th_conn *c = r->conn;
