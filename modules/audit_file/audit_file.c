@@ -6,7 +6,8 @@
  *           Answers PENDING. No allocation once the batch buffers have grown.
  *   writer  one thread: swap `pending` with its own empty batch, chain its
  *           lines (number and SHA-256 of the line before: audit_chain.h),
- *           write them with one writev() and one fdatasync() per
+ *           write them with one pwritev() at the file's end (audit_disk.c,
+ *           over room written ahead) and one fdatasync() per
  *           max_batch_bytes chunk, then resume every call of the chunk. A
  *           failing disk fails the calls closed (DENY + 503); nothing is ever
  *           dropped silently. Between chunks it rotates the file when due
