@@ -560,7 +560,7 @@ static const mcpg_audit_ops audit_ops = {
     .flush = audit_flush,
 };
 
-MCPG_MODULE_DEFINE(MCPG_KIND_AUDIT, "audit_file", "1.1.0",
+MCPG_MODULE_DEFINE(MCPG_KIND_AUDIT, "audit_file", "1.2.0",
                    .description = "durable audit sink: hash-chained JSON lines, group-committed "
                                   "with fdatasync, rotated by size",
                    .flags = MCPG_MOD_DURABLE | MCPG_MOD_OWNS_THREADS,
