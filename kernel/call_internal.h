@@ -151,6 +151,7 @@ struct mcpg_call {
     mcpg_buf state_params;       /* params with a retry's requestState unsealed (state_seal.c) */
     bool ref_judged, ref_is_prompt; /* completion/complete: judged_name is the ref's id */
     bool has_request_state;      /* judge.c saw params.requestState: state_seal.c checks it */
+    bool args_judged;            /* d.args_json is a span the judge validated */
     char task_seal[33];          /* tasks methods: the seal the client's task id carried (task_seal.c) */
     size_t task_plain_len;       /* ... and the id's length without it */
     /* The legacy wire's session id, whole and NUL-terminated (audit, and

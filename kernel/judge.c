@@ -171,11 +171,14 @@ static int rebuild(mcpg_call *c, const method_shape *s, const char *p, size_t n)
     return 0;
 }
 
-/* text[0..n) is exactly one JSON value, whitespace around it allowed: 1 with
- * its span in *v. Anything after the value would reach a backend unjudged. */
-static bool one_value(const char *text, size_t n, mcpg_json_span *v) {
+/* text[0..n) is exactly one JSON value, whitespace around it allowed: 1
+ * with its span in *v and, in *unique, mcpg_json_unique's answer for it
+ * (*dup as it says), found in the same read. Anything after the value would
+ * reach a backend unjudged. */
+static bool one_value(const char *text, size_t n, mcpg_json_span *v, int *unique,
+                      mcpg_json_span *dup) {
     size_t pos = 0;
-    if (mcpg_json_value(text, n, &pos, v) != 1) return false;
+    if (mcpg_json_value_unique(text, n, &pos, v, unique, dup) != 1) return false;
     while (pos < n && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
         pos++;
     return pos == n;
@@ -189,10 +192,11 @@ static int judge_bare(mcpg_call *c) {
     if (d->name && memchr(d->name, '\0', d->name_len)) return refuse(c, "the name", "holds a NUL character");
     if (!d->args_json) return 0;
     mcpg_json_span args;
-    if (!one_value(d->args_json, d->args_len, &args) || args.type != MCPG_JSON_OBJECT)
+    int u;
+    if (!one_value(d->args_json, d->args_len, &args, &u, NULL) || args.type != MCPG_JSON_OBJECT)
         return refuse(c, "params.arguments", "must be an object");
     d->args_json = args.p, d->args_len = args.n;
-    int u = mcpg_json_unique_trusted(&args, NULL);
+    c->args_judged = u == 0;
     if (u == 1) return refuse(c, "params.arguments", "names a member twice");
     if (u == 2) return refuse(c, "a member name in params.arguments", "holds a NUL character");
     return u ? refuse(c, "params.arguments", "is not valid JSON") : 0;
@@ -209,10 +213,10 @@ int call_judge(mcpg_call *c) {
     d->name = NULL, d->name_len = 0;
     d->args_json = NULL, d->args_len = 0;
     mcpg_json_span params, dup;
-    if (!one_value(p, n, &params) || params.type != MCPG_JSON_OBJECT)
+    int u;
+    if (!one_value(p, n, &params, &u, &dup) || params.type != MCPG_JSON_OBJECT)
         return refuse(c, "params", "must be an object");
     d->params_json = params.p, d->params_len = params.n; /* the value itself, nothing around it */
-    int u = mcpg_json_unique_trusted(&params, &dup);
     if (u == 1) {
         int shown = dup.n < 64 ? (int)dup.n : 64;
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 400, "Invalid params: duplicate member \"%.*s\"",
@@ -240,6 +244,7 @@ int call_judge(mcpg_call *c) {
                 return refuse(c, "params.arguments", "must be an object");
             d->args_json = v.p;
             d->args_len = v.n;
+            c->args_judged = true; /* inside params, validated whole above */
         } else if (c->method == MCPG_METHOD_COMPLETION_COMPLETE && key_is(&k, "ref")) {
             if (judge_ref(c, &v)) return -1;
             reshaped = true;

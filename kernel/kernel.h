@@ -145,6 +145,8 @@ bool redactor_results(const redactor *r);
 /* json redacted by r's rules, appended to out: 0, MCPG_EPROTO (not JSON:
  * nothing appended), MCPG_ENOMEM. */
 int redact_json(const redactor *r, const char *json, size_t len, mcpg_buf *out);
+/* redact_json for text already validated (a span the judge checked). */
+int redact_json_valid(const redactor *r, const char *json, size_t len, mcpg_buf *out);
 /* {"sha256":"<hex of json>"} appended to out. */
 int redact_hash(const char *json, size_t len, mcpg_buf *out);
 

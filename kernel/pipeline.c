@@ -49,7 +49,8 @@ static void audit_args(mcpg_call *c, mcpg_audit_event *ev) {
         c->audit_args.len = 0;
         int rc = mode == AUDIT_ARGS_HASHED
                      ? redact_hash(c->d.args_json, c->d.args_len, &c->audit_args)
-                     : redact_json(r, c->d.args_json, c->d.args_len, &c->audit_args);
+                     : c->args_judged ? redact_json_valid(r, c->d.args_json, c->d.args_len, &c->audit_args)
+                                      : redact_json(r, c->d.args_json, c->d.args_len, &c->audit_args);
         if (rc) {
             c->audit_args.len = 0;
             mcpg_buf_puts(&c->audit_args, "\"[REDACTED]\"");

@@ -504,9 +504,10 @@ static int walk_value(walk *wk, const mcpg_json_span *v) {
     }
 }
 
-/* The whole text as one span. */
-static int root_span(const char *json, size_t len, mcpg_json_span *v) {
-    if (mcpg_json_validate(json, len) != 0) return MCPG_EPROTO;
+/* The whole text as one span; validated first unless the caller already
+ * did (`valid`). */
+static int root_span(const char *json, size_t len, bool valid, mcpg_json_span *v) {
+    if (!valid && mcpg_json_validate(json, len) != 0) return MCPG_EPROTO;
     size_t i = 0;
     while (i < len && isspace((unsigned char)json[i])) i++;
     size_t e = len;
@@ -526,10 +527,10 @@ static int root_span(const char *json, size_t len, mcpg_json_span *v) {
     return 0;
 }
 
-int redact_json(const redactor *r, const char *json, size_t len, mcpg_buf *out) {
+static int redact_text(const redactor *r, const char *json, size_t len, bool valid, mcpg_buf *out) {
     static const redactor none = {0};
     mcpg_json_span v;
-    if (root_span(json, len, &v) != 0) return MCPG_EPROTO;
+    if (root_span(json, len, valid, &v) != 0) return MCPG_EPROTO;
     static __thread walk one; /* 4 KiB of path: not on the stack, not per call */
     walk *wk = &one;
     wk->r = r ? r : &none;
@@ -539,6 +540,14 @@ int redact_json(const redactor *r, const char *json, size_t len, mcpg_buf *out) 
     int rc = walk_value(wk, &v);
     if (rc) out->len = mark;
     return rc;
+}
+
+int redact_json(const redactor *r, const char *json, size_t len, mcpg_buf *out) {
+    return redact_text(r, json, len, false, out);
+}
+
+int redact_json_valid(const redactor *r, const char *json, size_t len, mcpg_buf *out) {
+    return redact_text(r, json, len, true, out);
 }
 
 int redact_hash(const char *json, size_t len, mcpg_buf *out) {

@@ -16,6 +16,8 @@
 
 #include <string.h>
 
+#include "json_names.h"
+
 /* Byte classes inside a string. 0 is "copy as is", so the hot loop tests for
  * zero; the UTF-8 lead classes index u8rules[] below. */
 enum {
@@ -169,6 +171,7 @@ typedef struct scan {
     const unsigned char *s;
     size_t n;
     size_t i;
+    json_names *names; /* told of each object's names, or NULL */
 } scan;
 
 static inline void skip_ws(scan *sc) {
@@ -294,7 +297,8 @@ typedef struct nest {
     int depth, budget;
 } nest;
 
-static inline int close_level(nest *ns) {
+static inline int close_level(scan *sc, nest *ns) {
+    if (sc->names && (ns->objs & 1)) json_names_close(sc->names);
     ns->objs >>= 1;
     return --ns->depth == 0 ? ST_DONE : ST_AFTER;
 }
@@ -305,12 +309,13 @@ static inline int st_open(scan *sc, nest *ns) {
     if (ns->depth >= ns->budget) return MCPG_EPROTO;
     ns->objs = (ns->objs << 1) | (uint64_t)obj;
     ns->depth++;
+    if (sc->names && obj) json_names_open(sc->names);
     sc->i++;
     skip_ws(sc);
     if (sc->i >= sc->n) return MCPG_EPROTO;
     if (sc->s[sc->i] != (obj ? '}' : ']')) return ST_MEMBER;
     sc->i++;
-    return close_level(ns);
+    return close_level(sc, ns);
 }
 
 /* One array element or one object member ("key": value); nested containers
@@ -320,6 +325,7 @@ static inline int st_member(scan *sc, nest *ns) {
     skip_ws(sc);
     if (ns->objs & 1) {
         if (sc->i >= sc->n || sc->s[sc->i] != '"' || scan_string(sc, &tmp)) return MCPG_EPROTO;
+        if (sc->names) json_names_add(sc->names, &tmp);
         skip_ws(sc);
         if (sc->i >= sc->n || sc->s[sc->i] != ':') return MCPG_EPROTO;
         sc->i++;
@@ -337,7 +343,7 @@ static inline int st_after(scan *sc, nest *ns) {
     unsigned char c = sc->s[sc->i++];
     if (c == ',') return ST_MEMBER;
     if (c != ((ns->objs & 1) ? '}' : ']')) return MCPG_EPROTO;
-    return close_level(ns);
+    return close_level(sc, ns);
 }
 
 static int scan_container(scan *sc, int budget) {
@@ -367,11 +373,11 @@ static int scan_value(scan *sc, int budget, mcpg_json_span *out) {
 
 /* ---- public ------------------------------------------------------------ */
 
-int mcpg_json_value(const char *s, size_t n, size_t *pos, mcpg_json_span *out) {
+int json_value_named(const char *s, size_t n, size_t *pos, mcpg_json_span *out, json_names *nm) {
     mcpg_json_span tmp;
     if (!out) out = &tmp;
     if (!s || !pos || *pos > n) return MCPG_EPROTO;
-    scan sc = {(const unsigned char *)s, n, *pos};
+    scan sc = {(const unsigned char *)s, n, *pos, nm};
     skip_ws(&sc);
     if (sc.i >= n) {
         *pos = n;
@@ -387,10 +393,14 @@ int mcpg_json_value(const char *s, size_t n, size_t *pos, mcpg_json_span *out) {
     return 1;
 }
 
+int mcpg_json_value(const char *s, size_t n, size_t *pos, mcpg_json_span *out) {
+    return json_value_named(s, n, pos, out, NULL);
+}
+
 int mcpg_json_validate(const char *s, size_t n) {
     mcpg_json_span tmp;
     if (!s) return MCPG_EPROTO;
-    scan sc = {(const unsigned char *)s, n, 0};
+    scan sc = {(const unsigned char *)s, n, 0, NULL};
     skip_ws(&sc);
     if (sc.i >= n || scan_value(&sc, MCPG_JSON_MAX_DEPTH, &tmp)) return MCPG_EPROTO;
     skip_ws(&sc);
@@ -433,7 +443,7 @@ static int next_member(const char *text, size_t n, size_t *iter, int obj,
     mcpg_json_span k = {0}, v;
     unsigned char close = obj ? '}' : ']';
     if (!text || !iter || *iter >= n) return MCPG_EPROTO;
-    scan sc = {(const unsigned char *)text, n, *iter};
+    scan sc = {(const unsigned char *)text, n, *iter, NULL};
     int rc = to_member(&sc, iter, obj ? '{' : '[', close);
     if (rc != 1) return rc;
     if (obj) {

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_names.h"
+
 typedef struct key_ref {
     const char *p; /* into the text, or NULL: decoded, at `off` in the scratch bytes */
     size_t off, n;
@@ -183,23 +185,79 @@ static int walk(scratch *s, const unsigned char *t, size_t n, size_t *pos, mcpg_
     return 0;
 }
 
+static void scratch_init(scratch *s) {
+    s->keys = s->on_stack, s->nkeys = 0, s->cap = STACK_KEYS;
+    s->bytes = (mcpg_buf){0};
+}
+
+static void scratch_free(scratch *s) {
+    if (s->keys != s->on_stack) free(s->keys);
+    mcpg_buf_free(&s->bytes);
+}
+
 /* The value was validated whole (mcpg_json_value): its members are walked
  * without validating them again. */
 int mcpg_json_unique_trusted(const mcpg_json_span *value, mcpg_json_span *dup) {
     if (value->type != MCPG_JSON_OBJECT && value->type != MCPG_JSON_ARRAY) return 0;
     scratch s;
-    s.keys = s.on_stack, s.nkeys = 0, s.cap = STACK_KEYS;
-    s.bytes = (mcpg_buf){0};
+    scratch_init(&s);
     size_t pos = 0;
     int rc = walk(&s, (const unsigned char *)value->p, value->n, &pos, dup);
-    if (s.keys != s.on_stack) free(s.keys);
-    mcpg_buf_free(&s.bytes);
+    scratch_free(&s);
+    return rc;
+}
+
+/* ---- the same checks, told by the validating scanner (json_names.h) ---- */
+
+struct json_names {
+    scratch s;
+    size_t base[MCPG_JSON_MAX_DEPTH], bytes_base[MCPG_JSON_MAX_DEPTH]; /* per open object */
+    int depth;
+    int verdict; /* 0 so far; then mcpg_json_unique's answer: 1, 2, MCPG_ENOMEM */
+    mcpg_json_span dup;
+};
+
+void json_names_open(json_names *nm) {
+    if (nm->verdict || nm->depth >= MCPG_JSON_MAX_DEPTH) return; /* deeper: the scanner refuses it */
+    nm->base[nm->depth] = nm->s.nkeys;
+    nm->bytes_base[nm->depth] = nm->s.bytes.len;
+    nm->depth++;
+}
+
+void json_names_add(json_names *nm, const mcpg_json_span *key) {
+    if (nm->verdict) return;
+    int rc = push_key(&nm->s, key);
+    if (!rc) return;
+    nm->verdict = rc == MCPG_EPROTO ? MCPG_ENOMEM : rc; /* a scanned name always decodes */
+    nm->dup = *key;
+}
+
+void json_names_close(json_names *nm) {
+    if (nm->verdict || nm->depth == 0) return;
+    nm->depth--;
+    if (has_duplicate(&nm->s, nm->base[nm->depth], &nm->dup)) {
+        nm->verdict = 1;
+        return;
+    }
+    nm->s.nkeys = nm->base[nm->depth]; /* this object's names, and its decoded bytes */
+    nm->s.bytes.len = nm->bytes_base[nm->depth];
+}
+
+int mcpg_json_value_unique(const char *s, size_t n, size_t *pos, mcpg_json_span *out,
+                           int *unique, mcpg_json_span *dup) {
+    json_names nm;
+    scratch_init(&nm.s);
+    nm.depth = 0, nm.verdict = 0;
+    int rc = json_value_named(s, n, pos, out, &nm);
+    *unique = nm.verdict;
+    if (nm.verdict && dup) *dup = nm.dup;
+    scratch_free(&nm.s);
     return rc;
 }
 
 int mcpg_json_unique(const char *text, size_t n, mcpg_json_span *dup) {
     size_t pos = 0;
-    mcpg_json_span v;
-    if (mcpg_json_value(text, n, &pos, &v) != 1) return MCPG_EPROTO;
-    return mcpg_json_unique_trusted(&v, dup);
+    int unique = 0;
+    if (mcpg_json_value_unique(text, n, &pos, NULL, &unique, dup) != 1) return MCPG_EPROTO;
+    return unique;
 }

@@ -8,7 +8,10 @@
  * last of two equal members) finds in it exactly the target and arguments
  * the kernel judged; a judged target holds no NUL. A request refused has its
  * error set. So no input can make the gateway judge one request and hand a
- * backend another. */
+ * backend another. And the judge's one-pass reading (validation and the
+ * repeated-name check in one scan, mcpg_json_value_unique) answers exactly
+ * what the two passes it replaced answer (mcpg_json_value, then
+ * mcpg_json_unique_trusted's walk). */
 #define _GNU_SOURCE
 #include "fuzz.h"
 
@@ -88,6 +91,21 @@ static void check_judged(mcpg_call *c, size_t k) {
     json_decref(p);
 }
 
+/* One pass and two passes agree on every text. */
+static void check_one_pass(const char *text, size_t n) {
+    size_t p1 = 0, p2 = 0;
+    mcpg_json_span v1 = {0}, v2 = {0};
+    int u1 = 0;
+    int r1 = mcpg_json_value_unique(text, n, &p1, &v1, &u1, NULL);
+    int r2 = mcpg_json_value(text, n, &p2, &v2);
+    FZ_CHECK(r1 == r2, "value_unique read %d, value %d", r1, r2);
+    if (r1 != 1 || r2 != 1) return;
+    FZ_CHECK(p1 == p2 && v1.p == v2.p && v1.n == v2.n && v1.type == v2.type,
+             "value_unique and value read different spans");
+    int u2 = mcpg_json_unique_trusted(&v2, NULL);
+    FZ_CHECK(u1 == u2, "one pass says %d, two passes %d", u1, u2);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_input in = {data, size};
     size_t k = fz_byte(&in) % (sizeof k_methods / sizeof *k_methods);
@@ -104,6 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c->d.method_len = strlen(k_methods[k].name);
     c->d.params_json = in.n ? text : NULL;
     c->d.params_len = in.n;
+    check_one_pass(text, in.n);
     if (call_judge(c) == 0) check_judged(c, k);
     else FZ_CHECK(c->is_error && c->err_code == MCPG_RPC_INVALID_PARAMS, "a refusal without its error");
     mcpg_buf_free(&c->judged_name);

@@ -542,7 +542,45 @@ static void test_unique(void) {
         if (rc == 1 && cases[i].dup)
             MCPG_CHECK(dup.n == strlen(cases[i].dup) && !memcmp(dup.p, cases[i].dup, dup.n),
                        "unique(%s): the name found is %.*s", cases[i].text, (int)dup.n, dup.p);
+        /* the walk over text already validated answers the same */
+        mcpg_json_span v;
+        size_t pos = 0;
+        MCPG_CHECK(mcpg_json_value(cases[i].text, strlen(cases[i].text), &pos, &v) == 1 &&
+                       mcpg_json_unique_trusted(&v, NULL) == cases[i].want,
+                   "unique_trusted(%s) disagrees", cases[i].text);
     }
+}
+
+/* mcpg_json_value_unique: mcpg_json_value's answer and span, with the name
+ * check of the same read; text that is not JSON is refused as malformed
+ * even when a repeated name comes before the fault. */
+static void test_value_unique(void) {
+    const char *t = "  {\"a\":{\"b\":1},\"c\":[true]}  ,";
+    size_t pos = 0;
+    int u = -9;
+    mcpg_json_span v, dup;
+    MCPG_CHECK(mcpg_json_value_unique(t, strlen(t), &pos, &v, &u, &dup) == 1 && u == 0,
+               "value_unique: one unique object");
+    MCPG_CHECK(v.type == MCPG_JSON_OBJECT && v.p == t + 2 && v.n == 24 && pos == 26,
+               "value_unique: the span and the position past it");
+    const char *twice = "{\"a\":1,\"a\":2}";
+    pos = 0;
+    MCPG_CHECK(mcpg_json_value_unique(twice, strlen(twice), &pos, &v, &u, &dup) == 1 && u == 1 &&
+                   dup.n == 1 && dup.p[0] == 'a' && pos == strlen(twice),
+               "value_unique: a name twice is found, and the value read to its end");
+    const char *broken = "{\"a\":1,\"a\":2,\"b\":01}";
+    pos = 0;
+    MCPG_CHECK(mcpg_json_value_unique(broken, strlen(broken), &pos, &v, &u, &dup) == MCPG_EPROTO,
+               "value_unique: malformed text after a repeated name is malformed");
+    MCPG_CHECK(mcpg_json_unique(broken, strlen(broken), NULL) == MCPG_EPROTO,
+               "unique: malformed text after a repeated name is malformed");
+    const char *nul = "[{\"x\":{\"a\\u0000\":1}},{\"y\":1,\"y\":2}]";
+    pos = 0;
+    MCPG_CHECK(mcpg_json_value_unique(nul, strlen(nul), &pos, &v, &u, &dup) == 1 && u == 2 &&
+                   dup.n == 7,
+               "value_unique: the first verdict (a NUL in a name) is the one kept");
+    pos = 0;
+    MCPG_CHECK(mcpg_json_value_unique("   ", 3, &pos, &v, &u, &dup) == 0, "value_unique: no value");
 }
 
 int main(void) {
@@ -563,6 +601,7 @@ int main(void) {
     test_differential();
     test_trusted();
     test_unique();
+    test_value_unique();
     if (mcpg_check_failures()) {
         fprintf(stderr, "test_json: %d check(s) failed\n", mcpg_check_failures());
         return 1;

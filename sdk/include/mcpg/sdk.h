@@ -251,6 +251,13 @@ int mcpg_json_unique(const char *text, size_t n, mcpg_json_span *dup);
 /** The same for a value span a validating call has accepted (e.g. one
  * mcpg_json_value returned): not validated again. */
 int mcpg_json_unique_trusted(const mcpg_json_span *value, mcpg_json_span *dup);
+/** mcpg_json_value and mcpg_json_unique in one read of the text (the
+ * gateway's judge reads every request's params so). Returns what
+ * mcpg_json_value returns (1 with *out and *pos; 0 no value; MCPG_EPROTO
+ * malformed) and, with 1, sets *unique to what mcpg_json_unique answers for
+ * that value (0; 1 or 2 with *dup; MCPG_ENOMEM). */
+int mcpg_json_value_unique(const char *s, size_t n, size_t *pos, mcpg_json_span *out,
+                           int *unique, mcpg_json_span *dup);
 
 /* ---- the 2026-07-28 wire's custom headers ----
  * A header value may carry any text as "=?base64?<standard base64 of its
