@@ -211,6 +211,7 @@ static void free_header_copies(mcpg_call *c) {
 static void call_clear(mcpg_call *c) {
     live_remove(c, c->w);
     call_identity_clear(c);
+    if (c->trace) trace_free(c);
     free_header_copies(c);
     pthread_mutex_destroy(&c->pool.hdr_lock);
     msgs_destroy(c);
@@ -437,6 +438,7 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int 
     c->t0 = mono_us();
     c->method = kind == SUBMIT_WEBHOOK ? MCPG_METHOD_EVENTS_WEBHOOK
                                        : mcpg_method_of(d->method, d->method_len);
+    if (g->telemetry && kind == SUBMIT_CLIENT) trace_begin(c);
     atomic_fetch_add(&w->calls_in_flight, 1);
     *out = call_handle(c, CALL_STAGE_TRANSPORT);
     if (c->d.peer && c->d.peer_len < sizeof c->peer) {

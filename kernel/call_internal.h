@@ -90,6 +90,8 @@ typedef struct call_msgs {
     call_ask asks[CALL_MAX_ASKS];
 } call_msgs;
 
+typedef struct call_trace call_trace; /* trace.c: a sampled call's spans */
+
 struct mcpg_call {
     /* This object's current life, in every handle given out for it; a new
      * one from the process-wide counter (call.c, call_serial_take) when the
@@ -128,6 +130,7 @@ struct mcpg_call {
     bool outcome_audited;        /* every audit sink took its outcome's event (call_audited) */
     atomic_bool cancelled;       /* set on the loop, read by a pool backend too */
     uint64_t t0, tb0, tb1;
+    call_trace *trace;           /* sampled for the telemetry instance, else NULL (trace.c) */
     uint64_t event_seq;          /* the audit event being emitted: one seq and */
     int64_t event_time_us;       /* one time for every sink that records it */
     uint64_t event_latency_us;   /* and one latency */
@@ -336,6 +339,14 @@ void pipeline_continue(mcpg_call *c, mcpg_status st); /* a pending op answered s
 /* Give back what the limits stage admitted; once per call, when its backend
  * has really stopped working (a timed-out pool backend may run on). */
 void pipeline_release_limits(mcpg_call *c);
+
+/* ---- trace.c ----
+ * Each hook but trace_begin runs only for a sampled call (c->trace set):
+ * an unsampled call pays the branch that guards it. */
+void trace_begin(mcpg_call *c);  /* at submit, with a telemetry instance: sample, maybe trace */
+void trace_phase(mcpg_call *c);  /* the pipeline is at c->phase: stage spans open and close */
+void trace_finish(mcpg_call *c); /* answered: every span to the telemetry instance */
+void trace_free(mcpg_call *c);   /* as the call is recycled */
 
 /* ---- dispatch.c ---- */
 mcpg_status dispatch_backend(mcpg_call *c);

@@ -151,6 +151,7 @@ generation *generation_build_from(manifest *m, const generation *old, errlist *e
     create_instances(g, errs, m);
     if (errs->count == before) {
         fill_stages(g, m);
+        trace_policy_load(g);
         catalog_build(g, m, errs);
     }
     if (errs->count > before) {

@@ -390,4 +390,6 @@ const mcpg_host HOST = {
     .call_challenge = host_call_challenge,
     .backends_waiting = host_backends_waiting,
     .call_audited = host_call_audited,
+    .call_trace_upstream = host_call_trace_upstream,
+    .call_trace_upstream_end = host_call_trace_upstream_end,
 };

@@ -325,6 +325,9 @@ typedef struct generation {
     route *task_backends; size_t n_task_backends; /* backends with a `task` op, by instance name */
     mcpg_instance *coordinator;   /* the gateway's (host->coordinator), or NULL */
     mcpg_instance *metrics;       /* the one metrics instance (GET /metrics), or NULL */
+    mcpg_instance *telemetry;     /* the one telemetry instance (request spans), or NULL */
+    double trace_ratio;           /* its policy: the share of root requests traced */
+    uint32_t trace_flags;         /* and MCPG_TRACE_* */
     route events;                 /* events methods and event webhooks: .backend the events
                                      instance, NULL when the manifest has none */
     atomic_long refs;
@@ -575,6 +578,10 @@ const char *host_listen_address(size_t i);
 int host_protected_resource(mcpg_buf *out);
 const char *host_call_challenge(mcpg_call *call);
 int host_call_audited(mcpg_call *call);
+/* trace.c: request spans (ABI 1.10) */
+void trace_policy_load(generation *g); /* g->telemetry and its policy, once built */
+uint32_t host_call_trace_upstream(mcpg_call *call, const char *name, char *tp, size_t cap);
+void host_call_trace_upstream_end(mcpg_call *call, uint32_t span, int status, const char *error);
 int host_webhook_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out);
 
 /* ---- reload (kernel/reload.c), on the control loop ---- */

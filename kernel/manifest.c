@@ -669,6 +669,12 @@ static const decl_instance *metrics_before(const manifest *m, size_t i) {
     return NULL;
 }
 
+static bool kind_before(const manifest *m, size_t i, uint32_t kind) {
+    for (size_t j = 0; j < i; j++)
+        if (m->instances[j].image && m->instances[j].image->desc->kind == kind) return true;
+    return false;
+}
+
 static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     if (!d->image) return;
     uint32_t kind = d->image->desc->kind;
@@ -681,6 +687,9 @@ static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     else if (kind == MCPG_KIND_METRICS && metrics_before(c->m, i))
         err(c, p, "\"%s\" is a second metrics instance: a gateway serves one /metrics (\"%s\" is "
             "the first)", d->name, metrics_before(c->m, i)->name);
+    else if (kind == MCPG_KIND_TELEMETRY && kind_before(c->m, i, MCPG_KIND_TELEMETRY))
+        err(c, p, "\"%s\" is a second telemetry instance: a gateway exports its spans through "
+            "one", d->name);
     else if (kind == MCPG_KIND_EVENTS && !d->section)
         err(c, p, "\"%s\" is an events module: the events pipeline is declared in the top-level "
             "\"events\" section (\"events\": {\"module\": \"%s\", ...})", d->module, d->module);

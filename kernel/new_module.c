@@ -35,6 +35,8 @@ static const struct kind_entry {
                     "callback runs on a later loop turn, with revisions, TTLs and "
                     "subscriptions; a stub would break sessions and limits; start from "
                     "modules/coordinator_memory"},
+    {"telemetry", "a telemetry module is a span exporter with a queue and a thread of its "
+                  "own; start from modules/telemetry_otlp"},
     {"events", "the events instance is the whole MCP Events pipeline (webhooks, inbox, "
                "streams on the coordinator): a stub answering nothing is not a module to "
                "grow; start from modules/events"},

@@ -137,6 +137,7 @@ void pipeline_release_limits(mcpg_call *c) {
 }
 
 static void finish(mcpg_call *c) {
+    if (c->trace) trace_finish(c);
     call_life_answer(c);
     /* before the answer: a scrape after it sees the call. A transport's
      * identity check for a request it answers itself (ABI 1.6) is no call of
@@ -526,6 +527,7 @@ static void on_status(mcpg_call *c, mcpg_status st);
 static void run(mcpg_call *c) {
     for (;;) {
         mcpg_status st;
+        if (c->trace) trace_phase(c);
         switch (c->phase) {
         case PH_IDENTITY:
         case PH_POLICY:

@@ -135,6 +135,7 @@ npm_ci_in() {
 npm_ci_in tests/conformance   # the MCP conformance suite and the Node 22 it runs on
 npm_ci_in tests/clients       # the official TypeScript SDK clients, v1 and v2
 npm_ci_in tests/newcomer      # README's "Connecting a client": Inspector CLI, mcp-remote
+npm_ci_in tests/otlp          # a tiny OTLP collector: the OpenTelemetry protobuf definitions
 
 # ---- end of npm folders -------------------------------------------------------
 

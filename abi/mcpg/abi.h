@@ -30,6 +30,7 @@
 #include "json.h"
 #include "kinds.h"
 #include "metrics.h"
+#include "trace.h"
 #include "host.h"
 #include "sizes.h"
 

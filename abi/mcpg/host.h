@@ -522,7 +522,33 @@ struct mcpg_host {
      * the call's loop, before call_release. */
     int (*call_audited)(mcpg_call *call);
     /** @} */
+    /* ======== ABI 1.10: request traces ======== */
+
+    /** @name ABI 1.10: request traces (mcpg/trace.h) */
+    /** @{ */
+    /** A backend is about to send one upstream request for the call. When
+     * the call is traced, the kernel opens a client span for it (a child of
+     * the backend stage's span, `name` its name, copied), writes the
+     * traceparent header value that request carries into tp ("00-<trace
+     * id>-<the new span's id>-<flags>", NUL-terminated; cap at least
+     * MCPG_TRACEPARENT_CAP) and returns the span's number, > 0, for
+     * call_trace_upstream_end. 0 when the call is not traced, or traces no
+     * more upstream requests (MCPG_TRACE_MAX_UPSTREAM): the backend then
+     * forwards the client's traceparent as it would without telemetry.
+     * Any thread the call's backend op runs on. */
+    uint32_t (*call_trace_upstream)(mcpg_call *call, const char *name, char *tp, size_t cap);
+    /** The upstream request `span` ended: `status` is its HTTP status, or 0
+     * when it got no answer, and `error` (or NULL) what went wrong; the span
+     * is an error for a status of 0 or >= 500 or an error text. A span that
+     * never ends is not exported. Any thread the call's backend op runs on. */
+    void (*call_trace_upstream_end)(mcpg_call *call, uint32_t span, int status, const char *error);
+    /** @} */
 };
+
+/** The least room host->call_trace_upstream writes a traceparent into. */
+#define MCPG_TRACEPARENT_CAP 56
+/** The most upstream requests of one call that become client spans. */
+#define MCPG_TRACE_MAX_UPSTREAM 8
 
 /** host->offers() bits. */
 #define MCPG_OFFER_TOOLS        (1u << 0) /**< tools */

@@ -25,6 +25,7 @@
 
 #include "call.h"
 #include "json.h"
+#include "trace.h"
 
 /** The transport's ops: it owns connections and the wire.
  * The kernel owns listening sockets. On each accepted connection it calls
@@ -358,5 +359,24 @@ typedef struct mcpg_metrics_ops {
     const char *(*content_type)(void *instance);
     /** @} */
 } mcpg_metrics_ops;
+
+/** ABI 1.10: a telemetry exporter's ops (the spans: mcpg/trace.h).
+ * A manifest has at most one telemetry instance; while it exists the
+ * kernel samples requests by its policy and hands it each sampled
+ * request's spans. */
+typedef struct mcpg_telemetry_ops {
+    uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
+             version; /**< 1 */
+    /** Mandatory. One answered request's spans, n of them, the server span
+     * first: on the request's loop thread, as it is answered. Everything is
+     * borrowed until it returns: copy what is kept. Must not block (queue
+     * the spans for a thread of the module's own, and drop them when the
+     * queue is full). */
+    void (*export_spans)(void *instance, const mcpg_span *const *spans, size_t n);
+    /** Optional. What to sample and record, asked once when the generation
+     * is built (after create): fill what differs from the defaults the
+     * kernel set (ratio 1, no flags). */
+    void (*policy)(void *instance, mcpg_trace_policy *out);
+} mcpg_telemetry_ops;
 
 #endif

@@ -43,6 +43,10 @@
  *   1.9  MCPG_MOD_NEVER_BLOCKS (a backend dispatched inline unless its
  *        manifest entry says "inline_dispatch": false) and
  *        host->call_audited (the access log's "auto").
+ *   1.10 request traces: MCPG_KIND_TELEMETRY (mcpg_telemetry_ops, the
+ *        spans in mcpg/trace.h), host->call_trace_upstream and
+ *        call_trace_upstream_end (a backend's upstream request as a
+ *        client span).
  * What the gateway gained with each minor: CHANGES.md. What a minor and a
  * major may change, and how long a major is kept: docs/compatibility.md.
  *
@@ -66,7 +70,7 @@
 /** The ABI major these headers describe: the kernel loads only modules of its own major. */
 #define MCPG_ABI_MAJOR 1
 /** The ABI minor these headers describe: the kernel loads modules of this minor or older. */
-#define MCPG_ABI_MINOR 9
+#define MCPG_ABI_MINOR 10
 #define MCPG_MODULE_MAGIC 0x6d637067u /**< "mcpg" */
 #define MCPG_ENTRY_SYMBOL "mcpg_module_entry" /**< the one symbol a module exports (see mcpg_module_entry_fn) */
 
@@ -80,7 +84,8 @@ typedef enum mcpg_kind {
     MCPG_KIND_COORDINATOR = 6, /**< fleet state (mcpg_coordinator_ops) */
     MCPG_KIND_EVENTS = 7, /**< the MCP Events pipeline (mcpg_events_ops) */
     MCPG_KIND_BACKEND = 8, /**< tools, resources and prompts (mcpg_backend_ops) */
-    MCPG_KIND_METRICS = 9 /**< a metrics exporter (mcpg_metrics_ops) */
+    MCPG_KIND_METRICS = 9, /**< a metrics exporter (mcpg_metrics_ops) */
+    MCPG_KIND_TELEMETRY = 10 /**< ABI 1.10: a span exporter (mcpg_telemetry_ops) */
 } mcpg_kind;
 
 /** Module flags (mcpg_module.flags). Append only. */

@@ -27,6 +27,9 @@
 #define MCPG_EVENTS_OPS_SIZE_1_0 MCPG__OPS_SIZE(2)      /**< webhook, request */
 #define MCPG_BACKEND_OPS_SIZE_1_0 MCPG__OPS_SIZE(2)     /**< list_tools, call_tool */
 #define MCPG_METRICS_OPS_SIZE_1_0 MCPG__OPS_SIZE(1)     /**< render */
+/** export_spans (the kind came with ABI 1.10: its least size is named
+ * _1_0 like the others, for the table every kind has) */
+#define MCPG_TELEMETRY_OPS_SIZE_1_0 MCPG__OPS_SIZE(1)
 
 MCPG__PIN_1_0(MCPG_TRANSPORT_OPS_SIZE_1_0, mcpg_transport_ops, conn_count);
 MCPG__PIN_1_0(MCPG_IDENTITY_OPS_SIZE_1_0, mcpg_identity_ops, authenticate);
@@ -37,6 +40,7 @@ MCPG__PIN_1_0(MCPG_COORDINATOR_OPS_SIZE_1_0, mcpg_coordinator_ops, unsubscribe);
 MCPG__PIN_1_0(MCPG_EVENTS_OPS_SIZE_1_0, mcpg_events_ops, request);
 MCPG__PIN_1_0(MCPG_BACKEND_OPS_SIZE_1_0, mcpg_backend_ops, call_tool);
 MCPG__PIN_1_0(MCPG_METRICS_OPS_SIZE_1_0, mcpg_metrics_ops, render);
+MCPG__PIN_1_0(MCPG_TELEMETRY_OPS_SIZE_1_0, mcpg_telemetry_ops, export_spans);
 
 /* ---- the structs that cross the boundary beside the ops tables ----
  * A call desc the transport hands in, an outcome it reads back, an audit
@@ -84,5 +88,14 @@ MCPG__PIN_1_0(MCPG_COORD_VALUE_SIZE_1_0, mcpg_coord_value, number);
  * abi_major+abi_minor, reserved0; 58 slots, strerror to gateway_name */
 #define MCPG_HOST_SIZE_1_0 (4 * sizeof(uint32_t) + 58 * MCPG__FN)
 MCPG__PIN_1_0(MCPG_HOST_SIZE_1_0, mcpg_host, gateway_name);
+
+/** The ABI 1.10 size of mcpg_span, through its members size, kind, the
+ * three ids, flags, status; name, status_message, tracestate; start_ns,
+ * end_ns; attrs, n_attrs. A module reads a span's later members through
+ * MCPG_HAS_FIELD. */
+#define MCPG_SPAN_SIZE_1_10                                                              \
+    (MCPG__ALIGN_UP(MCPG__ALIGN_UP(4 * sizeof(uint32_t) + 32, MCPG__PTR) + 3 * MCPG__PTR, \
+                    MCPG__I64A) + 2 * sizeof(int64_t) + MCPG__PTR + sizeof(size_t))
+MCPG__PIN_1_0(MCPG_SPAN_SIZE_1_10, mcpg_span, n_attrs);
 
 #endif

@@ -39,7 +39,13 @@ static void x_free(http_exchange *x) {
     free(x);
 }
 
+/* The request's client span ends (a second end, after fail's, is ignored). */
+static void trace_end(http_exchange *x, const char *error) {
+    if (x->rq.trace_span) x->h->call_trace_upstream_end(x->call, x->rq.trace_span, x->status, error);
+}
+
 static void finish(http_exchange *x, mcpg_status st) {
+    trace_end(x, NULL);
     if (x->timer) x->h->timer_stop(x->timer);
     x->timer = NULL;
     if (x->slot) *x->slot = NULL;
@@ -57,6 +63,7 @@ static void fail(http_exchange *x, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    trace_end(x, msg);
     x->h->call_error(x->call, MCPG_RPC_SERVER_ERROR, msg, NULL);
     finish(x, MCPG_DENY);
 }

@@ -336,14 +336,22 @@ static char *body_text(const http_tool *t, json_t *args, char *const *vals) {
 /* ------------------------------------------------------------------ */
 /* headers                                                             */
 
-/* The REST call continues the client's trace (W3C Trace Context): a valid
- * traceparent, and its tracestate, go on unchanged; the gateway records no
- * span of its own. A tool that configures a traceparent header keeps its own. */
-static void trace_lines(sbuf *b, const mcpg_host *h, const http_tool *t, mcpg_call *call) {
+/* The REST call continues the client's trace (W3C Trace Context). With a
+ * telemetry module tracing the call, the traceparent is the gateway's
+ * client span's (its own span id, the trace's flags); otherwise a valid
+ * traceparent goes on unchanged. A valid tracestate goes on as the client
+ * sent it. A tool that configures a traceparent header keeps its own. */
+static void trace_lines(sbuf *b, const mcpg_host *h, const http_tool *t, mcpg_call *call,
+                        uint32_t *span) {
     for (size_t i = 0; i < t->nheaders; i++)
         if (strcasecmp(t->headers[i].key, "traceparent") == 0) return; /* configured: theirs */
     size_t pn = 0, sn = 0;
-    const char *tp = h->call_header(call, "traceparent", &pn);
+    char own[MCPG_TRACEPARENT_CAP];
+    const char *tp = own;
+    if (MCPG_HOST_HAS(h, call_trace_upstream) && (*span = h->call_trace_upstream(call, t->method, own, sizeof own)))
+        pn = strlen(own);
+    else
+        tp = h->call_header(call, "traceparent", &pn);
     if (!tp || !mcpg_traceparent_valid(tp, pn)) return;
     puts_(b, "traceparent: ");
     put(b, tp, pn);
@@ -389,7 +397,7 @@ static int assemble(const mcpg_host *h, const http_tool *t, mcpg_call *call, jso
                     char *const *vals, sbuf *tg, http_request *out) {
     sbuf hd = {0};
     out->body = t->body ? body_text(t, args, vals) : NULL;
-    trace_lines(&hd, h, t, call);
+    trace_lines(&hd, h, t, call, &out->trace_span);
     header_lines(&hd, t, out->body != NULL);
     out->target = tg->p;
     tg->p = NULL;

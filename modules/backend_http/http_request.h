@@ -13,6 +13,7 @@ typedef struct http_request {
     char *headers; /* "Name: value\r\n" lines: Accept, the tool's, Content-Type */
     char *body;    /* JSON or NULL */
     size_t body_len;
+    uint32_t trace_span; /* the request's client span (host->call_trace_upstream), or 0 */
 } http_request;
 
 /* Any thread: the parts of the call's request (malloc'd), each argument

@@ -144,14 +144,30 @@ static char *mcp_name_of(const char *target) {
     return v.data; /* NUL-terminated by the buf calls */
 }
 
-/* The upstream request continues the client's trace: its traceparent (and
- * tracestate) go on unchanged, since the gateway records no span of its
- * own; an invalid traceparent is dropped, and tracestate with it. */
-char *calls_trace_lines(const mcpg_host *h, mcpg_call *call) {
-    size_t pn = 0, sn = 0;
-    const char *tp = h->call_header(call, "traceparent", &pn);
-    if (!tp || !mcpg_traceparent_valid(tp, pn)) return NULL;
-    const char *ts = h->call_header(call, "tracestate", &sn);
+/* The traceparent the upstream request carries: with a telemetry module
+ * tracing the call, a client span's own (the gateway's span between the
+ * client's and the upstream's); otherwise the client's, unchanged. An
+ * invalid traceparent is dropped, and tracestate with it; a valid
+ * tracestate goes on as the client sent it. Spans are for HTTP upstreams:
+ * a stdio child gets no headers. */
+static size_t traceparent_for(upstream *up, client_call *pc, mcpg_call *call, char *tp, size_t cap) {
+    const mcpg_host *h = up->h;
+    bool http = up->link && strcmp(up->link->ops->what, "http") == 0;
+    if (http && MCPG_HOST_HAS(h, call_trace_upstream) &&
+        (pc->trace_span = h->call_trace_upstream(call, pc->method_name, tp, cap)) != 0)
+        return strlen(tp);
+    size_t n = 0;
+    const char *given = h->call_header(call, "traceparent", &n);
+    if (!given || !mcpg_traceparent_valid(given, n) || n >= cap) return 0;
+    memcpy(tp, given, n);
+    return n;
+}
+
+char *calls_trace_lines(upstream *up, client_call *pc, mcpg_call *call) {
+    char tp[128];
+    size_t pn = traceparent_for(up, pc, call, tp, sizeof tp), sn = 0;
+    if (!pn) return NULL;
+    const char *ts = up->h->call_header(call, "tracestate", &sn);
     mcpg_buf b = {0};
     mcpg_buf_puts(&b, "traceparent: ");
     mcpg_buf_append(&b, tp, pn);
@@ -162,6 +178,14 @@ char *calls_trace_lines(const mcpg_host *h, mcpg_call *call) {
         mcpg_buf_puts(&b, "\r\n");
     }
     return b.data;
+}
+
+/* The upstream request's client span ends as its call is answered. */
+static void trace_end(upstream *up, client_call *pc, mcpg_call *c, const char *error) {
+    if (!pc->trace_span) return;
+    int status = pc->http_status ? pc->http_status : error ? 0 : 200;
+    up->h->call_trace_upstream_end(c, pc->trace_span, status, error);
+    pc->trace_span = 0;
 }
 
 client_call *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
@@ -184,7 +208,7 @@ client_call *calls_prepare(upstream *up, mcpg_call *call, uint32_t method) {
     if (target && (method == MCPG_METHOD_TOOLS_CALL || method == MCPG_METHOD_PROMPTS_GET ||
                    method == MCPG_METHOD_RESOURCES_READ))
         pc->mcp_name = mcp_name_of(target);
-    pc->trace_lines = calls_trace_lines(h, call);
+    pc->trace_lines = calls_trace_lines(up, pc, call);
     if (target && method == MCPG_METHOD_TOOLS_CALL) {
         size_t an = 0;
         const char *args = h->call_args(call, &an);
@@ -272,6 +296,7 @@ void calls_fail(upstream *up, client_call *pc, int64_t code, const char *fmt, ..
         va_end(ap);
         char full[700];
         snprintf(full, sizeof full, "backend \"%s\": %s", up->name, msg);
+        trace_end(up, pc, c, msg);
         up->h->call_error(c, code, full, NULL);
         up->h->call_resume(c, MCPG_DENY);
     } else if (pc->relay_to) {
@@ -383,6 +408,7 @@ static bool refuse_round(upstream *up, const client_call *pc, mcpg_call *c, cons
 
 void calls_answer(upstream *up, client_call *pc, mcpg_call *c, const up_answer *a) {
     const mcpg_host *h = up->h;
+    trace_end(up, pc, c, NULL);
     if (a->result.p && a->result.type == MCPG_JSON_OBJECT && refuse_round(up, pc, c, a)) return;
     if (a->result.p && a->result.type == MCPG_JSON_OBJECT) {
         mcpg_buf ids = {0}, copy = {0};

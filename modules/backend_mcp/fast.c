@@ -82,6 +82,7 @@ static void on_event(void *arg, const char *data, size_t n) {
 static int on_head(void *arg, int status, const up_header *h, size_t n) {
     fast_call *fc = arg;
     fc->status = status;
+    if (fc->pc) fc->pc->http_status = status;
     const up_header *ct = up_header_find(h, n, "content-type");
     fc->sse = ct && ct->value_len >= 17 && strncasecmp(ct->value, "text/event-stream", 17) == 0;
     return 0;

@@ -69,6 +69,7 @@ static int on_head(void *arg, int status, const up_header *h, size_t n) {
     hx *x = arg;
     upstream *up = x->l->base.up;
     x->status = status;
+    if (x->r && x->r->pc) x->r->pc->http_status = status;
     const up_header *ct = up_header_find(h, n, "content-type");
     x->sse = ct && ct->value_len >= 17 && strncasecmp(ct->value, "text/event-stream", 17) == 0;
     const up_header *sid = up_header_find(h, n, "mcp-session-id");

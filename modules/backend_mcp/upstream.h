@@ -70,7 +70,7 @@ void link_http_stateless_head(const upstream *up, const char *method, size_t met
                               const char *name, size_t name_len, mcpg_buf *h);
 /* A call's W3C trace headers as the client sent them (valid ones only),
  * ready to add to the upstream request's head; NULL when it sent none. */
-char *calls_trace_lines(const mcpg_host *h, mcpg_call *call);
+char *calls_trace_lines(upstream *up, client_call *pc, mcpg_call *call);
 
 /* From a link, on the I/O thread: one whole message from the upstream.
  * on: the request whose stream carried it (HTTP), or NULL. */
@@ -126,6 +126,8 @@ struct client_call {
     char *caps;            /* the client's capabilities (JSON) or NULL */
     char *mcp_name;        /* the Mcp-Name header's value (the upstream's name or uri), or NULL */
     char *trace_lines;     /* "traceparent: ...\r\n" (and tracestate) from the client, or NULL */
+    uint32_t trace_span;   /* the upstream request's client span (host->call_trace_upstream), or 0 */
+    int http_status;       /* the upstream's answer's HTTP status, once its head came */
     char *param_lines;     /* "Mcp-Param-<name>: value\r\n" for the tool's annotated
                               arguments (params.c), or NULL: the stateless wire's only */
     char *owner;           /* who called (host->call_owner: principal 0x1f tenant), or NULL */

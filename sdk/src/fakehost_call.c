@@ -397,6 +397,22 @@ static const char *host_call_header(mcpg_call *h, const char *lname, size_t *len
     return NULL;
 }
 
+/* The fake host samples no request: a backend under test forwards the
+ * client's traceparent as it does without a telemetry module. */
+static uint32_t host_call_trace_upstream(mcpg_call *h, const char *name, char *tp, size_t cap) {
+    (void)name;
+    CALL_OR(h, "call_trace_upstream", 0);
+    (void)c;
+    if (tp && cap) tp[0] = '\0';
+    return 0;
+}
+
+static void host_call_trace_upstream_end(mcpg_call *h, uint32_t span, int status, const char *error) {
+    (void)span, (void)status, (void)error;
+    CALL_OR(h, "call_trace_upstream_end", );
+    (void)c;
+}
+
 static void **host_call_slot(mcpg_call *h, mcpg_instance *self) {
     CALL_OR(h, "call_slot", NULL);
     if (!self || self->fh != c->fh || self->slot >= FH_MAX_SLOTS) return NULL;
@@ -874,6 +890,8 @@ void fh_call_slots(mcpg_host *h) {
     h->call_params = host_call_params;
     h->call_id = host_call_id;
     h->call_header = host_call_header;
+    h->call_trace_upstream = host_call_trace_upstream;
+    h->call_trace_upstream_end = host_call_trace_upstream_end;
     h->call_slot = host_call_slot;
     h->call_set_identity = host_call_set_identity;
     h->call_principal = host_call_principal;

@@ -8,7 +8,8 @@
 
 const char *mcpg_kind_name(uint32_t kind) {
     static const char *const names[] = {NULL, "transport", "identity", "policy", "limits",
-                                        "audit", "coordinator", "events", "backend", "metrics"};
+                                        "audit", "coordinator", "events", "backend", "metrics",
+                                        "telemetry"};
     return kind < sizeof names / sizeof names[0] ? names[kind] : NULL;
 }
 
@@ -36,6 +37,7 @@ static const op_rule events_ops[] = {OP(mcpg_events_ops, webhook), OP(mcpg_event
 static const op_rule backend_ops[] = {OP(mcpg_backend_ops, list_tools),
                                       OP(mcpg_backend_ops, call_tool), {NULL, 0}};
 static const op_rule metrics_ops[] = {OP(mcpg_metrics_ops, render), {NULL, 0}};
+static const op_rule telemetry_ops[] = {OP(mcpg_telemetry_ops, export_spans), {NULL, 0}};
 #undef OP
 
 /* Each kind's mandatory ops and the least size of its table (sizes.h). */
@@ -54,6 +56,7 @@ static const kind_rule kind_rules[] = {
     [MCPG_KIND_EVENTS] = {events_ops, MCPG_EVENTS_OPS_SIZE_1_0},
     [MCPG_KIND_BACKEND] = {backend_ops, MCPG_BACKEND_OPS_SIZE_1_0},
     [MCPG_KIND_METRICS] = {metrics_ops, MCPG_METRICS_OPS_SIZE_1_0},
+    [MCPG_KIND_TELEMETRY] = {telemetry_ops, MCPG_TELEMETRY_OPS_SIZE_1_0},
 };
 
 /* What a config field of each type occupies in the module's config struct. */

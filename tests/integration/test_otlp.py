@@ -1,0 +1,281 @@
+#!/usr/bin/python3
+"""Request traces over OTLP/HTTP (telemetry_otlp, docs/observability.md), read by a
+collector written for the test in Node.js (tests/otlp/collector.js) that decodes each
+POST with the OpenTelemetry project's own protobuf definitions:
+a tools/call with the client's traceparent is a server span in the client's trace, its
+parent the client's span, with a child span per stage that ran and a client span for
+backend_mcp's upstream request whose id is the parent id the upstream received; the
+attributes the conventions name; parent-based sampling (ratio 0 traces no root request,
+a sampled parent still is, an unsampled one is not and its traceparent goes on
+unchanged); one trace across two gateways; a collector that is down costs no call and
+its drops are counted in /metrics; the JSON encoding."""
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (IO_TIMEOUT, Context, Gateway, _child_setup, base_manifest,  # noqa: E402
+                     build_request, check, check_eq, expect_result, fail, free_port,
+                     http_get, parse_args, rpc_body, run_tests, send_one, stateless_headers,
+                     stop_process, wait_for)
+from test_backend_mcp import Fake, fake_port, wait_tool  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN = "00f067aa0ba902b7"
+SERVER, CLIENT, INTERNAL = 2, 3, 1
+
+
+class Collector:
+    """node collector.js: its port, what it decoded."""
+
+    def __init__(self, ctx, source):
+        folder = os.path.join(source, "tests", "otlp")
+        if not os.path.isdir(os.path.join(folder, "node_modules")):
+            fail("no %s/node_modules: scripts/install-deps.sh runs npm ci there" % folder)
+        self.proc = subprocess.Popen(["node", "collector.js"], cwd=folder, stdout=subprocess.PIPE,
+                                     preexec_fn=_child_setup)
+        ready, _, _ = select.select([self.proc.stdout], [], [], IO_TIMEOUT)
+        line = self.proc.stdout.readline().decode() if ready else ""
+        m = re.match(r"port (\d+)", line)
+        if not m:
+            self.stop()
+            fail("the collector did not say its port: %r" % line)
+        self.port = int(m.group(1))
+        self.endpoint = "http://127.0.0.1:%d/v1/traces" % self.port
+
+    def spans(self):
+        with urllib.request.urlopen("http://127.0.0.1:%d/spans" % self.port, timeout=IO_TIMEOUT) as r:
+            return json.loads(r.read())["spans"]
+
+    def trace(self, trace_id, n, what):
+        """The trace's spans once at least n have come."""
+        return wait_for(lambda: (lambda s: s if len(s) >= n else None)(
+            [x for x in self.spans() if x["traceId"] == trace_id]), 15, what)
+
+    def stop(self):
+        stop_process(self.proc)
+
+
+def otlp_module(endpoint, **cfg):
+    c = {"endpoint": endpoint, "flush_ms": 20, "batch_spans": 64}
+    c.update(cfg)
+    return {"name": "otel", "module": "telemetry_otlp", "config": c}
+
+
+def gateway_manifest(ctx, endpoint, upstream_url, **cfg):
+    """echo (backend_mock), up_* (backend_mcp at upstream_url), an audit sink, and
+    telemetry_otlp exporting to endpoint."""
+    m = base_manifest(audit_path=ctx.path(ctx.unique("audit") + ".jsonl"))
+    m["modules"].append({"name": "up", "module": "backend_mcp", "config": {"url": upstream_url}})
+    m["modules"].append(otlp_module(endpoint, **cfg))
+    m["bindings"] = [{"backend": "mock"}, {"backend": "up", "prefix": "up"}]
+    return m
+
+
+def traced_call(port, tool, arguments, id, traceparent=None, tracestate=None):
+    body = rpc_body("tools/call", {"name": tool, "arguments": arguments}, id=id)
+    hdrs = stateless_headers("tools/call", tool)
+    if traceparent:
+        hdrs.append(("traceparent", traceparent))
+    if tracestate:
+        hdrs.append(("tracestate", tracestate))
+    r = send_one(port, build_request(port, headers=hdrs, body=body))
+    return r, r.rpc()
+
+
+def by_kind(spans, kind):
+    return [s for s in spans if s["kind"] == kind]
+
+
+def upstream_traceparent(fake, message):
+    recs = [x for x in fake.records()
+            if x.get("msg", {}).get("params", {}).get("arguments", {}).get("message") == message]
+    check(recs, "the upstream got the call with message %r" % message)
+    return recs[-1]["headers"].get("traceparent"), recs[-1]["headers"].get("tracestate")
+
+
+def main():
+    args = parse_args()
+    ctx = Context(args)
+    procs = []
+    gws = []
+
+    def start(manifest, name):
+        g = Gateway(ctx, manifest=manifest, name=name).start()
+        gws.append(g)
+        return g
+
+    def collector():
+        c = Collector(ctx, args.source)
+        procs.append(c)
+        return c
+
+    def http_fake(tag):
+        fake = Fake(ctx, tag)
+        pf = ctx.path(tag + ".port")
+        procs.append(subprocess.Popen([sys.executable] + fake.argv("--http", "0", "--port-file", pf),
+                                      preexec_fn=_child_setup))
+        return fake, "http://127.0.0.1:%d/mcp" % fake_port(pf)
+
+    def t_client_trace():
+        col = collector()
+        fake, url = http_fake("up1")
+        gw = start(gateway_manifest(ctx, col.endpoint, url), "traced")
+        wait_tool(gw.port, "up_echo")
+        tp = "00-%s-%s-01" % (TRACE, CLIENT_SPAN)
+        r, rpc = traced_call(gw.port, "up_echo", {"message": "m1"}, 7, tp, "vendor=v1")
+        expect_result(r, rpc, 7, "up_echo")
+        spans = col.trace(TRACE, 5, "the call's server, stage and client spans")
+        servers = by_kind(spans, SERVER)
+        check_eq(len(servers), 1, "one server span: %r" % spans)
+        srv = servers[0]
+        check_eq(srv["parentSpanId"], CLIENT_SPAN, "the server span's parent is the client's span")
+        check_eq(srv["name"], "tools/call up_echo", "the server span's name")
+        check_eq(srv["traceState"], "vendor=v1", "the client's tracestate goes with its trace")
+        check_eq(srv["service"], "mcpg", "the resource's service.name")
+        check_eq(srv["encoding"], "protobuf", "protobuf by default")
+        a = srv["attributes"]
+        check_eq(a.get("mcp.method.name"), "tools/call", "mcp.method.name")
+        check_eq(a.get("gen_ai.tool.name"), "up_echo", "gen_ai.tool.name")
+        check_eq(a.get("jsonrpc.request.id"), "7", "jsonrpc.request.id")
+        check_eq(a.get("mcpg.backend"), "up", "the backend instance")
+        check("enduser.id" not in a and "rpc.jsonrpc.error_code" not in a,
+              "no caller without include_enduser, no error on success: %r" % a)
+        stages = {s["name"]: s for s in by_kind(spans, INTERNAL)}
+        check_eq(sorted(stages), ["audit allowed", "audit outcome", "backend up"],
+                 "a span for each stage that ran")
+        for s in stages.values():
+            check_eq(s["parentSpanId"], srv["spanId"], "%s is a child of the server span" % s["name"])
+            check(int(srv["start"]) <= int(s["start"]) <= int(s["end"]) <= int(srv["end"]),
+                  "%s lies within the server span: %r %r" % (s["name"], s, srv))
+        order = sorted(stages.values(), key=lambda s: int(s["start"]))
+        check_eq([s["name"] for s in order], ["audit allowed", "backend up", "audit outcome"],
+                 "the stages in the pipeline's order")
+        clients = by_kind(spans, CLIENT)
+        check_eq(len(clients), 1, "one client span for the upstream request")
+        cl = clients[0]
+        check_eq(cl["parentSpanId"], stages["backend up"]["spanId"],
+                 "the client span is a child of the backend stage's")
+        check_eq(cl["attributes"].get("http.response.status_code"), 200, "the upstream's status")
+        got_tp, got_ts = upstream_traceparent(fake, "m1")
+        check_eq(got_tp, "00-%s-%s-01" % (TRACE, cl["spanId"]),
+                 "the upstream's traceparent names the client span")
+        check_eq(got_ts, "vendor=v1", "tracestate goes on to the upstream")
+        # an error: the JSON-RPC code as the conventions carry it
+        r, rpc = traced_call(gw.port, "nope", {}, 8, "00-%s-%s-01" % ("a" * 32, CLIENT_SPAN))
+        check("error" in rpc, "an unknown tool is an error: %r" % rpc)
+        err = by_kind(col.trace("a" * 32, 1, "the failed call's spans"), SERVER)[0]
+        check_eq(err["attributes"].get("rpc.jsonrpc.error_code"), -32602, "rpc.jsonrpc.error_code")
+        check_eq(err["attributes"].get("error.type"), "-32602", "error.type")
+        check_eq(err["status"]["code"], 2, "an error's span status")
+
+    def t_sampling():
+        col = collector()
+        fake, url = http_fake("up2")
+        gw = start(gateway_manifest(ctx, col.endpoint, url, sample_ratio=0.0), "ratio0")
+        wait_tool(gw.port, "up_echo")
+        unsampled = "00-%s-%s-00" % ("b" * 32, CLIENT_SPAN)
+        for i, tp in enumerate([None, unsampled]):
+            r, rpc = traced_call(gw.port, "up_echo", {"message": "s%d" % i}, 20 + i, tp)
+            expect_result(r, rpc, 20 + i, "an untraced call")
+        got_tp, _ = upstream_traceparent(fake, "s1")
+        check_eq(got_tp, unsampled, "an unsampled parent goes on to the upstream unchanged")
+        sampled = "c" * 32
+        r, rpc = traced_call(gw.port, "up_echo", {"message": "s2"}, 22,
+                             "00-%s-%s-01" % (sampled, CLIENT_SPAN))
+        expect_result(r, rpc, 22, "a call with a sampled parent")
+        col.trace(sampled, 5, "a sampled parent's spans at ratio 0")
+        # one queue, in order: what the earlier calls produced has arrived by now
+        ids = sorted({s["attributes"].get("jsonrpc.request.id") for s in by_kind(col.spans(), SERVER)})
+        check_eq(ids, ["22"], "only the sampled parent's call was traced")
+
+    def t_two_gateways():
+        col = collector()
+        b = start({"gateway": {}, "cluster": {"kind": "single_node"},
+                   "modules": [{"name": "mock", "module": "backend_mock",
+                                "config": {"tools": [{"name": "echo"}]}},
+                               otlp_module(col.endpoint, service_name="gw-b")],
+                   "pipeline": {"identity": [], "policy": [], "limits": [], "audit": []},
+                   "bindings": [{"backend": "mock"}]}, "gw-b")
+        a = start(gateway_manifest(ctx, col.endpoint, "http://127.0.0.1:%d/mcp" % b.port,
+                                   service_name="gw-a"), "gw-a")
+        wait_tool(a.port, "up_echo")
+        trace = "d" * 32
+        r, rpc = traced_call(a.port, "up_echo", {"message": "hop"}, 30,
+                             "00-%s-%s-01" % (trace, CLIENT_SPAN))
+        expect_result(r, rpc, 30, "a call through two gateways")
+        spans = col.trace(trace, 7, "both gateways' spans in one trace")
+        a_client = [s for s in by_kind(spans, CLIENT) if s["service"] == "gw-a"]
+        b_server = [s for s in by_kind(spans, SERVER) if s["service"] == "gw-b"]
+        check(len(a_client) == 1 and len(b_server) == 1, "A's client span, B's server span: %r" % spans)
+        check_eq(b_server[0]["parentSpanId"], a_client[0]["spanId"],
+                 "B's server span is a child of A's client span")
+        check_eq(b_server[0]["name"], "tools/call echo", "B serves the upstream's own name")
+
+    def dropped(port, reason):
+        st, _, body = http_get(port, "/metrics")
+        check_eq(st, 200, "GET /metrics")
+        m = re.search(r'^mcpg_otlp_spans_dropped_total\{reason="%s"\} (\d+)$' % reason,
+                      body.decode(), re.M)
+        return int(m.group(1)) if m else 0
+
+    def t_collector_down():
+        closed = "http://127.0.0.1:%d/v1/traces" % free_port()  # nothing listens there
+        m = base_manifest()
+        m["modules"].append(otlp_module(closed, max_attempts=2, backoff_ms=10))
+        m["modules"].append({"name": "metrics", "module": "metrics_prometheus"})
+        gw = start(m, "down")
+        for i in range(5):
+            r, rpc = traced_call(gw.port, "echo", {"message": "x"}, 40 + i)
+            expect_result(r, rpc, 40 + i, "a call while the collector is down")
+        # each call: its server span and its backend's stage span
+        wait_for(lambda: dropped(gw.port, "export_failed") >= 10, 15,
+                 "the five calls' ten spans counted as dropped in /metrics")
+        check_eq(dropped(gw.port, "queue_full"), 0, "the queue had room")
+
+    def t_json():
+        col = collector()
+        m = base_manifest()
+        m["modules"].append(otlp_module(col.endpoint, encoding="json", service_name="gw-json"))
+        gw = start(m, "json")
+        trace = "e" * 32
+        r, rpc = traced_call(gw.port, "echo", {"message": "j"}, 50, "00-%s-%s-01" % (trace, CLIENT_SPAN))
+        expect_result(r, rpc, 50, "a call exported as JSON")
+        spans = col.trace(trace, 2, "the JSON-encoded spans")
+        srv = by_kind(spans, SERVER)[0]
+        check_eq(srv["encoding"], "json", "the body was OTLP/JSON")
+        check_eq(srv["parentSpanId"], CLIENT_SPAN, "ids in hex")
+        check_eq(srv["attributes"].get("gen_ai.tool.name"), "echo", "attributes")
+        check_eq(srv["service"], "gw-json", "service_name")
+        check_eq([s["name"] for s in by_kind(spans, INTERNAL)], ["backend mock"],
+                 "no audit stage here: the backend's span only")
+
+    def stopping_all(fn):
+        """fn, then every process it started stopped by pid: gateways first (their
+        exporters flush at stop), then collectors and upstreams."""
+        def run():
+            try:
+                fn()
+            finally:
+                while gws:
+                    gws.pop().stop()
+                while procs:
+                    p = procs.pop()
+                    p.stop() if isinstance(p, Collector) else stop_process(p)
+        return run
+
+    tests = [("client trace, stages, upstream span", t_client_trace),
+             ("parent-based sampling", t_sampling),
+             ("one trace across two gateways", t_two_gateways),
+             ("collector down", t_collector_down),
+             ("JSON encoding", t_json)]
+    return run_tests([(name, stopping_all(fn)) for name, fn in tests], ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
