@@ -379,13 +379,11 @@ void trace_finish(mcpg_call *c) {
     uint64_t now = mono_us();
     stage_close(t, now);
     t->phase = PH_COMPLETE;
-    span_set *set = malloc(sizeof *set);
-    if (!set) return;
-    set->n = 0;
-    add_server(set, c, now);
-    add_stages(set, c);
-    add_upstreams(set, c);
+    span_set set; /* a few KiB on the loop's stack, for the export op only */
+    set.n = 0;
+    add_server(&set, c, now);
+    add_stages(&set, c);
+    add_upstreams(&set, c);
     const mcpg_telemetry_ops *ops = c->gen->telemetry->desc->ops;
-    ops->export_spans(c->gen->telemetry->state, set->ptrs, set->n);
-    free(set);
+    ops->export_spans(c->gen->telemetry->state, set.ptrs, set.n);
 }
