@@ -120,7 +120,15 @@ static bool root_sampled(double ratio) {
 
 /* ---- the call's life ---- */
 
+/* The transport's identity check for what it answers itself (a GET
+ * stream, a notification, a DELETE): no MCP request of its own. */
+static bool session_check(const mcpg_call *c) {
+    static const char m[] = MCPG_SESSION_METHOD;
+    return c->d.method_len == sizeof m - 1 && !memcmp(c->d.method, m, sizeof m - 1);
+}
+
 void trace_begin(mcpg_call *c) {
+    if (session_check(c)) return;
     size_t n = 0;
     const char *tp = c->d.header ? c->d.header(c->d.transport_ctx, "traceparent", &n) : NULL;
     bool parent = tp && mcpg_traceparent_valid(tp, n);

@@ -62,5 +62,7 @@ int otlp_encode_request(const otlp *o, otlp_blob *const *spans, size_t n, mcpg_b
 /* otlp_http.c */
 void *otlp_thread(void *arg);
 void otlp_count_dropped(otlp *o, int reason, size_t n);
+/* Free every queued span: how many there were. Under mu (or alone). */
+size_t otlp_queue_clear(otlp *o);
 
 #endif

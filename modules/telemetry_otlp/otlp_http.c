@@ -171,11 +171,10 @@ static bool send_batch(otlp *o, otlp_blob **batch, size_t n) {
     return ok;
 }
 
-/* At stop, after a batch failed: the rest would wait as long. Under mu. */
-static void drop_queued(otlp *o) {
+size_t otlp_queue_clear(otlp *o) {
     size_t cap = (size_t)o->cfg->queue_spans, n = o->count;
     for (; o->count; o->count--, o->head = (o->head + 1) % cap) free(o->ring[o->head]);
-    otlp_count_dropped(o, OTLP_DROP_EXPORT_FAILED, n);
+    return n;
 }
 
 void *otlp_thread(void *arg) {
@@ -191,7 +190,8 @@ void *otlp_thread(void *arg) {
         pthread_mutex_unlock(&o->mu);
         bool sent = !n || send_batch(o, batch, n); /* at stop: one try per batch */
         pthread_mutex_lock(&o->mu);
-        if (last && !sent) drop_queued(o);
+        if (last && !sent) /* the rest would wait as long: dropped */
+            otlp_count_dropped(o, OTLP_DROP_EXPORT_FAILED, otlp_queue_clear(o));
         if (last && !o->count) break;
     }
     pthread_mutex_unlock(&o->mu);

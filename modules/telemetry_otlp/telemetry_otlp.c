@@ -130,8 +130,7 @@ static void otlp_stop(void *instance) {
 static void otlp_destroy(void *instance) {
     otlp *o = instance;
     otlp_stop(o);
-    size_t cap = (size_t)o->cfg->queue_spans;
-    for (; o->count; o->count--, o->head = (o->head + 1) % cap) free(o->ring[o->head]);
+    otlp_queue_clear(o);
     free(o->ring);
     pthread_cond_destroy(&o->wake);
     pthread_mutex_destroy(&o->mu);

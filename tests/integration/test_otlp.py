@@ -8,7 +8,8 @@ backend_mcp's upstream request whose id is the parent id the upstream received; 
 attributes the conventions name; parent-based sampling (ratio 0 traces no root request,
 a sampled parent still is, an unsampled one is not and its traceparent goes on
 unchanged); one trace across two gateways; a collector that is down costs no call and
-its drops are counted in /metrics; the JSON encoding."""
+its drops are counted in /metrics; the JSON encoding, and the caller named only when
+include_enduser says so."""
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (IO_TIMEOUT, Context, Gateway, _child_setup, base_manifest,  # noqa: E402
                      build_request, check, check_eq, expect_result, fail, free_port,
-                     http_get, parse_args, rpc_body, run_tests, send_one, stateless_headers,
+                     http_get, new_apikey, parse_args, rpc_body, run_tests, send_one, stateless_headers,
                      stop_process, wait_for)
 from test_backend_mcp import Fake, fake_port, wait_tool  # noqa: E402
 
@@ -77,9 +78,9 @@ def gateway_manifest(ctx, endpoint, upstream_url, **cfg):
     return m
 
 
-def traced_call(port, tool, arguments, id, traceparent=None, tracestate=None):
+def traced_call(port, tool, arguments, id, traceparent=None, tracestate=None, extra=()):
     body = rpc_body("tools/call", {"name": tool, "arguments": arguments}, id=id)
-    hdrs = stateless_headers("tools/call", tool)
+    hdrs = stateless_headers("tools/call", tool) + list(extra)
     if traceparent:
         hdrs.append(("traceparent", traceparent))
     if tracestate:
@@ -238,22 +239,30 @@ def main():
                  "the five calls' ten spans counted as dropped in /metrics")
         check_eq(dropped(gw.port, "queue_full"), 0, "the queue had room")
 
-    def t_json():
+    def t_json_enduser():
         col = collector()
+        key = new_apikey(ctx, "alice", "--tenant", "acme")
         m = base_manifest()
-        m["modules"].append(otlp_module(col.endpoint, encoding="json", service_name="gw-json"))
+        m["modules"].append({"name": "keys", "module": "identity_apikey",
+                             "config": {"keys_file": ctx.path("keys.json")}})
+        m["modules"].append(otlp_module(col.endpoint, encoding="json", service_name="gw-json",
+                                        include_enduser=True))
+        m["pipeline"]["identity"] = ["keys"]
         gw = start(m, "json")
         trace = "e" * 32
-        r, rpc = traced_call(gw.port, "echo", {"message": "j"}, 50, "00-%s-%s-01" % (trace, CLIENT_SPAN))
+        r, rpc = traced_call(gw.port, "echo", {"message": "j"}, 50, "00-%s-%s-01" % (trace, CLIENT_SPAN),
+                             extra=[("X-API-Key", key)])
         expect_result(r, rpc, 50, "a call exported as JSON")
-        spans = col.trace(trace, 2, "the JSON-encoded spans")
+        spans = col.trace(trace, 3, "the JSON-encoded spans")
         srv = by_kind(spans, SERVER)[0]
         check_eq(srv["encoding"], "json", "the body was OTLP/JSON")
         check_eq(srv["parentSpanId"], CLIENT_SPAN, "ids in hex")
         check_eq(srv["attributes"].get("gen_ai.tool.name"), "echo", "attributes")
         check_eq(srv["service"], "gw-json", "service_name")
-        check_eq([s["name"] for s in by_kind(spans, INTERNAL)], ["backend mock"],
-                 "no audit stage here: the backend's span only")
+        check_eq(srv["attributes"].get("enduser.id"), "alice", "include_enduser: the principal")
+        check_eq(srv["attributes"].get("mcpg.tenant.id"), "acme", "include_enduser: the tenant")
+        check_eq(sorted(s["name"] for s in by_kind(spans, INTERNAL)), ["backend mock", "identity"],
+                 "identity and the backend ran (no audit sink here)")
 
     def stopping_all(fn):
         """fn, then every process it started stopped by pid: gateways first (their
@@ -273,7 +282,7 @@ def main():
              ("parent-based sampling", t_sampling),
              ("one trace across two gateways", t_two_gateways),
              ("collector down", t_collector_down),
-             ("JSON encoding", t_json)]
+             ("JSON encoding, the caller named", t_json_enduser)]
     return run_tests([(name, stopping_all(fn)) for name, fn in tests], ctx)
 
 
