@@ -21,7 +21,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (IO_TIMEOUT, Context, Gateway, _child_setup, base_manifest,  # noqa: E402
                      build_request, check, check_eq, expect_result, fail, free_port,
-                     http_get, new_apikey, parse_args, rpc_body, run_tests, send_one, stateless_headers,
+                     http_get, new_apikey, parse_args, rpc_body, run_cli, run_tests, send_one, stateless_headers,
                      stop_process, wait_for)
 from test_backend_mcp import Fake, fake_port, wait_tool  # noqa: E402
 
@@ -264,6 +264,21 @@ def main():
         check_eq(sorted(s["name"] for s in by_kind(spans, INTERNAL)), ["backend mock", "identity"],
                  "identity and the backend ran (no audit sink here)")
 
+    def t_check_errors():
+        m = base_manifest()
+        m["modules"].append(otlp_module("https://collector.example/v1/traces"))
+        rc, out, err = run_cli(ctx, ["--check", "--config", ctx.write_manifest(m)])
+        check(rc != 0 and "modules[1].config.endpoint" in out + err
+              and "https is not supported" in out + err,
+              "an https endpoint is refused naming the key: %r" % (out + err))
+        m = base_manifest()
+        m["modules"] += [otlp_module("http://127.0.0.1:1/v1/traces"),
+                         dict(otlp_module("http://127.0.0.1:1/v1/traces"), name="otel2")]
+        rc, out, err = run_cli(ctx, ["--check", "--config", ctx.write_manifest(m)])
+        check(rc != 0 and "modules[2].module" in out + err
+              and "second telemetry instance" in out + err,
+              "a second telemetry instance is refused naming its entry: %r" % (out + err))
+
     def stopping_all(fn):
         """fn, then every process it started stopped by pid: gateways first (their
         exporters flush at stop), then collectors and upstreams."""
@@ -278,7 +293,8 @@ def main():
                     p.stop() if isinstance(p, Collector) else stop_process(p)
         return run
 
-    tests = [("client trace, stages, upstream span", t_client_trace),
+    tests = [("--check: the endpoint, one telemetry instance", t_check_errors),
+             ("client trace, stages, upstream span", t_client_trace),
              ("parent-based sampling", t_sampling),
              ("one trace across two gateways", t_two_gateways),
              ("collector down", t_collector_down),
