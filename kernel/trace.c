@@ -72,6 +72,12 @@ static uint64_t next_random(void) {
     return z ^ (z >> 31);
 }
 
+static bool all_zero(const uint8_t *id, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (id[i]) return false;
+    return true;
+}
+
 /* A non-zero id of n bytes (8 or 16), as W3C asks. */
 static void new_id(uint8_t *id, size_t n) {
     do {
@@ -79,7 +85,7 @@ static void new_id(uint8_t *id, size_t n) {
             uint64_t r = next_random();
             memcpy(id + i, &r, 8);
         }
-    } while (!memcmp(id, "\0\0\0\0\0\0\0\0", 8) && n == 8);
+    } while (all_zero(id, n));
 }
 
 static int hex_value(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
@@ -308,10 +314,9 @@ static size_t server_attrs(span_set *set, mcpg_call *c, mcpg_span *s) {
 /* The client's tracestate goes with the trace it continues (a header
  * value is no C string: copied). */
 static void add_tracestate(span_set *set, mcpg_call *c, mcpg_span *s) {
-    static const uint8_t root[8];
     size_t n = 0;
     const char *ts = c->d.header ? c->d.header(c->d.transport_ctx, "tracestate", &n) : NULL;
-    if (!ts || !memcmp(c->trace->parent_id, root, 8) || !mcpg_tracestate_valid(ts, n)) return;
+    if (!ts || all_zero(c->trace->parent_id, 8) || !mcpg_tracestate_valid(ts, n)) return;
     memcpy(set->tracestate, ts, n); /* valid: at most 512 bytes */
     set->tracestate[n] = '\0';
     s->tracestate = set->tracestate;

@@ -153,9 +153,14 @@ static char *mcp_name_of(const char *target) {
 static size_t traceparent_for(upstream *up, client_call *pc, mcpg_call *call, char *tp, size_t cap) {
     const mcpg_host *h = up->h;
     bool http = up->link && strcmp(up->link->ops->what, "http") == 0;
-    if (http && MCPG_HOST_HAS(h, call_trace_upstream) &&
-        (pc->trace_span = h->call_trace_upstream(call, pc->method_name, tp, cap)) != 0)
-        return strlen(tp);
+    if (http && MCPG_HOST_HAS(h, call_trace_upstream)) {
+        /* named as an MCP span is: "{mcp.method.name} {target}", the upstream's own name */
+        const char *target = h->call_target(call);
+        char name[128];
+        snprintf(name, sizeof name, "%s%s%s", pc->method_name, target ? " " : "", target ? target : "");
+        pc->trace_span = h->call_trace_upstream(call, name, tp, cap);
+        if (pc->trace_span) return strlen(tp);
+    }
     size_t n = 0;
     const char *given = h->call_header(call, "traceparent", &n);
     if (!given || !mcpg_traceparent_valid(given, n) || n >= cap) return 0;

@@ -162,6 +162,7 @@ def main():
         cl = clients[0]
         check_eq(cl["parentSpanId"], stages["backend up"]["spanId"],
                  "the client span is a child of the backend stage's")
+        check_eq(cl["name"], "tools/call echo", "the client span is named for the upstream's tool")
         check_eq(cl["attributes"].get("http.response.status_code"), 200, "the upstream's status")
         got_tp, got_ts = upstream_traceparent(fake, "m1")
         check_eq(got_tp, "00-%s-%s-01" % (TRACE, cl["spanId"]),
