@@ -5,6 +5,7 @@
  * all; then the batch is dropped and counted. Any other answer ends the
  * batch (a 4xx will not get better by sending it again). Blocking sockets
  * with timeouts: only this thread ever waits on the collector. http only. */
+#define _GNU_SOURCE /* strcasestr */
 #include "otlp.h"
 
 #include <errno.h>
@@ -76,18 +77,41 @@ static int send_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
-/* The status line's code, from what the collector sent before it closed. */
+/* The body's length once the head is whole: Content-Length, or -1 (read
+ * to the close). */
+static long body_length(const char *head) {
+    const char *cl = strcasestr(head, "\r\ncontent-length:");
+    return cl ? strtol(cl + 17, NULL, 10) : -1;
+}
+
+/* The status line's code: the answer is read to the end of its body (by
+ * Content-Length, else to the close), so the collector is never cut off
+ * mid-answer; only its head is kept. */
 static int read_status(int fd) {
     char buf[4096];
-    size_t got = 0;
+    size_t got = 0, body_seen = 0;
+    const char *end = NULL;
+    long want = -1;
     for (;;) {
-        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (end && want >= 0 && body_seen >= (size_t)want) break;
+        char *at = end ? buf + sizeof buf / 2 : buf + got; /* past the head: scratch */
+        size_t room = end ? sizeof buf / 2 : sizeof buf - 1 - got;
+        if (!room) break; /* a head this long is no answer we read */
+        ssize_t r = recv(fd, at, room, 0);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
+        if (end) {
+            body_seen += (size_t)r;
+            continue;
+        }
         got += (size_t)r;
-        if (got == sizeof buf - 1) got = 16; /* the status line is read; keep draining */
+        buf[got] = '\0';
+        if ((end = strstr(buf, "\r\n\r\n")) != NULL) {
+            body_seen = got - (size_t)(end + 4 - buf);
+            want = body_length(buf);
+        }
     }
-    buf[got] = '\0';
+    buf[end ? (size_t)(end - buf) : got] = '\0';
     int status = 0;
     return sscanf(buf, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
 }

@@ -7,8 +7,9 @@ parent the client's span, with a child span per stage that ran and a client span
 backend_mcp's upstream request whose id is the parent id the upstream received; the
 attributes the conventions name; parent-based sampling (ratio 0 traces no root request,
 a sampled parent still is, an unsampled one is not and its traceparent goes on
-unchanged); one trace across two gateways; a collector that is down costs no call and
-its drops are counted in /metrics; the JSON encoding, and the caller named only when
+unchanged); one trace across two gateways; a collector answering 503 is tried again
+until it takes the batch; a collector that is down costs no call and its drops are
+counted in /metrics; the JSON encoding, and the caller named only when
 include_enduser says so."""
 import json
 import os
@@ -34,12 +35,12 @@ SERVER, CLIENT, INTERNAL = 2, 3, 1
 class Collector:
     """node collector.js: its port, what it decoded."""
 
-    def __init__(self, ctx, source):
+    def __init__(self, ctx, source, refuse_first=0):
         folder = os.path.join(source, "tests", "otlp")
         if not os.path.isdir(os.path.join(folder, "node_modules")):
             fail("no %s/node_modules: scripts/install-deps.sh runs npm ci there" % folder)
-        self.proc = subprocess.Popen(["node", "collector.js"], cwd=folder, stdout=subprocess.PIPE,
-                                     preexec_fn=_child_setup)
+        self.proc = subprocess.Popen(["node", "collector.js", "--refuse-first", str(refuse_first)],
+                                     cwd=folder, stdout=subprocess.PIPE, preexec_fn=_child_setup)
         ready, _, _ = select.select([self.proc.stdout], [], [], IO_TIMEOUT)
         line = self.proc.stdout.readline().decode() if ready else ""
         m = re.match(r"port (\d+)", line)
@@ -49,9 +50,12 @@ class Collector:
         self.port = int(m.group(1))
         self.endpoint = "http://127.0.0.1:%d/v1/traces" % self.port
 
-    def spans(self):
+    def state(self):
         with urllib.request.urlopen("http://127.0.0.1:%d/spans" % self.port, timeout=IO_TIMEOUT) as r:
-            return json.loads(r.read())["spans"]
+            return json.loads(r.read())
+
+    def spans(self):
+        return self.state()["spans"]
 
     def trace(self, trace_id, n, what):
         """The trace's spans once at least n have come."""
@@ -111,8 +115,8 @@ def main():
         gws.append(g)
         return g
 
-    def collector():
-        c = Collector(ctx, args.source)
+    def collector(refuse_first=0):
+        c = Collector(ctx, args.source, refuse_first)
         procs.append(c)
         return c
 
@@ -219,19 +223,36 @@ def main():
                  "B's server span is a child of A's client span")
         check_eq(b_server[0]["name"], "tools/call echo", "B serves the upstream's own name")
 
-    def dropped(port, reason):
+    def series(port, pattern):
         st, _, body = http_get(port, "/metrics")
         check_eq(st, 200, "GET /metrics")
-        m = re.search(r'^mcpg_otlp_spans_dropped_total\{reason="%s"\} (\d+)$' % reason,
-                      body.decode(), re.M)
+        m = re.search(r"^%s (\d+)$" % pattern, body.decode(), re.M)
         return int(m.group(1)) if m else 0
+
+    def dropped(port, reason):
+        return series(port, r'mcpg_otlp_spans_dropped_total\{reason="%s"\}' % reason)
+
+    def exported_with_metrics(endpoint, **cfg):
+        m = base_manifest()
+        m["modules"].append(otlp_module(endpoint, **cfg))
+        m["modules"].append({"name": "metrics", "module": "metrics_prometheus"})
+        return m
+
+    def t_retries():
+        col = collector(refuse_first=2)
+        gw = start(exported_with_metrics(col.endpoint, max_attempts=3, backoff_ms=10), "retries")
+        trace = "f" * 32
+        r, rpc = traced_call(gw.port, "echo", {"message": "r"}, 60, "00-%s-%s-01" % (trace, CLIENT_SPAN))
+        expect_result(r, rpc, 60, "a call while the collector answers 503")
+        col.trace(trace, 2, "the spans, on the third attempt")
+        check_eq(col.state()["refused"], 2, "two attempts were answered 503")
+        wait_for(lambda: series(gw.port, "mcpg_otlp_spans_exported_total") == 2, 15,
+                 "the two spans counted as exported")
+        check_eq(dropped(gw.port, "export_failed"), 0, "nothing dropped")
 
     def t_collector_down():
         closed = "http://127.0.0.1:%d/v1/traces" % free_port()  # nothing listens there
-        m = base_manifest()
-        m["modules"].append(otlp_module(closed, max_attempts=2, backoff_ms=10))
-        m["modules"].append({"name": "metrics", "module": "metrics_prometheus"})
-        gw = start(m, "down")
+        gw = start(exported_with_metrics(closed, max_attempts=2, backoff_ms=10), "down")
         for i in range(5):
             r, rpc = traced_call(gw.port, "echo", {"message": "x"}, 40 + i)
             expect_result(r, rpc, 40 + i, "a call while the collector is down")
@@ -298,6 +319,7 @@ def main():
              ("client trace, stages, upstream span", t_client_trace),
              ("parent-based sampling", t_sampling),
              ("one trace across two gateways", t_two_gateways),
+             ("503, then the collector takes the batch", t_retries),
              ("collector down", t_collector_down),
              ("JSON encoding, the caller named", t_json_enduser)]
     return run_tests([(name, stopping_all(fn)) for name, fn in tests], ctx)

@@ -4,6 +4,8 @@
 // generated definitions, or OTLP/JSON) and keeps every span it saw; GET
 // /spans answers them as JSON, ids in lowercase hex, attributes as an
 // object, with the body's encoding and its resource's service.name.
+// --refuse-first N answers the first N POSTs 503 (counted as "refused") without
+// reading them, as a collector that is overloaded does.
 'use strict';
 const http = require('http');
 const root = require('@opentelemetry/otlp-transformer/build/src/generated/root');
@@ -12,6 +14,9 @@ const Request = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRe
 const Response = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
 const spans = [];
 let posts = 0;
+let refused = 0;
+const at = process.argv.indexOf('--refuse-first');
+const refuseFirst = at > 0 ? Number(process.argv[at + 1]) : 0;
 
 const hex = (b) => (b && b.length ? Buffer.from(b).toString('hex') : '');
 
@@ -53,7 +58,13 @@ const server = http.createServer((req, res) => {
   req.on('end', () => {
     if (req.method === 'GET' && req.url === '/spans') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ posts, spans }));
+      res.end(JSON.stringify({ posts, refused, spans }));
+      return;
+    }
+    if (refused < refuseFirst) {
+      refused++;
+      res.writeHead(503);
+      res.end();
       return;
     }
     const body = Buffer.concat(chunks);
