@@ -10,7 +10,7 @@ a sampled parent still is, an unsampled one is not and its traceparent goes on
 unchanged); one trace across two gateways; a collector answering 503 is tried again
 until it takes the batch; a collector that is down costs no call and its drops are
 counted in /metrics; the JSON encoding, and the caller named only when
-include_enduser says so."""
+include_enduser says so; a legacy session's id on its calls' spans."""
 import json
 import os
 import re
@@ -24,7 +24,8 @@ from gateway import (IO_TIMEOUT, Context, Gateway, _child_setup, base_manifest, 
                      build_request, check, check_eq, expect_result, fail, free_port,
                      http_get, new_apikey, parse_args, rpc_body, run_cli, run_tests, send_one, stateless_headers,
                      stop_process, wait_for)
-from test_backend_mcp import Fake, fake_port, wait_tool  # noqa: E402
+from test_backend_mcp import Fake, fake_port, session, wait_tool  # noqa: E402
+from test_legacy_wire import answer, request  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -301,6 +302,25 @@ def main():
               and "second telemetry instance" in out + err,
               "a second telemetry instance is refused naming its entry: %r" % (out + err))
 
+    def t_legacy_session():
+        col = collector()
+        m = base_manifest()
+        m["modules"].append(otlp_module(col.endpoint))
+        gw = start(m, "legacy")
+        sid = session(gw.port)
+        r = request(gw.port, body={"jsonrpc": "2.0", "id": 70, "method": "tools/call",
+                                   "params": {"name": "echo", "arguments": {"message": "l"}}},
+                    session=sid)
+        check_eq(answer(r)["result"]["content"][0]["text"], "Echo: l", "a call on a session")
+        srv = wait_for(lambda: [s for s in by_kind(col.spans(), SERVER)
+                                if s["attributes"].get("jsonrpc.request.id") == "70"], 15,
+                       "the session call's server span")[0]
+        check_eq(srv["parentSpanId"], "", "no traceparent: the root of a new trace")
+        check_eq(srv["attributes"].get("mcp.session.id"), sid, "mcp.session.id")
+        names = sorted({s["name"] for s in by_kind(col.spans(), SERVER)})
+        check_eq(names, ["initialize", "tools/call echo"],
+                 "MCP requests only: the transport's own session checks make no span")
+
     def stopping_all(fn):
         """fn, then every process it started stopped by pid: gateways first (their
         exporters flush at stop), then collectors and upstreams."""
@@ -321,7 +341,8 @@ def main():
              ("one trace across two gateways", t_two_gateways),
              ("503, then the collector takes the batch", t_retries),
              ("collector down", t_collector_down),
-             ("JSON encoding, the caller named", t_json_enduser)]
+             ("JSON encoding, the caller named", t_json_enduser),
+             ("a legacy session's call", t_legacy_session)]
     return run_tests([(name, stopping_all(fn)) for name, fn in tests], ctx)
 
 
