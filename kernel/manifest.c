@@ -294,6 +294,24 @@ static void check_server(mctx *c) {
     t->config_json = NULL;
 }
 
+/* gateway.pins: the file made absolute (relative to the manifest's folder). */
+static void parse_pins(mctx *c) {
+    manifest *m = c->m;
+    m->pins_on_change = pins_mode_of(m->pins_on_change_name);
+    if (!m->pins_file) return;
+    if (!*m->pins_file) {
+        err(c, "gateway.pins.file", "is empty");
+        return;
+    }
+    if (m->pins_file[0] == '/' || !m->dir) return;
+    size_t n = strlen(m->dir) + strlen(m->pins_file) + 2;
+    char *abs = malloc(n);
+    if (!abs) return;
+    snprintf(abs, n, "%s/%s", m->dir, m->pins_file);
+    free(m->pins_file);
+    m->pins_file = abs;
+}
+
 static void on_setting_error(void *ctx, const char *path, const char *message) {
     err(ctx, path, "%s", message);
 }
@@ -313,6 +331,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     parse_secret(c);
     compile_redactor(c);
     parse_listen(c, listen_override);
+    parse_pins(c);
     if (m->module_dir && *m->module_dir) c->module_dir_written = strdup(m->module_dir);
     resolve_module_dir(m, exe_dir);
     m->transport.name = strdup("http");
@@ -478,6 +497,17 @@ static void parse_binding_watch(mctx *c, json_t *e, const char *base, decl_bindi
     b->watch = true;
 }
 
+/* bindings[].pins: how this binding's backend is held to its pins. */
+static void parse_binding_pins(mctx *c, json_t *e, const char *base, decl_binding *b) {
+    b->pins_name = get_string(c, e, "pins", base, NULL);
+    if (!b->pins_name) return;
+    char p[96];
+    snprintf(p, sizeof p, "%s.pins", base);
+    b->pins_mode = pins_mode_of(b->pins_name);
+    if (b->pins_mode < 0) err(c, p, "expected warn, hide, block or off, not \"%s\"", b->pins_name);
+    else if (!c->m->pins_file) err(c, p, "needs gateway.pins.file (the pins to hold it to)");
+}
+
 static void parse_bindings(mctx *c, json_t *root) {
     manifest *m = c->m;
     json_t *bs = json_object_get(root, "bindings");
@@ -491,7 +521,7 @@ static void parse_bindings(mctx *c, json_t *root) {
     }
     static const char *const keys[] = {"backend", "prefix", "separator", "allow", "deny",
                                        "allow_resources", "deny_resources", "rename",
-                                       "describe", "watch"};
+                                       "describe", "watch", "pins"};
     m->bindings = calloc(json_array_size(bs) + 1, sizeof *m->bindings);
     size_t i;
     json_t *e;
@@ -514,6 +544,7 @@ static void parse_bindings(mctx *c, json_t *root) {
         get_pairs(c, e, "rename", base, &b->rename);
         get_pairs(c, e, "describe", base, &b->describe);
         parse_binding_watch(c, e, base, b);
+        parse_binding_pins(c, e, base, b);
         for (size_t k = 0; k < b->rename.n; k++)
             if (!mcpg_name_valid(b->rename.to[k], strlen(b->rename.to[k]))) {
                 char p[160];
@@ -922,12 +953,8 @@ manifest *manifest_parse(const char *path, const char *text, const char *exe_dir
     return unless_errors(m, errs, before);
 }
 
-char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs) {
-    if (!path) {
-        manifest none = {0};
-        resolve_module_dir(&none, exe_dir);
-        return none.module_dir;
-    }
+/* The manifest at path read and checked, no module loaded: NULL with errs. */
+static manifest *read_unloaded(const char *path, const char *exe_dir, errlist *errs) {
     manifest *m = manifest_new(path);
     mctx c = {path, errs, m, NULL};
     size_t before = errs->count;
@@ -935,9 +962,28 @@ char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs) 
     if (raw) (void)parse_text(&c, raw, NULL, exe_dir);
     free(raw);
     free(c.module_dir_written);
-    char *dir = errs->count == before && m->module_dir ? strdup(m->module_dir) : NULL;
+    return unless_errors(m, errs, before);
+}
+
+char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs) {
+    if (!path) {
+        manifest none = {0};
+        resolve_module_dir(&none, exe_dir);
+        return none.module_dir;
+    }
+    manifest *m = read_unloaded(path, exe_dir, errs);
+    char *dir = m && m->module_dir ? strdup(m->module_dir) : NULL;
     manifest_free(m);
     return dir;
+}
+
+char *manifest_pins_file(const char *path, const char *exe_dir, errlist *errs) {
+    manifest *m = read_unloaded(path, exe_dir, errs);
+    char *file = m && m->pins_file ? strdup(m->pins_file) : NULL;
+    if (m && !file)
+        errlist_add(errs, path, "gateway.pins.file", "is not set: this manifest pins nothing");
+    manifest_free(m);
+    return file;
 }
 
 static void free_strings(char **v, size_t n) {
@@ -985,6 +1031,7 @@ void manifest_free(manifest *m) {
         free_strings(b->describe.from, b->describe.n);
         free_strings(b->describe.to, b->describe.n);
         free_strings(b->watch_uris, b->n_watch_uris);
+        free(b->pins_name);
     }
     free(m->bindings);
     free_strings(m->listen, m->n_listen);

@@ -333,6 +333,7 @@ static void run(asker *a) {
     reload.current = a;
     kernel.gen = g;
     kernel.m = g->m;
+    pins_announce(g); /* what its first lists found that the one before had not */
     kernel.max_calls_per_worker = (uint64_t)g->m->max_calls_per_worker;
     kernel.list_page_size = (uint64_t)g->m->list_page_size;
     char change[700];
