@@ -357,6 +357,16 @@ void pins_announce(struct generation *g);
 /* Reads the pins file again when it changes (mcpg pins approve) and
  * rebuilds the lists: a timer on the control loop. */
 void pins_control_init(uv_loop_t *loop);
+pins *pins_from_text(const char *text, char *err, size_t cap); /* a document as text */
+bool pins_same(const pins *a, const pins *b);
+void pins_took_file(pins *p, const char *path); /* p is what path now holds */
+/* Pins on a fleet (kernel/pins_fleet.c): the coordinator's key mcpg.pins. */
+void pins_fleet_control_init(uv_loop_t *loop);
+void pins_fleet_adopt(mcpg_worker *w, struct generation *g); /* loop 0, as watch_adopt */
+void pins_fleet_stop(mcpg_worker *w);                          /* loop 0, as it stops */
+void pins_fleet_start(void);       /* control loop, once serving: the file, unless the fleet has pins */
+void pins_fleet_publish(const char *pins_file, bool if_absent); /* control loop */
+void pins_fleet_free(void);        /* after the loops end */
 
 /* What the backends offer, of one kind, merged (kernel/catalog.c). */
 enum { CAT_TOOLS, CAT_PROMPTS, CAT_RESOURCES, CAT_TEMPLATES, CAT_COUNT };

@@ -161,6 +161,7 @@ static void main_loop_init(void) {
     uv_loop_init(&ml.loop);
     news_control_init(&ml.loop);
     pins_control_init(&ml.loop);
+    pins_fleet_control_init(&ml.loop);
     ready_control_init(&ml.loop);
     reload_init(&ml.loop, exe_folder, listen_override);
 }
@@ -258,6 +259,7 @@ static void shutdown_gateway(void) {
         klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",
              calls_dropped());
     workers_free();
+    pins_fleet_free();
     reload_free(); /* the retiring generations, once no call points at them */
     generation_free(kernel.gen);
     metrics_shutdown(); /* every instance that registered a series is gone */
@@ -305,6 +307,7 @@ static int serve(manifest *m) {
         free(runtime_dir);
         return 1;
     }
+    pins_fleet_start(); /* before loop 0 runs: it puts the file unless the fleet has pins */
     if (workers_start() != 0) { /* threads may be running: exit without unloading */
         klog(MCPG_LOG_ERROR, "kernel", "could not start the worker threads");
         _exit(1);

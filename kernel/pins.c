@@ -136,6 +136,8 @@ static int check_entries(json_t *all, char *err, size_t cap) {
     return 0;
 }
 
+static json_t *checked(json_t *doc, char *err, size_t cap);
+
 json_t *pins_read_doc(const char *path, struct stat *st, char *err, size_t cap) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -156,17 +158,42 @@ json_t *pins_read_doc(const char *path, struct stat *st, char *err, size_t cap) 
         snprintf(err, cap, "line %d: %s", je.line, je.text);
         return NULL;
     }
+    doc = checked(doc, err, cap);
+    if (doc && st) *st = s;
+    return doc;
+}
+
+/* A document's entries checked (check_entries), as pins_read_doc does. */
+static json_t *checked(json_t *doc, char *err, size_t cap) {
     json_t *all = json_object_get(doc, "pins");
-    if (json_integer_value(json_object_get(doc, "version")) != 1) {
-        snprintf(err, cap, "version: expected 1");
-    } else if (!json_is_object(all)) {
-        snprintf(err, cap, "pins: expected an object");
-    } else if (check_entries(all, err, cap) == 0) {
-        if (st) *st = s;
-        return doc;
-    }
+    if (json_integer_value(json_object_get(doc, "version")) != 1) snprintf(err, cap, "version: expected 1");
+    else if (!json_is_object(all)) snprintf(err, cap, "pins: expected an object");
+    else if (check_entries(all, err, cap) == 0) return doc;
     json_decref(doc);
     return NULL;
+}
+
+pins *pins_from_text(const char *text, char *err, size_t cap) {
+    json_error_t je;
+    json_t *doc = json_loads(text, 0, &je);
+    if (!doc) {
+        snprintf(err, cap, "line %d: %s", je.line, je.text);
+        return NULL;
+    }
+    pins *p = calloc(1, sizeof *p);
+    if (p) p->root = checked(doc, err, cap);
+    else json_decref(doc);
+    if (p && !p->root) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+bool pins_same(const pins *a, const pins *b) { return json_equal(a->root, b->root); }
+
+void pins_took_file(pins *p, const char *path) {
+    if (stat(path, &p->st) != 0) memset(&p->st, 0, sizeof p->st);
 }
 
 pins *pins_load(const char *path, char *err, size_t cap) {
@@ -450,6 +477,7 @@ static void on_pins_timer(uv_timer_t *t) {
     klog(MCPG_LOG_INFO, "kernel", "%s read again: the lists are judged against it",
          g->m->pins_file);
     catalog_rebuild(g);
+    pins_fleet_publish(g->m->pins_file, false); /* on a fleet: every replica's now */
 }
 
 void pins_control_init(uv_loop_t *loop) {

@@ -249,6 +249,7 @@ static void adopt_on_loop(void *arg) {
     }
     w->gen = g;
     if (w->index == 0) watch_adopt(w, g);
+    if (w->index == 0) pins_fleet_adopt(w, g);
     workers_listen_apply(w); /* new addresses accept before dropped ones close */
     loop_done(lp->r);
 }

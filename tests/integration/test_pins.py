@@ -17,6 +17,7 @@ from gateway import (Context, Gateway, base_manifest, build_request, call_tool, 
                      check_eq, expect_result, parse_args, read_audit, run_cli, run_tests,
                      send_one, stateless_request, wait_for)
 from test_legacy_wire import initialize, request, rpc  # noqa: E402
+from fleet_stores import start_store  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake_mcp_upstream.py")
@@ -52,8 +53,11 @@ def upstream(**more):
     return cfg
 
 
-def manifest(ctx, pins_file, audit, mode=None, bindings=None):
+def manifest(ctx, pins_file, audit, mode=None, bindings=None, coordinator=None):
     m = base_manifest(audit_path=audit, tools=[{"name": "echo"}, {"name": "ping"}])
+    if coordinator:
+        m["cluster"] = {"kind": coordinator["module"].split("_")[1]}
+        m["modules"].append(coordinator)
     m["gateway"]["pins"] = {"file": pins_file}
     if mode:
         m["gateway"]["pins"]["on_change"] = mode
@@ -75,9 +79,9 @@ def main():
     args = parse_args()
     ctx = Context(args)
 
-    def start(name, pins_file, mode=None, bindings=None):
+    def start(name, pins_file, mode=None, bindings=None, coordinator=None):
         audit = ctx.path(name + ".audit.jsonl")
-        m = manifest(ctx, pins_file, audit, mode, bindings)
+        m = manifest(ctx, pins_file, audit, mode, bindings, coordinator)
         cfg = ctx.write_manifest(m, name + ".json")
         gw = Gateway(ctx, config=cfg, name=name).start()
         return gw, cfg, audit
@@ -228,6 +232,27 @@ def main():
                 wait_names(gw.port, lambda n: "echo" in n and "up_echo" in n,
                            "approved on %s" % gw.name)
 
+    def t_fleet_coordinator():
+        """A fleet (NATS): each replica its own pins file, the coordinator the fleet's pins;
+        an approval on one replica's file reaches the other, whose file then matches."""
+        srv, coord, _ = start_store(ctx, "nats", "pins%d" % os.getpid())
+        try:
+            pa, pb = ctx.path("na.pins.json"), ctx.path("nb.pins.json")
+            a, cfg_a, _ = start("nats-a", pa, coordinator=coord)
+            b, _, _ = start("nats-b", pb, coordinator=coord)
+            with a, b:
+                for gw in (a, b):
+                    check_eq(tool_names(gw.port), [], "held on %s" % gw.name)
+                wait_seen(pa)
+                check_eq(pins_cli(ctx, cfg_a, "approve")[0], 0, "approve on A's file")
+                for gw in (a, b):
+                    wait_names(gw.port, lambda n: "echo" in n and "up_echo" in n,
+                               "approved on %s" % gw.name)
+                with open(pa) as f, open(pb) as g:
+                    check_eq(json.load(g), json.load(f), "B's pins file mirrors the fleet's")
+        finally:
+            srv.stop()
+
     def t_bad_pins_file():
         """A pins file that is not valid stops the start, naming the key."""
         pins = ctx.path("bad.pins.json")
@@ -240,7 +265,7 @@ def main():
               "the bad entry is named (%d): %s" % (rc, err))
 
     tests = [t_hide_until_approved, t_rug_pull, t_warn_and_block, t_fleet_shares_pins,
-             t_bad_pins_file]
+             t_fleet_coordinator, t_bad_pins_file]
     sys.exit(run_tests([(t.__name__, t) for t in tests], ctx))
 
 
