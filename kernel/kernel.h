@@ -645,6 +645,7 @@ void news_control_init(uv_loop_t *loop);
  * while it was built is applied to its lists, and listeners are told each
  * kind of list told or that differs between old's merged lists and g's. */
 void news_reload_published(generation *old, generation *g);
+void news_rebuild_and_tell(generation *g); /* lists built again (pins), changes told */
 /* Readiness (ready.c): the backends still without their first lists, for
  * GET /readyz, and a log line for each that stays so. */
 void ready_control_init(uv_loop_t *loop);

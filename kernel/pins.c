@@ -476,7 +476,7 @@ static void on_pins_timer(uv_timer_t *t) {
     g->pins = p;
     klog(MCPG_LOG_INFO, "kernel", "%s read again: the lists are judged against it",
          g->m->pins_file);
-    catalog_rebuild(g);
+    news_rebuild_and_tell(g);
     pins_fleet_publish(g->m->pins_file, false); /* on a fleet: every replica's now */
 }
 

@@ -74,7 +74,7 @@ static void adopt(generation *g, const char *text) {
     pins_free(g->pins);
     g->pins = p;
     klog(MCPG_LOG_INFO, "kernel", "the fleet's pins adopted (coordinator key " PINS_KEY ")");
-    catalog_rebuild(g);
+    news_rebuild_and_tell(g);
 }
 
 static void on_adopt(uv_async_t *a) {

@@ -13,10 +13,10 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway import (Context, Gateway, base_manifest, build_request, call_tool, check,  # noqa: E402
+from gateway import (Conn, Context, Gateway, base_manifest, build_request, call_tool, check,  # noqa: E402
                      check_eq, expect_result, parse_args, read_audit, run_cli, run_tests,
                      send_one, stateless_request, wait_for)
-from test_legacy_wire import initialize, request, rpc  # noqa: E402
+from test_legacy_wire import initialize, read_stream, request, rpc  # noqa: E402
 from fleet_stores import start_store  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -129,9 +129,17 @@ def main():
             rc, out, _ = pins_cli(ctx, cfg, "diff")
             check_eq(rc, 1, "diff with nothing pinned (%s)" % out)
             check('backend "mock": tool "echo" has no pin' in out, "diff names it:\n" + out)
-            rc, out, err_text = pins_cli(ctx, cfg, "approve")
-            check_eq(rc, 0, "approve (%s %s)" % (out, err_text))
-            check('approved: backend "up": tool "echo"' in out, "approve says what:\n" + out)
+            _, sid = initialize(p)
+            with Conn(p) as stream:  # a legacy session listening for list changes
+                request(p, "GET", session=sid, accept="text/event-stream", conn=stream)
+                head = stream._read_until(b"\r\n\r\n").decode()
+                check(head.startswith("HTTP/1.1 200"), "GET stream opens: %r" % head)
+                rc, out, err_text = pins_cli(ctx, cfg, "approve")
+                check_eq(rc, 0, "approve (%s %s)" % (out, err_text))
+                check('approved: backend "up": tool "echo"' in out, "approve says what:\n" + out)
+                text, _ = read_stream(stream, until="tools/list_changed")
+                check("notifications/tools/list_changed" in text,
+                      "listeners told once the approval is read: %r" % text)
             wait_names(p, lambda n: "echo" in n and "up_echo" in n, "approved items listed")
             check_eq(prompt_names(p), ["up_ask_prompt"], "the approved prompt listed")
             res, err = call(p, "up_echo", {"message": "hi"})
@@ -160,6 +168,14 @@ def main():
                        "a changed description hides the tool")
             res, err = call(p, "up_echo", {"message": "x"})
             check(err and "is held" in err["message"], "its calls are refused: %r" % (err,))
+            _, sid = initialize(p)
+            r = request(p, body=rpc("tools/call", {"name": "up_echo", "arguments": {"message": "x"}},
+                                    id=4), session=sid).rpc()
+            check("error" in r and "is held" in r["error"]["message"],
+                  "refused on the session wire too: %r" % r)
+            r = request(p, body=rpc("tools/list", {}, id=5), session=sid).rpc()
+            check("up_echo" not in [t["name"] for t in r["result"]["tools"]],
+                  "and left out of its list")
             wait_for(lambda: any(e["event"] == "mcpg.pin.changed" for e in pin_events(audit, "echo")),
                      WAIT, "a changed event")
             ev = [e for e in pin_events(audit, "echo") if e["event"] == "mcpg.pin.changed"][0]
