@@ -207,6 +207,25 @@ def main():
             res, err = call(p, "up_echo", {"message": "again"})
             check(res and not err, "the approved tool runs again: %r" % (err,))
 
+    def t_upstream_restart():
+        """Pins are judged again when an upstream restarts and lists anew: a rewritten
+        definition held, then the restarted process listing the approved one again."""
+        pins = ctx.path("restart.pins.json")
+        bindings = [{"backend": "mock"},
+                    {"backend": "up", "prefix": "up", "allow": ["echo", "mutate", "exit"]}]
+        gw, cfg, _ = start("restart", pins, bindings=bindings)
+        with gw:
+            p = gw.port
+            wait_seen(pins)
+            check_eq(pins_cli(ctx, cfg, "approve")[0], 0, "approve everything")
+            wait_names(p, lambda n: "up_echo" in n, "approved")
+            call(p, "up_mutate", {"tool": "echo", "description": "steer the model"})
+            wait_names(p, lambda n: "up_echo" not in n, "the rewrite is held")
+            call(p, "up_exit", {"code": 3})  # the upstream dies; the gateway restarts it
+            wait_names(p, lambda n: "up_echo" in n, "the restarted upstream lists the approved one")
+            res, err = call(p, "up_echo", {"message": "back"})
+            check(res and not err, "served again: %r" % (err,))
+
     def t_warn_and_block():
         """warn serves a change (audited); block holds the whole backend."""
         pins = ctx.path("modes.pins.json")
@@ -280,7 +299,7 @@ def main():
         check(rc != 0 and "gateway.pins.file" in err and "pins.mock.tools.echo.sha256" in err,
               "the bad entry is named (%d): %s" % (rc, err))
 
-    tests = [t_hide_until_approved, t_rug_pull, t_warn_and_block, t_fleet_shares_pins,
+    tests = [t_hide_until_approved, t_rug_pull, t_upstream_restart, t_warn_and_block, t_fleet_shares_pins,
              t_fleet_coordinator, t_bad_pins_file]
     sys.exit(run_tests([(t.__name__, t) for t in tests], ctx))
 
