@@ -256,7 +256,8 @@ int pins_write_doc(const char *path, const json_t *doc) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    unlink(tmp); /* one a crash left; then a new file, never one a link points to */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     int rc = json_dumpfd(doc, fd, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (rc == 0 && write(fd, "\n", 1) != 1) rc = -1;

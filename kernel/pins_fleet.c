@@ -100,7 +100,10 @@ static void *ci(void) { return F.coord->state; }
 static void on_put(void *arg, int status, const mcpg_coord_value *v) {
     (void)arg;
     (void)v;
-    if (status != 0 && status != MCPG_EEXIST)
+    if (status == MCPG_ERANGE)
+        klog(MCPG_LOG_WARN, "kernel", "the pins are larger than the coordinator takes (its "
+             "max_value_bytes): the other replicas do not have them");
+    else if (status != 0 && status != MCPG_EEXIST)
         klog(MCPG_LOG_WARN, "kernel", "the pins could not be put in the coordinator (%s): "
              "the other replicas do not have them yet", mcpg_strerror(status));
 }
