@@ -10,6 +10,7 @@ that share a pins file."""
 import json
 import os
 import re
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -288,6 +289,24 @@ def main():
         finally:
             srv.stop()
 
+    def t_reload_changes_mode():
+        """A reload that turns hide into warn serves what was held; --check writes nothing."""
+        pins = ctx.path("reload.pins.json")
+        gw, cfg, _ = start("reload", pins)
+        with gw:
+            p = gw.port
+            wait_seen(pins)
+            check("echo" not in tool_names(p), "held under hide")
+            m = manifest(ctx, pins, None, mode="warn")
+            with open(cfg, "w") as f:
+                json.dump(m, f)
+            gw.signal(signal.SIGHUP)
+            wait_names(p, lambda n: "echo" in n and "up_echo" in n, "served under warn")
+        os.unlink(pins + ".seen")
+        rc, _, err = run_cli(ctx, ["--check", "--config", cfg])
+        check_eq(rc, 0, "--check (%s)" % err)
+        check(not os.path.exists(pins + ".seen"), "--check writes no seen file")
+
     def t_bad_pins_file():
         """A pins file that is not valid stops the start, naming the key."""
         pins = ctx.path("bad.pins.json")
@@ -300,7 +319,7 @@ def main():
               "the bad entry is named (%d): %s" % (rc, err))
 
     tests = [t_hide_until_approved, t_rug_pull, t_upstream_restart, t_warn_and_block, t_fleet_shares_pins,
-             t_fleet_coordinator, t_bad_pins_file]
+             t_fleet_coordinator, t_reload_changes_mode, t_bad_pins_file]
     sys.exit(run_tests([(t.__name__, t) for t in tests], ctx))
 
 
