@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 /* What differs between the four kinds. */
 typedef struct cat_kind {
     const char *noun;      /* in error lines: "tool" */
@@ -264,6 +266,84 @@ static bool taken_in_this_pass(const build_ctx *bc, const mcpg_instance *be, con
     return owned_before(bc, be, client) == (bc->take == TAKE_OWNED);
 }
 
+/* ---- pinned definitions (pins.c) ---- */
+
+static int pins_mode(const build_ctx *bc, const decl_binding *b) {
+    return b && b->pins_mode ? b->pins_mode : bc->g->m->pins_on_change;
+}
+
+/* A definition that differs from its pin: remembered with the build (its
+ * diff only the first time a build sees this very definition), announced
+ * once by pins_announce. */
+static void note_pin(build_ctx *bc, const mcpg_instance *be, const char *target,
+                     const pin_look *l, int mode) {
+    catset *cs = bc->cs;
+    char key[4400];
+    snprintf(key, sizeof key, "pin %s %s %s %s", be->name, pins_kind_key(bc->kind), target, l->seen);
+    if (warned_now(cs, key)) return; /* a dynamic backend's second pass */
+    bool fresh = !warned_before(bc->prev, key);
+    remember_warning(cs, key);
+    pin_notice *v = realloc(cs->notices, (cs->n_notices + 1) * sizeof *v);
+    if (!v) return;
+    cs->notices = v;
+    pin_notice *n = &v[cs->n_notices++];
+    *n = (pin_notice){.backend = strdup(be->name), .name = strdup(target), .kind = bc->kind,
+                      .mode = mode, .fresh = fresh,
+                      .diff = fresh ? pins_diff(l->old_def, l->def) : NULL};
+    memcpy(n->pinned, l->pinned, sizeof n->pinned);
+    memcpy(n->seen, l->seen, sizeof n->seen);
+}
+
+/* Does any item the binding takes from this backend, of any pinned kind,
+ * differ from its pin? Asked once per backend and build (block mode). */
+static bool backend_drifts(build_ctx *bc, mcpg_instance *be, const decl_binding *b) {
+    int slot = generation_slot_of(bc->g, be);
+    if (slot < 0) return true;
+    if (bc->cs->blocked[slot]) return bc->cs->blocked[slot] > 0;
+    bool drift = false;
+    for (int k = 0; k < CAT_COUNT && !drift; k++) {
+        if (!pins_kind_key(k)) continue;
+        mcpg_buf items = {0};
+        if (KINDS[k].list_op(be->desc->ops, be->state, &items) == 0 && items.data) {
+            size_t it = 0;
+            mcpg_json_span item, id;
+            char target[4096];
+            size_t tlen;
+            while (!drift && mcpg_json_array_next(items.data, items.len, &it, &item) == 1) {
+                if (item.type != MCPG_JSON_OBJECT ||
+                    mcpg_json_object_get(item.p, item.n, KINDS[k].key, &id) != 1 ||
+                    mcpg_json_string_decode(&id, target, sizeof target, &tlen) != 0 ||
+                    (b && !bound(b, KINDS[k].prefixed, target, tlen)))
+                    continue;
+                pin_look l;
+                drift = pins_look(bc->g->pins, NULL, be->name, k, target, item.p, item.n, &l) != 0 ||
+                        !l.same;
+                pins_look_done(&l);
+            }
+        }
+        mcpg_buf_free(&items);
+    }
+    bc->cs->blocked[slot] = drift ? 1 : -1;
+    return drift;
+}
+
+/* The item as its pin judges it (recorded as seen): true when the binding
+ * holds it back, out of the lists, its calls refused. One that cannot be
+ * read is held unless the mode only warns. */
+static bool pin_holds(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
+                      const char *target, const mcpg_json_span *item) {
+    int mode = pins_mode(bc, b);
+    if (!bc->cs->seen || !pins_kind_key(bc->kind) || mode == PINS_OFF) return false;
+    pin_look l;
+    if (pins_look(bc->g->pins, bc->cs->seen, be->name, bc->kind, target, item->p, item->n, &l))
+        return mode != PINS_WARN;
+    if (!l.same) note_pin(bc, be, target, &l, mode);
+    bool same = l.same;
+    pins_look_done(&l);
+    if (mode == PINS_BLOCK) return backend_drifts(bc, be, b);
+    return !same && mode == PINS_HIDE;
+}
+
 static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
                      const mcpg_json_span *item) {
     const cat_kind *k = &KINDS[bc->kind];
@@ -287,13 +367,15 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
     const char *description = k->prefixed && b ? pair_of(&b->describe, target) : NULL;
     mcpg_param_headers ph = {0};
     if (bc->kind == CAT_TOOLS && !tool_headers(bc, be, target, item, &ph)) return;
+    bool held = pin_holds(bc, be, b, target, item);
     route *r = route_add(bc, be, client, target);
     if (!r) {
         mcpg_param_headers_free(&ph);
         return;
     }
     r->params = ph;
-    emit_item(&bc->cs->cat[bc->kind], item, k->key, client, description);
+    r->held = held;
+    if (!held) emit_item(&bc->cs->cat[bc->kind], item, k->key, client, description);
 }
 
 /* A backend whose lists come later has none yet: no warning, but these
@@ -426,6 +508,8 @@ static void collect_task_backends(generation *g) {
     }
 }
 
+static void catset_free(catset *cs);
+
 static catset *catset_build(generation *g, const catset *prev, manifest *m, errlist *errs,
                             uint64_t version) {
     catset *cs = calloc(1, sizeof *cs);
@@ -433,12 +517,15 @@ static catset *catset_build(generation *g, const catset *prev, manifest *m, errl
     cs->version = version;
     atomic_init(&cs->refs, 1); /* the generation's */
     cs->unlisted = calloc(g->n_instances + 1, sizeof *cs->unlisted);
-    if (!cs->unlisted) {
-        free(cs);
+    cs->blocked = calloc(g->n_instances + 1, sizeof *cs->blocked);
+    if (!cs->unlisted || !cs->blocked) {
+        catset_free(cs);
         return NULL;
     }
+    if (m->pins_file) cs->seen = pins_doc_new();
     for (int k = 0; k < CAT_COUNT; k++) bind_all(g, cs, prev, m, errs, k);
     if (cs->n_warned > 1) qsort(cs->warned, cs->n_warned, sizeof *cs->warned, cmp_text);
+    if (cs->seen) pins_seen_write(m->pins_file, cs->seen);
     return cs;
 }
 
@@ -457,6 +544,14 @@ static void catset_free(catset *cs) {
         mcpg_buf_free(&cat->answer);
     }
     free(cs->unlisted);
+    free(cs->blocked);
+    json_decref(cs->seen);
+    for (size_t i = 0; i < cs->n_notices; i++) {
+        free(cs->notices[i].backend);
+        free(cs->notices[i].name);
+        json_decref(cs->notices[i].diff);
+    }
+    free(cs->notices);
     for (size_t i = 0; i < cs->n_warned; i++) free(cs->warned[i]);
     free(cs->warned);
     free(cs);
@@ -493,6 +588,7 @@ void catalog_rebuild(generation *g) {
          cs->cat[CAT_TOOLS].n_routes, cs->cat[CAT_PROMPTS].n_routes,
          cs->cat[CAT_RESOURCES].n_routes, cs->cat[CAT_TEMPLATES].n_routes);
     catalog_retire(old);
+    pins_announce(g); /* the sinks run: a rebuild happens only once the generation serves */
 }
 
 /* Calls pin a set only on loop threads, between one load and one add in

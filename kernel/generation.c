@@ -127,6 +127,14 @@ static mcpg_instance *take(generation *g, const generation *old, decl_instance *
     return instance_new(d, slot);
 }
 
+/* gateway.pins.file, read at each build (a reload reads it again). */
+static void load_pins(generation *g, manifest *m, errlist *errs) {
+    if (!m->pins_file) return;
+    char why[512];
+    g->pins = pins_load(m->pins_file, why, sizeof why);
+    if (!g->pins) errlist_add(errs, m->path, "gateway.pins.file", "%s: %s", m->pins_file, why);
+}
+
 generation *generation_build_from(manifest *m, const generation *old, errlist *errs) {
     static atomic_uint next_id = 1;
     generation *g = calloc(1, sizeof *g);
@@ -149,6 +157,7 @@ generation *generation_build_from(manifest *m, const generation *old, errlist *e
     }
     g->events.client_name = g->events.target = (char *)"";
     create_instances(g, errs, m);
+    if (errs->count == before) load_pins(g, m, errs);
     if (errs->count == before) {
         fill_stages(g, m);
         trace_policy_load(g);
@@ -234,6 +243,7 @@ void generation_stop_fresh(generation *g) {
 void generation_free(generation *g) {
     if (!g) return;
     catalog_free(g); /* routes point at instances: first */
+    pins_free(g->pins);
     for (size_t i = g->n_instances; i-- > 0;) instance_release(g->instances[i]);
     manifest_free(g->m);
     free(g->carried);

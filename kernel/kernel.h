@@ -130,6 +130,8 @@ typedef struct decl_binding {
     bool watch;              /* "watch": the gateway polls its resources (kernel/watch.c) */
     int64_t watch_interval_ms;
     char **watch_uris; size_t n_watch_uris; /* none given: every resource it lists */
+    char *pins_name;         /* "pins": warn|hide|block|off, or NULL (gateway.pins.on_change) */
+    int pins_mode;           /* ... as a PINS_* (PINS_UNSET when not given) */
 } decl_binding;
 
 /* ---- redaction (redact.c) ---- */
@@ -166,9 +168,12 @@ typedef struct manifest {
     char *log_level_name;    /* gateway.log_level as written ... */
     int log_level;           /* ... and as its MCPG_LOG_* */
     char *secret_env;        /* gateway.secret_env: the variable holding the fleet's secret */
+    char *pins_file;         /* gateway.pins.file, made absolute; NULL: no pins */
+    char *pins_on_change_name; /* gateway.pins.on_change as written ... */
+    int pins_on_change;      /* ... as a PINS_* */
     /* gateway's lists and objects as compact JSON text, for the code that
      * reads each (kernel/settings.c) */
-    struct { char *listen, *audit, *redact, *pool, *watch, *metrics; } json;
+    struct { char *listen, *audit, *redact, *pool, *watch, *metrics, *pins; } json;
     int64_t drain_timeout_ms;
     int64_t reload_drain_ms; /* how long a replaced transport's streams may run on */
     int64_t request_state_ttl_ms; /* how long a requestState a client is shown stays good */
@@ -221,6 +226,10 @@ manifest *manifest_parse(const char *path, const char *text, const char *exe_dir
  * any; NULL with errs grown when the manifest cannot be read (errs is not
  * used without one). */
 char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs);
+/* gateway.pins.file of the manifest at path, made absolute; NULL with errs
+ * (the manifest is not valid, or sets none). */
+char *manifest_pins_file(const char *path, const char *exe_dir, errlist *errs);
+int pins_command(int argc, char **argv, const char *exe_dir); /* mcpg pins diff|approve */
 /* "https" when the transport's config (gateway.server) names a certificate,
  * else "http": for the log lines that say where the gateway listens. */
 const char *manifest_scheme(const manifest *m);
@@ -281,9 +290,83 @@ typedef struct route {
     char *target;           /* the backend's own name */
     mcpg_instance *backend;
     uint32_t tool_series;   /* a tool's index in mcpg_tool_calls_total (metrics_tool_index) */
+    bool held;              /* its definition differs from its pin: not listed, calls refused */
     mcpg_param_headers params; /* a tool's x-mcp-header annotations, read once at the
                                   build (the call path never parses a schema) */
 } route;
+
+/* ---- pinned definitions (kernel/pins.c) ---- */
+enum { PINS_UNSET, PINS_OFF, PINS_WARN, PINS_HIDE, PINS_BLOCK };
+struct json_t;
+struct stat;
+typedef struct pins pins;
+/* A definition that differs from its pin (or has none), noticed at a build. */
+typedef struct pin_notice {
+    char *backend, *name;    /* the instance, and the item's name as the backend lists it */
+    int kind;                /* CAT_TOOLS, CAT_PROMPTS, CAT_TEMPLATES */
+    int mode;                /* what the binding does about it: PINS_WARN, _HIDE, _BLOCK */
+    char pinned[65], seen[65]; /* hashes; pinned "" when there is no pin */
+    struct json_t *diff;     /* ["~ /description: ... -> ...", ...] */
+    bool fresh;              /* not noticed by the build before: announce it */
+    bool announced;          /* pins_announce told the log, the metrics and the audit */
+} pin_notice;
+const char *pins_kind_key(int kind); /* "tools", "prompts", "resourceTemplates"; else NULL */
+/* The members of a listed item a pin covers, or NULL (not an object). */
+struct json_t *pins_definition(int kind, const char *item, size_t n);
+char *pins_canonical(const struct json_t *def); /* sorted, compact; free() it */
+int pins_hash(const struct json_t *def, char hex[65]); /* SHA-256 of the canonical text */
+/* The pins file; a missing file is an empty one. NULL with err on a problem. */
+pins *pins_load(const char *path, char *err, size_t cap);
+void pins_free(pins *p);
+/* The pinned hash of an item, or NULL (*definition: the pinned one, when kept). */
+const char *pins_find(const pins *p, const char *backend, int kind, const char *name,
+                      const struct json_t **definition);
+bool pins_file_changed(const pins *p, const char *path);
+/* A pins or seen document: read (a missing file: empty), made, filled, written
+ * atomically (a temporary file renamed over it). */
+struct json_t *pins_read_doc(const char *path, struct stat *st, char *err, size_t cap);
+struct json_t *pins_doc_new(void);
+const struct json_t *pins_entry(const struct json_t *doc, const char *backend, int kind,
+                                const char *name);
+void pins_doc_put(struct json_t *doc, const char *backend, int kind, const char *name,
+                  const char *hex, const struct json_t *definition);
+int pins_write_doc(const char *path, const struct json_t *doc);
+void pins_seen_path(const char *file, char *out, size_t cap);
+struct json_t *pins_diff(const struct json_t *old_def, const struct json_t *new_def);
+int pins_mode_of(const char *name); /* warn|hide|block|off as a PINS_*, else -1 */
+/* One listed item against its pin (and, when seen is not NULL, recorded in
+ * it): 0 with *out (pins_look_done after), -1 when it cannot be read. */
+typedef struct pin_look {
+    bool same;               /* pinned, with the same hash */
+    char pinned[65], seen[65];
+    struct json_t *def;      /* what it is now */
+    const struct json_t *old_def; /* what was approved, when the pins file keeps it */
+} pin_look;
+int pins_look(const pins *p, struct json_t *seen, const char *backend, int kind,
+              const char *name, const char *item, size_t n, pin_look *out);
+void pins_look_done(pin_look *l);
+/* What a build saw, to <pins file>.seen when it changed (not under --check). */
+void pins_seen_write(const char *pins_file, const struct json_t *seen);
+void pins_seen_off(void);
+struct generation;
+/* The notices of g's current lists not yet announced: a log line, the
+ * metrics, and an audit event to every sink (mcpg.pin.changed, or
+ * mcpg.pin.unpinned for an item without a pin). On the control loop, once
+ * the sinks run. */
+void pins_announce(struct generation *g);
+/* Reads the pins file again when it changes (mcpg pins approve) and
+ * rebuilds the lists: a timer on the control loop. */
+void pins_control_init(uv_loop_t *loop);
+pins *pins_from_text(const char *text, char *err, size_t cap); /* a document as text */
+bool pins_same(const pins *a, const pins *b);
+void pins_took_file(pins *p, const char *path); /* p is what path now holds */
+/* Pins on a fleet (kernel/pins_fleet.c): the coordinator's key mcpg.pins. */
+void pins_fleet_control_init(uv_loop_t *loop);
+void pins_fleet_adopt(mcpg_worker *w, struct generation *g); /* loop 0, as watch_adopt */
+void pins_fleet_stop(mcpg_worker *w);                          /* loop 0, as it stops */
+void pins_fleet_start(void);       /* control loop, once serving: the file, unless the fleet has pins */
+void pins_fleet_publish(const char *pins_file, bool if_absent); /* control loop */
+void pins_fleet_free(void);        /* after the loops end */
 
 /* What the backends offer, of one kind, merged (kernel/catalog.c). */
 enum { CAT_TOOLS, CAT_PROMPTS, CAT_RESOURCES, CAT_TEMPLATES, CAT_COUNT };
@@ -309,6 +392,9 @@ typedef struct catset {
     char **warned; size_t n_warned, cap_warned;
     uint64_t version;  /* 1 for the generation's first */
     atomic_long refs;  /* the generation's pointer holds one, each call one */
+    struct json_t *seen; /* what this build saw of pinned kinds (pins.c), or NULL: no pins */
+    pin_notice *notices; size_t n_notices; /* definitions that differ from their pins */
+    signed char *blocked; /* per instance: 0 not yet known, 1 a definition differs, -1 none */
     bool *unlisted;    /* per instance of the generation: its list ops answered "not
                           yet" (MCPG_EAGAIN) at this build: no first lists here */
 } catset;
@@ -328,6 +414,7 @@ typedef struct generation {
     mcpg_instance *telemetry;     /* the one telemetry instance (request spans), or NULL */
     double trace_ratio;           /* its policy: the share of root requests traced */
     uint32_t trace_flags;         /* and MCPG_TRACE_* */
+    struct pins *pins;            /* gateway.pins.file as read (control loop only), or NULL */
     route events;                 /* events methods and event webhooks: .backend the events
                                      instance, NULL when the manifest has none */
     atomic_long refs;
@@ -561,6 +648,7 @@ void news_control_init(uv_loop_t *loop);
  * while it was built is applied to its lists, and listeners are told each
  * kind of list told or that differs between old's merged lists and g's. */
 void news_reload_published(generation *old, generation *g);
+void news_rebuild_and_tell(generation *g); /* lists built again (pins), changes told */
 /* Readiness (ready.c): the backends still without their first lists, for
  * GET /readyz, and a log line for each that stays so. */
 void ready_control_init(uv_loop_t *loop);
@@ -612,6 +700,8 @@ enum { CALL_OK, CALL_ERROR, CALL_DENIED, CALL_FAILED, CALL_OUTCOMES };
 typedef struct kmetrics {
     mcpg_metric *calls, *tool_calls, *overhead, *backend, *pool_refused, *reloads;
     mcpg_metric *left_out; /* items the merged lists leave out, once each */
+    mcpg_metric *pin_changes; /* definitions that differ from their pins, by action */
+    mcpg_metric *pin_refused; /* calls refused: their item is held by its pin */
 } kmetrics;
 extern kmetrics KM;
 /* The registry with a row per loop, and the kernel's series. Before any

@@ -42,6 +42,8 @@ static void usage(FILE *f) {
             "       mcpg audit tail [-n LINES] [-f] FILE   its last lines; -f: follow it, across rotation\n"
             "       mcpg modules [--module-dir DIR | --config FILE] [--hash] [--json]   the modules a folder holds\n"
             "       mcpg new-module KIND NAME [DIR]   write a module's source, test, build and manifest\n"
+            "       mcpg pins diff --config FILE   the definitions seen against their pins\n"
+            "       mcpg pins approve --config FILE [--backend NAME] [ITEM...]   pin what is seen\n"
             "MCPG_CONFIG may name the manifest instead of --config.\n");
 }
 
@@ -158,6 +160,8 @@ static const char *exe_folder, *listen_override; /* what a reload reads the mani
 static void main_loop_init(void) {
     uv_loop_init(&ml.loop);
     news_control_init(&ml.loop);
+    pins_control_init(&ml.loop);
+    pins_fleet_control_init(&ml.loop);
     ready_control_init(&ml.loop);
     reload_init(&ml.loop, exe_folder, listen_override);
 }
@@ -200,6 +204,7 @@ static void key_of_source(const void *ctx, const char *src, char *out, size_t ca
 static int check_only(manifest *m) {
     errlist errs = {0};
     klog_check_mode(m->path, key_of_source, m);
+    pins_seen_off(); /* a check reads; it writes nothing */
     metrics_init(0); /* instances may register their series at create() */
     generation *g = generation_build(m, &errs); /* create() proves configs and bindings */
     if (g) generation_warn_open(g, m->listen, m->n_listen);
@@ -254,6 +259,7 @@ static void shutdown_gateway(void) {
         klog(MCPG_LOG_WARN, "kernel", "%lu call(s) still in flight at the stop were dropped",
              calls_dropped());
     workers_free();
+    pins_fleet_free();
     reload_free(); /* the retiring generations, once no call points at them */
     generation_free(kernel.gen);
     metrics_shutdown(); /* every instance that registered a series is gone */
@@ -301,10 +307,12 @@ static int serve(manifest *m) {
         free(runtime_dir);
         return 1;
     }
+    pins_fleet_start(); /* before loop 0 runs: it puts the file unless the fleet has pins */
     if (workers_start() != 0) { /* threads may be running: exit without unloading */
         klog(MCPG_LOG_ERROR, "kernel", "could not start the worker threads");
         _exit(1);
     }
+    pins_announce(kernel.gen); /* what the first lists found, now that the sinks run */
     for (size_t i = 0; i < m->n_listen; i++)
         klog(MCPG_LOG_INFO, "kernel", "listening on %s://%s/mcp (%u workers, generation %u)",
              manifest_scheme(m), m->listen[i], kernel.n_workers, kernel.gen->id);
@@ -322,6 +330,11 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "audit") == 0) return audit_command(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "new-module") == 0)
         return new_module_command(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "pins") == 0) {
+        char here[PATH_MAX];
+        exe_dir(here, sizeof here);
+        return pins_command(argc - 1, argv + 1, here);
+    }
     if (argc > 1 && strcmp(argv[1], "modules") == 0) {
         char here[PATH_MAX];
         exe_dir(here, sizeof here);

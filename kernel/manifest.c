@@ -294,6 +294,24 @@ static void check_server(mctx *c) {
     t->config_json = NULL;
 }
 
+/* gateway.pins: the file made absolute (relative to the manifest's folder). */
+static void parse_pins(mctx *c) {
+    manifest *m = c->m;
+    m->pins_on_change = pins_mode_of(m->pins_on_change_name);
+    if (!m->pins_file) return;
+    if (!*m->pins_file) {
+        err(c, "gateway.pins.file", "is empty");
+        return;
+    }
+    if (m->pins_file[0] == '/' || !m->dir) return;
+    size_t n = strlen(m->dir) + strlen(m->pins_file) + 2;
+    char *abs = malloc(n);
+    if (!abs) return;
+    snprintf(abs, n, "%s/%s", m->dir, m->pins_file);
+    free(m->pins_file);
+    m->pins_file = abs;
+}
+
 static void on_setting_error(void *ctx, const char *path, const char *message) {
     err(ctx, path, "%s", message);
 }
@@ -313,6 +331,7 @@ static void parse_gateway(mctx *c, json_t *root, const char *listen_override,
     parse_secret(c);
     compile_redactor(c);
     parse_listen(c, listen_override);
+    parse_pins(c);
     if (m->module_dir && *m->module_dir) c->module_dir_written = strdup(m->module_dir);
     resolve_module_dir(m, exe_dir);
     m->transport.name = strdup("http");
@@ -478,6 +497,17 @@ static void parse_binding_watch(mctx *c, json_t *e, const char *base, decl_bindi
     b->watch = true;
 }
 
+/* bindings[].pins: how this binding's backend is held to its pins. */
+static void parse_binding_pins(mctx *c, json_t *e, const char *base, decl_binding *b) {
+    b->pins_name = get_string(c, e, "pins", base, NULL);
+    if (!b->pins_name) return;
+    char p[96];
+    snprintf(p, sizeof p, "%s.pins", base);
+    b->pins_mode = pins_mode_of(b->pins_name);
+    if (b->pins_mode < 0) err(c, p, "expected warn, hide, block or off, not \"%s\"", b->pins_name);
+    else if (!c->m->pins_file) err(c, p, "needs gateway.pins.file (the pins to hold it to)");
+}
+
 static void parse_bindings(mctx *c, json_t *root) {
     manifest *m = c->m;
     json_t *bs = json_object_get(root, "bindings");
@@ -491,7 +521,7 @@ static void parse_bindings(mctx *c, json_t *root) {
     }
     static const char *const keys[] = {"backend", "prefix", "separator", "allow", "deny",
                                        "allow_resources", "deny_resources", "rename",
-                                       "describe", "watch"};
+                                       "describe", "watch", "pins"};
     m->bindings = calloc(json_array_size(bs) + 1, sizeof *m->bindings);
     size_t i;
     json_t *e;
@@ -514,6 +544,7 @@ static void parse_bindings(mctx *c, json_t *root) {
         get_pairs(c, e, "rename", base, &b->rename);
         get_pairs(c, e, "describe", base, &b->describe);
         parse_binding_watch(c, e, base, b);
+        parse_binding_pins(c, e, base, b);
         for (size_t k = 0; k < b->rename.n; k++)
             if (!mcpg_name_valid(b->rename.to[k], strlen(b->rename.to[k]))) {
                 char p[160];
@@ -652,27 +683,13 @@ static void resolve_instance(mctx *c, decl_instance *d, const char *pin_path,
     }
 }
 
-static size_t coordinators_before(const manifest *m, size_t i) {
-    size_t n = 0;
+/* The first instance of `kind` before instance i, or NULL: a gateway has one
+ * coordinator, one metrics instance (one /metrics) and one telemetry instance. */
+static const decl_instance *first_of_kind_before(const manifest *m, size_t i, uint32_t kind) {
     for (size_t j = 0; j < i; j++)
-        if (m->instances[j].image && m->instances[j].image->desc->kind == MCPG_KIND_COORDINATOR)
-            n++;
-    return n;
-}
-
-/* The metrics instance before instance i, or NULL: a gateway serves one
- * exposition. */
-static const decl_instance *metrics_before(const manifest *m, size_t i) {
-    for (size_t j = 0; j < i; j++)
-        if (m->instances[j].image && m->instances[j].image->desc->kind == MCPG_KIND_METRICS)
+        if (m->instances[j].image && m->instances[j].image->desc->kind == kind)
             return &m->instances[j];
     return NULL;
-}
-
-static bool kind_before(const manifest *m, size_t i, uint32_t kind) {
-    for (size_t j = 0; j < i; j++)
-        if (m->instances[j].image && m->instances[j].image->desc->kind == kind) return true;
-    return false;
 }
 
 static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
@@ -682,14 +699,14 @@ static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
     snprintf(p, sizeof p, "modules[%zu].module", i);
     if (kind == MCPG_KIND_TRANSPORT)
         err(c, p, "\"%s\" is a transport: choose it with gateway.transport", d->module);
-    else if (kind == MCPG_KIND_COORDINATOR && coordinators_before(c->m, i))
+    else if (kind == MCPG_KIND_COORDINATOR && first_of_kind_before(c->m, i, kind))
         err(c, p, "\"%s\" is a second coordinator: a gateway has one (cluster.kind)", d->module);
-    else if (kind == MCPG_KIND_METRICS && metrics_before(c->m, i))
+    else if (kind == MCPG_KIND_METRICS && first_of_kind_before(c->m, i, kind))
         err(c, p, "\"%s\" is a second metrics instance: a gateway serves one /metrics (\"%s\" is "
-            "the first)", d->name, metrics_before(c->m, i)->name);
-    else if (kind == MCPG_KIND_TELEMETRY && kind_before(c->m, i, MCPG_KIND_TELEMETRY))
+            "the first)", d->name, first_of_kind_before(c->m, i, kind)->name);
+    else if (kind == MCPG_KIND_TELEMETRY && first_of_kind_before(c->m, i, kind))
         err(c, p, "\"%s\" is a second telemetry instance: a gateway exports its spans through "
-            "one", d->name);
+            "one (\"%s\" is the first)", d->name, first_of_kind_before(c->m, i, kind)->name);
     else if (kind == MCPG_KIND_EVENTS && !d->section)
         err(c, p, "\"%s\" is an events module: the events pipeline is declared in the top-level "
             "\"events\" section (\"events\": {\"module\": \"%s\", ...})", d->module, d->module);
@@ -931,12 +948,8 @@ manifest *manifest_parse(const char *path, const char *text, const char *exe_dir
     return unless_errors(m, errs, before);
 }
 
-char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs) {
-    if (!path) {
-        manifest none = {0};
-        resolve_module_dir(&none, exe_dir);
-        return none.module_dir;
-    }
+/* The manifest at path read and checked, no module loaded: NULL with errs. */
+static manifest *read_unloaded(const char *path, const char *exe_dir, errlist *errs) {
     manifest *m = manifest_new(path);
     mctx c = {path, errs, m, NULL};
     size_t before = errs->count;
@@ -944,9 +957,28 @@ char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs) 
     if (raw) (void)parse_text(&c, raw, NULL, exe_dir);
     free(raw);
     free(c.module_dir_written);
-    char *dir = errs->count == before && m->module_dir ? strdup(m->module_dir) : NULL;
+    return unless_errors(m, errs, before);
+}
+
+char *manifest_module_dir(const char *path, const char *exe_dir, errlist *errs) {
+    if (!path) {
+        manifest none = {0};
+        resolve_module_dir(&none, exe_dir);
+        return none.module_dir;
+    }
+    manifest *m = read_unloaded(path, exe_dir, errs);
+    char *dir = m && m->module_dir ? strdup(m->module_dir) : NULL;
     manifest_free(m);
     return dir;
+}
+
+char *manifest_pins_file(const char *path, const char *exe_dir, errlist *errs) {
+    manifest *m = read_unloaded(path, exe_dir, errs);
+    char *file = m && m->pins_file ? strdup(m->pins_file) : NULL;
+    if (m && !file)
+        errlist_add(errs, path, "gateway.pins.file", "is not set: this manifest pins nothing");
+    manifest_free(m);
+    return file;
 }
 
 static void free_strings(char **v, size_t n) {
@@ -994,6 +1026,7 @@ void manifest_free(manifest *m) {
         free_strings(b->describe.from, b->describe.n);
         free_strings(b->describe.to, b->describe.n);
         free_strings(b->watch_uris, b->n_watch_uris);
+        free(b->pins_name);
     }
     free(m->bindings);
     free_strings(m->listen, m->n_listen);

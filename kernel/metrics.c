@@ -204,6 +204,14 @@ static void register_kernel_series(void) {
                          "Items a backend listed that the merged lists leave out (a name "
                          "another backend serves, an invalid name or x-mcp-header annotation), "
                          "counted once when first left out", NULL);
+    static const char *const action_label[] = {"action"};
+    static const char *const actions[] = {"warn", "hide", "block"}; /* PINS_WARN.. in order */
+    KM.pin_changes = labelled(MCPG_METRIC_COUNTER, "mcpg_pin_changes_total",
+                              "Tool, prompt and resource template definitions found to differ "
+                              "from their pins (or without one), by what was done",
+                              action_label, 1, actions, 3, NULL);
+    KM.pin_refused = simple(MCPG_METRIC_COUNTER, "mcpg_pin_refused_total",
+                            "Calls refused because their tool or prompt is held by its pin", NULL);
     static const char *const result_label[] = {"result"};
     static const char *const results[] = {"ok", "refused"};
     KM.reloads = labelled(MCPG_METRIC_COUNTER, "mcpg_reloads_total",

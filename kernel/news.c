@@ -156,6 +156,18 @@ void news_reload_published(generation *old, generation *g) {
     tell_lists(lists);
 }
 
+/* On the control loop: g's lists built again (new pins), and the kinds that
+ * now differ told. */
+void news_rebuild_and_tell(generation *g) {
+    catset *before = catalog_acquire(g);
+    catalog_rebuild(g);
+    catset *after = catalog_acquire(g);
+    uint32_t lists = before && after ? lists_differing(before, after) : 0;
+    catalog_release(before);
+    catalog_release(after);
+    tell_lists(lists);
+}
+
 void host_resource_updated(mcpg_instance *self, const char *uri, size_t len) {
     if (!self || !uri || !len) return;
     /* a backend speaks for its own resources only (told_by_owner); the

@@ -390,13 +390,27 @@ static bool param_headers_refused(mcpg_call *c) {
     return true;
 }
 
+/* A tool, prompt or resource template whose definition differs from its
+ * pin is held (pins.c): listed to no one, called by no one, until an
+ * operator approves it. After policy, as an unknown tool is. */
+static bool held_refused(mcpg_call *c) {
+    if (!c->route || !c->route->held) return false;
+    metrics_count(KM.pin_refused, 0, 1);
+    int n = (int)(c->d.name ? c->d.name_len : 0);
+    call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0,
+                   "%.*s is held: its definition changed since an operator approved it (or "
+                   "was never approved); mcpg pins diff shows how, mcpg pins approve accepts it",
+                   n, c->d.name ? c->d.name : "");
+    return true;
+}
+
 /* Where a call goes once identity, policy or limits has let it through. */
 static void after_stage(mcpg_call *c) {
     bool to_backend = dispatched(c->method);
     if (to_backend && c->phase == PH_POLICY && !c->route) {
         not_found(c);
         c->phase = PH_COMPLETE;
-    } else if (c->phase == PH_POLICY && param_headers_refused(c)) {
+    } else if (c->phase == PH_POLICY && (held_refused(c) || param_headers_refused(c))) {
         c->phase = PH_COMPLETE;
     } else if (c->method == MCPG_METHOD_TOOLS_CALL) {
         c->phase++; /* tool calls are limited, then audited */

@@ -249,6 +249,7 @@ static void adopt_on_loop(void *arg) {
     }
     w->gen = g;
     if (w->index == 0) watch_adopt(w, g);
+    if (w->index == 0) pins_fleet_adopt(w, g);
     workers_listen_apply(w); /* new addresses accept before dropped ones close */
     loop_done(lp->r);
 }
@@ -333,6 +334,7 @@ static void run(asker *a) {
     reload.current = a;
     kernel.gen = g;
     kernel.m = g->m;
+    pins_announce(g); /* what its first lists found that the one before had not */
     kernel.max_calls_per_worker = (uint64_t)g->m->max_calls_per_worker;
     kernel.list_page_size = (uint64_t)g->m->list_page_size;
     char change[700];

@@ -67,6 +67,9 @@ static const mcpg_config_field gateway_fields[] = {
     MCPG_CFG_JSON_FIELD(manifest, json.watch, "watch", NULL, "an object: gateway.watch below"),
     MCPG_CFG_JSON_FIELD(manifest, json.metrics, "metrics", NULL,
                         "an object: gateway.metrics below"),
+    MCPG_CFG_JSON_FIELD(manifest, json.pins, "pins", NULL,
+                        "an object: gateway.pins below (pinned tool, prompt and resource "
+                        "template definitions)"),
     MCPG_CFG_STRING_FIELD(manifest, transport.module, "transport", "\"transport_http\"",
                           "the transport module"),
     MCPG_CFG_STRING_FIELD(manifest, transport.sha256, "transport_sha256", NULL,
@@ -103,6 +106,17 @@ static const mcpg_config_field metrics_fields[] = {
     MCPG_CONFIG_END,
 };
 
+static const mcpg_config_field pins_fields[] = {
+    MCPG_CFG_STRING_FIELD(manifest, pins_file, "file", NULL,
+                          "the pins file, relative to the manifest's folder (mcpg pins approve "
+                          "writes it; missing: nothing is approved yet); unset: no pins"),
+    MCPG_CFG_ENUM_FIELD(manifest, pins_on_change_name, "on_change", "\"hide\"", "warn|hide|block",
+                        "a definition that differs from its pin, or has none: served and "
+                        "audited (warn), left out of lists and its calls refused (hide), or "
+                        "the whole backend so (block); bindings[].pins overrides it"),
+    MCPG_CONFIG_END,
+};
+
 static const mcpg_config_field cluster_fields[] = {
     MCPG_CFG_ENUM_FIELD(manifest, cluster_kind, "kind", "\"single_node\"", "single_node|nats|redis",
                         "where the gateway's shared state is: this process, or a fleet's store "
@@ -118,6 +132,7 @@ const settings_section settings_sections[] = {
     {"gateway.pool", pool_fields, offsetof(manifest, json.pool)},
     {"gateway.watch", watch_fields, offsetof(manifest, json.watch)},
     {"gateway.metrics", metrics_fields, offsetof(manifest, json.metrics)},
+    {"gateway.pins", pins_fields, offsetof(manifest, json.pins)},
     {"cluster", cluster_fields, 0},
     {NULL, NULL, 0},
 };

@@ -440,6 +440,7 @@ static void begin_on_loop(void *arg) {
     for (size_t l = 0; l < w->n_listen; l++)
         uv_poll_start(&w->listeners[l]->poll, UV_READABLE, on_accept);
     if (w->index == 0) watch_adopt(w, g); /* the watches live on loop 0 */
+    if (w->index == 0) pins_fleet_adopt(w, g); /* and the fleet's pins */
 }
 
 /* The worker's housekeeping, four times a second: requests to clients that
@@ -567,6 +568,7 @@ static void stop_on_loop(void *arg) {
     run_post_list(posts_in_order(last)); /* whatever raced in before the door closed */
     if (w->local_head) run_local_posts(&w->local_flush);
     if (w->index == 0) watch_stop(w); /* while the coordinator still takes ops: leases go back */
+    if (w->index == 0) pins_fleet_stop(w);
     module_work_cancel_queued(w); /* done(MCPG_ECANCELED), before the instances stop */
     calls_free_worker(w);
     /* instances close what they keep on this loop, in reverse order; the

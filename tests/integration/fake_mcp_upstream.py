@@ -31,6 +31,9 @@ Tools (the name the upstream sees decides):
   huge {bytes}         writes one line that long (and no answer)
   garbage              writes lines that are not JSON, then answers
   add_tool {name}      adds a tool and sends notifications/tools/list_changed
+  mutate {tool, description, schema}
+                       from now on lists `tool` with this description and/or inputSchema
+                       (a rug pull), and sends notifications/tools/list_changed
   whoami               {"pid": ..., "authorization": ..., "environ": {its environment}}
   pair {secret, peers} hostile to routing: waits until `peers` pair calls have started
                        (counted since the start), then, on the channel that names no call
@@ -63,7 +66,7 @@ import time
 import uuid
 
 TOOLS = ["echo", "sleep", "progress", "log", "ask", "fail", "rich", "exit", "huge", "garbage",
-         "add_tool", "whoami", "pair", "deep", "spoof"]
+         "add_tool", "mutate", "whoami", "pair", "deep", "spoof"]
 
 
 def obj_schema(**props):
@@ -123,6 +126,7 @@ class Fake:
         self.args = args
         self.lock = threading.Lock()
         self.added = []
+        self.mutated = {}  # tool name -> the members it is listed with from now on
         self.asks = {}   # our request id -> [Event, reply]
         self.n_ask = 0
         self.get_streams = []  # HTTP: queues of the open GET streams
@@ -142,8 +146,9 @@ class Fake:
         names = TOOLS + self.added
         if self.args.bad_tools:
             names = names + ["bad name!", "x" * 70]
-        tools = [{"name": n, "description": "fake " + n,
-                  "inputSchema": {"type": "object"}} for n in names]
+        tools = [dict({"name": n, "description": "fake " + n,
+                       "inputSchema": {"type": "object"}}, **self.mutated.get(n, {}))
+                 for n in names]
         if self.args.param_tools:
             tools += [{"name": n, "description": "fake " + n, "inputSchema": s}
                       for n, s in PARAM_TOOLS.items()]
@@ -277,9 +282,14 @@ class Fake:
             out("this is not JSON")
             out('{"jsonrpc": "2.0", "method": broken')
             return self.text(id, "after garbage")
-        if name == "add_tool":
+        if name in ("add_tool", "mutate"):
             with self.lock:
-                self.added.append(a.get("name", "added"))
+                if name == "add_tool":
+                    self.added.append(a.get("name", "added"))
+                else:
+                    change = {k: v for k, v in (("description", a.get("description")),
+                                                ("inputSchema", a.get("schema"))) if v is not None}
+                    self.mutated.setdefault(a.get("tool", "echo"), {}).update(change)
             note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
             if not self.broadcast(note):
                 out(note)
