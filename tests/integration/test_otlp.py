@@ -8,15 +8,17 @@ backend_mcp's upstream request whose id is the parent id the upstream received; 
 attributes the conventions name; parent-based sampling (ratio 0 traces no root request,
 a sampled parent still is, an unsampled one is not and its traceparent goes on
 unchanged); one trace across two gateways; a collector answering 503 is tried again
-until it takes the batch; a collector that is down costs no call and its drops are
+until it takes the batch; a full queue drops new spans and counts them; a collector that is down costs no call and its drops are
 counted in /metrics; the JSON encoding, and the caller named only when
 include_enduser says so; a legacy session's id on its calls' spans."""
 import json
 import os
 import re
 import select
+import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -65,6 +67,54 @@ class Collector:
 
     def stop(self):
         stop_process(self.proc)
+
+
+class HeldCollector:
+    """A collector on a loopback socket that keeps its first POST unanswered until
+    release(), then answers every POST 200: the exporter's thread waits on it
+    meanwhile, and the queue fills behind it."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.endpoint = "http://127.0.0.1:%d/v1/traces" % self.sock.getsockname()[1]
+        self.accepted = threading.Event()
+        self.released = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _answer(self, conn):
+        with conn:
+            conn.settimeout(IO_TIMEOUT)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, body = data.split(b"\r\n\r\n", 1)
+            n = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))
+            while len(body) < n:
+                body += conn.recv(65536)
+            self.accepted.set()
+            self.released.wait(IO_TIMEOUT)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return  # closed by stop()
+            self._answer(conn)
+
+    def release(self):
+        self.released.set()
+
+    def stop(self):
+        self.released.set()
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone does not)
+        self.sock.close()
+        self.thread.join(IO_TIMEOUT)
+        check(not self.thread.is_alive(), "the held collector's thread ended")
 
 
 def otlp_module(endpoint, **cfg):
@@ -251,6 +301,24 @@ def main():
                  "the two spans counted as exported")
         check_eq(dropped(gw.port, "export_failed"), 0, "nothing dropped")
 
+    def t_queue_full():
+        held = HeldCollector()
+        procs.append(held)
+        gw = start(exported_with_metrics(held.endpoint, queue_spans=2, batch_spans=1,
+                                         timeout_ms=30000), "full")
+        # each call is two spans (the server's, the backend's); the first POST is held
+        r, rpc = traced_call(gw.port, "echo", {"message": "q"}, 80)
+        expect_result(r, rpc, 80, "the first call")
+        check(held.accepted.wait(IO_TIMEOUT), "the exporter's first POST reached the collector")
+        for i in (81, 82):  # one span still queued: room for one more, then none
+            r, rpc = traced_call(gw.port, "echo", {"message": "q"}, i)
+            expect_result(r, rpc, i, "a call while the exporter waits (its spans dropped)")
+        check_eq(dropped(gw.port, "queue_full"), 3, "the spans the full queue turned away")
+        check_eq(series(gw.port, "mcpg_otlp_spans_exported_total"), 0, "nothing taken yet")
+        held.release()
+        wait_for(lambda: series(gw.port, "mcpg_otlp_spans_exported_total") == 3, 15,
+                 "the held span and the two queued ones exported once the collector answers")
+
     def t_collector_down():
         closed = "http://127.0.0.1:%d/v1/traces" % free_port()  # nothing listens there
         gw = start(exported_with_metrics(closed, max_attempts=2, backoff_ms=10), "down")
@@ -332,7 +400,7 @@ def main():
                     gws.pop().stop()
                 while procs:
                     p = procs.pop()
-                    p.stop() if isinstance(p, Collector) else stop_process(p)
+                    p.stop() if isinstance(p, (Collector, HeldCollector)) else stop_process(p)
         return run
 
     tests = [("--check: the endpoint, one telemetry instance", t_check_errors),
@@ -340,6 +408,7 @@ def main():
              ("parent-based sampling", t_sampling),
              ("one trace across two gateways", t_two_gateways),
              ("503, then the collector takes the batch", t_retries),
+             ("a full queue drops new spans", t_queue_full),
              ("collector down", t_collector_down),
              ("JSON encoding, the caller named", t_json_enduser),
              ("a legacy session's call", t_legacy_session)]
