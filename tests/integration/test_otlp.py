@@ -10,7 +10,8 @@ a sampled parent still is, an unsampled one is not and its traceparent goes on
 unchanged); one trace across two gateways; a collector answering 503 is tried again
 until it takes the batch; a full queue drops new spans and counts them; a collector that is down costs no call and its drops are
 counted in /metrics; the JSON encoding, and the caller named only when
-include_enduser says so; a legacy session's id on its calls' spans."""
+include_enduser says so; a legacy session's id on its calls' spans; backend_http's request as a client span (a
+configured traceparent header keeps winning)."""
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from gateway import (IO_TIMEOUT, Context, Gateway, _child_setup, base_manifest, 
                      stop_process, wait_for)
 from test_backend_mcp import Fake, fake_port, session, wait_tool  # noqa: E402
 from test_legacy_wire import answer, request  # noqa: E402
+from restlib import RecordingUpstream  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -389,6 +391,37 @@ def main():
         check_eq(names, ["initialize", "tools/call echo"],
                  "MCP requests only: the transport's own session checks make no span")
 
+    def t_backend_http():
+        col = collector()
+        rest = RecordingUpstream()
+        procs.append(rest)
+        base = "http://127.0.0.1:%d" % rest.port
+        m = base_manifest()
+        m["modules"].append({"name": "rest", "module": "backend_http", "config": {"tools": [
+            {"name": "item", "method": "GET", "url": base + "/item"},
+            {"name": "pinned", "method": "GET", "url": base + "/pinned",
+             "headers": {"traceparent": "00-%s-%s-01" % ("1" * 32, "2" * 16)}}]}})
+        m["modules"].append(otlp_module(col.endpoint))
+        m["bindings"] = [{"backend": "mock"}, {"backend": "rest"}]
+        gw = start(m, "rest")
+        trace = "9" * 32
+        for i, tool in enumerate(["item", "pinned"]):
+            r, rpc = traced_call(gw.port, tool, {}, 90 + i, "00-%s-%s-01" % (trace, CLIENT_SPAN))
+            expect_result(r, rpc, 90 + i, tool)
+        spans = col.trace(trace, 5, "both REST calls' spans")
+        got = {x["target"]: dict((k.lower(), v) for k, v in x["headers"]) for x in rest.since(0)}
+        clients = {s["parentSpanId"]: s for s in by_kind(spans, CLIENT)}
+        stage = [s for s in by_kind(spans, INTERNAL) if s["name"] == "backend rest"]
+        check_eq(len(stage), 2, "a backend stage span for each call")
+        item = [clients[s["spanId"]] for s in stage if s["spanId"] in clients]
+        check(item, "a client span under a backend stage: %r" % spans)
+        check_eq(item[0]["name"], "GET", "named for the HTTP method")
+        check_eq(item[0]["attributes"].get("http.response.status_code"), 200, "the status")
+        check_eq(got["/item"].get("traceparent"), "00-%s-%s-01" % (trace, item[0]["spanId"]),
+                 "the REST request names the client span")
+        check_eq(got["/pinned"].get("traceparent"), "00-%s-%s-01" % ("1" * 32, "2" * 16),
+                 "a configured traceparent header still wins")
+
     def stopping_all(fn):
         """fn, then every process it started stopped by pid: gateways first (their
         exporters flush at stop), then collectors and upstreams."""
@@ -400,7 +433,12 @@ def main():
                     gws.pop().stop()
                 while procs:
                     p = procs.pop()
-                    p.stop() if isinstance(p, (Collector, HeldCollector)) else stop_process(p)
+                    if isinstance(p, RecordingUpstream):
+                        p.close()
+                    elif isinstance(p, (Collector, HeldCollector)):
+                        p.stop()
+                    else:
+                        stop_process(p)
         return run
 
     tests = [("--check: the endpoint, one telemetry instance", t_check_errors),
@@ -411,7 +449,8 @@ def main():
              ("a full queue drops new spans", t_queue_full),
              ("collector down", t_collector_down),
              ("JSON encoding, the caller named", t_json_enduser),
-             ("a legacy session's call", t_legacy_session)]
+             ("a legacy session's call", t_legacy_session),
+             ("backend_http's request as a client span", t_backend_http)]
     return run_tests([(name, stopping_all(fn)) for name, fn in tests], ctx)
 
 
