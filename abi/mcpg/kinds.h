@@ -140,7 +140,10 @@ typedef struct mcpg_limits_ops {
  * (immediately for a non-durable sink), PENDING when it will say so later
  * through host->call_resume(call, CONTINUE), or DENY (with call_error) when it
  * cannot record the event: the call then fails closed. A DENY without an
- * error is a module bug: the call fails with -32000 and HTTP 503. */
+ * error is a module bug: the call fails with -32000 and HTTP 503. call is
+ * NULL for an event of the gateway's own that no call waits on (ABI 1.10:
+ * mcpg.pin.changed, mcpg.pin.unpinned): record it, answer CONTINUE (or DENY
+ * when it cannot be recorded) and resume nothing. */
 typedef struct mcpg_audit_ops {
     uint32_t size,    /**< sizeof the table at build time (mcpg_ops_header) */
              version; /**< 1 */
