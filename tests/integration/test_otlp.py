@@ -340,13 +340,20 @@ def main():
                              "config": {"keys_file": ctx.path("keys.json")}})
         m["modules"].append(otlp_module(col.endpoint, encoding="json", service_name="gw-json",
                                         include_enduser=True))
+        m["modules"].append({"name": "rules", "module": "policy_rules", "config": {
+            "rules": [{"id": "acme", "tenant": "acme", "tools": "*"}]}})
+        m["modules"].append({"name": "caps", "module": "limits", "config": {"limits": [
+            {"name": "echo", "match": {"tools": "echo"}, "key": ["tool"], "scope": "local",
+             "concurrency": 8}]}})
         m["pipeline"]["identity"] = ["keys"]
+        m["pipeline"]["policy"] = ["rules"]
+        m["pipeline"]["limits"] = ["caps"]
         gw = start(m, "json")
         trace = "e" * 32
         r, rpc = traced_call(gw.port, "echo", {"message": "j"}, 50, "00-%s-%s-01" % (trace, CLIENT_SPAN),
                              extra=[("X-API-Key", key)])
         expect_result(r, rpc, 50, "a call exported as JSON")
-        spans = col.trace(trace, 3, "the JSON-encoded spans")
+        spans = col.trace(trace, 5, "the JSON-encoded spans")
         srv = by_kind(spans, SERVER)[0]
         check_eq(srv["encoding"], "json", "the body was OTLP/JSON")
         check_eq(srv["parentSpanId"], CLIENT_SPAN, "ids in hex")
@@ -354,8 +361,9 @@ def main():
         check_eq(srv["service"], "gw-json", "service_name")
         check_eq(srv["attributes"].get("enduser.id"), "alice", "include_enduser: the principal")
         check_eq(srv["attributes"].get("mcpg.tenant.id"), "acme", "include_enduser: the tenant")
-        check_eq(sorted(s["name"] for s in by_kind(spans, INTERNAL)), ["backend mock", "identity"],
-                 "identity and the backend ran (no audit sink here)")
+        stages = sorted(by_kind(spans, INTERNAL), key=lambda s: int(s["start"]))
+        check_eq([s["name"] for s in stages], ["identity", "policy", "limits", "backend mock"],
+                 "identity, policy, limits and the backend ran, in order (no audit sink here)")
 
     def t_check_errors():
         m = base_manifest()
