@@ -284,6 +284,17 @@ static const char *target_key(uint32_t method) {
     }
 }
 
+/* A tools/call answered with a result whose isError is true: the tool
+ * failed, though the request did not. */
+static bool tool_failed(const mcpg_call *c) {
+    if (c->method != MCPG_METHOD_TOOLS_CALL || c->is_error) return false;
+    const mcpg_buf *res = c->borrowed ? c->borrowed : &c->result;
+    mcpg_json_span v;
+    return res->data && res->len &&
+           mcpg_json_object_get(res->data, res->len, "isError", &v) == 1 &&
+           v.type == MCPG_JSON_TRUE;
+}
+
 static size_t server_attrs(span_set *set, mcpg_call *c, mcpg_span *s) {
     mcpg_span_attr *a = set->server_attrs;
     size_t n = 0;
@@ -307,6 +318,9 @@ static size_t server_attrs(span_set *set, mcpg_call *c, mcpg_span *s) {
         attr_str(&a[n++], "error.type", set->error_type, strlen(set->error_type));
         s->status = MCPG_SPAN_ERROR;
         s->status_message = msg;
+    } else if (tool_failed(c)) {
+        attr_str(&a[n++], "error.type", "tool_error", 10);
+        s->status = MCPG_SPAN_ERROR;
     }
     return n;
 }

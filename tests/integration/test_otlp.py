@@ -232,6 +232,14 @@ def main():
         check_eq(err["attributes"].get("rpc.jsonrpc.error_code"), -32602, "rpc.jsonrpc.error_code")
         check_eq(err["attributes"].get("error.type"), "-32602", "error.type")
         check_eq(err["status"]["code"], 2, "an error's span status")
+        # a tool that answers isError: the request succeeded, the tool failed
+        r, rpc = traced_call(gw.port, "up_rich", {"is_error": True}, 9,
+                             "00-%s-%s-01" % ("b" * 32, CLIENT_SPAN))
+        expect_result(r, rpc, 9, "up_rich")
+        tool_err = by_kind(col.trace("b" * 32, 1, "the failed tool's spans"), SERVER)[0]
+        check_eq(tool_err["attributes"].get("error.type"), "tool_error", "isError: error.type")
+        check("rpc.jsonrpc.error_code" not in tool_err["attributes"], "no JSON-RPC error code")
+        check_eq(tool_err["status"]["code"], 2, "isError: the span's status is an error")
 
     def t_sampling():
         col = collector()
