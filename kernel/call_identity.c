@@ -8,14 +8,14 @@
 #include <string.h>
 
 void call_identity_clear(mcpg_call *c) {
-    free(c->ident);
+    mcpg_ident_free(c->ident);
     free(c->challenge);
     c->ident = NULL;
     c->challenge = NULL;
 }
 
 static void identify(mcpg_call *c, mcpg_ident *id) {
-    free(c->ident);
+    mcpg_ident_free(c->ident);
     c->ident = id;
 }
 
@@ -100,6 +100,12 @@ const char *host_call_claims(mcpg_call *h, size_t *len) {
     const char *claims = c && c->ident ? c->ident->claims : NULL;
     if (len) *len = claims ? c->ident->claims_len : 0;
     return claims;
+}
+
+int host_call_bearer(mcpg_call *h, const char **token, size_t *token_len, const char **claims,
+                     size_t *claims_len) {
+    mcpg_call *c = call_of(h, "call_bearer");
+    return mcpg_ident_bearer(c ? c->ident : NULL, token, token_len, claims, claims_len);
 }
 
 const char *host_call_auth_method(mcpg_call *h) {

@@ -392,4 +392,5 @@ const mcpg_host HOST = {
     .call_audited = host_call_audited,
     .call_trace_upstream = host_call_trace_upstream,
     .call_trace_upstream_end = host_call_trace_upstream_end,
+    .call_bearer = host_call_bearer,
 };

@@ -666,6 +666,8 @@ const char *host_listen_address(size_t i);
 int host_protected_resource(mcpg_buf *out);
 const char *host_call_challenge(mcpg_call *call);
 int host_call_audited(mcpg_call *call);
+int host_call_bearer(mcpg_call *call, const char **token, size_t *token_len, const char **claims,
+                     size_t *claims_len);
 /* trace.c: request spans (ABI 1.10) */
 void trace_policy_load(generation *g); /* g->telemetry and its policy, once built */
 uint32_t host_call_trace_upstream(mcpg_call *call, const char *name, char *tp, size_t cap);

@@ -119,6 +119,15 @@ typedef struct mcpg_identity {
     size_t claims_len;        /**< claims_json's length */
     const char *method;       /**< how it was established, for audit: "apikey", "jwt",
                                  "mtls"; or NULL */
+    /** @name ABI 1.11 (read by the kernel only when `size` covers them) */
+    /** @{ */
+    /** The bearer token this identity was established from, set only by a
+     * module that verified it (its signature, issuer, lifetime), or NULL.
+     * The kernel keeps it with the identity for the call's backend
+     * (host->call_bearer) and never logs, audits or answers it. */
+    const char *bearer;
+    size_t bearer_len;        /**< bearer's length */
+    /** @} */
 } mcpg_identity;
 
 /** A growable byte buffer. Grow it only through host->buf_* (the kernel owns

@@ -543,6 +543,22 @@ struct mcpg_host {
      * never ends is not exported. Any thread the call's backend op runs on. */
     void (*call_trace_upstream_end)(mcpg_call *call, uint32_t span, int status, const char *error);
     /** @} */
+    /* ======== ABI 1.11: upstream credentials ======== */
+
+    /** @name ABI 1.11: upstream credentials */
+    /** @{ */
+    /** The bearer token the call's identity stage verified
+     * (mcpg_identity.bearer) and the claims it read from it: for a backend
+     * that forwards the token, or exchanges it for one scoped to its
+     * upstream. 0 with the four outs set (borrowed until the call is
+     * released; claims NULL when the identity has none); MCPG_ENOENT when
+     * the identity was not established from a verified bearer token (no
+     * identity, an API key, mTLS, a module older than 1.11): a backend
+     * must never read the Authorization header itself for this. Any thread
+     * the call's ops run on. */
+    int (*call_bearer)(mcpg_call *call, const char **token, size_t *token_len,
+                       const char **claims_json, size_t *claims_len);
+    /** @} */
 };
 
 /** The least room host->call_trace_upstream writes a traceparent into. */

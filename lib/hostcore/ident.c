@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* explicit_bzero */
 /* Identities copied into one block: the struct, the role pointers, then
  * every string. One allocation per identified call, freed with free(). */
 #include "ident.h"
@@ -54,11 +55,20 @@ static bool claims_ok(const mcpg_identity *id) {
            mcpg_json_validate(id->claims_json, id->claims_len) == 0;
 }
 
+/* The bearer token an identity module of ABI 1.11 or later verified. */
+static const char *bearer_of(const mcpg_identity *id, size_t *len) {
+    bool has = MCPG_HAS_FIELD(id, bearer_len) && id->bearer && id->bearer_len;
+    *len = has ? id->bearer_len : 0;
+    return has ? id->bearer : NULL;
+}
+
 int mcpg_ident_make(const mcpg_identity *id, mcpg_ident **out) {
     *out = NULL;
     if (!id || !id->principal || !claims_ok(id)) return MCPG_EINVAL;
+    size_t bearer_len;
+    const char *bearer = bearer_of(id, &bearer_len);
     size_t strs = opt_len(id->principal) + opt_len(id->tenant) + opt_len(id->method) +
-                  (id->claims_json ? id->claims_len + 1 : 0);
+                  (id->claims_json ? id->claims_len + 1 : 0) + (bearer ? bearer_len + 1 : 0);
     size_t csv = 0, json = 2;
     for (uint32_t i = 0; i < id->n_roles; i++) {
         if (!id->roles[i]) return MCPG_EINVAL;
@@ -76,6 +86,8 @@ int mcpg_ident_make(const mcpg_identity *id, mcpg_ident **out) {
     c->method = place(&cur, id->method, id->method ? strlen(id->method) : 0);
     c->claims = place(&cur, id->claims_json, id->claims_len);
     c->claims_len = id->claims_json ? id->claims_len : 0;
+    c->bearer = place(&cur, bearer, bearer_len);
+    c->bearer_len = bearer_len;
     c->n_roles = id->n_roles;
     c->roles = roles;
     c->roles_csv = c->roles_json = NULL;
@@ -127,6 +139,21 @@ int mcpg_ident_make_csv(const char *principal, const char *tenant, const char *r
     int rc = mcpg_ident_make(&id, out);
     free(copy);
     return rc;
+}
+
+void mcpg_ident_free(mcpg_ident *id) {
+    if (id && id->bearer) explicit_bzero((char *)id->bearer, id->bearer_len);
+    free(id);
+}
+
+int mcpg_ident_bearer(const mcpg_ident *id, const char **token, size_t *token_len,
+                      const char **claims, size_t *claims_len) {
+    bool has = id && id->bearer;
+    if (token) *token = has ? id->bearer : NULL;
+    if (token_len) *token_len = has ? id->bearer_len : 0;
+    if (claims) *claims = has ? id->claims : NULL;
+    if (claims_len) *claims_len = has && id->claims ? id->claims_len : 0;
+    return has ? 0 : MCPG_ENOENT;
 }
 
 int mcpg_ident_has_role(const mcpg_ident *id, const char *role) {

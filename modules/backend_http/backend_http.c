@@ -10,6 +10,8 @@
 #include <mcpg/sdk.h>
 
 #include <string.h>
+#include <strings.h>
+#include <upcred.h>
 
 #include "http_config.h"
 #include "http_exchange.h"
@@ -20,6 +22,7 @@ typedef struct http_cfg {
     int tls_insecure;
     const char *ca_file, *cert_file, *key_file;
     int64_t max_conns;
+    const char *credentials; /* JSON object text, or NULL: static */
 } http_cfg;
 
 static const mcpg_config_field http_config[] = {
@@ -35,6 +38,10 @@ static const mcpg_config_field http_config[] = {
     MCPG_CFG_STRING_FIELD(http_cfg, key_file, "key_file", NULL, "https: the client certificate's key (PEM)"),
     MCPG_CFG_INT_FIELD(http_cfg, max_conns, "max_conns", "64", 1, HTTP_MAX_CONNS_MAX,
                        "connections to each upstream, per loop; calls beyond wait (up to 1024)"),
+    MCPG_CFG_JSON_FIELD(http_cfg, credentials, "credentials", NULL,
+                        "{mode: static|passthrough|exchange|client_credentials, audience, scope, "
+                        "resource, token_url, client_id, client_secret_env, ...}: the "
+                        "Authorization each call carries (docs/upstream-credentials.md)"),
     MCPG_CONFIG_END};
 
 typedef struct hb {
@@ -42,6 +49,7 @@ typedef struct hb {
     mcpg_instance *self;
     http_tool_set set;
     http_upstreams *ups;
+    upcred *cred;  /* NULL: static, the tools' headers only */
     mcpg_buf list; /* the tools/list array, built once */
 } hb;
 
@@ -60,7 +68,7 @@ static mcpg_status hb_call_tool(void *instance, mcpg_call *call) {
                                   name ? name : "");
     http_request rq;
     if (http_request_build(h, t, call, &rq)) return MCPG_DENY;
-    http_exchange *x = http_exchange_new(h, m->self, m->ups, t, call, &rq);
+    http_exchange *x = http_exchange_new(h, m->self, m->ups, m->cred, t, call, &rq);
     if (!x) return MCPG_DENY;
     if (h->worker_current()) {
         http_exchange_start(x); /* may answer (resume) before we return PENDING: allowed */
@@ -75,13 +83,34 @@ static void hb_cancel(void *instance, mcpg_call *call) {
     if (slot && *slot) http_exchange_cancel(*slot);
 }
 
+/* With brokered credentials a tool's own Authorization header would be
+ * sent beside (or instead of) the caller's: refused. */
+static void check_no_authorization(mcpg_config_problems *p, const http_tool_set *set) {
+    for (size_t i = 0; i < set->n; i++)
+        for (size_t j = 0; j < set->tools[i].nheaders; j++)
+            if (strcasecmp(set->tools[i].headers[j].key, "Authorization") == 0) {
+                char path[64];
+                snprintf(path, sizeof path, "tools[%zu].headers.%s", i, set->tools[i].headers[j].key);
+                mcpg_config_problem(p, path, "is set by credentials.mode; remove it or use mode static");
+            }
+}
+
+static int check_credentials(mcpg_config_problems *p, const http_cfg *c, const http_tool_set *set) {
+    int before = p->errors;
+    upcred_mode mode = UPCRED_STATIC;
+    if (upcred_check(p, c->credentials, &mode) == 0 && mode != UPCRED_STATIC)
+        check_no_authorization(p, set);
+    return p->errors - before;
+}
+
 static int hb_validate(const mcpg_host *host, const void *config, mcpg_report *rep) {
     const http_cfg *c = config;
     http_tool_set set = {0};
     int errors = http_tools_parse(host, c->tools, rep, NULL, &set);
-    http_tools_free(&set);
     mcpg_config_problems p = {host, rep, NULL, 0};
     http_tls_check(&p, &(http_tls_cfg){c->tls_insecure, c->ca_file, c->cert_file, c->key_file});
+    if (!errors) check_credentials(&p, c, &set);
+    http_tools_free(&set);
     return errors || p.errors ? MCPG_ECONFIG : 0;
 }
 
@@ -102,11 +131,13 @@ static int hb_build_list(hb *m) {
 static void hb_worker_stop(void *instance, mcpg_worker *w) {
     hb *m = instance;
     http_upstreams_worker_stop(m->ups, m->host->worker_uv_loop(w));
+    upcred_loop_stop(m->cred, m->host->worker_uv_loop(w));
 }
 
 static void hb_destroy(void *instance) {
     hb *m = instance;
     http_upstreams_free(m->ups);
+    upcred_free(m->cred);
     http_tools_free(&m->set);
     m->host->buf_free(&m->list);
     m->host->free(m);
@@ -124,6 +155,11 @@ static int hb_create(const mcpg_host *host, mcpg_instance *self, const void *con
     http_tls_cfg tls = {c->tls_insecure, c->ca_file, c->cert_file, c->key_file};
     if (http_tools_parse(host, c->tools, NULL, self, &m->set) ||
         !(m->ups = http_upstreams_new(&p, &m->set, &tls, (unsigned)c->max_conns))) {
+        hb_destroy(m);
+        return MCPG_ECONFIG;
+    }
+    m->cred = upcred_new(&p, host, self, c->credentials);
+    if (p.errors) {
         hb_destroy(m);
         return MCPG_ECONFIG;
     }

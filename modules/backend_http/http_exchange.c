@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXCERPT_MAX 200 /* bytes of an error body quoted in the message */
+#define EXCERPT_MAX 200
+#define CHALLENGE_MAX 1024 /* bytes of an upstream's WWW-Authenticate passed on */ /* bytes of an error body quoted in the message */
 
 enum { WHY_NONE, WHY_TIMEOUT, WHY_CANCEL };
 
@@ -18,6 +19,11 @@ struct http_exchange {
     const mcpg_host *h;
     mcpg_instance *self;
     http_upstreams *ups;
+    upcred *cred;    /* NULL: static */
+    upcred_wait wait;
+    int cred_pending; /* its notify has not run yet: x lives until it has */
+    mcpg_worker *worker; /* the call's: where the notify hops to */
+    char *www;       /* a 401's WWW-Authenticate */
     const http_tool *t;
     mcpg_call *call; /* NULL once answered */
     void **slot;
@@ -34,6 +40,8 @@ struct http_exchange {
 /* answering                                                           */
 
 static void x_free(http_exchange *x) {
+    upcred_wait_clear(&x->wait);
+    free(x->www);
     http_request_free(&x->rq);
     free(x->body);
     free(x);
@@ -85,8 +93,25 @@ static int text_result(const mcpg_host *h, mcpg_buf *b, const char *s, size_t n,
 
 /* 2xx: the body (and structuredContent when it is an object); else a tool
  * error with the configured message or the status and a body excerpt. */
+/* The upstream refused the credential the gateway brokered: the token goes
+ * from the cache, and the client is told with the upstream's challenge. */
+static void refused(http_exchange *x) {
+    const mcpg_host *h = x->h;
+    const char *name = h->instance_name(x->self);
+    upcred_refused(x->cred, &x->wait);
+    mcpg_buf data = {0};
+    upcred_challenge_data(h, x->call, name, x->status, x->www, x->www ? strlen(x->www) : 0, &data);
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: the upstream refused the credentials (HTTP %d)", name, x->status);
+    trace_end(x, msg);
+    h->call_error(x->call, MCPG_RPC_SERVER_ERROR, msg, data.data);
+    mcpg_buf_free(&data);
+    finish(x, MCPG_DENY);
+}
+
 static void answer(http_exchange *x) {
     const mcpg_host *h = x->h;
+    if (x->status == 401 && x->cred) return refused(x);
     mcpg_buf *b = h->call_result_buf(x->call);
     const char *body = x->body ? x->body : "";
     int rc = b ? 0 : MCPG_ENOMEM;
@@ -136,6 +161,9 @@ static void failed(http_exchange *x, int err, const char *detail) {
 static int on_head(void *arg, int status, const up_header *hd, size_t n) {
     http_exchange *x = arg;
     x->status = status;
+    const up_header *www = status == 401 ? up_header_find(hd, n, "www-authenticate") : NULL;
+    if (www && x->cred)
+        x->www = strndup(www->value, www->value_len < CHALLENGE_MAX ? www->value_len : CHALLENGE_MAX);
     return 0;
 }
 
@@ -167,36 +195,106 @@ static const up_callbacks callbacks = {on_head, on_body, on_done};
 /* the exchange                                                        */
 
 http_exchange *http_exchange_new(const mcpg_host *h, mcpg_instance *self, http_upstreams *u,
-                                 const http_tool *t, mcpg_call *call, http_request *rq) {
+                                 upcred *cred, const http_tool *t, mcpg_call *call,
+                                 http_request *rq) {
     http_exchange *x = calloc(1, sizeof *x);
     if (!x) {
         http_request_free(rq);
         h->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
         return NULL;
     }
-    *x = (http_exchange){.h = h, .self = self, .ups = u, .t = t, .call = call,
+    *x = (http_exchange){.h = h, .self = self, .ups = u, .cred = cred, .t = t, .call = call,
                          .slot = h->call_slot(call, self), .rq = *rq};
     *rq = (http_request){0};
     return x;
+}
+
+/* The call is answered while its credential is still being fetched: x
+ * stays until the fetch's notify has run (cred_posted frees it then). */
+static void answer_while_fetching(http_exchange *x, const char *msg) {
+    if (upcred_cancel(x->cred, &x->wait)) {
+        x->cred_pending = 0;
+        return fail(x, "%s", msg);
+    }
+    trace_end(x, msg);
+    x->h->call_error(x->call, MCPG_RPC_SERVER_ERROR, msg, NULL);
+    if (x->timer) x->h->timer_stop(x->timer);
+    x->timer = NULL;
+    if (x->slot) *x->slot = NULL;
+    mcpg_call *call = x->call;
+    x->call = NULL;
+    x->h->call_resume(call, MCPG_DENY);
 }
 
 static void on_timeout(void *arg) {
     http_exchange *x = arg;
     x->why = WHY_TIMEOUT;
     if (x->r) up_req_abort(x->r); /* its on_done answers */
+    else if (x->cred_pending) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s: timed out after %lld ms waiting for the upstream's token",
+                 x->t->name, (long long)x->t->timeout_ms);
+        answer_while_fetching(x, msg);
+    }
+}
+
+static void send_request(http_exchange *x) {
+    const mcpg_host *h = x->h;
+    up_pool *p = http_upstreams_pool(x->ups, h->worker_uv_loop(h->call_worker(x->call)),
+                                     x->t->upstream);
+    if (!p) return fail(x, "%s: out of memory", x->t->name);
+    mcpg_buf hd = {0};
+    if (x->wait.auth_line) {
+        mcpg_buf_puts(&hd, x->rq.headers);
+        mcpg_buf_puts(&hd, x->wait.auth_line);
+    }
+    x->r = up_send(p, x->t->method, x->rq.target, hd.data ? hd.data : x->rq.headers, x->rq.body,
+                   x->rq.body_len, x->t->idempotent, &callbacks, x);
+    if (hd.data) explicit_bzero(hd.data, hd.len); /* upclient copied it */
+    mcpg_buf_free(&hd);
+    if (!x->r) fail(x, "%s: out of memory", x->t->name);
+}
+
+/* The credential could not be had: the call fails closed, nothing sent. */
+static void cred_failed(http_exchange *x) {
+    trace_end(x, x->wait.error);
+    x->h->call_error(x->call, MCPG_RPC_SERVER_ERROR, x->wait.error, x->wait.error_data);
+    finish(x, MCPG_DENY);
+}
+
+/* On the call's loop, once the token endpoint answered. */
+static void cred_posted(void *arg) {
+    http_exchange *x = arg;
+    x->cred_pending = 0;
+    if (!x->call) return x_free(x); /* answered meanwhile (timeout, cancel) */
+    if (x->wait.failed) return cred_failed(x);
+    send_request(x);
+}
+
+/* From the thread that got the token. */
+static void cred_notify(upcred_wait *w) {
+    http_exchange *x = w->arg;
+    x->post = (mcpg_post){.fn = cred_posted, .arg = x};
+    /* fails only once the worker has stopped, which ended the call */
+    (void)x->h->worker_post(x->worker, &x->post);
 }
 
 void http_exchange_start(http_exchange *x) {
     const mcpg_host *h = x->h;
     mcpg_worker *w = h->call_worker(x->call);
-    up_pool *p = http_upstreams_pool(x->ups, h->worker_uv_loop(w), x->t->upstream);
     if (x->slot) *x->slot = x;
-    if (!p) return fail(x, "%s: out of memory", x->t->name);
     if (h->timer_start(x->self, w, (uint64_t)x->t->timeout_ms, 0, on_timeout, x, &x->timer))
         return fail(x, "%s: cannot start its timer", x->t->name);
-    x->r = up_send(p, x->t->method, x->rq.target, x->rq.headers, x->rq.body, x->rq.body_len,
-                   x->t->idempotent, &callbacks, x);
-    if (!x->r) fail(x, "%s: out of memory", x->t->name);
+    if (x->cred) {
+        x->worker = w;
+        x->wait = (upcred_wait){.notify = cred_notify, .arg = x};
+        x->cred_pending = 1;
+        int rc = upcred_begin(x->cred, x->call, h->worker_uv_loop(w), &x->wait);
+        if (rc == UPCRED_PENDING) return; /* cred_notify may have run already: posted */
+        x->cred_pending = 0;
+        if (rc == UPCRED_FAILED) return cred_failed(x);
+    }
+    send_request(x);
 }
 
 static void posted(void *arg) {
@@ -223,6 +321,7 @@ void http_exchange_cancel(http_exchange *x) {
         x->why = WHY_CANCEL;
         return up_req_abort(x->r); /* its on_done answers */
     }
+    if (x->cred_pending) return answer_while_fetching(x, "request cancelled");
     /* posted, not started: answer now, posted() frees it */
     if (x->slot) *x->slot = NULL;
     x->h->call_error(x->call, MCPG_RPC_SERVER_ERROR, "request cancelled", NULL);

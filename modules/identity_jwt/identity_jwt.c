@@ -87,15 +87,18 @@ static int identify_1_0(jwt_inst *m, mcpg_call *call, const jwt_mapped *id) {
     return m->h->call_set_identity(call, id->principal, id->tenant, id->n_roles ? roles : NULL);
 }
 
+/* The token goes with the identity (ABI 1.11's bearer): a backend may
+ * forward it, or exchange it, only because its signature was checked here. */
 static mcpg_status accept_token(jwt_inst *m, mcpg_call *call, const jwt_token *t,
-                                const jwt_mapped *id) {
+                                const char *tok, size_t n, const jwt_mapped *id) {
     const mcpg_host *h = m->h;
     int rc;
     if (MCPG_HOST_HAS(h, call_identify)) {
         mcpg_identity who = {.size = sizeof who, .n_roles = id->n_roles,
                              .principal = id->principal, .tenant = id->tenant,
                              .roles = id->roles, .claims_json = t->payload,
-                             .claims_len = t->payload_len, .method = "jwt"};
+                             .claims_len = t->payload_len, .method = "jwt",
+                             .bearer = tok, .bearer_len = n};
         rc = h->call_identify(call, &who);
     } else {
         rc = identify_1_0(m, call, id);
@@ -174,7 +177,7 @@ static mcpg_status judge_opened(jwt_inst *m, mcpg_call *call, const jwt_token *t
     jwt_verdict v = jwt_claims_check(&m->rules, t->payload, t->payload_len, now_s, &id);
     if (v != JWT_OK) return refuse(m, call, v, 0);
     if (hashed) jwt_cache_put(m->cache, loop, hash, gen, id.exp + m->rules.skew_s);
-    return accept_token(m, call, t, &id);
+    return accept_token(m, call, t, tok, n, &id);
 }
 
 static mcpg_status judge(jwt_inst *m, mcpg_call *call, const char *tok, size_t n,

@@ -132,7 +132,7 @@ void fh_call_retire(fh_call *c) {
     free(c->args);
     free(c->params);
     free(c->id);
-    free(c->ident);
+    mcpg_ident_free(c->ident);
     free(c->peer);
     free(c->client_name);
     free(c->challenge);
@@ -420,7 +420,7 @@ static void **host_call_slot(mcpg_call *h, mcpg_instance *self) {
 }
 
 static void set_ident(fh_call *c, mcpg_ident *id) {
-    free(c->ident);
+    mcpg_ident_free(c->ident);
     c->ident = id;
 }
 
@@ -440,6 +440,12 @@ static int host_call_identify(mcpg_call *h, const mcpg_identity *in) {
     int rc = mcpg_ident_make(in, &id);
     if (rc == 0) set_ident(c, id);
     return rc;
+}
+
+static int host_call_bearer(mcpg_call *h, const char **token, size_t *token_len,
+                            const char **claims, size_t *claims_len) {
+    CALL_OR(h, "call_bearer", MCPG_ENOENT);
+    return mcpg_ident_bearer(c->ident, token, token_len, claims, claims_len);
 }
 
 static const char *host_call_principal(mcpg_call *h) {
@@ -892,6 +898,7 @@ void fh_call_slots(mcpg_host *h) {
     h->call_header = host_call_header;
     h->call_trace_upstream = host_call_trace_upstream;
     h->call_trace_upstream_end = host_call_trace_upstream_end;
+    h->call_bearer = host_call_bearer;
     h->call_slot = host_call_slot;
     h->call_set_identity = host_call_set_identity;
     h->call_principal = host_call_principal;

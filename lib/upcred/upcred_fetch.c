@@ -1,0 +1,251 @@
+/* upcred: one request to the token endpoint (a form-encoded POST, RFC 6749
+ * section 3.2) with upclient on the loop of the call that missed, bounded
+ * by timeout_ms, and its answer read: an access token of type Bearer (or
+ * N_A, which RFC 8693 allows for a token that is not an access token) and
+ * its lifetime, or the endpoint's `error` code. The answer's text never
+ * reaches a message: only its error code and status do. */
+#define _GNU_SOURCE
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <uv.h>
+
+#include "upcred_internal.h"
+
+#define GRANT_EXCHANGE "urn:ietf:params:oauth:grant-type:token-exchange"
+
+typedef struct fetch {
+    upcred *u;
+    upcred_entry *e;
+    up_req *req;
+    uv_timer_t timer;
+    int status, timed_out, too_big;
+    int64_t subject_exp_s;
+    mcpg_buf body;
+} fetch;
+
+/* ---- the request ------------------------------------------------------- */
+
+/* application/x-www-form-urlencoded: unreserved bytes as they are, every
+ * other one %XX. */
+void upcred_form_encode(mcpg_buf *b, const char *v, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            strchr("-._~", ch))
+            mcpg_buf_append(b, v + i, 1);
+        else
+            mcpg_buf_printf(b, "%%%c%c", hex[ch >> 4], hex[ch & 15]);
+    }
+}
+
+static void put_form(mcpg_buf *b, const char *key, const char *v, size_t n) {
+    if (!v) return;
+    mcpg_buf_printf(b, "%s%s=", b->len ? "&" : "", key);
+    upcred_form_encode(b, v, n);
+}
+
+static void put_form_s(mcpg_buf *b, const char *key, const char *v) {
+    put_form(b, key, v, v ? strlen(v) : 0);
+}
+
+static void form_body(const upcred *u, const upcred_grant *g, mcpg_buf *b) {
+    const upcred_cfg *c = &u->cfg;
+    if (c->mode == UPCRED_EXCHANGE) {
+        put_form_s(b, "grant_type", GRANT_EXCHANGE);
+        put_form(b, "subject_token", g->subject_token, g->subject_len);
+        put_form_s(b, "subject_token_type", c->subject_token_type);
+        put_form_s(b, "requested_token_type", c->requested_token_type);
+    } else {
+        put_form_s(b, "grant_type", "client_credentials");
+    }
+    put_form_s(b, "audience", c->audience);
+    put_form_s(b, "resource", c->resource);
+    put_form_s(b, "scope", c->scope);
+    if (!u->basic) put_form_s(b, "client_id", c->client_id); /* a public client says who it is */
+}
+
+/* ---- the answer --------------------------------------------------------- */
+
+/* A token fit for a header line: visible ASCII, no blank (RFC 6750's
+ * b64token is narrower still); anything else would let the endpoint's
+ * answer write headers of its own. */
+static int header_safe(const char *s, size_t n) {
+    if (!n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f) return 0;
+    return 1;
+}
+
+/* The endpoint's `error` code, as RFC 6749 spells them (NQSCHAR), else "". */
+static void error_code(json_t *o, char *out, size_t cap) {
+    const char *s = json_string_value(json_object_get(o, "error"));
+    size_t n = 0;
+    for (; s && s[n] && n + 1 < cap && n < 64; n++) {
+        if (s[n] < 0x20 || s[n] > 0x7e || s[n] == '"' || s[n] == '\\') return (void)(out[0] = 0);
+        out[n] = s[n];
+    }
+    out[n] = '\0';
+}
+
+static int64_t expiry_us(const fetch *f, json_t *o) {
+    json_t *ei = json_object_get(o, "expires_in");
+    int64_t life = json_is_integer(ei) && json_integer_value(ei) > 0 ? json_integer_value(ei)
+                                                                     : UPCRED_EXPIRES_DEFAULT_S;
+    int64_t now_s = f->u->h->wall_us() / 1000000, until = now_s + life;
+    /* an exchanged token is never used past the subject token's own end */
+    if (f->subject_exp_s && f->subject_exp_s < until) until = f->subject_exp_s;
+    until -= f->u->cfg.refresh_margin_s;
+    return until > now_s ? until * 1000000 : 0;
+}
+
+/* 200 with a usable token: its header line; else why not into why. */
+static char *read_token(fetch *f, int64_t *expires_us, char *why, size_t cap) {
+    const upcred *u = f->u;
+    json_t *o = json_loadb(f->body.data ? f->body.data : "", f->body.len, 0, NULL);
+    char code[72] = "";
+    char *line = NULL;
+    if (json_is_object(o)) error_code(o, code, sizeof code);
+    json_t *at = json_object_get(o, "access_token");
+    const char *type = json_string_value(json_object_get(o, "token_type"));
+    if (f->status != 200) {
+        snprintf(why, cap, "%s: the token endpoint %s refused the request (HTTP %d%s%s)", u->name,
+                 u->cfg.token_url, f->status, code[0] ? ", error " : "", code);
+    } else if (!json_is_string(at) || !header_safe(json_string_value(at), json_string_length(at))) {
+        snprintf(why, cap, "%s: the token endpoint %s answered without a usable access_token",
+                 u->name, u->cfg.token_url);
+    } else if (type && strcasecmp(type, "Bearer") != 0 && strcasecmp(type, "N_A") != 0) {
+        snprintf(why, cap, "%s: the token endpoint %s answered a token of type %.32s, not Bearer",
+                 u->name, u->cfg.token_url, header_safe(type, strlen(type)) ? type : "?");
+    } else if (asprintf(&line, "Authorization: Bearer %s\r\n", json_string_value(at)) < 0) {
+        line = NULL;
+        snprintf(why, cap, "%s: out of memory", u->name);
+    } else {
+        *expires_us = expiry_us(f, o);
+    }
+    json_decref(o); /* jansson's copy of the token: freed, as the body is by the caller */
+    return line;
+}
+
+/* ---- upclient's callbacks ------------------------------------------------ */
+
+static void fetch_free(uv_handle_t *t) {
+    fetch *f = t->data;
+    if (f->body.data) explicit_bzero(f->body.data, f->body.len);
+    mcpg_buf_free(&f->body);
+    free(f);
+}
+
+static int on_head(void *arg, int status, const up_header *h, size_t n) {
+    (void)h;
+    (void)n;
+    ((fetch *)arg)->status = status;
+    return 0;
+}
+
+static int on_body(void *arg, const char *p, size_t n) {
+    fetch *f = arg;
+    if (f->body.len + n > UPCRED_ANSWER_MAX) return f->too_big = 1;
+    return mcpg_buf_append(&f->body, p, n) ? -1 : 0;
+}
+
+static void on_done(void *arg, int err) {
+    fetch *f = arg;
+    upcred *u = f->u;
+    char why[400] = "";
+    char *line = NULL;
+    int64_t exp = 0;
+    if (f->timed_out)
+        snprintf(why, sizeof why, "%s: the token endpoint %s did not answer within %lld ms",
+                 u->name, u->cfg.token_url, (long long)u->cfg.timeout_ms);
+    else if (f->too_big)
+        snprintf(why, sizeof why, "%s: the token endpoint %s answered over %d bytes", u->name,
+                 u->cfg.token_url, UPCRED_ANSWER_MAX);
+    else if (err)
+        snprintf(why, sizeof why, "%s: the token endpoint %s cannot be reached: %s", u->name,
+                 u->cfg.token_url, up_req_error_detail(f->req));
+    else
+        line = read_token(f, &exp, why, sizeof why);
+    f->req = NULL;
+    uv_timer_stop(&f->timer);
+    upcred_finish(u, f->e, line, line ? strlen(line) : 0, exp, line ? NULL : why);
+    uv_close((uv_handle_t *)&f->timer, fetch_free);
+}
+
+static const up_callbacks CALLBACKS = {on_head, on_body, on_done};
+
+static void on_timeout(uv_timer_t *t) {
+    fetch *f = t->data;
+    f->timed_out = 1;
+    if (f->req) up_req_abort(f->req); /* on_done answers */
+}
+
+/* ---- per loop ------------------------------------------------------------ */
+
+static up_pool *pool_of(upcred *u, void *loop) {
+    pthread_mutex_lock(&u->lock);
+    upcred_loop_pool *lp = u->pools;
+    while (lp && lp->loop != loop) lp = lp->next;
+    if (!lp && (lp = calloc(1, sizeof *lp))) {
+        lp->loop = loop;
+        lp->pool = up_pool_new(loop, u->endpoint, 4, 2, UPCRED_WAITERS_MAX);
+        if (lp->pool) {
+            lp->next = u->pools;
+            u->pools = lp;
+        } else {
+            free(lp);
+            lp = NULL;
+        }
+    }
+    pthread_mutex_unlock(&u->lock);
+    return lp ? lp->pool : NULL;
+}
+
+void upcred_loop_stop(upcred *u, void *loop) {
+    if (!u) return;
+    pthread_mutex_lock(&u->lock);
+    upcred_loop_pool **pp = &u->pools, *mine = NULL;
+    while (*pp) {
+        if ((*pp)->loop == loop) {
+            mine = *pp;
+            *pp = mine->next;
+            break;
+        }
+        pp = &(*pp)->next;
+    }
+    pthread_mutex_unlock(&u->lock);
+    if (!mine) return;
+    up_pool_close(mine->pool); /* a request out ends: its waiters are told */
+    free(mine);
+}
+
+int upcred_fetch(upcred *u, void *loop, upcred_entry *e, const upcred_grant *g) {
+    up_pool *pool = pool_of(u, loop);
+    fetch *f = pool ? calloc(1, sizeof *f) : NULL;
+    char why[200];
+    snprintf(why, sizeof why, "%s: out of memory", u->name);
+    if (!f) return upcred_finish(u, e, NULL, 0, 0, why), -1;
+    *f = (fetch){.u = u, .e = e, .subject_exp_s = g->subject_exp_s};
+    mcpg_buf body = {0}, head = {0};
+    form_body(u, g, &body);
+    mcpg_buf_puts(&head, "Content-Type: application/x-www-form-urlencoded\r\n"
+                         "Accept: application/json\r\n");
+    if (u->basic) mcpg_buf_puts(&head, u->basic);
+    uv_timer_init(loop, &f->timer);
+    f->timer.data = f;
+    uv_timer_start(&f->timer, on_timeout, (uint64_t)u->cfg.timeout_ms, 0);
+    f->req = up_send(pool, "POST", up_target_path(u->endpoint), head.data, body.data, body.len, 0,
+                     &CALLBACKS, f);
+    if (body.data) explicit_bzero(body.data, body.len); /* it held the subject token */
+    mcpg_buf_free(&body);
+    explicit_bzero(head.data, head.len);
+    mcpg_buf_free(&head);
+    if (f->req) return 0;
+    uv_timer_stop(&f->timer);
+    uv_close((uv_handle_t *)&f->timer, fetch_free);
+    upcred_finish(u, e, NULL, 0, 0, why);
+    return -1;
+}

@@ -1,0 +1,106 @@
+/* upcred's parts: the config (upcred_config.c), the token cache
+ * (upcred_cache.c), the token endpoint's requests (upcred_fetch.c) and the
+ * modes (upcred.c). */
+#ifndef MCPG_UPCRED_INTERNAL_H
+#define MCPG_UPCRED_INTERNAL_H
+
+#include <pthread.h>
+#include <upclient.h>
+
+#include "upcred.h"
+
+#define UPCRED_CACHE_DEFAULT 1024
+#define UPCRED_CACHE_MAX 1000000
+#define UPCRED_WAITERS_MAX 1024   /* calls waiting for one token */
+#define UPCRED_MARGIN_DEFAULT_S 30
+#define UPCRED_TIMEOUT_DEFAULT_MS 10000
+#define UPCRED_EXPIRES_DEFAULT_S 300 /* a token answered without expires_in */
+#define UPCRED_ANSWER_MAX 65536       /* bytes of a token endpoint's answer read */
+
+typedef struct upcred_cfg {
+    upcred_mode mode;
+    char *audience, *scope, *resource;
+    char *token_url;
+    char *client_id;
+    char *client_secret_env;
+    char *subject_token_type;   /* urn:...:access_token (default) or urn:...:jwt */
+    char *requested_token_type; /* or NULL: not sent */
+    char *ca_file;
+    int tls_insecure;
+    int64_t refresh_margin_s, timeout_ms, cache_entries;
+} upcred_cfg;
+
+/* Parse json (NULL: static) into c; problems through p. 0 or how many. */
+int upcred_cfg_parse(mcpg_config_problems *p, const char *json, upcred_cfg *c);
+void upcred_cfg_free(upcred_cfg *c);
+
+typedef struct upcred_entry upcred_entry;
+struct upcred_entry {
+    unsigned char key[32];
+    int used;            /* holds a key */
+    int fetching;        /* a request to the endpoint is out for it */
+    char *line;          /* "Authorization: Bearer ...\r\n", or NULL */
+    size_t line_len;
+    int64_t expires_us;  /* the line is good until then */
+    uint64_t last_use;   /* for least-recently-used eviction */
+    upcred_wait *waiters;
+    size_t n_waiters;
+    upcred_entry *hnext; /* its hash bucket's chain */
+};
+
+typedef struct upcred_cache {
+    upcred_entry *entries;
+    size_t cap, used;
+    upcred_entry **buckets;
+    size_t nbuckets;     /* a power of two */
+    uint64_t clock;
+} upcred_cache;
+
+int upcred_cache_init(upcred_cache *c, size_t cap);
+void upcred_cache_free(upcred_cache *c);
+upcred_entry *upcred_cache_find(upcred_cache *c, const unsigned char key[32]);
+/* A new entry for key: a free one, else the least recently used one not
+ * fetching (its token dropped). NULL when every entry is fetching. */
+upcred_entry *upcred_cache_add(upcred_cache *c, const unsigned char key[32]);
+void upcred_cache_drop(upcred_cache *c, upcred_entry *e);
+void upcred_entry_set_line(upcred_entry *e, char *line, size_t len, int64_t expires_us);
+
+typedef struct upcred_loop_pool {
+    void *loop;
+    up_pool *pool;
+    struct upcred_loop_pool *next;
+} upcred_loop_pool;
+
+struct upcred {
+    const mcpg_host *h;
+    mcpg_instance *self;
+    const char *name;      /* the instance's */
+    upcred_cfg cfg;
+    char *basic;           /* "Authorization: Basic ...\r\n" (client_secret_basic), or NULL */
+    up_target *endpoint;   /* token_url's */
+    pthread_mutex_t lock;  /* the cache, the pools' list */
+    upcred_cache cache;
+    upcred_loop_pool *pools;
+    mcpg_metric *cache_total; /* {instance, result=hit|miss} */
+    mcpg_metric *errors_total;
+};
+
+/* What a token request is for. */
+typedef struct upcred_grant {
+    const char *subject_token; /* exchange: the caller's verified token */
+    size_t subject_len;
+    int64_t subject_exp_s;     /* its exp claim, or 0 */
+} upcred_grant;
+
+/* Append v[0..n) form-encoded (RFC 6749 appendix B). */
+void upcred_form_encode(mcpg_buf *b, const char *v, size_t n);
+
+/* On loop's thread: ask the endpoint for e's token; every waiter of e is
+ * told (upcred_finish). 0, or -1 (nothing started, e's waiters told). */
+int upcred_fetch(upcred *u, void *loop, upcred_entry *e, const upcred_grant *g);
+/* The request for e ended: line (taken) and its expiry, or why not. Every
+ * waiter gets a copy or the error; e is dropped on failure. */
+void upcred_finish(upcred *u, upcred_entry *e, char *line, size_t len, int64_t expires_us,
+                   const char *error);
+
+#endif
