@@ -1,0 +1,480 @@
+#!/usr/bin/python3
+"""Upstream credentials brokered per caller (docs/upstream-credentials.md), end to end:
+callers sign in with JWTs identity_jwt verifies (keys made by jwt_mint); a token endpoint
+written here checks every RFC 8693 token exchange and RFC 6749 client_credentials request
+field by field (grant type, subject token = the caller's verified token, token types,
+audience, scope, HTTP Basic client authentication) and issues opaque tokens it remembers;
+a REST upstream written here takes only tokens that endpoint issued for its audience and
+scope, and records who it saw. backend_http's four modes:
+
+- exchange: the upstream sees only the exchanged token, never the caller's; two callers get
+  two tokens; N calls of one caller within the token's life cost one exchange (cache hits
+  and misses in /metrics), a new one after it expires; calls that miss together share one
+  request; a token endpoint that is down, or refuses the subject token (revoked), fails the
+  call closed with -32000 naming the instance and the endpoint's error, and nothing reaches
+  the upstream;
+- client_credentials: one token for every caller;
+- passthrough: the caller's verified token, only when its aud names the upstream; a caller
+  identified by an API key, or whose token lacks the audience, is refused;
+- an upstream's 401 reaches the client as -32000 with its WWW-Authenticate challenge;
+- no token, nor the client secret, appears in the gateway's log or audit file."""
+import base64
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway import (Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
+                     expect_error, new_apikey, parse_args, read_audit, rpc_body, run_tests,
+                     send_one, stateless_headers, wait_for, Conn)
+
+ISS = "https://issuer.example"
+GW_AUD = "https://gw.example/mcp"
+META = "https://gw.example/.well-known/oauth-protected-resource"
+UP_AUD = "https://reports.example"
+PT_AUD = "https://files.example"
+SCOPE = "reports:read"
+CLIENT_ID = "mcpg-gateway"
+SECRET = "s3cr3t-Of-The-Gateway"
+SECRET_ENV = "MCPG_TEST_TOKEN_SECRET"
+EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS = "urn:ietf:params:oauth:token-type:access_token"
+
+args = parse_args()
+ctx = Context(args)
+MINT = os.path.join(os.path.dirname(args.bin), "jwt_mint")
+
+
+# ---------------------------------------------------------------------------
+# callers' tokens
+
+class Signer:
+    def __init__(self):
+        self.pem = ctx.path("issuer.pem")
+        out = subprocess.run([MINT, "keygen", "ES256", self.pem, "k1"], check=True,
+                             capture_output=True, text=True, timeout=60).stdout
+        self.jwk = json.loads(out)
+        self.n = 0
+
+    def token(self, sub, aud=None, exp_in=600):
+        import time
+        now = int(time.time())
+        self.n += 1  # jti: each token its own, even for one subject
+        claims = {"iss": ISS, "aud": aud or [GW_AUD], "sub": sub, "iat": now,
+                  "exp": now + exp_in, "jti": "t%d" % self.n}
+        h = {"alg": "ES256", "kid": "k1", "typ": "JWT"}
+        return subprocess.run([MINT, "token", "ES256", self.pem, json.dumps(h), json.dumps(claims)],
+                              check=True, capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+# ---------------------------------------------------------------------------
+# the token endpoint and the upstream, each a thread of this test
+
+class Server:
+    """A ThreadingHTTPServer on a free loopback port, handler(server, req) per request."""
+
+    def __init__(self, handler):
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                handler(outer, self)
+
+            def do_GET(self):
+                handler(outer, self)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(10)
+
+
+def reply(req, status, obj, headers=()):
+    body = json.dumps(obj).encode()
+    req.send_response(status)
+    req.send_header("Content-Type", "application/json")
+    req.send_header("Content-Length", str(len(body)))
+    for k, v in headers:
+        req.send_header(k, v)
+    req.end_headers()
+    req.wfile.write(body)
+
+
+class TokenEndpoint:
+    """RFC 8693 and client_credentials, every field checked; opaque tokens remembered."""
+
+    def __init__(self, verified_subjects):
+        self.issued = {}        # token -> {"aud", "scope", "sub"}
+        self.requests = []      # (grant, sub) per request that passed the checks
+        self.problems = []      # what a request got wrong
+        self.revoked = set()    # subject tokens refused with invalid_grant
+        self.short = set()      # subs whose tokens live 1 s
+        self.hold = {}          # sub -> Event the answer waits for
+        self.subjects = verified_subjects  # subject token -> sub, as the test minted them
+        self.server = Server(self.handle)
+
+    def url(self):
+        return "http://127.0.0.1:%d/oauth/token" % self.server.port
+
+    def count(self, grant=None, sub=None):
+        with self.server.lock:
+            return sum(1 for g, s in self.requests
+                       if (grant is None or g == grant) and (sub is None or s == sub))
+
+    def problem(self, req, what):
+        with self.server.lock:
+            self.problems.append(what)
+        reply(req, 400, {"error": "invalid_request", "error_description": what})
+
+    def handle(self, server, req):
+        n = int(req.headers.get("Content-Length", "0"))
+        form = urllib.parse.parse_qs(req.rfile.read(n).decode(), strict_parsing=True)
+        f = {k: v[0] for k, v in form.items() if len(v) == 1}
+        if req.path != "/oauth/token" or req.command != "POST":
+            return self.problem(req, "path %s %s" % (req.command, req.path))
+        if req.headers.get("Content-Type") != "application/x-www-form-urlencoded":
+            return self.problem(req, "content type %r" % req.headers.get("Content-Type"))
+        want = "Basic " + base64.b64encode(("%s:%s" % (CLIENT_ID, SECRET)).encode()).decode()
+        if req.headers.get("Authorization") != want:
+            return reply(req, 401, {"error": "invalid_client"})
+        if "client_secret" in f or len(f) != len(form):
+            return self.problem(req, "a field twice, or the secret in the body")
+        if f.get("grant_type") == EXCHANGE:
+            return self.exchange(req, f)
+        if f.get("grant_type") == "client_credentials":
+            return self.client_credentials(req, f)
+        return self.problem(req, "grant_type %r" % f.get("grant_type"))
+
+    def exchange(self, req, f):
+        expected = {"grant_type", "subject_token", "subject_token_type", "requested_token_type",
+                    "audience", "scope"}
+        if set(f) != expected:
+            return self.problem(req, "fields %r" % sorted(f))
+        if f["subject_token_type"] != ACCESS or f["requested_token_type"] != ACCESS:
+            return self.problem(req, "token types %r" % f)
+        if f["audience"] != UP_AUD or f["scope"] != SCOPE:
+            return self.problem(req, "audience/scope %r %r" % (f["audience"], f["scope"]))
+        sub = self.subjects.get(f["subject_token"])
+        if sub is None:
+            return self.problem(req, "a subject token this test never minted")
+        if f["subject_token"] in self.revoked:
+            return reply(req, 400, {"error": "invalid_grant",
+                                    "error_description": "subject token revoked"})
+        self.wait_hold(sub)
+        return self.issue(req, EXCHANGE, sub, UP_AUD, SCOPE)
+
+    def client_credentials(self, req, f):
+        if set(f) != {"grant_type", "audience", "scope"} or f["audience"] != UP_AUD:
+            return self.problem(req, "client_credentials fields %r" % sorted(f))
+        return self.issue(req, "client_credentials", CLIENT_ID, UP_AUD, f["scope"])
+
+    def wait_hold(self, sub):
+        ev = self.hold.get(sub)
+        if ev:
+            ev.wait(30)
+
+    def issue(self, req, grant, sub, aud, scope):
+        with self.server.lock:
+            tok = "at-%d-%s" % (len(self.issued) + 1, os.urandom(12).hex())
+            self.issued[tok] = {"aud": aud, "scope": scope, "sub": sub}
+            self.requests.append((grant, sub))
+            life = 1 if sub in self.short else 120
+        reply(req, 200, {"access_token": tok, "token_type": "Bearer", "expires_in": life,
+                         "issued_token_type": ACCESS})
+
+
+class Upstream:
+    """GET /whoami: answers who the token is for, when the token endpoint issued it for this
+    upstream's audience and scope, or it is a caller's token naming PT_AUD (passthrough)."""
+
+    def __init__(self, endpoint, subjects):
+        self.endpoint = endpoint
+        self.subjects = subjects
+        self.seen = []  # (token, sub)
+        self.refuse_subs = {"mallory"}
+        self.server = Server(self.handle)
+
+    def url(self):
+        return "http://127.0.0.1:%d/whoami" % self.server.port
+
+    def tokens(self):
+        with self.server.lock:
+            return list(self.seen)
+
+    def handle(self, server, req):
+        auth = req.headers.get("Authorization", "")
+        tok = auth[7:] if auth.startswith("Bearer ") else ""
+        with self.endpoint.server.lock:
+            info = self.endpoint.issued.get(tok)
+        sub = info["sub"] if info and info["aud"] == UP_AUD and info["scope"] == SCOPE else None
+        if sub is None and tok in self.subjects and req.path == "/whoami/pt":
+            sub = self.subjects[tok]
+        with server.lock:
+            self.seen.append((tok, sub))
+        if sub is None or sub in self.refuse_subs:
+            return reply(req, 401, {"error": "invalid_token"}, [
+                ("WWW-Authenticate", 'Bearer error="invalid_token", '
+                 'resource_metadata="http://127.0.0.1:%d/.well-known/oauth-protected-resource"'
+                 % server.port)])
+        reply(req, 200, {"sub": sub, "token_no": tok.split("-")[1] if tok.startswith("at-") else "caller"})
+
+
+class Closed:
+    """A loopback port bound and never listening: connections to it are refused."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+
+    def close(self):
+        self.sock.close()
+
+
+# ---------------------------------------------------------------------------
+# the gateway
+
+def tool(name, url):
+    return {"name": name, "method": "GET", "url": url, "timeout_ms": 20000}
+
+
+def creds(mode, token_url=None, **over):
+    c = {"mode": mode, "audience": UP_AUD, "scope": SCOPE}
+    if token_url:
+        c.update({"token_url": token_url, "client_id": CLIENT_ID, "client_secret_env": SECRET_ENV,
+                  "refresh_margin_s": 0})
+    c.update(over)
+    return c
+
+
+def manifest(env, audit):
+    m = base_manifest(audit_path=audit, gateway={"workers": 2})
+    jwks = ctx.path("jwks.json")
+    with open(jwks, "w") as f:
+        json.dump({"keys": [env["signer"].jwk]}, f)
+    up, ep, closed = env["upstream"], env["endpoint"], env["closed"]
+    m["modules"] += [
+        {"name": "jwt", "module": "identity_jwt",
+         "config": {"issuer": ISS, "audience": GW_AUD, "jwks_file": jwks,
+                    "resource_metadata_url": META}},
+        {"name": "keys", "module": "identity_apikey", "config": {"keys_file": ctx.path("keys.json")}},
+        {"name": "reports", "module": "backend_http",
+         "config": {"tools": [tool("report", up.url())],
+                    "credentials": creds("exchange", ep.url())}},
+        {"name": "service", "module": "backend_http",
+         "config": {"tools": [tool("service_report", up.url())],
+                    "credentials": creds("client_credentials", ep.url())}},
+        {"name": "files", "module": "backend_http",
+         "config": {"tools": [tool("file", up.url() + "/pt")],
+                    "credentials": {"mode": "passthrough", "audience": PT_AUD}}},
+        {"name": "down", "module": "backend_http",
+         "config": {"tools": [tool("down_report", up.url())],
+                    "credentials": creds("exchange", "http://127.0.0.1:%d/token" % closed.port,
+                                         timeout_ms=5000)}},
+        {"name": "prom", "module": "metrics_prometheus"},
+    ]
+    m["pipeline"]["identity"] = ["jwt", "keys"]
+    m["bindings"] += [{"backend": b} for b in ("reports", "service", "files", "down")]
+    return m
+
+
+def call(gw, name, token=None, apikey=None, id=1):
+    headers = stateless_headers("tools/call", name)
+    if token:
+        headers.append(("Authorization", "Bearer " + token))
+    if apikey:
+        headers.append(("Authorization", "Bearer " + apikey))
+    body = rpc_body("tools/call", {"name": name, "arguments": {}}, id=id)
+    return send_one(gw.port, build_request(gw.port, headers=headers, body=body))
+
+
+def ok(gw, name, token, what):
+    r = call(gw, name, token)
+    check_eq(r.status, 200, what + ": status (%r)" % r.body[:300])
+    rpc = r.rpc()
+    check("result" in rpc and not rpc["result"].get("isError"), "%s: %r" % (what, rpc))
+    return rpc["result"]["structuredContent"]
+
+
+def refused(gw, name, token, what, apikey=None):
+    r = call(gw, name, token, apikey=apikey)
+    return expect_error(r, 200, -32000, what, id=1)
+
+
+def metric(gw, name, labels):
+    with Conn(gw.port) as c:
+        c.send(build_request(gw.port, "GET", "/metrics"))
+        r = c.read_response()
+    check_eq(r.status, 200, "GET /metrics")
+    want = "%s{%s}" % (name, ",".join('%s="%s"' % kv for kv in labels))
+    for ln in r.body.decode().splitlines():
+        if ln.startswith(want + " "):
+            return float(ln.split()[-1])
+    return 0.0
+
+
+def cache(gw, instance, result):
+    return metric(gw, "mcpg_upstream_token_cache_total", (("instance", instance), ("result", result)))
+
+
+# ---------------------------------------------------------------------------
+
+class Env(dict):
+    def __enter__(self):
+        subjects = {}
+        self["subjects"] = subjects
+        self["signer"] = Signer()
+        self["endpoint"] = TokenEndpoint(subjects)
+        self["upstream"] = Upstream(self["endpoint"], subjects)
+        self["closed"] = Closed()
+        return self
+
+    def mint(self, sub, **kw):
+        t = self["signer"].token(sub, **kw)
+        self["subjects"][t] = sub
+        return t
+
+    def __exit__(self, *a):
+        self["endpoint"].server.close()
+        self["upstream"].server.close()
+        self["closed"].close()
+        return False
+
+
+def test_modes():
+    audit = ctx.path("audit.jsonl")
+    key = new_apikey(ctx, "grace")
+    with Env() as env, Gateway(ctx, manifest(env, audit), env={SECRET_ENV: SECRET}) as gw:
+        ep, up = env["endpoint"], env["upstream"]
+        alice, bob = env.mint("alice"), env.mint("bob")
+
+        # exchange: the upstream sees the exchanged token only; one exchange per caller
+        for i in range(5):
+            check_eq(ok(gw, "report", alice, "alice's call %d" % i)["sub"], "alice", "who")
+        check_eq(ep.count(EXCHANGE, "alice"), 1, "alice's exchanges for 5 calls")
+        check_eq(cache(gw, "reports", "miss"), 1.0, "misses after alice's calls")
+        check_eq(cache(gw, "reports", "hit"), 4.0, "hits after alice's calls")
+        check_eq(ok(gw, "report", bob, "bob's call")["sub"], "bob", "who")
+        seen = up.tokens()
+        check(all(t not in env["subjects"] for t, _ in seen), "a caller's own token reached the upstream")
+        by_sub = {s: t for t, s in seen}
+        check(by_sub["alice"] != by_sub["bob"], "alice and bob share a token")
+
+        # expiry: bob's next token lives 1 s; a new exchange once it is gone
+        ep.short.add("carol")
+        carol = env.mint("carol")
+        ok(gw, "report", carol, "carol's call")
+        wait_for(lambda: ok(gw, "report", carol, "carol again") and ep.count(EXCHANGE, "carol") == 2,
+                 20, "a second exchange once carol's token expired", interval=0.2)
+
+        # single flight: calls that miss together share one request
+        ev = threading.Event()
+        ep.hold["dave"] = ev
+        dave = env.mint("dave")
+        results = []
+        waits0 = cache(gw, "reports", "wait")
+        ts = [threading.Thread(target=lambda: results.append(call(gw, "report", dave)))
+              for _ in range(6)]
+        for t in ts:
+            t.start()
+        wait_for(lambda: cache(gw, "reports", "wait") - waits0 == 5, 20, "5 calls waiting")
+        ev.set()
+        for t in ts:
+            t.join(30)
+        check_eq([r.status for r in results], [200] * 6, "the six calls")
+        check(all("result" in r.rpc() for r in results), "the six calls' results")
+        check_eq(ep.count(EXCHANGE, "dave"), 1, "dave's exchanges for 6 calls at once")
+
+        # revoked: the endpoint refuses the subject token; nothing reaches the upstream
+        erin = env.mint("erin")
+        ep.revoked.add(erin)
+        n_up = len(up.tokens())
+        errors0 = metric(gw, "mcpg_upstream_token_errors_total", (("instance", "reports"),))
+        e = refused(gw, "report", erin, "a revoked subject token")
+        check("reports" in e["message"] and "invalid_grant" in e["message"], "message: %r" % e)
+        check_eq(len(up.tokens()), n_up, "upstream requests after a refused exchange")
+        check_eq(metric(gw, "mcpg_upstream_token_errors_total", (("instance", "reports"),)),
+                 errors0 + 1, "token errors counted")
+
+        # the endpoint down: fails closed
+        e = refused(gw, "down_report", alice, "the token endpoint down")
+        check("down" in e["message"] and "cannot be reached" in e["message"], "message: %r" % e)
+        check_eq(len(up.tokens()), n_up, "upstream requests with the endpoint down")
+
+        # client_credentials: one token for every caller
+        for t in (alice, bob, alice):
+            check_eq(ok(gw, "service_report", t, "service call")["sub"], CLIENT_ID, "who")
+        check_eq(ep.count("client_credentials"), 1, "client_credentials requests")
+
+        # passthrough: the verified token with the audience, nothing else
+        frank = env.mint("frank", aud=[GW_AUD, PT_AUD])
+        check_eq(ok(gw, "file", frank, "passthrough")["sub"], "frank", "who")
+        check_eq(up.tokens()[-1][0], frank, "the caller's token forwarded as is")
+        n_up = len(up.tokens())
+        e = refused(gw, "file", alice, "a token without the upstream's audience")
+        check("files" in e["message"] and PT_AUD in e["message"], "message: %r" % e)
+        check_eq(e.get("data", {}).get("reason"), "audience", "data: %r" % e)
+        e = refused(gw, "file", None, "an API key caller", apikey=key)
+        check("verified bearer token" in e["message"], "message: %r" % e)
+        check_eq(len(up.tokens()), n_up, "upstream requests for refused passthroughs")
+
+        # the upstream refuses: its challenge reaches the client
+        mallory = env.mint("mallory")
+        e = refused(gw, "report", mallory, "the upstream refusing the token")
+        check("HTTP 401" in e["message"], "message: %r" % e)
+        check("resource_metadata=" in e["data"]["upstream_www_authenticate"], "data: %r" % e)
+        check_eq(ep.problems, [], "requests the token endpoint found wrong")
+
+        secrets = [t for t in env["subjects"]] + list(ep.issued) + [SECRET]
+        stop_log_audit = (gw, audit, secrets)
+    gw_, audit_, secrets = stop_log_audit
+    text = gw_.stderr() + open(audit_).read()
+    check(len(read_audit(audit_)) > 20, "the audit file has the calls")
+    for s in secrets:
+        check(s not in text, "a token or the secret is in the log or audit file")
+
+
+def test_config_errors():
+    from gateway import run_cli
+    m = base_manifest()
+    m["modules"].append({"name": "h", "module": "backend_http", "config": {
+        "tools": [{"name": "t", "method": "GET", "url": "http://127.0.0.1:1/x",
+                   "headers": {"Authorization": "Bearer fixed"}}],
+        "credentials": {"mode": "exchange", "token_url": "http://127.0.0.1:1/t",
+                        "client_id": "c", "client_secret_env": "MCPG_TEST_UNSET_SECRET",
+                        "scope": "x"}}})
+    m["bindings"].append({"backend": "h"})
+    path = ctx.write_manifest(m)
+    rc, out, err = run_cli(ctx, ["--check", "--config", path], unset=("MCPG_TEST_UNSET_SECRET",))
+    check(rc != 0, "--check accepts a bad credentials object")
+    for want in ("modules[1].config.credentials.audience: is required with mode exchange",
+                 "modules[1].config.credentials.client_secret_env: names MCPG_TEST_UNSET_SECRET",
+                 ):
+        check(want in err, "%r not in:\n%s" % (want, err))
+    m["modules"][1]["config"]["credentials"] = {"mode": "passthrough", "audience": "a"}
+    path = ctx.write_manifest(m)
+    rc, out, err = run_cli(ctx, ["--check", "--config", path])
+    check("modules[1].config.tools[0].headers.Authorization: is set by credentials.mode" in err,
+          "a tool's own Authorization beside brokered credentials:\n%s" % err)
+
+
+if __name__ == "__main__":
+    sys.exit(run_tests([
+        ("backend_http: exchange, client_credentials, passthrough, refusals", test_modes),
+        ("credentials config errors", test_config_errors),
+    ], ctx))
