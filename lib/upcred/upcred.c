@@ -188,12 +188,16 @@ int upcred_cancel(upcred *u, upcred_wait *w) {
     return taken;
 }
 
-void upcred_refused(upcred *u, const upcred_wait *w) {
-    if (!u || !w->keyed) return;
+void upcred_refused_key(upcred *u, const unsigned char key[32]) {
+    if (!u) return;
     pthread_mutex_lock(&u->lock);
-    upcred_entry *e = upcred_cache_find(&u->cache, w->key);
+    upcred_entry *e = upcred_cache_find(&u->cache, key);
     if (e && !e->fetching) upcred_cache_drop(&u->cache, e);
     pthread_mutex_unlock(&u->lock);
+}
+
+void upcred_refused(upcred *u, const upcred_wait *w) {
+    if (w->keyed) upcred_refused_key(u, w->key);
 }
 
 /* ---- keys ------------------------------------------------------------------------ */
@@ -254,6 +258,7 @@ int upcred_begin(upcred *u, mcpg_call *call, void *loop, upcred_wait *w) {
     w->auth_line = w->error_data = NULL;
     w->failed = w->keyed = 0;
     w->entry = NULL;
+    if (!call && upcred_per_caller(u)) return failed(w, "%s: no caller to take a token from", u->name);
     switch (upcred_mode_of(u)) {
     case UPCRED_PASSTHROUGH: return passthrough(u, call, w);
     case UPCRED_EXCHANGE: return exchange(u, call, loop, w);

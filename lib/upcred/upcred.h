@@ -80,6 +80,8 @@ int upcred_cancel(upcred *u, upcred_wait *w);
 /* The upstream refused the credential w carried (HTTP 401): the cached
  * token goes, so that the next call asks for a new one. */
 void upcred_refused(upcred *u, const upcred_wait *w);
+/* The same, by the cache key a wait had (w->key, when w->keyed). */
+void upcred_refused_key(upcred *u, const unsigned char key[32]);
 /* The caller's key for what depends on its credentials (an upstream
  * session): into out (cap >= 65), "" for one shared by every caller. */
 void upcred_caller_key(const upcred *u, mcpg_call *call, char *out, size_t cap);

@@ -29,11 +29,10 @@ static int mb_list_prompts(void *i, mcpg_buf *out) { return list_op(i, LIST_PROM
 static int mb_list_resources(void *i, mcpg_buf *out) { return list_op(i, LIST_RESOURCES, out); }
 static int mb_list_templates(void *i, mcpg_buf *out) { return list_op(i, LIST_TEMPLATES, out); }
 
-static mcpg_status forward(mcp_backend *b, mcpg_call *call) {
-    upstream *up = &b->up;
+/* The call, with its credential when it has one, to the upstream: through
+ * another replica, on this loop (fast.c) or by the I/O thread. */
+static mcpg_status dispatch(upstream *up, client_call *pc, mcpg_call *call) {
     const mcpg_host *h = up->h;
-    client_call *pc = calls_prepare(up, call, h->call_method(call));
-    if (!pc) return MCPG_DENY;
     mcpg_status st;
     if (relay_try(up, pc, call, &st)) return st; /* another replica holds its question */
     if (fast_try(up, pc, call)) return MCPG_PENDING; /* answered on this loop */
@@ -60,6 +59,13 @@ static mcpg_status forward(mcp_backend *b, mcpg_call *call) {
     return MCPG_PENDING; /* the I/O thread may already have answered: allowed */
 }
 
+static mcpg_status forward(mcp_backend *b, mcpg_call *call) {
+    upstream *up = &b->up;
+    client_call *pc = calls_prepare(up, call, up->h->call_method(call));
+    if (!pc) return MCPG_DENY;
+    return up->cred ? cred_then(up, pc, call, dispatch) : dispatch(up, pc, call);
+}
+
 static mcpg_status mb_call(void *instance, mcpg_call *call) { return forward(instance, call); }
 
 /* On the call's loop, while the op is pending: queue the cancel for the
@@ -76,6 +82,12 @@ static void mb_cancel(void *instance, mcpg_call *call) {
         pthread_mutex_unlock(&up->lock);
         free(j);
         fast_cancel(held);
+        return;
+    }
+    if (cred_is(held)) { /* waiting for its token: answered now or once it came */
+        pthread_mutex_unlock(&up->lock);
+        free(j);
+        cred_cancel(up, held);
         return;
     }
     if (relay_is(held)) { /* waiting for another replica: answered now */
@@ -140,6 +152,7 @@ static void mb_worker_stop(void *instance, mcpg_worker *w) {
     mcp_backend *b = instance;
     relay_worker_stop(&b->up, w);
     fast_worker_stop(&b->up, b->up.h->worker_index(w));
+    upcred_loop_stop(b->up.cred, b->up.h->worker_uv_loop(w));
 }
 
 static void mb_destroy(void *instance) {
@@ -148,6 +161,7 @@ static void mb_destroy(void *instance) {
     up_free(&b->up);
     fast_free(&b->up);
     relay_free(&b->up);
+    upcred_free(b->up.cred);
     mcp_settings_free(&b->settings);
     free(b);
 }
@@ -165,7 +179,12 @@ static int mb_create(const mcpg_host *host, mcpg_instance *self, const void *con
     int rc = up_init(&b->up, host, self, &b->settings);
     if (!rc) rc = fast_init(&b->up);
     if (!rc) rc = relay_init(&b->up);
+    if (!rc) {
+        b->up.cred = upcred_new(&p, host, self, b->settings.c->credentials);
+        rc = p.errors ? MCPG_ECONFIG : 0;
+    }
     if (rc) {
+        upcred_free(b->up.cred);
         up_free(&b->up);
         fast_free(&b->up);
         relay_free(&b->up);

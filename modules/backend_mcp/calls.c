@@ -244,6 +244,8 @@ void calls_free(client_call *pc) {
     free(pc->trace_lines);
     free(pc->param_lines);
     free(pc->owner);
+    if (pc->auth_line) explicit_bzero(pc->auth_line, strlen(pc->auth_line));
+    free(pc->auth_line);
     if (pc->relay_to) relay_client_call_gone(pc->up);
     free(pc->relay_to);
     free(pc);
@@ -312,6 +314,25 @@ void calls_fail(upstream *up, client_call *pc, int64_t code, const char *fmt, ..
         va_end(ap);
         snprintf(full, sizeof full, "backend \"%s\": %s", up->name, msg);
         relay_error(up, pc, code, full);
+    }
+    release(up, pc);
+}
+
+void calls_refused(upstream *up, client_call *pc, int status, const char *www) {
+    if (pc->cred_keyed) upcred_refused_key(up->cred, pc->cred_key);
+    mcpg_call *c = claim(up, pc);
+    if (c) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "backend \"%s\": the upstream refused the credentials (HTTP %d)",
+                 up->name, status);
+        mcpg_buf data = {0};
+        upcred_challenge_data(up->h, c, up->name, status, www, www ? strlen(www) : 0, &data);
+        trace_end(up, pc, c, msg);
+        up->h->call_error(c, MCPG_RPC_SERVER_ERROR, msg, data.data);
+        mcpg_buf_free(&data);
+        up->h->call_resume(c, MCPG_DENY);
+    } else if (pc->relay_to) {
+        relay_error(up, pc, MCPG_RPC_SERVER_ERROR, "the upstream refused the credentials");
     }
     release(up, pc);
 }

@@ -35,6 +35,7 @@ typedef struct fast_call {
     int status;
     bool sse, answered, cancelled;
     bool too_big;          /* the answer (or one of its events) passed max_message_bytes */
+    char *www;             /* a 401's WWW-Authenticate */
     mcpg_buf body;         /* the JSON answer, or the response event's data */
     sse_reader sse_r;
 } fast_call;
@@ -52,6 +53,7 @@ void fast_free(upstream *up) {
 }
 
 static void fast_free_call(fast_call *fc) {
+    free(fc->www);
     mcpg_buf_free(&fc->body);
     sse_free(&fc->sse_r);
     calls_free(fc->pc);
@@ -85,6 +87,8 @@ static int on_head(void *arg, int status, const up_header *h, size_t n) {
     if (fc->pc) fc->pc->http_status = status;
     const up_header *ct = up_header_find(h, n, "content-type");
     fc->sse = ct && ct->value_len >= 17 && strncasecmp(ct->value, "text/event-stream", 17) == 0;
+    const up_header *www = status == 401 ? up_header_find(h, n, "www-authenticate") : NULL;
+    if (www) fc->www = strndup(www->value, www->value_len < 1024 ? www->value_len : 1024);
     return 0;
 }
 
@@ -128,6 +132,9 @@ static void on_done(void *arg, int err) {
     up_answer answer;
     if (fc->cancelled) {
         fail(fc, "request cancelled");
+    } else if (fc->status == 401 && up->cred) {
+        calls_refused(up, fc->pc, fc->status, fc->www);
+        fc->pc = NULL;
     } else if (msg && calls_read_answer(msg, n, &answer) == 0) {
         client_call *pc = fc->pc;
         if (calls_ask_round(up, pc, &answer)) {
@@ -200,7 +207,7 @@ bool fast_try(upstream *up, client_call *pc, mcpg_call *call) {
     if (!rc && pc->trace_lines) mcpg_buf_puts(&hdr, pc->trace_lines);
     if (!rc && pc->param_lines) mcpg_buf_puts(&hdr, pc->param_lines);
     if (!rc) /* the method and name are known: the message is not scanned for them */
-        link_http_stateless_head(up, pc->method_name, strlen(pc->method_name), pc->mcp_name,
+        link_http_stateless_head(up, pc, pc->method_name, strlen(pc->method_name), pc->mcp_name,
                                  pc->mcp_name ? strlen(pc->mcp_name) : 0, &hdr);
     if (!rc && hdr.data) {
         *slot = fc;

@@ -18,8 +18,17 @@
 
 #define ERROR_EXCERPT 200
 #define GET_RETRY_MS 1000
+#define OWN_QUEUE_MAX 1024 /* messages waiting for the gateway's own token */
 
 typedef struct link_http link_http;
+
+/* A message of the gateway's own waiting for its token (client_credentials). */
+typedef struct queued {
+    char *json;
+    size_t n;
+    up_request *r;
+    struct queued *next;
+} queued;
 
 /* One POST (or the GET stream) and its answer. */
 typedef struct hx {
@@ -30,6 +39,7 @@ typedef struct hx {
     bool sse, is_get, is_init, is_discover;
     bool abandoned;      /* its request was cancelled: nothing of its end matters */
     bool too_big;        /* the answer (or one of its events) passed max_message_bytes */
+    char *www;           /* a 401's WWW-Authenticate */
     mcpg_buf body;       /* a JSON answer (or an error's excerpt) */
     sse_reader sse_r;
     struct hx *next;     /* every exchange open: stop ends them */
@@ -45,6 +55,10 @@ struct link_http {
     uv_timer_t get_timer;
     bool get_timer_init;
     char url[512];
+    upcred_wait own;     /* client_credentials: the gateway's own token, being fetched */
+    bool own_pending;
+    queued *queue;       /* ... and what waits for it, oldest first */
+    size_t n_queued;
 };
 
 static void forget_hx(link_http *l, hx *x) {
@@ -55,6 +69,7 @@ static void forget_hx(link_http *l, hx *x) {
         }
     if (l->get == x) l->get = NULL;
     if (x->r && x->r->link_ctx == x) x->r->link_ctx = NULL;
+    free(x->www);
     mcpg_buf_free(&x->body);
     sse_free(&x->sse_r);
     free(x);
@@ -72,6 +87,8 @@ static int on_head(void *arg, int status, const up_header *h, size_t n) {
     if (x->r && x->r->pc) x->r->pc->http_status = status;
     const up_header *ct = up_header_find(h, n, "content-type");
     x->sse = ct && ct->value_len >= 17 && strncasecmp(ct->value, "text/event-stream", 17) == 0;
+    const up_header *www = status == 401 ? up_header_find(h, n, "www-authenticate") : NULL;
+    if (www) x->www = strndup(www->value, www->value_len < 1024 ? www->value_len : 1024);
     const up_header *sid = up_header_find(h, n, "mcp-session-id");
     if (x->is_init && sid && sid->value_len && sid->value_len < 256 && status < 300) {
         free(up->session_id);
@@ -126,6 +143,18 @@ static bool session_lost(const upstream *up, const hx *x) {
     return x->status == 400 && x->body.data && strcasestr(x->body.data, "session");
 }
 
+/* A call's brokered credential refused by the upstream: the call fails
+ * with the challenge (calls_refused), as up_request_failed fails a call. */
+static bool refused_credential(upstream *up, hx *x) {
+    up_request *r = x->r;
+    if (!r || x->status != 401 || !up->cred || r->kind != UR_CALL || !r->pc) return false;
+    x->r = NULL;
+    r->link_ctx = NULL;
+    calls_refused(up, r->pc, x->status, x->www);
+    if (!r->parked) up_request_free(up, r);
+    return true;
+}
+
 static void on_done(void *arg, int err) {
     hx *x = arg;
     link_http *l = x->l;
@@ -170,6 +199,10 @@ static void on_done(void *arg, int err) {
         up_link_down(up, why);
         return;
     }
+    if (refused_credential(up, x)) {
+        forget_hx(l, x);
+        return;
+    }
     if (json && x->r) up_on_message(up, x->body.data, x->body.len, x->r); /* may free x->r */
     if (x->r) {
         char why[400];
@@ -206,8 +239,17 @@ static void name_value(const char *json, size_t n, const mcpg_json_span *method,
 
 /* A POST of the stateless wire: its headers mirror the message (also the
  * direct path's, fast.c, from any loop: it reads only the settings). */
-void link_http_stateless_head(const upstream *up, const char *method, size_t method_len,
-                              const char *name, size_t name_len, mcpg_buf *h) {
+void link_http_credential_lines(const upstream *up, const client_call *pc, mcpg_buf *h) {
+    if (pc && pc->auth_line) {
+        mcpg_buf_puts(h, up->cfg.call_header_lines ? up->cfg.call_header_lines : "");
+        mcpg_buf_puts(h, pc->auth_line);
+        return;
+    }
+    mcpg_buf_puts(h, up->cfg.header_lines ? up->cfg.header_lines : "");
+}
+
+void link_http_stateless_head(const upstream *up, const client_call *pc, const char *method,
+                              size_t method_len, const char *name, size_t name_len, mcpg_buf *h) {
     mcpg_buf_puts(h, "Content-Type: application/json\r\n"
                      "Accept: application/json, text/event-stream\r\n"
                      "MCP-Protocol-Version: " MCP_MODERN_VERSION "\r\nMcp-Method: ");
@@ -218,19 +260,20 @@ void link_http_stateless_head(const upstream *up, const char *method, size_t met
         mcpg_buf_append(h, name, name_len);
         mcpg_buf_puts(h, "\r\n");
     }
-    mcpg_buf_puts(h, up->cfg.header_lines ? up->cfg.header_lines : "");
+    link_http_credential_lines(up, pc, h);
 }
 
-void link_http_stateless_headers(const upstream *up, const char *json, size_t n, mcpg_buf *h) {
+void link_http_stateless_headers(const upstream *up, const client_call *pc, const char *json,
+                                 size_t n, mcpg_buf *h) {
     mcpg_json_span method;
     if (mcpg_json_object_get(json, n, "method", &method) != 1 || method.type != MCPG_JSON_STRING ||
         method.escaped) {
-        link_http_stateless_head(up, "", 0, NULL, 0, h);
+        link_http_stateless_head(up, pc, "", 0, NULL, 0, h);
         return;
     }
     mcpg_buf name = {0};
     name_value(json, n, &method, &name);
-    link_http_stateless_head(up, method.p, method.n, name.len ? name.data : NULL, name.len, h);
+    link_http_stateless_head(up, pc, method.p, method.n, name.len ? name.data : NULL, name.len, h);
     mcpg_buf_free(&name);
 }
 
@@ -249,12 +292,13 @@ static void add_params(const up_request *r, mcpg_buf *h) {
 }
 
 static void build_headers(link_http *l, const char *json, size_t n, bool discover, const up_request *r,
-                          mcpg_buf *h) {
+                          const char *own_line, mcpg_buf *h) {
     upstream *up = l->base.up;
     add_trace(r, h);
+    if (own_line) mcpg_buf_puts(h, own_line);
     if (up->wire == WIRE_STATELESS || discover) {
         add_params(r, h);
-        link_http_stateless_headers(up, json, n, h);
+        link_http_stateless_headers(up, r ? r->pc : NULL, json, n, h);
         return;
     }
     mcpg_buf_puts(h, "Content-Type: application/json\r\n"
@@ -263,7 +307,7 @@ static void build_headers(link_http *l, const char *json, size_t n, bool discove
         mcpg_buf_printf(h, "MCP-Protocol-Version: %s\r\n", up->protocol);
     }
     if (up->session_id) mcpg_buf_printf(h, "Mcp-Session-Id: %s\r\n", up->session_id);
-    mcpg_buf_puts(h, up->cfg.header_lines ? up->cfg.header_lines : "");
+    link_http_credential_lines(up, r ? r->pc : NULL, h);
 }
 
 static hx *hx_open(link_http *l, up_request *r) {
@@ -278,16 +322,15 @@ static hx *hx_open(link_http *l, up_request *r) {
     return x;
 }
 
-static int http_send(mcp_link *base, const char *json, size_t n, up_request *r) {
-    link_http *l = (link_http *)base;
-    if (l->stopped || !l->pool) return MCPG_EUNAVAIL;
+static int send_now(link_http *l, const char *json, size_t n, up_request *r, const char *own_line) {
     hx *x = hx_open(l, r);
     if (!x) return MCPG_ENOMEM;
     x->is_init = r && r->kind == UR_INIT;
     x->is_discover = r && r->kind == UR_DISCOVER;
     mcpg_buf h = {0};
-    build_headers(l, json, n, x->is_discover, r, &h);
+    build_headers(l, json, n, x->is_discover, r, own_line, &h);
     x->req = up_send(l->pool, "POST", up_target_path(l->target), h.data, json, n, 0, &CALLBACKS, x);
+    if (own_line) explicit_bzero(h.data, h.len);
     mcpg_buf_free(&h);
     if (!x->req) {
         forget_hx(l, x);
@@ -296,20 +339,122 @@ static int http_send(mcp_link *base, const char *json, size_t n, up_request *r) 
     return 0;
 }
 
+/* ---- the gateway's own token (client_credentials) ---- */
+
+/* A message the gateway sends for itself (the handshake, lists, answers to
+ * the upstream's questions), or a call without a token of its own. */
+static bool needs_own_token(const link_http *l, const up_request *r) {
+    const upstream *up = l->base.up;
+    return up->cfg.cred_mode == UPCRED_CLIENT_CREDENTIALS && !(r && r->pc && r->pc->auth_line);
+}
+
+static int enqueue(link_http *l, const char *json, size_t n, up_request *r) {
+    if (l->n_queued >= OWN_QUEUE_MAX) return MCPG_EAGAIN;
+    queued *q = calloc(1, sizeof *q);
+    if (!q || !(q->json = malloc(n))) {
+        free(q);
+        return MCPG_ENOMEM;
+    }
+    memcpy(q->json, json, n);
+    q->n = n;
+    q->r = r;
+    queued **pp = &l->queue;
+    while (*pp) pp = &(*pp)->next;
+    *pp = q;
+    l->n_queued++;
+    return 0;
+}
+
+static void unqueue(link_http *l, const up_request *r) {
+    for (queued **pp = &l->queue; *pp; pp = &(*pp)->next)
+        if ((*pp)->r == r) {
+            queued *q = *pp;
+            *pp = q->next;
+            l->n_queued--;
+            free(q->json);
+            free(q);
+            return;
+        }
+}
+
+/* From the thread that got the token: on to the I/O thread. */
+static void own_notify(upcred_wait *w) {
+    link_http *l = w->arg;
+    job *j = calloc(1, sizeof *j);
+    if (!j) return;
+    j->kind = JOB_CREDENTIAL;
+    if (up_post(l->base.up, j) != 0) free(j); /* stopping */
+}
+
+/* The token came, or why not: what waited goes, or fails. */
+static void http_credential(mcp_link *base) {
+    link_http *l = (link_http *)base;
+    upstream *up = base->up;
+    l->own_pending = false;
+    queued *q = l->queue;
+    l->queue = NULL;
+    l->n_queued = 0;
+    while (q) {
+        queued *next = q->next;
+        if (!l->own.failed && !l->stopped) send_now(l, q->json, q->n, q->r, l->own.auth_line);
+        else if (q->r) up_request_failed(up, q->r, l->own.failed ? l->own.error : "stopping");
+        free(q->json);
+        free(q);
+        q = next;
+    }
+    if (l->own.failed) up_log_said(up, "%s", l->own.error);
+    upcred_wait_clear(&l->own);
+}
+
+static int send_with_own_token(link_http *l, const char *json, size_t n, up_request *r) {
+    upstream *up = l->base.up;
+    if (l->own_pending) return enqueue(l, json, n, r);
+    l->own = (upcred_wait){.notify = own_notify, .arg = l};
+    int rc = upcred_begin(up->cred, NULL, &up->loop, &l->own);
+    if (rc == UPCRED_PENDING) {
+        l->own_pending = true;
+        return enqueue(l, json, n, r);
+    }
+    if (rc == UPCRED_FAILED) {
+        up_log_said(up, "%s", l->own.error);
+        upcred_wait_clear(&l->own);
+        return MCPG_EUNAVAIL;
+    }
+    rc = send_now(l, json, n, r, l->own.auth_line);
+    upcred_wait_clear(&l->own);
+    return rc;
+}
+
+static int http_send(mcp_link *base, const char *json, size_t n, up_request *r) {
+    link_http *l = (link_http *)base;
+    if (l->stopped || !l->pool) return MCPG_EUNAVAIL;
+    if (needs_own_token(l, r)) return send_with_own_token(l, json, n, r);
+    return send_now(l, json, n, r, NULL);
+}
+
 static void open_get(link_http *l) {
     upstream *up = l->base.up;
     if (l->stopped || l->get || up->state != UP_READY || up->wire != WIRE_LEGACY ||
         !up->session_id)
         return;
+    upcred_wait own = {.notify = own_notify, .arg = l};
+    if (needs_own_token(l, NULL) &&
+        (l->own_pending || upcred_begin(up->cred, NULL, &up->loop, &own) != UPCRED_READY)) {
+        schedule_get(l); /* tried again once the token is had */
+        return;
+    }
     hx *x = hx_open(l, NULL);
-    if (!x) return;
+    if (!x) return upcred_wait_clear(&own);
     x->is_get = true;
     mcpg_buf h = {0};
     mcpg_buf_printf(&h, "Accept: text/event-stream\r\nMCP-Protocol-Version: %s\r\n"
-                        "Mcp-Session-Id: %s\r\n%s",
-                    up->protocol, up->session_id, up->cfg.header_lines ? up->cfg.header_lines : "");
+                        "Mcp-Session-Id: %s\r\n%s%s",
+                    up->protocol, up->session_id, up->cfg.header_lines ? up->cfg.header_lines : "",
+                    own.auth_line ? own.auth_line : "");
     x->req = up_send(l->pool, "GET", up_target_path(l->target), h.data, NULL, 0, 0, &CALLBACKS, x);
+    explicit_bzero(h.data, h.len);
     mcpg_buf_free(&h);
+    upcred_wait_clear(&own);
     if (!x->req) forget_hx(l, x);
     else l->get = x;
 }
@@ -345,14 +490,14 @@ static int http_start(mcp_link *base) {
 static void http_ready(mcp_link *base) { open_get((link_http *)base); }
 
 static void http_forget(mcp_link *base, up_request *r) {
-    (void)base;
+    unqueue((link_http *)base, r);
     hx *x = r->link_ctx;
     if (x && x->r == r) x->r = NULL;
     r->link_ctx = NULL;
 }
 
 static void http_abandon(mcp_link *base, up_request *r) {
-    (void)base;
+    unqueue((link_http *)base, r);
     hx *x = r->link_ctx;
     if (!x) return;
     x->r = NULL;
@@ -372,6 +517,8 @@ static void http_stop(mcp_link *base) {
         }
     if (l->pool) up_pool_close(l->pool); /* each open request's on_done frees its exchange */
     l->pool = NULL;
+    if (l->own_pending && upcred_cancel(base->up->cred, &l->own)) http_credential(base);
+    upcred_loop_stop(base->up->cred, &base->up->loop); /* a token request of this thread ends */
     if (l->get_timer_init) {
         uv_timer_stop(&l->get_timer);
         if (base->up->state == UP_STOPPING) {
@@ -384,6 +531,8 @@ static void http_stop(mcp_link *base) {
 static void http_destroy(mcp_link *base) {
     link_http *l = (link_http *)base;
     while (l->open) forget_hx(l, l->open);
+    while (l->queue) unqueue(l, l->queue->r);
+    upcred_wait_clear(&l->own);
     up_target_free(l->target);
     free(l);
 }
@@ -395,6 +544,7 @@ static const mcp_link_ops HTTP_OPS = {
     .abandon = http_abandon,
     .forget = http_forget,
     .ready = http_ready,
+    .credential = http_credential,
     .stop = http_stop,
     .destroy = http_destroy,
 };

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "upclient.h"
+#include "upcred.h"
 #include "upstream.h"
 
 const mcpg_config_field mcp_config_fields[] = {
@@ -52,6 +54,10 @@ const mcpg_config_field mcp_config_fields[] = {
                           "https: PEM bundle to verify the upstream against"),
     MCPG_CFG_STRING_FIELD(mcp_cfg, cert_file, "cert_file", NULL, "https: client certificate"),
     MCPG_CFG_STRING_FIELD(mcp_cfg, key_file, "key_file", NULL, "https: its private key"),
+    MCPG_CFG_JSON_FIELD(mcp_cfg, credentials, "credentials", NULL,
+                        "url: {mode: static|passthrough|exchange|client_credentials, audience, "
+                        "scope, resource, token_url, client_id, client_secret_env, ...}: the "
+                        "Authorization each call carries (docs/upstream-credentials.md)"),
     MCPG_CONFIG_END};
 
 static char **strv_push(char **v, size_t *n, char *s) {
@@ -190,6 +196,41 @@ static int parse_program(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings
     return check_program(p, "command", c->command) + parse_args(p, c, s);
 }
 
+static bool is_authorization(const char *line) {
+    return strncasecmp(line, "Authorization:", 14) == 0;
+}
+
+/* The configured headers as lines: all of them for the gateway's own
+ * requests, and without Authorization for a call that carries its own. */
+static void join_headers(char **hdrs, mcp_settings *s) {
+    size_t total = 1;
+    for (size_t i = 0; hdrs && hdrs[i]; i++) total += strlen(hdrs[i]);
+    s->header_lines = calloc(1, total);
+    s->call_header_lines = calloc(1, total);
+    for (size_t i = 0; hdrs && hdrs[i] && s->header_lines && s->call_header_lines; i++) {
+        strcat(s->header_lines, hdrs[i]);
+        if (!is_authorization(hdrs[i])) strcat(s->call_header_lines, hdrs[i]);
+    }
+}
+
+/* Brokered credentials need an HTTP upstream; client_credentials also
+ * stands for the gateway's own requests, so a configured Authorization
+ * would contradict it. */
+static int parse_credentials(mcpg_config_problems *p, const mcp_cfg *c, bool has_url,
+                             const char *const *hdrs, mcp_settings *s) {
+    int before = p->errors;
+    upcred_mode mode = UPCRED_STATIC;
+    upcred_check(p, c->credentials, &mode);
+    s->cred_mode = (int)mode;
+    if (mode != UPCRED_STATIC && !has_url)
+        mcpg_config_problem(p, "credentials", "needs url: a command's upstream takes no token");
+    for (size_t i = 0; mode == UPCRED_CLIENT_CREDENTIALS && hdrs && hdrs[i]; i++)
+        if (is_authorization(hdrs[i]))
+            mcpg_config_problem(p, "headers.Authorization",
+                                "is set by credentials.mode client_credentials; remove it");
+    return p->errors - before;
+}
+
 int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *s) {
     memset(s, 0, sizeof *s);
     s->c = c;
@@ -213,10 +254,8 @@ int mcp_settings_parse(mcpg_config_problems *p, const mcp_cfg *c, mcp_settings *
     bad += parse_inherit(p, c->inherit_env, &s->inherit);
     char **hdrs = NULL;
     bad += parse_pairs(p, "headers", c->headers, ": ", "\r\n", &hdrs);
-    size_t total = 1;
-    for (size_t i = 0; hdrs && hdrs[i]; i++) total += strlen(hdrs[i]);
-    if ((s->header_lines = calloc(1, total)))
-        for (size_t i = 0; hdrs && hdrs[i]; i++) strcat(s->header_lines, hdrs[i]);
+    bad += parse_credentials(p, c, has_url, (const char *const *)hdrs, s);
+    join_headers(hdrs, s);
     strv_free(hdrs);
     if (c->restart_max_ms < c->restart_min_ms) {
         mcpg_config_problem(p, "restart_max_ms", "must be at least restart_min_ms (%lld)",
@@ -235,5 +274,6 @@ void mcp_settings_free(mcp_settings *s) {
     strv_free(s->envp);
     strv_free(s->inherit);
     free(s->header_lines);
+    free(s->call_header_lines);
     memset(s, 0, sizeof *s);
 }

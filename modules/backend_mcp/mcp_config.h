@@ -24,6 +24,7 @@ typedef struct mcp_cfg {
     int64_t max_conns;
     int tls_insecure;
     const char *ca_file, *cert_file, *key_file;
+    const char *credentials; /* JSON object text, or NULL: static */
 } mcp_cfg;
 
 extern const mcpg_config_field mcp_config_fields[];
@@ -34,6 +35,9 @@ typedef struct mcp_settings {
     char **envp;           /* "K=V" from env, NULL-terminated */
     char **inherit;        /* inherit_env's names, NULL-terminated */
     char *header_lines;    /* "Name: value\r\n"... for HTTP, or "" */
+    char *call_header_lines; /* the same without Authorization: a call with a
+                                brokered credential carries its own */
+    int cred_mode;         /* upcred_mode of credentials */
     int wire;              /* WIRE_UNKNOWN (auto), WIRE_STATELESS, WIRE_LEGACY */
     int untied;            /* UNTIED_DROP or UNTIED_SOLE_CALL */
 } mcp_settings;

@@ -47,6 +47,9 @@ static void run_job(upstream *up, job *j) {
             up->link->ops->send(up->link, j->text, strlen(j->text), NULL);
         break;
     case JOB_SUBSCRIBE: listen_subscribe(up, j->text, j->on); break;
+    case JOB_CREDENTIAL:
+        if (up->link && up->link->ops->credential) up->link->ops->credential(up->link);
+        break;
     }
     free(j->text);
     free(j);

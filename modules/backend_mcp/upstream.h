@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "mcp_config.h"
+#include "upcred.h"
 
 #define MCP_MODERN_VERSION "2026-07-28"
 #define MCP_LEGACY_VERSION "2025-11-25"
@@ -49,6 +50,8 @@ typedef struct mcp_link_ops {
     void (*forget)(mcp_link *l, up_request *r);
     /* The handshake is done; may be NULL. */
     void (*ready)(mcp_link *l);
+    /* The gateway's own token it waited for came (or did not): I/O thread. */
+    void (*credential)(mcp_link *l);
     /* Stop: close everything; link_down is not called after. */
     void (*stop)(mcp_link *l);
     void (*destroy)(mcp_link *l);
@@ -65,9 +68,13 @@ mcp_link *link_http_new(upstream *up, char *err, size_t errcap);
 const struct up_target *link_http_target(const mcp_link *l);
 /* The headers of a stateless-wire POST carrying json (any thread), read
  * from the message, or given (name NULL: no Mcp-Name). */
-void link_http_stateless_headers(const upstream *up, const char *json, size_t n, mcpg_buf *h);
-void link_http_stateless_head(const upstream *up, const char *method, size_t method_len,
-                              const char *name, size_t name_len, mcpg_buf *h);
+void link_http_stateless_headers(const upstream *up, const client_call *pc, const char *json,
+                                 size_t n, mcpg_buf *h);
+void link_http_stateless_head(const upstream *up, const client_call *pc, const char *method,
+                              size_t method_len, const char *name, size_t name_len, mcpg_buf *h);
+/* The configured headers and, for a call (pc, or NULL) with a brokered
+ * credential, its Authorization instead of a configured one. */
+void link_http_credential_lines(const upstream *up, const client_call *pc, mcpg_buf *h);
 /* A call's W3C trace headers as the client sent them (valid ones only),
  * ready to add to the upstream request's head; NULL when it sent none. */
 char *calls_trace_lines(upstream *up, client_call *pc, mcpg_call *call);
@@ -134,6 +141,11 @@ struct client_call {
     char *relay_to;        /* a retry relayed from another replica: the subject its outcome
                               is published on (park_relay.c), else NULL; then call is NULL */
     uint64_t relay_seq;    /* ... and the number that replica waits under */
+    char *auth_line;       /* "Authorization: Bearer ...\r\n" brokered for this call
+                              (call_cred.c), or NULL */
+    char caller_key[65];   /* whose credentials: "" when shared by every caller */
+    unsigned char cred_key[32]; /* the cached token's key (upcred_refused_key) ... */
+    bool cred_keyed;       /* ... when it came from the cache */
     up_request *ur;
     client_call *qnext;
 };
@@ -196,10 +208,12 @@ struct upstream {
     /* park_relay.c: this process's name for the instance in park tokens */
     char park_tag[17];
     struct park_relay *relay; /* NULL without a coordinator */
+
+    upcred *cred;           /* credentials (lib/upcred): NULL for static */
 };
 
 /* Jobs from other threads. */
-typedef enum { JOB_CALL, JOB_CANCEL, JOB_REPLY, JOB_SUBSCRIBE, JOB_RETRY } job_kind;
+typedef enum { JOB_CALL, JOB_CANCEL, JOB_REPLY, JOB_SUBSCRIBE, JOB_RETRY, JOB_CREDENTIAL } job_kind;
 struct job {
     job_kind kind;
     client_call *pc;          /* CALL, CANCEL */
@@ -241,6 +255,14 @@ void listen_forget(upstream *up);
 void listen_subscribe(upstream *up, const char *uri, int on);
 void listen_resubscribe(upstream *up);
 void listen_free(upstream *up);
+
+/* call_cred.c (the call's loop): a call's brokered credential, then next */
+typedef mcpg_status (*cred_next_fn)(upstream *up, client_call *pc, mcpg_call *call);
+/* The op's thread: get pc's credential (pc is the callee's from here: freed
+ * on failure), then next(up, pc, call) on the call's loop; the op's answer. */
+mcpg_status cred_then(upstream *up, client_call *pc, mcpg_call *call, cred_next_fn next);
+bool cred_is(const void *slot_value);
+void cred_cancel(upstream *up, void *held);
 
 /* calls.c (I/O thread unless said) */
 /* The op's thread: build the client_call for a client call; NULL with the call's error set. */
@@ -284,6 +306,10 @@ bool calls_ask_round(upstream *up, client_call *pc, const up_answer *a);
 void calls_progress(upstream *up, client_call *pc, const char *params, size_t n);
 /* Fail a call with a JSON-RPC error naming the instance. */
 void calls_fail(upstream *up, client_call *pc, int64_t code, const char *fmt, ...) MCPG_PRINTF(4, 5);
+/* The upstream refused the call's brokered credential (HTTP 401, its
+ * WWW-Authenticate challenge or NULL): the token leaves the cache and the
+ * call fails with the challenge in the error's data. Any thread that owns pc. */
+void calls_refused(upstream *up, client_call *pc, int status, const char *www);
 /* The link went down: every call waiting fails; parked ones too. */
 void calls_fail_all(upstream *up, const char *why);
 void calls_expire_parks(upstream *up);
