@@ -890,12 +890,15 @@ void calls_notify(upstream *up, up_request *on, const char *method, const char *
 typedef struct reply_ctx {
     upstream *up;
     char *id_json;
+    char caller_key[65]; /* the session that asked, when it is a caller's */
 } reply_ctx;
 
-static void reply_upstream(upstream *up, const char *id_json, const char *body) {
+static void reply_upstream(upstream *up, const reply_ctx *x, const char *body) {
+    const char *id_json = x->id_json;
     job *j = calloc(1, sizeof *j);
     if (!j) return;
     j->kind = JOB_REPLY;
+    memcpy(j->caller_key, x->caller_key, sizeof j->caller_key);
     if (asprintf(&j->text, "{\"jsonrpc\":\"2.0\",\"id\":%s,%s}", id_json, body) < 0) {
         free(j);
         return;
@@ -921,18 +924,18 @@ static void on_client_reply(void *arg, const mcpg_reply *rep) {
     if (rep->status == 0 && !rep->is_error) {
         char *body = NULL;
         if (asprintf(&body, "\"result\":%.*s", (int)rep->result_len, rep->result_json) >= 0) {
-            reply_upstream(x->up, x->id_json, body);
+            reply_upstream(x->up, x, body);
             free(body);
         }
     } else if (rep->status == 0) {
         error_body(small, sizeof small, rep->error_code,
                    rep->error_message ? rep->error_message : "error");
-        reply_upstream(x->up, x->id_json, small);
+        reply_upstream(x->up, x, small);
     } else {
         char why[200];
         snprintf(why, sizeof why, "the client did not answer: %s", mcpg_strerror(rep->status));
         error_body(small, sizeof small, MCPG_RPC_INTERNAL_ERROR, why);
-        reply_upstream(x->up, x->id_json, small);
+        reply_upstream(x->up, x, small);
     }
     free(x->id_json);
     free(x);
@@ -991,6 +994,7 @@ void calls_asked(upstream *up, up_request *on, const char *id_json, size_t id_le
     if (refuse_undeclared(up, r->pc, id_json, id_len, method, params, pn)) return;
     reply_ctx *x = calloc(1, sizeof *x);
     if (x) x->up = up;
+    if (x) memcpy(x->caller_key, r->pc->caller_key, sizeof x->caller_key);
     if (!x || !(x->id_json = span_dup(id_json, id_len))) {
         free(x);
         refuse_question(up, id_json, id_len, "out of memory");

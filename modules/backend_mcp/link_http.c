@@ -12,56 +12,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include "upclient.h"
-#include "sse.h"
-#include "upstream.h"
+#include "link_http.h"
 
 #define ERROR_EXCERPT 200
 #define GET_RETRY_MS 1000
 #define OWN_QUEUE_MAX 1024 /* messages waiting for the gateway's own token */
 
-typedef struct link_http link_http;
-
-/* A message of the gateway's own waiting for its token (client_credentials). */
-typedef struct queued {
-    char *json;
-    size_t n;
-    up_request *r;
-    struct queued *next;
-} queued;
-
-/* One POST (or the GET stream) and its answer. */
-typedef struct hx {
-    link_http *l;
-    up_request *r;             /* the request it carries (NULL: a notification, a response, GET) */
-    up_req *req;
-    int status;
-    bool sse, is_get, is_init, is_discover;
-    bool abandoned;      /* its request was cancelled: nothing of its end matters */
-    bool too_big;        /* the answer (or one of its events) passed max_message_bytes */
-    char *www;           /* a 401's WWW-Authenticate */
-    mcpg_buf body;       /* a JSON answer (or an error's excerpt) */
-    sse_reader sse_r;
-    struct hx *next;     /* every exchange open: stop ends them */
-} hx;
-
-struct link_http {
-    mcp_link base;
-    up_target *target;
-    up_pool *pool;
-    hx *open;
-    bool stopped;
-    hx *get;             /* the session wire's GET stream */
-    uv_timer_t get_timer;
-    bool get_timer_init;
-    char url[512];
-    upcred_wait own;     /* client_credentials: the gateway's own token, being fetched */
-    bool own_pending;
-    queued *queue;       /* ... and what waits for it, oldest first */
-    size_t n_queued;
-};
-
-static void forget_hx(link_http *l, hx *x) {
+void link_forget_hx(link_http *l, hx *x) {
+    sessions_hx_gone(x);
     for (hx **pp = &l->open; *pp; pp = &(*pp)->next)
         if (*pp == x) {
             *pp = x->next;
@@ -77,7 +35,7 @@ static void forget_hx(link_http *l, hx *x) {
 
 static void on_event(void *arg, const char *data, size_t n) {
     hx *x = arg;
-    if (n) up_on_message(x->l->base.up, data, n, x->r);
+    if (n && !sessions_on_message(x, data, n)) sessions_deliver(x, data, n);
 }
 
 static int on_head(void *arg, int status, const up_header *h, size_t n) {
@@ -89,6 +47,7 @@ static int on_head(void *arg, int status, const up_header *h, size_t n) {
     x->sse = ct && ct->value_len >= 17 && strncasecmp(ct->value, "text/event-stream", 17) == 0;
     const up_header *www = status == 401 ? up_header_find(h, n, "www-authenticate") : NULL;
     if (www) x->www = strndup(www->value, www->value_len < 1024 ? www->value_len : 1024);
+    sessions_on_head(x, status, h, n);
     const up_header *sid = up_header_find(h, n, "mcp-session-id");
     if (x->is_init && sid && sid->value_len && sid->value_len < 256 && status < 300) {
         free(up->session_id);
@@ -162,14 +121,14 @@ static void on_done(void *arg, int err) {
     const char *detail = err && x->req ? up_req_error_detail(x->req) : NULL;
     x->req = NULL;
     if (l->stopped || x->abandoned) {
-        forget_hx(l, x);
+        link_forget_hx(l, x);
         return;
     }
     /* a body cut short (an error, or over the cap) is never read as a message */
     bool json = !err && !x->sse && x->body.len && x->body.data[0] == '{';
     if (x->is_get) {
         int status = x->status;
-        forget_hx(l, x);
+        link_forget_hx(l, x);
         if (err && !status) {
             char why[800];
             snprintf(why, sizeof why, "cannot reach %s: %s", l->url, detail ? detail : up_strerror(err));
@@ -181,13 +140,14 @@ static void on_done(void *arg, int err) {
         }
         return;
     }
+    if (sessions_done(l, x, err)) return;
     /* never reached the upstream; an answer that is not HTTP (a header
      * section past the client's bounds) did reach it: only that request fails */
     if (err && !x->status && err != UP_EPROTO) {
         char why[800];
         snprintf(why, sizeof why, "cannot reach %s: %s", l->url,
                  detail ? detail : up_strerror(err));
-        forget_hx(l, x);
+        link_forget_hx(l, x);
         up_link_down(up, why);
         return;
     }
@@ -195,15 +155,15 @@ static void on_done(void *arg, int err) {
         char why[300];
         snprintf(why, sizeof why, "the upstream no longer knows the gateway's session (HTTP %d: %.120s)",
                  x->status, x->body.data ? x->body.data : "");
-        forget_hx(l, x);
+        link_forget_hx(l, x);
         up_link_down(up, why);
         return;
     }
     if (refused_credential(up, x)) {
-        forget_hx(l, x);
+        link_forget_hx(l, x);
         return;
     }
-    if (json && x->r) up_on_message(up, x->body.data, x->body.len, x->r); /* may free x->r */
+    if (json && x->r) sessions_deliver(x, x->body.data, x->body.len); /* may free x->r */
     if (x->r) {
         char why[400];
         why_unanswered(x, err, detail, why, sizeof why);
@@ -212,7 +172,7 @@ static void on_done(void *arg, int err) {
         r->link_ctx = NULL;
         up_request_failed(up, r, why);
     }
-    forget_hx(l, x);
+    link_forget_hx(l, x);
 }
 
 static const up_callbacks CALLBACKS = {on_head, on_body, on_done};
@@ -310,7 +270,7 @@ static void build_headers(link_http *l, const char *json, size_t n, bool discove
     link_http_credential_lines(up, r ? r->pc : NULL, h);
 }
 
-static hx *hx_open(link_http *l, up_request *r) {
+hx *link_hx_open(link_http *l, up_request *r) {
     hx *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     x->l = l;
@@ -322,21 +282,29 @@ static hx *hx_open(link_http *l, up_request *r) {
     return x;
 }
 
+int link_send(link_http *l, hx *x, const char *method, const char *headers, const char *json,
+              size_t n) {
+    x->req = up_send(l->pool, method, up_target_path(l->target), headers, json, n, 0, &CALLBACKS, x);
+    if (x->req) return 0;
+    link_forget_hx(l, x);
+    return MCPG_ENOMEM;
+}
+
+int link_post(link_http *l, hx *x, const char *headers, const char *json, size_t n) {
+    return link_send(l, x, "POST", headers, json, n);
+}
+
 static int send_now(link_http *l, const char *json, size_t n, up_request *r, const char *own_line) {
-    hx *x = hx_open(l, r);
+    hx *x = link_hx_open(l, r);
     if (!x) return MCPG_ENOMEM;
     x->is_init = r && r->kind == UR_INIT;
     x->is_discover = r && r->kind == UR_DISCOVER;
     mcpg_buf h = {0};
     build_headers(l, json, n, x->is_discover, r, own_line, &h);
-    x->req = up_send(l->pool, "POST", up_target_path(l->target), h.data, json, n, 0, &CALLBACKS, x);
+    int rc = link_post(l, x, h.data, json, n);
     if (own_line) explicit_bzero(h.data, h.len);
     mcpg_buf_free(&h);
-    if (!x->req) {
-        forget_hx(l, x);
-        return MCPG_ENOMEM;
-    }
-    return 0;
+    return rc;
 }
 
 /* ---- the gateway's own token (client_credentials) ---- */
@@ -348,8 +316,7 @@ static bool needs_own_token(const link_http *l, const up_request *r) {
     return up->cfg.cred_mode == UPCRED_CLIENT_CREDENTIALS && !(r && r->pc && r->pc->auth_line);
 }
 
-static int enqueue(link_http *l, const char *json, size_t n, up_request *r) {
-    if (l->n_queued >= OWN_QUEUE_MAX) return MCPG_EAGAIN;
+int link_queue_add(queued **head, const char *json, size_t n, up_request *r) {
     queued *q = calloc(1, sizeof *q);
     if (!q || !(q->json = malloc(n))) {
         free(q);
@@ -358,23 +325,33 @@ static int enqueue(link_http *l, const char *json, size_t n, up_request *r) {
     memcpy(q->json, json, n);
     q->n = n;
     q->r = r;
-    queued **pp = &l->queue;
+    queued **pp = head;
     while (*pp) pp = &(*pp)->next;
     *pp = q;
-    l->n_queued++;
     return 0;
 }
 
-static void unqueue(link_http *l, const up_request *r) {
-    for (queued **pp = &l->queue; *pp; pp = &(*pp)->next)
+int link_queue_drop(queued **head, const up_request *r) {
+    for (queued **pp = head; *pp; pp = &(*pp)->next)
         if ((*pp)->r == r) {
             queued *q = *pp;
             *pp = q->next;
-            l->n_queued--;
             free(q->json);
             free(q);
-            return;
+            return 1;
         }
+    return 0;
+}
+
+static int enqueue(link_http *l, const char *json, size_t n, up_request *r) {
+    if (l->n_queued >= OWN_QUEUE_MAX) return MCPG_EAGAIN;
+    int rc = link_queue_add(&l->queue, json, n, r);
+    if (!rc) l->n_queued++;
+    return rc;
+}
+
+static void unqueue(link_http *l, const up_request *r) {
+    if (link_queue_drop(&l->queue, r)) l->n_queued--;
 }
 
 /* From the thread that got the token: on to the I/O thread. */
@@ -428,6 +405,8 @@ static int send_with_own_token(link_http *l, const char *json, size_t n, up_requ
 static int http_send(mcp_link *base, const char *json, size_t n, up_request *r) {
     link_http *l = (link_http *)base;
     if (l->stopped || !l->pool) return MCPG_EUNAVAIL;
+    int rc;
+    if (sessions_send(l, json, n, r, &rc)) return rc;
     if (needs_own_token(l, r)) return send_with_own_token(l, json, n, r);
     return send_now(l, json, n, r, NULL);
 }
@@ -443,7 +422,7 @@ static void open_get(link_http *l) {
         schedule_get(l); /* tried again once the token is had */
         return;
     }
-    hx *x = hx_open(l, NULL);
+    hx *x = link_hx_open(l, NULL);
     if (!x) return upcred_wait_clear(&own);
     x->is_get = true;
     mcpg_buf h = {0};
@@ -455,7 +434,7 @@ static void open_get(link_http *l) {
     explicit_bzero(h.data, h.len);
     mcpg_buf_free(&h);
     upcred_wait_clear(&own);
-    if (!x->req) forget_hx(l, x);
+    if (!x->req) link_forget_hx(l, x);
     else l->get = x;
 }
 
@@ -474,6 +453,7 @@ static int http_start(mcp_link *base) {
         l->get_timer.data = l;
         l->get_timer_init = true;
     }
+    sessions_start(l);
     unsigned conns = (unsigned)up->cfg.c->max_conns;
     /* as many kept alive as may be open: calls never wait for a connect
      * the pool could have spared */
@@ -491,6 +471,7 @@ static void http_ready(mcp_link *base) { open_get((link_http *)base); }
 
 static void http_forget(mcp_link *base, up_request *r) {
     unqueue((link_http *)base, r);
+    sessions_forget((link_http *)base, r);
     hx *x = r->link_ctx;
     if (x && x->r == r) x->r = NULL;
     r->link_ctx = NULL;
@@ -498,6 +479,7 @@ static void http_forget(mcp_link *base, up_request *r) {
 
 static void http_abandon(mcp_link *base, up_request *r) {
     unqueue((link_http *)base, r);
+    sessions_forget((link_http *)base, r);
     hx *x = r->link_ctx;
     if (!x) return;
     x->r = NULL;
@@ -517,6 +499,7 @@ static void http_stop(mcp_link *base) {
         }
     if (l->pool) up_pool_close(l->pool); /* each open request's on_done frees its exchange */
     l->pool = NULL;
+    sessions_stop(l);
     if (l->own_pending && upcred_cancel(base->up->cred, &l->own)) http_credential(base);
     upcred_loop_stop(base->up->cred, &base->up->loop); /* a token request of this thread ends */
     if (l->get_timer_init) {
@@ -530,7 +513,7 @@ static void http_stop(mcp_link *base) {
 
 static void http_destroy(mcp_link *base) {
     link_http *l = (link_http *)base;
-    while (l->open) forget_hx(l, l->open);
+    while (l->open) link_forget_hx(l, l->open);
     while (l->queue) unqueue(l, l->queue->r);
     upcred_wait_clear(&l->own);
     up_target_free(l->target);

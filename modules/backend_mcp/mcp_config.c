@@ -58,6 +58,11 @@ const mcpg_config_field mcp_config_fields[] = {
                         "url: {mode: static|passthrough|exchange|client_credentials, audience, "
                         "scope, resource, token_url, client_id, client_secret_env, ...}: the "
                         "Authorization each call carries (docs/upstream-credentials.md)"),
+    MCPG_CFG_INT_FIELD(mcp_cfg, max_caller_sessions, "max_caller_sessions", "256", 1, 100000,
+                       "session wire with credentials per caller: sessions open at most (one "
+                       "per caller; the least recently used idle one is closed for a new one)"),
+    MCPG_CFG_INT_FIELD(mcp_cfg, caller_session_idle_ms, "caller_session_idle_ms", "300000", 1000,
+                       86400000, "... and a caller's session unused this long is closed"),
     MCPG_CONFIG_END};
 
 static char **strv_push(char **v, size_t *n, char *s) {

@@ -25,6 +25,7 @@ typedef struct mcp_cfg {
     int tls_insecure;
     const char *ca_file, *cert_file, *key_file;
     const char *credentials; /* JSON object text, or NULL: static */
+    int64_t max_caller_sessions, caller_session_idle_ms;
 } mcp_cfg;
 
 extern const mcpg_config_field mcp_config_fields[];

@@ -43,8 +43,10 @@ static void run_job(upstream *up, job *j) {
         j->text = NULL;
         break;
     case JOB_REPLY:
+        up->reply_key = j->caller_key[0] ? j->caller_key : NULL;
         if (up->link && up->state == UP_READY)
             up->link->ops->send(up->link, j->text, strlen(j->text), NULL);
+        up->reply_key = NULL;
         break;
     case JOB_SUBSCRIBE: listen_subscribe(up, j->text, j->on); break;
     case JOB_CREDENTIAL:
@@ -317,17 +319,21 @@ static void became_ready(upstream *up) {
 /* The session wire's one session carries every client's calls, so it
  * declares every capability a client may have; each question the upstream
  * then asks is checked against the calling client's own (client_caps.c). */
+void up_initialize_params(const upstream *up, char *out, size_t cap) {
+    const char *gw = up->h->gateway_name ? up->h->gateway_name() : "mcpg";
+    snprintf(out, cap,
+             "{\"protocolVersion\":\"" MCP_LEGACY_VERSION "\",\"capabilities\":{\"sampling\":{},"
+             "\"elicitation\":{\"form\":{},\"url\":{}},\"roots\":{\"listChanged\":true}},"
+             "\"clientInfo\":{\"name\":\"%.64s\",\"version\":\"%s\"}}",
+             gw, up->h->gateway_version());
+}
+
 static void send_initialize(upstream *up) {
     up_request *r = up_request_new(up, UR_INIT);
     if (!r) return;
     up->wire = WIRE_LEGACY;
     char params[512];
-    const char *gw = up->h->gateway_name ? up->h->gateway_name() : "mcpg";
-    snprintf(params, sizeof params,
-             "{\"protocolVersion\":\"" MCP_LEGACY_VERSION "\",\"capabilities\":{\"sampling\":{},"
-             "\"elicitation\":{\"form\":{},\"url\":{}},\"roots\":{\"listChanged\":true}},"
-             "\"clientInfo\":{\"name\":\"%.64s\",\"version\":\"%s\"}}",
-             gw, up->h->gateway_version());
+    up_initialize_params(up, params, sizeof params);
     up_send_request(up, r, "initialize", params);
 }
 

@@ -210,6 +210,8 @@ struct upstream {
     struct park_relay *relay; /* NULL without a coordinator */
 
     upcred *cred;           /* credentials (lib/upcred): NULL for static */
+    const char *reply_key;  /* I/O thread: whose session a message the gateway sends without
+                               a request goes to (caller_sessions.c), or NULL: the gateway's */
 };
 
 /* Jobs from other threads. */
@@ -220,6 +222,7 @@ struct job {
     char *text;         /* REPLY: the whole JSON-RPC response to send; SUBSCRIBE: uri;
                            RETRY: the members to add to the call's params, or NULL on failure */
     int on;             /* SUBSCRIBE */
+    char caller_key[65]; /* REPLY: the caller whose session asked ("" : the gateway's) */
     job *next;
 };
 
@@ -233,6 +236,8 @@ void up_free(upstream *up);
 /* Any thread: queue a job and wake the I/O thread; non-zero when full or stopping. */
 int up_post(upstream *up, job *j);
 int up_send_request(upstream *up, up_request *r, const char *method, const char *params_json);
+/* initialize's params on the session wire (cap >= 512). */
+void up_initialize_params(const upstream *up, char *out, size_t cap);
 /* A response to the upstream's request id: body is its "result":... or "error":... member. */
 void up_send_response(upstream *up, const char *id_json, size_t id_len, const char *body);
 /* A line of what the upstream says outside any call (its stderr, a log
