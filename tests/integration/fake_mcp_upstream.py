@@ -9,7 +9,11 @@ stream when the tool sends messages first; GET is 405 or a stream with --get sse
 --wire legacy (default) refuses server/discover, so the gateway falls back to initialize;
 --wire stateless answers it with 2026-07-28. --record FILE appends every message received
 as a JSON line {"msg": ..., "headers": {...}} (HTTP headers lower-cased), and {"minted": id}
-for each session id given out. --pid-file FILE gets the process id. --list-gate FILE holds
+for each session id given out. --token-file FILE (with --token-audience AUD): a bearer token
+is taken when FILE (a JSON object token -> {"sub", "aud"}, read at each request) lists it
+for AUD, or when it is --require-auth's value (the gateway's own); a session is bound to the
+principal that opened it (sub, or "gateway"), and a request on it with another principal's
+token is refused with 403. --pid-file FILE gets the process id. --list-gate FILE holds
 every tools/list answer until FILE exists (an upstream whose lists come late, for as long
 as the test decides).
 
@@ -446,7 +450,7 @@ def serve_stdio(fake):
 def serve_http(fake):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    sessions = set()
+    sessions = {}  # session id -> the principal that opened it
 
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -481,15 +485,36 @@ def serve_http(fake):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
 
-        def authorized(self):
-            want = fake.args.require_auth
-            if want and self.headers.get("Authorization") != want:
-                self.send_json(401, {"error": "unauthorized"})
-                return False
-            return True
+        def principal(self):
+            """Who the request's Authorization says it is, or None."""
+            want, got = fake.args.require_auth, self.headers.get("Authorization")
+            if want and got == want:
+                return "gateway"
+            if fake.args.token_file:
+                with open(fake.args.token_file) as f:
+                    info = json.load(f).get((got or "")[7:]) if (got or "").startswith("Bearer ") else None
+                if info and info.get("aud") == fake.args.token_audience:
+                    return info["sub"]
+                return None
+            return None if want else "anyone"
 
-        def session_ok(self):
-            if self.headers.get("Mcp-Session-Id") in sessions:
+        def authorized(self):
+            who = self.principal()
+            if who is None:
+                meta = "http://127.0.0.1:%d/.well-known/oauth-protected-resource" % \
+                    self.server.server_address[1]
+                self.send_json(401, {"error": "unauthorized"},
+                               [("WWW-Authenticate", 'Bearer resource_metadata="%s"' % meta)])
+                return None
+            return who
+
+        def session_ok(self, who="anyone"):
+            sid = self.headers.get("Mcp-Session-Id")
+            if sid in sessions and fake.args.token_file and sessions[sid] != who:
+                fake.record({"crossed": sid, "by": who})
+                self.send_json(403, {"error": "session of another principal"})
+                return False
+            if sid in sessions:
                 return True
             self.send_json(404, {"jsonrpc": "2.0", "id": None,
                                  "error": {"code": -32001, "message": "Session not found"}})
@@ -505,7 +530,8 @@ def serve_http(fake):
                 self.send_json(400, {"error": "not JSON"})
                 return
             fake.record({"msg": msg, "headers": hdrs})
-            if not self.authorized():
+            who = self.authorized()
+            if not who:
                 return
             method = msg.get("method")
             if method == "server/discover" and fake.args.wire != "stateless":
@@ -514,11 +540,11 @@ def serve_http(fake):
                 return
             if method == "initialize":
                 sid = uuid.uuid4().hex
-                sessions.add(sid)
-                fake.record({"minted": sid})
+                sessions[sid] = who
+                fake.record({"minted": sid, "principal": who})
                 self.send_json(200, fake.handle(msg, None), [("Mcp-Session-Id", sid)])
                 return
-            if fake.args.wire != "stateless" and not self.session_ok():
+            if fake.args.wire != "stateless" and not self.session_ok(who):
                 return
             if method is None:
                 fake.on_reply(msg)
@@ -552,7 +578,8 @@ def serve_http(fake):
             if fake.args.get != "sse":
                 self.send_empty(405, [("Allow", "POST, DELETE")])
                 return
-            if not self.authorized() or not self.session_ok():
+            who = self.authorized()
+            if not who or not self.session_ok(who):
                 return
             q = queue.Queue()
             with fake.lock:
@@ -573,7 +600,8 @@ def serve_http(fake):
                     fake.get_streams.remove(q)
 
         def do_DELETE(self):
-            sessions.discard(self.headers.get("Mcp-Session-Id"))
+            fake.record({"deleted": self.headers.get("Mcp-Session-Id")})
+            sessions.pop(self.headers.get("Mcp-Session-Id"), None)
             self.send_empty(200)
 
     ThreadingHTTPServer.daemon_threads = True
@@ -608,6 +636,8 @@ def main():
                     help="list the x-mcp-header tools (route, refuse, bad_*)")
     ap.add_argument("--get", choices=("405", "sse"), default="405")
     ap.add_argument("--require-auth", help="HTTP: this Authorization value or 401")
+    ap.add_argument("--token-file", help="HTTP: bearer tokens taken (JSON: token -> sub, aud)")
+    ap.add_argument("--token-audience", help="HTTP: the aud a --token-file token must have")
     ap.add_argument("--tls-cert", help="HTTP: serve HTTPS with this certificate (PEM)")
     ap.add_argument("--tls-key", help="HTTP: ... and this key (PEM)")
     args = ap.parse_args()

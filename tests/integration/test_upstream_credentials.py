@@ -17,7 +17,15 @@ scope, and records who it saw. backend_http's four modes:
 - passthrough: the caller's verified token, only when its aud names the upstream; a caller
   identified by an API key, or whose token lacks the audience, is refused;
 - an upstream's 401 reaches the client as -32000 with its WWW-Authenticate challenge;
-- no token, nor the client secret, appears in the gateway's log or audit file."""
+- no token, nor the client secret, appears in the gateway's log or audit file.
+
+backend_mcp against fake_mcp_upstream.py taking only the endpoint's tokens for its audience
+(and the gateway's own static token for the gateway's own requests), on both wires: each
+caller's calls carry that caller's exchanged token; on the session wire each caller has a
+session of its own, opened with its own token, that no other caller's call uses (the fake
+refuses a session used with another principal's token); client_credentials opens one
+session with the gateway's token for everyone; an upstream refusing a passed-through token
+answers -32000 with its WWW-Authenticate challenge."""
 import base64
 import http.server
 import json
@@ -30,8 +38,9 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
-                     expect_error, new_apikey, parse_args, read_audit, rpc_body, run_tests,
-                     send_one, stateless_headers, wait_for, Conn)
+                     expect_error, new_apikey, parse_args, read_audit, replace_file, rpc_body,
+                     run_tests, send_one, stateless_headers, stop_process, wait_for, Conn,
+                     _child_setup)
 
 ISS = "https://issuer.example"
 GW_AUD = "https://gw.example/mcp"
@@ -118,7 +127,8 @@ def reply(req, status, obj, headers=()):
 class TokenEndpoint:
     """RFC 8693 and client_credentials, every field checked; opaque tokens remembered."""
 
-    def __init__(self, verified_subjects):
+    def __init__(self, verified_subjects, issued_file):
+        self.issued_file = issued_file  # what an MCP upstream reads to take the tokens
         self.issued = {}        # token -> {"aud", "scope", "sub"}
         self.requests = []      # (grant, sub) per request that passed the checks
         self.problems = []      # what a request got wrong
@@ -193,6 +203,7 @@ class TokenEndpoint:
             tok = "at-%d-%s" % (len(self.issued) + 1, os.urandom(12).hex())
             self.issued[tok] = {"aud": aud, "scope": scope, "sub": sub}
             self.requests.append((grant, sub))
+            replace_file(self.issued_file, self.issued)
             life = 1 if sub in self.short else 120
         reply(req, 200, {"access_token": tok, "token_type": "Bearer", "expires_in": life,
                          "issued_token_type": ACCESS})
@@ -339,7 +350,7 @@ class Env(dict):
         subjects = {}
         self["subjects"] = subjects
         self["signer"] = Signer()
-        self["endpoint"] = TokenEndpoint(subjects)
+        self["endpoint"] = TokenEndpoint(subjects, ctx.path(ctx.unique("issued") + ".json"))
         self["upstream"] = Upstream(self["endpoint"], subjects)
         self["closed"] = Closed()
         return self
@@ -473,8 +484,219 @@ def test_config_errors():
           "a tool's own Authorization beside brokered credentials:\n%s" % err)
 
 
+# ---------------------------------------------------------------------------
+# backend_mcp
+
+FAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_mcp_upstream.py")
+OWN = "Bearer the-gateways-own-static-token"
+
+
+class FakeMcp:
+    def __init__(self, env, wire, tag):
+        self.rec = ctx.path(tag + ".rec.jsonl")
+        pf = ctx.path(tag + ".port")
+        issued = env["endpoint"].issued_file
+        replace_file(issued, {})
+        self.proc = subprocess.Popen(
+            [sys.executable, FAKE, "--http", "0", "--port-file", pf, "--wire", wire,
+             "--record", self.rec, "--token-file", issued, "--token-audience", UP_AUD,
+             "--require-auth", OWN], preexec_fn=_child_setup)
+        wait_for(lambda: os.path.exists(pf), 15, "the fake upstream listening")
+        with open(pf) as f:
+            self.port = int(f.read())
+
+    def url(self):
+        return "http://127.0.0.1:%d/mcp" % self.port
+
+    def records(self):
+        with open(self.rec) as f:
+            return [json.loads(ln) for ln in f if ln.strip()]
+
+    def calls(self):
+        return [r for r in self.records()
+                if r.get("msg", {}).get("method") == "tools/call"]
+
+    def stop(self):
+        stop_process(self.proc)
+
+
+def mcp_manifest(env, fake, credentials, headers=True):
+    m = base_manifest(gateway={"workers": 2})
+    jwks = ctx.path("jwks.json")
+    with open(jwks, "w") as f:
+        json.dump({"keys": [env["signer"].jwk]}, f)
+    cfg = {"url": fake.url(), "credentials": credentials, "restart_min_ms": 100,
+           "restart_max_ms": 400, "max_caller_sessions": 2}
+    if headers:
+        cfg["headers"] = {"Authorization": OWN}
+    m["modules"] += [
+        {"name": "jwt", "module": "identity_jwt",
+         "config": {"issuer": ISS, "audience": GW_AUD, "jwks_file": jwks,
+                    "resource_metadata_url": META}},
+        {"name": "mcp", "module": "backend_mcp", "config": cfg},
+        {"name": "prom", "module": "metrics_prometheus"},
+    ]
+    m["pipeline"]["identity"] = ["jwt"]
+    m["bindings"].append({"backend": "mcp", "prefix": "mcp"})
+    return m
+
+
+def whoami(gw, token, what):
+    r = call(gw, "mcp_whoami", token)
+    check_eq(r.status, 200, what + ": status (%r)" % r.body[:300])
+    rpc = r.rpc()
+    check("result" in rpc and not rpc["result"].get("isError"), "%s: %r" % (what, rpc))
+    return json.loads(rpc["result"]["content"][0]["text"])["authorization"]
+
+
+def wait_listed(gw, env):
+    token = env.mint("lister")
+
+    def listed():
+        body = rpc_body("tools/list", {}, id=1)
+        headers = stateless_headers("tools/list") + [("Authorization", "Bearer " + token)]
+        r = send_one(gw.port, build_request(gw.port, headers=headers, body=body))
+        return r.status == 200 and "mcp_whoami" in r.body.decode()
+    wait_for(listed, 20, "the upstream's tools listed", interval=0.1)
+
+
+def issued_to(ep, auth):
+    check(auth.startswith("Bearer "), "not a bearer token: %r" % auth)
+    with ep.server.lock:
+        return ep.issued.get(auth[7:], {}).get("sub")
+
+
+def mcp_exchange(wire):
+    def run():
+        with Env() as env:
+            ep = env["endpoint"]
+            fake = FakeMcp(env, wire, ctx.unique("mcp-" + wire))
+            try:
+                creds_ = creds("exchange", ep.url())
+                with Gateway(ctx, mcp_manifest(env, fake, creds_), env={SECRET_ENV: SECRET},
+                             name="mcp-" + wire) as gw:
+                    wait_listed(gw, env)
+                    alice, bob = env.mint("alice"), env.mint("bob")
+                    for i, (who, tok) in enumerate([("alice", alice), ("bob", bob), ("alice", alice),
+                                                    ("bob", bob), ("alice", alice)]):
+                        check_eq(issued_to(ep, whoami(gw, tok, "%s's call %d" % (who, i))), who,
+                                 "the token %s's call carried" % who)
+                    check_eq((ep.count(EXCHANGE, "alice"), ep.count(EXCHANGE, "bob")), (1, 1),
+                             "one exchange per caller")
+                    calls = fake.calls()
+                    check_eq(len(calls), 5, "calls the upstream saw")
+                    for c in calls:
+                        check(c["headers"]["authorization"] not in env["subjects"],
+                              "a caller's own token reached the upstream")
+                    if wire == "legacy":
+                        check_sessions(fake, ep, calls)
+                        check_eviction(gw, env, fake)
+                    # the endpoint refuses carol's token: nothing reaches the upstream
+                    n_calls = len(fake.calls())
+                    carol = env.mint("carol")
+                    ep.revoked.add(carol)
+                    e = refused(gw, "mcp_whoami", carol, "a revoked subject token")
+                    check("invalid_grant" in e["message"], "message: %r" % e)
+                    check_eq(len(fake.calls()), n_calls, "nothing reached the upstream for carol")
+                    check_eq(ep.problems, [], "requests the token endpoint found wrong")
+            finally:
+                fake.stop()
+    return run
+
+
+def check_sessions(fake, ep, calls):
+    recs = fake.records()
+    opened = {r["minted"]: r["principal"] for r in recs if "minted" in r}
+    check_eq(sorted(opened.values()), ["alice", "bob", "gateway"],
+             "sessions: the gateway's and one per caller")
+    for c in calls:
+        sid = c["headers"].get("mcp-session-id")
+        check_eq(opened.get(sid), issued_to(ep, c["headers"]["authorization"]),
+                 "the session a call went on is its caller's")
+    check_eq([r for r in recs if "crossed" in r], [], "a session used by another principal")
+
+
+def session_of(fake, principal):
+    return [r["minted"] for r in fake.records() if r.get("principal") == principal]
+
+
+def check_eviction(gw, env, fake):
+    """max_caller_sessions 2: a third caller's session closes the least recently used one
+    (bob's: alice called last), with DELETE; bob's next call opens a new one."""
+    whoami(gw, env.mint("dave"), "dave's call")
+    deleted = [r["deleted"] for r in fake.records() if "deleted" in r]
+    check_eq(deleted, session_of(fake, "bob"), "the session closed for dave's")
+    whoami(gw, env.mint("bob"), "bob again")
+    check_eq(len(session_of(fake, "bob")), 2, "bob's sessions")
+    check_eq([r for r in fake.records() if "crossed" in r], [], "a session used by another")
+
+
+def mcp_idle_close():
+    """caller_session_idle_ms: a caller's session unused that long is closed (DELETE)."""
+    with Env() as env:
+        ep = env["endpoint"]
+        fake = FakeMcp(env, "legacy", ctx.unique("mcp-idle"))
+        try:
+            m = mcp_manifest(env, fake, creds("exchange", ep.url()))
+            m["modules"][-2]["config"]["caller_session_idle_ms"] = 1000
+            with Gateway(ctx, m, env={SECRET_ENV: SECRET}, name="mcp-idle") as gw:
+                wait_listed(gw, env)
+                whoami(gw, env.mint("alice"), "alice's call")
+                sid = session_of(fake, "alice")
+                wait_for(lambda: [r["deleted"] for r in fake.records() if "deleted" in r] == sid,
+                         20, "alice's idle session closed", interval=0.1)
+        finally:
+            fake.stop()
+
+
+def mcp_client_credentials():
+    with Env() as env:
+        ep = env["endpoint"]
+        fake = FakeMcp(env, "legacy", ctx.unique("mcp-cc"))
+        try:
+            m = mcp_manifest(env, fake, creds("client_credentials", ep.url()), headers=False)
+            with Gateway(ctx, m, env={SECRET_ENV: SECRET}, name="mcp-cc") as gw:
+                wait_listed(gw, env)
+                for who in ("alice", "bob"):
+                    check_eq(issued_to(ep, whoami(gw, env.mint(who), who)), CLIENT_ID,
+                             "%s's call carries the gateway's token" % who)
+                check_eq(ep.count("client_credentials"), 1, "client_credentials requests")
+                opened = [r["principal"] for r in fake.records() if "minted" in r]
+                check_eq(opened, [CLIENT_ID], "one session, opened with the gateway's token")
+        finally:
+            fake.stop()
+
+
+def mcp_passthrough_refused(wire):
+    def run():
+        with Env() as env:
+            fake = FakeMcp(env, wire, ctx.unique("mcp-pt-" + wire))
+            try:
+                m = mcp_manifest(env, fake, {"mode": "passthrough", "audience": PT_AUD})
+                with Gateway(ctx, m, name="mcp-pt-" + wire) as gw:
+                    wait_listed(gw, env)
+                    tok = env.mint("frank", aud=[GW_AUD, PT_AUD])
+                    e = refused(gw, "mcp_whoami", tok, "the upstream refusing the caller's token")
+                    check("HTTP 401" in e["message"], "message: %r" % e)
+                    check("resource_metadata=" in e["data"]["upstream_www_authenticate"],
+                          "data: %r" % e)
+                    auths = [r["headers"].get("authorization") for r in fake.records()
+                             if "headers" in r and r["headers"].get("authorization") != OWN]
+                    check(auths and all(a == "Bearer " + tok for a in auths),
+                          "the caller's verified token, and only it, was passed")
+            finally:
+                fake.stop()
+    return run
+
+
 if __name__ == "__main__":
     sys.exit(run_tests([
         ("backend_http: exchange, client_credentials, passthrough, refusals", test_modes),
         ("credentials config errors", test_config_errors),
+        ("backend_mcp, stateless wire: exchange per caller", mcp_exchange("stateless")),
+        ("backend_mcp, session wire: exchange, a session per caller", mcp_exchange("legacy")),
+        ("backend_mcp, session wire: an idle caller's session closed", mcp_idle_close),
+        ("backend_mcp: client_credentials, one session", mcp_client_credentials),
+        ("backend_mcp, stateless wire: the upstream's 401", mcp_passthrough_refused("stateless")),
+        ("backend_mcp, session wire: the upstream's 401", mcp_passthrough_refused("legacy")),
     ], ctx))
