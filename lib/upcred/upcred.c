@@ -334,6 +334,11 @@ static int endpoint_of(mcpg_config_problems *p, upcred *u) {
         mcpg_config_problem(p, "credentials.client_secret_env", "out of memory");
         return -1;
     }
+    if (u->cfg.private_key_file &&
+        !(u->signer = upcred_signer_load(u->cfg.private_key_file, err, sizeof err))) {
+        mcpg_config_problem(p, "credentials.private_key_file", "%s", err);
+        return -1;
+    }
     up_tls_opts tls = {.insecure = u->cfg.tls_insecure, .ca_file = u->cfg.ca_file};
     u->endpoint = up_target_new(u->cfg.token_url, &tls, (uint64_t)u->cfg.timeout_ms, err, sizeof err);
     if (!u->endpoint) mcpg_config_problem(p, "credentials.token_url", "%s", err);
@@ -374,6 +379,7 @@ void upcred_free(upcred *u) {
     }
     upcred_cache_free(&u->cache);
     up_target_free(u->endpoint);
+    upcred_signer_free(u->signer);
     if (u->basic) explicit_bzero(u->basic, strlen(u->basic));
     free(u->basic);
     upcred_cfg_free(&u->cfg);

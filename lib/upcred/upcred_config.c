@@ -14,7 +14,8 @@
 static const char *const MODES[] = {"static", "passthrough", "exchange", "client_credentials"};
 static const char *const KEYS[] = {"mode", "audience", "scope", "resource", "token_url",
                                    "client_id", "client_secret_env", "subject_token_type",
-                                   "requested_token_type", "ca_file", "tls_insecure",
+                                   "requested_token_type", "private_key_file", "key_id",
+                                   "ca_file", "tls_insecure",
                                    "refresh_margin_s", "timeout_ms", "cache_entries"};
 #define NKEYS (sizeof KEYS / sizeof *KEYS)
 
@@ -91,6 +92,17 @@ static void require(mcpg_config_problems *p, const char *key, const char *v, con
     if (!v) problem_at(p, key, what);
 }
 
+/* One way for the client to authenticate; a key the gateway can sign with. */
+static void check_private_key(mcpg_config_problems *p, const upcred_cfg *c) {
+    if (!c->private_key_file) return;
+    if (c->client_secret_env)
+        problem_at(p, "private_key_file", "give private_key_file or client_secret_env, not both");
+    char err[300];
+    upcred_signer *s = upcred_signer_load(c->private_key_file, err, sizeof err);
+    if (!s) problem_at(p, "private_key_file", err);
+    upcred_signer_free(s);
+}
+
 /* What each mode needs, and what it would leave unused. */
 static void check_mode(mcpg_config_problems *p, const upcred_cfg *c) {
     const char *mode = MODES[c->mode];
@@ -106,6 +118,7 @@ static void check_mode(mcpg_config_problems *p, const upcred_cfg *c) {
     char err[256];
     if (c->token_url && up_url_check(c->token_url, err, sizeof err) != 0)
         problem_at(p, "token_url", err);
+    check_private_key(p, c);
     const char *secret = c->client_secret_env ? getenv(c->client_secret_env) : NULL;
     if (c->client_secret_env && (!secret || !*secret)) {
         char what[160];
@@ -137,6 +150,8 @@ int upcred_cfg_parse(mcpg_config_problems *p, const char *json, upcred_cfg *c) {
     c->client_id = string_of(p, o, "client_id");
     c->client_secret_env = string_of(p, o, "client_secret_env");
     c->ca_file = string_of(p, o, "ca_file");
+    c->private_key_file = string_of(p, o, "private_key_file");
+    c->key_id = string_of(p, o, "key_id");
     json_t *ins = json_object_get(o, "tls_insecure");
     if (ins && !json_is_boolean(ins)) problem_at(p, "tls_insecure", "must be true or false");
     c->tls_insecure = json_is_true(ins);
@@ -159,6 +174,8 @@ void upcred_cfg_free(upcred_cfg *c) {
     free(c->subject_token_type);
     free(c->requested_token_type);
     free(c->ca_file);
+    free(c->private_key_file);
+    free(c->key_id);
     *c = (upcred_cfg){0};
 }
 

@@ -65,7 +65,7 @@ static void form_body(const upcred *u, const upcred_grant *g, mcpg_buf *b) {
     put_form_s(b, "audience", c->audience);
     put_form_s(b, "resource", c->resource);
     put_form_s(b, "scope", c->scope);
-    if (!u->basic) put_form_s(b, "client_id", c->client_id); /* a public client says who it is */
+    if (!u->basic && !u->signer) put_form_s(b, "client_id", c->client_id); /* a public client */
 }
 
 /* ---- the answer --------------------------------------------------------- */
@@ -231,6 +231,13 @@ int upcred_fetch(upcred *u, void *loop, upcred_entry *e, const upcred_grant *g) 
     *f = (fetch){.u = u, .e = e, .subject_exp_s = g->subject_exp_s};
     mcpg_buf body = {0}, head = {0};
     form_body(u, g, &body);
+    if (u->signer && upcred_assertion(u, &body) != 0) {
+        snprintf(why, sizeof why, "%s: cannot sign the client assertion", u->name);
+        explicit_bzero(body.data, body.len);
+        mcpg_buf_free(&body);
+        free(f);
+        return upcred_finish(u, e, NULL, 0, 0, why), -1;
+    }
     mcpg_buf_puts(&head, "Content-Type: application/x-www-form-urlencoded\r\n"
                          "Accept: application/json\r\n");
     if (u->basic) mcpg_buf_puts(&head, u->basic);

@@ -25,6 +25,8 @@ typedef struct upcred_cfg {
     char *client_secret_env;
     char *subject_token_type;   /* urn:...:access_token (default) or urn:...:jwt */
     char *requested_token_type; /* or NULL: not sent */
+    char *private_key_file;     /* private_key_jwt (RFC 7523), or NULL */
+    char *key_id;               /* its JWT header's kid, or NULL */
     char *ca_file;
     int tls_insecure;
     int64_t refresh_margin_s, timeout_ms, cache_entries;
@@ -65,6 +67,13 @@ upcred_entry *upcred_cache_add(upcred_cache *c, const unsigned char key[32]);
 void upcred_cache_drop(upcred_cache *c, upcred_entry *e);
 void upcred_entry_set_line(upcred_entry *e, char *line, size_t len, int64_t expires_us);
 
+/* private_key_jwt (upcred_assert.c) */
+typedef struct upcred_signer upcred_signer;
+/* Off the loops: the PEM key (P-256: ES256; RSA >= 2048 bits: RS256), or
+ * NULL with why in err. */
+upcred_signer *upcred_signer_load(const char *path, char *err, size_t cap);
+void upcred_signer_free(upcred_signer *s);
+
 typedef struct upcred_loop_pool {
     void *loop;
     up_pool *pool;
@@ -77,6 +86,7 @@ struct upcred {
     const char *name;      /* the instance's */
     upcred_cfg cfg;
     char *basic;           /* "Authorization: Basic ...\r\n" (client_secret_basic), or NULL */
+    upcred_signer *signer; /* private_key_jwt, or NULL */
     up_target *endpoint;   /* token_url's */
     pthread_mutex_t lock;  /* the cache, the pools' list */
     upcred_cache cache;
@@ -92,6 +102,8 @@ typedef struct upcred_grant {
     int64_t subject_exp_s;     /* its exp claim, or 0 */
 } upcred_grant;
 
+/* A fresh client assertion, appended to a token request's form. 0 or -1. */
+int upcred_assertion(const upcred *u, mcpg_buf *form);
 /* Append v[0..n) form-encoded (RFC 6749 appendix B). */
 void upcred_form_encode(mcpg_buf *b, const char *v, size_t n);
 

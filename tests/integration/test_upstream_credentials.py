@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -71,7 +72,6 @@ class Signer:
         self.n = 0
 
     def token(self, sub, aud=None, exp_in=600):
-        import time
         now = int(time.time())
         self.n += 1  # jti: each token its own, even for one subject
         claims = {"iss": ISS, "aud": aud or [GW_AUD], "sub": sub, "iat": now,
@@ -136,6 +136,8 @@ class TokenEndpoint:
         self.short = set()      # subs whose tokens live 1 s
         self.hold = {}          # sub -> Event the answer waits for
         self.subjects = verified_subjects  # subject token -> sub, as the test minted them
+        self.assertion_keys = {}  # client id -> (alg, public key PEM path)
+        self.jtis = set()
         self.server = Server(self.handle)
 
     def url(self):
@@ -155,19 +157,26 @@ class TokenEndpoint:
         n = int(req.headers.get("Content-Length", "0"))
         form = urllib.parse.parse_qs(req.rfile.read(n).decode(), strict_parsing=True)
         f = {k: v[0] for k, v in form.items() if len(v) == 1}
+        if len(f) != len(form):
+            return self.problem(req, "a field twice")
         if req.path != "/oauth/token" or req.command != "POST":
             return self.problem(req, "path %s %s" % (req.command, req.path))
         if req.headers.get("Content-Type") != "application/x-www-form-urlencoded":
             return self.problem(req, "content type %r" % req.headers.get("Content-Type"))
         want = "Basic " + base64.b64encode(("%s:%s" % (CLIENT_ID, SECRET)).encode()).decode()
-        if req.headers.get("Authorization") != want:
+        client = CLIENT_ID
+        if "Authorization" not in req.headers and "client_assertion" in f:
+            client = self.assertion_client(f, req)
+            if not client:
+                return reply(req, 401, {"error": "invalid_client"})
+        elif req.headers.get("Authorization") != want:
             return reply(req, 401, {"error": "invalid_client"})
-        if "client_secret" in f or len(f) != len(form):
-            return self.problem(req, "a field twice, or the secret in the body")
+        if "client_secret" in f:
+            return self.problem(req, "the secret in the body")
         if f.get("grant_type") == EXCHANGE:
             return self.exchange(req, f)
         if f.get("grant_type") == "client_credentials":
-            return self.client_credentials(req, f)
+            return self.client_credentials(req, f, client)
         return self.problem(req, "grant_type %r" % f.get("grant_type"))
 
     def exchange(self, req, f):
@@ -188,10 +197,31 @@ class TokenEndpoint:
         self.wait_hold(sub)
         return self.issue(req, EXCHANGE, sub, UP_AUD, SCOPE)
 
-    def client_credentials(self, req, f):
+    def client_credentials(self, req, f, client):
         if set(f) != {"grant_type", "audience", "scope"} or f["audience"] != UP_AUD:
             return self.problem(req, "client_credentials fields %r" % sorted(f))
-        return self.issue(req, "client_credentials", CLIENT_ID, UP_AUD, f["scope"])
+        return self.issue(req, "client_credentials", client, UP_AUD, f["scope"])
+
+    def assertion_client(self, f, req):
+        """RFC 7523: the client assertion's type, header, claims and signature checked; its
+        fields leave f. The client id, or None (a problem recorded)."""
+        if f.pop("client_assertion_type", None) != ASSERTION_TYPE:
+            return self.problem(req, "client_assertion_type") and None
+        jwt = f.pop("client_assertion")
+        head, claims, sig = jwt.split(".")
+        h, c = json.loads(unb64(head)), json.loads(unb64(claims))
+        key = self.assertion_keys.get(c.get("iss"))
+        now = time.time()
+        bad = [k for k, ok in (("alg", key and h.get("alg") == key[0]), ("sub", c.get("sub") == c.get("iss")),
+                               ("aud", c.get("aud") == self.url()), ("exp", now < c.get("exp", 0) <= now + 300),
+                               ("jti", c.get("jti") and c["jti"] not in self.jtis))
+               if not ok]
+        if bad or not verify(key[1], (head + "." + claims).encode(), unb64(sig), key[0]):
+            with self.server.lock:
+                self.problems.append("assertion: %r" % (bad or "signature"))
+            return None
+        self.jtis.add(c["jti"])
+        return c["iss"]
 
     def wait_hold(self, sub):
         ev = self.hold.get(sub)
@@ -207,6 +237,45 @@ class TokenEndpoint:
             life = 1 if sub in self.short else 120
         reply(req, 200, {"access_token": tok, "token_type": "Bearer", "expires_in": life,
                          "issued_token_type": ACCESS})
+
+
+ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+
+def unb64(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def der_int(b):
+    b = b.lstrip(b"\0") or b"\0"
+    if b[0] & 0x80:
+        b = b"\0" + b
+    return b"\x02" + bytes([len(b)]) + b
+
+
+def verify(pub, data, sig, alg):
+    """The signature checked by the openssl command (ES256's r||s made DER first)."""
+    if alg == "ES256":
+        body = der_int(sig[:32]) + der_int(sig[32:])
+        sig = b"\x30" + bytes([len(body)]) + body
+    name = ctx.unique("sig")
+    with open(ctx.path(name + ".sig"), "wb") as f:
+        f.write(sig)
+    with open(ctx.path(name + ".data"), "wb") as f:
+        f.write(data)
+    r = subprocess.run(["openssl", "dgst", "-sha256", "-verify", pub, "-signature",
+                        ctx.path(name + ".sig"), ctx.path(name + ".data")],
+                       capture_output=True, timeout=30)
+    return r.returncode == 0
+
+
+def keypair(alg, name):
+    """A private key (PEM) by jwt_mint and its public key (PEM) by openssl."""
+    priv, pub = ctx.path(name + ".pem"), ctx.path(name + ".pub.pem")
+    subprocess.run([MINT, "keygen", alg, priv, name], check=True, capture_output=True, timeout=60)
+    subprocess.run(["openssl", "pkey", "-in", priv, "-pubout", "-out", pub], check=True,
+                   capture_output=True, timeout=30)
+    return priv, pub
 
 
 class Upstream:
@@ -299,8 +368,16 @@ def manifest(env, audit):
                                          timeout_ms=5000)}},
         {"name": "prom", "module": "metrics_prometheus"},
     ]
+    for alg in ("ES256", "RS256"):
+        c = creds("client_credentials", ep.url(), client_id="mcpg-" + alg,
+                  private_key_file=env["keys"][alg])
+        del c["client_secret_env"]
+        m["modules"].append({"name": "keyed_" + alg, "module": "backend_http",
+                             "config": {"tools": [tool("keyed_" + alg, up.url())],
+                                        "credentials": c}})
     m["pipeline"]["identity"] = ["jwt", "keys"]
-    m["bindings"] += [{"backend": b} for b in ("reports", "service", "files", "down")]
+    m["bindings"] += [{"backend": b} for b in ("reports", "service", "files", "down",
+                                               "keyed_ES256", "keyed_RS256")]
     return m
 
 
@@ -353,6 +430,11 @@ class Env(dict):
         self["endpoint"] = TokenEndpoint(subjects, ctx.path(ctx.unique("issued") + ".json"))
         self["upstream"] = Upstream(self["endpoint"], subjects)
         self["closed"] = Closed()
+        self["keys"] = {}
+        for alg in ("ES256", "RS256"):
+            priv, pub = keypair(alg, ctx.unique("client-" + alg))
+            self["keys"][alg] = priv
+            self["endpoint"].assertion_keys["mcpg-" + alg] = (alg, pub)
         return self
 
     def mint(self, sub, **kw):
@@ -431,6 +513,12 @@ def test_modes():
         for t in (alice, bob, alice):
             check_eq(ok(gw, "service_report", t, "service call")["sub"], CLIENT_ID, "who")
         check_eq(ep.count("client_credentials"), 1, "client_credentials requests")
+
+        # private_key_jwt: the gateway's signed assertion instead of a secret
+        for alg in ("ES256", "RS256"):
+            for t in (alice, bob):
+                check_eq(ok(gw, "keyed_" + alg, t, alg + " call")["sub"], "mcpg-" + alg, "who")
+            check_eq(ep.count("client_credentials", "mcpg-" + alg), 1, alg + " token requests")
 
         # passthrough: the verified token with the audience, nothing else
         frank = env.mint("frank", aud=[GW_AUD, PT_AUD])
