@@ -200,9 +200,9 @@ static void name_value(const char *json, size_t n, const mcpg_json_span *method,
 /* A POST of the stateless wire: its headers mirror the message (also the
  * direct path's, fast.c, from any loop: it reads only the settings). */
 void link_http_credential_lines(const upstream *up, const client_call *pc, mcpg_buf *h) {
-    if (pc && pc->auth_line) {
+    if (pc && (pc->auth_line || upcred_per_caller(up->cred))) { /* never the gateway's own */
         mcpg_buf_puts(h, up->cfg.call_header_lines ? up->cfg.call_header_lines : "");
-        mcpg_buf_puts(h, pc->auth_line);
+        if (pc->auth_line) mcpg_buf_puts(h, pc->auth_line);
         return;
     }
     mcpg_buf_puts(h, up->cfg.header_lines ? up->cfg.header_lines : "");
@@ -405,6 +405,12 @@ static int send_with_own_token(link_http *l, const char *json, size_t n, up_requ
 static int http_send(mcp_link *base, const char *json, size_t n, up_request *r) {
     link_http *l = (link_http *)base;
     if (l->stopped || !l->pool) return MCPG_EUNAVAIL;
+    upstream *up = base->up;
+    if (r && r->pc && !r->pc->auth_line && upcred_per_caller(up->cred)) {
+        /* a retry relayed from another replica: its caller's token stayed there */
+        up_request_failed(up, r, "the caller's credentials are not on this replica; call again");
+        return 0;
+    }
     int rc;
     if (sessions_send(l, json, n, r, &rc)) return rc;
     if (needs_own_token(l, r)) return send_with_own_token(l, json, n, r);
