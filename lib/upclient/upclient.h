@@ -88,6 +88,19 @@ up_pool *up_pool_new(uv_loop_t *loop, const up_target *t, unsigned max_conns, un
  * connection; the pool's memory goes once the last handle has closed. */
 void up_pool_close(up_pool *p);
 
+/* ---- pools per loop (up_loops.c) ----
+ * A module's pools, one per loop and upstream (key: the module's number
+ * for the upstream), made on first use on the loop's thread. */
+typedef struct up_loops up_loops;
+up_loops *up_loops_new(void); /* NULL when out of memory */
+/* On loop's thread: its pool for key (made with t and the bounds given the
+ * first time); NULL when out of memory. */
+up_pool *up_loops_pool(up_loops *s, void *loop, size_t key, const up_target *t, unsigned max_conns,
+                       unsigned idle_max, unsigned queue_max);
+/* On loop's thread: close its pools (requests in flight end). */
+void up_loops_stop(up_loops *s, void *loop);
+void up_loops_free(up_loops *s); /* once no loop runs */
+
 typedef struct up_header {
     const char *name; size_t name_len;   /* as received; compare case-insensitively */
     const char *value; size_t value_len;

@@ -339,6 +339,10 @@ static int endpoint_of(mcpg_config_problems *p, upcred *u) {
         mcpg_config_problem(p, "credentials.private_key_file", "%s", err);
         return -1;
     }
+    if (!(u->pools = up_loops_new())) {
+        mcpg_config_problem(p, "credentials", "out of memory");
+        return -1;
+    }
     up_tls_opts tls = {.insecure = u->cfg.tls_insecure, .ca_file = u->cfg.ca_file};
     u->endpoint = up_target_new(u->cfg.token_url, &tls, (uint64_t)u->cfg.timeout_ms, err, sizeof err);
     if (!u->endpoint) mcpg_config_problem(p, "credentials.token_url", "%s", err);
@@ -372,11 +376,7 @@ upcred *upcred_new(mcpg_config_problems *p, const mcpg_host *h, mcpg_instance *s
 
 void upcred_free(upcred *u) {
     if (!u) return;
-    while (u->pools) { /* a loop that never stopped: its handles are its own */
-        upcred_loop_pool *lp = u->pools;
-        u->pools = lp->next;
-        free(lp);
-    }
+    up_loops_free(u->pools);
     upcred_cache_free(&u->cache);
     up_target_free(u->endpoint);
     upcred_signer_free(u->signer);

@@ -185,45 +185,12 @@ static void on_timeout(uv_timer_t *t) {
 
 /* ---- per loop ------------------------------------------------------------ */
 
-static up_pool *pool_of(upcred *u, void *loop) {
-    pthread_mutex_lock(&u->lock);
-    upcred_loop_pool *lp = u->pools;
-    while (lp && lp->loop != loop) lp = lp->next;
-    if (!lp && (lp = calloc(1, sizeof *lp))) {
-        lp->loop = loop;
-        lp->pool = up_pool_new(loop, u->endpoint, 4, 2, UPCRED_WAITERS_MAX);
-        if (lp->pool) {
-            lp->next = u->pools;
-            u->pools = lp;
-        } else {
-            free(lp);
-            lp = NULL;
-        }
-    }
-    pthread_mutex_unlock(&u->lock);
-    return lp ? lp->pool : NULL;
-}
-
 void upcred_loop_stop(upcred *u, void *loop) {
-    if (!u) return;
-    pthread_mutex_lock(&u->lock);
-    upcred_loop_pool **pp = &u->pools, *mine = NULL;
-    while (*pp) {
-        if ((*pp)->loop == loop) {
-            mine = *pp;
-            *pp = mine->next;
-            break;
-        }
-        pp = &(*pp)->next;
-    }
-    pthread_mutex_unlock(&u->lock);
-    if (!mine) return;
-    up_pool_close(mine->pool); /* a request out ends: its waiters are told */
-    free(mine);
+    if (u) up_loops_stop(u->pools, loop); /* a request out ends: its waiters are told */
 }
 
 int upcred_fetch(upcred *u, void *loop, upcred_entry *e, const upcred_grant *g) {
-    up_pool *pool = pool_of(u, loop);
+    up_pool *pool = up_loops_pool(u->pools, loop, 0, u->endpoint, 4, 2, UPCRED_WAITERS_MAX);
     fetch *f = pool ? calloc(1, sizeof *f) : NULL;
     char why[200];
     snprintf(why, sizeof why, "%s: out of memory", u->name);

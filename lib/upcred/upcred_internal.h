@@ -74,12 +74,6 @@ typedef struct upcred_signer upcred_signer;
 upcred_signer *upcred_signer_load(const char *path, char *err, size_t cap);
 void upcred_signer_free(upcred_signer *s);
 
-typedef struct upcred_loop_pool {
-    void *loop;
-    up_pool *pool;
-    struct upcred_loop_pool *next;
-} upcred_loop_pool;
-
 struct upcred {
     const mcpg_host *h;
     mcpg_instance *self;
@@ -88,9 +82,9 @@ struct upcred {
     char *basic;           /* "Authorization: Basic ...\r\n" (client_secret_basic), or NULL */
     upcred_signer *signer; /* private_key_jwt, or NULL */
     up_target *endpoint;   /* token_url's */
-    pthread_mutex_t lock;  /* the cache, the pools' list */
+    pthread_mutex_t lock;  /* the cache */
     upcred_cache cache;
-    upcred_loop_pool *pools;
+    up_loops *pools;       /* the token endpoint's connections, per loop */
     mcpg_metric *cache_total; /* {instance, result=hit|miss} */
     mcpg_metric *errors_total;
 };

@@ -3,24 +3,15 @@
 #include "http_upstream.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct loop_pool {
-    void *loop;
-    size_t upstream;
-    up_pool *pool;
-    struct loop_pool *next;
-} loop_pool;
 
 struct http_upstreams {
     up_target **targets;
     size_t n;
     unsigned max_conns;
-    pthread_mutex_t lock; /* guards the list; a pool is its loop's alone */
-    loop_pool *pools;
+    up_loops *pools;
 };
 
 static void check_file(mcpg_config_problems *c, const char *key, const char *path) {
@@ -73,8 +64,12 @@ http_upstreams *http_upstreams_new(mcpg_config_problems *c, http_tool_set *set,
         mcpg_config_problem(c, "tools", "out of memory");
         return NULL;
     }
-    pthread_mutex_init(&u->lock, NULL);
     u->max_conns = max_conns;
+    if (!(u->pools = up_loops_new())) {
+        http_upstreams_free(u);
+        mcpg_config_problem(c, "tools", "out of memory");
+        return NULL;
+    }
     up_tls_opts o = {.insecure = tls->insecure, .ca_file = tls->ca_file,
                      .cert_file = tls->cert_file, .key_file = tls->key_file};
     int bad = 0;
@@ -90,59 +85,20 @@ http_upstreams *http_upstreams_new(mcpg_config_problems *c, http_tool_set *set,
 }
 
 up_pool *http_upstreams_pool(http_upstreams *u, void *loop, size_t i) {
-    pthread_mutex_lock(&u->lock);
-    loop_pool *lp = u->pools;
-    while (lp && !(lp->loop == loop && lp->upstream == i)) lp = lp->next;
-    if (!lp && (lp = calloc(1, sizeof *lp))) {
-        unsigned idle = u->max_conns < HTTP_IDLE_MAX ? u->max_conns : HTTP_IDLE_MAX;
-        lp->pool = up_pool_new(loop, u->targets[i], u->max_conns, idle, HTTP_QUEUE_MAX);
-        if (lp->pool) {
-            *lp = (loop_pool){loop, i, lp->pool, u->pools};
-            u->pools = lp;
-        } else {
-            free(lp);
-            lp = NULL;
-        }
-    }
-    pthread_mutex_unlock(&u->lock);
-    return lp ? lp->pool : NULL;
+    unsigned idle = u->max_conns < HTTP_IDLE_MAX ? u->max_conns : HTTP_IDLE_MAX;
+    return up_loops_pool(u->pools, loop, i, u->targets[i], u->max_conns, idle, HTTP_QUEUE_MAX);
 }
 
 const char *http_upstream_authority(const http_upstreams *u, size_t i) {
     return up_target_authority(u->targets[i]);
 }
 
-void http_upstreams_worker_stop(http_upstreams *u, void *loop) {
-    pthread_mutex_lock(&u->lock);
-    loop_pool **pp = &u->pools, *mine = NULL;
-    while (*pp) {
-        loop_pool *lp = *pp;
-        if (lp->loop == loop) {
-            *pp = lp->next;
-            lp->next = mine;
-            mine = lp;
-        } else {
-            pp = &lp->next;
-        }
-    }
-    pthread_mutex_unlock(&u->lock);
-    while (mine) { /* outside the lock: the calls they end answer now */
-        loop_pool *lp = mine;
-        mine = lp->next;
-        up_pool_close(lp->pool);
-        free(lp);
-    }
-}
+void http_upstreams_worker_stop(http_upstreams *u, void *loop) { up_loops_stop(u->pools, loop); }
 
 void http_upstreams_free(http_upstreams *u) {
     if (!u) return;
-    while (u->pools) { /* a loop that never stopped: its handles are its own */
-        loop_pool *lp = u->pools;
-        u->pools = lp->next;
-        free(lp);
-    }
+    up_loops_free(u->pools);
     for (size_t i = 0; i < u->n; i++) up_target_free(u->targets[i]);
     free(u->targets);
-    pthread_mutex_destroy(&u->lock);
     free(u);
 }
