@@ -343,7 +343,7 @@ def creds(mode, token_url=None, **over):
 
 
 def manifest(env, audit):
-    m = base_manifest(audit_path=audit, gateway={"workers": 2})
+    m = base_manifest(audit_path=audit, gateway={"workers": 2, "log_level": "debug"})
     jwks = ctx.path("jwks.json")
     with open(jwks, "w") as f:
         json.dump({"keys": [env["signer"].jwk]}, f)
@@ -609,7 +609,7 @@ class FakeMcp:
 
 
 def mcp_manifest(env, fake, credentials, headers=True):
-    m = base_manifest(gateway={"workers": 2})
+    m = base_manifest(gateway={"workers": 2, "log_level": "debug"})
     jwks = ctx.path("jwks.json")
     with open(jwks, "w") as f:
         json.dump({"keys": [env["signer"].jwk]}, f)
@@ -687,9 +687,15 @@ def mcp_exchange(wire):
                     check("invalid_grant" in e["message"], "message: %r" % e)
                     check_eq(len(fake.calls()), n_calls, "nothing reached the upstream for carol")
                     check_eq(ep.problems, [], "requests the token endpoint found wrong")
+                no_secrets(gw.stderr(), env)
             finally:
                 fake.stop()
     return run
+
+
+def no_secrets(text, env):
+    for s in list(env["subjects"]) + list(env["endpoint"].issued) + [SECRET, OWN[7:]]:
+        check(s not in text, "a token or the secret is in the gateway's log")
 
 
 def check_sessions(fake, ep, calls):
@@ -751,6 +757,7 @@ def mcp_client_credentials():
                 check_eq(ep.count("client_credentials"), 1, "client_credentials requests")
                 opened = [r["principal"] for r in fake.records() if "minted" in r]
                 check_eq(opened, [CLIENT_ID], "one session, opened with the gateway's token")
+            no_secrets(gw.stderr(), env)
         finally:
             fake.stop()
 
