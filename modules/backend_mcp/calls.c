@@ -30,8 +30,20 @@ struct park {
     up_request *ur;           /* the upstream's tools/call (or prompts/get...) still open */
     asked q;            /* its question, unanswered */
     uint64_t expires_ms;
+    char caller_key[65]; /* the caller's session it was asked on ("": the gateway's) */
     park *next;
 };
+
+/* What the gateway sends the upstream about a question goes back on the
+ * session that asked it (caller_sessions.c); the previous target is
+ * returned for reply_on_done. */
+static const char *reply_on(upstream *up, const char *caller_key) {
+    const char *before = up->reply_key;
+    if (caller_key[0]) up->reply_key = caller_key;
+    return before;
+}
+
+static void reply_on_done(upstream *up, const char *before) { up->reply_key = before; }
 
 /* ---- on the op's thread ---- */
 
@@ -1046,9 +1058,11 @@ static void asked_free(asked *q) {
 /* answer_upstream: its question gets an error, and its call is cancelled. */
 static void park_free(upstream *up, park *p, bool answer_upstream) {
     if (answer_upstream && p->ur) {
+        const char *before = reply_on(up, p->caller_key);
         if (p->q.id_json)
             refuse_question(up, p->q.id_json, strlen(p->q.id_json),
                             "the client did not answer in time");
+        reply_on_done(up, before);
         cancel_upstream(up, p->ur, "the client did not answer");
     } else if (p->ur) {
         p->ur->parked = NULL;
@@ -1076,6 +1090,7 @@ static void park_call(upstream *up, up_request *r, const char *id_json, size_t i
     for (size_t i = 0; i < sizeof rnd; i++)
         off += snprintf(p->token + off, sizeof p->token - (size_t)off, "%02x", rnd[i]);
     p->owner = pc->owner ? strdup(pc->owner) : NULL;
+    memcpy(p->caller_key, pc->caller_key, sizeof p->caller_key);
     p->q.id_json = span_dup(id_json, id_len);
     p->q.method = strdup(method);
     p->q.params_json = params ? span_dup(params, pn) : NULL;
@@ -1146,7 +1161,9 @@ static void resume_parked(upstream *up, client_call *pc) {
     if (body) {
         mcpg_buf b = {0};
         mcpg_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,%s}", p->q.id_json, body);
+        const char *before = reply_on(up, p->caller_key);
         if (b.data) up->link->ops->send(up->link, b.data, b.len, NULL);
+        reply_on_done(up, before);
         mcpg_buf_free(&b);
         free(body);
     }

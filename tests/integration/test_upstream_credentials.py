@@ -678,6 +678,7 @@ def mcp_exchange(wire):
                               "a caller's own token reached the upstream")
                     if wire == "legacy":
                         check_sessions(fake, ep, calls)
+                        check_question(gw, env, fake, ep)
                         check_eviction(gw, env, fake)
                     # the endpoint refuses carol's token: nothing reaches the upstream
                     n_calls = len(fake.calls())
@@ -712,6 +713,37 @@ def check_sessions(fake, ep, calls):
 
 def session_of(fake, principal):
     return [r["minted"] for r in fake.records() if r.get("principal") == principal]
+
+
+ELICITING = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+
+
+def ask(gw, token, params, id):
+    headers = stateless_headers("tools/call", "mcp_ask") + [("Authorization", "Bearer " + token)]
+    body = rpc_body("tools/call", dict(params, name="mcp_ask", arguments={}, _meta=ELICITING), id=id)
+    r = send_one(gw.port, build_request(gw.port, headers=headers, body=body))
+    check_eq(r.status, 200, "ask: status (%r)" % r.body[:300])
+    rpc = r.rpc()
+    check("result" in rpc, "ask: %r" % rpc)
+    return rpc["result"]
+
+
+def check_question(gw, env, fake, ep):
+    """The upstream asks alice's call a question on alice's session; alice (a stateless
+    client) answers with a retry, and the answer goes back on alice's session, with her
+    token: the upstream takes it there."""
+    alice = env.mint("alice")
+    first = ask(gw, alice, {}, 60)
+    check_eq(first.get("resultType"), "input_required", "the first round: %r" % first)
+    reply = {"action": "accept", "content": {"name": "Grace"}}
+    done = ask(gw, alice, {"inputResponses": {"upstream": reply},
+                           "requestState": first["requestState"]}, 61)
+    check_eq(done.get("structuredContent"), {"got": reply}, "the upstream got the answer")
+    answers = [r for r in fake.records() if "msg" in r and "method" not in r["msg"]]
+    check_eq(len(answers), 1, "answers the upstream got")
+    h = answers[0]["headers"]
+    check_eq(h.get("mcp-session-id"), session_of(fake, "alice")[0], "the answer's session")
+    check_eq(issued_to(ep, h["authorization"]), "alice", "the answer's token")
 
 
 def check_eviction(gw, env, fake):
