@@ -24,8 +24,10 @@ backend_mcp against fake_mcp_upstream.py taking only the endpoint's tokens for i
 caller's calls carry that caller's exchanged token; on the session wire each caller has a
 session of its own, opened with its own token, that no other caller's call uses (the fake
 refuses a session used with another principal's token); client_credentials opens one
-session with the gateway's token for everyone; an upstream refusing a passed-through token
-answers -32000 with its WWW-Authenticate challenge."""
+session with the gateway's token for everyone; passthrough sends the caller's verified
+token (on the session wire, on a session it opened), and an upstream refusing it answers
+-32000 with its WWW-Authenticate challenge. A question the upstream asks on a caller's
+session is answered there, with that caller's token."""
 import base64
 import http.server
 import json
@@ -794,7 +796,7 @@ def mcp_client_credentials():
             fake.stop()
 
 
-def mcp_passthrough_refused(wire):
+def mcp_passthrough(wire):
     def run():
         with Env() as env:
             fake = FakeMcp(env, wire, ctx.unique("mcp-pt-" + wire))
@@ -811,6 +813,16 @@ def mcp_passthrough_refused(wire):
                              if "headers" in r and r["headers"].get("authorization") != OWN]
                     check(auths and all(a == "Bearer " + tok for a in auths),
                           "the caller's verified token, and only it, was passed")
+                    # an upstream that takes the caller's token: the call goes through with it
+                    grace = env.mint("grace", aud=[GW_AUD, PT_AUD])
+                    ep = env["endpoint"]
+                    with ep.server.lock:
+                        ep.issued[grace] = {"sub": "grace", "aud": UP_AUD, "scope": SCOPE}
+                        replace_file(ep.issued_file, ep.issued)
+                    check_eq(whoami(gw, grace, "grace's call"), "Bearer " + grace,
+                             "the caller's own token, as the upstream got it")
+                    if wire == "legacy":
+                        check_eq(len(session_of(fake, "grace")), 1, "grace's own session")
             finally:
                 fake.stop()
     return run
@@ -824,6 +836,6 @@ if __name__ == "__main__":
         ("backend_mcp, session wire: exchange, a session per caller", mcp_exchange("legacy")),
         ("backend_mcp, session wire: an idle caller's session closed", mcp_idle_close),
         ("backend_mcp: client_credentials, one session", mcp_client_credentials),
-        ("backend_mcp, stateless wire: the upstream's 401", mcp_passthrough_refused("stateless")),
-        ("backend_mcp, session wire: the upstream's 401", mcp_passthrough_refused("legacy")),
+        ("backend_mcp, stateless wire: passthrough, refused and taken", mcp_passthrough("stateless")),
+        ("backend_mcp, session wire: passthrough, refused and taken", mcp_passthrough("legacy")),
     ], ctx))
