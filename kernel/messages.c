@@ -185,15 +185,29 @@ static bool params_ok(const char *params, size_t plen) {
     return mcpg_json_value(params, plen, &pos, &v) == 1 && v.type == MCPG_JSON_OBJECT;
 }
 
+/* A backend's log message reaches its caller through gateway.redact, as
+ * the gateway's own log and audit do: an upstream that logs a credential
+ * (its own, or one it was handed) does not show it to the client. One that
+ * cannot be redacted is not sent. */
+static bool is_log_message(const char *method) {
+    return strcmp(method, "notifications/message") == 0;
+}
+
 int host_call_notify(mcpg_call *h, const char *method, const char *params, size_t plen) {
     mcpg_call *c = call_of(h, "call_notify");
     if (!c) return MCPG_ESTATE;
     if (!method || !params_ok(params, plen)) return MCPG_EINVAL;
     if (!can_carry(c)) return MCPG_ENOTSUP;
-    mcpg_buf b = {0};
-    int rc = mcpg__rpc_frame(&b, NULL, method, params, plen);
+    mcpg_buf shown = {0}, b = {0};
+    int rc = 0;
+    if (params && plen && is_log_message(method)) {
+        rc = redact_json_valid(c->gen->m->redact, params, plen, &shown);
+        params = shown.data, plen = shown.len;
+    }
+    if (rc == 0) rc = mcpg__rpc_frame(&b, NULL, method, params, plen);
     if (rc == 0) rc = send_msg(c, &b, false);
     mcpg_buf_free(&b);
+    mcpg_buf_free(&shown);
     return rc;
 }
 

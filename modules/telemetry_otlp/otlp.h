@@ -46,6 +46,7 @@ typedef struct otlp {
     mcpg_metric *exported, *dropped; /* dropped: one series per OTLP_DROP_* */
     pthread_t thread;
     bool thread_started;
+    int conn;                       /* the exporter thread's connection to the collector, or -1 */
     /* ---- under mu ---- */
     pthread_mutex_t mu;
     pthread_cond_t wake;

@@ -4,7 +4,9 @@
  * backoff that doubles (backoff_ms, then twice that, ...), max_attempts in
  * all; then the batch is dropped and counted. Any other answer ends the
  * batch (a 4xx will not get better by sending it again). Blocking sockets
- * with timeouts: only this thread ever waits on the collector. http only. */
+ * with timeouts: only this thread ever waits on the collector. One
+ * connection is kept open from POST to POST while the collector allows it.
+ * http only. */
 #define _GNU_SOURCE /* strcasestr */
 #include "otlp.h"
 
@@ -77,62 +79,105 @@ static int send_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
-/* The body's length once the head is whole: Content-Length, or -1 (read
- * to the close). */
-static long body_length(const char *head) {
+/* What the head of an answer says about reading its body and keeping the
+ * connection. */
+typedef struct answer_head {
+    long length;  /* Content-Length, or -1 */
+    bool chunked; /* Transfer-Encoding: chunked (read to its last chunk) */
+    bool closes;  /* Connection: close, or neither length nor chunks: read to the close */
+} answer_head;
+
+static answer_head head_of(const char *head) {
     const char *cl = strcasestr(head, "\r\ncontent-length:");
-    return cl ? strtol(cl + 17, NULL, 10) : -1;
+    answer_head a = {.length = cl ? strtol(cl + 17, NULL, 10) : -1,
+                     .chunked = strcasestr(head, "\r\ntransfer-encoding: chunked") != NULL};
+    bool http10 = strncmp(head, "HTTP/1.0", 8) == 0; /* closes unless it says keep-alive */
+    a.closes = strcasestr(head, "\r\nconnection: close") != NULL || (a.length < 0 && !a.chunked) ||
+               (http10 && !strcasestr(head, "\r\nconnection: keep-alive"));
+    return a;
 }
 
-/* The status line's code: the answer is read to the end of its body (by
- * Content-Length, else to the close), so the collector is never cut off
- * mid-answer; only its head is kept. */
-static int read_status(int fd) {
-    char buf[4096];
-    size_t got = 0, body_seen = 0;
+/* A chunked body ends with the zero-size chunk and its blank line. */
+static bool chunks_ended(const char *tail, size_t n) {
+    static const char end[] = "0\r\n\r\n";
+    return n >= sizeof end - 1 && memcmp(tail + n - (sizeof end - 1), end, sizeof end - 1) == 0;
+}
+
+/* The status line's code (0: no answer). The answer is read to the end of
+ * its body (by Content-Length, to its last chunk, else to the close), so
+ * the collector is never cut off mid-answer and the connection can carry
+ * the next POST; only its head is kept. *reusable: the connection may. */
+static int read_status(int fd, bool *reusable) {
+    char buf[4096], tail[8];
+    size_t got = 0, body_seen = 0, tail_n = 0;
     const char *end = NULL;
-    long want = -1;
+    answer_head a = {.length = -1, .closes = true};
+    bool whole = false;
     for (;;) {
-        if (end && want >= 0 && body_seen >= (size_t)want) break;
+        if (end && ((a.length >= 0 && body_seen >= (size_t)a.length) ||
+                    (a.chunked && chunks_ended(tail, tail_n)))) {
+            whole = true;
+            break;
+        }
         char *at = end ? buf + sizeof buf / 2 : buf + got; /* past the head: scratch */
         size_t room = end ? sizeof buf / 2 : sizeof buf - 1 - got;
         if (!room) break; /* a head this long is no answer we read */
         ssize_t r = recv(fd, at, room, 0);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
-        if (end) {
-            body_seen += (size_t)r;
-            continue;
+        if (!end) {
+            got += (size_t)r;
+            buf[got] = '\0';
+            if ((end = strstr(buf, "\r\n\r\n")) == NULL) continue;
+            a = head_of(buf);
+            at = (char *)end + 4;
+            r = (ssize_t)(got - (size_t)(end + 4 - buf));
         }
-        got += (size_t)r;
-        buf[got] = '\0';
-        if ((end = strstr(buf, "\r\n\r\n")) != NULL) {
-            body_seen = got - (size_t)(end + 4 - buf);
-            want = body_length(buf);
+        body_seen += (size_t)r;
+        /* the last bytes seen, for the chunked body's end */
+        size_t keep = (size_t)r >= sizeof tail ? sizeof tail : (size_t)r;
+        if (tail_n + keep > sizeof tail) {
+            size_t drop = tail_n + keep - sizeof tail;
+            memmove(tail, tail + drop, tail_n - drop);
+            tail_n -= drop;
         }
+        memcpy(tail + tail_n, at + r - keep, keep);
+        tail_n += keep;
     }
+    *reusable = whole && !a.closes;
     buf[end ? (size_t)(end - buf) : got] = '\0';
     int status = 0;
     return sscanf(buf, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
 }
 
-/* One attempt: the HTTP status, or 0 when no answer came. */
-static int post_once(const otlp *o, const mcpg_buf *body) {
-    int fd = connect_to(o);
-    if (fd < 0) return 0;
+static void drop_connection(otlp *o) {
+    if (o->conn >= 0) close(o->conn);
+    o->conn = -1;
+}
+
+static bool send_request(const otlp *o, int fd, const mcpg_buf *body) {
     char head[1024];
     int n = snprintf(head, sizeof head,
                      "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: %s\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                     "Content-Length: %zu\r\n\r\n",
                      o->url.path, o->url.host, o->url.port,
                      o->json ? "application/json" : "application/x-protobuf", body->len);
-    int status = 0;
-    if (send_all(fd, head, (size_t)n) == 0 && send_all(fd, body->data, body->len) == 0) {
-        shutdown(fd, SHUT_WR);
-        status = read_status(fd);
+    return send_all(fd, head, (size_t)n) == 0 && send_all(fd, body->data, body->len) == 0;
+}
+
+/* One attempt: the HTTP status, or 0 when no answer came. The connection
+ * stays open for the next POST while the collector keeps it; one it closed
+ * while idle is opened again at once, not counted as an attempt. */
+static int post_once(otlp *o, const mcpg_buf *body) {
+    for (int fresh = 0; fresh < 2; fresh++) {
+        bool reused = o->conn >= 0;
+        if (!reused && (o->conn = connect_to(o)) < 0) return 0;
+        bool reusable = false;
+        int status = send_request(o, o->conn, body) ? read_status(o->conn, &reusable) : 0;
+        if (!reusable) drop_connection(o);
+        if (status || !reused) return status;
     }
-    close(fd);
-    return status;
+    return 0;
 }
 
 static bool worth_retrying(int status) { return status == 0 || status == 429 || status >= 500; }
@@ -219,6 +264,7 @@ void *otlp_thread(void *arg) {
         if (last && !o->count) break;
     }
     pthread_mutex_unlock(&o->mu);
+    drop_connection(o);
     free(batch);
     return NULL;
 }

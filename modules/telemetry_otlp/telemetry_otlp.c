@@ -84,6 +84,7 @@ static int otlp_create(const mcpg_host *host, mcpg_instance *self, const void *c
     o->host = host;
     o->self = self;
     o->cfg = config;
+    o->conn = -1;
     o->json = strcmp(o->cfg->encoding, "json") == 0;
     char why[600];
     o->ring = calloc((size_t)o->cfg->queue_spans, sizeof *o->ring);

@@ -262,6 +262,16 @@ def main():
         check(logs and logs[0]["params"]["data"] == "note" and logs[0]["params"]["level"] == "warning",
               "notifications/message on the call's stream: %r" % msgs)
         check_eq(answer(r)["result"]["content"][0]["text"], "logged", "the result")
+        # what an upstream logs reaches its caller through gateway.redact
+        secret = "sk-live-5f2e9c1d7a"
+        r = request(p, body={"jsonrpc": "2.0", "id": 13, "method": "tools/call",
+                             "params": {"name": "up_log", "arguments": {
+                                 "text": "retrying with Authorization: Bearer %s now" % secret}}},
+                    session=sid)
+        logs = [m for m in stream_messages(r.body.decode()) if m.get("method") == "notifications/message"]
+        data = logs[0]["params"]["data"] if logs else ""
+        check(logs and secret not in r.body.decode() and data.startswith("retrying with Authorization: ")
+              and data.endswith(" now"), "the credential in an upstream log line is hidden: %r" % data)
 
     def t_elicitation_legacy():
         sid = session(p, {"elicitation": {}})

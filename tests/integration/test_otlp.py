@@ -311,6 +311,20 @@ def main():
                  "the two spans counted as exported")
         check_eq(dropped(gw.port, "export_failed"), 0, "nothing dropped")
 
+    def t_one_connection():
+        """POST after POST on one connection to the collector, while it keeps it open."""
+        col = collector()
+        gw = start(exported_with_metrics(col.endpoint), "keepalive")
+        for i in range(5):
+            trace = ("%x" % (i + 1)) * 32
+            r, rpc = traced_call(gw.port, "echo", {"message": "k"}, 70 + i,
+                                 "00-%s-%s-01" % (trace, CLIENT_SPAN))
+            expect_result(r, rpc, 70 + i, "a traced call")
+            col.trace(trace, 2, "the call's spans, a POST of their own")
+        st = col.state()
+        check(st["posts"] >= 5, "a POST a call: %r" % st["posts"])
+        check_eq(st["postConnections"], 1, "every POST on one connection")
+
     def t_queue_full():
         held = HeldCollector()
         procs.append(held)
@@ -462,6 +476,7 @@ def main():
              ("parent-based sampling", t_sampling),
              ("one trace across two gateways", t_two_gateways),
              ("503, then the collector takes the batch", t_retries),
+             ("one kept connection to the collector", t_one_connection),
              ("a full queue drops new spans", t_queue_full),
              ("collector down", t_collector_down),
              ("JSON encoding, the caller named", t_json_enduser),

@@ -4,6 +4,7 @@
 // generated definitions, or OTLP/JSON) and keeps every span it saw; GET
 // /spans answers them as JSON, ids in lowercase hex, attributes as an
 // object, with the body's encoding and its resource's service.name.
+// It counts the connections that carried a POST (postConnections).
 // --refuse-first N answers the first N POSTs 503 (counted as "refused") without
 // reading them, as a collector that is overloaded does.
 'use strict';
@@ -15,6 +16,7 @@ const Response = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceR
 const spans = [];
 let posts = 0;
 let refused = 0;
+let postConnections = 0; // connections that carried at least one POST
 const at = process.argv.indexOf('--refuse-first');
 const refuseFirst = at > 0 ? Number(process.argv[at + 1]) : 0;
 
@@ -58,8 +60,12 @@ const server = http.createServer((req, res) => {
   req.on('end', () => {
     if (req.method === 'GET' && req.url === '/spans') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ posts, refused, spans }));
+      res.end(JSON.stringify({ posts, refused, postConnections, spans }));
       return;
+    }
+    if (!req.socket.carriedPost) {
+      req.socket.carriedPost = true;
+      postConnections++;
     }
     if (refused < refuseFirst) {
       refused++;
