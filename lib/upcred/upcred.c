@@ -99,6 +99,8 @@ static int passthrough(upcred *u, mcpg_call *call, upcred_wait *w) {
                          "name %.200s)",
                       u->name, u->cfg.audience);
     }
+    if (!upcred_header_safe(tok, n))
+        return failed(w, "%s: the caller's token cannot go in a header", u->name);
     if (!(w->auth_line = bearer_line(tok, n))) return failed(w, "%s: out of memory", u->name);
     return UPCRED_READY;
 }

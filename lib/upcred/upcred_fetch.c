@@ -73,7 +73,7 @@ static void form_body(const upcred *u, const upcred_grant *g, mcpg_buf *b) {
 /* A token fit for a header line: visible ASCII, no blank (RFC 6750's
  * b64token is narrower still); anything else would let the endpoint's
  * answer write headers of its own. */
-static int header_safe(const char *s, size_t n) {
+int upcred_header_safe(const char *s, size_t n) {
     if (!n) return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f) return 0;
@@ -114,12 +114,12 @@ static char *read_token(fetch *f, int64_t *expires_us, char *why, size_t cap) {
     if (f->status != 200) {
         snprintf(why, cap, "%s: the token endpoint %s refused the request (HTTP %d%s%s)", u->name,
                  u->cfg.token_url, f->status, code[0] ? ", error " : "", code);
-    } else if (!json_is_string(at) || !header_safe(json_string_value(at), json_string_length(at))) {
+    } else if (!json_is_string(at) || !upcred_header_safe(json_string_value(at), json_string_length(at))) {
         snprintf(why, cap, "%s: the token endpoint %s answered without a usable access_token",
                  u->name, u->cfg.token_url);
     } else if (type && strcasecmp(type, "Bearer") != 0 && strcasecmp(type, "N_A") != 0) {
         snprintf(why, cap, "%s: the token endpoint %s answered a token of type %.32s, not Bearer",
-                 u->name, u->cfg.token_url, header_safe(type, strlen(type)) ? type : "?");
+                 u->name, u->cfg.token_url, upcred_header_safe(type, strlen(type)) ? type : "?");
     } else if (asprintf(&line, "Authorization: Bearer %s\r\n", json_string_value(at)) < 0) {
         line = NULL;
         snprintf(why, cap, "%s: out of memory", u->name);

@@ -98,6 +98,8 @@ typedef struct upcred_grant {
 
 /* A fresh client assertion, appended to a token request's form. 0 or -1. */
 int upcred_assertion(const upcred *u, mcpg_buf *form);
+/* s[0..n) may go in a header line: visible ASCII, no blank, not empty. */
+int upcred_header_safe(const char *s, size_t n);
 /* Append v[0..n) form-encoded (RFC 6749 appendix B). */
 void upcred_form_encode(mcpg_buf *b, const char *v, size_t n);
 
