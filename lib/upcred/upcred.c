@@ -55,13 +55,14 @@ static void gateway_challenge(const mcpg_host *h, mcpg_call *call, upcred_wait *
 
 static int no_verified_token(upcred *u, mcpg_call *call, upcred_wait *w) {
     gateway_challenge(u->h, call, w, "no_verified_token");
-    return failed(w, "%s: this upstream needs the caller's own token, and the call's identity "
-                     "was not established from a verified bearer token",
+    return failed(w,
+                  "%s: this upstream needs the caller's own token, and the call's identity "
+                  "was not established from a verified bearer token",
                   u->name);
 }
 
-static int verified_token(upcred *u, mcpg_call *call, upcred_wait *w, const char **tok,
-                          size_t *n, const char **claims, size_t *claims_len) {
+static int verified_token(upcred *u, mcpg_call *call, upcred_wait *w, const char **tok, size_t *n,
+                          const char **claims, size_t *claims_len) {
     const mcpg_host *h = u->h;
     if (!MCPG_HOST_HAS(h, call_bearer) || h->call_bearer(call, tok, n, claims, claims_len) != 0)
         return no_verified_token(u, call, w);
@@ -95,8 +96,9 @@ static int passthrough(upcred *u, mcpg_call *call, upcred_wait *w) {
     if (verified_token(u, call, w, &tok, &n, &claims, &cl) != UPCRED_READY) return UPCRED_FAILED;
     if (!audience_named(claims, cl, u->cfg.audience)) {
         gateway_challenge(u->h, call, w, "audience");
-        return failed(w, "%s: the caller's token is not meant for this upstream (its aud does not "
-                         "name %.200s)",
+        return failed(w,
+                      "%s: the caller's token is not meant for this upstream (its aud does not "
+                      "name %.200s)",
                       u->name, u->cfg.audience);
     }
     if (!upcred_header_safe(tok, n))
@@ -252,7 +254,8 @@ static int exchange(upcred *u, mcpg_call *call, void *loop, upcred_wait *w) {
     if (verified_token(u, call, w, &tok, &n, &claims, &cl) != UPCRED_READY) return UPCRED_FAILED;
     const char *owner = owner_of(u->h, call, &on);
     key_of(w->key, owner, on, tok, n);
-    upcred_grant g = {.subject_token = tok, .subject_len = n, .subject_exp_s = exp_claim(claims, cl)};
+    upcred_grant g = {
+        .subject_token = tok, .subject_len = n, .subject_exp_s = exp_claim(claims, cl)};
     return cached(u, loop, w, &g);
 }
 
@@ -260,14 +263,18 @@ int upcred_begin(upcred *u, mcpg_call *call, void *loop, upcred_wait *w) {
     w->auth_line = w->error_data = NULL;
     w->failed = w->keyed = 0;
     w->entry = NULL;
-    if (!call && upcred_per_caller(u)) return failed(w, "%s: no caller to take a token from", u->name);
+    if (!call && upcred_per_caller(u))
+        return failed(w, "%s: no caller to take a token from", u->name);
     switch (upcred_mode_of(u)) {
-    case UPCRED_PASSTHROUGH: return passthrough(u, call, w);
-    case UPCRED_EXCHANGE: return exchange(u, call, loop, w);
+    case UPCRED_PASSTHROUGH:
+        return passthrough(u, call, w);
+    case UPCRED_EXCHANGE:
+        return exchange(u, call, loop, w);
     case UPCRED_CLIENT_CREDENTIALS:
         key_of(w->key, "client_credentials", 18, "", 0);
         return cached(u, loop, w, &(upcred_grant){0});
-    default: return UPCRED_READY;
+    default:
+        return UPCRED_READY;
     }
 }
 
@@ -315,16 +322,23 @@ static void add_metrics(upcred *u) {
     if (!MCPG_HOST_HAS(u->h, metric_new)) return;
     static const char *const labels[] = {"instance", "result"};
     const char *vals[] = {u->name, "hit", u->name, "miss", u->name, "wait"};
-    mcpg_metric_desc d = {.size = sizeof d, .type = MCPG_METRIC_COUNTER,
+    mcpg_metric_desc d = {.size = sizeof d,
+                          .type = MCPG_METRIC_COUNTER,
                           .name = "mcpg_upstream_token_cache_total",
                           .help = "Upstream tokens found in the cache (hit), asked for (miss) or "
                                   "waited for while another call asked (wait)",
-                          .label_names = labels, .n_labels = 2, .n_series = 3, .label_values = vals};
+                          .label_names = labels,
+                          .n_labels = 2,
+                          .n_series = 3,
+                          .label_values = vals};
     if (u->h->metric_new(u->self, &d, &u->cache_total) != 0) u->cache_total = NULL;
-    mcpg_metric_desc e = {.size = sizeof e, .type = MCPG_METRIC_COUNTER,
+    mcpg_metric_desc e = {.size = sizeof e,
+                          .type = MCPG_METRIC_COUNTER,
                           .name = "mcpg_upstream_token_errors_total",
                           .help = "Token endpoint requests that brought no token",
-                          .label_names = labels, .n_labels = 1, .n_series = 1,
+                          .label_names = labels,
+                          .n_labels = 1,
+                          .n_series = 1,
                           .label_values = vals};
     if (u->h->metric_new(u->self, &e, &u->errors_total) != 0) u->errors_total = NULL;
 }
@@ -346,7 +360,8 @@ static int endpoint_of(mcpg_config_problems *p, upcred *u) {
         return -1;
     }
     up_tls_opts tls = {.insecure = u->cfg.tls_insecure, .ca_file = u->cfg.ca_file};
-    u->endpoint = up_target_new(u->cfg.token_url, &tls, (uint64_t)u->cfg.timeout_ms, err, sizeof err);
+    u->endpoint =
+        up_target_new(u->cfg.token_url, &tls, (uint64_t)u->cfg.timeout_ms, err, sizeof err);
     if (!u->endpoint) mcpg_config_problem(p, "credentials.token_url", "%s", err);
     return u->endpoint ? 0 : -1;
 }
@@ -366,7 +381,8 @@ upcred *upcred_new(mcpg_config_problems *p, const mcpg_host *h, mcpg_instance *s
         mcpg_config_problem(p, "credentials", "out of memory");
         return NULL;
     }
-    *u = (upcred){.h = h, .self = self, .name = h->instance_name(self), .cfg = c, .cache = u->cache};
+    *u =
+        (upcred){.h = h, .self = self, .name = h->instance_name(self), .cfg = c, .cache = u->cache};
     pthread_mutex_init(&u->lock, NULL);
     if (c.mode != UPCRED_PASSTHROUGH && endpoint_of(p, u) != 0) {
         upcred_free(u);

@@ -45,11 +45,11 @@ struct upcred_wait {
                                        to your own loop before using the call */
     void *arg;
     /* results */
-    char *auth_line;     /* "Authorization: Bearer ...\r\n" (free with
+    char *auth_line; /* "Authorization: Bearer ...\r\n" (free with
                             upcred_wait_clear), or NULL: no credential to add */
     int failed;
-    char error[400];     /* why, naming the instance; never a token */
-    char *error_data;    /* JSON object for the JSON-RPC error's data, or NULL */
+    char error[400];  /* why, naming the instance; never a token */
+    char *error_data; /* JSON object for the JSON-RPC error's data, or NULL */
     /* the library's */
     upcred_wait *next;
     struct upcred_entry *entry; /* the token it waits for */

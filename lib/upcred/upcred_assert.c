@@ -19,7 +19,7 @@
 
 struct upcred_signer {
     EVP_PKEY *key;
-    int es256;           /* else RS256 */
+    int es256; /* else RS256 */
 };
 
 static void b64url(mcpg_buf *out, const unsigned char *p, size_t n) {
@@ -42,9 +42,12 @@ upcred_signer *upcred_signer_load(const char *path, char *err, size_t cap) {
     fclose(f);
     int id = key ? EVP_PKEY_get_base_id(key) : 0;
     int p256 = id == EVP_PKEY_EC && EVP_PKEY_get_bits(key) == 256;
-    if (!key || (!p256 && id != EVP_PKEY_RSA) || (id == EVP_PKEY_RSA && EVP_PKEY_get_bits(key) < 2048)) {
-        snprintf(err, cap, "%s: not a PEM private key of P-256 (ES256) or RSA of 2048 bits or "
-                           "more (RS256)", path);
+    if (!key || (!p256 && id != EVP_PKEY_RSA) ||
+        (id == EVP_PKEY_RSA && EVP_PKEY_get_bits(key) < 2048)) {
+        snprintf(err, cap,
+                 "%s: not a PEM private key of P-256 (ES256) or RSA of 2048 bits or "
+                 "more (RS256)",
+                 path);
         EVP_PKEY_free(key);
         return NULL;
     }

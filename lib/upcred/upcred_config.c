@@ -12,11 +12,22 @@
 #define TT_JWT "urn:ietf:params:oauth:token-type:jwt"
 
 static const char *const MODES[] = {"static", "passthrough", "exchange", "client_credentials"};
-static const char *const KEYS[] = {"mode", "audience", "scope", "resource", "token_url",
-                                   "client_id", "client_secret_env", "subject_token_type",
-                                   "requested_token_type", "private_key_file", "key_id",
-                                   "ca_file", "tls_insecure",
-                                   "refresh_margin_s", "timeout_ms", "cache_entries"};
+static const char *const KEYS[] = {"mode",
+                                   "audience",
+                                   "scope",
+                                   "resource",
+                                   "token_url",
+                                   "client_id",
+                                   "client_secret_env",
+                                   "subject_token_type",
+                                   "requested_token_type",
+                                   "private_key_file",
+                                   "key_id",
+                                   "ca_file",
+                                   "tls_insecure",
+                                   "refresh_margin_s",
+                                   "timeout_ms",
+                                   "cache_entries"};
 #define NKEYS (sizeof KEYS / sizeof *KEYS)
 
 static void problem_at(mcpg_config_problems *p, const char *key, const char *what) {
@@ -66,7 +77,8 @@ static void parse_mode(mcpg_config_problems *p, json_t *o, upcred_cfg *c) {
     if (m) {
         size_t i = 0;
         while (i < 4 && strcmp(MODES[i], m) != 0) i++;
-        if (i == 4) problem_at(p, "mode", "must be static, passthrough, exchange or client_credentials");
+        if (i == 4)
+            problem_at(p, "mode", "must be static, passthrough, exchange or client_credentials");
         else c->mode = (upcred_mode)i;
     }
     free(m);
@@ -78,8 +90,7 @@ static void parse_token_type(mcpg_config_problems *p, json_t *o, upcred_cfg *c) 
         c->subject_token_type = strdup(TT_ACCESS);
     else if (strcmp(t, "jwt") == 0 || strcmp(t, TT_JWT) == 0)
         c->subject_token_type = strdup(TT_JWT);
-    else
-        problem_at(p, "subject_token_type", "must be access_token or jwt");
+    else problem_at(p, "subject_token_type", "must be access_token or jwt");
     free(t);
     c->requested_token_type = string_of(p, o, "requested_token_type");
     if (!c->requested_token_type && c->mode == UPCRED_EXCHANGE)

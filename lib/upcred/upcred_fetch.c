@@ -37,8 +37,7 @@ void upcred_form_encode(mcpg_buf *b, const char *v, size_t n) {
         if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
             strchr("-._~", ch))
             mcpg_buf_append(b, v + i, 1);
-        else
-            mcpg_buf_printf(b, "%%%c%c", hex[ch >> 4], hex[ch & 15]);
+        else mcpg_buf_printf(b, "%%%c%c", hex[ch >> 4], hex[ch & 15]);
     }
 }
 
@@ -114,7 +113,8 @@ static char *read_token(fetch *f, int64_t *expires_us, char *why, size_t cap) {
     if (f->status != 200) {
         snprintf(why, cap, "%s: the token endpoint %s refused the request (HTTP %d%s%s)", u->name,
                  u->cfg.token_url, f->status, code[0] ? ", error " : "", code);
-    } else if (!json_is_string(at) || !upcred_header_safe(json_string_value(at), json_string_length(at))) {
+    } else if (!json_is_string(at) ||
+               !upcred_header_safe(json_string_value(at), json_string_length(at))) {
         snprintf(why, cap, "%s: the token endpoint %s answered without a usable access_token",
                  u->name, u->cfg.token_url);
     } else if (type && strcasecmp(type, "Bearer") != 0 && strcasecmp(type, "N_A") != 0) {
@@ -167,8 +167,7 @@ static void on_done(void *arg, int err) {
     else if (err)
         snprintf(why, sizeof why, "%s: the token endpoint %s cannot be reached: %s", u->name,
                  u->cfg.token_url, up_req_error_detail(f->req));
-    else
-        line = read_token(f, &exp, why, sizeof why);
+    else line = read_token(f, &exp, why, sizeof why);
     f->req = NULL;
     uv_timer_stop(&f->timer);
     upcred_finish(u, f->e, line, line ? strlen(line) : 0, exp, line ? NULL : why);

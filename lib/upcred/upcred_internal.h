@@ -11,11 +11,11 @@
 
 #define UPCRED_CACHE_DEFAULT 1024
 #define UPCRED_CACHE_MAX 1000000
-#define UPCRED_WAITERS_MAX 1024   /* calls waiting for one token */
+#define UPCRED_WAITERS_MAX 1024 /* calls waiting for one token */
 #define UPCRED_MARGIN_DEFAULT_S 30
 #define UPCRED_TIMEOUT_DEFAULT_MS 10000
 #define UPCRED_EXPIRES_DEFAULT_S 300 /* a token answered without expires_in */
-#define UPCRED_ANSWER_MAX 65536       /* bytes of a token endpoint's answer read */
+#define UPCRED_ANSWER_MAX 65536      /* bytes of a token endpoint's answer read */
 
 typedef struct upcred_cfg {
     upcred_mode mode;
@@ -39,12 +39,12 @@ void upcred_cfg_free(upcred_cfg *c);
 typedef struct upcred_entry upcred_entry;
 struct upcred_entry {
     unsigned char key[32];
-    int used;            /* holds a key */
-    int fetching;        /* a request to the endpoint is out for it */
-    char *line;          /* "Authorization: Bearer ...\r\n", or NULL */
+    int used;     /* holds a key */
+    int fetching; /* a request to the endpoint is out for it */
+    char *line;   /* "Authorization: Bearer ...\r\n", or NULL */
     size_t line_len;
-    int64_t expires_us;  /* the line is good until then */
-    uint64_t last_use;   /* for least-recently-used eviction */
+    int64_t expires_us; /* the line is good until then */
+    uint64_t last_use;  /* for least-recently-used eviction */
     upcred_wait *waiters;
     size_t n_waiters;
     upcred_entry *hnext; /* its hash bucket's chain */
@@ -54,7 +54,7 @@ typedef struct upcred_cache {
     upcred_entry *entries;
     size_t cap, used;
     upcred_entry **buckets;
-    size_t nbuckets;     /* a power of two */
+    size_t nbuckets; /* a power of two */
     uint64_t clock;
 } upcred_cache;
 
@@ -77,14 +77,14 @@ void upcred_signer_free(upcred_signer *s);
 struct upcred {
     const mcpg_host *h;
     mcpg_instance *self;
-    const char *name;      /* the instance's */
+    const char *name; /* the instance's */
     upcred_cfg cfg;
     char *basic;           /* "Authorization: Basic ...\r\n" (client_secret_basic), or NULL */
     upcred_signer *signer; /* private_key_jwt, or NULL */
     up_target *endpoint;   /* token_url's */
     pthread_mutex_t lock;  /* the cache */
     upcred_cache cache;
-    up_loops *pools;       /* the token endpoint's connections, per loop */
+    up_loops *pools;          /* the token endpoint's connections, per loop */
     mcpg_metric *cache_total; /* {instance, result=hit|miss} */
     mcpg_metric *errors_total;
 };
@@ -93,7 +93,7 @@ struct upcred {
 typedef struct upcred_grant {
     const char *subject_token; /* exchange: the caller's verified token */
     size_t subject_len;
-    int64_t subject_exp_s;     /* its exp claim, or 0 */
+    int64_t subject_exp_s; /* its exp claim, or 0 */
 } upcred_grant;
 
 /* A fresh client assertion, appended to a token request's form. 0 or -1. */

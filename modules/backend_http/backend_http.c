@@ -35,7 +35,8 @@ static const mcpg_config_field http_config[] = {
                           "https: PEM bundle to verify upstreams against (default: the system's)"),
     MCPG_CFG_STRING_FIELD(http_cfg, cert_file, "cert_file", NULL,
                           "https: client certificate (PEM) for upstreams that ask for one"),
-    MCPG_CFG_STRING_FIELD(http_cfg, key_file, "key_file", NULL, "https: the client certificate's key (PEM)"),
+    MCPG_CFG_STRING_FIELD(http_cfg, key_file, "key_file", NULL,
+                          "https: the client certificate's key (PEM)"),
     MCPG_CFG_INT_FIELD(http_cfg, max_conns, "max_conns", "64", 1, HTTP_MAX_CONNS_MAX,
                        "connections to each upstream, per loop; calls beyond wait (up to 1024)"),
     MCPG_CFG_JSON_FIELD(http_cfg, credentials, "credentials", NULL,
@@ -90,8 +91,10 @@ static void check_no_authorization(mcpg_config_problems *p, const http_tool_set 
         for (size_t j = 0; j < set->tools[i].nheaders; j++)
             if (strcasecmp(set->tools[i].headers[j].key, "Authorization") == 0) {
                 char path[64];
-                snprintf(path, sizeof path, "tools[%zu].headers.%s", i, set->tools[i].headers[j].key);
-                mcpg_config_problem(p, path, "is set by credentials.mode; remove it or use mode static");
+                snprintf(path, sizeof path, "tools[%zu].headers.%s", i,
+                         set->tools[i].headers[j].key);
+                mcpg_config_problem(p, path,
+                                    "is set by credentials.mode; remove it or use mode static");
             }
 }
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXCERPT_MAX 200
-#define CHALLENGE_MAX 1024 /* bytes of an upstream's WWW-Authenticate passed on */ /* bytes of an error body quoted in the message */
+#define EXCERPT_MAX 200 /* bytes of an error body quoted in the message */
+#define CHALLENGE_MAX 1024 /* bytes of an upstream's WWW-Authenticate passed on */
 
 enum { WHY_NONE, WHY_TIMEOUT, WHY_CANCEL };
 
@@ -19,11 +19,11 @@ struct http_exchange {
     const mcpg_host *h;
     mcpg_instance *self;
     http_upstreams *ups;
-    upcred *cred;    /* NULL: static */
+    upcred *cred;        /* NULL: static */
     upcred_wait wait;
-    int cred_pending; /* its notify has not run yet: x lives until it has */
+    int cred_pending;    /* its notify has not run yet: x lives until it has */
     mcpg_worker *worker; /* the call's: where the notify hops to */
-    char *www;       /* a 401's WWW-Authenticate */
+    char *www;           /* a 401's WWW-Authenticate */
     const http_tool *t;
     mcpg_call *call; /* NULL once answered */
     void **slot;
@@ -102,7 +102,8 @@ static void refused(http_exchange *x) {
     mcpg_buf data = {0};
     upcred_challenge_data(h, x->call, name, x->status, x->www, x->www ? strlen(x->www) : 0, &data);
     char msg[200];
-    snprintf(msg, sizeof msg, "%s: the upstream refused the credentials (HTTP %d)", name, x->status);
+    snprintf(msg, sizeof msg, "%s: the upstream refused the credentials (HTTP %d)", name,
+             x->status);
     trace_end(x, msg);
     h->call_error(x->call, MCPG_RPC_SERVER_ERROR, msg, data.data);
     mcpg_buf_free(&data);
@@ -162,8 +163,8 @@ static int on_head(void *arg, int status, const up_header *hd, size_t n) {
     http_exchange *x = arg;
     x->status = status;
     const up_header *www = status == 401 ? up_header_find(hd, n, "www-authenticate") : NULL;
-    if (www && x->cred)
-        x->www = strndup(www->value, www->value_len < CHALLENGE_MAX ? www->value_len : CHALLENGE_MAX);
+    size_t keep = www && www->value_len < CHALLENGE_MAX ? www->value_len : CHALLENGE_MAX;
+    if (www && x->cred) x->www = strndup(www->value, keep);
     return 0;
 }
 
@@ -203,8 +204,8 @@ http_exchange *http_exchange_new(const mcpg_host *h, mcpg_instance *self, http_u
         h->call_error(call, MCPG_RPC_INTERNAL_ERROR, "out of memory", NULL);
         return NULL;
     }
-    *x = (http_exchange){.h = h, .self = self, .ups = u, .cred = cred, .t = t, .call = call,
-                         .slot = h->call_slot(call, self), .rq = *rq};
+    *x = (http_exchange){.h = h, .self = self, .ups = u, .cred = cred, .t = t,
+                         .call = call, .slot = h->call_slot(call, self), .rq = *rq};
     *rq = (http_request){0};
     return x;
 }

@@ -13,7 +13,7 @@
 #define CRED_TAG 0x44455243u /* "CRED" */
 
 typedef struct cred_call {
-    uint32_t tag;        /* CRED_TAG: what the call's slot holds meanwhile */
+    uint32_t tag; /* CRED_TAG: what the call's slot holds meanwhile */
     upstream *up;
     client_call *pc;
     mcpg_call *call;
@@ -108,7 +108,11 @@ mcpg_status cred_then(upstream *up, client_call *pc, mcpg_call *call, cred_next_
         return mcpg_result_errorf(h, call, MCPG_RPC_INTERNAL_ERROR, "backend \"%s\": out of memory",
                                   up->name);
     }
-    *cc = (cred_call){.tag = CRED_TAG, .up = up, .pc = pc, .call = call, .next = next,
+    *cc = (cred_call){.tag = CRED_TAG,
+                      .up = up,
+                      .pc = pc,
+                      .call = call,
+                      .next = next,
                       .worker = h->call_worker(call)};
     cc->wait = (upcred_wait){.notify = notify, .arg = cc};
     if (h->worker_current()) return begin(cc);

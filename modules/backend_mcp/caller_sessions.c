@@ -21,13 +21,13 @@
 #include "link_http.h"
 
 struct caller_session {
-    char key[65];        /* the caller's (upcred_caller_key) */
-    char *id;            /* Mcp-Session-Id, once given */
-    char *auth_line;     /* the credential it last carried: what closes it */
-    bool open;           /* initialized: calls go straight on */
+    char key[65];    /* the caller's (upcred_caller_key) */
+    char *id;        /* Mcp-Session-Id, once given */
+    char *auth_line; /* the credential it last carried: what closes it */
+    bool open;       /* initialized: calls go straight on */
     uint64_t last_use_ms;
-    size_t in_flight;    /* its requests whose answers are still coming */
-    queued *waiting;     /* calls waiting for it to open */
+    size_t in_flight; /* its requests whose answers are still coming */
+    queued *waiting;  /* calls waiting for it to open */
     caller_session *next;
 };
 
@@ -81,8 +81,10 @@ static void send_initialize(link_http *l, caller_session *cs) {
     char params[512];
     up_initialize_params(l->base.up, params, sizeof params);
     mcpg_buf b = {0};
-    mcpg_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":\"caller-session\",\"method\":\"initialize\","
-                        "\"params\":%s}", params);
+    mcpg_buf_printf(&b,
+                    "{\"jsonrpc\":\"2.0\",\"id\":\"caller-session\",\"method\":\"initialize\","
+                    "\"params\":%s}",
+                    params);
     if (post_on(l, cs, b.data, b.len, NULL, true) != 0) cs->open = false;
     mcpg_buf_free(&b);
 }
@@ -199,7 +201,8 @@ int sessions_send(link_http *l, const char *json, size_t n, up_request *r, int *
     if (r && r->pc && r->pc->caller_key[0]) {
         cs = find(l, r->pc->caller_key);
         if (!cs && !(cs = open_session(l, r->pc))) {
-            up_request_failed(l->base.up, r, "too many callers' sessions are busy with the upstream");
+            up_request_failed(l->base.up, r,
+                              "too many callers' sessions are busy with the upstream");
             return 1;
         }
         set_auth(cs, r->pc->auth_line);
@@ -277,15 +280,18 @@ int sessions_done(link_http *l, hx *x, int err) {
             opened(l, cs);
             return 1;
         }
-        snprintf(why, sizeof why, "the upstream did not open a session for this caller (HTTP %d%s%.120s)",
-                 x->status, x->body.len ? ": " : "", x->body.data ? x->body.data : "");
+        snprintf(why, sizeof why,
+                 "the upstream did not open a session for this caller (HTTP %d%s%.120s)", x->status,
+                 x->body.len ? ": " : "", x->body.data ? x->body.data : "");
         drop(l, cs, false, x, why);
         link_forget_hx(l, x);
         return 1;
     }
     if (!lost(x)) return 0;
-    snprintf(why, sizeof why, "the upstream no longer knows this caller's session (HTTP %d); "
-                              "the next call opens a new one", x->status);
+    snprintf(why, sizeof why,
+             "the upstream no longer knows this caller's session (HTTP %d); "
+             "the next call opens a new one",
+             x->status);
     drop(l, cs, false, NULL, NULL);
     up_request *r = x->r;
     x->r = NULL;
@@ -310,7 +316,8 @@ void sessions_forget(link_http *l, const up_request *r) {
 
 static void on_idle_timer(uv_timer_t *t) {
     link_http *l = t->data;
-    uint64_t now = up_now_ms(l->base.up), idle = (uint64_t)l->base.up->cfg.c->caller_session_idle_ms;
+    uint64_t now = up_now_ms(l->base.up),
+             idle = (uint64_t)l->base.up->cfg.c->caller_session_idle_ms;
     for (caller_session *cs = l->sessions, *next; cs; cs = next) {
         next = cs->next;
         if (cs->open && !cs->in_flight && !cs->waiting && now - cs->last_use_ms >= idle)

@@ -251,8 +251,8 @@ static void add_params(const up_request *r, mcpg_buf *h) {
     if (r && r->pc && r->pc->param_lines) mcpg_buf_puts(h, r->pc->param_lines);
 }
 
-static void build_headers(link_http *l, const char *json, size_t n, bool discover, const up_request *r,
-                          const char *own_line, mcpg_buf *h) {
+static void build_headers(link_http *l, const char *json, size_t n, bool discover,
+                          const up_request *r, const char *own_line, mcpg_buf *h) {
     upstream *up = l->base.up;
     add_trace(r, h);
     if (own_line) mcpg_buf_puts(h, own_line);
@@ -284,7 +284,8 @@ hx *link_hx_open(link_http *l, up_request *r) {
 
 int link_send(link_http *l, hx *x, const char *method, const char *headers, const char *json,
               size_t n) {
-    x->req = up_send(l->pool, method, up_target_path(l->target), headers, json, n, 0, &CALLBACKS, x);
+    x->req =
+        up_send(l->pool, method, up_target_path(l->target), headers, json, n, 0, &CALLBACKS, x);
     if (x->req) return 0;
     link_forget_hx(l, x);
     return MCPG_ENOMEM;
@@ -432,8 +433,9 @@ static void open_get(link_http *l) {
     if (!x) return upcred_wait_clear(&own);
     x->is_get = true;
     mcpg_buf h = {0};
-    mcpg_buf_printf(&h, "Accept: text/event-stream\r\nMCP-Protocol-Version: %s\r\n"
-                        "Mcp-Session-Id: %s\r\n%s%s",
+    mcpg_buf_printf(&h,
+                    "Accept: text/event-stream\r\nMCP-Protocol-Version: %s\r\n"
+                    "Mcp-Session-Id: %s\r\n%s%s",
                     up->protocol, up->session_id, up->cfg.header_lines ? up->cfg.header_lines : "",
                     own.auth_line ? own.auth_line : "");
     x->req = up_send(l->pool, "GET", up_target_path(l->target), h.data, NULL, 0, 0, &CALLBACKS, x);

@@ -22,18 +22,18 @@ typedef struct queued {
 /* One POST (or the GET stream) and its answer. */
 typedef struct hx {
     link_http *l;
-    up_request *r;             /* the request it carries (NULL: a notification, a response, GET) */
+    up_request *r; /* the request it carries (NULL: a notification, a response, GET) */
     up_req *req;
     int status;
     bool sse, is_get, is_init, is_discover;
-    bool abandoned;      /* its request was cancelled: nothing of its end matters */
-    bool too_big;        /* the answer (or one of its events) passed max_message_bytes */
-    char *www;           /* a 401's WWW-Authenticate */
-    caller_session *cs;  /* the caller's session it went on, or NULL: the gateway's */
-    bool cs_init;        /* ... and it is that session's initialize */
-    mcpg_buf body;       /* a JSON answer (or an error's excerpt) */
+    bool abandoned;     /* its request was cancelled: nothing of its end matters */
+    bool too_big;       /* the answer (or one of its events) passed max_message_bytes */
+    char *www;          /* a 401's WWW-Authenticate */
+    caller_session *cs; /* the caller's session it went on, or NULL: the gateway's */
+    bool cs_init;       /* ... and it is that session's initialize */
+    mcpg_buf body;      /* a JSON answer (or an error's excerpt) */
     sse_reader sse_r;
-    struct hx *next;     /* every exchange open: stop ends them */
+    struct hx *next; /* every exchange open: stop ends them */
 } hx;
 
 struct link_http {
@@ -42,13 +42,13 @@ struct link_http {
     up_pool *pool;
     hx *open;
     bool stopped;
-    hx *get;             /* the session wire's GET stream */
+    hx *get; /* the session wire's GET stream */
     uv_timer_t get_timer;
     bool get_timer_init;
     char url[512];
-    upcred_wait own;     /* client_credentials: the gateway's own token, being fetched */
+    upcred_wait own; /* client_credentials: the gateway's own token, being fetched */
     bool own_pending;
-    queued *queue;       /* ... and what waits for it, oldest first */
+    queued *queue; /* ... and what waits for it, oldest first */
     size_t n_queued;
     caller_session *sessions; /* the session wire with credentials per caller */
     size_t n_sessions;
