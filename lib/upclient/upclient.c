@@ -64,7 +64,12 @@ int up__url_parse(const char *url, up_url *u, char *err, size_t cap) {
         return bad(err, cap, url, "expected an http:// or https:// URL");
     }
     size_t n = strcspn(a, "/?#");
-    if (memchr(a, '@', n)) return bad(err, cap, url, "user information is not supported");
+    const char *at = memchr(a, '@', n);
+    if (at) { /* the message shows the URL without its user information: a password */
+        char shown[512];
+        snprintf(shown, sizeof shown, "%.*s[REDACTED]%.400s", (int)(a - url), url, at);
+        return bad(err, cap, shown, "user information is not supported");
+    }
     if (strpbrk(url, " \t\r\n")) return bad(err, cap, url, "white space in the URL");
     if (a[n] == '#' || strchr(a + n, '#')) return bad(err, cap, url, "a fragment has no place here");
     if (parse_authority(url, a, n, u, err, cap)) return -1;

@@ -139,6 +139,10 @@ static void test_target(void) {
         MCPG_CHECK(up_url_check(bad[i].url, err, sizeof err) == -1 && strstr(err, bad[i].want),
                    "%s: %s", bad[i].url, err);
     MCPG_CHECK(up_url_check("https://[::1]:8443/mcp?a=b", err, sizeof err) == 0, "ipv6: %s", err);
+    MCPG_CHECK(up_url_check("https://alice:s3cr3t-pw@up.example/mcp", err, sizeof err) == -1 &&
+                   strstr(err, "user information is not supported") && !strstr(err, "s3cr3t-pw") &&
+                   strstr(err, "https://[REDACTED]@up.example/mcp"),
+               "user information refused without repeating the password: %s", err);
     up_tls_opts o = {.ca_file = "/nonexistent/ca.pem"};
     MCPG_CHECK(!up_target_new("https://127.0.0.1:1/", &o, 0, err, sizeof err) &&
                    strstr(err, "ca_file: cannot read /nonexistent/ca.pem: No such file"),
