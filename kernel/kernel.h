@@ -311,6 +311,7 @@ typedef struct pin_notice {
     bool announced;          /* pins_announce told the log, the metrics and the audit */
 } pin_notice;
 const char *pins_kind_key(int kind); /* "tools", "prompts", "resourceTemplates"; else NULL */
+const char *pins_kind_noun(int kind); /* "tool", "prompt", "resource template" */
 /* The members of a listed item a pin covers, or NULL (not an object). */
 struct json_t *pins_definition(int kind, const char *item, size_t n);
 char *pins_canonical(const struct json_t *def); /* sorted, compact; free() it */
@@ -359,6 +360,7 @@ void pins_announce(struct generation *g);
 void pins_control_init(uv_loop_t *loop);
 pins *pins_from_text(const char *text, char *err, size_t cap); /* a document as text */
 bool pins_same(const pins *a, const pins *b);
+int pins_write(const pins *p, const char *path); /* the pins as a pins file (pins_write_doc) */
 void pins_took_file(pins *p, const char *path); /* p is what path now holds */
 /* Pins on a fleet (kernel/pins_fleet.c): the coordinator's key mcpg.pins. */
 void pins_fleet_control_init(uv_loop_t *loop);

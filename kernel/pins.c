@@ -84,11 +84,12 @@ int pins_hash(const json_t *def, char hex[65]) {
     return 0;
 }
 
+static const char *const k_mode_names[] = {[PINS_OFF] = "off", [PINS_WARN] = "warn",
+                                           [PINS_HIDE] = "hide", [PINS_BLOCK] = "block"};
+
 int pins_mode_of(const char *name) {
-    static const char *const names[] = {[PINS_OFF] = "off", [PINS_WARN] = "warn",
-                                        [PINS_HIDE] = "hide", [PINS_BLOCK] = "block"};
     for (int i = PINS_OFF; i <= PINS_BLOCK; i++)
-        if (name && strcmp(name, names[i]) == 0) return i;
+        if (name && strcmp(name, k_mode_names[i]) == 0) return i;
     return -1;
 }
 
@@ -191,6 +192,8 @@ pins *pins_from_text(const char *text, char *err, size_t cap) {
 }
 
 bool pins_same(const pins *a, const pins *b) { return json_equal(a->root, b->root); }
+
+int pins_write(const pins *p, const char *path) { return pins_write_doc(path, p->root); }
 
 void pins_took_file(pins *p, const char *path) {
     if (stat(path, &p->st) != 0) memset(&p->st, 0, sizeof p->st);
@@ -379,10 +382,6 @@ void pins_seen_write(const char *pins_file, const json_t *seen) {
 
 /* ---- announcing a change ---- */
 
-static const char *mode_name(int mode) {
-    return mode == PINS_WARN ? "warn" : mode == PINS_BLOCK ? "block" : "hide";
-}
-
 static const char *what_is_done(int mode) {
     switch (mode) {
     case PINS_WARN: return "served (warn)";
@@ -391,7 +390,7 @@ static const char *what_is_done(int mode) {
     }
 }
 
-static const char *singular(int kind) {
+const char *pins_kind_noun(int kind) {
     return kind == CAT_TOOLS ? "tool" : kind == CAT_PROMPTS ? "prompt" : "resource template";
 }
 
@@ -403,7 +402,7 @@ static const char *list_method(int kind) {
 /* {"kind","name","action","pinned_sha256","sha256","diff"}: the event's detail. */
 static char *notice_detail(const pin_notice *n) {
     json_t *d = json_pack("{s:s,s:s,s:s,s:s*,s:s,s:O*}", "kind", pins_kind_key(n->kind), "name",
-                          n->name, "action", mode_name(n->mode), "pinned_sha256",
+                          n->name, "action", k_mode_names[n->mode], "pinned_sha256",
                           n->pinned[0] ? n->pinned : NULL, "sha256", n->seen, "diff", n->diff);
     char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
@@ -430,7 +429,7 @@ static void audit_notice(generation *g, const pin_notice *n) {
         const mcpg_audit_ops *ops = sink->desc->ops;
         if (ops->emit(sink->state, NULL, &ev) != MCPG_CONTINUE)
             klog(MCPG_LOG_ERROR, sink->stamp, "could not record %s for %s \"%s\"", ev.name,
-                 singular(n->kind), n->name);
+                 pins_kind_noun(n->kind), n->name);
     }
     free(detail);
 }
@@ -438,7 +437,7 @@ static void audit_notice(generation *g, const pin_notice *n) {
 static void log_notice(const pin_notice *n) {
     char *lines = n->diff ? json_dumps(n->diff, JSON_COMPACT) : NULL;
     klog(MCPG_LOG_WARN, "kernel", "backend \"%s\": %s \"%s\" %s: %s; %s", n->backend,
-         singular(n->kind), n->name, n->pinned[0] ? "differs from its pin" : "has no pin",
+         pins_kind_noun(n->kind), n->name, n->pinned[0] ? "differs from its pin" : "has no pin",
          what_is_done(n->mode), lines ? lines : "");
     free(lines);
 }

@@ -60,10 +60,6 @@ static int parse(int argc, char **argv, pins_args *a) {
     return 0;
 }
 
-static const char *singular(int kind) {
-    return kind == CAT_TOOLS ? "tool" : kind == CAT_PROMPTS ? "prompt" : "resource template";
-}
-
 static json_t *read_doc(const char *path, const char *what) {
     char why[512];
     json_t *doc = pins_read_doc(path, NULL, why, sizeof why);
@@ -85,8 +81,8 @@ static int diff_item(const json_t *pinned_doc, const char *be, int kind, const c
     const char *then = pin ? json_string_value(json_object_get(pin, "sha256")) : NULL;
     if (then && now && !strcmp(then, now)) return 0;
     if (then) printf("backend \"%s\": %s \"%s\" changed (pinned %.12s, now %.12s)\n", be,
-                     singular(kind), name, then, now ? now : "?");
-    else printf("backend \"%s\": %s \"%s\" has no pin (now %.12s)\n", be, singular(kind), name,
+                     pins_kind_noun(kind), name, then, now ? now : "?");
+    else printf("backend \"%s\": %s \"%s\" has no pin (now %.12s)\n", be, pins_kind_noun(kind), name,
                 now ? now : "?");
     json_t *lines = pins_diff(pin ? json_object_get(pin, "definition") : NULL,
                               json_object_get(seen, "definition"));
@@ -106,7 +102,7 @@ static int gone_items(const json_t *pinned_doc, const json_t *seen_doc) {
             json_object_foreach(json_object_get(kinds, pins_kind_key(k_kinds[k])), name, e) {
                 if (pins_entry(seen_doc, be, k_kinds[k], name)) continue;
                 printf("backend \"%s\": %s \"%s\" is pinned but no longer offered\n", be,
-                       singular(k_kinds[k]), name);
+                       pins_kind_noun(k_kinds[k]), name);
                 n++;
             }
         }
@@ -147,7 +143,7 @@ static int run_approve(const pins_args *a, const char *file, json_t *pinned_doc,
                 if (!chosen(a, be, name)) continue;
                 const char *hex = json_string_value(json_object_get(e, "sha256"));
                 pins_doc_put(pinned_doc, be, k_kinds[k], name, hex, json_object_get(e, "definition"));
-                printf("approved: backend \"%s\": %s \"%s\" (%.12s)\n", be, singular(k_kinds[k]),
+                printf("approved: backend \"%s\": %s \"%s\" (%.12s)\n", be, pins_kind_noun(k_kinds[k]),
                        name, hex);
                 n++;
             }

@@ -50,13 +50,6 @@ static bool fleet_pins(const generation *g) {
 
 /* ---- the control loop: adopting the fleet's document ---- */
 
-static void write_mirror(generation *g, const char *text) {
-    json_t *doc = json_loads(text, 0, NULL);
-    if (!doc || pins_write_doc(g->m->pins_file, doc) != 0)
-        klog(MCPG_LOG_WARN, "kernel", "%s: cannot write the fleet's pins to it", g->m->pins_file);
-    json_decref(doc);
-}
-
 static void adopt(generation *g, const char *text) {
     char why[512];
     pins *p = pins_from_text(text, why, sizeof why);
@@ -69,7 +62,8 @@ static void adopt(generation *g, const char *text) {
         pins_free(p);
         return;
     }
-    write_mirror(g, text);
+    if (pins_write(p, g->m->pins_file) != 0)
+        klog(MCPG_LOG_WARN, "kernel", "%s: cannot write the fleet's pins to it", g->m->pins_file);
     pins_took_file(p, g->m->pins_file); /* this write is not an approval to publish again */
     pins_free(g->pins);
     g->pins = p;

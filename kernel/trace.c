@@ -94,14 +94,6 @@ static void hex_decode(const char *s, uint8_t *out, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = (uint8_t)(hex_value(s[2 * i]) << 4 | hex_value(s[2 * i + 1]));
 }
 
-static void hex_encode(const uint8_t *in, size_t n, char *out) {
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 15];
-    }
-}
-
 static int64_t wall_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -212,11 +204,11 @@ uint32_t host_call_trace_upstream(mcpg_call *h, const char *name, char *tp, size
     snprintf(u->name, sizeof u->name, "%s", name && *name ? name : "upstream");
     u->t_start = mono_us();
     memcpy(tp, "00-", 3);
-    hex_encode(t->trace_id, 16, tp + 3);
+    mcpg_hex(t->trace_id, 16, tp + 3);
     tp[35] = '-';
-    hex_encode(u->id, 8, tp + 36);
+    mcpg_hex(u->id, 8, tp + 36);
     tp[52] = '-';
-    hex_encode(&t->flags, 1, tp + 53);
+    mcpg_hex(&t->flags, 1, tp + 53);
     tp[55] = '\0';
     return i + 1;
 }

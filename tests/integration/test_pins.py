@@ -254,19 +254,24 @@ def main():
                                  for e in pin_events(audit, "echo")), WAIT, "warn audited")
             check("up_echo" in tool_names(p), "warn keeps serving")
 
+    def approval_reaches_both(a, b, pins_a, cfg_a):
+        """Both gateways hold everything; an approve against A's manifest (once A has seen
+        its upstream) and both serve."""
+        for gw in (a, b):
+            check_eq(tool_names(gw.port), [], "held on %s" % gw.name)
+        wait_seen(pins_a)
+        check_eq(pins_cli(ctx, cfg_a, "approve")[0], 0, "approve on A")
+        for gw in (a, b):
+            wait_names(gw.port, lambda n: "echo" in n and "up_echo" in n,
+                       "approved on %s" % gw.name)
+
     def t_fleet_shares_pins():
         """Two gateways on one pins file: an approval reaches both."""
         pins = ctx.path("fleet.pins.json")
         a, cfg_a, _ = start("fleet-a", pins)
         b, _, _ = start("fleet-b", pins)
         with a, b:
-            for gw in (a, b):
-                check_eq(tool_names(gw.port), [], "held on %s" % gw.name)
-            wait_seen(pins)
-            check_eq(pins_cli(ctx, cfg_a, "approve")[0], 0, "approve on one")
-            for gw in (a, b):
-                wait_names(gw.port, lambda n: "echo" in n and "up_echo" in n,
-                           "approved on %s" % gw.name)
+            approval_reaches_both(a, b, pins, cfg_a)
 
     def t_fleet_coordinator():
         """A fleet (NATS): each replica its own pins file, the coordinator the fleet's pins;
@@ -277,13 +282,7 @@ def main():
             a, cfg_a, _ = start("nats-a", pa, coordinator=coord)
             b, _, _ = start("nats-b", pb, coordinator=coord)
             with a, b:
-                for gw in (a, b):
-                    check_eq(tool_names(gw.port), [], "held on %s" % gw.name)
-                wait_seen(pa)
-                check_eq(pins_cli(ctx, cfg_a, "approve")[0], 0, "approve on A's file")
-                for gw in (a, b):
-                    wait_names(gw.port, lambda n: "echo" in n and "up_echo" in n,
-                               "approved on %s" % gw.name)
+                approval_reaches_both(a, b, pa, cfg_a)
                 with open(pa) as f, open(pb) as g:
                     check_eq(json.load(g), json.load(f), "B's pins file mirrors the fleet's")
         finally:
