@@ -47,6 +47,13 @@ static answer incr_on(void *st, const char *k, int64_t d, uint64_t ttl) {
     return contract_incr(&c, k, d, ttl);
 }
 
+/* Each step with the time since the start: a run that hangs (ctest kills
+ * it at its timeout) shows which step it was in and how long each took. */
+static double started_s;
+static void step(const char *what) {
+    printf("[%6.1f s] %s\n", mcpg_fakehost_now_s() - started_s, what);
+}
+
 static mcpg_instance *load(const char *name, const char *config) {
     return mcpg_fakehost_load_file_or_exit(fh, so_path, name, config);
 }
@@ -351,6 +358,7 @@ static void test_bucket_node_killed(nats_node c[3], const char *urls) {
     printf("bucket's node back: ops run again after %.0f ms\n", 1e3 * mcpg_fakehost_now_s() - t0);
     MCPG_CHECK(back && strcmp(a.data, "v") == 0, "the row after the node's restart: %d", a.status);
     MCPG_CHECK(held_op(st, 1).number == 1, "incr after the node's restart");
+    step("unload after the node's restart");
     unload(inst);
 }
 
@@ -381,7 +389,9 @@ static void test_cluster(void) {
     }
     /* replicas 1 on the cluster: two instances on two different nodes, exact */
     test_two_instances(c[0].url, c[1].url, "r1");
+    step("an R1 bucket's node killed");
     test_bucket_node_killed(c, urls);
+    step("the cluster stopped");
     for (int i = 0; i < 3; i++) nats_node_stop(&c[i]);
 }
 
@@ -397,6 +407,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setvbuf(stderr, NULL, _IONBF, 0);
     so_path = argv[1];
+    started_s = mcpg_fakehost_now_s();
     MCPG_REQUIRE(nats_tmpdir(base, sizeof base) == 0, "temp dir");
     fh = mcpg_fakehost_new();
     MCPG_REQUIRE(fh, "fakehost");
@@ -422,12 +433,18 @@ int main(int argc, char **argv) {
 
     nats_node n;
     MCPG_REQUIRE(nats_node_start(&n, base, "single", 0) == 0, "nats-server");
+    step("the contract on one node");
     test_contract(n.url);
+    step("two instances racing");
     test_two_instances(n.url, n.url, "race");
+    step("the node restarted");
     test_restart(&n);
     nats_node_stop(&n);
+    step("a token");
     test_token();
+    step("a cluster of three");
     test_cluster();
+    step("the fake host freed");
     int left = mcpg_fakehost_free(fh);
     MCPG_CHECK(left == 0, "fake host: %d problem(s)", left);
     nats_rmdir(base);
