@@ -225,6 +225,17 @@ typedef struct mcpg_call_desc {
     const char *session_owner;
     size_t session_owner_len; /**< session_owner's length */
     /** @} */
+    /** @name ABI 1.12 */
+    /** @{ */
+    /** The virtual server the request came in on (the name host->server_find
+     * gave), or NULL (length 0) for the gateway's own /mcp. Its bindings,
+     * pipeline and lists serve the call. A name the call's generation does
+     * not know (a reload removed the server): on a session the call is
+     * refused as a session the gateway does not know (HTTP 404, -32001),
+     * else as a method not found. Borrowed like the rest of the desc. */
+    const char *server;
+    size_t server_len;        /**< server's length */
+    /** @} */
 } mcpg_call_desc;
 
 /** ABI 1.6: the methods a transport submits to have a request that touches a
@@ -338,6 +349,10 @@ typedef struct mcpg_audit_event {
     size_t result_len;        /**< result_json's length */
     const char *traceparent;  /**< the request's W3C traceparent header, or NULL */
     const char *gateway_id;   /**< gateway.id (default: the host name) */
+    /** @} */
+    /** @name ABI 1.12 */
+    /** @{ */
+    const char *server;       /**< the virtual server (servers[].name), or NULL: /mcp */
     /** @} */
 } mcpg_audit_event;
 

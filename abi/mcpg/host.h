@@ -43,6 +43,18 @@ typedef enum mcpg_log_level {
     MCPG_LOG_DEBUG = 3  /**< detail for finding a problem */
 } mcpg_log_level;
 
+/** A virtual server as host->server_find gives it (ABI 1.12). Strings are
+ * NUL-terminated; each NULL when the manifest does not set it. */
+typedef struct mcpg_server_view {
+    uint32_t size;            /**< in: sizeof(mcpg_server_view) as the caller knows it */
+    const char *name;         /**< servers[].name: what calls carry (mcpg_call_desc.server) */
+    const char *path;         /**< where it is served: "/mcp/<name>" unless set */
+    const char *host;         /**< the Host name it is served for, or NULL: any */
+    const char *info_json;    /**< servers[].server_info as a compact JSON object
+                                 ({"name":..,"version":..}), or NULL: the transport's own */
+    const char *instructions; /**< servers[].instructions, or NULL */
+} mcpg_server_view;
+
 /** The host services table: what the kernel offers every instance (see the
  * file's description for threads and lifetimes). Read a slot a later minor
  * added only after MCPG_HOST_HAS(host, slot). */
@@ -558,6 +570,22 @@ struct mcpg_host {
      * the call's ops run on. */
     int (*call_bearer)(mcpg_call *call, const char **token, size_t *token_len,
                        const char **claims_json, size_t *claims_len);
+    /** @} */
+
+    /* ======== ABI 1.12: virtual servers ======== */
+
+    /** @name ABI 1.12: virtual servers */
+    /** @{ */
+    /** The virtual server (manifest `servers[]`) a request for `path` (no
+     * query) with Host header `host` (hn 0: none; a port after the name is
+     * ignored) is served by, in the generation w's loop serves: 0 with *out
+     * filled (out->size set by the caller first; its strings valid until
+     * this loop callback returns: copy what a later turn needs), or
+     * MCPG_ENOENT when no server is there. The gateway's own /mcp is not a
+     * virtual server: a transport serves it as before. A transport passes
+     * the name it found in mcpg_call_desc.server. Loop threads. */
+    int (*server_find)(mcpg_worker *w, const char *path, size_t n, const char *host, size_t hn,
+                       mcpg_server_view *out);
     /** @} */
 };
 

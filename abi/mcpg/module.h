@@ -49,6 +49,8 @@
  *        client span).
  *   1.11 upstream credentials: mcpg_identity.bearer (the token an
  *        identity module verified) and host->call_bearer.
+ *   1.12 virtual servers: host->server_find, mcpg_call_desc.server and
+ *        mcpg_audit_event.server.
  * What the gateway gained with each minor: CHANGES.md. What a minor and a
  * major may change, and how long a major is kept: docs/compatibility.md.
  *
@@ -72,7 +74,7 @@
 /** The ABI major these headers describe: the kernel loads only modules of its own major. */
 #define MCPG_ABI_MAJOR 1
 /** The ABI minor these headers describe: the kernel loads modules of this minor or older. */
-#define MCPG_ABI_MINOR 11
+#define MCPG_ABI_MINOR 12
 #define MCPG_MODULE_MAGIC 0x6d637067u /**< "mcpg" */
 #define MCPG_ENTRY_SYMBOL "mcpg_module_entry" /**< the one symbol a module exports (see mcpg_module_entry_fn) */
 
