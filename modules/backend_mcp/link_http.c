@@ -303,7 +303,7 @@ static int send_now(link_http *l, const char *json, size_t n, up_request *r, con
     mcpg_buf h = {0};
     build_headers(l, json, n, x->is_discover, r, own_line, &h);
     int rc = link_post(l, x, h.data, json, n);
-    if (own_line) explicit_bzero(h.data, h.len);
+    if (h.data) explicit_bzero(h.data, h.len); /* a credential: configured, the call's or own */
     mcpg_buf_free(&h);
     return rc;
 }
