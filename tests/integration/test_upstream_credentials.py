@@ -681,7 +681,7 @@ OWN = "Bearer the-gateways-own-static-token"
 
 
 class FakeMcp:
-    def __init__(self, env, wire, tag):
+    def __init__(self, env, wire, tag, get="405"):
         self.rec = ctx.path(tag + ".rec.jsonl")
         pf = ctx.path(tag + ".port")
         issued = env["endpoint"].issued_file
@@ -689,7 +689,7 @@ class FakeMcp:
         self.proc = subprocess.Popen(
             [sys.executable, FAKE, "--http", "0", "--port-file", pf, "--wire", wire,
              "--record", self.rec, "--token-file", issued, "--token-audience", UP_AUD,
-             "--require-auth", OWN], preexec_fn=_child_setup)
+             "--require-auth", OWN, "--get", get], preexec_fn=_child_setup)
         wait_for(lambda: os.path.exists(pf), 15, "the fake upstream listening")
         with open(pf) as f:
             self.port = int(f.read())
@@ -813,7 +813,8 @@ def check_sessions(fake, ep, calls):
 
 
 def session_of(fake, principal):
-    return [r["minted"] for r in fake.records() if r.get("principal") == principal]
+    return [r["minted"] for r in fake.records() if r.get("principal") == principal
+            and "minted" in r]
 
 
 ELICITING = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
@@ -872,6 +873,109 @@ def mcp_idle_close():
                 sid = session_of(fake, "alice")
                 wait_for(lambda: [r["deleted"] for r in fake.records() if "deleted" in r] == sid,
                          20, "alice's idle session closed", interval=0.1)
+        finally:
+            fake.stop()
+
+
+def tool_call(gw, token, name, arguments, what):
+    headers = stateless_headers("tools/call", name) + [("Authorization", "Bearer " + token)]
+    body = rpc_body("tools/call", {"name": name, "arguments": arguments}, id=1)
+    r = send_one(gw.port, build_request(gw.port, headers=headers, body=body))
+    check_eq(r.status, 200, what + ": status (%r)" % r.body[:300])
+    rpc = r.rpc()
+    check("result" in rpc and not rpc["result"].get("isError"), "%s: %r" % (what, rpc))
+    return json.loads(rpc["result"]["content"][0]["text"])
+
+
+def get_streams(fake, principal):
+    """The GET streams the fake saw opened with principal's token: their session ids."""
+    return [r["get_open"] for r in fake.records() if r.get("principal") == principal
+            and "get_open" in r]
+
+
+def open_streams(fake):
+    """The sessions whose GET stream the fake has open (it sees one close within a second)."""
+    n = {}
+    for r in fake.records():
+        for k, d in (("get_open", 1), ("get_closed", -1)):
+            if k in r:
+                n[r[k]] = n.get(r[k], 0) + d
+    return [sid for sid, k in n.items() if k > 0]
+
+
+def tools_listed(gw, token):
+    body = rpc_body("tools/list", {}, id=1)
+    headers = stateless_headers("tools/list") + [("Authorization", "Bearer " + token)]
+    r = send_one(gw.port, build_request(gw.port, headers=headers, body=body))
+    return [t["name"] for t in r.rpc().get("result", {}).get("tools", [])]
+
+
+def mcp_caller_get():
+    """Each caller's session has its own GET stream, opened with the caller's token. On it a
+    list's change is handled as on the gateway's (the lists are fetched again), a ping is
+    answered on that session with that token, and anything else (a resource update, a log
+    line, a question) is dropped, counted in the debug log, the question answered with an
+    error. A session closed (least recently used) closes its stream; never more streams
+    than sessions."""
+    with Env() as env:
+        ep = env["endpoint"]
+        fake = FakeMcp(env, "legacy", ctx.unique("mcp-get"), get="sse")
+        try:
+            m = mcp_manifest(env, fake, creds("exchange", ep.url()))
+            with Gateway(ctx, m, env={SECRET_ENV: SECRET}, name="mcp-get") as gw:
+                wait_listed(gw, env)
+                alice = env.mint("alice")
+                whoami(gw, alice, "alice's call")
+                sid = session_of(fake, "alice")
+                wait_for(lambda: get_streams(fake, "alice") == sid, 20,
+                         "alice's GET stream, on her session, with her token", interval=0.05)
+
+                def mine(what, **a):
+                    return tool_call(gw, alice, "mcp_notify_mine", a, what)
+                got = mine("a list's change", method="notifications/tools/list_changed",
+                           add_tool="added_on_alices")
+                check_eq(got["streams"], 1, "streams the list change went on")
+                wait_for(lambda: "mcp_added_on_alices" in tools_listed(gw, alice), 20,
+                         "the tools fetched again after the change on alice's stream",
+                         interval=0.1)
+                got = mine("a ping", method="ping", request=True)
+                check_eq(got["reply"].get("result"), {}, "the ping's answer: %r" % got)
+                answers = [r for r in fake.records()
+                           if "msg" in r and r["msg"].get("id") == got["reply"]["id"]]
+                check_eq([a["headers"].get("mcp-session-id") for a in answers], sid,
+                         "the ping answered on alice's session")
+                check_eq(issued_to(ep, answers[0]["headers"]["authorization"]), "alice",
+                         "... with her token")
+                mine("a resource update", method="notifications/resources/updated",
+                     params={"uri": "fake://alice/secret"})
+                mine("a log line", method="notifications/message",
+                     params={"level": "error", "data": "for alice only"})
+                got = mine("a question", method="elicitation/create", request=True,
+                           params={"mode": "form", "message": "?", "requestedSchema": {}})
+                check_eq(got["reply"].get("error", {}).get("code"), -32603,
+                         "the question refused at once: %r" % got)
+                line = (" from the upstream on a caller's session outside any request: "
+                        "dropped (%d so far)")
+                wait_for(lambda: "notifications/resources/updated" + line % 1 in gw.stderr() and
+                         "notifications/message" + line % 2 in gw.stderr(), 20,
+                         "the dropped messages counted in the debug log", interval=0.1)
+                check("for alice only" not in gw.stderr(), "alice's log line logged")
+
+                # max_caller_sessions 2: carol's session closes alice's, and its stream
+                whoami(gw, env.mint("bob"), "bob's call")
+                wait_for(lambda: get_streams(fake, "bob"), 20, "bob's GET stream",
+                         interval=0.05)
+                whoami(gw, env.mint("carol"), "carol's call")
+                wait_for(lambda: [r["get_closed"] for r in fake.records() if "get_closed" in r]
+                         == sid, 20, "alice's GET stream closed with her session", interval=0.1)
+                check_eq([r["deleted"] for r in fake.records() if "deleted" in r], sid,
+                         "the session closed")
+                wait_for(lambda: get_streams(fake, "carol"), 20, "carol's GET stream",
+                         interval=0.05)
+                check_eq(sorted(open_streams(fake)), sorted(session_of(fake, who)[-1] for who in
+                                                            ("gateway", "bob", "carol")),
+                         "the GET streams open: the gateway's, bob's and carol's")
+            no_secrets(gw.stderr(), env)
         finally:
             fake.stop()
 
@@ -935,6 +1039,7 @@ if __name__ == "__main__":
         ("backend_mcp, stateless wire: exchange per caller", mcp_exchange("stateless")),
         ("backend_mcp, session wire: exchange, a session per caller", mcp_exchange("legacy")),
         ("backend_mcp, session wire: an idle caller's session closed", mcp_idle_close),
+        ("backend_mcp, session wire: a caller's session's GET stream", mcp_caller_get),
         ("backend_mcp: client_credentials, one session", mcp_client_credentials),
         ("backend_mcp, stateless wire: passthrough, refused and taken", mcp_passthrough("stateless")),
         ("backend_mcp, session wire: passthrough, refused and taken", mcp_passthrough("legacy")),
