@@ -39,7 +39,7 @@ struct up_req {
     void *arg;
     char *data;          /* the request's bytes */
     size_t len;
-    size_t wipe_len;     /* the first of them wiped when let go of: the head, or all */
+    size_t wipe_len; /* the first of them wiped when let go of: the head, or all */
     int state, err, cb_err, retry_stale, retried, got_any, is_head;
     char detail[256];
 };
@@ -78,7 +78,7 @@ struct up_pool {
     up_conn *conns;
     req_list queue, deferred;
     int closing;
-    int wipe_reads; /* up_pool_wipe_reads */
+    int wipe_reads;        /* up_pool_wipe_reads */
     char rbuf[READ_CHUNK]; /* what uv_read gives, consumed inside on_read */
 };
 
@@ -691,8 +691,7 @@ static char *request_bytes(const up_pool *p, const char *method, const char *pat
 }
 
 up_req *up_send(up_pool *p, const char *method, const char *path, const char *headers,
-                const char *body, size_t body_len, int flags, const up_callbacks *cb,
-                void *arg) {
+                const char *body, size_t body_len, int flags, const up_callbacks *cb, void *arg) {
     if (p->closing) return NULL;
     up_req *r = calloc(1, sizeof *r);
     size_t head_len = 0;

@@ -123,12 +123,13 @@ typedef struct up_callbacks {
 
 typedef struct up_req up_req;
 
-/* up_send's flags. */
-#define UP_RETRY_STALE 1 /* the request may be sent again, once, on a fresh connection when a
-                            kept-alive one turns out closed before any byte of the answer
-                            came (safe for idempotent requests) */
-#define UP_SECRET_BODY 2 /* the body holds a secret (a token request's form): the library's
-                            copy is wiped when let go of, as the head's always is */
+/* up_send's flags. UP_RETRY_STALE: the request may be sent again, once, on
+ * a fresh connection when a kept-alive one turns out closed before any byte
+ * of the answer came (safe for idempotent requests). UP_SECRET_BODY: the
+ * body holds a secret (a token request's form): the library's copy of it
+ * is wiped when let go of, as the head's always is. */
+#define UP_RETRY_STALE 1
+#define UP_SECRET_BODY 2
 
 /* Send method path with the target's Host, the given extra header lines
  * (each "Name: value\r\n", may be NULL), Content-Length and the body. The
@@ -139,8 +140,7 @@ typedef struct up_req up_req;
  * was called); every other failure comes through on_done, never from
  * inside this call. */
 up_req *up_send(up_pool *p, const char *method, const char *path, const char *headers,
-                const char *body, size_t body_len, int flags, const up_callbacks *cb,
-                void *arg);
+                const char *body, size_t body_len, int flags, const up_callbacks *cb, void *arg);
 /* Stop a request: its connection is closed (never reused mid-answer) and
  * on_done runs with UP_ECANCEL, before this returns. */
 void up_req_abort(up_req *r);

@@ -112,7 +112,8 @@ static int passthrough(upcred *u, mcpg_call *call, upcred_wait *w) {
     }
     if (!upcred_header_safe(tok, n))
         return failed(w, "%s: the caller's token cannot go in a header", u->name);
-    if (!(w->auth_line = upcred_bearer_line(tok, n))) return failed(w, "%s: out of memory", u->name);
+    if (!(w->auth_line = upcred_bearer_line(tok, n)))
+        return failed(w, "%s: out of memory", u->name);
     return UPCRED_READY;
 }
 
@@ -135,8 +136,7 @@ static int64_t mono_now(const upcred *u) { return (int64_t)u->h->mono_us(); }
 /* A call for a key whose last request failed a moment ago fails the same
  * way at once: an endpoint that is down, or refuses, is not asked again by
  * every call (a connection each) while it is. */
-static void backing_off(const upcred *u, const upcred_entry *e, int64_t left_us,
-                        upcred_wait *w) {
+static void backing_off(const upcred *u, const upcred_entry *e, int64_t left_us, upcred_wait *w) {
     failed(w, "%.300s (a recent failure, %u in a row: the token endpoint is asked again in %.1f s)",
            e->error ? e->error : u->name, e->failures, (double)left_us / 1e6);
 }
@@ -189,9 +189,7 @@ void upcred_finish(upcred *u, upcred_entry *e, char *line, size_t len, int64_t e
     e->n_waiters = 0;
     e->fetching = 0;
     if (line) upcred_entry_set_line(e, line, len, expires_us);
-    else
-        upcred_entry_failed(e, error, mono_now(u), u->cfg.backoff_min_ms,
-                            u->cfg.backoff_max_ms);
+    else upcred_entry_failed(e, error, mono_now(u), u->cfg.backoff_min_ms, u->cfg.backoff_max_ms);
     for (upcred_wait *x = w; x; x = x->next) {
         x->entry = NULL;
         if (line && !(x->auth_line = strndup(line, len))) failed(x, "%s: out of memory", u->name);

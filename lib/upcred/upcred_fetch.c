@@ -57,8 +57,7 @@ static size_t len_of(const char *s) { return s ? strlen(s) : 0; }
 static int form_room(const upcred *u, const upcred_grant *g, mcpg_buf *b) {
     const upcred_cfg *c = &u->cfg;
     size_t n = g->subject_len + len_of(c->subject_token_type) + len_of(c->requested_token_type) +
-               len_of(c->audience) + len_of(c->resource) + len_of(c->scope) +
-               len_of(c->client_id);
+               len_of(c->audience) + len_of(c->resource) + len_of(c->scope) + len_of(c->client_id);
     return mcpg_buf_reserve(b, 3 * n + 8192); /* 8192: the names, and a client assertion */
 }
 
