@@ -39,6 +39,7 @@ struct up_req {
     void *arg;
     char *data;          /* the request's bytes */
     size_t len;
+    size_t wipe_len; /* the first of them wiped when let go of: the head, or all */
     int state, err, cb_err, retry_stale, retried, got_any, is_head;
     char detail[256];
 };
@@ -77,6 +78,7 @@ struct up_pool {
     up_conn *conns;
     req_list queue, deferred;
     int closing;
+    int wipe_reads;        /* up_pool_wipe_reads */
     char rbuf[READ_CHUNK]; /* what uv_read gives, consumed inside on_read */
 };
 
@@ -114,6 +116,7 @@ static void deliver(up_req *r, int err) {
     r->state = R_DONE;
     r->err = err;
     r->cb.on_done(r->arg, err);
+    explicit_bzero(r->data, r->wipe_len); /* the head's credentials (and a secret body) */
     free(r->data);
     free(r);
 }
@@ -200,24 +203,33 @@ static void req_fail_later(up_conn *c, int err) {
 typedef struct wbuf {
     uv_write_t w;
     up_conn *c;
+    size_t n;
     char data[];
 } wbuf;
+
+/* A request's bytes the socket did not take at once may hold its head's
+ * credentials: wiped as the request's own copy is. */
+static void wbuf_free(wbuf *b) {
+    explicit_bzero(b->data, b->n);
+    free(b);
+}
 
 static void conn_ended(up_conn *c, int err);
 
 static void on_written(uv_write_t *w, int status) {
     wbuf *b = (wbuf *)w;
     up_conn *c = b->c;
-    free(b);
+    wbuf_free(b);
     if (status < 0 && !c->closing) conn_ended(c, status);
 }
 
 /* b->data holds n bytes: write them; b is freed on every path */
 static int write_buf(up_conn *c, wbuf *b, size_t n) {
     b->c = c;
+    b->n = n;
     uv_buf_t buf = uv_buf_init(b->data, (unsigned)n);
     int rc = uv_write(&b->w, (uv_stream_t *)&c->tcp, &buf, 1, on_written);
-    if (rc) free(b);
+    if (rc) wbuf_free(b);
     return rc;
 }
 
@@ -506,6 +518,7 @@ static void tls_read(up_conn *c) {
         int k = SSL_read(c->ssl, tmp, sizeof tmp);
         if (k > 0) {
             conn_data(c, tmp, (size_t)k);
+            if (c->pool->wipe_reads) explicit_bzero(tmp, (size_t)k);
             if (c->closing) return;
             continue;
         }
@@ -523,8 +536,20 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
     *buf = uv_buf_init(c->pool->rbuf, sizeof c->pool->rbuf);
 }
 
+void up_pool_wipe_reads(up_pool *p) { p->wipe_reads = 1; }
+
+static void read_bytes(up_conn *c, ssize_t n, const uv_buf_t *buf);
+
+/* The pool (and so its buffer) outlives this callback: it is freed from a
+ * close callback, on a later turn of the loop. */
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     up_conn *c = s->data;
+    up_pool *p = c->pool;
+    read_bytes(c, n, buf);
+    if (p->wipe_reads && n > 0) explicit_bzero(buf->base, (size_t)n);
+}
+
+static void read_bytes(up_conn *c, ssize_t n, const uv_buf_t *buf) {
     if (c->closing || n == 0) return;
     if (n < 0) return conn_ended(c, (int)n);
     if (!c->ssl) return conn_data(c, buf->base, (size_t)n);
@@ -644,39 +669,42 @@ static int has_body_semantics(const char *method) {
     return 1;
 }
 
+/* The request's bytes in one allocation of their size (no buffer grown on
+ * the way, which would leave a copy of a credential behind unwiped); the
+ * head's length into *head_len. */
 static char *request_bytes(const up_pool *p, const char *method, const char *path,
-                           const char *headers, const char *body, size_t body_len, size_t *len) {
+                           const char *headers, const char *body, size_t body_len, size_t *len,
+                           size_t *head_len) {
     char cl[48] = "";
     if (body_len || has_body_semantics(method))
         snprintf(cl, sizeof cl, "Content-Length: %zu\r\n", body_len);
-    char *s = NULL;
-    int n = asprintf(&s, "%s %s HTTP/1.1\r\nHost: %s\r\n%s%s\r\n", method, path, p->t->authority,
-                     headers ? headers : "", cl);
-    if (n < 0) return NULL;
-    char *all = realloc(s, (size_t)n + body_len + 1);
-    if (!all) {
-        free(s);
-        return NULL;
-    }
+    static const char fmt[] = "%s %s HTTP/1.1\r\nHost: %s\r\n%s%s\r\n";
+    const char *hs = headers ? headers : "";
+    int n = snprintf(NULL, 0, fmt, method, path, p->t->authority, hs, cl);
+    char *all = n < 0 ? NULL : malloc((size_t)n + body_len + 1);
+    if (!all) return NULL;
+    snprintf(all, (size_t)n + 1, fmt, method, path, p->t->authority, hs, cl);
     if (body_len) memcpy(all + n, body, body_len);
     *len = (size_t)n + body_len;
+    *head_len = (size_t)n;
     return all;
 }
 
 up_req *up_send(up_pool *p, const char *method, const char *path, const char *headers,
-                const char *body, size_t body_len, int retry_stale, const up_callbacks *cb,
-                void *arg) {
+                const char *body, size_t body_len, int flags, const up_callbacks *cb, void *arg) {
     if (p->closing) return NULL;
     up_req *r = calloc(1, sizeof *r);
+    size_t head_len = 0;
     if (!r) return NULL;
-    if (!(r->data = request_bytes(p, method, path, headers, body, body_len, &r->len))) {
+    if (!(r->data = request_bytes(p, method, path, headers, body, body_len, &r->len, &head_len))) {
         free(r);
         return NULL;
     }
+    r->wipe_len = flags & UP_SECRET_BODY ? r->len : head_len;
     r->pool = p;
     r->cb = *cb;
     r->arg = arg;
-    r->retry_stale = retry_stale;
+    r->retry_stale = flags & UP_RETRY_STALE;
     r->is_head = strcmp(method, "HEAD") == 0;
     dispatch(p, r);
     return r;

@@ -87,6 +87,9 @@ up_pool *up_pool_new(uv_loop_t *loop, const up_target *t, unsigned max_conns, un
 /* Abort every request (their on_done gets UP_ECANCEL), close every
  * connection; the pool's memory goes once the last handle has closed. */
 void up_pool_close(up_pool *p);
+/* What p reads (a token endpoint's answers) is wiped from its buffers once
+ * handed to on_body: answers that hold secrets leave no copy behind. */
+void up_pool_wipe_reads(up_pool *p);
 
 /* ---- pools per loop (up_loops.c) ----
  * A module's pools, one per loop and upstream (key: the module's number
@@ -120,17 +123,24 @@ typedef struct up_callbacks {
 
 typedef struct up_req up_req;
 
+/* up_send's flags. UP_RETRY_STALE: the request may be sent again, once, on
+ * a fresh connection when a kept-alive one turns out closed before any byte
+ * of the answer came (safe for idempotent requests). UP_SECRET_BODY: the
+ * body holds a secret (a token request's form): the library's copy of it
+ * is wiped when let go of, as the head's always is. */
+#define UP_RETRY_STALE 1
+#define UP_SECRET_BODY 2
+
 /* Send method path with the target's Host, the given extra header lines
  * (each "Name: value\r\n", may be NULL), Content-Length and the body. The
- * library copies what it needs. retry_stale: the request may be sent again,
- * once, on a fresh connection when a kept-alive one turns out closed
- * before any byte of the answer came (safe for idempotent requests).
+ * library copies what it needs, in one allocation wiped (its head, where a
+ * credential goes; all of it with UP_SECRET_BODY) when the request ends.
+ * flags: UP_RETRY_STALE, UP_SECRET_BODY (1 is UP_RETRY_STALE alone).
  * NULL only when out of memory (or the pool is closing: up_pool_close
  * was called); every other failure comes through on_done, never from
  * inside this call. */
 up_req *up_send(up_pool *p, const char *method, const char *path, const char *headers,
-                const char *body, size_t body_len, int retry_stale, const up_callbacks *cb,
-                void *arg);
+                const char *body, size_t body_len, int flags, const up_callbacks *cb, void *arg);
 /* Stop a request: its connection is closed (never reused mid-answer) and
  * on_done runs with UP_ECANCEL, before this returns. */
 void up_req_abort(up_req *r);

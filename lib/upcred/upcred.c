@@ -1,6 +1,7 @@
 /* upcred: the modes (see upcred.h), the cache's single flight (the first
- * call that misses asks the endpoint, the others wait for its answer) and
- * the metrics. */
+ * call that misses asks the endpoint, the others wait for its answer), the
+ * back-off after a failed request (the key's calls fail at once for a
+ * while, without asking the endpoint) and the metrics. */
 #define _GNU_SOURCE
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -10,7 +11,7 @@
 
 #include "upcred_internal.h"
 
-enum { SERIES_HIT, SERIES_MISS, SERIES_WAIT };
+enum { SERIES_HIT, SERIES_MISS, SERIES_WAIT, SERIES_BACKOFF };
 
 /* ---- results --------------------------------------------------------------- */
 
@@ -31,9 +32,17 @@ void upcred_wait_clear(upcred_wait *w) {
     w->auth_line = w->error_data = NULL;
 }
 
-static char *bearer_line(const char *tok, size_t n) {
-    char *line = NULL;
-    return asprintf(&line, "Authorization: Bearer %.*s\r\n", (int)n, tok) < 0 ? NULL : line;
+/* One allocation of the exact size, never asprintf's: a buffer printf grows
+ * on its way is freed with a part of the token in it, unwiped. */
+char *upcred_bearer_line(const char *tok, size_t n) {
+    static const char head[] = "Authorization: Bearer ";
+    size_t hn = sizeof head - 1;
+    char *line = malloc(hn + n + 3);
+    if (!line) return NULL;
+    memcpy(line, head, hn);
+    memcpy(line + hn, tok, n);
+    memcpy(line + hn + n, "\r\n", 3);
+    return line;
 }
 
 /* ---- the caller's verified token --------------------------------------------- */
@@ -103,7 +112,8 @@ static int passthrough(upcred *u, mcpg_call *call, upcred_wait *w) {
     }
     if (!upcred_header_safe(tok, n))
         return failed(w, "%s: the caller's token cannot go in a header", u->name);
-    if (!(w->auth_line = bearer_line(tok, n))) return failed(w, "%s: out of memory", u->name);
+    if (!(w->auth_line = upcred_bearer_line(tok, n)))
+        return failed(w, "%s: out of memory", u->name);
     return UPCRED_READY;
 }
 
@@ -120,6 +130,17 @@ static void push_waiter(upcred_entry *e, upcred_wait *w) {
     w->entry = e;
 }
 
+/* The back-off's clock: the wall's may jump. */
+static int64_t mono_now(const upcred *u) { return (int64_t)u->h->mono_us(); }
+
+/* A call for a key whose last request failed a moment ago fails the same
+ * way at once: an endpoint that is down, or refuses, is not asked again by
+ * every call (a connection each) while it is. */
+static void backing_off(const upcred *u, const upcred_entry *e, int64_t left_us, upcred_wait *w) {
+    failed(w, "%.300s (a recent failure, %u in a row: the token endpoint is asked again in %.1f s)",
+           e->error ? e->error : u->name, e->failures, (double)left_us / 1e6);
+}
+
 static int cached(upcred *u, void *loop, upcred_wait *w, const upcred_grant *g) {
     int64_t now = u->h->wall_us();
     w->keyed = 1;
@@ -130,6 +151,13 @@ static int cached(upcred *u, void *loop, upcred_wait *w, const upcred_grant *g) 
         pthread_mutex_unlock(&u->lock);
         count(u, SERIES_HIT);
         return w->auth_line ? UPCRED_READY : failed(w, "%s: out of memory", u->name);
+    }
+    int64_t left = e ? upcred_entry_backoff_left(e, mono_now(u)) : 0;
+    if (left) {
+        backing_off(u, e, left, w);
+        pthread_mutex_unlock(&u->lock);
+        count(u, SERIES_BACKOFF);
+        return UPCRED_FAILED;
     }
     if (e && e->fetching) {
         int full = e->n_waiters >= UPCRED_WAITERS_MAX;
@@ -161,7 +189,7 @@ void upcred_finish(upcred *u, upcred_entry *e, char *line, size_t len, int64_t e
     e->n_waiters = 0;
     e->fetching = 0;
     if (line) upcred_entry_set_line(e, line, len, expires_us);
-    else upcred_cache_drop(&u->cache, e);
+    else upcred_entry_failed(e, error, mono_now(u), u->cfg.backoff_min_ms, u->cfg.backoff_max_ms);
     for (upcred_wait *x = w; x; x = x->next) {
         x->entry = NULL;
         if (line && !(x->auth_line = strndup(line, len))) failed(x, "%s: out of memory", u->name);
@@ -196,7 +224,7 @@ void upcred_refused_key(upcred *u, const unsigned char key[32]) {
     if (!u) return;
     pthread_mutex_lock(&u->lock);
     upcred_entry *e = upcred_cache_find(&u->cache, key);
-    if (e && !e->fetching) upcred_cache_drop(&u->cache, e);
+    if (e && !e->fetching && e->line) upcred_cache_drop(&u->cache, e); /* a failure stays */
     pthread_mutex_unlock(&u->lock);
 }
 
@@ -300,36 +328,44 @@ int upcred_challenge_data(const mcpg_host *h, mcpg_call *call, const char *insta
 
 /* ---- life ----------------------------------------------------------------------- */
 
-/* RFC 6749 section 2.3.1: id and secret form-encoded, then Basic. */
+/* RFC 6749 section 2.3.1: id and secret form-encoded, then Basic. Every
+ * buffer is sized before the secret goes in (a buffer that grows leaves a
+ * copy behind, unwiped) and wiped when let go of. */
 static char *basic_line(const char *id, const char *secret) {
-    mcpg_buf raw = {0}, enc = {0};
-    upcred_form_encode(&raw, id, strlen(id));
-    mcpg_buf_puts(&raw, ":");
-    upcred_form_encode(&raw, secret, strlen(secret));
+    static const char head[] = "Authorization: Basic ";
+    size_t in = strlen(id), sn = strlen(secret), hn = sizeof head - 1;
+    mcpg_buf raw = {0};
     char *line = NULL;
-    if (raw.data && !mcpg_buf_reserve(&enc, 4 * (raw.len / 3 + 1) + 1)) {
-        EVP_EncodeBlock((unsigned char *)enc.data, (const unsigned char *)raw.data, (int)raw.len);
-        if (asprintf(&line, "Authorization: Basic %s\r\n", enc.data) < 0) line = NULL;
+    if (!mcpg_buf_reserve(&raw, 3 * (in + sn) + 2)) {
+        upcred_form_encode(&raw, id, in);
+        mcpg_buf_puts(&raw, ":");
+        upcred_form_encode(&raw, secret, sn);
+        line = malloc(hn + 4 * (raw.len / 3 + 1) + 3);
     }
-    if (raw.data) explicit_bzero(raw.data, raw.len);
-    if (enc.data) explicit_bzero(enc.data, enc.cap);
+    if (line) {
+        memcpy(line, head, hn);
+        int n = EVP_EncodeBlock((unsigned char *)line + hn, (const unsigned char *)raw.data,
+                                (int)raw.len);
+        memcpy(line + hn + (size_t)n, "\r\n", 3);
+    }
+    if (raw.data) explicit_bzero(raw.data, raw.cap);
     mcpg_buf_free(&raw);
-    mcpg_buf_free(&enc);
     return line;
 }
 
 static void add_metrics(upcred *u) {
     if (!MCPG_HOST_HAS(u->h, metric_new)) return;
     static const char *const labels[] = {"instance", "result"};
-    const char *vals[] = {u->name, "hit", u->name, "miss", u->name, "wait"};
+    const char *vals[] = {u->name, "hit", u->name, "miss", u->name, "wait", u->name, "backoff"};
     mcpg_metric_desc d = {.size = sizeof d,
                           .type = MCPG_METRIC_COUNTER,
                           .name = "mcpg_upstream_token_cache_total",
-                          .help = "Upstream tokens found in the cache (hit), asked for (miss) or "
-                                  "waited for while another call asked (wait)",
+                          .help = "Upstream tokens found in the cache (hit), asked for (miss), "
+                                  "waited for while another call asked (wait), or refused at "
+                                  "once while a failed request backs off (backoff)",
                           .label_names = labels,
                           .n_labels = 2,
-                          .n_series = 3,
+                          .n_series = 4,
                           .label_values = vals};
     if (u->h->metric_new(u->self, &d, &u->cache_total) != 0) u->cache_total = NULL;
     mcpg_metric_desc e = {.size = sizeof e,

@@ -15,9 +15,12 @@
  * Tokens from the token endpoint are cached (exchange: per caller and
  * subject token; client_credentials: one) until expires_in less a margin,
  * in a bounded cache (least recently used out first). Calls that need the
- * same missing token wait for one request to the endpoint. The endpoint is
- * reached with upclient on the loop of the call that missed, never blocking
- * it. No token is ever logged or put in an error message. */
+ * same missing token wait for one request to the endpoint; after a request
+ * that failed, that key's calls fail at once for a while (backoff_min_ms,
+ * doubling to backoff_max_ms) without asking it. The endpoint is reached
+ * with upclient on the loop of the call that missed, never blocking it. No
+ * token is ever logged or put in an error message, and every copy of one
+ * is wiped when let go of. */
 #ifndef MCPG_UPCRED_H
 #define MCPG_UPCRED_H
 

@@ -127,6 +127,7 @@ int upcred_assertion(const upcred *u, mcpg_buf *form) {
         mcpg_buf sig = {0};
         rc = sign(u->signer, &input, &sig);
         if (!rc) mcpg_buf_append(&jwt, sig.data, sig.len);
+        if (sig.data) explicit_bzero(sig.data, sig.cap);
         mcpg_buf_free(&sig);
     }
     if (!rc) {
@@ -136,6 +137,7 @@ int upcred_assertion(const upcred *u, mcpg_buf *form) {
     }
     mcpg_buf_free(&head);
     mcpg_buf_free(&claims);
+    if (jwt.data) explicit_bzero(jwt.data, jwt.cap); /* a credential until its exp */
     mcpg_buf_free(&jwt);
     return rc;
 }

@@ -1,7 +1,9 @@
 /* upcred: the token cache. A fixed array of entries (cache_entries of
  * them, allocated once), found through a chained hash of their keys; a miss
  * with every entry taken reuses the least recently used one that is not
- * being fetched. The caller holds the upcred's lock. */
+ * being fetched. An entry holds a token, or the failure of its key's last
+ * request (its back-off): failures take the same room, so they never grow
+ * the cache past its bound. The caller holds the upcred's lock. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +24,13 @@ int upcred_cache_init(upcred_cache *c, size_t cap) {
     return c->entries && c->buckets ? 0 : -1;
 }
 
+/* The token and the last failure's message go; the count of failures
+ * stays (upcred_entry_failed doubles from it). */
 static void wipe_line(upcred_entry *e) {
     if (e->line) explicit_bzero(e->line, e->line_len);
     free(e->line);
-    e->line = NULL;
+    free(e->error);
+    e->line = e->error = NULL;
     e->line_len = 0;
     e->expires_us = 0;
 }
@@ -91,4 +96,21 @@ void upcred_entry_set_line(upcred_entry *e, char *line, size_t len, int64_t expi
     e->line = line;
     e->line_len = len;
     e->expires_us = expires_us;
+    e->failures = 0;
+    e->retry_us = 0;
+}
+
+void upcred_entry_failed(upcred_entry *e, const char *why, int64_t now_us, int64_t min_ms,
+                         int64_t max_ms) {
+    char *copy = strdup(why); /* NULL: the calls in the window say less, still fail */
+    wipe_line(e);             /* a stale token is of no use now either */
+    e->error = copy;
+    int64_t ms = min_ms;
+    for (uint32_t i = 0; i < e->failures && ms < max_ms; i++) ms *= 2;
+    if (e->failures < UINT32_MAX) e->failures++;
+    e->retry_us = now_us + (ms < max_ms ? ms : max_ms) * 1000;
+}
+
+int64_t upcred_entry_backoff_left(const upcred_entry *e, int64_t now_us) {
+    return !e->line && !e->fetching && e->retry_us > now_us ? e->retry_us - now_us : 0;
 }

@@ -27,7 +27,9 @@ static const char *const KEYS[] = {"mode",
                                    "tls_insecure",
                                    "refresh_margin_s",
                                    "timeout_ms",
-                                   "cache_entries"};
+                                   "cache_entries",
+                                   "backoff_min_ms",
+                                   "backoff_max_ms"};
 #define NKEYS (sizeof KEYS / sizeof *KEYS)
 
 static void problem_at(mcpg_config_problems *p, const char *key, const char *what) {
@@ -97,6 +99,16 @@ static void parse_token_type(mcpg_config_problems *p, json_t *o, upcred_cfg *c) 
         c->requested_token_type = strdup(TT_ACCESS);
 }
 
+/* The wait after a failed token request: from min, doubling up to max. */
+static void parse_backoff(mcpg_config_problems *p, json_t *o, upcred_cfg *c) {
+    c->backoff_min_ms =
+        int_of(p, o, "backoff_min_ms", c->backoff_min_ms, 0, UPCRED_BACKOFF_LIMIT_MS);
+    c->backoff_max_ms =
+        int_of(p, o, "backoff_max_ms", c->backoff_max_ms, 0, UPCRED_BACKOFF_LIMIT_MS);
+    if (c->backoff_max_ms < c->backoff_min_ms)
+        problem_at(p, "backoff_max_ms", "must not be less than backoff_min_ms");
+}
+
 static void require(mcpg_config_problems *p, const char *key, const char *v, const char *mode) {
     char what[96];
     snprintf(what, sizeof what, "is required with mode %s", mode);
@@ -142,7 +154,9 @@ static void check_mode(mcpg_config_problems *p, const upcred_cfg *c) {
 int upcred_cfg_parse(mcpg_config_problems *p, const char *json, upcred_cfg *c) {
     *c = (upcred_cfg){.refresh_margin_s = UPCRED_MARGIN_DEFAULT_S,
                       .timeout_ms = UPCRED_TIMEOUT_DEFAULT_MS,
-                      .cache_entries = UPCRED_CACHE_DEFAULT};
+                      .cache_entries = UPCRED_CACHE_DEFAULT,
+                      .backoff_min_ms = UPCRED_BACKOFF_MIN_DEFAULT_MS,
+                      .backoff_max_ms = UPCRED_BACKOFF_MAX_DEFAULT_MS};
     int before = p->errors;
     if (!json) return 0;
     json_error_t e;
@@ -170,6 +184,7 @@ int upcred_cfg_parse(mcpg_config_problems *p, const char *json, upcred_cfg *c) {
     c->refresh_margin_s = int_of(p, o, "refresh_margin_s", c->refresh_margin_s, 0, 3600);
     c->timeout_ms = int_of(p, o, "timeout_ms", c->timeout_ms, 100, 120000);
     c->cache_entries = int_of(p, o, "cache_entries", c->cache_entries, 1, UPCRED_CACHE_MAX);
+    parse_backoff(p, o, c);
     check_mode(p, c);
     json_decref(o);
     return p->errors - before;

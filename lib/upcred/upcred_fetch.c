@@ -5,7 +5,6 @@
  * its lifetime, or the endpoint's `error` code. The answer's text never
  * reaches a message: only its error code and status do. */
 #define _GNU_SOURCE
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +50,17 @@ static void put_form_s(mcpg_buf *b, const char *key, const char *v) {
     put_form(b, key, v, v ? strlen(v) : 0);
 }
 
+static size_t len_of(const char *s) { return s ? strlen(s) : 0; }
+
+/* Room for the whole form, made before the subject token goes in: a
+ * buffer that grew would leave a copy of it behind, unwiped. */
+static int form_room(const upcred *u, const upcred_grant *g, mcpg_buf *b) {
+    const upcred_cfg *c = &u->cfg;
+    size_t n = g->subject_len + len_of(c->subject_token_type) + len_of(c->requested_token_type) +
+               len_of(c->audience) + len_of(c->resource) + len_of(c->scope) + len_of(c->client_id);
+    return mcpg_buf_reserve(b, 3 * n + 8192); /* 8192: the names, and a client assertion */
+}
+
 static void form_body(const upcred *u, const upcred_grant *g, mcpg_buf *b) {
     const upcred_cfg *c = &u->cfg;
     if (c->mode == UPCRED_EXCHANGE) {
@@ -79,21 +89,49 @@ int upcred_header_safe(const char *s, size_t n) {
     return 1;
 }
 
+/* The answer is read in place, with the SDK's JSON spans, and not with
+ * jansson: jansson's parser copies each string it reads (its lexer's buffer,
+ * then the string's own) and frees both unwiped, which would leave the
+ * access token in freed memory. Here the token's only copies are the body
+ * (wiped by fetch_free), the decoded token and its header line (wiped or
+ * kept by the cache, which wipes it). */
+typedef struct answer {
+    mcpg_json_span obj; /* the whole answer, a JSON object */
+    int ok;
+} answer;
+
+static answer answer_of(const fetch *f) {
+    answer a = {0};
+    size_t pos = 0;
+    const char *b = f->body.data;
+    a.ok = b && mcpg_json_validate(b, f->body.len) == 0 &&
+           mcpg_json_value(b, f->body.len, &pos, &a.obj) == 1 && a.obj.type == MCPG_JSON_OBJECT;
+    return a;
+}
+
+/* A string member decoded into out (cap bytes): 1, or 0 when absent, not a
+ * string or longer than cap allows. */
+static int member(const answer *a, const char *key, char *out, size_t cap, size_t *len) {
+    mcpg_json_span v;
+    return a->ok && mcpg_json_object_get_trusted(a->obj.p, a->obj.n, key, &v) == 1 &&
+           v.type == MCPG_JSON_STRING && mcpg_json_string_decode(&v, out, cap, len) == 0;
+}
+
 /* The endpoint's `error` code, as RFC 6749 spells them (NQSCHAR), else "". */
-static void error_code(json_t *o, char *out, size_t cap) {
-    const char *s = json_string_value(json_object_get(o, "error"));
+static void error_code(const answer *a, char *out, size_t cap) {
     size_t n = 0;
-    for (; s && s[n] && n + 1 < cap && n < 64; n++) {
-        if (s[n] < 0x20 || s[n] > 0x7e || s[n] == '"' || s[n] == '\\') return (void)(out[0] = 0);
-        out[n] = s[n];
-    }
+    if (!member(a, "error", out, cap < 65 ? cap : 65, &n)) n = 0;
+    for (size_t i = 0; i < n; i++)
+        if (out[i] < 0x20 || out[i] > 0x7e || out[i] == '"' || out[i] == '\\') n = 0;
     out[n] = '\0';
 }
 
-static int64_t expiry_us(const fetch *f, json_t *o) {
-    json_t *ei = json_object_get(o, "expires_in");
-    int64_t life = json_is_integer(ei) && json_integer_value(ei) > 0 ? json_integer_value(ei)
-                                                                     : UPCRED_EXPIRES_DEFAULT_S;
+static int64_t expiry_us(const fetch *f, const answer *a) {
+    mcpg_json_span ei;
+    int64_t life = 0;
+    if (!a->ok || mcpg_json_object_get_trusted(a->obj.p, a->obj.n, "expires_in", &ei) != 1 ||
+        mcpg_json_int64(&ei, &life) != 0 || life <= 0)
+        life = UPCRED_EXPIRES_DEFAULT_S;
     int64_t now_s = f->u->h->wall_us() / 1000000, until = now_s + life;
     /* an exchanged token is never used past the subject token's own end */
     if (f->subject_exp_s && f->subject_exp_s < until) until = f->subject_exp_s;
@@ -101,32 +139,57 @@ static int64_t expiry_us(const fetch *f, json_t *o) {
     return until > now_s ? until * 1000000 : 0;
 }
 
+/* The access token decoded into a buffer of its own (wiped by the caller),
+ * or NULL when there is none fit for a header line. */
+static char *access_token(const fetch *f, const answer *a, size_t *len) {
+    char *tok = malloc(f->body.len + 1); /* a decoded string is never longer than its text */
+    if (!tok) return NULL;
+    if (member(a, "access_token", tok, f->body.len + 1, len) && upcred_header_safe(tok, *len))
+        return tok;
+    explicit_bzero(tok, f->body.len + 1);
+    free(tok);
+    return NULL;
+}
+
+/* The token's type is one this gateway sends as Bearer: absent, Bearer, or
+ * N_A; else its name (printable) into shown. */
+static int bearer_type(const answer *a, char *shown, size_t cap) {
+    char type[40];
+    size_t n = 0;
+    mcpg_json_span v;
+    if (!a->ok || mcpg_json_object_get_trusted(a->obj.p, a->obj.n, "token_type", &v) != 1 ||
+        v.type != MCPG_JSON_STRING)
+        return 1;
+    if (!member(a, "token_type", type, sizeof type, &n)) snprintf(type, sizeof type, "?");
+    if (strcasecmp(type, "Bearer") == 0 || strcasecmp(type, "N_A") == 0) return 1;
+    snprintf(shown, cap, "%.32s", upcred_header_safe(type, strlen(type)) ? type : "?");
+    return 0;
+}
+
 /* 200 with a usable token: its header line; else why not into why. */
 static char *read_token(fetch *f, int64_t *expires_us, char *why, size_t cap) {
     const upcred *u = f->u;
-    json_t *o = json_loadb(f->body.data ? f->body.data : "", f->body.len, 0, NULL);
-    char code[72] = "";
-    char *line = NULL;
-    if (json_is_object(o)) error_code(o, code, sizeof code);
-    json_t *at = json_object_get(o, "access_token");
-    const char *type = json_string_value(json_object_get(o, "token_type"));
+    answer a = answer_of(f);
+    char code[72] = "", type[40] = "";
+    char *line = NULL, *tok = NULL;
+    size_t len = 0;
+    error_code(&a, code, sizeof code);
     if (f->status != 200) {
         snprintf(why, cap, "%s: the token endpoint %s refused the request (HTTP %d%s%s)", u->name,
                  u->cfg.token_url, f->status, code[0] ? ", error " : "", code);
-    } else if (!json_is_string(at) ||
-               !upcred_header_safe(json_string_value(at), json_string_length(at))) {
+    } else if (!(tok = access_token(f, &a, &len))) {
         snprintf(why, cap, "%s: the token endpoint %s answered without a usable access_token",
                  u->name, u->cfg.token_url);
-    } else if (type && strcasecmp(type, "Bearer") != 0 && strcasecmp(type, "N_A") != 0) {
-        snprintf(why, cap, "%s: the token endpoint %s answered a token of type %.32s, not Bearer",
-                 u->name, u->cfg.token_url, upcred_header_safe(type, strlen(type)) ? type : "?");
-    } else if (asprintf(&line, "Authorization: Bearer %s\r\n", json_string_value(at)) < 0) {
-        line = NULL;
+    } else if (!bearer_type(&a, type, sizeof type)) {
+        snprintf(why, cap, "%s: the token endpoint %s answered a token of type %s, not Bearer",
+                 u->name, u->cfg.token_url, type);
+    } else if (!(line = upcred_bearer_line(tok, len))) {
         snprintf(why, cap, "%s: out of memory", u->name);
     } else {
-        *expires_us = expiry_us(f, o);
+        *expires_us = expiry_us(f, &a);
     }
-    json_decref(o); /* jansson's copy of the token: freed, as the body is by the caller */
+    if (tok) explicit_bzero(tok, len);
+    free(tok);
     return line;
 }
 
@@ -196,10 +259,12 @@ int upcred_fetch(upcred *u, void *loop, upcred_entry *e, const upcred_grant *g) 
     if (!f) return upcred_finish(u, e, NULL, 0, 0, why), -1;
     *f = (fetch){.u = u, .e = e, .subject_exp_s = g->subject_exp_s};
     mcpg_buf body = {0}, head = {0};
-    form_body(u, g, &body);
-    if (u->signer && upcred_assertion(u, &body) != 0) {
+    int rc = form_room(u, g, &body);
+    if (!rc) form_body(u, g, &body);
+    if (!rc && u->signer && (rc = upcred_assertion(u, &body)) != 0)
         snprintf(why, sizeof why, "%s: cannot sign the client assertion", u->name);
-        explicit_bzero(body.data, body.len);
+    if (rc) {
+        if (body.data) explicit_bzero(body.data, body.len);
         mcpg_buf_free(&body);
         free(f);
         return upcred_finish(u, e, NULL, 0, 0, why), -1;
@@ -210,8 +275,9 @@ int upcred_fetch(upcred *u, void *loop, upcred_entry *e, const upcred_grant *g) 
     uv_timer_init(loop, &f->timer);
     f->timer.data = f;
     uv_timer_start(&f->timer, on_timeout, (uint64_t)u->cfg.timeout_ms, 0);
-    f->req = up_send(pool, "POST", up_target_path(u->endpoint), head.data, body.data, body.len, 0,
-                     &CALLBACKS, f);
+    up_pool_wipe_reads(pool); /* its answers hold tokens */
+    f->req = up_send(pool, "POST", up_target_path(u->endpoint), head.data, body.data, body.len,
+                     UP_SECRET_BODY, &CALLBACKS, f);
     if (body.data) explicit_bzero(body.data, body.len); /* it held the subject token */
     mcpg_buf_free(&body);
     explicit_bzero(head.data, head.len);

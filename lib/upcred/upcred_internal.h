@@ -16,6 +16,9 @@
 #define UPCRED_TIMEOUT_DEFAULT_MS 10000
 #define UPCRED_EXPIRES_DEFAULT_S 300 /* a token answered without expires_in */
 #define UPCRED_ANSWER_MAX 65536      /* bytes of a token endpoint's answer read */
+#define UPCRED_BACKOFF_MIN_DEFAULT_MS 1000  /* after a failed token request ... */
+#define UPCRED_BACKOFF_MAX_DEFAULT_MS 30000 /* ... doubling up to this */
+#define UPCRED_BACKOFF_LIMIT_MS 3600000     /* the largest either may be */
 
 typedef struct upcred_cfg {
     upcred_mode mode;
@@ -30,6 +33,7 @@ typedef struct upcred_cfg {
     char *ca_file;
     int tls_insecure;
     int64_t refresh_margin_s, timeout_ms, cache_entries;
+    int64_t backoff_min_ms, backoff_max_ms;
 } upcred_cfg;
 
 /* Parse json (NULL: static) into c; problems through p. 0 or how many. */
@@ -48,6 +52,10 @@ struct upcred_entry {
     upcred_wait *waiters;
     size_t n_waiters;
     upcred_entry *hnext; /* its hash bucket's chain */
+    /* a failed request: no new one for this key before retry_us */
+    uint32_t failures; /* in a row, since the last token */
+    int64_t retry_us;
+    char *error; /* the last failure's message (never a token) */
 };
 
 typedef struct upcred_cache {
@@ -65,7 +73,15 @@ upcred_entry *upcred_cache_find(upcred_cache *c, const unsigned char key[32]);
  * fetching (its token dropped). NULL when every entry is fetching. */
 upcred_entry *upcred_cache_add(upcred_cache *c, const unsigned char key[32]);
 void upcred_cache_drop(upcred_cache *c, upcred_entry *e);
+/* e's token (line taken): its failures are forgotten. */
 void upcred_entry_set_line(upcred_entry *e, char *line, size_t len, int64_t expires_us);
+/* e's request failed at now_us (why: its message): e holds no token and
+ * backs off, no new request before a window that doubles from min_ms with
+ * each failure in a row, at most max_ms (0: no window). */
+void upcred_entry_failed(upcred_entry *e, const char *why, int64_t now_us, int64_t min_ms,
+                         int64_t max_ms);
+/* e is backing off at now_us: the microseconds left, else 0. */
+int64_t upcred_entry_backoff_left(const upcred_entry *e, int64_t now_us);
 
 /* private_key_jwt (upcred_assert.c) */
 typedef struct upcred_signer upcred_signer;
@@ -85,7 +101,7 @@ struct upcred {
     pthread_mutex_t lock;  /* the cache */
     upcred_cache cache;
     up_loops *pools;          /* the token endpoint's connections, per loop */
-    mcpg_metric *cache_total; /* {instance, result=hit|miss} */
+    mcpg_metric *cache_total; /* {instance, result=hit|miss|wait|backoff} */
     mcpg_metric *errors_total;
 };
 
@@ -98,6 +114,8 @@ typedef struct upcred_grant {
 
 /* A fresh client assertion, appended to a token request's form. 0 or -1. */
 int upcred_assertion(const upcred *u, mcpg_buf *form);
+/* "Authorization: Bearer <tok>\r\n", in one allocation: wipe it when done. */
+char *upcred_bearer_line(const char *tok, size_t n);
 /* s[0..n) may go in a header line: visible ASCII, no blank, not empty. */
 int upcred_header_safe(const char *s, size_t n);
 /* Append v[0..n) form-encoded (RFC 6749 appendix B). */
@@ -107,7 +125,8 @@ void upcred_form_encode(mcpg_buf *b, const char *v, size_t n);
  * told (upcred_finish). 0, or -1 (nothing started, e's waiters told). */
 int upcred_fetch(upcred *u, void *loop, upcred_entry *e, const upcred_grant *g);
 /* The request for e ended: line (taken) and its expiry, or why not. Every
- * waiter gets a copy or the error; e is dropped on failure. */
+ * waiter gets a copy or the error; on failure e backs off (its key's next
+ * calls fail at once for a while, upcred_entry_failed). */
 void upcred_finish(upcred *u, upcred_entry *e, char *line, size_t len, int64_t expires_us,
                    const char *error);
 

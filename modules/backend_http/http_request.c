@@ -430,6 +430,7 @@ int http_request_build(const mcpg_host *h, const http_tool *t, mcpg_call *call, 
 
 void http_request_free(http_request *rq) {
     free(rq->target);
+    if (rq->headers) explicit_bzero(rq->headers, strlen(rq->headers)); /* configured secrets */
     free(rq->headers);
     free(rq->body);
     *rq = (http_request){0};

@@ -4,14 +4,19 @@
  * caller (principal and tenant) gets a session it opens itself, with its
  * own token, on its first call; its later calls, the cancellations of its
  * requests and the answers to the questions the upstream asked on it go
- * there, and nowhere else. The gateway's own requests (lists, the GET
- * stream) stay on the gateway's session.
+ * there, and nowhere else. The gateway's own requests (lists, its GET
+ * stream) stay on the gateway's session. Each caller's session has a GET
+ * stream of its own too, opened with the caller's token once the session
+ * is, read as the gateway's is (link_open_get); what comes on it is sorted
+ * by up_on_message, as a message on a caller's session outside any request.
  *
  * Bounded: at most max_caller_sessions; a new caller beyond closes the
  * least recently used idle one (HTTP DELETE), or is refused when every
  * one is busy. A session unused for caller_session_idle_ms is closed. A
  * session the upstream no longer knows is dropped: the call that found out
- * fails, the caller's next call opens a new one. I/O thread only. */
+ * fails, the caller's next call opens a new one. A session closed closes
+ * its GET stream: at most max_caller_sessions of those are open. I/O
+ * thread only. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +33,9 @@ struct caller_session {
     uint64_t last_use_ms;
     size_t in_flight; /* its requests whose answers are still coming */
     queued *waiting;  /* calls waiting for it to open */
+    hx *get;          /* its GET stream, while open */
+    bool no_get;      /* the upstream offers none (405): never asked again */
+    bool get_refused; /* its token was refused there: asked again at the next call */
     caller_session *next;
 };
 
@@ -89,6 +97,26 @@ static void send_initialize(link_http *l, caller_session *cs) {
     mcpg_buf_free(&b);
 }
 
+/* ---- its GET stream ------------------------------------------------------ */
+
+static void open_get(link_http *l, caller_session *cs) {
+    if (l->stopped || !cs->open || !cs->id || cs->get || cs->no_get || cs->get_refused) return;
+    cs->get = link_open_get(l, cs, cs->id, l->base.up->cfg.call_header_lines, cs->auth_line);
+}
+
+void sessions_open_gets(link_http *l) {
+    for (caller_session *cs = l->sessions; cs; cs = cs->next) open_get(l, cs);
+}
+
+/* Its request is aborted: its on_done only lets go of it, now. */
+static void close_get(caller_session *cs) {
+    hx *g = cs->get;
+    cs->get = NULL;
+    if (!g) return;
+    g->abandoned = true;
+    if (g->req) up_req_abort(g->req);
+}
+
 /* ---- opening and closing ---------------------------------------------- */
 
 /* The upstream is told the session ends; what it answers does not matter. */
@@ -129,9 +157,11 @@ static void unlink_session(link_http *l, caller_session *cs) {
         if (x->cs == cs) x->cs = NULL;
 }
 
-/* Close cs (told to the upstream when delete); its waiting calls fail. */
+/* Close cs (told to the upstream when delete) and its GET stream; its
+ * waiting calls fail. */
 static void drop(link_http *l, caller_session *cs, bool delete, const hx *x, const char *why) {
     unlink_session(l, cs);
+    close_get(cs);
     if (delete) send_delete(l, cs);
     queued *q = cs->waiting;
     cs->waiting = NULL;
@@ -206,6 +236,7 @@ int sessions_send(link_http *l, const char *json, size_t n, up_request *r, int *
             return 1;
         }
         set_auth(cs, r->pc->auth_line);
+        cs->get_refused = false; /* a token that may be taken: its GET stream is asked again */
     } else if (!r) {
         bool gone;
         cs = session_of_message(l, json, n, &gone);
@@ -214,6 +245,7 @@ int sessions_send(link_http *l, const char *json, size_t n, up_request *r, int *
     if (!cs) return 0; /* the gateway's own: its own session */
     cs->last_use_ms = up_now_ms(l->base.up);
     *rc = cs->open ? post_on(l, cs, json, n, r, false) : link_queue_add(&cs->waiting, json, n, r);
+    open_get(l, cs);
     return 1;
 }
 
@@ -253,6 +285,7 @@ static void opened(link_http *l, caller_session *cs) {
     static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
     cs->open = true;
     post_on(l, cs, note, sizeof note - 1, NULL, false);
+    open_get(l, cs);
     queued *q = cs->waiting;
     cs->waiting = NULL;
     while (q) {
@@ -302,9 +335,21 @@ int sessions_done(link_http *l, hx *x, int err) {
 }
 
 void sessions_hx_gone(hx *x) {
-    if (!x->cs || x->cs_init || !x->cs->in_flight) return;
+    if (x->cs && x->cs->get == x) x->cs->get = NULL;
+    if (!x->cs || x->cs_init || x->is_get || !x->cs->in_flight) return;
     x->cs->in_flight--;
     x->cs->last_use_ms = up_now_ms(x->l->base.up);
+}
+
+/* As the gateway's own stream: opened again in a while, unless the upstream
+ * offers none (405) or no longer knows the session (400, 404: the session
+ * goes, found out before the caller's next call would). A refused token
+ * waits for the caller's next call, which brings a fresh one. */
+void sessions_get_ended(link_http *l, caller_session *cs, int status) {
+    if (status == 405) cs->no_get = true;
+    else if (status == 400 || status == 404) drop(l, cs, false, NULL, NULL);
+    else if (status == 401 || status == 403) cs->get_refused = true;
+    else if (!l->stopped) link_schedule_get(l);
 }
 
 void sessions_forget(link_http *l, const up_request *r) {

@@ -215,6 +215,7 @@ bool fast_try(upstream *up, client_call *pc, mcpg_call *call) {
                           body.data, body.len, 0, &CALLBACKS, fc);
     }
     mcpg_buf_free(&body);
+    if (hdr.data) explicit_bzero(hdr.data, hdr.len); /* the call's credential, or configured */
     mcpg_buf_free(&hdr);
     if (!fc->req) { /* nothing went out: the I/O thread's path takes it */
         *slot = NULL;

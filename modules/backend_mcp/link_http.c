@@ -128,7 +128,12 @@ static void on_done(void *arg, int err) {
     bool json = !err && !x->sse && x->body.len && x->body.data[0] == '{';
     if (x->is_get) {
         int status = x->status;
+        caller_session *cs = x->cs;
         link_forget_hx(l, x);
+        if (cs) {
+            sessions_get_ended(l, cs, status);
+            return;
+        }
         if (err && !status) {
             char why[800];
             snprintf(why, sizeof why, "cannot reach %s: %s", l->url, detail ? detail : up_strerror(err));
@@ -303,7 +308,7 @@ static int send_now(link_http *l, const char *json, size_t n, up_request *r, con
     mcpg_buf h = {0};
     build_headers(l, json, n, x->is_discover, r, own_line, &h);
     int rc = link_post(l, x, h.data, json, n);
-    if (own_line) explicit_bzero(h.data, h.len);
+    if (h.data) explicit_bzero(h.data, h.len); /* a credential: configured, the call's or own */
     mcpg_buf_free(&h);
     return rc;
 }
@@ -418,6 +423,27 @@ static int http_send(mcp_link *base, const char *json, size_t n, up_request *r) 
     return send_now(l, json, n, r, NULL);
 }
 
+hx *link_open_get(link_http *l, caller_session *cs, const char *sid, const char *lines,
+                  const char *auth_line) {
+    upstream *up = l->base.up;
+    hx *x = link_hx_open(l, NULL);
+    if (!x) return NULL;
+    x->is_get = true;
+    x->cs = cs;
+    mcpg_buf h = {0};
+    mcpg_buf_printf(&h,
+                    "Accept: text/event-stream\r\nMCP-Protocol-Version: %s\r\n"
+                    "Mcp-Session-Id: %s\r\n%s%s",
+                    up->protocol, sid, lines ? lines : "", auth_line ? auth_line : "");
+    x->req = up_send(l->pool, "GET", up_target_path(l->target), h.data, NULL, 0, 0, &CALLBACKS, x);
+    if (h.data) explicit_bzero(h.data, h.len);
+    mcpg_buf_free(&h);
+    if (x->req) return x;
+    link_forget_hx(l, x);
+    return NULL;
+}
+
+/* The gateway's own session's GET stream. */
 static void open_get(link_http *l) {
     upstream *up = l->base.up;
     if (l->stopped || l->get || up->state != UP_READY || up->wire != WIRE_LEGACY ||
@@ -429,24 +455,18 @@ static void open_get(link_http *l) {
         schedule_get(l); /* tried again once the token is had */
         return;
     }
-    hx *x = link_hx_open(l, NULL);
-    if (!x) return upcred_wait_clear(&own);
-    x->is_get = true;
-    mcpg_buf h = {0};
-    mcpg_buf_printf(&h,
-                    "Accept: text/event-stream\r\nMCP-Protocol-Version: %s\r\n"
-                    "Mcp-Session-Id: %s\r\n%s%s",
-                    up->protocol, up->session_id, up->cfg.header_lines ? up->cfg.header_lines : "",
-                    own.auth_line ? own.auth_line : "");
-    x->req = up_send(l->pool, "GET", up_target_path(l->target), h.data, NULL, 0, 0, &CALLBACKS, x);
-    explicit_bzero(h.data, h.len);
-    mcpg_buf_free(&h);
+    l->get = link_open_get(l, NULL, up->session_id, up->cfg.header_lines, own.auth_line);
     upcred_wait_clear(&own);
-    if (!x->req) link_forget_hx(l, x);
-    else l->get = x;
 }
 
-static void on_get_timer(uv_timer_t *t) { open_get(t->data); }
+/* Every session's stream that ended is opened again: the gateway's and its
+ * callers'. */
+static void on_get_timer(uv_timer_t *t) {
+    open_get(t->data);
+    sessions_open_gets(t->data);
+}
+
+void link_schedule_get(link_http *l) { schedule_get(l); }
 
 static void schedule_get(link_http *l) {
     if (l->get_timer_init && !l->stopped) uv_timer_start(&l->get_timer, on_get_timer, GET_RETRY_MS, 0);

@@ -42,7 +42,7 @@ struct link_http {
     up_pool *pool;
     hx *open;
     bool stopped;
-    hx *get; /* the session wire's GET stream */
+    hx *get; /* the session wire's GET stream (the gateway's session's) */
     uv_timer_t get_timer;
     bool get_timer_init;
     char url[512];
@@ -63,6 +63,14 @@ void link_forget_hx(link_http *l, hx *x);
 int link_send(link_http *l, hx *x, const char *method, const char *headers, const char *json,
               size_t n);
 int link_post(link_http *l, hx *x, const char *headers, const char *json, size_t n);
+/* The session wire's GET stream on session sid (cs: a caller's, or NULL:
+ * the gateway's) with the header lines given: what the upstream says there
+ * outside any request comes in as on any stream. NULL when it could not
+ * be sent. */
+hx *link_open_get(link_http *l, caller_session *cs, const char *sid, const char *lines,
+                  const char *auth_line);
+/* The GET streams that ended are opened again in a while. */
+void link_schedule_get(link_http *l);
 int link_queue_add(queued **q, const char *json, size_t n, up_request *r);
 /* Take r's message out of q: 1 when it was there. */
 int link_queue_drop(queued **q, const up_request *r);
@@ -84,6 +92,10 @@ void sessions_deliver(hx *x, const char *data, size_t n);
 int sessions_done(link_http *l, hx *x, int err);
 void sessions_hx_gone(hx *x);
 void sessions_forget(link_http *l, const up_request *r);
+/* The GET streams of the callers' open sessions that have none, opened. */
+void sessions_open_gets(link_http *l);
+/* cs's GET stream ended with status (0: no answer). */
+void sessions_get_ended(link_http *l, caller_session *cs, int status);
 void sessions_start(link_http *l);
 void sessions_stop(link_http *l);
 

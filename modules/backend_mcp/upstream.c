@@ -462,8 +462,47 @@ static up_request *unreadable_answer_of(upstream *up, up_request *on, const mcpg
     return r && r->kind == UR_CALL ? r : NULL;
 }
 
+/* ---- a caller's session, outside any request (its GET stream) ---- */
+
+static bool list_changed(const char *method) {
+    return strcmp(method, "notifications/tools/list_changed") == 0 ||
+           strcmp(method, "notifications/prompts/list_changed") == 0 ||
+           strcmp(method, "notifications/resources/list_changed") == 0;
+}
+
+/* Counted, and logged at 1, 2, 4, 8... (at debug: it says nothing an
+ * operator must act on) so an upstream cannot fill the log. */
+static void caller_dropped(upstream *up, const char *what) {
+    uint64_t k = ++up->caller_untied_dropped;
+    if ((k & (k - 1)) == 0)
+        up->h->log(up->self, MCPG_LOG_DEBUG,
+                   "%.128s from the upstream on a caller's session outside any request: "
+                   "dropped (%llu so far)",
+                   what, (unsigned long long)k);
+}
+
+/* What the upstream says on a caller's own session outside any request.
+ * A list's change concerns the catalog every caller shares: handled as on
+ * the gateway's session (the lists are fetched again there). A ping is
+ * answered there. Anything else was meant for that caller alone, and the
+ * gateway has no way to reach only that caller's clients outside a call
+ * (a resource update would reach every subscriber, a log line or question
+ * another caller's call): dropped, a question answered with an error so
+ * that the upstream does not wait. False when the message stops here. */
+static bool caller_untied(upstream *up, const char *method, bool has_id, const char *id_text,
+                          size_t id_len) {
+    if (!has_id && list_changed(method)) return true;
+    if (has_id && strcmp(method, "ping") == 0) return true;
+    caller_dropped(up, method);
+    if (has_id)
+        up_send_response(up, id_text, id_len,
+                         "\"error\":{\"code\":-32603,\"message\":\"nothing outside a call reaches "
+                         "this session's clients\"}");
+    return false;
+}
+
 void up_on_message(upstream *up, const char *msg, size_t n, up_request *on) {
-    mcpg_json_span id, method, params;
+    mcpg_json_span id = {0}, method, params;
     bool has_id = mcpg_json_object_get(msg, n, "id", &id) == 1;
     bool has_method = mcpg_json_object_get(msg, n, "method", &method) == 1 &&
                       method.type == MCPG_JSON_STRING;
@@ -474,8 +513,11 @@ void up_on_message(upstream *up, const char *msg, size_t n, up_request *on) {
         if (r) calls_unreadable(up, r);
         return;
     }
+    bool callers = up->reply_key && !on; /* a caller's session, outside any request */
     if (!has_method) {
-        if (has_id) on_response(up, msg, n, &id);
+        /* ids are the gateway's across sessions: one there could answer another's */
+        if (has_id && callers) caller_dropped(up, "a response");
+        else if (has_id) on_response(up, msg, n, &id);
         return;
     }
     char name[128];
@@ -484,12 +526,13 @@ void up_on_message(upstream *up, const char *msg, size_t n, up_request *on) {
     bool has_params = mcpg_json_object_get(msg, n, "params", &params) == 1;
     const char *pp = has_params ? params.p : NULL;
     size_t pn = has_params ? params.n : 0;
+    const char *id_text = id.type == MCPG_JSON_STRING ? id.p - 1 : id.p;
+    size_t id_len = id.type == MCPG_JSON_STRING ? id.n + 2 : id.n;
+    if (callers && !caller_untied(up, name, has_id, id_text, id_len)) return;
     if (!has_id) {
         on_notification(up, name, pp, pn, on);
         return;
     }
-    const char *id_text = id.type == MCPG_JSON_STRING ? id.p - 1 : id.p;
-    size_t id_len = id.type == MCPG_JSON_STRING ? id.n + 2 : id.n;
     if (strcmp(name, "ping") == 0) {
         up_send_response(up, id_text, id_len, "\"result\":{}");
         return;

@@ -196,6 +196,7 @@ struct upstream {
     uint32_t said_in_window;    /* ... lines written in it */
     uint64_t said_dropped;      /* ... lines not written since the last report */
     uint64_t untied_dropped;    /* messages tied to no call that reached nobody */
+    uint64_t caller_untied_dropped; /* ... on a caller's session (caller_sessions.c) */
     uint64_t undeclared_refused; /* questions a client had not declared it takes */
 
     /* the direct path (fast.c): any loop thread */

@@ -46,6 +46,13 @@ Tools (the name the upstream sees decides):
                        with what the elicitation got
   deep {depth}         answers with a result nested `depth` arrays deep
   spoof {uri}          notifications/resources/updated for uri (a uri it does not serve)
+  notify_mine {method, params, add_tool, request}
+                       sends a message `method` (with params) on the GET streams of the
+                       session the call came on, and only there (after adding the tool
+                       `add_tool`, unannounced, when given); with `request` it is a request,
+                       and the answer waits for the gateway's reply. Answers {"streams": n,
+                       "reply": ...}. Each GET stream is recorded as {"get_open": session,
+                       "principal", "open_now": streams open} and {"get_closed": session}
 
 --ask-prompt serves a prompt ask_prompt {who}; its completion/complete asks the client an
 elicitation/create (as the ask tool does on the session wire) and completes with what it got.
@@ -70,7 +77,7 @@ import time
 import uuid
 
 TOOLS = ["echo", "sleep", "progress", "log", "ask", "fail", "rich", "exit", "huge", "garbage",
-         "add_tool", "mutate", "whoami", "pair", "deep", "spoof"]
+         "add_tool", "mutate", "whoami", "pair", "deep", "spoof", "notify_mine"]
 
 
 def obj_schema(**props):
@@ -133,7 +140,7 @@ class Fake:
         self.mutated = {}  # tool name -> the members it is listed with from now on
         self.asks = {}   # our request id -> [Event, reply]
         self.n_ask = 0
-        self.get_streams = []  # HTTP: queues of the open GET streams
+        self.get_streams = []  # HTTP: (session id, queue) of each open GET stream
         self.paired = 0        # pair calls started
         self.pairing = threading.Condition(self.lock)
 
@@ -307,11 +314,35 @@ class Fake:
             self.untied({"jsonrpc": "2.0", "method": "notifications/resources/updated",
                          "params": {"uri": a.get("uri", "")}}, out)
             return self.text(id, "spoofed")
+        if name == "notify_mine":
+            return self.notify_mine(id, a, headers.get("mcp-session-id"))
         if name == "whoami":
             return self.text(id, json.dumps({"pid": os.getpid(),
                                              "authorization": headers.get("authorization"),
                                              "environ": dict(os.environ)}))
         return self.error(id, -32602, "Unknown tool: %s" % name)
+
+    def notify_mine(self, id, a, sid):
+        msg = {"jsonrpc": "2.0", "method": a.get("method", "notifications/message")}
+        if "params" in a:
+            msg["params"] = a["params"]
+        with self.lock:
+            if a.get("add_tool"):
+                self.added.append(a["add_tool"])
+            streams = [q for s, q in self.get_streams if s == sid]
+            w = None
+            if a.get("request"):
+                self.n_ask += 1
+                msg["id"] = "fake-mine-%d" % self.n_ask
+                w = self.asks[msg["id"]] = [threading.Event(), None]
+        for q in streams:
+            q.put(msg)
+        reply = None
+        if w:
+            reply = w[1] if w[0].wait(10) else None
+            with self.lock:
+                self.asks.pop(msg["id"], None)
+        return self.text(id, json.dumps({"streams": len(streams), "reply": reply}))
 
     @staticmethod
     def question(a):
@@ -389,7 +420,7 @@ class Fake:
 
     def broadcast(self, note):
         with self.lock:
-            streams = list(self.get_streams)
+            streams = [q for _, q in self.get_streams]
         for q in streams:
             q.put(note)
         return bool(streams)
@@ -581,9 +612,11 @@ def serve_http(fake):
             who = self.authorized()
             if not who or not self.session_ok(who):
                 return
-            q = queue.Queue()
+            q, sid = queue.Queue(), self.headers.get("Mcp-Session-Id")
             with fake.lock:
-                fake.get_streams.append(q)
+                fake.get_streams.append((sid, q))
+                n_open = len(fake.get_streams)
+            fake.record({"get_open": sid, "principal": who, "open_now": n_open})
             self.start_sse()
             try:
                 self.chunk(b": open\n\n")
@@ -597,7 +630,8 @@ def serve_http(fake):
                 pass
             finally:
                 with fake.lock:
-                    fake.get_streams.remove(q)
+                    fake.get_streams.remove((sid, q))
+                fake.record({"get_closed": sid})
 
         def do_DELETE(self):
             fake.record({"deleted": self.headers.get("Mcp-Session-Id")})

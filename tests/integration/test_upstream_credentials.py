@@ -32,6 +32,7 @@ import base64
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -137,6 +138,8 @@ class TokenEndpoint:
         self.revoked = set()    # subject tokens refused with invalid_grant
         self.short = set()      # subs whose tokens live 1 s
         self.hold = {}          # sub -> Event the answer waits for
+        self.down = False       # every request's connection closed unanswered
+        self.tried = []         # the sub (or grant) of every request that came, down or not
         self.subjects = verified_subjects  # subject token -> sub, as the test minted them
         self.assertion_keys = {}  # client id -> (alg, public key PEM path)
         self.jtis = set()
@@ -150,6 +153,10 @@ class TokenEndpoint:
             return sum(1 for g, s in self.requests
                        if (grant is None or g == grant) and (sub is None or s == sub))
 
+    def tries(self, sub):
+        with self.server.lock:
+            return self.tried.count(sub)
+
     def problem(self, req, what):
         with self.server.lock:
             self.problems.append(what)
@@ -161,6 +168,11 @@ class TokenEndpoint:
         f = {k: v[0] for k, v in form.items() if len(v) == 1}
         if len(f) != len(form):
             return self.problem(req, "a field twice")
+        with self.server.lock:
+            self.tried.append(self.subjects.get(f.get("subject_token"), f.get("grant_type")))
+        if self.down:
+            req.close_connection = True  # as an endpoint behind a proxy that lost it
+            return
         if req.path != "/oauth/token" or req.command != "POST":
             return self.problem(req, "path %s %s" % (req.command, req.path))
         if req.headers.get("Content-Type") != "application/x-www-form-urlencoded":
@@ -368,6 +380,10 @@ def manifest(env, audit):
          "config": {"tools": [tool("down_report", up.url())],
                     "credentials": creds("exchange", "http://127.0.0.1:%d/token" % closed.port,
                                          timeout_ms=5000)}},
+        {"name": "flaky", "module": "backend_http",
+         "config": {"tools": [tool("flaky_report", up.url())],
+                    "credentials": creds("exchange", ep.url(), backoff_min_ms=BACKOFF_MS,
+                                         backoff_max_ms=2 * BACKOFF_MS)}},
         {"name": "prom", "module": "metrics_prometheus"},
     ]
     for alg in ("ES256", "RS256"):
@@ -378,9 +394,12 @@ def manifest(env, audit):
                              "config": {"tools": [tool("keyed_" + alg, up.url())],
                                         "credentials": c}})
     m["pipeline"]["identity"] = ["jwt", "keys"]
-    m["bindings"] += [{"backend": b} for b in ("reports", "service", "files", "down",
+    m["bindings"] += [{"backend": b} for b in ("reports", "service", "files", "down", "flaky",
                                                "keyed_ES256", "keyed_RS256")]
     return m
+
+
+BACKOFF_MS = 2000  # flaky's first back-off window, doubling to twice that
 
 
 def call(gw, name, token=None, apikey=None, id=1):
@@ -550,6 +569,85 @@ def test_modes():
         check(s not in text, "a token or the secret is in the log or audit file")
 
 
+def error_of(gw, name, token):
+    """The call's JSON-RPC error, or None when it succeeded."""
+    r = call(gw, name, token)
+    check_eq(r.status, 200, "status (%r)" % r.body[:300])
+    return r.rpc().get("error")
+
+
+def backed_off(e, in_a_row):
+    """e is the refusal of a call in a back-off window: the failure's own message, said to be a
+    recent one, and when the endpoint is asked again (seconds)."""
+    m = re.search(r"\(a recent failure, (\d+) in a row: the token endpoint is asked again in "
+                  r"([0-9.]+) s\)$", e["message"])
+    check(m is not None, "not a back-off's refusal: %r" % e)
+    check_eq(int(m.group(1)), in_a_row, "failures in a row")
+    return float(m.group(2))
+
+
+def test_backoff():
+    """A token endpoint down: the first call fails naming it; the calls of that key within the
+    back-off window fail at once, the same way, and the endpoint sees no request; after the
+    window one request, and a window twice as long; once it is back, one request and then the
+    cache. Another caller's key has its own; a caller's own refusal backs off only that key."""
+    with Env() as env, Gateway(ctx, manifest(env, ctx.path("audit-backoff.jsonl")),
+                               env={SECRET_ENV: SECRET}, name="backoff") as gw:
+        ep = env["endpoint"]
+        ivan, judy = env.mint("ivan"), env.mint("judy")
+        ep.down = True
+        e = refused(gw, "flaky_report", ivan, "the token endpoint down")
+        check("flaky: the token endpoint %s cannot be reached" % ep.url() in e["message"] and
+              "recent failure" not in e["message"], "message: %r" % e)
+        first = e["message"]
+        check_eq(ep.tries("ivan"), 1, "requests for ivan's first call")
+        for i in range(3):
+            e = refused(gw, "flaky_report", ivan, "ivan's call %d in the window" % i)
+            check(e["message"].startswith(first + " ("), "the same error: %r" % e)
+            left = backed_off(e, 1)
+            check(0 < left <= BACKOFF_MS / 1000, "time left in the first window: %r" % left)
+        check_eq(ep.tries("ivan"), 1, "requests for ivan's calls within the window")
+        check_eq(cache(gw, "flaky", "backoff"), 3.0, "calls refused during the back-off")
+        # another caller's key: its own request, its own window
+        e = refused(gw, "flaky_report", judy, "judy's call, the endpoint down")
+        check("recent failure" not in e["message"], "judy refused for ivan's failure: %r" % e)
+        check_eq(ep.tries("judy"), 1, "requests for judy's call")
+
+        # the window over: one request (still down), then a window twice as long
+        wait_for(lambda: error_of(gw, "flaky_report", ivan) and ep.tries("ivan") == 2,
+                 4 * BACKOFF_MS / 1000, "ivan's second request, after the window", interval=0.1)
+        left = backed_off(refused(gw, "flaky_report", ivan, "after the second failure"), 2)
+        check(BACKOFF_MS / 1000 < left <= 2 * BACKOFF_MS / 1000,
+              "the second window doubles the first: %r s left" % left)
+
+        # back: one request once the window is over, then the cache
+        ep.down = False
+        hits0 = cache(gw, "flaky", "hit")
+        wait_for(lambda: error_of(gw, "flaky_report", ivan) is None, 6 * BACKOFF_MS / 1000,
+                 "ivan's call through, once the endpoint is back", interval=0.1)
+        check_eq(ep.tries("ivan"), 3, "requests for ivan's calls: one per window")
+        for i in range(3):
+            check_eq(ok(gw, "flaky_report", ivan, "ivan's call %d from the cache" % i)["sub"],
+                     "ivan", "who")
+        check_eq(ep.tries("ivan"), 3, "requests for ivan's calls after the token came")
+        check_eq(cache(gw, "flaky", "hit") - hits0, 3.0, "cache hits")
+
+        # a caller's own refusal: only that caller's key backs off
+        kim, leo = env.mint("kim"), env.mint("leo")
+        ep.revoked.add(kim)
+        e = refused(gw, "flaky_report", kim, "kim's revoked token")
+        check("invalid_grant" in e["message"] and "recent failure" not in e["message"],
+              "message: %r" % e)
+        check("invalid_grant" in refused(gw, "flaky_report", kim, "kim again")["message"],
+              "kim's second refusal names the endpoint's error")
+        backed_off(refused(gw, "flaky_report", kim, "kim once more"), 1)
+        check_eq(ep.tries("kim"), 1, "requests for kim's calls within the window")
+        check_eq(ok(gw, "flaky_report", leo, "leo, right after kim")["sub"], "leo", "who")
+        check_eq(ep.tries("leo"), 1, "requests for leo's call")
+        check_eq(ok(gw, "flaky_report", ivan, "ivan, right after kim")["sub"], "ivan", "who")
+        check_eq(ep.problems, [], "requests the token endpoint found wrong")
+
+
 def test_config_errors():
     from gateway import run_cli
     m = base_manifest()
@@ -558,14 +656,15 @@ def test_config_errors():
                    "headers": {"Authorization": "Bearer fixed"}}],
         "credentials": {"mode": "exchange", "token_url": "http://127.0.0.1:1/t",
                         "client_id": "c", "client_secret_env": "MCPG_TEST_UNSET_SECRET",
-                        "scope": "x"}}})
+                        "scope": "x", "backoff_min_ms": 5000, "backoff_max_ms": 1000}}})
     m["bindings"].append({"backend": "h"})
     path = ctx.write_manifest(m)
     rc, out, err = run_cli(ctx, ["--check", "--config", path], unset=("MCPG_TEST_UNSET_SECRET",))
     check(rc != 0, "--check accepts a bad credentials object")
     for want in ("modules[1].config.credentials.audience: is required with mode exchange",
                  "modules[1].config.credentials.client_secret_env: names MCPG_TEST_UNSET_SECRET",
-                 ):
+                 "modules[1].config.credentials.backoff_max_ms: must not be less than "
+                 "backoff_min_ms"):
         check(want in err, "%r not in:\n%s" % (want, err))
     m["modules"][1]["config"]["credentials"] = {"mode": "passthrough", "audience": "a"}
     path = ctx.write_manifest(m)
@@ -582,7 +681,7 @@ OWN = "Bearer the-gateways-own-static-token"
 
 
 class FakeMcp:
-    def __init__(self, env, wire, tag):
+    def __init__(self, env, wire, tag, get="405"):
         self.rec = ctx.path(tag + ".rec.jsonl")
         pf = ctx.path(tag + ".port")
         issued = env["endpoint"].issued_file
@@ -590,7 +689,7 @@ class FakeMcp:
         self.proc = subprocess.Popen(
             [sys.executable, FAKE, "--http", "0", "--port-file", pf, "--wire", wire,
              "--record", self.rec, "--token-file", issued, "--token-audience", UP_AUD,
-             "--require-auth", OWN], preexec_fn=_child_setup)
+             "--require-auth", OWN, "--get", get], preexec_fn=_child_setup)
         wait_for(lambda: os.path.exists(pf), 15, "the fake upstream listening")
         with open(pf) as f:
             self.port = int(f.read())
@@ -714,7 +813,8 @@ def check_sessions(fake, ep, calls):
 
 
 def session_of(fake, principal):
-    return [r["minted"] for r in fake.records() if r.get("principal") == principal]
+    return [r["minted"] for r in fake.records() if r.get("principal") == principal
+            and "minted" in r]
 
 
 ELICITING = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
@@ -777,6 +877,109 @@ def mcp_idle_close():
             fake.stop()
 
 
+def tool_call(gw, token, name, arguments, what):
+    headers = stateless_headers("tools/call", name) + [("Authorization", "Bearer " + token)]
+    body = rpc_body("tools/call", {"name": name, "arguments": arguments}, id=1)
+    r = send_one(gw.port, build_request(gw.port, headers=headers, body=body))
+    check_eq(r.status, 200, what + ": status (%r)" % r.body[:300])
+    rpc = r.rpc()
+    check("result" in rpc and not rpc["result"].get("isError"), "%s: %r" % (what, rpc))
+    return json.loads(rpc["result"]["content"][0]["text"])
+
+
+def get_streams(fake, principal):
+    """The GET streams the fake saw opened with principal's token: their session ids."""
+    return [r["get_open"] for r in fake.records() if r.get("principal") == principal
+            and "get_open" in r]
+
+
+def open_streams(fake):
+    """The sessions whose GET stream the fake has open (it sees one close within a second)."""
+    n = {}
+    for r in fake.records():
+        for k, d in (("get_open", 1), ("get_closed", -1)):
+            if k in r:
+                n[r[k]] = n.get(r[k], 0) + d
+    return [sid for sid, k in n.items() if k > 0]
+
+
+def tools_listed(gw, token):
+    body = rpc_body("tools/list", {}, id=1)
+    headers = stateless_headers("tools/list") + [("Authorization", "Bearer " + token)]
+    r = send_one(gw.port, build_request(gw.port, headers=headers, body=body))
+    return [t["name"] for t in r.rpc().get("result", {}).get("tools", [])]
+
+
+def mcp_caller_get():
+    """Each caller's session has its own GET stream, opened with the caller's token. On it a
+    list's change is handled as on the gateway's (the lists are fetched again), a ping is
+    answered on that session with that token, and anything else (a resource update, a log
+    line, a question) is dropped, counted in the debug log, the question answered with an
+    error. A session closed (least recently used) closes its stream; never more streams
+    than sessions."""
+    with Env() as env:
+        ep = env["endpoint"]
+        fake = FakeMcp(env, "legacy", ctx.unique("mcp-get"), get="sse")
+        try:
+            m = mcp_manifest(env, fake, creds("exchange", ep.url()))
+            with Gateway(ctx, m, env={SECRET_ENV: SECRET}, name="mcp-get") as gw:
+                wait_listed(gw, env)
+                alice = env.mint("alice")
+                whoami(gw, alice, "alice's call")
+                sid = session_of(fake, "alice")
+                wait_for(lambda: get_streams(fake, "alice") == sid, 20,
+                         "alice's GET stream, on her session, with her token", interval=0.05)
+
+                def mine(what, **a):
+                    return tool_call(gw, alice, "mcp_notify_mine", a, what)
+                got = mine("a list's change", method="notifications/tools/list_changed",
+                           add_tool="added_on_alices")
+                check_eq(got["streams"], 1, "streams the list change went on")
+                wait_for(lambda: "mcp_added_on_alices" in tools_listed(gw, alice), 20,
+                         "the tools fetched again after the change on alice's stream",
+                         interval=0.1)
+                got = mine("a ping", method="ping", request=True)
+                check_eq(got["reply"].get("result"), {}, "the ping's answer: %r" % got)
+                answers = [r for r in fake.records()
+                           if "msg" in r and r["msg"].get("id") == got["reply"]["id"]]
+                check_eq([a["headers"].get("mcp-session-id") for a in answers], sid,
+                         "the ping answered on alice's session")
+                check_eq(issued_to(ep, answers[0]["headers"]["authorization"]), "alice",
+                         "... with her token")
+                mine("a resource update", method="notifications/resources/updated",
+                     params={"uri": "fake://alice/secret"})
+                mine("a log line", method="notifications/message",
+                     params={"level": "error", "data": "for alice only"})
+                got = mine("a question", method="elicitation/create", request=True,
+                           params={"mode": "form", "message": "?", "requestedSchema": {}})
+                check_eq(got["reply"].get("error", {}).get("code"), -32603,
+                         "the question refused at once: %r" % got)
+                line = (" from the upstream on a caller's session outside any request: "
+                        "dropped (%d so far)")
+                wait_for(lambda: "notifications/resources/updated" + line % 1 in gw.stderr() and
+                         "notifications/message" + line % 2 in gw.stderr(), 20,
+                         "the dropped messages counted in the debug log", interval=0.1)
+                check("for alice only" not in gw.stderr(), "alice's log line logged")
+
+                # max_caller_sessions 2: carol's session closes alice's, and its stream
+                whoami(gw, env.mint("bob"), "bob's call")
+                wait_for(lambda: get_streams(fake, "bob"), 20, "bob's GET stream",
+                         interval=0.05)
+                whoami(gw, env.mint("carol"), "carol's call")
+                wait_for(lambda: [r["get_closed"] for r in fake.records() if "get_closed" in r]
+                         == sid, 20, "alice's GET stream closed with her session", interval=0.1)
+                check_eq([r["deleted"] for r in fake.records() if "deleted" in r], sid,
+                         "the session closed")
+                wait_for(lambda: get_streams(fake, "carol"), 20, "carol's GET stream",
+                         interval=0.05)
+                check_eq(sorted(open_streams(fake)), sorted(session_of(fake, who)[-1] for who in
+                                                            ("gateway", "bob", "carol")),
+                         "the GET streams open: the gateway's, bob's and carol's")
+            no_secrets(gw.stderr(), env)
+        finally:
+            fake.stop()
+
+
 def mcp_client_credentials():
     with Env() as env:
         ep = env["endpoint"]
@@ -831,10 +1034,12 @@ def mcp_passthrough(wire):
 if __name__ == "__main__":
     sys.exit(run_tests([
         ("backend_http: exchange, client_credentials, passthrough, refusals", test_modes),
+        ("backend_http: a failed token request backs its key off", test_backoff),
         ("credentials config errors", test_config_errors),
         ("backend_mcp, stateless wire: exchange per caller", mcp_exchange("stateless")),
         ("backend_mcp, session wire: exchange, a session per caller", mcp_exchange("legacy")),
         ("backend_mcp, session wire: an idle caller's session closed", mcp_idle_close),
+        ("backend_mcp, session wire: a caller's session's GET stream", mcp_caller_get),
         ("backend_mcp: client_credentials, one session", mcp_client_credentials),
         ("backend_mcp, stateless wire: passthrough, refused and taken", mcp_passthrough("stateless")),
         ("backend_mcp, session wire: passthrough, refused and taken", mcp_passthrough("legacy")),

@@ -2,7 +2,10 @@
  * beyond it takes the least recently used entry's place (a find counts as
  * a use), never one whose token is being fetched; with every entry being
  * fetched there is no room, and the caller is told (NULL). Dropped entries
- * are found no more and their room is used again. */
+ * are found no more and their room is used again. A failed request backs
+ * its key off: a window from the minimum, doubling with each failure in a
+ * row up to the maximum, forgotten with the next token; a failure takes an
+ * entry's room like a token, so failures never grow the cache. */
 #define _GNU_SOURCE
 #include <mcpg/check.h>
 #include <stdlib.h>
@@ -68,9 +71,71 @@ static void test_drop_frees_room(void) {
     upcred_cache_free(&c);
 }
 
+#define MS 1000 /* microseconds */
+
+static void test_backoff_doubles_to_its_cap(void) {
+    upcred_cache c;
+    MCPG_REQUIRE(upcred_cache_init(&c, 2) == 0, "init");
+    upcred_entry *e = add(&c, 1);
+    MCPG_REQUIRE(e, "an entry");
+    int64_t now = 1000000 * MS;
+    upcred_entry_failed(e, "x: the token endpoint cannot be reached", now, 1000, 5000);
+    MCPG_CHECK(!e->line, "a failure leaves no token");
+    MCPG_CHECK(e->error && strcmp(e->error, "x: the token endpoint cannot be reached") == 0,
+               "its message is kept");
+    MCPG_CHECK(upcred_entry_backoff_left(e, now) == 1000 * MS, "first window: the minimum");
+    MCPG_CHECK(upcred_entry_backoff_left(e, now + 999 * MS) == 1 * MS, "1 ms left");
+    MCPG_CHECK(upcred_entry_backoff_left(e, now + 1000 * MS) == 0, "over at its end");
+    static const int64_t want[] = {2000, 4000, 5000, 5000};
+    for (int i = 0; i < 4; i++) {
+        now += 10000 * MS;
+        upcred_entry_failed(e, "again", now, 1000, 5000);
+        MCPG_CHECK(upcred_entry_backoff_left(e, now) == want[i] * MS,
+                   "failure %d in a row: %lld ms (want %lld)", i + 2,
+                   (long long)(upcred_entry_backoff_left(e, now) / MS), (long long)want[i]);
+    }
+    MCPG_CHECK(e->failures == 5, "failures in a row: %u", e->failures);
+    e->fetching = 1;
+    MCPG_CHECK(upcred_entry_backoff_left(e, now) == 0, "a request out: waited for, not refused");
+    e->fetching = 0;
+    upcred_entry_set_line(e, strdup("Authorization: Bearer t\r\n"), 25, 1);
+    MCPG_CHECK(e->failures == 0 && !e->error && upcred_entry_backoff_left(e, now) == 0,
+               "a token forgets the failures");
+    upcred_entry_failed(e, "once more", now, 1000, 5000);
+    MCPG_CHECK(upcred_entry_backoff_left(e, now) == 1000 * MS, "from the minimum again");
+    upcred_cache_free(&c);
+}
+
+static void test_no_backoff_at_zero(void) {
+    upcred_cache c;
+    MCPG_REQUIRE(upcred_cache_init(&c, 1) == 0, "init");
+    upcred_entry *e = add(&c, 1);
+    MCPG_REQUIRE(e, "an entry");
+    for (int i = 0; i < 3; i++) upcred_entry_failed(e, "down", 5 * MS, 0, 0);
+    MCPG_CHECK(upcred_entry_backoff_left(e, 5 * MS) == 0, "backoff_min_ms 0: no window");
+    upcred_cache_free(&c);
+}
+
+static void test_failures_stay_in_bound(void) {
+    upcred_cache c;
+    MCPG_REQUIRE(upcred_cache_init(&c, 3) == 0, "init");
+    for (int i = 1; i <= 50; i++) {
+        upcred_entry *e = add(&c, i);
+        MCPG_REQUIRE(e, "key %d has room", i);
+        upcred_entry_failed(e, "refused", 0, 1000, 1000);
+    }
+    MCPG_CHECK(c.used == 3, "50 failed keys in 3 entries (%zu)", c.used);
+    MCPG_CHECK(find(&c, 50) && find(&c, 49) && find(&c, 48), "the latest failures kept");
+    MCPG_CHECK(find(&c, 1) == NULL, "the oldest went");
+    upcred_cache_free(&c); /* ASan: every failure's message freed */
+}
+
 int main(void) {
     test_least_recently_used_goes();
     test_fetching_entries_stay();
     test_drop_frees_room();
+    test_backoff_doubles_to_its_cap();
+    test_no_backoff_at_zero();
+    test_failures_stay_in_bound();
     return MCPG_CHECK_EXIT("upcred_cache");
 }
