@@ -327,12 +327,12 @@ static void route_completion(mcpg_call *c) {
     const char *id = c->judged_name.data;
     size_t n = c->judged_name.len;
     if (c->ref_is_prompt) {
-        c->route = catalog_find(c->cats, CAT_PROMPTS, id, n);
+        c->route = catalog_find(c->lists, CAT_PROMPTS, id, n);
         if (c->route) c->target = c->route->target;
         return;
     }
-    c->route = catalog_find_resource(c->cats, id, n);
-    if (!c->route) c->route = catalog_find(c->cats, CAT_TEMPLATES, id, n);
+    c->route = catalog_find_resource(c->lists, id, n);
+    if (!c->route) c->route = catalog_find(c->lists, CAT_TEMPLATES, id, n);
     if (c->route) target_from_request(c, id, n);
 }
 
@@ -346,6 +346,7 @@ static void route_task(mcpg_call *c) {
     if (!dot) return; /* unsealed or malformed: no task of anyone's */
     c->task_plain_len = n;
     c->route = catalog_find_task_backend(c->gen, id, (size_t)(dot - id));
+    if (c->route && !server_binds(c->srv, c->route->backend)) c->route = NULL; /* another server's */
     if (c->route) target_from_request(c, dot + 1, n - (size_t)(dot + 1 - id));
 }
 
@@ -374,14 +375,14 @@ static void call_route(mcpg_call *c) {
     switch (c->method) {
     case MCPG_METHOD_TOOLS_CALL:
     case MCPG_METHOD_PROMPTS_GET:
-        c->route = d->name ? catalog_find(c->cats, c->method == MCPG_METHOD_TOOLS_CALL
+        c->route = d->name ? catalog_find(c->lists, c->method == MCPG_METHOD_TOOLS_CALL
                                                       ? CAT_TOOLS : CAT_PROMPTS,
                                           d->name, d->name_len)
                            : NULL;
         if (c->route) c->target = c->route->target;
         return;
     case MCPG_METHOD_RESOURCES_READ:
-        c->route = d->name ? catalog_find_resource(c->cats, d->name, d->name_len) : NULL;
+        c->route = d->name ? catalog_find_resource(c->lists, d->name, d->name_len) : NULL;
         if (c->route) target_from_request(c, d->name, d->name_len);
         return;
     case MCPG_METHOD_COMPLETION_COMPLETE: route_completion(c); return;
@@ -422,6 +423,18 @@ static bool session_copied(mcpg_call *c) {
     return false;
 }
 
+/* A server a reload removed (or renamed) while its client still speaks to
+ * it: its sessions are gone with it, and nothing else may serve the call.
+ * The call runs on /mcp's stages only to be answered and audited. */
+static bool server_known(mcpg_call *c) {
+    if (c->srv) return true;
+    c->srv = &c->gen->servers[0];
+    c->lists = catset_lists(c->cats, 0);
+    if (c->d.session_id) call_set_error(c, MCPG_RPC_SESSION_NOT_FOUND, 404, "Session not found");
+    else call_set_error(c, MCPG_RPC_INVALID_REQUEST, 404, "Not Found: no such server");
+    return false;
+}
+
 static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int kind) {
     if (!w || !d || !out || !desc_valid(d)) return MCPG_EINVAL;
     if (w->draining) return MCPG_EUNAVAIL;
@@ -434,6 +447,9 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int 
     atomic_fetch_add(&g->refs, 1);
     c->cats = catalog_acquire(g);
     memcpy(&c->d, d, d->size < sizeof c->d ? d->size : sizeof c->d); /* the rest stays 0 */
+    uint32_t server = 0;
+    c->srv = server_named(g, c->d.server, c->d.server_len, &server);
+    c->lists = c->srv && c->cats ? catset_lists(c->cats, server) : NULL;
     call_life_start(c);
     c->t0 = mono_us();
     c->method = kind == SUBMIT_WEBHOOK ? MCPG_METHOD_EVENTS_WEBHOOK
@@ -447,7 +463,8 @@ static int submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call **out, int 
     }
     /* One reading of the request for every stage and backend; a request
      * that fails it is answered at once. */
-    if (!session_copied(c) || (kind == SUBMIT_CLIENT && call_judge(c) != 0)) {
+    if (!server_known(c) || !session_copied(c) ||
+        (kind == SUBMIT_CLIENT && call_judge(c) != 0)) {
         c->phase = PH_COMPLETE;
         pipeline_run(c);
         return 0;

@@ -110,6 +110,8 @@ struct mcpg_call {
     mcpg_worker *w;
     generation *gen;
     catset *cats;                /* the merged lists it was routed by (pinned) */
+    const gen_server *srv;       /* the server it came in on (of gen), NULL: gen has none */
+    const catalog *lists;        /* its server's lists in cats */
     mcpg_call_desc d;
     uint32_t method;
     const route *route;          /* the backend and its name for the item (NULL: unknown) */

@@ -52,6 +52,7 @@ const char *catalog_answer_key(int kind) { return KINDS[kind].answer; }
 typedef struct build_ctx {
     generation *g;
     catset *cs;
+    uint32_t srv;      /* the server whose lists are built (an index of g's servers) */
     errlist *errs;     /* NULL: a rebuild at run time, where every problem is logged */
     const char *file;
     char where[96];
@@ -59,6 +60,7 @@ typedef struct build_ctx {
     size_t cap;
     bool lenient;      /* this backend's lists change at run time: log and skip */
     const catset *prev; /* the lists this build replaces (a rebuild, a reload), or NULL */
+    const catalog *prev_lists; /* prev's lists of the server of this name, or NULL */
     enum { TAKE_ANY, TAKE_OWNED, TAKE_UNOWNED } take; /* which names a dynamic pass takes */
 } build_ctx;
 
@@ -193,9 +195,14 @@ static void emit_item(catalog *cat, const mcpg_json_span *item, const char *key,
     cat->items[cat->n_items++] = (cat_span){start, out->len - start, strdup(client)};
 }
 
+/* The catalog this build fills: its server's, of its kind. */
+static catalog *building_cat(const build_ctx *bc) {
+    return &bc->cs->cat[(size_t)bc->srv * CAT_COUNT + (size_t)bc->kind];
+}
+
 static route *route_add(build_ctx *bc, mcpg_instance *be, const char *client,
                         const char *target) {
-    catalog *cat = &bc->cs->cat[bc->kind];
+    catalog *cat = building_cat(bc);
     for (size_t i = 0; i < cat->n_routes; i++)
         if (strcmp(cat->routes[i].client_name, client) == 0) {
             problem(bc, "%s \"%s\" is offered twice (by \"%s\" and \"%s\")%s",
@@ -246,10 +253,11 @@ static bool client_name(build_ctx *bc, const decl_binding *b, const char *target
  * name? Names, not pointers: a reload's new instance of a backend is its
  * heir. Templates keep their order (first match wins), so they are walked. */
 static bool owned_before(const build_ctx *bc, const mcpg_instance *be, const char *client) {
-    const catalog *cat = &bc->prev->cat[bc->kind];
+    if (!bc->prev_lists) return false; /* a server new at this reload */
+    const catalog *cat = &bc->prev_lists[bc->kind];
     const route *r = NULL;
     if (bc->kind != CAT_TEMPLATES) {
-        r = catalog_find(bc->prev, bc->kind, client, strlen(client));
+        r = catalog_find(bc->prev_lists, bc->kind, client, strlen(client));
     } else {
         for (size_t i = 0; i < cat->n_routes && !r; i++)
             if (strcmp(cat->routes[i].client_name, client) == 0) r = &cat->routes[i];
@@ -375,7 +383,7 @@ static void add_item(build_ctx *bc, mcpg_instance *be, const decl_binding *b,
     }
     r->params = ph;
     r->held = held;
-    if (!held) emit_item(&bc->cs->cat[bc->kind], item, k->key, client, description);
+    if (!held) emit_item(building_cat(bc), item, k->key, client, description);
 }
 
 /* A backend whose lists come later has none yet: no warning, but these
@@ -427,20 +435,30 @@ static void finish_kind(catalog *cat, int kind) {
 }
 
 /* Does the backend offer `name` as a tool or a prompt (its own name)? */
-static bool offered(const catset *cs, const mcpg_instance *be, const char *name) {
+static bool offered(const catalog *lists, const mcpg_instance *be, const char *name) {
     for (int k = CAT_TOOLS; k <= CAT_PROMPTS; k++)
-        for (size_t i = 0; i < cs->cat[k].n_routes; i++)
-            if (cs->cat[k].routes[i].backend == be && strcmp(cs->cat[k].routes[i].target, name) == 0)
+        for (size_t i = 0; i < lists[k].n_routes; i++)
+            if (lists[k].routes[i].backend == be && strcmp(lists[k].routes[i].target, name) == 0)
                 return true;
     return false;
+}
+
+/* Where a server's bindings are written: "bindings", "servers[0].bindings". */
+static void bindings_key(uint32_t srv, char *out, size_t cap) {
+    if (srv) snprintf(out, cap, "servers[%u].bindings", srv - 1);
+    else snprintf(out, cap, "bindings");
 }
 
 /* A rename or description for a name the backend does not offer (or that
  * allow/deny left out) is a mistake worth an error, not silence; except for
  * a backend whose lists change at run time, which may offer it later. */
-static void check_pairs(generation *g, const catset *cs, manifest *m, errlist *errs) {
-    for (size_t i = 0; i < m->n_bindings; i++) {
-        const decl_binding *b = &m->bindings[i];
+static void check_pairs(generation *g, const catset *cs, uint32_t srv, manifest *m,
+                        errlist *errs) {
+    const gen_server *gs = &g->servers[srv];
+    char at[48];
+    bindings_key(srv, at, sizeof at);
+    for (size_t i = 0; i < gs->n_bindings; i++) {
+        const decl_binding *b = &gs->bindings[i];
         const mcpg_instance *be = NULL;
         for (size_t j = 0; j < g->n_instances && !be; j++)
             if (strcmp(g->instances[j]->name, b->backend) == 0) be = g->instances[j];
@@ -449,9 +467,9 @@ static void check_pairs(generation *g, const catset *cs, manifest *m, errlist *e
         const char *keys[2] = {"rename", "describe"};
         for (int l = 0; l < 2; l++)
             for (size_t k = 0; k < lists[l]->n; k++)
-                if (!offered(cs, be, lists[l]->from[k])) {
-                    char where[160];
-                    snprintf(where, sizeof where, "bindings[%zu].%s.%s", i, keys[l],
+                if (!offered(catset_lists(cs, srv), be, lists[l]->from[k])) {
+                    char where[200];
+                    snprintf(where, sizeof where, "%s[%zu].%s.%s", at, i, keys[l],
                              lists[l]->from[k]);
                     errlist_add(errs, m->path, where,
                                 "backend \"%s\" offers no tool or prompt \"%s\" through this binding",
@@ -463,36 +481,48 @@ static void check_pairs(generation *g, const catset *cs, manifest *m, errlist *e
 /* Static backends first, then those whose lists change at run time: a
  * name both offer stays with the static one, whatever an upstream lists;
  * among the others, with the one that served it before (taken_in_this_pass). */
-static void bind_pass(build_ctx *bc, manifest *m, bool dynamic) {
+static void bind_pass(build_ctx *bc, bool dynamic) {
     generation *g = bc->g;
-    if (m->default_bindings)
+    const gen_server *gs = &g->servers[bc->srv];
+    if (gs->default_bindings)
         for (size_t i = 0; i < g->n_instances; i++) {
             mcpg_instance *be = g->instances[i];
             if (be->desc->kind != MCPG_KIND_BACKEND || dynamic_lists(be) != dynamic) continue;
             snprintf(bc->where, sizeof bc->where, "modules[%u]", be->slot - 1);
             bind_kind(bc, be, NULL);
         }
-    for (size_t i = 0; i < m->n_bindings; i++) {
-        snprintf(bc->where, sizeof bc->where, "bindings[%zu]", i);
+    char at[48];
+    bindings_key(bc->srv, at, sizeof at);
+    for (size_t i = 0; i < gs->n_bindings; i++) {
+        snprintf(bc->where, sizeof bc->where, "%s[%zu]", at, i);
         for (size_t j = 0; j < g->n_instances; j++)
             if (dynamic_lists(g->instances[j]) == dynamic &&
-                strcmp(g->instances[j]->name, m->bindings[i].backend) == 0)
-                bind_kind(bc, g->instances[j], &m->bindings[i]);
+                strcmp(g->instances[j]->name, gs->bindings[i].backend) == 0)
+                bind_kind(bc, g->instances[j], &gs->bindings[i]);
     }
 }
 
-static void bind_all(generation *g, catset *cs, const catset *prev, manifest *m, errlist *errs,
-                     int kind) {
-    build_ctx bc = {.g = g, .cs = cs, .errs = errs, .file = m->path, .kind = kind, .prev = prev};
-    mcpg_buf_puts(&cs->cat[kind].list, "[");
-    bind_pass(&bc, m, false);
+/* prev's lists of the server named as g's server srv is, or NULL. */
+static const catalog *prev_lists_of(const catset *prev, const generation *g, uint32_t srv) {
+    for (uint32_t i = 0; prev && i < prev->n_servers; i++)
+        if (strcmp(prev->server_names[i], g->servers[srv].name) == 0) return catset_lists(prev, i);
+    return NULL;
+}
+
+static void bind_all(generation *g, catset *cs, const catset *prev, uint32_t srv, manifest *m,
+                     errlist *errs, int kind) {
+    build_ctx bc = {.g = g, .cs = cs, .srv = srv, .errs = errs, .file = m->path, .kind = kind,
+                    .prev = prev, .prev_lists = prev_lists_of(prev, g, srv)};
+    catalog *cat = building_cat(&bc);
+    mcpg_buf_puts(&cat->list, "[");
+    bind_pass(&bc, false);
     if (prev) {
         bc.take = TAKE_OWNED;
-        bind_pass(&bc, m, true);
+        bind_pass(&bc, true);
         bc.take = TAKE_UNOWNED;
     }
-    bind_pass(&bc, m, true);
-    finish_kind(&cs->cat[kind], kind);
+    bind_pass(&bc, true);
+    finish_kind(cat, kind);
 }
 
 /* Backends that offer tasks: routes by instance name (a task id's head). */
@@ -518,19 +548,25 @@ static catset *catset_build(generation *g, const catset *prev, manifest *m, errl
     atomic_init(&cs->refs, 1); /* the generation's */
     cs->unlisted = calloc(g->n_instances + 1, sizeof *cs->unlisted);
     cs->blocked = calloc(g->n_instances + 1, sizeof *cs->blocked);
-    if (!cs->unlisted || !cs->blocked) {
+    cs->n_servers = g->n_servers;
+    cs->cat = calloc((size_t)g->n_servers * CAT_COUNT, sizeof *cs->cat);
+    cs->server_names = calloc(g->n_servers, sizeof *cs->server_names);
+    for (uint32_t v = 0; cs->server_names && v < g->n_servers; v++)
+        cs->server_names[v] = strdup(g->servers[v].name);
+    if (!cs->unlisted || !cs->blocked || !cs->cat || !cs->server_names) {
         catset_free(cs);
         return NULL;
     }
     if (m->pins_file) cs->seen = pins_doc_new();
-    for (int k = 0; k < CAT_COUNT; k++) bind_all(g, cs, prev, m, errs, k);
+    for (uint32_t v = 0; v < g->n_servers; v++)
+        for (int k = 0; k < CAT_COUNT; k++) bind_all(g, cs, prev, v, m, errs, k);
     if (cs->n_warned > 1) qsort(cs->warned, cs->n_warned, sizeof *cs->warned, cmp_text);
     if (cs->seen) pins_seen_write(m->pins_file, cs->seen);
     return cs;
 }
 
 static void catset_free(catset *cs) {
-    for (int k = 0; k < CAT_COUNT; k++) {
+    for (size_t k = 0; cs->cat && k < (size_t)cs->n_servers * CAT_COUNT; k++) {
         catalog *cat = &cs->cat[k];
         for (size_t i = 0; i < cat->n_routes; i++) {
             free(cat->routes[i].client_name);
@@ -543,6 +579,9 @@ static void catset_free(catset *cs) {
         mcpg_buf_free(&cat->list);
         mcpg_buf_free(&cat->answer);
     }
+    free(cs->cat);
+    for (uint32_t v = 0; cs->server_names && v < cs->n_servers; v++) free(cs->server_names[v]);
+    free(cs->server_names);
     free(cs->unlisted);
     free(cs->blocked);
     json_decref(cs->seen);
@@ -569,7 +608,7 @@ void catalog_build(generation *g, manifest *m, errlist *errs) {
         return;
     }
     atomic_init(&g->cats, cs);
-    check_pairs(g, cs, m, errs);
+    for (uint32_t v = 0; v < g->n_servers; v++) check_pairs(g, cs, v, m, errs);
     collect_task_backends(g);
 }
 
@@ -658,8 +697,8 @@ void catalog_free(generation *g) {
 /* name is (pointer, length) from a client and may hold a NUL: compare bytes
  * with the length as tie-break (the order strcmp sorted the routes in),
  * never read a route's name past its end. */
-const route *catalog_find(const catset *cs, int kind, const char *name, size_t len) {
-    const catalog *cat = &cs->cat[kind];
+const route *catalog_find(const catalog *lists, int kind, const char *name, size_t len) {
+    const catalog *cat = &lists[kind];
     size_t lo = 0, hi = cat->n_routes;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -698,21 +737,28 @@ static bool template_match(const char *t, const char *u, size_t n) {
     return n == 0;
 }
 
-const route *catalog_find_resource(const catset *cs, const char *uri, size_t len) {
-    const route *r = catalog_find(cs, CAT_RESOURCES, uri, len);
+const route *catalog_find_resource(const catalog *lists, const char *uri, size_t len) {
+    const route *r = catalog_find(lists, CAT_RESOURCES, uri, len);
     if (r) return r;
-    const catalog *t = &cs->cat[CAT_TEMPLATES];
+    const catalog *t = &lists[CAT_TEMPLATES];
     for (size_t i = 0; i < t->n_routes; i++)
         if (template_match(t->routes[i].target, uri, len)) return &t->routes[i];
     return NULL;
 }
 
+const route *catalog_find_resource_any(const catset *cs, const char *uri, size_t len) {
+    const route *r = NULL;
+    for (uint32_t v = 0; !r && v < cs->n_servers; v++)
+        r = catalog_find_resource(catset_lists(cs, v), uri, len);
+    return r;
+}
+
 /* A page of a merged list, into out: {"tools":[items from..],"nextCursor":".."},
  * holding at most `page` of the items keep() lets through (NULL: all). The
  * cursor is the index of the first item to look at, as decimal text. */
-int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_len,
+int catalog_page(const catalog *lists, int kind, const char *cursor, size_t cursor_len,
                  size_t page, catalog_keep_fn keep, void *arg, mcpg_buf *out) {
-    const catalog *cat = &cs->cat[kind];
+    const catalog *cat = &lists[kind];
     size_t from = 0;
     if (cursor) {
         if (!cursor_len || cursor_len > 18) return MCPG_EINVAL;

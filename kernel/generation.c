@@ -160,6 +160,7 @@ generation *generation_build_from(manifest *m, const generation *old, errlist *e
     if (errs->count == before) load_pins(g, m, errs);
     if (errs->count == before) {
         fill_stages(g, m);
+        servers_fill(g, m);
         trace_policy_load(g);
         catalog_build(g, m, errs);
     }
@@ -177,9 +178,10 @@ generation *generation_build(manifest *m, errlist *errs) {
 /* An identity, policy, limits or audit instance that no stage lists never
  * runs: almost always a manifest mistake worth a line at start. */
 static bool in_some_stage(const generation *g, const mcpg_instance *inst) {
-    for (int s = 0; s < STAGE_COUNT; s++)
-        for (size_t i = 0; i < g->n_stage[s]; i++)
-            if (g->stage[s][i] == inst) return true;
+    for (uint32_t v = 0; v < g->n_servers; v++)
+        for (int s = 0; s < STAGE_COUNT; s++)
+            for (size_t i = 0; i < g->servers[v].n_stage[s]; i++)
+                if (g->servers[v].stage[s][i] == inst) return true;
     return false;
 }
 
@@ -247,6 +249,7 @@ void generation_free(generation *g) {
     for (size_t i = g->n_instances; i-- > 0;) instance_release(g->instances[i]);
     manifest_free(g->m);
     free(g->carried);
+    servers_free(g);
     for (int s = 0; s < STAGE_COUNT; s++) free(g->stage[s]);
     free(g->instances);
     free(g);
@@ -262,7 +265,10 @@ static bool loopback_host(const char *hostport) {
 }
 
 void generation_warn_open(const generation *g, char **listen, size_t n_listen) {
-    if (g->n_stage[STAGE_IDENTITY]) return;
+    bool everywhere = g->n_stage[STAGE_IDENTITY] > 0;
+    for (uint32_t v = 1; v < g->n_servers; v++)
+        everywhere = everywhere && g->servers[v].n_stage[STAGE_IDENTITY] > 0;
+    if (everywhere) return;
     for (size_t i = 0; i < n_listen; i++) {
         if (loopback_host(listen[i])) continue;
         char key[64];

@@ -134,6 +134,20 @@ typedef struct decl_binding {
     int pins_mode;           /* ... as a PINS_* (PINS_UNSET when not given) */
 } decl_binding;
 
+/* A virtual server (manifest "servers"): its own path, bindings and
+ * pipeline; the gateway's own /mcp is the top level's (kernel/servers.c). */
+typedef struct decl_server {
+    char *name;              /* ^[a-z0-9][a-z0-9_-]{0,63}$ */
+    char *path;              /* "/mcp/<name>" unless set */
+    char *host;              /* served only for this Host name, or NULL */
+    char *instructions;      /* or NULL */
+    char *info_json;         /* server_info as compact JSON, or NULL */
+    decl_binding *bindings; size_t n_bindings;
+    bool default_bindings;   /* "bindings" absent: one per backend */
+    bool own_pipeline;       /* "pipeline" given; else the top level's */
+    char **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
+} decl_server;
+
 /* ---- redaction (redact.c) ---- */
 typedef struct redactor redactor;
 enum { AUDIT_ARGS_REDACTED, AUDIT_ARGS_HASHED, AUDIT_ARGS_OMITTED };
@@ -188,6 +202,7 @@ typedef struct manifest {
     char **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
     decl_binding *bindings; size_t n_bindings;
     bool default_bindings;   /* "bindings" absent: one per backend */
+    decl_server *servers; size_t n_servers; /* "servers": the virtual servers */
     int refs;                /* its loader's, and each generation built from it */
     bool borrowed_runtime_dir; /* a reload's: the folder stays when it goes */
 } manifest;
@@ -388,7 +403,9 @@ typedef struct catalog {
  * pointer swap; each call pins the set it was routed by (refs), so its
  * route stays valid however often the lists change while it runs. */
 typedef struct catset {
-    catalog cat[CAT_COUNT];
+    catalog *cat;      /* CAT_COUNT per server of the generation, /mcp's first */
+    uint32_t n_servers;
+    char **server_names; /* each server's name ("" for /mcp): a rebuild finds its own */
     /* The warnings this build gave about items it left out, sorted: the
      * next build logs only those not here (catalog.c, warn_left_out). */
     char **warned; size_t n_warned, cap_warned;
@@ -401,13 +418,25 @@ typedef struct catset {
                           yet" (MCPG_EAGAIN) at this build: no first lists here */
 } catset;
 
+/* One server of a generation: index 0 is the gateway's own /mcp (the top
+ * level's bindings and pipeline), then each of the manifest's servers. */
+typedef struct gen_server {
+    const char *name;             /* "" for /mcp */
+    const decl_server *decl;      /* NULL for /mcp */
+    const decl_binding *bindings; size_t n_bindings;
+    bool default_bindings;
+    mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
+    uint32_t metric_series;       /* in mcpg_server_calls_total; METRICS_SERVER_NONE for /mcp */
+} gen_server;
+
 typedef struct generation {
     uint32_t id;
     mcpg_instance **instances; size_t n_instances; /* every instance, transport first */
     bool *carried;                /* per instance: taken over from the generation before */
     const char *failed; int failed_rc; /* the instance whose start failed, and why */
     mcpg_instance *transport;
-    mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT];
+    mcpg_instance **stage[STAGE_COUNT]; size_t n_stage[STAGE_COUNT]; /* /mcp's */
+    gen_server *servers; uint32_t n_servers; /* /mcp first, then the virtual servers */
     _Atomic(catset *) cats;       /* the current merged lists (catalog_acquire) */
     manifest *m;                  /* the bindings, for rebuilds; outlives the generation */
     route *task_backends; size_t n_task_backends; /* backends with a `task` op, by instance name */
@@ -433,15 +462,21 @@ void catalog_free(generation *g);
 /* Pin the current set (one atomic add), and let it go. */
 catset *catalog_acquire(generation *g);
 void catalog_release(catset *cs);
-const route *catalog_find(const catset *cs, int kind, const char *name, size_t len);
+/* The lists of server s (an index of the generation's servers). */
+static inline const catalog *catset_lists(const catset *cs, uint32_t s) {
+    return &cs->cat[(size_t)s * CAT_COUNT];
+}
+const route *catalog_find(const catalog *lists, int kind, const char *name, size_t len);
 /* A resource's route: its exact uri, else the first template that matches. */
-const route *catalog_find_resource(const catset *cs, const char *uri, size_t len);
+const route *catalog_find_resource(const catalog *lists, const char *uri, size_t len);
+/* In any server's lists (news and subscriptions, which name no server). */
+const route *catalog_find_resource_any(const catset *cs, const char *uri, size_t len);
 /* One page of a merged list into out (cursor NULL: the first). MCPG_EINVAL
  * for a cursor this list never gave. */
 /* 1 when the item (kind: "tool", "prompt", "resource", "resource_template")
  * is shown to the caller. */
 typedef int (*catalog_keep_fn)(void *arg, const char *kind, const char *name);
-int catalog_page(const catset *cs, int kind, const char *cursor, size_t cursor_len,
+int catalog_page(const catalog *lists, int kind, const char *cursor, size_t cursor_len,
                  size_t page, catalog_keep_fn keep, void *arg, mcpg_buf *out);
 const char *catalog_answer_key(int kind); /* "tools", "resourceTemplates", ... */
 /* ---- custom headers (param_headers.c) ---- */
@@ -459,6 +494,17 @@ int param_headers_verdict(const mcpg_param_headers *ph, const char *args, size_t
 
 /* The backend that offers tasks (its `task` op) named instance[0..n). */
 const route *catalog_find_task_backend(const generation *g, const char *instance, size_t n);
+
+/* ---- virtual servers (servers.c) ---- */
+/* g->servers from its manifest (once its instances exist). */
+void servers_fill(generation *g, manifest *m);
+void servers_free(generation *g);
+/* The server named name[0..n) (NULL or n 0: /mcp), or NULL: g has none. */
+const gen_server *server_named(const generation *g, const char *name, size_t n, uint32_t *index);
+/* Does server s route calls to the backend? */
+bool server_binds(const gen_server *s, const mcpg_instance *backend);
+int host_server_find(mcpg_worker *w, const char *path, size_t n, const char *host, size_t hn,
+                     mcpg_server_view *out);
 
 /* The generation this thread is creating instances of, else NULL. */
 const generation *generation_building(void);
@@ -706,6 +752,7 @@ typedef struct kmetrics {
     mcpg_metric *left_out; /* items the merged lists leave out, once each */
     mcpg_metric *pin_changes; /* definitions that differ from their pins, by action */
     mcpg_metric *pin_refused; /* calls refused: their item is held by its pin */
+    mcpg_metric *server_calls; /* calls of each virtual server, by outcome */
 } kmetrics;
 extern kmetrics KM;
 /* The registry with a row per loop, and the kernel's series. Before any
@@ -718,6 +765,11 @@ void metrics_forget(const mcpg_instance *inst); /* its families go (it is destro
 /* A tool name's index (its series are made the first time): at catalog builds. */
 uint32_t metrics_tool_index(const char *name);
 void metrics_tools_free(void);
+/* A virtual server's series in mcpg_server_calls_total (made the first time
+ * its name is seen; METRICS_SERVER_NONE past METRICS_MAX_SERVERS names). */
+#define METRICS_MAX_SERVERS 256
+#define METRICS_SERVER_NONE UINT32_MAX
+uint32_t metrics_server_index(const char *name);
 struct mcpg_call;
 void metrics_count_call(const struct mcpg_call *c); /* as it is answered, on its loop */
 void metrics_count(mcpg_metric *m, uint32_t series, int64_t delta); /* any thread */

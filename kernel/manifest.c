@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -444,12 +445,19 @@ static const char *const stage_names[STAGE_COUNT] = {"identity", "policy", "limi
 static const uint32_t stage_kinds[STAGE_COUNT] = {MCPG_KIND_IDENTITY, MCPG_KIND_POLICY,
                                                   MCPG_KIND_LIMITS, MCPG_KIND_AUDIT};
 
+/* A pipeline object at parent.key (key path `at`) into its stage lists:
+ * false when there is none. */
+static bool parse_stages(mctx *c, json_t *parent, const char *at, char **stage[STAGE_COUNT],
+                         size_t n_stage[STAGE_COUNT]) {
+    json_t *pl = get_object(c, parent, "pipeline", at);
+    if (!pl) return false;
+    check_keys(c, pl, at, stage_names, STAGE_COUNT);
+    for (int s = 0; s < STAGE_COUNT; s++) stage[s] = get_strings(c, pl, stage_names[s], at, &n_stage[s]);
+    return true;
+}
+
 static void parse_pipeline(mctx *c, json_t *root) {
-    json_t *pl = get_object(c, root, "pipeline", "pipeline");
-    if (!pl) return;
-    check_keys(c, pl, "pipeline", stage_names, STAGE_COUNT);
-    for (int s = 0; s < STAGE_COUNT; s++)
-        c->m->stage[s] = get_strings(c, pl, stage_names[s], "pipeline", &c->m->n_stage[s]);
+    parse_stages(c, root, "pipeline", c->m->stage, c->m->n_stage);
 }
 
 /* An object of strings ({"from": "to", ...}) at obj.key into pairs. */
@@ -481,14 +489,14 @@ static void get_pairs(mctx *c, json_t *obj, const char *key, const char *base, n
 
 /* bindings[i].watch: {"interval_ms": N, "resources": [uri, ...]} (kernel/watch.c) */
 static void parse_binding_watch(mctx *c, json_t *e, const char *base, decl_binding *b) {
-    char p[96];
+    char p[128];
     snprintf(p, sizeof p, "%s.watch", base);
     json_t *w = get_object(c, e, "watch", p);
     if (!w) return;
     static const char *const keys[] = {"interval_ms", "resources"};
     check_keys(c, w, p, keys, 2);
     if (!json_object_get(w, "interval_ms")) {
-        char q[128];
+        char q[160];
         snprintf(q, sizeof q, "%s.interval_ms", p);
         err(c, q, "is required");
     }
@@ -501,39 +509,47 @@ static void parse_binding_watch(mctx *c, json_t *e, const char *base, decl_bindi
 static void parse_binding_pins(mctx *c, json_t *e, const char *base, decl_binding *b) {
     b->pins_name = get_string(c, e, "pins", base, NULL);
     if (!b->pins_name) return;
-    char p[96];
+    char p[128];
     snprintf(p, sizeof p, "%s.pins", base);
     b->pins_mode = pins_mode_of(b->pins_name);
     if (b->pins_mode < 0) err(c, p, "expected warn, hide, block or off, not \"%s\"", b->pins_name);
     else if (!c->m->pins_file) err(c, p, "needs gateway.pins.file (the pins to hold it to)");
 }
 
-static void parse_bindings(mctx *c, json_t *root) {
-    manifest *m = c->m;
-    json_t *bs = json_object_get(root, "bindings");
+/* The bindings at key path `at` (an array, or absent: *all set, one per
+ * backend) into *out. A server's may not watch: a watched resource is the
+ * gateway's, told to every subscriber, so it is watched at the top level. */
+static void parse_binding_list(mctx *c, json_t *bs, const char *at, bool top,
+                               decl_binding **out, size_t *n_out, bool *all) {
     if (!bs) {
-        m->default_bindings = true;
+        *all = true;
         return;
     }
     if (!json_is_array(bs)) {
-        err(c, "bindings", "expected a list of bindings");
+        err(c, at, "expected a list of bindings");
         return;
     }
     static const char *const keys[] = {"backend", "prefix", "separator", "allow", "deny",
                                        "allow_resources", "deny_resources", "rename",
-                                       "describe", "watch", "pins"};
-    m->bindings = calloc(json_array_size(bs) + 1, sizeof *m->bindings);
+                                       "describe", "pins", "watch"};
+    *out = calloc(json_array_size(bs) + 1, sizeof **out);
     size_t i;
     json_t *e;
     json_array_foreach(bs, i, e) {
-        char base[64];
-        snprintf(base, sizeof base, "bindings[%zu]", i);
+        char base[96];
+        snprintf(base, sizeof base, "%s[%zu]", at, i);
         if (!json_is_object(e)) {
             err(c, base, "expected an object");
             continue;
         }
         check_keys(c, e, base, keys, sizeof keys / sizeof *keys);
-        decl_binding *b = &m->bindings[m->n_bindings++];
+        if (!top && json_object_get(e, "watch")) {
+            char p[128];
+            snprintf(p, sizeof p, "%s.watch", base);
+            err(c, p, "a server's binding does not watch: watch the backend's resources in "
+                "the top-level bindings (every server's subscribers are told)");
+        }
+        decl_binding *b = &(*out)[(*n_out)++];
         b->backend = get_string(c, e, "backend", base, NULL);
         b->prefix = get_string(c, e, "prefix", base, "");
         b->separator = get_string(c, e, "separator", base, "_");
@@ -543,7 +559,7 @@ static void parse_bindings(mctx *c, json_t *root) {
         b->deny_resources = get_strings(c, e, "deny_resources", base, &b->n_deny_resources);
         get_pairs(c, e, "rename", base, &b->rename);
         get_pairs(c, e, "describe", base, &b->describe);
-        parse_binding_watch(c, e, base, b);
+        if (top) parse_binding_watch(c, e, base, b);
         parse_binding_pins(c, e, base, b);
         for (size_t k = 0; k < b->rename.n; k++)
             if (!mcpg_name_valid(b->rename.to[k], strlen(b->rename.to[k]))) {
@@ -552,11 +568,137 @@ static void parse_bindings(mctx *c, json_t *root) {
                 err(c, p, "\"%s\" does not match ^[a-zA-Z0-9_-]{1,64}$", b->rename.to[k]);
             }
         if (!b->backend) {
-            char p[96];
+            char p[128];
             snprintf(p, sizeof p, "%s.backend", base);
             err(c, p, "is required");
         }
     }
+}
+
+static void parse_bindings(mctx *c, json_t *root) {
+    manifest *m = c->m;
+    parse_binding_list(c, json_object_get(root, "bindings"), "bindings", true, &m->bindings,
+                       &m->n_bindings, &m->default_bindings);
+}
+
+/* ---- virtual servers ---- */
+
+static bool server_name_valid(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > 64 || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && s[i] != '_' &&
+            s[i] != '-')
+            return false;
+    return true;
+}
+
+/* The paths the transport answers itself: a server there would never be reached. */
+static bool path_reserved(const char *p) {
+    static const char *const fixed[] = {"/mcp", "/metrics", "/healthz", "/readyz",
+                                        "/admin/reload"};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (strcmp(p, fixed[i]) == 0) return true;
+    return strncmp(p, "/webhooks/", 10) == 0 || strncmp(p, "/.well-known/", 13) == 0;
+}
+
+static bool path_valid(const char *p) {
+    if (p[0] != '/' || strlen(p) > 200) return false;
+    for (const char *q = p; *q; q++)
+        if (*q <= ' ' || *q == '?' || *q == '#' || *q == '%' || *q == 0x7f) return false;
+    return true;
+}
+
+static void parse_server_info(mctx *c, json_t *e, const char *base, decl_server *sv) {
+    char p[128];
+    snprintf(p, sizeof p, "%s.server_info", base);
+    json_t *info = get_object(c, e, "server_info", p);
+    if (!info) return;
+    static const char *const keys[] = {"name", "version", "title"};
+    check_keys(c, info, p, keys, 3);
+    const char *k;
+    json_t *v;
+    json_object_foreach(info, k, v) if (!json_is_string(v)) {
+        char q[160];
+        snprintf(q, sizeof q, "%s.%s", p, k);
+        err(c, q, "expected a string");
+    }
+    if (!json_object_get(info, "name") || !json_object_get(info, "version")) {
+        err(c, p, "needs \"name\" and \"version\"");
+        return;
+    }
+    sv->info_json = json_dumps(info, JSON_COMPACT | JSON_SORT_KEYS);
+}
+
+static void parse_server(mctx *c, json_t *e, const char *base, decl_server *sv) {
+    static const char *const keys[] = {"name", "path", "host", "bindings", "pipeline",
+                                       "instructions", "server_info"};
+    check_keys(c, e, base, keys, sizeof keys / sizeof *keys);
+    sv->name = get_string(c, e, "name", base, NULL);
+    char p[160];
+    snprintf(p, sizeof p, "%s.name", base);
+    if (!sv->name) err(c, p, "is required");
+    else if (!server_name_valid(sv->name))
+        err(c, p, "\"%s\" does not match ^[a-z0-9][a-z0-9_-]{0,63}$", sv->name);
+    sv->path = get_string(c, e, "path", base, NULL);
+    if (!sv->path && sv->name) {
+        char dflt[80];
+        snprintf(dflt, sizeof dflt, "/mcp/%s", sv->name);
+        sv->path = strdup(dflt);
+    }
+    snprintf(p, sizeof p, "%s.path", base);
+    if (sv->path && !path_valid(sv->path))
+        err(c, p, "\"%s\" is not a path (\"/\" then at most 200 characters, no space, ?, # or %%)",
+            sv->path);
+    else if (sv->path && path_reserved(sv->path))
+        err(c, p, "\"%s\" is a path the gateway serves itself", sv->path);
+    sv->host = get_string(c, e, "host", base, NULL);
+    sv->instructions = get_string(c, e, "instructions", base, NULL);
+    parse_server_info(c, e, base, sv);
+    snprintf(p, sizeof p, "%s.bindings", base);
+    parse_binding_list(c, json_object_get(e, "bindings"), p, false, &sv->bindings,
+                       &sv->n_bindings, &sv->default_bindings);
+    snprintf(p, sizeof p, "%s.pipeline", base);
+    sv->own_pipeline = parse_stages(c, e, p, sv->stage, sv->n_stage);
+}
+
+/* Two servers at one path need different host names, each set. */
+static void check_server_paths(mctx *c) {
+    manifest *m = c->m;
+    for (size_t i = 0; i < m->n_servers; i++)
+        for (size_t j = 0; j < i; j++) {
+            const decl_server *a = &m->servers[j], *b = &m->servers[i];
+            char p[64];
+            snprintf(p, sizeof p, "servers[%zu].name", i);
+            if (a->name && b->name && strcmp(a->name, b->name) == 0)
+                err(c, p, "\"%s\" is the name of servers[%zu] too", b->name, j);
+            snprintf(p, sizeof p, "servers[%zu].path", i);
+            bool same_host = !a->host || !b->host || strcasecmp(a->host, b->host) == 0;
+            if (a->path && b->path && strcmp(a->path, b->path) == 0 && same_host)
+                err(c, p, "\"%s\" is served by servers[%zu] too (give each a different host)",
+                    b->path, j);
+        }
+}
+
+static void parse_servers(mctx *c, json_t *root) {
+    json_t *list = json_object_get(root, "servers");
+    if (!list) return;
+    if (!json_is_array(list)) {
+        err(c, "servers", "expected a list of servers");
+        return;
+    }
+    manifest *m = c->m;
+    m->servers = calloc(json_array_size(list) + 1, sizeof *m->servers);
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        char base[32];
+        snprintf(base, sizeof base, "servers[%zu]", i);
+        if (!json_is_object(e)) err(c, base, "expected an object");
+        else parse_server(c, e, base, &m->servers[m->n_servers++]);
+    }
+    check_server_paths(c);
 }
 
 static decl_instance *find_instance(manifest *m, const char *name) {
@@ -725,31 +867,48 @@ static void check_instance_kind(mctx *c, decl_instance *d, size_t i) {
         err(c, p, "module \"%s\" does not declare itself safe for inline dispatch", d->module);
 }
 
-static void check_references(mctx *c) {
-    manifest *m = c->m;
+/* Each stage's instances (the pipeline at key path `at`) exist and are of its kind. */
+static void check_stage_refs(mctx *c, const char *at, char **stage[STAGE_COUNT],
+                             const size_t n_stage[STAGE_COUNT]) {
     for (int s = 0; s < STAGE_COUNT; s++)
-        for (size_t i = 0; i < m->n_stage[s]; i++) {
-            char p[96];
-            snprintf(p, sizeof p, "pipeline.%s[%zu]", stage_names[s], i);
-            decl_instance *d = find_instance(m, m->stage[s][i]);
+        for (size_t i = 0; i < n_stage[s]; i++) {
+            char p[128];
+            snprintf(p, sizeof p, "%s.%s[%zu]", at, stage_names[s], i);
+            decl_instance *d = find_instance(c->m, stage[s][i]);
             if (!d)
-                err(c, p, "no instance named \"%s\"", m->stage[s][i]);
+                err(c, p, "no instance named \"%s\"", stage[s][i]);
             else if (d->image && d->image->desc->kind != stage_kinds[s])
                 err(c, p, "instance \"%s\" is a %s, not %s %s module", d->name,
                     kind_name(d->image->desc->kind), (s == STAGE_IDENTITY || s == STAGE_AUDIT) ? "an" : "a",
                     stage_names[s]);
         }
-    for (size_t i = 0; i < m->n_bindings; i++) {
-        decl_binding *b = &m->bindings[i];
+}
+
+static void check_binding_refs(mctx *c, const char *at, const decl_binding *bs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const decl_binding *b = &bs[i];
         if (!b->backend) continue;
-        char p[96];
-        snprintf(p, sizeof p, "bindings[%zu].backend", i);
-        decl_instance *d = find_instance(m, b->backend);
+        char p[128];
+        snprintf(p, sizeof p, "%s[%zu].backend", at, i);
+        decl_instance *d = find_instance(c->m, b->backend);
         if (!d)
             err(c, p, "no instance named \"%s\"", b->backend);
         else if (d->image && d->image->desc->kind != MCPG_KIND_BACKEND)
             err(c, p, "instance \"%s\" is a %s, not a backend", d->name,
                 kind_name(d->image->desc->kind));
+    }
+}
+
+static void check_references(mctx *c) {
+    manifest *m = c->m;
+    check_stage_refs(c, "pipeline", m->stage, m->n_stage);
+    check_binding_refs(c, "bindings", m->bindings, m->n_bindings);
+    for (size_t i = 0; i < m->n_servers; i++) {
+        char at[64];
+        snprintf(at, sizeof at, "servers[%zu].pipeline", i);
+        check_stage_refs(c, at, m->servers[i].stage, m->servers[i].n_stage);
+        snprintf(at, sizeof at, "servers[%zu].bindings", i);
+        check_binding_refs(c, at, m->servers[i].bindings, m->servers[i].n_bindings);
     }
 }
 
@@ -885,7 +1044,7 @@ static json_t *parse_root(mctx *c, const char *text) {
         return NULL;
     }
     static const char *const keys[] = {"gateway", "cluster", "modules", "events", "pipeline",
-                                       "bindings", "$schema", "description"};
+                                       "bindings", "servers", "$schema", "description"};
     check_keys(c, root, "", keys, sizeof keys / sizeof *keys);
     return root;
 }
@@ -914,6 +1073,7 @@ static int parse_text(mctx *c, const char *raw, const char *listen_override, con
     parse_events(c, root);
     parse_pipeline(c, root);
     parse_bindings(c, root);
+    parse_servers(c, root);
     json_decref(root);
     return 0;
 }
@@ -1005,15 +1165,9 @@ const char *manifest_scheme(const manifest *m) {
     return tls ? "https" : "http";
 }
 
-void manifest_free(manifest *m) {
-    if (!m || --m->refs > 0) return;
-    for (size_t i = 0; i < m->n_instances; i++) free_instance(&m->instances[i]);
-    free(m->instances);
-    free_instance(&m->transport);
-    redactor_free(m->redact);
-    for (int s = 0; s < STAGE_COUNT; s++) free_strings(m->stage[s], m->n_stage[s]);
-    for (size_t i = 0; i < m->n_bindings; i++) {
-        decl_binding *b = &m->bindings[i];
+static void free_bindings(decl_binding *bs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        decl_binding *b = &bs[i];
         free(b->backend);
         free(b->prefix);
         free(b->separator);
@@ -1028,7 +1182,29 @@ void manifest_free(manifest *m) {
         free_strings(b->watch_uris, b->n_watch_uris);
         free(b->pins_name);
     }
-    free(m->bindings);
+    free(bs);
+}
+
+static void free_server(decl_server *sv) {
+    free(sv->name);
+    free(sv->path);
+    free(sv->host);
+    free(sv->instructions);
+    free(sv->info_json);
+    free_bindings(sv->bindings, sv->n_bindings);
+    for (int s = 0; s < STAGE_COUNT; s++) free_strings(sv->stage[s], sv->n_stage[s]);
+}
+
+void manifest_free(manifest *m) {
+    if (!m || --m->refs > 0) return;
+    for (size_t i = 0; i < m->n_instances; i++) free_instance(&m->instances[i]);
+    free(m->instances);
+    free_instance(&m->transport);
+    redactor_free(m->redact);
+    for (int s = 0; s < STAGE_COUNT; s++) free_strings(m->stage[s], m->n_stage[s]);
+    free_bindings(m->bindings, m->n_bindings);
+    for (size_t i = 0; i < m->n_servers; i++) free_server(&m->servers[i]);
+    free(m->servers);
     free_strings(m->listen, m->n_listen);
     if (m->runtime_dir && !m->borrowed_runtime_dir)
         rmdir(m->runtime_dir); /* only succeeds once our copies are gone */

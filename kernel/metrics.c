@@ -183,9 +183,46 @@ static void register_tools(void) {
     KM.tool_calls = family(&d, (max_tools + METRICS_FIRST_TOOL) * CALL_OUTCOMES);
 }
 
+/* Cells for METRICS_MAX_SERVERS names; each name's labels are set the first
+ * time a generation serves it (metrics_server_index). */
+static void register_servers(void) {
+    static const char *const labels[] = {"server", "outcome"};
+    mcpg_metric_desc d = {.size = sizeof d, .type = MCPG_METRIC_COUNTER,
+                          .name = "mcpg_server_calls_total",
+                          .help = "Calls answered by each virtual server (servers[]), by outcome",
+                          .label_names = labels, .n_labels = 2};
+    KM.server_calls = family(&d, METRICS_MAX_SERVERS * CALL_OUTCOMES);
+}
+
+static char *server_names[METRICS_MAX_SERVERS];
+static uint32_t n_server_names;
+static pthread_mutex_t servers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint32_t metrics_server_index(const char *name) {
+    if (!KM.server_calls || !name || !name[0]) return METRICS_SERVER_NONE;
+    pthread_mutex_lock(&servers_lock);
+    uint32_t i = 0;
+    while (i < n_server_names && strcmp(server_names[i], name) != 0) i++;
+    if (i == n_server_names && i < METRICS_MAX_SERVERS && (server_names[i] = strdup(name))) {
+        for (uint32_t o = 0; o < CALL_OUTCOMES; o++) {
+            const char *values[2] = {name, OUTCOMES[o]};
+            mreg_series_labels(REG, KM.server_calls, i * CALL_OUTCOMES + o, values);
+        }
+        n_server_names++;
+    }
+    pthread_mutex_unlock(&servers_lock);
+    return i < n_server_names ? i : METRICS_SERVER_NONE;
+}
+
+static void metrics_servers_free(void) {
+    for (uint32_t i = 0; i < n_server_names; i++) free(server_names[i]);
+    n_server_names = 0;
+}
+
 static void register_kernel_series(void) {
     register_calls();
     register_tools();
+    register_servers();
     KM.overhead = simple(MCPG_METRIC_HISTOGRAM, "mcpg_call_overhead_seconds",
                          "Time a call spent in the gateway: its whole time less its backend's",
                          NULL);
@@ -323,6 +360,7 @@ void metrics_tools_free(void) {
     tool_slots = 0;
     n_tools = 0;
     cap_told = false;
+    metrics_servers_free();
 }
 
 /* ---- counting a call, as it is answered ---- */
@@ -341,6 +379,8 @@ void metrics_count_call(const mcpg_call *c) {
     uint32_t method = c->method < METRICS_METHODS ? c->method : 0;
     uint32_t wire = c->d.wire == MCPG_WIRE_STATELESS ? 0 : 1;
     mreg_add(KM.calls, (method * METRICS_WIRES + wire) * CALL_OUTCOMES + outcome, 1);
+    if (c->srv && c->srv->metric_series != METRICS_SERVER_NONE)
+        mreg_add(KM.server_calls, c->srv->metric_series * CALL_OUTCOMES + outcome, 1);
     if (c->method == MCPG_METHOD_TOOLS_CALL) {
         uint32_t tool = c->route ? c->route->tool_series : METRICS_TOOL_UNKNOWN;
         mreg_add(KM.tool_calls, tool * CALL_OUTCOMES + outcome, 1);

@@ -27,7 +27,7 @@ typedef struct news_item {
 static bool told_by_owner(generation *g, const news_item *n) {
     if (!n->from[0] || !n->uri_len) return true;
     catset *cs = catalog_acquire(g);
-    const route *r = cs ? catalog_find_resource(cs, n->uri, n->uri_len) : NULL;
+    const route *r = cs ? catalog_find_resource_any(cs, n->uri, n->uri_len) : NULL;
     bool owner = r && strcmp(r->backend->name, n->from) == 0;
     catalog_release(cs);
     return owner;
@@ -130,16 +130,20 @@ void host_lists_changed(mcpg_instance *self, uint32_t lists) {
     if (atomic_load(&control_ready)) uv_async_send(&lists_async);
 }
 
-/* Which kinds differ between two sets of merged lists (MCPG_LIST_* bits). */
+/* Which kinds differ between two sets of merged lists (MCPG_LIST_* bits),
+ * in any server's lists: a listener of any server is told (it lists again;
+ * a server added or removed changes every kind). */
 static uint32_t lists_differing(const catset *a, const catset *b) {
     static const uint32_t bit[CAT_COUNT] = {[CAT_TOOLS] = MCPG_LIST_TOOLS,
                                             [CAT_PROMPTS] = MCPG_LIST_PROMPTS,
                                             [CAT_RESOURCES] = MCPG_LIST_RESOURCES,
                                             [CAT_TEMPLATES] = MCPG_LIST_RESOURCES};
     uint32_t lists = 0;
-    for (int k = 0; k < CAT_COUNT; k++) {
+    if (a->n_servers != b->n_servers) return MCPG_LIST_TOOLS | MCPG_LIST_PROMPTS | MCPG_LIST_RESOURCES;
+    for (size_t k = 0; k < (size_t)a->n_servers * CAT_COUNT; k++) {
         const mcpg_buf *x = &a->cat[k].answer, *y = &b->cat[k].answer;
-        if (x->len != y->len || (x->len && memcmp(x->data, y->data, x->len) != 0)) lists |= bit[k];
+        if (x->len != y->len || (x->len && memcmp(x->data, y->data, x->len) != 0))
+            lists |= bit[k % CAT_COUNT];
     }
     return lists;
 }
@@ -179,7 +183,7 @@ void host_resource_updated(mcpg_instance *self, const char *uri, size_t len) {
 int host_resource_subscribe(mcpg_worker *w, const char *uri, size_t len, int on) {
     generation *g = w ? w->gen : NULL;
     catset *cs = g && uri ? catalog_acquire(g) : NULL;
-    const route *r = cs ? catalog_find_resource(cs, uri, len) : NULL;
+    const route *r = cs ? catalog_find_resource_any(cs, uri, len) : NULL;
     int rc = r ? 0 : MCPG_ENOENT;
     const mcpg_backend_ops *ops = r ? r->backend->desc->ops : NULL;
     char *nul = ops && MCPG_HAS(ops, subscribe) ? malloc(len + 1) : NULL;
@@ -273,13 +277,14 @@ uint32_t host_offers(void) {
     if (!g) return 0;
     uint32_t bits = 0;
     catset *cs = catalog_acquire(g);
-    if (cs) {
-        if (cs->cat[CAT_TOOLS].n_routes) bits |= MCPG_OFFER_TOOLS;
-        if (cs->cat[CAT_PROMPTS].n_routes) bits |= MCPG_OFFER_PROMPTS;
-        if (cs->cat[CAT_RESOURCES].n_routes || cs->cat[CAT_TEMPLATES].n_routes)
+    for (uint32_t v = 0; cs && v < cs->n_servers; v++) { /* what any server offers */
+        const catalog *cat = catset_lists(cs, v);
+        if (cat[CAT_TOOLS].n_routes) bits |= MCPG_OFFER_TOOLS;
+        if (cat[CAT_PROMPTS].n_routes) bits |= MCPG_OFFER_PROMPTS;
+        if (cat[CAT_RESOURCES].n_routes || cat[CAT_TEMPLATES].n_routes)
             bits |= MCPG_OFFER_RESOURCES;
-        catalog_release(cs);
     }
+    catalog_release(cs);
     bits |= bound_offers(g);
     /* completions and subscriptions are for what is served */
     if (!(bits & (MCPG_OFFER_PROMPTS | MCPG_OFFER_RESOURCES))) bits &= ~MCPG_OFFER_COMPLETIONS;

@@ -113,6 +113,7 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
     ev.generation = c->gen->id;
     ev.peer = c->peer[0] ? c->peer : NULL;
     ev.gateway_id = c->gen->m->id;
+    ev.server = c->srv->name[0] ? c->srv->name : NULL;
     ev.traceparent = traceparent_of(c);
     if (c->denied) {
         ev.denied_stage = c->denied_stage;
@@ -128,7 +129,7 @@ static mcpg_status emit_audit(mcpg_call *c, mcpg_instance *sink) {
 /* ---- the answer ---- */
 
 void pipeline_release_limits(mcpg_call *c) {
-    mcpg_instance **lim = c->gen->stage[STAGE_LIMITS];
+    mcpg_instance **lim = c->srv->stage[STAGE_LIMITS];
     for (size_t i = 0; i < c->limits_acquired; i++) {
         const mcpg_limits_ops *ops = lim[i]->desc->ops;
         if (MCPG_HAS(ops, release)) ops->release(lim[i]->state, call_handle(c, CALL_STAGE_LIMITS));
@@ -168,8 +169,8 @@ static int list_cursor(mcpg_call *c, const char **p, size_t *n) {
 
 /* Whether any policy instance filters lists (has visible()). */
 static bool lists_filtered(const mcpg_call *c) {
-    for (size_t i = 0; i < c->gen->n_stage[STAGE_POLICY]; i++) {
-        const mcpg_policy_ops *ops = c->gen->stage[STAGE_POLICY][i]->desc->ops;
+    for (size_t i = 0; i < c->srv->n_stage[STAGE_POLICY]; i++) {
+        const mcpg_policy_ops *ops = c->srv->stage[STAGE_POLICY][i]->desc->ops;
         if (MCPG_HAS(ops, visible)) return true;
     }
     return false;
@@ -178,8 +179,8 @@ static bool lists_filtered(const mcpg_call *c) {
 /* An item is shown when every policy instance that filters shows it. */
 static int item_visible(void *arg, const char *kind, const char *name) {
     mcpg_call *c = arg;
-    for (size_t i = 0; i < c->gen->n_stage[STAGE_POLICY]; i++) {
-        mcpg_instance *p = c->gen->stage[STAGE_POLICY][i];
+    for (size_t i = 0; i < c->srv->n_stage[STAGE_POLICY]; i++) {
+        mcpg_instance *p = c->srv->stage[STAGE_POLICY][i];
         const mcpg_policy_ops *ops = p->desc->ops;
         if (MCPG_HAS(ops, visible) &&
             !ops->visible(p->state, call_handle(c, CALL_STAGE_POLICY), kind, name))
@@ -192,7 +193,7 @@ static int item_visible(void *arg, const char *kind, const char *name) {
  * call pins it) when it fits one page and no policy filters it, else the
  * page the cursor names, of the items the caller may see. */
 static void answer_list(mcpg_call *c) {
-    const catalog *cat = &c->cats->cat[c->list_kind];
+    const catalog *cat = &c->lists[c->list_kind];
     const char *cur = NULL;
     size_t cur_n = 0;
     int has = list_cursor(c, &cur, &cur_n);
@@ -202,7 +203,7 @@ static void answer_list(mcpg_call *c) {
         c->borrowed = &cat->answer;
         return;
     }
-    if (has < 0 || catalog_page(c->cats, c->list_kind, cur, cur_n, page,
+    if (has < 0 || catalog_page(c->lists, c->list_kind, cur, cur_n, page,
                                 filtered ? item_visible : NULL, c, &c->result) != 0)
         call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: unknown cursor");
 }
@@ -433,7 +434,7 @@ static void deny(mcpg_call *c, const char *stage, const mcpg_instance *by);
  * the manifest must allow (an empty identity stage serves everyone, and
  * main.c warns about that beyond loopback). False when refused. */
 static bool anonymous_allowed(mcpg_call *c) {
-    if (c->ident || !c->gen->n_stage[STAGE_IDENTITY] || c->gen->m->anonymous) return true;
+    if (c->ident || !c->srv->n_stage[STAGE_IDENTITY] || c->gen->m->anonymous) return true;
     call_set_error(c, MCPG_RPC_UNAUTHENTICATED, 401,
                    "Unauthenticated: no credentials this gateway accepts were given");
     deny(c, "identity", NULL);
@@ -508,7 +509,7 @@ static bool stage_next(mcpg_call *c, mcpg_status *st) {
     int stage = c->phase - PH_IDENTITY;
     bool applies = stage != STAGE_LIMITS || c->method == MCPG_METHOD_TOOLS_CALL;
     bool identified = stage == STAGE_IDENTITY && c->ident;
-    if (!applies || identified || c->idx >= c->gen->n_stage[stage]) {
+    if (!applies || identified || c->idx >= c->srv->n_stage[stage]) {
         c->idx = 0;
         if (stage == STAGE_IDENTITY) {
             c->identity_ran = true;
@@ -519,20 +520,20 @@ static bool stage_next(mcpg_call *c, mcpg_status *st) {
         after_stage(c);
         return false;
     }
-    *st = stage_op(c, stage, c->gen->stage[stage][c->idx]);
+    *st = stage_op(c, stage, c->srv->stage[stage][c->idx]);
     return true;
 }
 
 /* Either audit phase: emit to the next sink into *st, or, when every sink
  * has it, move the call on and return false. */
 static bool audit_next(mcpg_call *c, mcpg_status *st) {
-    if (c->idx >= c->gen->n_stage[STAGE_AUDIT]) {
+    if (c->idx >= c->srv->n_stage[STAGE_AUDIT]) {
         c->idx = 0;
         c->outcome_audited = c->phase == PH_AUDIT_DONE;
         c->phase = c->phase == PH_AUDIT_ALLOWED ? PH_BACKEND : PH_COMPLETE;
         return false;
     }
-    *st = emit_audit(c, c->gen->stage[STAGE_AUDIT][c->idx]);
+    *st = emit_audit(c, c->srv->stage[STAGE_AUDIT][c->idx]);
     return true;
 }
 
@@ -571,9 +572,9 @@ static mcpg_instance *answering_instance(mcpg_call *c) {
     switch (c->phase) {
     case PH_IDENTITY:
     case PH_POLICY:
-    case PH_LIMITS: return c->gen->stage[c->phase - PH_IDENTITY][c->idx];
+    case PH_LIMITS: return c->srv->stage[c->phase - PH_IDENTITY][c->idx];
     case PH_AUDIT_ALLOWED:
-    case PH_AUDIT_DONE: return c->gen->stage[STAGE_AUDIT][c->idx];
+    case PH_AUDIT_DONE: return c->srv->stage[STAGE_AUDIT][c->idx];
     default: return c->route->backend;
     }
 }
@@ -599,7 +600,7 @@ static void deny(mcpg_call *c, const char *stage, const mcpg_instance *by) {
     c->denied = true;
     c->denied_stage = stage;
     c->denied_by = by;
-    c->phase = c->gen->n_stage[STAGE_AUDIT] ? PH_AUDIT_DONE : PH_COMPLETE;
+    c->phase = c->srv->n_stage[STAGE_AUDIT] ? PH_AUDIT_DONE : PH_COMPLETE;
     c->idx = 0;
 }
 
@@ -662,7 +663,7 @@ static void on_backend_status(mcpg_call *c, mcpg_status st) {
     if (st == MCPG_DENY) c->backend_failed = true;
     if (st == MCPG_CONTINUE && c->method == MCPG_METHOD_EVENTS_LIST) filter_event_list(c);
     if (st == MCPG_CONTINUE && !c->borrowed) seal_result(c);
-    bool audited = dispatched(c->method) && c->gen->n_stage[STAGE_AUDIT];
+    bool audited = dispatched(c->method) && c->srv->n_stage[STAGE_AUDIT];
     c->phase = audited ? PH_AUDIT_DONE : PH_COMPLETE;
     c->idx = 0;
 }

@@ -156,7 +156,7 @@ void trace_free(mcpg_call *c) {
 /* Whether the phase runs a module's op: its stage lists an instance, and
  * applies to the method (limits: tool calls only). */
 static bool phase_runs(const mcpg_call *c, int phase) {
-    const generation *g = c->gen;
+    const gen_server *g = c->srv;
     switch (phase) {
     case PH_IDENTITY: return g->n_stage[STAGE_IDENTITY] > 0;
     case PH_POLICY: return g->n_stage[STAGE_POLICY] > 0;

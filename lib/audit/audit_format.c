@@ -95,7 +95,7 @@ size_t audit_format_ts(char *dst, int64_t time_us) {
 
 static audit_text text_of(const char *s) { return (audit_text){s, s ? strlen(s) : 0}; }
 
-/* A 1.2 string of the event, or absent when the kernel's event is older. */
+/* A 1.2 (or later) string of the event, or absent when the kernel's event is older. */
 #define TEXT_12(ev, f) (MCPG_HAS_FIELD(ev, f) ? text_of((ev)->f) : (audit_text){NULL, 0})
 #define RAW_12(ev, f, len)                                                                    \
     (MCPG_HAS_FIELD(ev, len) && (ev)->f ? (audit_text){(ev)->f, (ev)->len} : (audit_text){NULL, 0})
@@ -120,7 +120,8 @@ size_t audit_line_bound(const mcpg_audit_event *ev, audit_lens *l) {
                       .args = RAW_12(ev, args_json, args_len),
                       .result = RAW_12(ev, result_json, result_len),
                       .traceparent = TEXT_12(ev, traceparent),
-                      .gateway_id = TEXT_12(ev, gateway_id)};
+                      .gateway_id = TEXT_12(ev, gateway_id),
+                      .server = TEXT_12(ev, server)};
     const audit_text *all = &l->name;
     size_t text = ev->id_json ? ev->id_len : 0, count = sizeof *l / sizeof *all;
     for (size_t i = 0; i < count; i++) text += all[i].n;
@@ -218,6 +219,7 @@ size_t audit_format_line(char *dst, const mcpg_audit_event *ev, const audit_lens
     p = OPT(p, ",\"method\":", l->method);
     p = OPT(p, ",\"tool\":", l->tool);
     p = OPT(p, ",\"backend\":", l->backend);
+    p = OPT(p, ",\"server\":", l->server);
     p = put_caller(p, l);
     p = OPT(p, ",\"wire\":", wire_name(ev->wire));
     p = LIT(p, ",\"generation\":");

@@ -20,6 +20,7 @@ typedef struct audit_lens {
     /* ABI 1.2 */
     audit_text roles, auth_method, peer, denied_stage, denied_by, args, result, traceparent,
         gateway_id;
+    audit_text server; /* ABI 1.12 */
 } audit_lens;
 
 /* Bytes audit_format_line may write for `ev` (an upper bound); fills *lens. */
