@@ -642,7 +642,7 @@ static void parse_server(mctx *c, json_t *e, const char *base, decl_server *sv) 
     else if (!server_name_valid(sv->name))
         err(c, p, "\"%s\" does not match ^[a-z0-9][a-z0-9_-]{0,63}$", sv->name);
     sv->path = get_string(c, e, "path", base, NULL);
-    if (!sv->path && sv->name) {
+    if (!sv->path && sv->name && server_name_valid(sv->name)) {
         char dflt[80];
         snprintf(dflt, sizeof dflt, "/mcp/%s", sv->name);
         sv->path = strdup(dflt);

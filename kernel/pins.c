@@ -409,6 +409,13 @@ static char *notice_detail(const pin_notice *n) {
     return text;
 }
 
+static bool audits_somewhere(const generation *g, const mcpg_instance *inst) {
+    for (uint32_t v = 0; v < g->n_servers; v++)
+        for (size_t i = 0; i < g->servers[v].n_stage[STAGE_AUDIT]; i++)
+            if (g->servers[v].stage[STAGE_AUDIT][i] == inst) return true;
+    return false;
+}
+
 static void audit_notice(generation *g, const pin_notice *n) {
     char *detail = notice_detail(n);
     mcpg_audit_event ev = {.size = sizeof ev};
@@ -424,8 +431,10 @@ static void audit_notice(generation *g, const pin_notice *n) {
     ev.gateway_id = g->m->id;
     ev.args_json = detail;
     ev.args_len = detail ? strlen(detail) : 0;
-    for (size_t i = 0; i < g->n_stage[STAGE_AUDIT]; i++) {
-        mcpg_instance *sink = g->stage[STAGE_AUDIT][i];
+    /* every sink of every server's pipeline, each once */
+    for (size_t i = 0; i < g->n_instances; i++) {
+        mcpg_instance *sink = g->instances[i];
+        if (!audits_somewhere(g, sink)) continue;
         const mcpg_audit_ops *ops = sink->desc->ops;
         if (ops->emit(sink->state, NULL, &ev) != MCPG_CONTINUE)
             klog(MCPG_LOG_ERROR, sink->stamp, "could not record %s for %s \"%s\"", ev.name,

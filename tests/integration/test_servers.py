@@ -265,6 +265,12 @@ def main():
         check_eq(rc, 2, "--check refuses it (%s)" % err)
         for want in ("servers[1].path", "servers[0].bindings[0].watch", "servers[2].name"):
             check(want in err, "--check names %s: %s" % (want, err))
+        m = manifest(ctx, audit)  # valid keys; one server's lists offer a name twice
+        m["servers"].append({"name": "twice", "bindings": [{"backend": "mock"},
+                                                           {"backend": "mock"}]})
+        rc, _, err = run_cli(ctx, ["--check", "--config", ctx.write_manifest(m, "twice.json")])
+        check(rc == 2 and 'servers[2].bindings[1]: tool "echo" is offered twice' in err,
+              "a name offered twice within one server (%d): %s" % (rc, err))
 
     def t_stop():
         gw.stop()  # exit 0, no sanitizer report
