@@ -62,7 +62,9 @@ def main():
             if not load.is_alive():  # it failed: judged below
                 return True
             files = audit_files(audit)
-            if len(files) < MIN_FILES:
+            # the kill is meant to land inside room written ahead: a live file
+            # just rotated in may have none yet, so wait until it has
+            if len(files) < MIN_FILES or room_of(audit) == 0:
                 return False
             seen = set()  # ids: a file read as it was being rotated counts once
             for f in files:

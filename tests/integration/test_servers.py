@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
@@ -218,12 +219,39 @@ def main():
               "ops' refusals counted")
 
     def t_reload_keeps_other_servers_sessions():
+        """Under load on eng (its session and stateless calls), a reload removes ops and
+        adds new: every eng call is answered, before, during and after."""
         p = gw.port
-        with open(cfg["path"], "w") as f:
-            json.dump(manifest(ctx, audit, servers=("eng", "new")), f)
-        gw.signal(signal.SIGHUP)
-        wait_for(lambda: legacy(p, "/teams/new", body=init_body(), key=alice).status == 200,
-                 WAIT, "the new server served after the reload")
+        stop, results = threading.Event(), []
+
+        def load():
+            n = 100
+            while not stop.is_set():
+                n += 1
+                body = rpc("tools/call", {"name": "eng_echo", "arguments": {"message": "l"}},
+                           id=n)
+                r = legacy(p, "/mcp/eng", body=body, sid=state["sid"], key=alice)
+                results.append(("session", r.status, "result" in answer(r)))
+                msg = call(p, "/mcp/eng", "eng_echo", alice, id=n)
+                results.append(("stateless", 200, "result" in msg))
+
+        th = threading.Thread(target=load)
+        th.start()
+        try:
+            wait_for(lambda: len(results) >= 20, WAIT, "load on eng before the reload")
+            with open(cfg["path"], "w") as f:
+                json.dump(manifest(ctx, audit, servers=("eng", "new")), f)
+            gw.signal(signal.SIGHUP)
+            wait_for(lambda: legacy(p, "/teams/new", body=init_body(), key=alice).status == 200,
+                     WAIT, "the new server served after the reload")
+            seen = len(results)
+            wait_for(lambda: len(results) >= seen + 20, WAIT, "load on eng after the reload")
+        finally:
+            stop.set()
+            th.join()
+        bad = [x for x in results if x[1] != 200 or not x[2]]
+        check(not bad, "%d of %d eng calls under the reload failed: %r"
+              % (len(bad), len(results), bad[:5]))
         check_eq(tool_names(p, "/teams/new", alice), ["n_echo", "n_ping"], "new's names")
         r = legacy(p, "/mcp/eng", body=rpc("tools/call", {"name": "eng_echo",
                                                           "arguments": {"message": "y"}}, id=11),
