@@ -130,12 +130,8 @@ static int view_give(mcpg_fakehost *fh, const fh_server *s, mcpg_server_view *ou
         dst[i] = p;
         p += k;
     }
-    v->next = fh->view_copies;
+    v->next = fh->view_copies; /* loop thread only, as the post that frees it */
     fh->view_copies = v;
-    if (!fh->view_post_pending) {
-        fh->view_post = (mcpg_post){.fn = view_copies_free, .arg = fh};
-        fh->view_post_pending = fh_post(&fh->worker, &fh->view_post) == 0;
-    }
     mcpg_server_view all = {.size = out->size, .name = dst[0], .path = dst[1], .host = dst[2],
                             .info_json = dst[3], .instructions = dst[4]};
     size_t n = out->size < sizeof all ? out->size : sizeof all;
@@ -154,6 +150,10 @@ static int host_server_find(mcpg_worker *w, const char *path, size_t n, const ch
     const fh_server *s = server_at(fh, path, n, host, hn);
     rc = s ? view_give(fh, s, out) : MCPG_ENOENT;
     pthread_mutex_unlock(&fh->lock);
+    if (!rc && !fh->view_post_pending) { /* fh_post takes the lock itself */
+        fh->view_post = (mcpg_post){.fn = view_copies_free, .arg = fh};
+        fh->view_post_pending = fh_post(&fh->worker, &fh->view_post) == 0;
+    }
     return rc;
 }
 
