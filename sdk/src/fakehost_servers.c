@@ -96,7 +96,8 @@ static const fh_server *server_at(const mcpg_fakehost *fh, const char *path, siz
                                   const char *host, size_t hn) {
     const fh_server *any = NULL;
     for (const fh_server *s = fh->servers; s; s = s->next) {
-        if (strlen(s->path) != n || memcmp(s->path, path, n) || !host_matches(s, host, hn)) continue;
+        if (strlen(s->path) != n || memcmp(s->path, path, n) || !host_matches(s, host, hn))
+            continue;
         if (s->host) return s;
         if (!any) any = s;
     }

@@ -1992,7 +1992,8 @@ static void test_server_find(mcpg_fakehost *fh) {
     memset(&small, 0xcd, sizeof small);
     small.size = (uint32_t)offsetof(mcpg_server_view, host);
     MCPG_CHECK(h->server_find(w, "/mcp/a", 6, NULL, 0, &small) == 0 &&
-                   view_is(&small, "a", "/mcp/a") && small.size == offsetof(mcpg_server_view, host) &&
+                   view_is(&small, "a", "/mcp/a") &&
+                   small.size == offsetof(mcpg_server_view, host) &&
                    (uintptr_t)small.host == (uintptr_t)0xcdcdcdcdcdcdcdcdull,
                "an older view is filled as far as its size");
     v.size = 4;

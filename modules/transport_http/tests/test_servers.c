@@ -128,8 +128,8 @@ static resp *post(const char *path, const char *host, const char *extra, const c
 static resp *stateless_call(const char *path, const char *host) {
     return post(path, host, "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n"
                             "Mcp-Name: echo\r\n",
-                "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
-                "\"arguments\":{}," META "}}");
+                "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{"
+                "\"name\":\"echo\",\"arguments\":{}," META "}}");
 }
 
 /* A legacy request on session sid ("" none). */
@@ -156,7 +156,8 @@ static int method_is(const mcpg_call_desc *d, const char *s) {
 
 /* The identity calls of what the transport answers itself get {} (as the
  * kernel's pipeline with no identity stage); every other call an echo. */
-static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d, mcpg_fakehost_plan *plan) {
+static void plan_call(void *arg, mcpg_call *call, const mcpg_call_desc *d,
+                      mcpg_fakehost_plan *plan) {
     const mcpg_host *h = arg;
     plan->answer = MCPG_FAKEHOST_NOW;
     static const char echoed[] = "{\"content\":[{\"type\":\"text\",\"text\":\"echoed\"}]}";
@@ -261,7 +262,8 @@ static void test_discover(void) {
     MCPG_CHECK(r->status == 200 && has(r, "\"instructions\":" INSTR_A_JSON) &&
                    has(r, "\"io.modelcontextprotocol/serverInfo\":" INFO_A),
                "discover on /mcp/a: %d %s", r->status, r->body);
-    MCPG_CHECK(!strcmp(last_server(), "a"), "discover's identity call names a: '%s'", last_server());
+    MCPG_CHECK(!strcmp(last_server(), "a"), "discover's identity call names a: '%s'",
+               last_server());
     r = post("/mcp", "localhost", hdrs, body);
     MCPG_CHECK(r->status == 200 && !has(r, "instructions") &&
                    has(r, "\"io.modelcontextprotocol/serverInfo\":" GW_INFO),
@@ -377,7 +379,8 @@ int main(int argc, char **argv) {
     MCPG_REQUIRE(mcpg_fakehost_set_coordinator(fh, coord) == 0, "set_coordinator");
     mcpg_instance *http = mcpg_fakehost_load_file_or_exit(
         fh, argv[1], "http",
-        "{\"unary_json_fast_path\":true,\"access_log\":false,\"allowed_hosts\":[\"localhost\",\"tenant.example\"]}");
+        "{\"unary_json_fast_path\":true,\"access_log\":false,"
+        "\"allowed_hosts\":[\"localhost\",\"tenant.example\"]}");
     mcpg_fakehost_on_submit(fh, plan_call, mcpg_fakehost_host(fh));
     uint16_t p = 0;
     MCPG_REQUIRE(mcpg_fakehost_listen(fh, http, &p) == 0 && mcpg_fakehost_start_thread(fh) == 0,
@@ -391,7 +394,8 @@ int main(int argc, char **argv) {
     /* as the kernel's shutdown: drained (the GET stream's connection gone)
      * before the loop comes home and the instances go */
     mcpg_fakehost_drain(fh, http);
-    for (int i = 0; i < WAIT_MS && mcpg_fakehost_conn_count(fh, http); i++) mcpg_fakehost_sleep_ms(1);
+    for (int i = 0; i < WAIT_MS && mcpg_fakehost_conn_count(fh, http); i++)
+        mcpg_fakehost_sleep_ms(1);
     MCPG_CHECK(mcpg_fakehost_conn_count(fh, http) == 0, "drained");
     mcpg_fakehost_stop_thread(fh);
     MCPG_CHECK(mcpg_fakehost_unload(fh, http) == 0, "unload the transport");

@@ -122,8 +122,8 @@ static int row_server(const mcpg_host *h, const char *row, size_t n,
     size_t len = 0;
     out[0] = '\0';
     if (h->json_object_get(row, n, "sv", &sv) != 1) return 0;
-    if (sv.type != MCPG_JSON_STRING || h->json_string_decode(&sv, out, TH_SERVER_NAME_MAX + 1, &len) < 0 ||
-        strlen(out) != len)
+    if (sv.type != MCPG_JSON_STRING ||
+        h->json_string_decode(&sv, out, TH_SERVER_NAME_MAX + 1, &len) < 0 || strlen(out) != len)
         return MCPG_EPROTO;
     return 0;
 }
