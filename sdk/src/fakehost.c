@@ -861,6 +861,7 @@ static void fill_host(mcpg_host *h) {
     fh_call_slots(h);
     fh_transport_slots(h);
     fh_metrics_slots(h);
+    fh_server_slots(h);
 }
 
 /* ---- the fake host's life ------------------------------------------------ */
@@ -1005,6 +1006,7 @@ int mcpg_fakehost_free(mcpg_fakehost *fh) {
     mcpg_buf_free(&fh->report);
     mcpg_buf_free(&fh->news);
     fh_metrics_close(fh);
+    fh_servers_free(fh);
     free(fh->gateway_name);
     free(fh->gateway_version);
     pthread_cond_destroy(&fh->cond);

@@ -141,6 +141,7 @@ void fh_call_retire(fh_call *c) {
     free(c->session);
     free(c->caps);
     free(c->version);
+    free(c->server);
     fh_call_free_messages(c);
     mcpg_buf_free(&c->result);
     mcpg_buf_free(&c->err_data);
@@ -768,6 +769,7 @@ static void default_event(const fh_call *c, mcpg_audit_event *ev) {
     ev->args_len = c->args_len;
     ev->wire = c->wire;
     ev->generation = 1;
+    ev->server = c->server;
     ev->error_code = c->is_error ? c->err_code : 0;
     ev->error_message = c->is_error ? c->err_msg : NULL;
 }

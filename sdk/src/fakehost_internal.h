@@ -10,6 +10,7 @@
  *                         the listener, drain, stats; replies and
  *                         subscriptions from clients, backends' news
  *   fakehost_metrics.c    the metrics registry's slots (the kernel's registry)
+ *   fakehost_servers.c    virtual servers (server_find) and the server calls named
  * Internal to the SDK: not installed. */
 #ifndef MCPG_FAKEHOST_INTERNAL_H
 #define MCPG_FAKEHOST_INTERNAL_H
@@ -39,6 +40,8 @@ typedef struct fh_later fh_later;
 typedef struct fh_listener fh_listener;
 typedef struct fh_request fh_request;
 typedef struct fh_sub fh_sub;
+typedef struct fh_server fh_server;
+typedef struct fh_view_copy fh_view_copy;
 
 /* One message a call sent its client before its outcome, framed as the
  * kernel frames it; req is set while it is a request still waiting. */
@@ -142,6 +145,7 @@ struct fh_call {
     /* ABI 1.1: what the call says about its client, and what it sent it */
     uint32_t result_type;
     char *session, *caps, *version;
+    char *server;     /* ABI 1.12: desc.server, copied; NULL: none */
     int no_messages;  /* the test says its answer cannot carry messages */
     fh_msg *msgs;     /* msgs, n_msgs, cap_msgs, n_requests, outstanding: under fh->lock */
     int n_msgs, cap_msgs, n_requests, outstanding;
@@ -194,6 +198,13 @@ struct mcpg_fakehost {
     fh_sub *subs;                   /* resource subscriptions by uri, loop thread */
     mcpg_instance *coordinator;
     struct mreg *metrics;           /* ABI 1.4: the registry (fakehost_metrics.c) */
+    /* ABI 1.12: virtual servers (fakehost_servers.c); the list under lock */
+    fh_server *servers;
+    fh_view_copy *view_copies;      /* what server_find gave out, freed by view_post */
+    mcpg_post view_post;
+    int view_post_pending;
+    int last_server_set;            /* under lock: a desc was handed to call_submit */
+    char last_server[65];           /* under lock: its server, "" for none */
 };
 
 extern mcpg_fakehost *_Atomic fh_the;
@@ -251,6 +262,12 @@ void fh_news_slots(mcpg_host *h);
 void fh_subs_free(mcpg_fakehost *fh);
 /* Run what was posted to the loop so far (before the calls are freed). */
 void fh_run_posts(mcpg_fakehost *fh);
+
+/* ---- fakehost_servers.c ---- */
+void fh_server_slots(mcpg_host *h);
+void fh_servers_free(mcpg_fakehost *fh);
+/* A desc naming server (NULL: none) was handed to call_submit. */
+void fh_server_note(mcpg_fakehost *fh, const char *server);
 
 /* ---- fakehost_metrics.c ---- */
 int fh_metrics_open(mcpg_fakehost *fh);

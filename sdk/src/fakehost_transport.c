@@ -193,7 +193,8 @@ static fh_call *submit_make(mcpg_fakehost *fh, const mcpg_call_desc *d) {
         (c->d.client_caps_json &&
          !(c->caps = fh_dup_n(c->d.client_caps_json, c->d.client_caps_len))) ||
         (c->d.protocol_version &&
-         !(c->version = fh_dup_n(c->d.protocol_version, c->d.protocol_version_len)))) {
+         !(c->version = fh_dup_n(c->d.protocol_version, c->d.protocol_version_len))) ||
+        (c->d.server && c->d.server_len && !(c->server = fh_dup_n(c->d.server, c->d.server_len)))) {
         fh_call_retire(c);
         return NULL;
     }
@@ -223,6 +224,7 @@ static int host_call_submit(mcpg_worker *w, const mcpg_call_desc *d, mcpg_call *
     if (table_full(fh)) return refused(fh, MCPG_EAGAIN);
     fh_call *c = submit_make(fh, d);
     if (!c) return MCPG_ENOMEM;
+    fh_server_note(fh, c->server); /* ABI 1.12 (c->d is zero past an older desc's size) */
     mcpg_call *h = fh_handle(c, CALL_STAGE_TRANSPORT);
     mcpg_fakehost_plan plan = {.answer = MCPG_FAKEHOST_ROUTE};
     if (fh->submit_fn) fh->submit_fn(fh->submit_arg, h, d, &plan);

@@ -59,6 +59,7 @@ void th_req_put(th_worker_state *ws, th_req *r) {
     g_host->buf_free(&r->data);
     g_host->buf_free(&r->resp);
     g_host->buf_free(&r->extra);
+    g_host->buf_free(&r->server_text);
     g_host->free(r);
 }
 

@@ -1352,6 +1352,7 @@ static void test_transport_messages(mcpg_fakehost *fh);
 static void test_news(mcpg_fakehost *fh);
 static void test_subscribe(mcpg_fakehost *fh);
 static void test_coordinator(mcpg_fakehost *fh);
+static void test_servers(mcpg_fakehost *fh);
 
 int main(void) {
     setenv("UV_THREADPOOL_SIZE", "1", 1); /* before libuv's pool starts */
@@ -1383,6 +1384,7 @@ int main(void) {
     test_news(fh);
     test_subscribe(fh);
     test_coordinator(fh);
+    test_servers(fh);
     /* after these the fake host is draining: call_submit refuses */
     test_buf_stats(fh);
     test_threaded(fh);
@@ -1941,4 +1943,85 @@ static void test_coordinator(mcpg_fakehost *fh) {
     mcpg_fakehost_unload(fh, co);
     MCPG_CHECK(h->coordinator(&inst) == NULL, "gone with its instance");
     mcpg_fakehost_unload(fh, be);
+}
+
+/* ======== ABI 1.12 ======================================================== */
+
+/* A ping submitted with desc.server (NULL: none) in a desc of `size`: the
+ * server the fake host recorded for it. */
+static const char *submit_server(mcpg_fakehost *fh, const char *server, uint32_t size) {
+    static char seen[72];
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_call *done = NULL, *c = NULL;
+    desc_box b;
+    memset(&b, 0xcd, sizeof b); /* past an older desc's size: what this host must not read */
+    b.d = (mcpg_call_desc){.size = size, .wire = MCPG_WIRE_STATELESS, .method = "ping",
+                           .method_len = 4, .transport_ctx = &done, .complete = b_complete,
+                           .server = server, .server_len = server ? strlen(server) : 0};
+    if (size < sizeof b.d) memset((char *)&b.d + size, 0xcd, sizeof b.d - size);
+    if (h->call_submit(h->worker_current(), &b.d, &c) != 0 || done != c) return "(refused)";
+    const char *s = mcpg_fakehost_call_server(c);
+    snprintf(seen, sizeof seen, "%s", s ? s : "(none)");
+    h->call_release(c);
+    return seen;
+}
+
+static int view_is(const mcpg_server_view *v, const char *name, const char *path) {
+    return v->name && !strcmp(v->name, name) && v->path && !strcmp(v->path, path);
+}
+
+static void test_server_find(mcpg_fakehost *fh) {
+    const mcpg_host *h = mcpg_fakehost_host(fh);
+    mcpg_worker *w = h->worker_current();
+    mcpg_server_view v = {.size = sizeof v};
+    MCPG_CHECK(h->server_find(w, "/mcp/a", 6, NULL, 0, &v) == 0 && view_is(&v, "a", "/mcp/a") &&
+                   !v.host && !strcmp(v.info_json, "{\"name\":\"A\"}") &&
+                   !strcmp(v.instructions, "hi"),
+               "found at its default path, with what it sets");
+    MCPG_CHECK(h->server_find(w, "/mcp/ab", 6, NULL, 0, &v) == 0 && view_is(&v, "a", "/mcp/a"),
+               "the path is path[0..n)");
+    MCPG_CHECK(h->server_find(w, "/mcp/b", 6, NULL, 0, &v) == MCPG_ENOENT, "none there");
+    MCPG_CHECK(h->server_find(w, "/t", 2, "Tenant.EXAMPLE:8443", 19, &v) == 0 &&
+                   view_is(&v, "t", "/t") && !strcmp(v.host, "tenant.example") && !v.info_json,
+               "a Host-bound server for its Host, any port and case");
+    MCPG_CHECK(h->server_find(w, "/t", 2, "other", 5, &v) == 0 && view_is(&v, "any", "/t"),
+               "another Host: the server for any");
+    MCPG_CHECK(h->server_find(w, "/t", 2, NULL, 0, &v) == 0 && view_is(&v, "any", "/t"),
+               "no Host: the server for any");
+    mcpg_server_view small;
+    memset(&small, 0xcd, sizeof small);
+    small.size = (uint32_t)offsetof(mcpg_server_view, host);
+    MCPG_CHECK(h->server_find(w, "/mcp/a", 6, NULL, 0, &small) == 0 &&
+                   view_is(&small, "a", "/mcp/a") &&
+                   small.size == offsetof(mcpg_server_view, host) &&
+                   (uintptr_t)small.host == (uintptr_t)0xcdcdcdcdcdcdcdcdull,
+               "an older view is filled as far as its size");
+    v.size = 4;
+    MCPG_CHECK(h->server_find(w, "/mcp/a", 6, NULL, 0, &v) == MCPG_EINVAL, "a view without name");
+}
+
+static void test_servers(mcpg_fakehost *fh) {
+    char last[72];
+    MCPG_CHECK(mcpg_fakehost_last_server(fh, last, sizeof last) == 0 && !last[0],
+               "the descs of the tests before named none");
+    MCPG_CHECK(mcpg_fakehost_add_server(fh, "Bad", NULL, NULL, NULL, NULL) == MCPG_EINVAL &&
+                   mcpg_fakehost_add_server(fh, "-a", NULL, NULL, NULL, NULL) == MCPG_EINVAL &&
+                   mcpg_fakehost_add_server(fh, "a", "mcp", NULL, NULL, NULL) == MCPG_EINVAL &&
+                   mcpg_fakehost_add_server(fh, "a", NULL, NULL, "[1]", NULL) == MCPG_EINVAL,
+               "names, paths and serverInfo servers[] refuses");
+    MCPG_REQUIRE(mcpg_fakehost_add_server(fh, "a", NULL, NULL, "{\"name\":\"A\"}", "hi") == 0 &&
+                     mcpg_fakehost_add_server(fh, "any", "/t", NULL, NULL, NULL) == 0 &&
+                     mcpg_fakehost_add_server(fh, "t", "/t", "tenant.example", NULL, NULL) == 0,
+                 "servers declared");
+    test_server_find(fh);
+    MCPG_CHECK(!strcmp(submit_server(fh, "a", sizeof(mcpg_call_desc)), "a") &&
+                   mcpg_fakehost_last_server(fh, last, sizeof last) == 1 && !strcmp(last, "a"),
+               "desc.server recorded: %s", last);
+    MCPG_CHECK(!strcmp(submit_server(fh, NULL, sizeof(mcpg_call_desc)), "(none)") &&
+                   mcpg_fakehost_last_server(fh, last, sizeof last) == 0 && !last[0],
+               "a desc without one");
+    MCPG_CHECK(!strcmp(submit_server(fh, "a", (uint32_t)offsetof(mcpg_call_desc, server)),
+                       "(none)") &&
+                   mcpg_fakehost_last_server(fh, NULL, 0) == 0,
+               "an older desc's size: nothing read past it");
 }

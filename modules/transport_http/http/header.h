@@ -18,4 +18,8 @@ typedef struct th_hval {
  * (decoded) are refused with -32602. */
 #define TH_NAME_MAX 256
 
+/* A virtual server's name as a request keeps it (th_req.server): the
+ * manifest's servers[].name is at most this long. */
+#define TH_SERVER_NAME_MAX 64
+
 #endif

@@ -202,6 +202,14 @@ typedef struct th_req {
     th_tls_facts *facts;       /* its connection's TLS facts while its call runs (desc.tls) */
     char peer[TH_PEER_MAX];    /* desc.peer: the call may outlive its connection */
     char version[16];          /* the session's protocol version */
+    /* the virtual server it came in on (routes/router.c), "" for /mcp: a
+     * copy, since host->server_find's strings last one loop callback and
+     * desc.server must last as long as the call */
+    char server[TH_SERVER_NAME_MAX + 1];
+    uint8_t server_len;
+    uint32_t server_info_len;  /* its serverInfo JSON at server_text's start; 0: ours */
+    uint32_t server_instr_len; /* its instructions after that and a NUL; 0: none */
+    mcpg_buf server_text;      /* a virtual server's serverInfo and instructions */
     mcpg_call_desc desc;       /* lives as long as the call */
     char name_buf[TH_NAME_MAX];
 } th_req;

@@ -50,6 +50,10 @@ void th_req_reset(th_req *r) {
     r->authz = r->authz_again = r->event_webhook = 0;
     r->authz_off = r->authz_len = 0;
     r->extra.len = 0;
+    r->server[0] = '\0';
+    r->server_len = 0;
+    r->server_info_len = r->server_instr_len = 0;
+    r->server_text.len = 0;
 }
 
 void th_fill_header(const th_req *r, int k, th_hval *out) {

@@ -130,6 +130,7 @@ static void req_free(const mcpg_host *host, th_req *r) {
     host->buf_free(&r->data);
     host->buf_free(&r->resp);
     host->buf_free(&r->extra);
+    host->buf_free(&r->server_text);
     host->free(r);
 }
 
@@ -157,6 +158,7 @@ void th_req_put(th_worker_state *ws, th_req *r) {
     if (r->data.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->data);
     if (r->resp.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->resp);
     if (r->extra.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->extra);
+    if (r->server_text.cap > TH_REQ_KEEP_CAP) host->buf_free(&r->server_text);
     if (ws->nfree >= TH_REQ_CACHE) {
         req_free(host, r);
         return;

@@ -1,6 +1,7 @@
 /* transport_http: what each complete request gets, by its path and method.
- * Health routes and every error are answered here at once; /mcp goes to the
- * wires (wire/mcp_post.c, wire/mcp_legacy.c), /webhooks, /admin, /metrics and
+ * Health routes and every error are answered here at once; /mcp, and a
+ * virtual server's path (host->server_find), go to the wires
+ * (wire/mcp_post.c, wire/mcp_legacy.c), /webhooks, /admin, /metrics and
  * /readyz to their files here. Replies are written through http/respond.c. */
 #include "routes/routes.h"
 #include "wire/replay.h"
@@ -96,6 +97,47 @@ static const char *webhook_source(const char *url, size_t n, const char *pre, si
     return url + pn;
 }
 
+/* The MCP endpoint: the gateway's /mcp, or a virtual server's path. */
+static void mcp_endpoint(th_conn *c, th_req *r) {
+    if (!hygiene_ok(c, r)) return;
+    if (r->http_method == HTTP_POST) th_handle_mcp(c, r);
+    else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
+    else if (r->http_method == HTTP_DELETE) th_legacy_delete(c, r);
+    else respond_not_allowed(c, r, "GET, POST, DELETE");
+}
+
+/* The virtual server (ABI 1.12) at the request's path for its Host: 1 when
+ * there is one (kept in r, for the turns that answer it), 0 when there is
+ * none, -1 when r was answered here (out of memory). Asked only of paths
+ * no fixed route takes, so /mcp pays nothing for it. */
+static int find_server(th_conn *c, th_req *r, const char *url, size_t n) {
+    const mcpg_host *h = c->ws->mod->host;
+    if (!MCPG_HOST_HAS(h, server_find)) return 0;
+    const char *q = memchr(url, '?', n);
+    if (q) n = (size_t)(q - url);
+    th_hval host;
+    th_fill_header(r, TH_H_HOST, &host);
+    mcpg_server_view v = {.size = sizeof v};
+    if (h->server_find(c->ws->w, url, n, host.present ? host.p : NULL, host.present ? host.n : 0,
+                       &v) != 0)
+        return 0;
+    int rc = th_req_server_keep(h, r, &v);
+    if (rc == MCPG_ENOMEM) {
+        th_respond_status_error(c, r, 503);
+        return -1;
+    }
+    return rc == 0; /* a name the manifest does not allow: served nowhere */
+}
+
+static void respond_not_found(th_conn *c, th_req *r) {
+    th_piece body[TH_MAX_PIECES];
+    char codebuf[24];
+    size_t k = th_rpc_error_body(body, TH_LIT("null"), codebuf, MCPG_RPC_INVALID_REQUEST,
+                                 MSG("Not Found: no such endpoint"), NULL, 0);
+    th_resp_head hd = {.status = 404, .json = 1};
+    th_respond(c, r, &hd, body, k);
+}
+
 void th_route(th_conn *c, th_req *r) {
     const char *url = r->data.data + r->url_off;
     size_t n = r->url_len;
@@ -109,11 +151,7 @@ void th_route(th_conn *c, th_req *r) {
         th_respond_rpc_error(c, r, 400, 0, TH_LIT("null"), MCPG_RPC_INVALID_REQUEST,
                           MSG("Bad Request: only origin-form request targets (/path) are served"), NULL, 0);
     } else if (path_is(url, n, "/mcp", 4)) {
-        if (!hygiene_ok(c, r)) return;
-        if (r->http_method == HTTP_POST) th_handle_mcp(c, r);
-        else if (r->http_method == HTTP_GET) th_legacy_get(c, r);
-        else if (r->http_method == HTTP_DELETE) th_legacy_delete(c, r);
-        else respond_not_allowed(c, r, "GET, POST, DELETE");
+        mcp_endpoint(c, r);
     } else if ((source = webhook_source(url, n, "/webhooks/resources/", &wn))) {
         /* no Host/Origin check: a browser page cannot sign, and a sender
          * names the gateway by its public host; the signature decides */
@@ -137,11 +175,8 @@ void th_route(th_conn *c, th_req *r) {
         else if (c->ws->draining) respond_plain_json(c, r, 503, TH_LIT("{\"status\":\"draining\"}"), NULL);
         else th_readyz(c, r, url, n);
     } else {
-        th_piece body[TH_MAX_PIECES];
-        char codebuf[24];
-        size_t k = th_rpc_error_body(body, TH_LIT("null"), codebuf, MCPG_RPC_INVALID_REQUEST,
-                                     MSG("Not Found: no such endpoint"), NULL, 0);
-        th_resp_head hd = {.status = 404, .json = 1};
-        th_respond(c, r, &hd, body, k);
+        int found = find_server(c, r, url, n);
+        if (found > 0) mcp_endpoint(c, r);
+        else if (found == 0) respond_not_found(c, r);
     }
 }

@@ -87,7 +87,7 @@ static void write_outcome(th_worker_state *ws, th_conn *c, th_req *r, const mcpg
     } else {
         th_piece res = {oc->result, oc->result ? oc->result_len : 0};
         unsigned stamp = r->stamp ? r->stamp | result_type_stamp(oc) : 0;
-        th_piece info = th_server_info(ws->mod);
+        th_piece info = th_req_server_info(ws->mod, r);
         if (!stamp) info.n = 0;
         n = th_rpc_result_body(host, body, id, res, stamp, info);
     }
@@ -246,6 +246,10 @@ static void submit_call(th_conn *c, th_req *r, void (*complete)(void *, mcpg_cal
     th_tls_facts_unref(ws->mod->host, r->facts);
     r->facts = th_tls_facts_ref(c->tls.facts);
     d->tls = r->facts ? &r->facts->info : NULL;
+    /* ABI 1.12: the virtual server it came in on, whose bindings and
+     * pipeline serve it (none: the gateway's /mcp); r keeps the name */
+    d->server = r->server_len ? r->server : NULL;
+    d->server_len = r->server_len;
     d->transport_ctx = r;
     d->header = req_header;
     d->complete = complete;

@@ -157,9 +157,16 @@ static void session_unavailable(th_conn *c, th_req *r, th_piece id) {
                              "coordinator) does not answer: retry later"), NULL, 0);
 }
 
-/* Mcp-Session-Id: present (else 400) and known (else 404/-32001); on
- * success the request carries its id, version and level. 0: answered, or
- * parked until the coordinator has answered. */
+/* A session r may not see: one initialized on another server's path (a
+ * virtual server's, or the gateway's /mcp). A session's server never
+ * changes, so the entry cached, however old, says. */
+static int other_server(const th_req *r, const th_cached_session *e) {
+    return e && !th_req_same_server(r, e->server);
+}
+
+/* Mcp-Session-Id: present (else 400) and known on r's server (else
+ * 404/-32001); on success the request carries its id, version and level.
+ * 0: answered, or parked until the coordinator has answered. */
 static int session_of(th_conn *c, th_req *r, th_piece id) {
     th_worker_state *ws = c->ws;
     th_hval s;
@@ -167,6 +174,12 @@ static int session_of(th_conn *c, th_req *r, th_piece id) {
     if (!s.present || s.dup) {
         error(c, r, 400, id, MCPG_RPC_SERVER_ERROR,
               MSG("Bad Request: the Mcp-Session-Id header is required (send initialize first)"));
+        return 0;
+    }
+    /* another server's session is answered as one that does not exist
+     * (the same 404 and body below), before it is used or renewed */
+    if (other_server(r, th_sess_peek(ws, s.p, s.n))) {
+        error(c, r, 404, id, -32001, MSG("Session not found"));
         return 0;
     }
     th_cached_session *e = th_sess_cached(ws, s.p, s.n);
@@ -181,7 +194,7 @@ static int session_of(th_conn *c, th_req *r, th_piece id) {
         session_unavailable(c, r, id);
         return 0;
     }
-    if (!e) {
+    if (!e || other_server(r, e)) { /* just read: its server known only now */
         error(c, r, 404, id, -32001, MSG("Session not found"));
         return 0;
     }
@@ -335,7 +348,13 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     b->len = 0;
     rc = h->buf_printf(b, "{\"protocolVersion\":\"%s\",\"capabilities\":", version);
     rc |= th_caps_append(mod, b, 1);
-    rc |= h->buf_printf(b, ",\"serverInfo\":%s}", th_server_info(mod).p);
+    rc |= h->buf_printf(b, ",\"serverInfo\":%s", th_req_server_info(mod, r).p);
+    th_piece instr = th_req_instructions(r); /* a virtual server's, for the client's model */
+    if (instr.n) {
+        rc |= h->buf_append(b, ",\"instructions\":", 16);
+        rc |= h->buf_append(b, instr.p, instr.n);
+    }
+    rc |= h->buf_append(b, "}", 1);
     if (rc) th_respond_status_error(c, r, 503);
     else answer_result(c, r, id, b->data, b->len);
 }

@@ -33,17 +33,25 @@ static void submit(th_conn *c, th_req *r, const th_mcp_verdict *v) {
     th_submit(c, r);
 }
 
-/* server/discover: what the gateway serves now (caps.c), and who it is. */
+/* server/discover: what the gateway serves now (caps.c), and who it is: a
+ * virtual server's serverInfo and instructions when the request came in on
+ * one (DiscoverResult's optional instructions). */
 static void answer_discover(th_conn *c, th_req *r, th_piece id) {
     th_mod *m = c->ws->mod;
     const mcpg_host *h = m->host;
     mcpg_buf *b = &c->ws->scratch;
+    th_piece instr = th_req_instructions(r);
     b->len = 0;
     int rc = h->buf_append(b, ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],\"capabilities\":",
                            sizeof ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],\"capabilities\":" - 1);
     rc |= th_caps_append(m, b, 0);
+    if (instr.n) {
+        rc |= h->buf_append(b, ",\"instructions\":", 16);
+        rc |= h->buf_append(b, instr.p, instr.n);
+    }
     rc |= h->buf_printf(b, ",\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\","
-                           "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":%s}}}", th_server_info(m).p);
+                           "\"_meta\":{\"io.modelcontextprotocol/serverInfo\":%s}}}",
+                        th_req_server_info(m, r).p);
     if (rc) {
         th_respond_status_error(c, r, 503);
         return;

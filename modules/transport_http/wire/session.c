@@ -113,13 +113,30 @@ void th_sess_cache_free(th_worker_state *ws) {
 
 /* ---- rows ---------------------------------------------------------------------------- */
 
+/* The row's "sv" into out: none (a row of /mcp, or one written before
+ * virtual servers) is "". A name longer than the manifest allows, or with
+ * a NUL, is a row this transport did not write. */
+static int row_server(const mcpg_host *h, const char *row, size_t n,
+                      char out[TH_SERVER_NAME_MAX + 1]) {
+    mcpg_json_span sv;
+    size_t len = 0;
+    out[0] = '\0';
+    if (h->json_object_get(row, n, "sv", &sv) != 1) return 0;
+    if (sv.type != MCPG_JSON_STRING ||
+        h->json_string_decode(&sv, out, TH_SERVER_NAME_MAX + 1, &len) < 0 || strlen(out) != len)
+        return MCPG_EPROTO;
+    return 0;
+}
+
 /* Read a row's fields into e (a copy of the text is kept). */
 static int row_load(th_worker_state *ws, th_cached_session *e, const char *row, size_t n, uint64_t revision) {
     const mcpg_host *h = ws->mod->host;
     mcpg_json_span v, l, g, s, c, o;
     int64_t lv = -1;
+    char server[TH_SERVER_NAME_MAX + 1];
     if (h->json_object_get(row, n, "v", &v) != 1 || v.type != MCPG_JSON_STRING || v.n >= sizeof e->version)
         return MCPG_EPROTO;
+    if (row_server(h, row, n, server)) return MCPG_EPROTO;
     e->row.len = 0;
     if (h->buf_append(&e->row, row, n) || h->buf_append(&e->row, "", 1)) return MCPG_ENOMEM;
     e->row.len = n;
@@ -136,14 +153,16 @@ static int row_load(th_worker_state *ws, th_cached_session *e, const char *row, 
     e->owner_off = e->owner_len = 0;
     if (h->json_object_get(row, n, "o", &o) == 1 && o.type == MCPG_JSON_STRING)
         e->owner_off = (uint32_t)(o.p - 1 - row), e->owner_len = (uint32_t)o.n + 2;
+    memcpy(e->server, server, sizeof e->server);
     e->revision = revision;
     return 0;
 }
 
-/* owner: its JSON string token (quotes included), kept as written. */
+/* owner: its JSON string token (quotes included), kept as written; server:
+ * the virtual server's name ("" for /mcp: no "sv", as rows always had). */
 static int row_build(const mcpg_host *h, mcpg_buf *b, const char *version, int level, int get_open,
                      const char *subs, size_t subs_n, const char *caps, size_t caps_n,
-                     const char *owner, size_t owner_n) {
+                     const char *owner, size_t owner_n, const char *server) {
     b->len = 0;
     int rc = h->buf_printf(b, "{\"v\":\"%s\",\"l\":%d,\"g\":%d,\"s\":", version, level, get_open ? 1 : 0);
     rc |= subs_n ? h->buf_append(b, subs, subs_n) : h->buf_append(b, "[]", 2);
@@ -152,6 +171,10 @@ static int row_build(const mcpg_host *h, mcpg_buf *b, const char *version, int l
     if (owner_n) {
         rc |= h->buf_append(b, ",\"o\":", 5);
         rc |= h->buf_append(b, owner, owner_n);
+    }
+    if (server[0]) {
+        rc |= h->buf_append(b, ",\"sv\":", 6);
+        rc |= h->buf_append_json_string(b, server, strlen(server));
     }
     rc |= h->buf_append(b, "}", 1);
     return rc ? MCPG_ENOMEM : 0;
@@ -234,14 +257,14 @@ static int apply(th_worker_state *ws, const th_cached_session *cur, const change
         if (rc) return MCPG_ENOMEM;
         if (row_build(h, out, cur->version, level, get_open, sb->data, sb->len,
                       cur->row.data + cur->caps_off, cur->caps_len,
-                      cur->row.data + cur->owner_off, cur->owner_len))
+                      cur->row.data + cur->owner_off, cur->owner_len, cur->server))
             return MCPG_ENOMEM;
         return 1;
     }
     }
     if (row_build(h, out, cur->version, level, get_open, subs, cur->subs_len,
                   cur->row.data + cur->caps_off, cur->caps_len,
-                  cur->row.data + cur->owner_off, cur->owner_len))
+                  cur->row.data + cur->owner_off, cur->owner_len, cur->server))
         return MCPG_ENOMEM;
     return 1;
 }
@@ -639,7 +662,9 @@ int th_sess_create(th_worker_state *ws, th_req *r, const char *caps, size_t caps
     mcpg_buf tok = {0}; /* the owner as a JSON string */
     const mcpg_host *h = ws->mod->host;
     if (!rc && h->buf_append_json_string(&tok, owner ? owner : "", owner ? owner_len : 0)) rc = MCPG_ENOMEM;
-    if (!rc) rc = row_build(h, &o->row, r->version, -1, 0, NULL, 0, caps, caps_len, tok.data, tok.len);
+    if (!rc)
+        rc = row_build(h, &o->row, r->version, -1, 0, NULL, 0, caps, caps_len, tok.data, tok.len,
+                       r->server);
     h->buf_free(&tok);
     if (rc) {
         session_op_free(o);

@@ -3,8 +3,10 @@
  *
  * The row of a session lives in the coordinator under
  * "mcpg.session.<id>" with the session TTL: JSON text
- * {"v":version,"l":level,"g":0|1,"s":[uris],"c":{capabilities}} ("g": a
- * standalone GET stream is open somewhere). Every write replaces the whole
+ * {"v":version,"l":level,"g":0|1,"s":[uris],"c":{capabilities},"o":owner,
+ * "sv":server} ("g": a standalone GET stream is open somewhere; "sv": the
+ * virtual server it was initialized on, left out for the gateway's own /mcp,
+ * so a row written before virtual servers is a session of /mcp). Every write replaces the whole
  * row with compare-and-set on the revision the writer read, so two loops
  * changing one session never lose a change (a conflict re-reads and
  * re-applies). "mcpg.session.count" counts open sessions (incr; the cap).
@@ -37,6 +39,7 @@
 #include <mcpg/abi.h>
 #include <stdint.h>
 
+#include "http/header.h"
 #include "wire/mcp_stateless.h"
 
 #define TH_SID_LEN 32        /* hex characters */
@@ -53,6 +56,7 @@ typedef struct th_cached_session {
     struct th_cached_session *hnext; /* the loop's table */
     char sid[TH_SID_LEN + 1];
     char version[16];
+    char server[TH_SERVER_NAME_MAX + 1]; /* "sv": its virtual server, "" for /mcp */
     int8_t level;            /* logging/setLevel, -1 = not set */
     uint8_t get_open;        /* "g" of the row */
     uint8_t owned;           /* created on this loop: it counts the end */
@@ -86,7 +90,7 @@ th_cached_session *th_sess_peek(th_worker_state *ws, const char *sid, size_t n);
 /* The asynchronous steps. Each parks r (th_legacy_park) and later resumes it
  * through th_legacy_again with r->session_op_status set (0 or an MCPG_E*), unless it
  * returns < 0 (nothing parked; the status is the answer). */
-/* A new session (r->version, caps), bound to owner (host->call_owner's
+/* A new session (r->version, r->server, caps), bound to owner (host->call_owner's
  * text of the caller who opened it): r->sid is set on success; MCPG_EAGAIN:
  * max_sessions reached. */
 int th_sess_create(th_worker_state *ws, th_req *r, const char *caps, size_t caps_len, const char *owner,

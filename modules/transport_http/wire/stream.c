@@ -205,7 +205,8 @@ static void end_one(th_worker_state *ws, th_req *r) {
                                    "\"io.modelcontextprotocol/subscriptionId\":";
         rc |= h->buf_append(b, head, sizeof head - 1);
         rc |= h->buf_append(b, r->desc.id_json, r->desc.id_len);
-        rc |= h->buf_printf(b, ",\"io.modelcontextprotocol/serverInfo\":%s}}}", th_server_info(ws->mod).p);
+        rc |= h->buf_printf(b, ",\"io.modelcontextprotocol/serverInfo\":%s}}}",
+                            th_req_server_info(ws->mod, r).p);
     }
     th_conn *c = r->conn;
     th_listener_remove(ws, r);

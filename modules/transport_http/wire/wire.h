@@ -38,6 +38,19 @@ int th_server_info_build(th_mod *m);
 th_piece th_server_info(const th_mod *m);
 void th_server_info_free(th_mod *m);
 
+/* servers.c: the virtual server a request came in on (ABI 1.12; none:
+ * the gateway's own /mcp). */
+/* Keep what r needs of v, as host->server_find gave it: 0, MCPG_EINVAL (a
+ * name the manifest would not allow), MCPG_ENOMEM. */
+int th_req_server_keep(const mcpg_host *h, th_req *r, const mcpg_server_view *v);
+/* The serverInfo r is answered with: its server's when it sets one, else
+ * the transport's own (th_server_info); NUL-terminated. */
+th_piece th_req_server_info(const th_mod *m, const th_req *r);
+/* Its server's instructions as a JSON string, or {NULL, 0}. */
+th_piece th_req_instructions(const th_req *r);
+/* 1 when r came in on the server named `server` ("": the gateway's /mcp). */
+int th_req_same_server(const th_req *r, const char *server);
+
 #define TH_LISTEN_TOOLS 1u
 #define TH_LISTEN_RESOURCES 2u
 #define TH_LISTEN_PROMPTS 4u

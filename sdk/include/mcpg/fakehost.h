@@ -369,6 +369,27 @@ void mcpg_fakehost_on_submit(mcpg_fakehost *fh, mcpg_fakehost_submit_fn fn, void
  * fake host's own, "mcpg-fakehost" and "fakehost"). */
 void mcpg_fakehost_set_gateway(mcpg_fakehost *fh, const char *name, const char *version);
 
+/** ABI 1.12: declare a virtual server (the manifest's servers[]) that
+ * host->server_find finds: name as servers[].name allows it
+ * ([a-z0-9][a-z0-9_-]{0,63}), path (NULL: "/mcp/<name>"), host (NULL: any
+ * Host; else only a request whose Host names it, any port, any case),
+ * info_json (its serverInfo, a JSON object's text, or NULL) and
+ * instructions (or NULL); all copied. A server bound to the request's host
+ * is found before one for any host at the same path. What server_find
+ * gives out lives until the posts run on a later loop turn: a transport
+ * that keeps it past its callback reads freed memory. Any thread. 0,
+ * MCPG_EINVAL, MCPG_ENOMEM. */
+int mcpg_fakehost_add_server(mcpg_fakehost *fh, const char *name, const char *path,
+                             const char *host, const char *info_json, const char *instructions);
+/** ABI 1.12: the server the last desc handed to host->call_submit named
+ * (desc.server), copied into out (cap bytes, NUL-terminated; "" for none):
+ * 1 when it named one, 0 when it named none, -1 before any desc. Any thread. */
+int mcpg_fakehost_last_server(mcpg_fakehost *fh, char *out, size_t cap);
+/** ABI 1.12: the server a submitted call's desc named (copied), or NULL:
+ * none (the gateway's own endpoint). Also the audit event's server when the
+ * call is emitted. On the loop (a submit hook, a backend's op). */
+const char *mcpg_fakehost_call_server(mcpg_call *call);
+
 /** Listen on 127.0.0.1 at a free port (*port_out) and hand each accepted
  * connection to the transport's conn_adopt on the worker, as the kernel does:
  * non-blocking, TCP_NODELAY; a refused one is closed. The socket is closed
