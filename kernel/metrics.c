@@ -183,14 +183,18 @@ static void register_tools(void) {
     KM.tool_calls = family(&d, (max_tools + METRICS_FIRST_TOOL) * CALL_OUTCOMES);
 }
 
-/* Cells for METRICS_MAX_SERVERS names; each name's labels are set the first
- * time a generation serves it (metrics_server_index). */
-static void register_servers(void) {
+/* Cells for METRICS_MAX_SERVERS names, registered with the first name a
+ * generation serves (a gateway without servers has no such family); each
+ * later name's labels are set the first time it is served. */
+static void register_servers(const char *first) {
     static const char *const labels[] = {"server", "outcome"};
+    const char *values[2 * CALL_OUTCOMES];
+    for (uint32_t o = 0; o < CALL_OUTCOMES; o++) values[2 * o] = first, values[2 * o + 1] = OUTCOMES[o];
     mcpg_metric_desc d = {.size = sizeof d, .type = MCPG_METRIC_COUNTER,
                           .name = "mcpg_server_calls_total",
                           .help = "Calls answered by each virtual server (servers[]), by outcome",
-                          .label_names = labels, .n_labels = 2};
+                          .label_names = labels, .n_labels = 2, .label_values = values,
+                          .n_series = CALL_OUTCOMES};
     KM.server_calls = family(&d, METRICS_MAX_SERVERS * CALL_OUTCOMES);
 }
 
@@ -198,18 +202,26 @@ static char *server_names[METRICS_MAX_SERVERS];
 static uint32_t n_server_names;
 static pthread_mutex_t servers_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static bool server_labelled(uint32_t i, const char *name) {
+    if (i == 0) {
+        register_servers(name);
+        return KM.server_calls != NULL;
+    }
+    for (uint32_t o = 0; o < CALL_OUTCOMES; o++) {
+        const char *values[2] = {name, OUTCOMES[o]};
+        if (mreg_series_labels(REG, KM.server_calls, i * CALL_OUTCOMES + o, values) != 0)
+            return false;
+    }
+    return true;
+}
+
 uint32_t metrics_server_index(const char *name) {
-    if (!KM.server_calls || !name || !name[0]) return METRICS_SERVER_NONE;
+    if (!REG || !name || !name[0]) return METRICS_SERVER_NONE;
     pthread_mutex_lock(&servers_lock);
     uint32_t i = 0;
     while (i < n_server_names && strcmp(server_names[i], name) != 0) i++;
-    if (i == n_server_names && i < METRICS_MAX_SERVERS && (server_names[i] = strdup(name))) {
-        for (uint32_t o = 0; o < CALL_OUTCOMES; o++) {
-            const char *values[2] = {name, OUTCOMES[o]};
-            mreg_series_labels(REG, KM.server_calls, i * CALL_OUTCOMES + o, values);
-        }
-        n_server_names++;
-    }
+    if (i == n_server_names && i < METRICS_MAX_SERVERS && server_labelled(i, name))
+        server_names[n_server_names++] = strdup(name);
     pthread_mutex_unlock(&servers_lock);
     return i < n_server_names ? i : METRICS_SERVER_NONE;
 }
@@ -222,7 +234,6 @@ static void metrics_servers_free(void) {
 static void register_kernel_series(void) {
     register_calls();
     register_tools();
-    register_servers();
     KM.overhead = simple(MCPG_METRIC_HISTOGRAM, "mcpg_call_overhead_seconds",
                          "Time a call spent in the gateway: its whole time less its backend's",
                          NULL);
