@@ -247,9 +247,9 @@ void generation_free(generation *g) {
     catalog_free(g); /* routes point at instances: first */
     pins_free(g->pins);
     for (size_t i = g->n_instances; i-- > 0;) instance_release(g->instances[i]);
+    servers_free(g); /* its servers point into the manifest: before it */
     manifest_free(g->m);
     free(g->carried);
-    servers_free(g);
     for (int s = 0; s < STAGE_COUNT; s++) free(g->stage[s]);
     free(g->instances);
     free(g);
