@@ -27,10 +27,10 @@ LONG_MS = 20000  # a call that only a cancel ends within the test
 
 
 def request_bytes(port, method="POST", body=None, session=None, version="2025-11-25",
-                  accept=ACCEPT, extra=()):
+                  accept=ACCEPT, extra=(), path="/mcp"):
     """The raw bytes of one legacy-wire request."""
     data = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
-    lines = ["%s /mcp HTTP/1.1" % method, "Host: localhost:%d" % port]
+    lines = ["%s %s HTTP/1.1" % (method, path), "Host: localhost:%d" % port]
     if accept is not None:
         lines.append("Accept: %s" % accept)
     if body is not None:

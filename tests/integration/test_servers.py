@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
                      new_apikey, parse_args, read_audit, rpc_body, run_cli, run_tests,
                      send_one, stateless_headers, wait_for)
-from test_legacy_wire import ACCEPT, answer, rpc  # noqa: E402
+from test_legacy_wire import answer, request_bytes, rpc  # noqa: E402
 from fleet_stores import start_store  # noqa: E402
 
 WAIT = 15
@@ -48,22 +48,10 @@ def stateless(port, path, method, params=None, key=None, name=None, id=1):
     return r, r.rpc()
 
 
-def legacy_bytes(port, path, method="POST", body=None, sid=None, key=None):
-    data = json.dumps(body).encode() if body is not None else b""
-    lines = ["%s %s HTTP/1.1" % (method, path), "Host: localhost:%d" % port,
-             "Accept: %s" % ACCEPT, "MCP-Protocol-Version: 2025-11-25"]
-    if body is not None:
-        lines += ["Content-Type: application/json", "Content-Length: %d" % len(data)]
-    if sid:
-        lines.append("Mcp-Session-Id: %s" % sid)
-    if key:
-        lines.append("X-API-Key: %s" % key)
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
-
-
 def legacy(port, path, method="POST", body=None, sid=None, key=None):
     with Conn(port) as c:
-        c.send(legacy_bytes(port, path, method, body, sid, key))
+        c.send(request_bytes(port, method, body, session=sid, path=path,
+                             extra=[("X-API-Key", key)] if key else ()))
         return c.read_response()
 
 
