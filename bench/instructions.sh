@@ -13,6 +13,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOAD=$ROOT/build/bin/mcpg-load
+MCP_PATH=/mcp
 CONFIG=$ROOT/conf/bench.json
 GW_CPU=0 LOAD_CPU=1
 PORT=18680 CONNECTIONS=64 CALLS=20000 TOP=15
@@ -29,6 +30,7 @@ usage: $0 [options]
   --config FILE        the manifest (default conf/bench.json)
   --calls N            N: the runs send N and 2N calls (default $CALLS)
   --top K              functions listed per build (default $TOP)
+  --path PATH          the endpoint the load calls (default /mcp; /mcp/<name> for a virtual server)
   --connections N      (default $CONNECTIONS)  --tool NAME  --message TEXT
   --port P  --gw-cpu N  --load-cpu N  --load PATH
   --json FILE          append one JSON line per build
@@ -39,6 +41,7 @@ own_opt() {
     --mcpg) BUILDS+=("$2") ;;
     --calls) CALLS=$2 ;;
     --top) TOP=$2 ;;
+    --path) MCP_PATH=$2 ;;
     *) return 1 ;;
     esac
 }
@@ -73,7 +76,7 @@ profile() {
     GW_PID=$!
     # under callgrind it starts tens of times slower than natively: up to 60 s
     wait_port "$GW_PID" "$PORT" 600 || { tail -n 20 "$TMP/gw.log" >&2; die "$bin did not start under callgrind"; }
-    taskset -c "$LOAD_CPU" "$LOAD" --url "http://127.0.0.1:$PORT/mcp" -c "$CONNECTIONS" --tool "$TOOL" \
+    taskset -c "$LOAD_CPU" "$LOAD" --url "http://127.0.0.1:$PORT$MCP_PATH" -c "$CONNECTIONS" --tool "$TOOL" \
         --message "$MESSAGE" -q -w 0 -d 3600 --max-calls "$calls" >"$TMP/load.out" 2>&1 ||
         { cat "$TMP/load.out" >&2; die "$bin: errors in the load of $calls calls"; }
     stop_and_wait "$GW_PID" || die "$bin did not stop within 120 s of SIGTERM"
