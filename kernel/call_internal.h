@@ -319,6 +319,10 @@ int call_judge(mcpg_call *c);
 void call_identity_clear(mcpg_call *c);
 /* Who the caller is as one string: principal 0x1f tenant, or "" (host->call_owner). */
 const char *call_owner_of(mcpg_call *c, size_t *len);
+/* The name of the virtual server the call came to, "" for /mcp. */
+static inline const char *call_server_name(const mcpg_call *c) {
+    return c->srv ? c->srv->name : "";
+}
 /* The name the client used for the call's item, NUL-terminated, or NULL. */
 const char *call_client_name_of(mcpg_call *c);
 

@@ -67,6 +67,13 @@ static int append_compact_field(mcpg_buf *b, const char *p, size_t n) {
 }
 
 /* The seal of state (decoded) for c's caller and request. */
+/* A virtual server's name as one more field (none for /mcp): a requestState
+ * is good only on the server that gave it. */
+static int server_field_append(mcpg_buf *msg, mcpg_call *c) {
+    const char *server = call_server_name(c);
+    return server[0] ? seal_field_append(msg, server, strlen(server)) : 0;
+}
+
 static int seal_of(mcpg_call *c, const char *state, size_t n, uint64_t expiry,
                    char out[SEAL_HEX + 1]) {
     unsigned char key[KEY_LEN], sub[EVP_MAX_MD_SIZE], mac[EVP_MAX_MD_SIZE];
@@ -88,7 +95,7 @@ static int seal_of(mcpg_call *c, const char *state, size_t n, uint64_t expiry,
              seal_field_append(&msg, method, strlen(method)) ||
              seal_field_append(&msg, target ? target : "", target ? strlen(target) : 0) ||
              append_compact_field(&msg, args, args_len) || seal_length_append(&msg, expiry) ||
-             seal_field_append(&msg, state, n);
+             seal_field_append(&msg, state, n) || server_field_append(&msg, c);
     if (!rc && !HMAC(EVP_sha256(), sub, sn, (const unsigned char *)msg.data, msg.len, mac, &mn))
         rc = -1;
     mcpg_buf_free(&msg);

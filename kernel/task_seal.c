@@ -76,8 +76,12 @@ int seal_field_append(mcpg_buf *b, const char *p, size_t n) {
     return seal_length_append(b, n) || mcpg_buf_append(b, p, n);
 }
 
-/* The seal of id for owner, as SEAL_HEX hex digits (out: SEAL_HEX + 1). */
-static void seal_of(const char *owner, size_t on, const char *id, size_t n, char *out) {
+/* The seal of id for owner on a server ("" for /mcp), as SEAL_HEX hex
+ * digits (out: SEAL_HEX + 1). A virtual server's name is a field of its own,
+ * so a task is its server's; /mcp's seals are as they were before servers
+ * (ids a fleet handed out stay good across an upgrade). */
+static void seal_of(const char *owner, size_t on, const char *server, const char *id, size_t n,
+                    char *out) {
     pthread_once(&g_random_once, random_key); /* a key even if nothing configured one */
     unsigned char key[KEY_LEN], mac[EVP_MAX_MD_SIZE];
     pthread_mutex_lock(&g_key_lock);
@@ -86,6 +90,7 @@ static void seal_of(const char *owner, size_t on, const char *id, size_t n, char
     unsigned int mn = 0;
     mcpg_buf msg = {0}; /* each field after its length: no owner can pass for another */
     bool ok = !seal_field_append(&msg, owner, on) && !seal_field_append(&msg, id, n) &&
+              (!server[0] || !seal_field_append(&msg, server, strlen(server))) &&
               HMAC(EVP_sha256(), key, sizeof key, (const unsigned char *)msg.data, msg.len, mac, &mn);
     mcpg_buf_free(&msg);
     if (!ok) memset(mac, 0, sizeof mac); /* seals nothing a caller could have: refused */
@@ -110,7 +115,7 @@ bool task_seal_matches(mcpg_call *c, const char *id, size_t n, const char *seal)
     const char *owner = call_owner_of(c, &on);
     if (!owner) return false;
     char want[SEAL_HEX + 1];
-    seal_of(owner, on, id, n, want);
+    seal_of(owner, on, call_server_name(c), id, n, want);
     return CRYPTO_memcmp(want, seal, SEAL_HEX) == 0;
 }
 
@@ -138,7 +143,7 @@ static int seal_string(mcpg_call *c, const mcpg_json_span *v, mcpg_buf *out) {
     const char *owner = call_owner_of(c, &on);
     if (!owner) return MCPG_ENOMEM;
     char seal[SEAL_HEX + 1];
-    seal_of(owner, on, id, n, seal);
+    seal_of(owner, on, call_server_name(c), id, n, seal);
     int rc = mcpg_buf_append(out, "\"", 1);
     rc |= mcpg_buf_append(out, v->p, v->n); /* still escaped as it came */
     rc |= mcpg_buf_append(out, "~", 1);

@@ -14,6 +14,7 @@ call anything. Checked on both wires:
   * initialize on /mcp/eng answers eng's serverInfo and instructions;
   * every audit record names its server (none for /mcp); mcpg_server_calls_total counts
     per server and outcome;
+  * a task made on one server is unknown on another that binds the same backend;
   * a reload that removes ops and adds "new" leaves alice's eng session working;
     /mcp/ops is then unknown;
   * two gateways sharing a Redis coordinator: a session opened on A's /mcp/eng is served
@@ -288,12 +289,45 @@ def main():
         check(rc == 2 and 'servers[2].bindings[1]: tool "echo" is offered twice' in err,
               "a name offered twice within one server (%d): %s" % (rc, err))
 
+    def t_task_stays_on_its_server():
+        """A task made on one server is unknown on another that binds the same backend
+        (its id is sealed for its server too), and answered on its own."""
+        m = base_manifest()
+        m["modules"] = [{"name": "everything", "module": "backend_everything", "config": {}},
+                        {"name": "keys", "module": "identity_apikey",
+                         "config": {"keys_file": ctx.path("keys.json")}}]
+        m["bindings"] = [{"backend": "everything"}]
+        m["pipeline"]["identity"] = ["keys"]
+        m["servers"] = [{"name": "one"}, {"name": "two"}]
+        with Gateway(ctx, manifest=m, name="servers-tasks") as g:
+            one, _ = open_session(g.port, "/mcp/one", alice)
+            two, _ = open_session(g.port, "/mcp/two", alice)
+            r = legacy(g.port, "/mcp/one", body=rpc("tools/call", {
+                "name": "slow_compute", "arguments": {"seconds": 60, "label": "x"},
+                "task": {"ttl": 60000}}, id=2), sid=one, key=alice)
+            tid = answer(r)["result"]["task"]["taskId"]
+
+            def get(path, sid, task_id):
+                return answer(legacy(g.port, path, body=rpc("tasks/get", {"taskId": task_id},
+                                                            id=3), sid=sid, key=alice))
+            unknown = tid.split(".")[0] + ".task-999999-00~" + "0" * 32
+            got, want = get("/mcp/two", two, tid), get("/mcp/two", two, unknown)
+            check("error" in want, "an id nobody made: an error (%r)" % want)
+            want["error"]["message"] = want["error"]["message"].replace(unknown, tid)
+            check_eq(got, want, "one's task on two = an unknown task")
+            got = get("/mcp/one", one, tid)
+            check_eq(got.get("result", {}).get("status"), "working", "on one (%r)" % got)
+            r = legacy(g.port, "/mcp/one", body=rpc("tasks/cancel", {"taskId": tid}, id=4),
+                       sid=one, key=alice)
+            check("result" in answer(r), "cancelled on one (%r)" % answer(r))
+
     def t_stop():
         gw.stop()  # exit 0, no sanitizer report
 
     tests = [t_start, t_each_lists_its_own, t_policy_per_server,
              t_legacy_sessions_belong_to_their_server, t_audit_and_metrics_name_the_server,
-             t_reload_keeps_other_servers_sessions, t_check_names_the_key, t_stop, t_fleet]
+             t_reload_keeps_other_servers_sessions, t_check_names_the_key, t_stop,
+             t_task_stays_on_its_server, t_fleet]
     sys.exit(run_tests([(t.__name__, t) for t in tests], ctx))
 
 
