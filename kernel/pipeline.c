@@ -216,6 +216,13 @@ static bool is_listen(const mcpg_call *c) {
            memcmp(c->d.method, m, sizeof m - 1) == 0;
 }
 
+/* A virtual server's session hears only of what its server serves: a uri
+ * its lists do not route is another server's (or nobody's). /mcp keeps its
+ * rule: any uri its policy shows. */
+static bool subscribable(const mcpg_call *c, const char *uri, size_t n) {
+    return c->srv == &c->gen->servers[0] || catalog_find_resource(c->lists, uri, n) != NULL;
+}
+
 /* {"resourceSubscriptions":[the uris every policy shows the caller]}: the
  * transport subscribes those only. */
 static void answer_listen(mcpg_call *c) {
@@ -235,7 +242,8 @@ static void answer_listen(mcpg_call *c) {
         while (!rc && mcpg_json_array_next(uris.p, uris.n, &it, &u) == 1) {
             if (u.type != MCPG_JSON_STRING || mcpg_json_string_decode(&u, uri, sizeof uri, &n) != 0)
                 continue;
-            if (filtered && !item_visible(c, "resource", uri)) continue;
+            if ((filtered && !item_visible(c, "resource", uri)) || !subscribable(c, uri, n))
+                continue;
             if (!first) rc |= mcpg_buf_append(out, ",", 1);
             first = false;
             rc |= mcpg_buf_append(out, u.p - 1, u.n + 2);
@@ -271,6 +279,17 @@ static void answer_task_list(mcpg_call *c) {
     else seal_result(c);
 }
 
+static bool subscribe_uri_served(const mcpg_call *c) {
+    mcpg_json_span u;
+    char uri[1024];
+    size_t n;
+    if (!c->d.params_json ||
+        mcpg_json_object_get(c->d.params_json, c->d.params_len, "uri", &u) != 1 ||
+        u.type != MCPG_JSON_STRING || mcpg_json_string_decode(&u, uri, sizeof uri, &n) != 0)
+        return c->srv == &c->gen->servers[0];
+    return subscribable(c, uri, n);
+}
+
 static void answer_locally(mcpg_call *c) {
     if (c->list_kind >= 0) {
         answer_list(c);
@@ -280,6 +299,10 @@ static void answer_locally(mcpg_call *c) {
         c->method == MCPG_METHOD_RESOURCES_UNSUBSCRIBE) {
         /* identity and policy let it through: the transport, which keeps
          * subscriptions, makes the change */
+        if (c->method == MCPG_METHOD_RESOURCES_SUBSCRIBE && !subscribe_uri_served(c)) {
+            call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: no such resource");
+            return;
+        }
         mcpg_buf_puts(&c->result, "{}");
         return;
     }

@@ -14,6 +14,7 @@ call anything. Checked on both wires:
   * initialize on /mcp/eng answers eng's serverInfo and instructions;
   * every audit record names its server (none for /mcp); mcpg_server_calls_total counts
     per server and outcome;
+  * a session subscribes only to resources its server serves;
   * a task made on one server is unknown on another that binds the same backend;
   * a reload that removes ops and adds "new" leaves alice's eng session working;
     /mcp/ops is then unknown;
@@ -87,7 +88,8 @@ def policy(principal):
 
 
 def manifest(ctx, audit, servers=("eng", "ops"), coordinator=None):
-    m = base_manifest(audit_path=audit, tools=[{"name": "echo"}, {"name": "ping"}])
+    m = base_manifest(audit_path=audit, tools=[{"name": "echo"}, {"name": "ping"}],
+                      mock_config={"resources": [{"uri": "mock://r", "text": "r"}]})
     m["modules"] += [
         {"name": "keys", "module": "identity_apikey", "config": {"keys_file": ctx.path("keys.json")}},
         {"name": "eng_rules", "module": "policy_rules", "config": policy("alice")},
@@ -105,7 +107,7 @@ def manifest(ctx, audit, servers=("eng", "ops"), coordinator=None):
                 "instructions": "Engineering tools: eng_echo repeats what it is given.",
                 "server_info": {"name": "eng-tools", "version": "2.1.0", "title": "Eng"}},
         "ops": {"name": "ops", "bindings": [{"backend": "mock", "prefix": "ops",
-                                             "allow": ["ping"]}],
+                                             "allow": ["ping"], "deny_resources": ["mock://r"]}],
                 "pipeline": {"identity": ["keys"], "policy": ["ops_rules"], "audit": ["audit"]}},
         "new": {"name": "new", "path": "/teams/new", "bindings": [{"backend": "mock",
                                                                    "prefix": "n"}]},
@@ -191,6 +193,17 @@ def main():
         _, top = open_session(p, "/mcp", alice)
         check(top["result"]["serverInfo"]["name"] != "eng-tools", "/mcp keeps its own info")
         check("instructions" not in top["result"], "/mcp sets no instructions")
+
+    def t_subscriptions_stay_on_their_server():
+        """A session subscribes only to what its server serves: ops does not serve
+        mock://r (eng does), so bob's subscription on ops is refused."""
+        p = gw.port
+        body = rpc("resources/subscribe", {"uri": "mock://r"}, id=20)
+        bob_ops, _ = open_session(p, "/mcp/ops", bob)
+        out = answer(legacy(p, "/mcp/ops", body=body, sid=bob_ops, key=bob))
+        check_eq(out.get("error", {}).get("code"), -32602, "ops' session on eng's uri (%r)" % out)
+        out = answer(legacy(p, "/mcp/eng", body=body, sid=state["sid"], key=alice))
+        check_eq(out.get("result"), {}, "eng's session on eng's uri (%r)" % out)
 
     def t_audit_and_metrics_name_the_server():
         recs = wait_for(lambda: [r for r in read_audit(audit) if r.get("tool") == "ops_ping"],
@@ -325,7 +338,8 @@ def main():
         gw.stop()  # exit 0, no sanitizer report
 
     tests = [t_start, t_each_lists_its_own, t_policy_per_server,
-             t_legacy_sessions_belong_to_their_server, t_audit_and_metrics_name_the_server,
+             t_legacy_sessions_belong_to_their_server, t_subscriptions_stay_on_their_server,
+             t_audit_and_metrics_name_the_server,
              t_reload_keeps_other_servers_sessions, t_check_names_the_key, t_stop,
              t_task_stays_on_its_server, t_fleet]
     sys.exit(run_tests([(t.__name__, t) for t in tests], ctx))
