@@ -394,4 +394,5 @@ const mcpg_host HOST = {
     .call_trace_upstream_end = host_call_trace_upstream_end,
     .call_bearer = host_call_bearer,
     .server_find = host_server_find,
+    .server_offers = host_server_offers,
 };

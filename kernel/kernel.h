@@ -505,6 +505,7 @@ const gen_server *server_named(const generation *g, const char *name, size_t n, 
 bool server_binds(const gen_server *s, const mcpg_instance *backend);
 int host_server_find(mcpg_worker *w, const char *path, size_t n, const char *host, size_t hn,
                      mcpg_server_view *out);
+uint32_t host_server_offers(mcpg_worker *w, const char *name, size_t n);
 
 /* The generation this thread is creating instances of, else NULL. */
 const generation *generation_building(void);

@@ -226,15 +226,44 @@ static uint32_t backend_offers(const mcpg_instance *be, bool watched) {
 }
 
 /* Every bound backend's bits: each binding's, or (no "bindings") each backend's. */
-static uint32_t bound_offers(const generation *g) {
+/* What server v's bindings serve beyond its lists (completions, subscribe,
+ * list changes). */
+static uint32_t bound_offers(const generation *g, uint32_t v) {
     uint32_t bits = 0;
-    const manifest *m = g->m;
-    if (m && m->default_bindings)
+    const gen_server *s = &g->servers[v];
+    if (s->default_bindings)
         for (size_t i = 0; i < g->n_instances; i++)
             if (g->instances[i]->desc->kind == MCPG_KIND_BACKEND)
                 bits |= backend_offers(g->instances[i], false);
-    for (size_t i = 0; m && i < m->n_bindings; i++)
-        bits |= backend_offers(backend_named(g, m->bindings[i].backend), m->bindings[i].watch);
+    for (size_t i = 0; i < s->n_bindings; i++)
+        bits |= backend_offers(backend_named(g, s->bindings[i].backend), s->bindings[i].watch);
+    return bits;
+}
+
+/* What server v offers: its lists' kinds, what its bindings add. */
+static uint32_t server_offers(const generation *g, const catset *cs, uint32_t v) {
+    uint32_t bits = 0;
+    if (cs && v < cs->n_servers) {
+        const catalog *cat = catset_lists(cs, v);
+        if (cat[CAT_TOOLS].n_routes) bits |= MCPG_OFFER_TOOLS;
+        if (cat[CAT_PROMPTS].n_routes) bits |= MCPG_OFFER_PROMPTS;
+        if (cat[CAT_RESOURCES].n_routes || cat[CAT_TEMPLATES].n_routes)
+            bits |= MCPG_OFFER_RESOURCES;
+    }
+    bits |= bound_offers(g, v);
+    /* completions and subscriptions are for what is served */
+    if (!(bits & (MCPG_OFFER_PROMPTS | MCPG_OFFER_RESOURCES))) bits &= ~MCPG_OFFER_COMPLETIONS;
+    if (!(bits & MCPG_OFFER_RESOURCES)) bits &= ~MCPG_OFFER_SUBSCRIBE;
+    return bits;
+}
+
+uint32_t host_server_offers(mcpg_worker *w, const char *name, size_t n) {
+    generation *g = w ? w->gen : NULL;
+    uint32_t v = 0;
+    if (!g || !server_named(g, name, n, &v)) return host_offers();
+    catset *cs = catalog_acquire(g);
+    uint32_t bits = server_offers(g, cs, v);
+    catalog_release(cs);
     return bits;
 }
 
@@ -277,18 +306,8 @@ uint32_t host_offers(void) {
     if (!g) return 0;
     uint32_t bits = 0;
     catset *cs = catalog_acquire(g);
-    for (uint32_t v = 0; cs && v < cs->n_servers; v++) { /* what any server offers */
-        const catalog *cat = catset_lists(cs, v);
-        if (cat[CAT_TOOLS].n_routes) bits |= MCPG_OFFER_TOOLS;
-        if (cat[CAT_PROMPTS].n_routes) bits |= MCPG_OFFER_PROMPTS;
-        if (cat[CAT_RESOURCES].n_routes || cat[CAT_TEMPLATES].n_routes)
-            bits |= MCPG_OFFER_RESOURCES;
-    }
+    for (uint32_t v = 0; v < g->n_servers; v++) bits |= server_offers(g, cs, v); /* any server's */
     catalog_release(cs);
-    bits |= bound_offers(g);
-    /* completions and subscriptions are for what is served */
-    if (!(bits & (MCPG_OFFER_PROMPTS | MCPG_OFFER_RESOURCES))) bits &= ~MCPG_OFFER_COMPLETIONS;
-    if (!(bits & MCPG_OFFER_RESOURCES)) bits &= ~MCPG_OFFER_SUBSCRIBE;
     return bits;
 }
 

@@ -586,6 +586,10 @@ struct mcpg_host {
      * the name it found in mcpg_call_desc.server. Loop threads. */
     int (*server_find)(mcpg_worker *w, const char *path, size_t n, const char *host, size_t hn,
                        mcpg_server_view *out);
+    /** host->offers() for one server: what the virtual server name[0..n)
+     * serves (its own lists and bindings), in the generation w's loop
+     * serves; n 0: /mcp's. A name it does not have: offers(). Loop threads. */
+    uint32_t (*server_offers)(mcpg_worker *w, const char *name, size_t n);
     /** @} */
 };
 

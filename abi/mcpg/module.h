@@ -49,8 +49,8 @@
  *        client span).
  *   1.11 upstream credentials: mcpg_identity.bearer (the token an
  *        identity module verified) and host->call_bearer.
- *   1.12 virtual servers: host->server_find, mcpg_call_desc.server and
- *        mcpg_audit_event.server.
+ *   1.12 virtual servers: host->server_find, host->server_offers,
+ *        mcpg_call_desc.server and mcpg_audit_event.server.
  * What the gateway gained with each minor: CHANGES.md. What a minor and a
  * major may change, and how long a major is kept: docs/compatibility.md.
  *

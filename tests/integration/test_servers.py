@@ -199,7 +199,12 @@ def main():
         mock://r (eng does), so bob's subscription on ops is refused."""
         p = gw.port
         body = rpc("resources/subscribe", {"uri": "mock://r"}, id=20)
-        bob_ops, _ = open_session(p, "/mcp/ops", bob)
+        bob_ops, init = open_session(p, "/mcp/ops", bob)
+        caps = init["result"]["capabilities"]
+        check("tools" in caps and "resources" not in caps,
+              "ops advertises what it serves: tools, no resources (%r)" % caps)
+        _, init = open_session(p, "/mcp/eng", alice)
+        check("resources" in init["result"]["capabilities"], "eng serves resources")
         out = answer(legacy(p, "/mcp/ops", body=body, sid=bob_ops, key=bob))
         check_eq(out.get("error", {}).get("code"), -32602, "ops' session on eng's uri (%r)" % out)
         out = answer(legacy(p, "/mcp/eng", body=body, sid=state["sid"], key=alice))

@@ -6,16 +6,18 @@
 
 #include <string.h>
 
-/* What the bindings serve (ABI 1.7), and what this transport adds: resource
- * webhooks announce updates (so subscriptions are worth making) and, when a
- * source may say so, list changes. A kernel without the slot: everything,
- * as before it could say. */
-static uint32_t offered(const th_mod *m) {
+/* What the bindings serve (ABI 1.7; a virtual server's own, 1.12), and what
+ * this transport adds: resource webhooks announce updates (so subscriptions
+ * are worth making) and, when a source may say so, list changes. A kernel
+ * without the slot: everything, as before it could say. */
+static uint32_t offered(const th_mod *m, const th_req *r) {
     const mcpg_host *h = m->host;
-    uint32_t bits = MCPG_HOST_HAS(h, offers) ? h->offers()
-                                             : MCPG_OFFER_TOOLS | MCPG_OFFER_RESOURCES | MCPG_OFFER_PROMPTS |
-                                                   MCPG_OFFER_COMPLETIONS | MCPG_OFFER_SUBSCRIBE |
-                                                   MCPG_OFFER_LIST_CHANGED;
+    uint32_t bits = MCPG_OFFER_TOOLS | MCPG_OFFER_RESOURCES | MCPG_OFFER_PROMPTS |
+                    MCPG_OFFER_COMPLETIONS | MCPG_OFFER_SUBSCRIBE | MCPG_OFFER_LIST_CHANGED;
+    if (r->server_len && MCPG_HOST_HAS(h, server_offers))
+        bits = h->server_offers(r->ws->w, r->server, r->server_len);
+    else if (MCPG_HOST_HAS(h, offers))
+        bits = h->offers();
     return bits | m->wh_offers;
 }
 
@@ -25,9 +27,9 @@ static int kind(const mcpg_host *h, mcpg_buf *b, int *first, const char *name, c
     return rc;
 }
 
-int th_caps_append(const th_mod *m, mcpg_buf *b, int legacy) {
+int th_caps_append(const th_mod *m, const th_req *r, mcpg_buf *b, int legacy) {
     const mcpg_host *h = m->host;
-    uint32_t bits = offered(m);
+    uint32_t bits = offered(m, r);
     const char *lc = (bits & MCPG_OFFER_LIST_CHANGED) ? "\"listChanged\":true" : "";
     int tasks = MCPG_HOST_HAS(h, tasks_offered) && h->tasks_offered();
     int events = MCPG_HOST_HAS(h, events_offered) && h->events_offered();

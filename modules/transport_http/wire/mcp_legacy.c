@@ -347,7 +347,7 @@ static void initialize(th_conn *c, th_req *r, const th_lmsg *m, th_piece id) {
     mcpg_buf *b = &ws->scratch;
     b->len = 0;
     rc = h->buf_printf(b, "{\"protocolVersion\":\"%s\",\"capabilities\":", version);
-    rc |= th_caps_append(mod, b, 1);
+    rc |= th_caps_append(mod, r, b, 1);
     rc |= h->buf_printf(b, ",\"serverInfo\":%s", th_req_server_info(mod, r).p);
     th_piece instr = th_req_instructions(r); /* a virtual server's, for the client's model */
     if (instr.n) {

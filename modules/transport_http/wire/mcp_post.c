@@ -44,7 +44,7 @@ static void answer_discover(th_conn *c, th_req *r, th_piece id) {
     b->len = 0;
     int rc = h->buf_append(b, ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],\"capabilities\":",
                            sizeof ",\"result\":{\"supportedVersions\":[\"" TH_PROTOCOL_VERSION "\"],\"capabilities\":" - 1);
-    rc |= th_caps_append(m, b, 0);
+    rc |= th_caps_append(m, r, b, 0);
     if (instr.n) {
         rc |= h->buf_append(b, ",\"instructions\":", 16);
         rc |= h->buf_append(b, instr.p, instr.n);

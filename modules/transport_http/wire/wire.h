@@ -29,7 +29,7 @@ typedef struct th_info {
 
 /* caps.c: the capabilities object both wires advertise (legacy: initialize's
  * form, else server/discover's), appended to b. 0 or MCPG_ENOMEM. */
-int th_caps_append(const th_mod *m, mcpg_buf *b, int legacy);
+int th_caps_append(const th_mod *m, const th_req *r, mcpg_buf *b, int legacy);
 /* caps.c: the serverInfo of the gateway's name now (host->gateway_name,
  * which a reload may change), made when it differs from the newest: at
  * start and at each reload, on the main thread. 0 or MCPG_ENOMEM. */
