@@ -237,10 +237,13 @@ def main():
                 n += 1
                 body = rpc("tools/call", {"name": "eng_echo", "arguments": {"message": "l"}},
                            id=n)
-                r = legacy(p, "/mcp/eng", body=body, sid=state["sid"], key=alice)
-                results.append(("session", r.status, "result" in answer(r)))
-                msg = call(p, "/mcp/eng", "eng_echo", alice, id=n)
-                results.append(("stateless", 200, "result" in msg))
+                try:  # a failure is recorded, so it is reported as one (not as a stall)
+                    r = legacy(p, "/mcp/eng", body=body, sid=state["sid"], key=alice)
+                    results.append(("session", r.status, "result" in answer(r), r.body[:200]))
+                    msg = call(p, "/mcp/eng", "eng_echo", alice, id=n)
+                    results.append(("stateless", 200, "result" in msg, msg))
+                except Exception as e:  # noqa: BLE001
+                    results.append(("raised", 0, False, repr(e)))
 
         th = threading.Thread(target=load)
         th.start()
