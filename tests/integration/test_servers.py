@@ -31,8 +31,8 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway import (Conn, Context, Gateway, base_manifest, build_request, check, check_eq,  # noqa: E402
-                     new_apikey, parse_args, read_audit, rpc_body, run_cli, run_tests,
-                     send_one, stateless_headers, wait_for)
+                     new_apikey, parse_args, read_audit, readyz_coordinator, rpc_body, run_cli,
+                     run_tests, send_one, stateless_headers, wait_for)
 from test_legacy_wire import answer, request_bytes, rpc  # noqa: E402
 from fleet_stores import start_store  # noqa: E402
 
@@ -280,6 +280,9 @@ def main():
                     env=env, name="servers-b")
         try:
             with a, b:
+                for g in (a, b):  # a replica serves before its store connection is up
+                    wait_for(lambda: readyz_coordinator(g.port) == "ok", WAIT,
+                             "%s's coordinator connected" % g.name)
                 sid, _ = open_session(a.port, "/mcp/eng", alice)
                 body = rpc("tools/call", {"name": "eng_echo", "arguments": {"message": "z"}},
                            id=12)
