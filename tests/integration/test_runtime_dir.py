@@ -45,8 +45,34 @@ def main():
                 (os.path.basename(alive), os.path.basename(keep))]
         check_eq(left, [], "the gateway removed its own folder when it stopped")
 
-    return run_tests([("runtime folder: own copies, removed at stop, stale ones swept", t_sweep)],
-                     ctx)
+    def t_crashed_kept_bounded():
+        """The folders of crashed gateways keep their copies (a core file names them), the
+        five newest crashes only: a gateway crashing in a loop does not fill the disk."""
+        tmp = ctx.path("crashes")
+        os.makedirs(tmp, exist_ok=True)
+        dirs = []
+        for i in range(7):
+            d = os.path.join(tmp, "mcpg-%d-crash%d" % (dead_pid() + i, i))
+            os.makedirs(d)
+            open(os.path.join(d, "backend_mock.0123456789abcdef.so"), "w").close()
+            crash = os.path.join(d, "crash.txt")
+            with open(crash, "w") as f:
+                f.write("mcpg: fatal SIGSEGV\n")
+            os.utime(crash, (1700000000 + 60 * i, 1700000000 + 60 * i))  # i-th crash, in order
+            dirs.append(d)
+        with Gateway(ctx, manifest=base_manifest(), env={"TMPDIR": tmp}, name="rt-crash"):
+            pass
+        for i, d in enumerate(dirs):
+            copies = [f for f in os.listdir(d) if f.endswith(".so")]
+            check(os.path.exists(os.path.join(d, "crash.txt")), "crash %d: crash.txt kept" % i)
+            if i < 2:
+                check_eq(copies, [], "crash %d (older than the five newest): copies removed" % i)
+            else:
+                check_eq(len(copies), 1, "crash %d (one of the five newest): copies kept" % i)
+
+    return run_tests([("runtime folder: own copies, removed at stop, stale ones swept", t_sweep),
+                      ("crashed folders: the five newest keep their copies",
+                       t_crashed_kept_bounded)], ctx)
 
 
 if __name__ == "__main__":
