@@ -279,17 +279,6 @@ static void answer_task_list(mcpg_call *c) {
     else seal_result(c);
 }
 
-static bool subscribe_uri_served(const mcpg_call *c) {
-    mcpg_json_span u;
-    char uri[1024];
-    size_t n;
-    if (!c->d.params_json ||
-        mcpg_json_object_get(c->d.params_json, c->d.params_len, "uri", &u) != 1 ||
-        u.type != MCPG_JSON_STRING || mcpg_json_string_decode(&u, uri, sizeof uri, &n) != 0)
-        return c->srv == &c->gen->servers[0];
-    return subscribable(c, uri, n);
-}
-
 static void answer_locally(mcpg_call *c) {
     if (c->list_kind >= 0) {
         answer_list(c);
@@ -299,7 +288,9 @@ static void answer_locally(mcpg_call *c) {
         c->method == MCPG_METHOD_RESOURCES_UNSUBSCRIBE) {
         /* identity and policy let it through: the transport, which keeps
          * subscriptions, makes the change */
-        if (c->method == MCPG_METHOD_RESOURCES_SUBSCRIBE && !subscribe_uri_served(c)) {
+        /* params.uri as the judge decoded it (judge.c): the one reading */
+        if (c->method == MCPG_METHOD_RESOURCES_SUBSCRIBE &&
+            !subscribable(c, c->d.name ? c->d.name : "", c->d.name ? c->d.name_len : 0)) {
             call_set_error(c, MCPG_RPC_INVALID_PARAMS, 0, "Invalid params: no such resource");
             return;
         }
