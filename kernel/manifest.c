@@ -583,17 +583,6 @@ static void parse_bindings(mctx *c, json_t *root) {
 
 /* ---- virtual servers ---- */
 
-static bool server_name_valid(const char *s) {
-    size_t n = strlen(s);
-    if (n < 1 || n > 64 || !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
-        return false;
-    for (size_t i = 1; i < n; i++)
-        if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && s[i] != '_' &&
-            s[i] != '-')
-            return false;
-    return true;
-}
-
 /* The paths the transport answers itself: a server there would never be reached. */
 static bool path_reserved(const char *p) {
     static const char *const fixed[] = {"/mcp", "/metrics", "/healthz", "/readyz",
@@ -639,10 +628,10 @@ static void parse_server(mctx *c, json_t *e, const char *base, decl_server *sv) 
     char p[160];
     snprintf(p, sizeof p, "%s.name", base);
     if (!sv->name) err(c, p, "is required");
-    else if (!server_name_valid(sv->name))
-        err(c, p, "\"%s\" does not match ^[a-z0-9][a-z0-9_-]{0,63}$", sv->name);
+    else if (!mcpg_server_name_valid(sv->name, strlen(sv->name)))
+        err(c, p, "\"%s\" does not match " MCPG_SERVER_NAME_PATTERN, sv->name);
     sv->path = get_string(c, e, "path", base, NULL);
-    if (!sv->path && sv->name && server_name_valid(sv->name)) {
+    if (!sv->path && sv->name && mcpg_server_name_valid(sv->name, strlen(sv->name))) {
         char dflt[80];
         snprintf(dflt, sizeof dflt, "/mcp/%s", sv->name);
         sv->path = strdup(dflt);

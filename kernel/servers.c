@@ -81,19 +81,9 @@ bool server_binds(const gen_server *s, const mcpg_instance *backend) {
     return false;
 }
 
-/* The Host header's name, without its port ("[::1]:8080" keeps its brackets). */
-static size_t host_name_len(const char *host, size_t hn) {
-    if (hn && host[0] == '[') {
-        const char *close = memchr(host, ']', hn);
-        return close ? (size_t)(close - host) + 1 : hn;
-    }
-    const char *colon = memchr(host, ':', hn);
-    return colon ? (size_t)(colon - host) : hn;
-}
-
 static bool host_matches(const decl_server *d, const char *host, size_t hn) {
     if (!d->host) return true;
-    size_t n = host ? host_name_len(host, hn) : 0;
+    size_t n = host ? mcpg_host_name_len(host, hn) : 0;
     return n && strlen(d->host) == n && strncasecmp(d->host, host, n) == 0;
 }
 

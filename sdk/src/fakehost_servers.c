@@ -23,19 +23,6 @@ struct fh_view_copy {
     char text[];
 };
 
-/* servers[].name: ^[a-z0-9][a-z0-9_-]{0,63}$ */
-static int name_ok(const char *s) {
-    size_t n = strlen(s);
-    if (!n || n > 64) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-                 (i && (ch == '_' || ch == '-'));
-        if (!ok) return 0;
-    }
-    return 1;
-}
-
 static void server_free(fh_server *s) {
     free(s->name);
     free(s->path);
@@ -51,7 +38,8 @@ static int info_ok(const char *json) {
 
 int mcpg_fakehost_add_server(mcpg_fakehost *fh, const char *name, const char *path,
                              const char *host, const char *info_json, const char *instructions) {
-    if (!fh || !name || !name_ok(name) || (path && path[0] != '/') || !info_ok(info_json))
+    if (!fh || !name || !mcpg_server_name_valid(name, strlen(name)) || (path && path[0] != '/') ||
+        !info_ok(info_json))
         return MCPG_EINVAL;
     char def[80];
     snprintf(def, sizeof def, "/mcp/%s", name);
@@ -75,19 +63,9 @@ int mcpg_fakehost_add_server(mcpg_fakehost *fh, const char *name, const char *pa
     return 0;
 }
 
-/* The Host header's name, without a port ("[::1]:8080" -> "[::1]"). */
-static size_t host_name_len(const char *h, size_t n) {
-    if (n && h[0] == '[') {
-        const char *end = memchr(h, ']', n);
-        return end ? (size_t)(end - h) + 1 : n;
-    }
-    const char *colon = memchr(h, ':', n);
-    return colon ? (size_t)(colon - h) : n;
-}
-
 static int host_matches(const fh_server *s, const char *host, size_t hn) {
     if (!s->host) return 1;
-    size_t k = host ? host_name_len(host, hn) : 0;
+    size_t k = host ? mcpg_host_name_len(host, hn) : 0;
     return k && strlen(s->host) == k && !strncasecmp(s->host, host, k);
 }
 

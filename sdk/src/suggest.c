@@ -16,6 +16,26 @@ int mcpg_name_valid(const char *s, size_t n) {
     return 1;
 }
 
+int mcpg_server_name_valid(const char *s, size_t n) {
+    if (n < 1 || n > MCPG_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                 (i && (ch == '_' || ch == '-'));
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+size_t mcpg_host_name_len(const char *host, size_t n) {
+    if (n && host[0] == '[') {
+        const char *close = memchr(host, ']', n);
+        return close ? (size_t)(close - host) + 1 : n;
+    }
+    const char *colon = memchr(host, ':', n);
+    return colon ? (size_t)(colon - host) : n;
+}
+
 static size_t edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 64 || lb > 64) return 99;

@@ -96,6 +96,13 @@ extern "C" {
 #define MCPG_NAME_PATTERN "^[a-zA-Z0-9_-]{1,64}$"
 /** 1 when s[0..n) fits MCPG_NAME_PATTERN, else 0. */
 int mcpg_name_valid(const char *s, size_t n);
+/** What a virtual server's name (manifest servers[].name) must fit. */
+#define MCPG_SERVER_NAME_PATTERN "^[a-z0-9][a-z0-9_-]{0,63}$"
+/** 1 when s[0..n) fits MCPG_SERVER_NAME_PATTERN, else 0. */
+int mcpg_server_name_valid(const char *s, size_t n);
+/** The length of the name in a Host header's value host[0..n), without its
+ * ":port" ("[::1]:8080" keeps its brackets: 5). */
+size_t mcpg_host_name_len(const char *host, size_t n);
 
 /* ---- result builders (for backends; they write through the host table) ---- */
 /** The call's result becomes
